@@ -1,0 +1,39 @@
+# Tally: `make run` starts everything locally, `make test` runs every test.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+AWS_PORT ?= 5000
+
+.PHONY: run test unit functional e2e bench trigger package clean
+
+$(BIN)/.installed: requirements.txt requirements-dev.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+run: $(BIN)/.installed
+	$(BIN)/python -m tools.local_stack --port $(PORT) --aws-port $(AWS_PORT)
+
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest
+
+unit: $(BIN)/.installed
+	$(BIN)/python -m pytest tests/unit
+
+functional: $(BIN)/.installed
+	$(BIN)/python -m pytest tests/functional
+
+e2e: $(BIN)/.installed
+	$(BIN)/python -m pytest tests/e2e
+
+bench: $(BIN)/.installed
+	$(BIN)/python -m bench
+
+# Run every scheduled handler of a running `make run` now.
+trigger:
+	kill -USR1 $$(cat .local-stack.pid)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,107 @@
+"""Tally: routes and event handlers. Each parses its input, calls chalicelib, shapes the answer."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from typing import Any, Callable
+
+from chalice import BadRequestError, Chalice, NotFoundError, Response
+
+from chalicelib import clock, counters, events, stream_records, validation, windows
+from chalicelib.aws import AwsClients
+from chalicelib.errors import NotFoundError as TallyNotFound
+from chalicelib.errors import PartialWriteError, StorageError, ValidationError
+from chalicelib.settings import Settings
+
+app = Chalice(app_name="tally")
+app.log.setLevel(logging.INFO)
+settings = Settings.from_env()
+aws = AwsClients(settings)
+
+# curl -d sends form-encoded by default; every body is parsed as JSON whatever its label.
+BODY_TYPES = ["application/json", "application/x-www-form-urlencoded", "text/plain"]
+
+
+def answers(view: Callable[..., Any]) -> Callable[..., Any]:
+    """Map Tally's exceptions to Chalice's JSON errors: the one place this happens."""
+
+    @functools.wraps(view)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return view(*args, **kwargs)
+        except ValidationError as exc:
+            raise BadRequestError(str(exc)) from exc
+        except TallyNotFound as exc:
+            raise NotFoundError(str(exc)) from exc
+        except PartialWriteError as exc:
+            body = {"Code": "PartialWrite", "Message": str(exc), **exc.details()}
+            return Response(body=body, status_code=503)
+        except StorageError as exc:
+            app.log.exception("storage failure")
+            return Response(body={"Code": "ServiceUnavailable", "Message": str(exc)}, status_code=503)
+
+    return wrapper
+
+
+def json_body() -> Any:
+    raw = app.current_request.raw_body
+    if not raw:
+        raise ValidationError("the request needs a JSON body")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValidationError(f"the body is not valid JSON: {exc}") from exc
+
+
+def query() -> dict[str, str]:
+    return dict(app.current_request.query_params or {})
+
+
+# -- events and windowed counters ---------------------------------------------------------
+
+@app.route("/events", methods=["POST"], content_types=BODY_TYPES)
+@answers
+def post_events() -> Response:
+    now = clock.now_ms()
+    batch = events.parse_body(json_body(), now, settings)
+    ids = events.store(aws.dynamodb, settings, batch, now)
+    return Response(body={"ids": ids}, status_code=201)
+
+
+@app.route("/counters/{counter}", methods=["GET"])
+@answers
+def get_counter(counter: str) -> dict[str, Any]:
+    now = clock.now_ms()
+    first, last = windows.minute_range(query(), now)
+    name = validation.name(counter, "counter")
+    return counters.count_window(aws.dynamodb, settings, name, first, last, now).as_dict()
+
+
+@app.route("/counters/{counter}/histogram", methods=["GET"])
+@answers
+def get_histogram(counter: str) -> dict[str, Any]:
+    now = clock.now_ms()
+    params = query()
+    first, last = windows.minute_range(params, now)
+    name = validation.name(counter, "counter")
+    return counters.histogram(aws.dynamodb, settings, name, first, last, windows.resolution(params), now)
+
+
+@app.route("/quarantine", methods=["GET"])
+@answers
+def get_quarantine() -> dict[str, Any]:
+    return {"records": counters.quarantined(aws.dynamodb, settings)}
+
+
+@app.on_dynamodb_record(
+    stream_arn=settings.events_stream_arn,
+    batch_size=settings.stream_batch_size,
+    starting_position="TRIM_HORIZON",
+)
+def on_event_records(event: Any) -> dict[str, Any]:
+    records = stream_records.from_lambda_event(event.to_dict())
+    result = counters.apply_stream_batch(aws.dynamodb, settings, records, clock.now_ms())
+    app.log.info("event records: %s", result.as_dict())
+    return result.as_dict()

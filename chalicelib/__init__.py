@@ -1,0 +1,1 @@
+"""Tally's logic: everything app.py calls into."""

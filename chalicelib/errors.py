@@ -1,0 +1,33 @@
+"""Tally's own exceptions. app.py maps them to HTTP answers in one place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TallyError(Exception):
+    """Base of every error Tally raises on purpose."""
+
+
+class ValidationError(TallyError):
+    """The client sent something Tally will not accept (HTTP 400)."""
+
+
+class NotFoundError(TallyError):
+    """The thing asked for does not exist (HTTP 404)."""
+
+
+class StorageError(TallyError):
+    """A storage call failed after retries (HTTP 503)."""
+
+
+class PartialWriteError(StorageError):
+    """Some items of a batch were stored and some were not."""
+
+    def __init__(self, message: str, stored: list[str], failed: list[str]) -> None:
+        super().__init__(message)
+        self.stored = stored
+        self.failed = failed
+
+    def details(self) -> dict[str, Any]:
+        return {"stored": self.stored, "failed": self.failed}

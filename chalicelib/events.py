@@ -1,0 +1,169 @@
+"""Events in: validation, events-table keys, and the batch write.
+
+Events-table keys follow the quarter-hour layout: the partition key is the quarter hour of
+the ingest time plus a write shard ("202611212315#3"), so one quarter hour is spread over
+several partitions and a report can Query exactly the partitions of a time range; the sort
+key is the ingest time to the millisecond plus a random suffix, so keys never collide.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from botocore.exceptions import ClientError
+from boto3.dynamodb.types import TypeSerializer
+
+from chalicelib import validation
+from chalicelib.errors import PartialWriteError, StorageError, ValidationError
+from chalicelib.settings import Settings
+
+MAX_BATCH = 25
+ID_MAX_CHARS = 128
+MAX_RETENTION_SECONDS = 10 * 365 * 86400
+MAX_ATTRIBUTES_BYTES = 16_384
+EVENT_FIELDS = {"counter", "id", "time", "retention", "attributes"}
+_SERIALIZER = TypeSerializer()
+
+
+@dataclass(frozen=True)
+class Event:
+    counter: str
+    id: str
+    time_ms: int
+    retention_seconds: int
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_body(body: Any, now_ms: int, settings: Settings) -> list[Event]:
+    """One event or {"events": [...]}; the whole request is rejected if any event is bad."""
+    if not isinstance(body, dict):
+        raise ValidationError("the body must be a JSON object: one event or {\"events\": [...]}")
+    if "events" in body:
+        raw = body["events"]
+        if set(body) != {"events"}:
+            raise ValidationError("a batch body holds only \"events\"")
+        if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_BATCH:
+            raise ValidationError(f"events must be a list of 1 to {MAX_BATCH} events")
+        return [_parse_event(item, now_ms, settings, f"events[{i}]") for i, item in enumerate(raw)]
+    return [_parse_event(body, now_ms, settings, "event")]
+
+
+def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event:
+    if not isinstance(raw, dict):
+        raise ValidationError(f"{where} must be a JSON object")
+    unknown = sorted(set(raw) - EVENT_FIELDS)
+    if unknown:
+        raise ValidationError(f"{where} has unknown fields: {', '.join(unknown)}")
+    counter = validation.name(raw.get("counter"), f"{where}.counter")
+    event_id = raw.get("id")
+    if event_id is None:
+        event_id = uuid.uuid4().hex
+    elif not isinstance(event_id, str) or not 1 <= len(event_id) <= ID_MAX_CHARS:
+        raise ValidationError(f"{where}.id must be a string of 1-{ID_MAX_CHARS} characters")
+    t_ms = now_ms if raw.get("time") is None else validation.time_ms(raw["time"], f"{where}.time")
+    retention = raw.get("retention", settings.default_retention_seconds)
+    retention = validation.integer(retention, f"{where}.retention", 60, MAX_RETENTION_SECONDS)
+    attributes = raw.get("attributes", {})
+    if not isinstance(attributes, dict):
+        raise ValidationError(f"{where}.attributes must be a JSON object")
+    try:
+        _SERIALIZER.serialize(_to_dynamodb_numbers(attributes))
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{where}.attributes cannot be stored: {exc}") from exc
+    if len(repr(attributes)) > MAX_ATTRIBUTES_BYTES:
+        raise ValidationError(f"{where}.attributes is larger than {MAX_ATTRIBUTES_BYTES} bytes")
+    return Event(counter, event_id, t_ms, retention, attributes)
+
+
+def _to_dynamodb_numbers(value: Any) -> Any:
+    """JSON floats become Decimals: DynamoDB numbers cannot be floats."""
+    from decimal import Decimal
+
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {k: _to_dynamodb_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_to_dynamodb_numbers(v) for v in value]
+    return value
+
+
+def quarter_hour(t_ms: int) -> str:
+    """'YYYYMMDDHHXX' with XX in 00/15/30/45, of a UTC time."""
+    moment = datetime.fromtimestamp(t_ms / 1000, tz=timezone.utc)
+    return moment.strftime("%Y%m%d%H") + f"{moment.minute - moment.minute % 15:02d}"
+
+
+def partition_key(ingest_ms: int, shard: int) -> str:
+    return f"{quarter_hour(ingest_ms)}#{shard}"
+
+
+def sort_key(ingest_ms: int, suffix: str) -> str:
+    return f"{validation.iso(ingest_ms)}#{suffix}"
+
+
+def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:
+    """The events-table item (plain Python values) for an event ingested at ingest_ms."""
+    return {
+        "pk": partition_key(ingest_ms, secrets.randbelow(settings.event_write_shards)),
+        "sk": sort_key(ingest_ms, secrets.token_urlsafe(9)),
+        "kind": "event",
+        "counter": event.counter,
+        "id": event.id,
+        "time": event.time_ms,
+        "retention": event.retention_seconds,
+        "ingested_at": ingest_ms,
+        "attributes": _to_dynamodb_numbers(event.attributes),
+        "expires_at": ingest_ms // 1000 + settings.event_ttl_seconds,
+    }
+
+
+def store(
+    dynamodb: Any,
+    settings: Settings,
+    events: list[Event],
+    ingest_ms: int,
+    sleep: Callable[[float], None] = time.sleep,
+    attempts: int = 6,
+) -> list[str]:
+    """Write the events with BatchWriteItem, retrying unprocessed items; returns their ids."""
+    pending = [(e, _serialize(to_item(e, ingest_ms, settings))) for e in events]
+    for attempt in range(attempts):
+        requests = [{"PutRequest": {"Item": item}} for _, item in pending]
+        try:
+            response = dynamodb.batch_write_item(RequestItems={settings.events_table: requests})
+        except ClientError as exc:
+            # The SDK already retried throttling; what is left will not pass by retrying.
+            stored = [e.id for e in events if all(e is not p for p, _ in pending)]
+            if not stored:
+                raise StorageError("the events could not be stored; retry the request") from exc
+            raise PartialWriteError(
+                "some events could not be stored; retry those listed in failed",
+                stored,
+                [e.id for e, _ in pending],
+            ) from exc
+        unprocessed = response.get("UnprocessedItems", {}).get(settings.events_table, [])
+        left = {_item_key(r["PutRequest"]["Item"]) for r in unprocessed}
+        pending = [(e, item) for e, item in pending if _item_key(item) in left]
+        if not pending:
+            return [e.id for e in events]
+        if attempt < attempts - 1:
+            sleep(min(0.05 * 2**attempt, 1.0))
+    failed = [e.id for e, _ in pending]
+    stored = [e.id for e in events if all(e is not p for p, _ in pending)]
+    if not stored:
+        raise StorageError("the events could not be stored; retry the request")
+    raise PartialWriteError("some events could not be stored; retry those listed in failed", stored, failed)
+
+
+def _serialize(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: _SERIALIZER.serialize(v) for k, v in item.items()}
+
+
+def _item_key(item: dict[str, Any]) -> tuple[str, str]:
+    return item["pk"]["S"], item["sk"]["S"]

@@ -1,0 +1,73 @@
+"""Every setting Tally reads, taken from the environment in one place.
+
+Each Chalice stage sets these in .chalice/config.json; the local stack sets them for the
+embedded emulator. Business code receives a Settings object and never reads os.environ.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    events_table: str = "tally-events"
+    counts_table: str = "tally-counts"
+    events_stream_arn: str = "arn:aws:dynamodb:us-east-1:000000000000:table/tally-events/stream/local"
+    views_queue: str = "tally-views"
+    uniques_queue: str = "tally-uniques"
+    reports_bucket: str = "tally-reports"
+    aws_endpoint_url: str | None = None
+    aws_region: str = "us-east-1"
+    # Events table: how many write shards a quarter hour is spread over, and how long raw
+    # events are kept (the reports read them; the counters have their own buckets).
+    event_write_shards: int = 4
+    event_ttl_seconds: int = 7 * 86400
+    default_retention_seconds: int = 90_000
+    # Idempotency markers must outlive the stream's 24-hour retention plus client retries.
+    marker_ttl_seconds: int = 48 * 3600
+    stream_batch_size: int = 100
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        env = os.environ if environ is None else environ
+        defaults = cls()
+
+        def text(name: str, default: str) -> str:
+            return env.get(name) or default
+
+        def integer(name: str, default: int, low: int, high: int) -> int:
+            raw = env.get(name)
+            if raw in (None, ""):
+                return default
+            try:
+                value = int(raw)
+            except ValueError as exc:
+                raise SettingsError(f"{name} must be an integer, got {raw!r}") from exc
+            if not low <= value <= high:
+                raise SettingsError(f"{name} must be between {low} and {high}, got {value}")
+            return value
+
+        return cls(
+            events_table=text("EVENTS_TABLE", defaults.events_table),
+            counts_table=text("COUNTS_TABLE", defaults.counts_table),
+            events_stream_arn=text("EVENTS_STREAM_ARN", defaults.events_stream_arn),
+            views_queue=text("VIEWS_QUEUE", defaults.views_queue),
+            uniques_queue=text("UNIQUES_QUEUE", defaults.uniques_queue),
+            reports_bucket=text("REPORTS_BUCKET", defaults.reports_bucket),
+            aws_endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
+            aws_region=text("AWS_REGION", text("AWS_DEFAULT_REGION", defaults.aws_region)),
+            event_write_shards=integer("EVENT_WRITE_SHARDS", defaults.event_write_shards, 1, 100),
+            event_ttl_seconds=integer("EVENT_TTL_SECONDS", defaults.event_ttl_seconds, 3600, 10 * 365 * 86400),
+            default_retention_seconds=integer(
+                "DEFAULT_RETENTION_SECONDS", defaults.default_retention_seconds, 60, 10 * 365 * 86400
+            ),
+            marker_ttl_seconds=integer("MARKER_TTL_SECONDS", defaults.marker_ttl_seconds, 86400, 365 * 86400),
+            stream_batch_size=integer("STREAM_BATCH_SIZE", defaults.stream_batch_size, 1, 10000),
+        )

@@ -1,0 +1,48 @@
+"""DynamoDB stream records, deserialized once at the edge into plain Python values."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer
+
+_DESERIALIZER = TypeDeserializer()
+
+
+@dataclass(frozen=True)
+class StreamRecord:
+    event_id: str
+    event_name: str  # INSERT, MODIFY or REMOVE
+    sequence_number: str
+    new_image: dict[str, Any] | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+    error: str | None = None  # set when the image could not be deserialized
+
+    def raw_json(self) -> str:
+        return json.dumps(self.raw, default=str, sort_keys=True)
+
+
+def from_lambda_event(event: dict[str, Any]) -> list[StreamRecord]:
+    return [from_lambda_record(record) for record in event.get("Records", [])]
+
+
+def from_lambda_record(record: dict[str, Any]) -> StreamRecord:
+    ddb = record.get("dynamodb") or {}
+    image = ddb.get("NewImage")
+    error = None
+    new_image = None
+    if image is not None:
+        try:
+            new_image = {k: _DESERIALIZER.deserialize(v) for k, v in image.items()}
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            error = f"image cannot be deserialized: {exc}"
+    return StreamRecord(
+        event_id=str(record.get("eventID", "")),
+        event_name=str(record.get("eventName", "")),
+        sequence_number=str(ddb.get("SequenceNumber", "")),
+        new_image=new_image,
+        raw=record,
+        error=error,
+    )

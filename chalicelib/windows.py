@@ -1,0 +1,33 @@
+"""Turning a request's query parameters into a minute range. Pure."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from chalicelib import timebuckets, validation
+from chalicelib.errors import ValidationError
+
+DEFAULT_WINDOW = "24h"
+
+
+def minute_range(params: Mapping[str, str], now_ms: int) -> tuple[int, int]:
+    """[first, last] minutes from window (+ end), or from start and end."""
+    if "start" in params:
+        if "window" in params:
+            raise ValidationError("give either window (with an optional end) or start and end, not both")
+        start = validation.time_ms(params["start"], "start")
+        end = validation.time_ms(params["end"], "end") if "end" in params else now_ms
+        first, last = timebuckets.minute_of(start), timebuckets.minute_of(end)
+        if last < first:
+            raise ValidationError("end is before start")
+        return first, last
+    end = validation.time_ms(params["end"], "end") if "end" in params else now_ms
+    minutes = validation.duration_minutes(params.get("window", DEFAULT_WINDOW))
+    return timebuckets.window_minutes(end, minutes)
+
+
+def resolution(params: Mapping[str, str]) -> timebuckets.Resolution:
+    value = params.get("resolution", "hour")
+    if value not in timebuckets.RESOLUTION_MINUTES:
+        raise ValidationError("resolution must be minute, hour or day")
+    return value  # type: ignore[return-value]

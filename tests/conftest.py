@@ -1,0 +1,73 @@
+"""Shared fixtures: fake credentials, moto, the app wired to it, and a clock tests can move."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator
+
+import pytest
+
+# Never reach AWS: fake credentials before anything creates a client.
+for _key, _value in {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}.items():
+    os.environ[_key] = _value
+os.environ.pop("AWS_ENDPOINT_URL", None)
+os.environ.pop("AWS_PROFILE", None)
+
+
+class Clock:
+    """A settable clock in epoch milliseconds."""
+
+    def __init__(self, now_ms: int) -> None:
+        self.now = now_ms
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    from chalicelib import clock as clock_module
+
+    fake = Clock(1_795_000_000_000)  # 2026-11-18T...
+    monkeypatch.setattr(clock_module, "now_ms", fake)
+    return fake
+
+
+@pytest.fixture
+def aws() -> Iterator[Any]:
+    """moto in-process with every resource the app needs; yields AwsClients for it."""
+    from moto import mock_aws
+
+    from chalicelib.aws import AwsClients
+    from chalicelib.settings import Settings
+    from tools import resources
+
+    with mock_aws():
+        settings = Settings.from_env({})
+        clients = AwsClients(settings)
+        resources.ensure(clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings), settings.aws_region)
+        yield clients
+
+
+@pytest.fixture
+def app_module(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    import app as app_module
+
+    monkeypatch.setattr(app_module, "aws", aws)
+    return app_module
+
+
+@pytest.fixture
+def client(app_module: Any) -> Iterator[Any]:
+    from chalice.test import Client
+
+    with Client(app_module.app) as test_client:
+        yield test_client

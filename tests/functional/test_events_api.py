@@ -1,0 +1,87 @@
+"""POST /events and the counter reads, through chalice's test client on moto."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from chalicelib.settings import Settings
+
+
+def post(client: Any, body: Any) -> Any:
+    return client.http.post("/events", headers={"Content-Type": "application/json"}, body=json.dumps(body))
+
+
+def stored_events(aws: Any) -> list[dict[str, Any]]:
+    return aws.dynamodb.scan(TableName=Settings().events_table)["Items"]
+
+
+def test_given_one_event_when_posted_then_201_with_its_id_and_one_item_stored(client: Any, aws: Any, clock: Any) -> None:
+    response = post(client, {"counter": "jobs", "id": "e-1", "time": clock.now})
+    assert response.status_code == 201
+    assert response.json_body == {"ids": ["e-1"]}
+    items = stored_events(aws)
+    assert len(items) == 1
+    assert items[0]["counter"]["S"] == "jobs"
+    assert items[0]["time"]["N"] == str(clock.now)
+
+
+def test_given_event_without_id_or_time_when_posted_then_generated_id_and_now(client: Any, aws: Any, clock: Any) -> None:
+    response = post(client, {"counter": "jobs"})
+    assert response.status_code == 201
+    (event_id,) = response.json_body["ids"]
+    item = stored_events(aws)[0]
+    assert item["id"]["S"] == event_id
+    assert item["time"]["N"] == str(clock.now)
+
+
+def test_given_batch_with_one_bad_event_when_posted_then_400_names_it_and_nothing_written(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    body = {"events": [{"counter": "jobs"}, {"counter": "jobs", "time": "yesterday"}, {"counter": "jobs"}]}
+    response = post(client, body)
+    assert response.status_code == 400
+    assert response.json_body["Code"] == "BadRequestError"
+    assert "events[1].time" in response.json_body["Message"]
+    assert stored_events(aws) == []
+
+
+def test_given_bad_bodies_when_posted_then_400_and_nothing_written(client: Any, aws: Any, clock: Any) -> None:
+    bad = [
+        {"counter": "has space"},
+        {"counter": "x" * 201},
+        {"counter": "jobs", "id": ""},
+        {"counter": "jobs", "retention": "long"},
+        {"counter": "jobs", "time": "2026-11-21T10:00:00"},  # no zone
+        {"counter": "jobs", "attributes": [1]},
+        {"counter": "jobs", "colour": "red"},
+        {"events": []},
+        {"events": [{"counter": "jobs"}] * 26},
+        [1, 2],
+    ]
+    for body in bad:
+        response = post(client, body)
+        assert response.status_code == 400, body
+        assert set(response.json_body) == {"Code", "Message"}
+    response = client.http.post("/events", headers={"Content-Type": "application/json"}, body="{not json")
+    assert response.status_code == 400
+    assert stored_events(aws) == []
+
+
+def test_given_batch_of_25_when_posted_then_all_stored_across_write_shards(client: Any, aws: Any, clock: Any) -> None:
+    response = post(client, {"events": [{"counter": f"c{i % 3}", "attributes": {"amount": 1.5}} for i in range(25)]})
+    assert response.status_code == 201
+    items = stored_events(aws)
+    assert len(items) == 25
+    quarter = {item["pk"]["S"].split("#")[0] for item in items}
+    assert len(quarter) == 1 and len(next(iter(quarter))) == 12
+    assert {int(item["pk"]["S"].split("#")[1]) for item in items} <= set(range(Settings().event_write_shards))
+    assert len({item["sk"]["S"] for item in items}) == 25
+
+
+def test_given_bad_query_when_counter_read_then_400(client: Any, clock: Any) -> None:
+    for path in ["/counters/jobs?window=24x", "/counters/bad%20name", "/counters/jobs?start=2026-11-21T10:00:00Z&end=2026-11-20T10:00:00Z",
+                 "/counters/jobs/histogram?window=24h&resolution=second", "/counters/jobs/histogram?window=30d&resolution=minute"]:
+        response = client.http.get(path)
+        assert response.status_code == 400, path
+        assert response.json_body["Code"] == "BadRequestError"

@@ -1,0 +1,1 @@
+"""Command-line helpers that are not deployed: local stack, resources, mock data."""

@@ -1,0 +1,257 @@
+"""Lambda's event-source side, for the local stack.
+
+Each runner feeds one handler that app.py registered (found in `app.event_sources`) with
+Lambda-shaped events read from the emulator, following Lambda's delivery rules:
+- DynamoDB streams: batches per shard in order; a batch whose handler raises is delivered
+  again, whole, before anything after it.
+- SQS: a batch is deleted only when the handler returns; otherwise its messages come back
+  after the queue's visibility timeout (and go to the dead-letter queue after maxReceiveCount).
+- Schedules: run on their rate or cron expression, retried twice on failure like an
+  asynchronous invocation; `trigger()` runs one now.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+
+log = logging.getLogger("tally.local")
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+class LambdaContext:
+    """The attributes handlers commonly read from Lambda's context object."""
+
+    def __init__(self, name: str, timeout_s: int = 60) -> None:
+        self.function_name = name
+        self.aws_request_id = str(uuid.uuid4())
+        self.memory_limit_in_mb = 512
+        self._deadline = time.monotonic() + timeout_s
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def invoke(name: str, handler: Handler, event: dict[str, Any], size: int) -> bool:
+    started = time.monotonic()
+    try:
+        result = handler(event, LambdaContext(name))
+    except Exception:  # a handler failure is an outcome to report, not a crash of the runner
+        log.exception("%s: batch of %d FAILED after %.0f ms", name, size, (time.monotonic() - started) * 1000)
+        return False
+    log.info("%s: batch of %d ok in %.0f ms %s", name, size, (time.monotonic() - started) * 1000, result or "")
+    return True
+
+
+class Runner(threading.Thread):
+    def __init__(self, name: str, stop: threading.Event) -> None:
+        super().__init__(name=name, daemon=True)
+        self.stop = stop
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                busy = self.step()
+            except Exception:  # keep polling through emulator hiccups, as Lambda's pollers do
+                log.exception("%s: poller error", self.name)
+                busy = False
+            if not busy:
+                self.stop.wait(0.2)
+
+    def step(self) -> bool:
+        raise NotImplementedError
+
+
+class StreamRunner(Runner):
+    def __init__(self, name: str, handler: Handler, streams: Any, stream_arn: str, batch_size: int,
+                 starting_position: str, region: str, stop: threading.Event) -> None:
+        super().__init__(name, stop)
+        self.handler = handler
+        self.streams = streams
+        self.stream_arn = stream_arn
+        self.batch_size = min(batch_size, 1000)
+        self.starting_position = starting_position
+        self.region = region
+        self.iterators: dict[str, str | None] = {}
+        self.pending: dict[str, list[dict[str, Any]]] = {}
+        self.failures: dict[str, int] = {}
+        self.next_try: dict[str, float] = {}
+        self.last_describe = 0.0
+
+    def step(self) -> bool:
+        if time.monotonic() - self.last_describe > 5 or not self.iterators:
+            self.last_describe = time.monotonic()
+            shards = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
+            for shard in shards:
+                if shard["ShardId"] not in self.iterators:
+                    self.iterators[shard["ShardId"]] = self.streams.get_shard_iterator(
+                        StreamArn=self.stream_arn, ShardId=shard["ShardId"],
+                        ShardIteratorType=self.starting_position,
+                    )["ShardIterator"]
+        busy = False
+        for shard_id, iterator in list(self.iterators.items()):
+            if not self.pending.get(shard_id):
+                if iterator is None:
+                    continue
+                response = self.streams.get_records(ShardIterator=iterator, Limit=self.batch_size)
+                self.iterators[shard_id] = response.get("NextShardIterator")
+                self.pending[shard_id] = [self._lambda_record(r) for r in response.get("Records", [])]
+            batch = self.pending[shard_id]
+            if not batch or time.monotonic() < self.next_try.get(shard_id, 0):
+                continue
+            busy = True
+            if invoke(self.name, self.handler, {"Records": batch}, len(batch)):
+                self.pending[shard_id] = []
+                self.failures[shard_id] = 0
+            else:
+                # Same batch again, after a growing pause: nothing later in the shard goes first.
+                self.failures[shard_id] = self.failures.get(shard_id, 0) + 1
+                self.next_try[shard_id] = time.monotonic() + min(2 ** self.failures[shard_id], 30)
+        return busy
+
+    def _lambda_record(self, record: dict[str, Any]) -> dict[str, Any]:
+        ddb = dict(record["dynamodb"])
+        created = ddb.get("ApproximateCreationDateTime")
+        if isinstance(created, datetime):
+            ddb["ApproximateCreationDateTime"] = created.timestamp()
+        return {
+            "eventID": record["eventID"],
+            "eventName": record["eventName"],
+            "eventVersion": record.get("eventVersion", "1.1"),
+            "eventSource": "aws:dynamodb",
+            "awsRegion": self.region,
+            "dynamodb": ddb,
+            "eventSourceARN": self.stream_arn,
+        }
+
+
+class SqsRunner(Runner):
+    def __init__(self, name: str, handler: Handler, sqs: Any, queue_name: str, batch_size: int,
+                 batching_window_s: float, region: str, stop: threading.Event) -> None:
+        super().__init__(name, stop)
+        self.handler = handler
+        self.sqs = sqs
+        self.queue_url = sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
+        self.queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])[
+            "Attributes"]["QueueArn"]
+        self.batch_size = batch_size
+        self.batching_window_s = batching_window_s
+        self.region = region
+
+    def step(self) -> bool:
+        messages: list[dict[str, Any]] = []
+        deadline = time.monotonic() + self.batching_window_s
+        while len(messages) < self.batch_size and not self.stop.is_set():
+            response = self.sqs.receive_message(
+                QueueUrl=self.queue_url,
+                MaxNumberOfMessages=min(10, self.batch_size - len(messages)),
+                WaitTimeSeconds=1 if not messages else 0,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            )
+            received = response.get("Messages", [])
+            messages.extend(received)
+            if not received and (not messages or time.monotonic() >= deadline):
+                break
+            if messages and time.monotonic() >= deadline and len(received) < 10:
+                break
+        if not messages:
+            return False
+        event = {"Records": [self._lambda_record(m) for m in messages]}
+        if invoke(self.name, self.handler, event, len(messages)):
+            for start in range(0, len(messages), 10):
+                self.sqs.delete_message_batch(
+                    QueueUrl=self.queue_url,
+                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                             for i, m in enumerate(messages[start:start + 10])],
+                )
+        return True
+
+    def _lambda_record(self, message: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "messageId": message["MessageId"],
+            "receiptHandle": message["ReceiptHandle"],
+            "body": message["Body"],
+            "attributes": message.get("Attributes", {}),
+            "messageAttributes": message.get("MessageAttributes", {}),
+            "md5OfBody": message.get("MD5OfBody", ""),
+            "eventSource": "aws:sqs",
+            "eventSourceARN": self.queue_arn,
+            "awsRegion": self.region,
+        }
+
+
+class ScheduleRunner(Runner):
+    def __init__(self, name: str, handler: Handler, expression: str, region: str, stop: threading.Event) -> None:
+        super().__init__(name, stop)
+        self.handler = handler
+        self.expression = expression
+        self.region = region
+        self.due = next_run(expression, datetime.now(timezone.utc))
+        self.requested = threading.Event()
+
+    def trigger(self) -> None:
+        self.requested.set()
+
+    def step(self) -> bool:
+        now = datetime.now(timezone.utc)
+        if not self.requested.is_set() and now < self.due:
+            return False
+        self.requested.clear()
+        if now >= self.due:
+            self.due = next_run(self.expression, now)
+        event = {
+            "version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event",
+            "source": "aws.events", "account": "123456789012", "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": self.region, "resources": [f"arn:aws:events:{self.region}:123456789012:rule/{self.name}"],
+            "detail": {},
+        }
+        for attempt in range(3):  # an asynchronous invocation is tried up to three times
+            if invoke(self.name, self.handler, event, 1) or self.stop.wait(5 * (attempt + 1)):
+                break
+        return True
+
+
+def next_run(expression: str, after: datetime) -> datetime:
+    """Next time a `rate(...)` or `cron(...)` EventBridge expression fires after `after`."""
+    expression = expression.strip()
+    if expression.startswith("rate(") and expression.endswith(")"):
+        value, unit = expression[5:-1].split()
+        seconds = int(value) * {"minute": 60, "hour": 3600, "day": 86400}[unit.rstrip("s")]
+        return after + timedelta(seconds=seconds)
+    if expression.startswith("cron(") and expression.endswith(")"):
+        fields = expression[5:-1].split()
+        minute = after.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        for _ in range(366 * 24 * 60):
+            if _cron_matches(fields, minute):
+                return minute
+            minute += timedelta(minutes=1)
+    raise ValueError(f"unsupported schedule expression: {expression}")
+
+
+def _cron_matches(fields: list[str], moment: datetime) -> bool:
+    minutes, hours, day, month, weekday, year = fields
+    # EventBridge numbers weekdays 1-7 from Sunday.
+    values = [moment.minute, moment.hour, moment.day, moment.month, moment.isoweekday() % 7 + 1, moment.year]
+    return all(_field_matches(f, v) for f, v in zip([minutes, hours, day, month, weekday, year], values))
+
+
+def _field_matches(field: str, value: int) -> bool:
+    for part in field.split(","):
+        if part in ("*", "?"):
+            return True
+        base, _, step = part.partition("/")
+        if base in ("*", "?"):
+            low, high = 0, 10_000
+        elif "-" in base:
+            low, high = (int(x) for x in base.split("-"))
+        else:
+            low = int(base)
+            high = low if not step else 10_000
+        if low <= value <= high and (value - low) % int(step or 1) == 0:
+            return True
+    return False

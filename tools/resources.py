@@ -1,0 +1,117 @@
+"""The AWS resources Tally needs besides what Chalice creates, defined once.
+
+The local stack creates them in the emulator from this definition; provisioning for AWS
+uses the same definition, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.settings import Settings
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    stream: bool  # NEW_IMAGE stream feeding a handler
+    ttl_attribute: str = "expires_at"
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    visibility_timeout: int
+    dead_letter_queue: str
+    max_receive_count: int = 5
+
+
+@dataclass(frozen=True)
+class Resources:
+    tables: tuple[Table, ...]
+    queues: tuple[Queue, ...]
+    buckets: tuple[str, ...]
+
+
+def for_settings(settings: Settings) -> Resources:
+    return Resources(
+        tables=(Table(settings.events_table, stream=True), Table(settings.counts_table, stream=False)),
+        queues=(
+            # Visibility timeout >= 6x the consumer's Lambda timeout (AWS's advice for SQS sources).
+            Queue(settings.views_queue, visibility_timeout=360, dead_letter_queue=f"{settings.views_queue}-dlq"),
+            Queue(settings.uniques_queue, visibility_timeout=720, dead_letter_queue=f"{settings.uniques_queue}-dlq"),
+        ),
+        buckets=(settings.reports_bucket,),
+    )
+
+
+def ensure(dynamodb: Any, sqs: Any, s3: Any, resources: Resources, region: str) -> dict[str, str]:
+    """Create whatever is missing (idempotent); returns names to ARNs/URLs worth exporting."""
+    outputs: dict[str, str] = {}
+    for table in resources.tables:
+        outputs[table.name] = _ensure_table(dynamodb, table)
+    for queue in resources.queues:
+        dlq_url = _ensure_queue(sqs, queue.dead_letter_queue, {"MessageRetentionPeriod": "1209600"})
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        outputs[queue.name] = _ensure_queue(
+            sqs,
+            queue.name,
+            {
+                "VisibilityTimeout": str(queue.visibility_timeout),
+                "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": queue.max_receive_count}),
+            },
+        )
+        outputs[queue.dead_letter_queue] = dlq_url
+    for bucket in resources.buckets:
+        try:
+            if region == "us-east-1":
+                s3.create_bucket(Bucket=bucket)
+            else:
+                s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": region})
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                raise
+        outputs[bucket] = f"arn:aws:s3:::{bucket}"
+    return outputs
+
+
+def _ensure_table(dynamodb: Any, table: Table) -> str:
+    spec: dict[str, Any] = {
+        "TableName": table.name,
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        "AttributeDefinitions": [
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+    if table.stream:
+        spec["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
+    try:
+        dynamodb.create_table(**spec)
+        dynamodb.get_waiter("table_exists").wait(TableName=table.name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ResourceInUseException":
+            raise
+    ttl = dynamodb.describe_time_to_live(TableName=table.name)["TimeToLiveDescription"]
+    if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
+        dynamodb.update_time_to_live(
+            TableName=table.name, TimeToLiveSpecification={"Enabled": True, "AttributeName": table.ttl_attribute}
+        )
+    description = dynamodb.describe_table(TableName=table.name)["Table"]
+    return description.get("LatestStreamArn") or description["TableArn"]
+
+
+def _ensure_queue(sqs: Any, name: str, attributes: dict[str, str]) -> str:
+    try:
+        url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] not in ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"):
+            raise
+        return sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    sqs.set_queue_attributes(QueueUrl=url, Attributes=attributes)
+    return url
