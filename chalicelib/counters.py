@@ -307,10 +307,11 @@ def count_window(
     retention = 0
     for term, key in zip(terms, keys):
         item = found.get((key["pk"]["S"], key["sk"]["S"]))
-        if item is None or int(item["expires_at"]["N"]) <= now_s:
+        if item is None:
             continue
-        total += term.sign * int(item["n"]["N"])
         retention = max(retention, int(item.get("retention", {"N": "0"})["N"]))
+        if int(item["expires_at"]["N"]) > now_s:
+            total += term.sign * int(item["n"]["N"])
     retention = retention or settings.default_retention_seconds
     retained_from = now_ms - retention * 1000
     complete = (first_minute + 1) * timebuckets.MINUTE_MS > retained_from

@@ -12,7 +12,7 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import timedelta
 from typing import Any, Callable
 
 from botocore.exceptions import ClientError
@@ -95,7 +95,7 @@ def _to_dynamodb_numbers(value: Any) -> Any:
 
 def quarter_hour(t_ms: int) -> str:
     """'YYYYMMDDHHXX' with XX in 00/15/30/45, of a UTC time."""
-    moment = datetime.fromtimestamp(t_ms / 1000, tz=timezone.utc)
+    moment = validation.EPOCH + timedelta(milliseconds=t_ms)
     return moment.strftime("%Y%m%d%H") + f"{moment.minute - moment.minute % 15:02d}"
 
 

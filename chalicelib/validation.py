@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from chalicelib.errors import ValidationError
@@ -14,6 +14,8 @@ DURATION_MINUTES = {"m": 1, "h": 60, "d": 1440}
 # Earliest and latest times accepted, to catch seconds sent as milliseconds and the like.
 MIN_TIME_MS = 946_684_800_000  # 2000-01-01
 MAX_TIME_MS = 4_102_444_800_000  # 2100-01-01
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+ONE_MS = timedelta(milliseconds=1)
 
 
 def name(value: Any, field: str = "name") -> str:
@@ -39,7 +41,7 @@ def time_ms(value: Any, field: str = "time") -> int:
                 raise ValidationError(f"{field} is not an ISO-8601 time: {value!r}") from exc
             if parsed.tzinfo is None:
                 raise ValidationError(f"{field} needs a zone (for example Z or +00:00): {value!r}")
-            result = int(parsed.timestamp() * 1000)
+            result = (parsed - EPOCH) // ONE_MS  # integer math: floats lose milliseconds
     else:
         raise ValidationError(f"{field} must be epoch milliseconds or an ISO-8601 time with a zone")
     if not MIN_TIME_MS <= result < MAX_TIME_MS:
@@ -49,7 +51,7 @@ def time_ms(value: Any, field: str = "time") -> int:
 
 def iso(t_ms: int) -> str:
     """Epoch milliseconds as an ISO-8601 UTC string with millisecond precision."""
-    moment = datetime.fromtimestamp(t_ms / 1000, tz=timezone.utc)
+    moment = EPOCH + timedelta(milliseconds=t_ms)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t_ms % 1000:03d}Z"
 
 

@@ -18,6 +18,10 @@ for _key, _value in {
 os.environ.pop("AWS_ENDPOINT_URL", None)
 os.environ.pop("AWS_PROFILE", None)
 
+from tools import moto_speedups  # noqa: E402
+
+moto_speedups.install()
+
 
 class Clock:
     """A settable clock in epoch milliseconds."""

@@ -35,6 +35,10 @@ def stage_environment(stage: str) -> dict[str, str]:
 def start_emulator(host: str, port: int) -> Any:
     from moto.server import ThreadedMotoServer
 
+    from tools import moto_speedups
+
+    moto_speedups.install()
+
     server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
     server.start()
     return server

@@ -1,0 +1,60 @@
+"""Lambda-shaped DynamoDB stream events built from what is in the events table.
+
+Chalice's test client has no DynamoDB-stream generator; these mirror what Lambda delivers.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from chalicelib.settings import Settings
+
+STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/tally-events/stream/2026-11-21T00:00:00.000"
+_sequence = itertools.count(100_000_000_000_000_000_000)
+
+
+def record(image: dict[str, Any], event_name: str = "INSERT") -> dict[str, Any]:
+    number = str(next(_sequence))
+    keys = {"pk": image["pk"], "sk": image["sk"]}
+    ddb: dict[str, Any] = {
+        "ApproximateCreationDateTime": 1_795_000_000.0,
+        "Keys": keys,
+        "SequenceNumber": number,
+        "SizeBytes": 200,
+        "StreamViewType": "NEW_IMAGE",
+    }
+    if event_name != "REMOVE":
+        ddb["NewImage"] = image
+    return {
+        "eventID": f"evt-{number}",
+        "eventName": event_name,
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "dynamodb": ddb,
+        "eventSourceARN": STREAM_ARN,
+    }
+
+
+def lambda_event(records: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"Records": records}
+
+
+def stored_event_records(dynamodb: Any, settings: Settings | None = None) -> list[dict[str, Any]]:
+    """INSERT records for every item in the events table, in ingest (sort key) order."""
+    table = (settings or Settings()).events_table
+    items: list[dict[str, Any]] = []
+    request: dict[str, Any] = {"TableName": table}
+    while True:
+        response = dynamodb.scan(**request)
+        items.extend(response["Items"])
+        if "LastEvaluatedKey" not in response:
+            break
+        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+    items.sort(key=lambda item: item["sk"]["S"])
+    return [record(item) for item in items]
+
+
+def batches(records: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
+    return [records[i : i + size] for i in range(0, len(records), size)]

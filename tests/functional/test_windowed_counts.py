@@ -1,0 +1,267 @@
+"""Windowed counts end to end on moto: POST, stream batches as Lambda delivers them, reads.
+
+Delivery is at least once, so every batch here is also delivered two and three times, in
+other shapes, and cut off half-way by an injected failure: the counts must stay exact.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from chalicelib import counters
+from chalicelib.settings import Settings
+from tests.functional.stream_fixtures import batches, lambda_event, record, stored_event_records
+
+MINUTE = 60_000
+HOUR = 60 * MINUTE
+
+
+def post_events(client: Any, events: list[dict[str, Any]]) -> None:
+    for start in range(0, len(events), 25):
+        response = client.http.post(
+            "/events", headers={"Content-Type": "application/json"}, body=json.dumps({"events": events[start : start + 25]})
+        )
+        assert response.status_code == 201, response.json_body
+
+
+def deliver(app_module: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
+    return app_module.on_event_records(lambda_event(records), None)
+
+
+def window_count(client: Any, counter: str, query: str) -> dict[str, Any]:
+    response = client.http.get(f"/counters/{counter}?{query}")
+    assert response.status_code == 200, response.json_body
+    return response.json_body
+
+
+def brute_force(times: list[int], first_ms: int, last_ms: int) -> int:
+    return sum(1 for t in times if first_ms // MINUTE <= t // MINUTE <= last_ms // MINUTE)
+
+
+@pytest.fixture
+def spread_events(clock: Any) -> dict[str, list[int]]:
+    """~300 events over 30 hours for 3 counters, times at random milliseconds."""
+    rng = random.Random(7)
+    return {
+        f"jobs.provider-{p}": sorted(clock.now - rng.randrange(30 * HOUR) for _ in range(rng.randrange(80, 120)))
+        for p in (1, 2, 3)
+    }
+
+
+def as_posts(spread: dict[str, list[int]]) -> list[dict[str, Any]]:
+    return [{"counter": c, "time": t, "retention": 7 * 86400} for c, times in spread.items() for t in times]
+
+
+def assert_windows_exact(client: Any, spread: dict[str, list[int]], now: int) -> None:
+    for counter, times in spread.items():
+        for end in (now, now - 3 * HOUR - 17 * MINUTE, now - 5 * HOUR):
+            body = window_count(client, counter, f"window=24h&end={end}")
+            assert body["count"] == brute_force(times, end - 1439 * MINUTE, end), (counter, end)
+            assert body["keys_read"] <= 83
+            body = window_count(client, counter, f"window=90m&end={end}")
+            assert body["count"] == brute_force(times, end - 89 * MINUTE, end)
+
+
+def test_given_events_over_30_hours_when_stream_delivered_once_then_every_window_exact(
+    client: Any, app_module: Any, aws: Any, clock: Any, spread_events: dict[str, list[int]]
+) -> None:
+    post_events(client, as_posts(spread_events))
+    for batch in batches(stored_event_records(aws.dynamodb), 100):
+        deliver(app_module, batch)
+    assert_windows_exact(client, spread_events, clock.now)
+
+
+@pytest.mark.parametrize("times", [2, 3])
+def test_given_every_batch_delivered_again_when_counted_then_exact(
+    client: Any, app_module: Any, aws: Any, clock: Any, spread_events: dict[str, list[int]], times: int
+) -> None:
+    post_events(client, as_posts(spread_events))
+    records = stored_event_records(aws.dynamodb)
+    for batch in batches(records, 100):
+        for _ in range(times):
+            result = deliver(app_module, batch)
+        assert result["counted"] == 0 and result["duplicates"] == len(batch)
+    # Redelivery in other shapes: shuffled, overlapping, smaller batches.
+    shuffled = records[:]
+    random.Random(1).shuffle(shuffled)
+    for batch in batches(shuffled, 37):
+        deliver(app_module, batch)
+    assert_windows_exact(client, spread_events, clock.now)
+
+
+class DiesOnTransaction:
+    """A DynamoDB client that raises before its n-th TransactWriteItems, as a killed handler would."""
+
+    def __init__(self, real: Any, die_on: int) -> None:
+        self.real = real
+        self.die_on = die_on
+        self.transactions = 0
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        self.transactions += 1
+        if self.transactions == self.die_on:
+            raise TimeoutError("handler killed")
+        return self.real.transact_write_items(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("die_on", [2, 3])
+def test_given_handler_dies_half_way_when_batch_redelivered_then_exact(
+    client: Any, app_module: Any, aws: Any, clock: Any, spread_events: dict[str, list[int]],
+    monkeypatch: pytest.MonkeyPatch, die_on: int
+) -> None:
+    post_events(client, as_posts(spread_events))
+    records = stored_event_records(aws.dynamodb)
+    dying = DiesOnTransaction(aws.dynamodb, die_on)
+    monkeypatch.setattr(app_module.aws, "dynamodb", dying, raising=False)
+    with pytest.raises(TimeoutError):
+        deliver(app_module, records)  # one big batch: several transactions
+    assert dying.transactions == die_on
+    monkeypatch.setattr(app_module.aws, "dynamodb", dying.real, raising=False)
+    result = deliver(app_module, records)
+    assert result["duplicates"] > 0 and result["counted"] + result["duplicates"] == len(records)
+    assert_windows_exact(client, spread_events, clock.now)
+
+
+def test_given_client_retries_post_with_same_id_when_counted_then_once(
+    client: Any, app_module: Any, aws: Any, clock: Any
+) -> None:
+    event = {"counter": "retry", "id": "order-17", "time": clock.now - 5 * MINUTE}
+    post_events(client, [event])
+    post_events(client, [event, event])
+    records = stored_event_records(aws.dynamodb)
+    assert len(records) == 3
+    deliver(app_module, records[:1])
+    deliver(app_module, records[1:])
+    assert window_count(client, "retry", "window=1h")["count"] == 1
+
+
+def test_given_modify_and_remove_records_when_delivered_then_ignored(
+    client: Any, app_module: Any, aws: Any, clock: Any
+) -> None:
+    post_events(client, [{"counter": "ttl", "time": clock.now}])
+    (insert,) = stored_event_records(aws.dynamodb)
+    image = insert["dynamodb"]["NewImage"]
+    result = deliver(app_module, [record(image, "MODIFY"), record(image, "REMOVE"), insert])
+    assert result["skipped"] == 2 and result["counted"] == 1
+    assert window_count(client, "ttl", "window=5m")["count"] == 1
+
+
+def test_given_poison_records_in_batch_when_delivered_then_good_ones_counted_and_bad_set_aside(
+    client: Any, app_module: Any, aws: Any, clock: Any
+) -> None:
+    post_events(client, [{"counter": "mixed", "time": clock.now} for _ in range(4)])
+    good = stored_event_records(aws.dynamodb)
+    bad_image = dict(good[0]["dynamodb"]["NewImage"])
+    bad_image["time"] = {"S": "not a time"}
+    no_counter = {k: v for k, v in good[1]["dynamodb"]["NewImage"].items() if k != "counter"}
+    garbage = record(good[2]["dynamodb"]["NewImage"])
+    garbage["dynamodb"]["NewImage"] = {"pk": {"Q": "?"}}
+    batch = [good[0], record(bad_image), good[1], record(no_counter), good[2], garbage, good[3]]
+    result = deliver(app_module, batch)
+    assert result["counted"] == 4 and result["quarantined"] == 3
+    assert window_count(client, "mixed", "window=5m")["count"] == 4
+    quarantine = client.http.get("/quarantine").json_body["records"]
+    assert len(quarantine) == 3
+    assert {q["event_id"] for q in quarantine} == {batch[1]["eventID"], batch[3]["eventID"], batch[5]["eventID"]}
+    # Delivered again: still 4, and the quarantine does not grow.
+    deliver(app_module, batch)
+    assert window_count(client, "mixed", "window=5m")["count"] == 4
+    assert len(client.http.get("/quarantine").json_body["records"]) == 3
+
+
+def test_given_buckets_past_retention_when_read_then_ignored_and_window_flagged(
+    client: Any, app_module: Any, aws: Any, clock: Any
+) -> None:
+    post_events(client, [{"counter": "short", "time": clock.now, "retention": 3600}])
+    deliver(app_module, stored_event_records(aws.dynamodb))
+    assert window_count(client, "short", "window=1h")["count"] == 1
+    clock.advance(2 * HOUR + 2 * MINUTE)  # minute and hour buckets expired, not yet deleted
+    body = window_count(client, "short", "window=3h")
+    assert body["count"] == 0
+    assert body["complete"] is False and "retained_from" in body
+    assert window_count(client, "short", "window=30m")["complete"] is True
+
+
+def test_given_events_when_histogram_read_then_buckets_match_brute_force(
+    client: Any, app_module: Any, aws: Any, clock: Any, spread_events: dict[str, list[int]]
+) -> None:
+    post_events(client, as_posts(spread_events))
+    deliver(app_module, stored_event_records(aws.dynamodb))
+    times = spread_events["jobs.provider-2"]
+    for resolution, size in (("minute", MINUTE), ("hour", HOUR), ("day", 24 * HOUR)):
+        start, end = clock.now - 6 * HOUR, clock.now
+        response = client.http.get(f"/counters/jobs.provider-2/histogram?start={start}&end={end}&resolution={resolution}")
+        assert response.status_code == 200
+        buckets = response.json_body["buckets"]
+        from chalicelib.validation import time_ms
+
+        for bucket in buckets:
+            b = time_ms(bucket["start"])
+            assert bucket["count"] == sum(1 for t in times if b <= t < b + size), (resolution, bucket)
+        assert sum(b["count"] for b in buckets) >= brute_force(times, start, end)
+
+
+class ConflictsOnce:
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.calls = 0
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls == 1:
+            reasons = [{"Code": "None"}] * (len(kwargs["TransactItems"]) - 1) + [{"Code": "TransactionConflict"}]
+            raise ClientError(
+                {"Error": {"Code": "TransactionCanceledException", "Message": "conflict"}, "CancellationReasons": reasons},
+                "TransactWriteItems",
+            )
+        return self.real.transact_write_items(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_given_transaction_conflict_when_applying_then_retried_not_treated_as_duplicate(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    post_events(client, [{"counter": "busy", "time": clock.now} for _ in range(3)])
+    from tests.functional.stream_fixtures import stored_event_records as records_of
+    from chalicelib.stream_records import from_lambda_event
+
+    conflicting = ConflictsOnce(aws.dynamodb)
+    result = counters.apply_stream_batch(
+        conflicting, Settings(), from_lambda_event(lambda_event(records_of(aws.dynamodb))), clock.now, sleep=lambda s: None
+    )
+    assert conflicting.calls == 2
+    assert (result.counted, result.duplicates) == (3, 0)
+    assert window_count(client, "busy", "window=5m")["count"] == 3
+
+
+def test_given_same_bucket_events_in_batch_when_applied_then_one_update_per_bucket(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    post_events(client, [{"counter": "dense", "time": clock.now} for _ in range(20)])
+    sent: list[dict[str, Any]] = []
+
+    class Recording:
+        def transact_write_items(self, **kwargs: Any) -> Any:
+            sent.extend(kwargs["TransactItems"])
+            return aws.dynamodb.transact_write_items(**kwargs)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(aws.dynamodb, name)
+
+    from chalicelib.stream_records import from_lambda_event
+
+    counters.apply_stream_batch(Recording(), Settings(), from_lambda_event(lambda_event(stored_event_records(aws.dynamodb))), clock.now)
+    updates = [item["Update"] for item in sent if "Update" in item]
+    assert len(updates) == 3  # one minute, one hour, one day bucket
+    assert {u["ExpressionAttributeValues"][":n"]["N"] for u in updates} == {"20"}
+    assert len([item for item in sent if "Put" in item]) == 20
