@@ -57,7 +57,8 @@ def teardown(stage_name: str, session: Any, endpoint_url: str | None, project: P
 
 
 def clients(session: Any, endpoint_url: str | None) -> tuple[Any, Any, Any]:
-    return tuple(session.client(service, endpoint_url=endpoint_url) for service in ("dynamodb", "sqs", "s3"))
+    dynamodb, sqs, s3 = (session.client(service, endpoint_url=endpoint_url) for service in ("dynamodb", "sqs", "s3"))
+    return dynamodb, sqs, s3
 
 
 def chalice(command: str, stage_name: str, project: Path) -> int:
