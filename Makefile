@@ -37,3 +37,19 @@ trigger:
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
+
+# -- AWS: provision and deploy a stage, or package it for CloudFormation (README: Deploy to AWS)
+STAGE ?= dev
+.PHONY: deploy destroy
+
+deploy: $(BIN)/.installed
+	$(BIN)/python -m tools.provision --stage $(STAGE)
+
+destroy: $(BIN)/.installed
+	$(BIN)/python -m tools.provision --stage $(STAGE) --delete
+
+package: $(BIN)/.installed
+	$(BIN)/python -m tools.iam_policy --stage $(STAGE) $(if $(ACCOUNT),--account $(ACCOUNT))
+	$(BIN)/python -m tools.cfn_template --stage $(STAGE) --output build/resources-$(STAGE).json
+	AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(BIN)/chalice package --stage $(STAGE) \
+		--merge-template build/resources-$(STAGE).json build/package-$(STAGE)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import logging
 import os
 import signal
@@ -21,15 +20,10 @@ from typing import Any
 
 import boto3
 
+from tools.stage import stage_environment
+
 PROJECT = Path(__file__).resolve().parent.parent
 log = logging.getLogger("tally.local")
-
-
-def stage_environment(stage: str) -> dict[str, str]:
-    config = json.loads((PROJECT / ".chalice" / "config.json").read_text())
-    env = dict(config.get("environment_variables", {}))
-    env.update(config.get("stages", {}).get(stage, {}).get("environment_variables", {}))
-    return env
 
 
 def start_emulator(host: str, port: int) -> Any:

@@ -14,6 +14,12 @@ from botocore.exceptions import ClientError
 
 from chalicelib.settings import Settings
 
+DLQ_RETENTION_SECONDS = 14 * 86400  # SQS's maximum: time to look at what failed
+# Every table: string partition key pk, string sort key sk, on-demand billing.
+KEY_SCHEMA = [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
+KEY_ATTRIBUTES = [{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}]
+STREAM_VIEW = "NEW_IMAGE"
+
 
 @dataclass(frozen=True)
 class Table:
@@ -28,6 +34,7 @@ class Queue:
     visibility_timeout: int
     dead_letter_queue: str
     max_receive_count: int = 5
+    consumer: str = ""  # the app.py handler fed by this queue (its Lambda timeout bounds visibility)
 
 
 @dataclass(frozen=True)
@@ -42,8 +49,10 @@ def for_settings(settings: Settings) -> Resources:
         tables=(Table(settings.events_table, stream=True), Table(settings.counts_table, stream=False)),
         queues=(
             # Visibility timeout >= 6x the consumer's Lambda timeout (AWS's advice for SQS sources).
-            Queue(settings.views_queue, visibility_timeout=360, dead_letter_queue=f"{settings.views_queue}-dlq"),
-            Queue(settings.uniques_queue, visibility_timeout=720, dead_letter_queue=f"{settings.uniques_queue}-dlq"),
+            Queue(settings.views_queue, visibility_timeout=360, dead_letter_queue=f"{settings.views_queue}-dlq",
+                  consumer="on_view_messages"),
+            Queue(settings.uniques_queue, visibility_timeout=720, dead_letter_queue=f"{settings.uniques_queue}-dlq",
+                  consumer="on_unique_items"),
         ),
         buckets=(settings.reports_bucket,),
     )
@@ -55,7 +64,7 @@ def ensure(dynamodb: Any, sqs: Any, s3: Any, resources: Resources, region: str) 
     for table in resources.tables:
         outputs[table.name] = _ensure_table(dynamodb, table)
     for queue in resources.queues:
-        dlq_url = _ensure_queue(sqs, queue.dead_letter_queue, {"MessageRetentionPeriod": "1209600"})
+        dlq_url = _ensure_queue(sqs, queue.dead_letter_queue, {"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS)})
         dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         outputs[queue.name] = _ensure_queue(
             sqs,
@@ -82,15 +91,12 @@ def ensure(dynamodb: Any, sqs: Any, s3: Any, resources: Resources, region: str) 
 def _ensure_table(dynamodb: Any, table: Table) -> str:
     spec: dict[str, Any] = {
         "TableName": table.name,
-        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        "AttributeDefinitions": [
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
+        "KeySchema": KEY_SCHEMA,
+        "AttributeDefinitions": KEY_ATTRIBUTES,
         "BillingMode": "PAY_PER_REQUEST",
     }
     if table.stream:
-        spec["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
+        spec["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": STREAM_VIEW}
     try:
         dynamodb.create_table(**spec)
         dynamodb.get_waiter("table_exists").wait(TableName=table.name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
@@ -115,3 +121,39 @@ def _ensure_queue(sqs: Any, name: str, attributes: dict[str, str]) -> str:
         return sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
     sqs.set_queue_attributes(QueueUrl=url, Attributes=attributes)
     return url
+
+
+def remove(dynamodb: Any, sqs: Any, s3: Any, resources: Resources) -> list[str]:
+    """Delete what ensure() creates, emptying the buckets first; returns the names deleted."""
+    deleted: list[str] = []
+    for table in resources.tables:
+        try:
+            dynamodb.delete_table(TableName=table.name)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ResourceNotFoundException":
+                raise
+            continue
+        dynamodb.get_waiter("table_not_exists").wait(TableName=table.name, WaiterConfig={"Delay": 2, "MaxAttempts": 60})
+        deleted.append(table.name)
+    for name in [n for queue in resources.queues for n in (queue.name, queue.dead_letter_queue)]:
+        try:
+            sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName=name)["QueueUrl"])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] not in ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"):
+                raise
+            continue
+        deleted.append(name)
+    for bucket in resources.buckets:
+        try:
+            for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+                doomed = [{"Key": o["Key"], "VersionId": o["VersionId"]}
+                          for o in page.get("Versions", []) + page.get("DeleteMarkers", [])]
+                if doomed:
+                    s3.delete_objects(Bucket=bucket, Delete={"Objects": doomed, "Quiet": True})
+            s3.delete_bucket(Bucket=bucket)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "NoSuchBucket":
+                raise
+            continue
+        deleted.append(bucket)
+    return deleted

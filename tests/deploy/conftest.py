@@ -1,0 +1,28 @@
+"""Fixtures for the deployment checks: a throwaway copy of what Chalice deploys."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[2]
+DEPLOYED = ("app.py", "chalicelib", "requirements.txt", ".chalice/config.json")
+
+
+def copy_project(target: Path) -> Path:
+    """The files `chalice deploy` reads, without generated ones (policies, deployments)."""
+    for name in DEPLOYED:
+        source = PROJECT / name
+        if source.is_dir():
+            shutil.copytree(source, target / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, target / name)
+    return target
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return copy_project(tmp_path / "project")

@@ -1,0 +1,123 @@
+"""The generated policy covers every AWS call in chalicelib, and nothing beyond the project."""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools import aws_operations, iam_policy, resources, stage
+from tools.aws_operations import UnknownOperationError
+
+REGION, ACCOUNT = "us-east-1", "123456789012"
+
+
+def policy_for(project: Path) -> dict[str, Any]:
+    return iam_policy.for_stage("dev", region=REGION, account=ACCOUNT, project=project)
+
+
+def allows(policy: dict[str, Any], action: str, arn: str) -> bool:
+    return any(
+        s["Effect"] == "Allow" and action in s["Action"] and any(fnmatch.fnmatchcase(arn, r) for r in s["Resource"])
+        for s in policy["Statement"]
+    )
+
+
+def targets(project: Path, service: str, action: str) -> list[str]:
+    """The ARNs an action of the code may touch: every resource of its service."""
+    res = resources.for_settings(stage.stage_settings("dev", project))
+    if service == "dynamodb":
+        return [f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{t.name}" for t in res.tables]
+    if service == "sqs":
+        return [f"arn:aws:sqs:{REGION}:{ACCOUNT}:{q.name}" for q in res.queues]
+    if action == "s3:ListBucket":
+        return [f"arn:aws:s3:::{b}" for b in res.buckets]
+    return [f"arn:aws:s3:::{b}/reports/2026/report.json" for b in res.buckets]
+
+
+def uncovered(policy: dict[str, Any], project: Path) -> list[str]:
+    missing = []
+    for call in aws_operations.scan(project / "chalicelib"):
+        for action in aws_operations.IAM_ACTIONS[call.key]:
+            missing += [f"{call.where} {action} {arn}" for arn in targets(project, call.service, action)
+                        if not allows(policy, action, arn)]
+    return missing
+
+
+def add_module(project: Path, source: str) -> None:
+    (project / "chalicelib" / "extra_calls.py").write_text(source)
+
+
+def test_given_chalicelib_when_policy_generated_then_every_call_is_allowed_on_every_resource_it_may_touch(
+    project: Path,
+) -> None:
+    calls = aws_operations.scan(project / "chalicelib")
+
+    assert {c.key for c in calls} >= {("dynamodb", "transact_write_items"), ("dynamodb", "batch_get_item")}
+    assert uncovered(policy_for(project), project) == []
+
+
+def test_given_policy_without_one_needed_action_then_the_coverage_check_names_it(project: Path) -> None:
+    policy = policy_for(project)
+    for statement in policy["Statement"]:
+        statement["Action"] = [a for a in statement["Action"] if a != "dynamodb:ConditionCheckItem"]
+
+    missing = uncovered(policy, project)
+
+    assert missing and all("dynamodb:ConditionCheckItem" in line for line in missing)
+
+
+def test_given_a_call_with_no_known_iam_actions_when_policy_generated_then_it_fails_naming_the_call(
+    project: Path,
+) -> None:
+    add_module(project, "def everything(dynamodb):\n    return dynamodb.scan(TableName='t')\n")
+
+    with pytest.raises(UnknownOperationError, match=r"dynamodb\.scan \(extra_calls\.py:2\)"):
+        policy_for(project)
+
+
+def test_given_sqs_and_s3_calls_when_policy_generated_then_scoped_to_main_queues_bucket_and_objects(
+    project: Path,
+) -> None:
+    add_module(project, "\n".join([
+        "def send(aws, url):",
+        "    aws.sqs.send_message_batch(QueueUrl=url, Entries=[])",
+        "def report(self):",
+        "    self._s3.put_object(Bucket='b', Key='k', Body=b'')",
+        "    pages = self._s3.get_paginator('list_objects_v2')",
+        "    return {}.get('x'), [].copy()",
+    ]))
+    settings = stage.stage_settings("dev", project)
+
+    policy = policy_for(project)
+
+    queue = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{settings.views_queue}"
+    bucket = f"arn:aws:s3:::{settings.reports_bucket}"
+    assert allows(policy, "sqs:SendMessage", queue)
+    assert not allows(policy, "sqs:SendMessage", f"{queue}-dlq")
+    assert allows(policy, "s3:PutObject", f"{bucket}/any/key") and not allows(policy, "s3:PutObject", bucket)
+    assert allows(policy, "s3:ListBucket", bucket) and not allows(policy, "s3:ListBucket", f"{bucket}/any/key")
+    assert not allows(policy, "s3:GetObject", f"{bucket}/any/key")
+    assert uncovered(policy, project) == []
+
+
+def test_given_generated_policy_then_no_wildcard_actions_and_only_the_projects_resources(project: Path) -> None:
+    settings = stage.stage_settings("dev", project)
+    res = resources.for_settings(settings)
+    names = [t.name for t in res.tables] + [q.name for q in res.queues] + list(res.buckets)
+
+    policy = policy_for(project)
+
+    for statement in policy["Statement"]:
+        assert all("*" not in action for action in statement["Action"]), statement
+        for arn in statement["Resource"]:
+            assert arn != "*"
+            assert any(f"/{n}" in arn or f":{n}" in arn for n in names) or ":log-group:/aws/lambda/tally-dev" in arn
+    stream = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{settings.events_table}/stream/2026-11-21T00:00:00.000"
+    assert allows(policy, "dynamodb:GetRecords", stream)
+    assert not allows(policy, "dynamodb:GetRecords", stream.replace(settings.events_table, settings.counts_table))
+    assert allows(policy, "logs:PutLogEvents",
+                  f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/lambda/tally-dev-on_event_records:log-stream:x")
+    assert not allows(policy, "logs:PutLogEvents", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/lambda/other:x")

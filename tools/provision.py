@@ -1,0 +1,100 @@
+"""Provision a stage on AWS, then deploy the app to it with Chalice.
+
+    python -m tools.provision --stage dev              # resources, config, policy, chalice deploy
+    python -m tools.provision --stage dev --no-deploy  # everything but `chalice deploy`
+    python -m tools.provision --stage dev --delete     # chalice delete, then the resources
+
+Creates or updates (idempotently) what tools/resources.py defines for the stage: tables with
+stream and TTL, queues with their dead-letter queues, the bucket. Records in the stage's
+environment variables in .chalice/config.json what only exists once created (the events
+stream ARN, which `on_dynamodb_record` needs literally at deploy time), sets
+`autogen_policy: false` and writes the stage's least-privilege policy
+(.chalice/policy-<stage>.json, see tools/iam_policy.py). AWS credentials and region come from
+the usual places (AWS_PROFILE, AWS_DEFAULT_REGION, ...); AWS_ENDPOINT_URL points at an emulator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from tools import iam_policy, resources, stage
+
+
+def provision(stage_name: str, session: Any, endpoint_url: str | None, project: Path) -> dict[str, str]:
+    """Resources, config and policy for the stage; returns resource names to ARNs/URLs."""
+    settings = stage.stage_settings(stage_name, project)
+    definition = resources.for_settings(settings)
+    region = session.region_name
+    outputs = resources.ensure(*clients(session, endpoint_url), definition, region)
+
+    config = stage.load_config(project)
+    stage_config = config["stages"][stage_name]
+    env = stage_config.setdefault("environment_variables", {})
+    for table in definition.tables:
+        if table.stream:
+            stream_var = stage.env_var(stage.stream_field(stage.setting_field(settings, table.name)))
+            env[stream_var] = outputs[table.name]
+    stage_config["autogen_policy"] = False
+    stage_config["iam_policy_file"] = stage.policy_path(stage_name, project).name
+    stage.save_config(config, project)
+
+    account = session.client("sts", endpoint_url=endpoint_url).get_caller_identity()["Account"]
+    policy = iam_policy.for_stage(stage_name, region=region, account=account, project=project)
+    iam_policy.write(stage_name, policy, project)
+    return outputs
+
+
+def teardown(stage_name: str, session: Any, endpoint_url: str | None, project: Path) -> list[str]:
+    definition = resources.for_settings(stage.stage_settings(stage_name, project))
+    return resources.remove(*clients(session, endpoint_url), definition)
+
+
+def clients(session: Any, endpoint_url: str | None) -> tuple[Any, Any, Any]:
+    dynamodb, sqs, s3 = (session.client(service, endpoint_url=endpoint_url) for service in ("dynamodb", "sqs", "s3"))
+    return dynamodb, sqs, s3
+
+
+def chalice(command: str, stage_name: str, project: Path) -> int:
+    executable = Path(sys.executable).parent / "chalice"
+    return subprocess.run([str(executable), command, "--stage", stage_name], cwd=project).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stage", default="dev")
+    parser.add_argument("--region", default=None, help="default: the AWS configuration's region")
+    parser.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL"))
+    parser.add_argument("--project-dir", type=Path, default=stage.PROJECT)
+    parser.add_argument("--no-deploy", action="store_true", help="skip `chalice deploy` / `chalice delete`")
+    parser.add_argument("--delete", action="store_true", help="tear the stage down instead")
+    args = parser.parse_args(argv)
+    if args.stage == "local":
+        parser.error("the local stage runs on the emulator: use `make run`")
+    session = boto3.session.Session(region_name=args.region)
+    if not session.region_name:
+        parser.error("no AWS region: set AWS_DEFAULT_REGION or pass --region")
+
+    if args.delete:
+        if not args.no_deploy and (code := chalice("delete", args.stage, args.project_dir)) != 0:
+            return code
+        for name in teardown(args.stage, session, args.endpoint_url, args.project_dir):
+            print(f"deleted {name}")
+        return 0
+
+    for name, arn in sorted(provision(args.stage, session, args.endpoint_url, args.project_dir).items()):
+        print(f"{name}: {arn}")
+    print(f"updated {stage.config_path(args.project_dir)} and {stage.policy_path(args.stage, args.project_dir)}")
+    if args.no_deploy:
+        return 0
+    return chalice("deploy", args.stage, args.project_dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

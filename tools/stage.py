@@ -1,0 +1,68 @@
+"""A Chalice stage's configuration (.chalice/config.json) and how resources map to settings.
+
+Every resource name comes from a Settings field (`events_table`, `views_queue`, ...), read
+from the env var of the same name upper-cased. That field name is the resource's stable
+identity across stages: it gives the CloudFormation logical id (`EventsTable`) and the env
+var to wire (`EVENTS_TABLE`), so a new resource in tools/resources.py needs no code here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from chalicelib.settings import Settings
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+def config_path(project: Path = PROJECT) -> Path:
+    return project / ".chalice" / "config.json"
+
+
+def load_config(project: Path = PROJECT) -> dict[str, Any]:
+    return json.loads(config_path(project).read_text())
+
+
+def save_config(config: dict[str, Any], project: Path = PROJECT) -> None:
+    config_path(project).write_text(json.dumps(config, indent=2) + "\n")
+
+
+def stage_environment(stage: str, project: Path = PROJECT) -> dict[str, str]:
+    config = load_config(project)
+    if stage not in config.get("stages", {}):
+        raise SystemExit(f"no stage {stage!r} in {config_path(project)}")
+    env = dict(config.get("environment_variables", {}))
+    env.update(config["stages"][stage].get("environment_variables", {}))
+    return env
+
+
+def stage_settings(stage: str, project: Path = PROJECT) -> Settings:
+    return Settings.from_env(stage_environment(stage, project))
+
+
+def policy_path(stage: str, project: Path = PROJECT) -> Path:
+    return project / ".chalice" / f"policy-{stage}.json"
+
+
+def setting_field(settings: Settings, value: str) -> str:
+    """The Settings field holding this resource name or ARN."""
+    matches = [f.name for f in dataclasses.fields(settings) if getattr(settings, f.name) == value]
+    if len(matches) != 1:
+        raise ValueError(f"{value!r} must be the value of exactly one setting, found {matches}")
+    return matches[0]
+
+
+def env_var(field: str) -> str:
+    return field.upper()
+
+
+def stream_field(table_field: str) -> str:
+    """`events_table` -> `events_stream_arn`: where the app reads that table's stream ARN."""
+    return table_field.removesuffix("_table") + "_stream_arn"
+
+
+def logical_id(field: str) -> str:
+    return "".join(part.capitalize() for part in field.split("_"))
