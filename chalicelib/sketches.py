@@ -8,17 +8,23 @@ Stored form (never pickle): a 5-byte header, then a zlib stream.
 Encoding picks the smaller of the two, so a sketch of a few items takes a few hundred bytes
 and a full one stays far below the 12 KB of a dense Redis HyperLogLog. Decoding checks every
 field and bounds decompression, so a corrupt or foreign item is refused, never executed.
+
+Items are hashed once, where they arrive, with the library's own hash (the first 8 bytes of
+SHA-1 over the msgpack form). Applying those hashes here is the library's `add_bulk` minus its
+per-item Python hashing loop, vectorised, so a sketch built from hashes equals one built by
+`HyperLogLog.add_bulk(items)` register for register, at a fraction of the cost.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import struct
 import zlib
+from hashlib import sha1
 from typing import Iterable, Sequence
 
 import numpy as np
+from msgpack import packb
 from hyperloglog import HyperLogLog
 from hyperloglog import hll as _hll
 
@@ -31,8 +37,8 @@ SPARSE = 1
 MIN_PRECISION = 4
 MAX_PRECISION = 16
 HEADER = struct.Struct(">2sBBB")
-# An item enters a sketch as a fixed-size digest: queue messages stay small whatever the items.
-KEY_BYTES = 16
+# An item enters a sketch as its 64-bit hash: queue messages stay small whatever the items.
+HASH_BYTES = 8
 # Sparse is only worth trying while few registers are set (3 bytes each against 1 per register).
 _SPARSE_LIMIT_DIVISOR = 4
 
@@ -41,9 +47,13 @@ class SketchFormatError(TallyError):
     """Bytes that are not a sketch this code wrote."""
 
 
-def item_key(item: str) -> bytes:
-    """The stable digest an item is counted by (changing it would double-count old items)."""
-    return hashlib.blake2b(item.encode("utf-8"), digest_size=KEY_BYTES).digest()
+def item_hash(item: str) -> bytes:
+    """The library's hash of an item, big-endian: what `HyperLogLog.add(item)` would compute."""
+    return sha1(packb(item)).digest()[:HASH_BYTES]
+
+
+def item_hashes(items: Iterable[str]) -> bytes:
+    return b"".join(item_hash(item) for item in items)
 
 
 def precision_for(error_rate: float) -> int:
@@ -64,12 +74,22 @@ def empty(p: int) -> HyperLogLog:
     return _with_registers(p, np.zeros(1 << p, np.uint8))
 
 
-def from_keys(p: int, keys: Iterable[bytes]) -> HyperLogLog:
+def from_hashes(p: int, hashes: bytes) -> HyperLogLog:
     sketch = empty(p)
-    keys = list(keys)
-    if keys:
-        sketch.add_bulk(keys)
+    add_hashes(sketch, hashes)
     return sketch
+
+
+def add_hashes(sketch: HyperLogLog, hashes: bytes) -> None:
+    """Add items given as concatenated item_hash values (the library's add_bulk, pre-hashed)."""
+    if len(hashes) % HASH_BYTES:
+        raise ValueError("hashes must be whole 8-byte values")
+    x = np.frombuffer(hashes, dtype=">u8").astype(np.uint64)
+    if not len(x):
+        return
+    index = (x & np.uint64(sketch.m - 1)).astype(np.intp)
+    rho = _hll.get_rho_vec(x >> np.uint64(sketch.p), 64 - sketch.p)
+    np.maximum.at(sketch.M, index, rho.astype(sketch.M.dtype))
 
 
 def _with_registers(p: int, registers: np.ndarray) -> HyperLogLog:

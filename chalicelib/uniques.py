@@ -18,7 +18,7 @@ import time
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from botocore.exceptions import ClientError
 from hyperloglog import HyperLogLog
@@ -60,13 +60,13 @@ def parse_items(body: Any) -> list[str]:
 
 
 def message_body(name: str, items: list[str]) -> str:
-    """One message per request, carrying item digests so any request fits SQS's 256 KB."""
-    keys = b"".join(sketches.item_key(item) for item in items)
-    return json.dumps({"v": MESSAGE_VERSION, "name": name, "keys": base64.b64encode(keys).decode("ascii")})
+    """One message per request, carrying 8-byte item hashes: any request fits SQS's 256 KB."""
+    hashes = base64.b64encode(sketches.item_hashes(items)).decode("ascii")
+    return json.dumps({"v": MESSAGE_VERSION, "name": name, "hashes": hashes})
 
 
-def parse_message(body: str) -> tuple[str, list[bytes]]:
-    """(name, item keys) of a queue message; ValidationError if it is not one of ours."""
+def parse_message(body: str) -> tuple[str, bytes]:
+    """(name, concatenated item hashes) of a queue message; ValidationError if not one of ours."""
     try:
         message = json.loads(body)
     except ValueError as exc:
@@ -75,13 +75,13 @@ def parse_message(body: str) -> tuple[str, list[bytes]]:
         raise ValidationError("message is not a version 1 unique-items message")
     name = validation.name(message.get("name"), "name")
     try:
-        raw = base64.b64decode(message.get("keys", ""), validate=True)
+        raw = base64.b64decode(message.get("hashes", ""), validate=True)
     except (binascii.Error, TypeError, ValueError) as exc:
-        raise ValidationError("keys are not base64") from exc
-    size = sketches.KEY_BYTES
+        raise ValidationError("hashes are not base64") from exc
+    size = sketches.HASH_BYTES
     if not raw or len(raw) % size or len(raw) // size > MAX_ITEMS:
-        raise ValidationError(f"keys must be 1-{MAX_ITEMS} digests of {size} bytes")
-    return name, [raw[i : i + size] for i in range(0, len(raw), size)]
+        raise ValidationError(f"hashes must be 1-{MAX_ITEMS} values of {size} bytes")
+    return name, raw
 
 
 _queue_urls: dict[tuple[str | None, str, str], str] = {}
@@ -143,18 +143,20 @@ def apply_messages(
 ) -> BatchResult:
     """Merge a batch of SQS records into the sketches; bad records are set aside, not retried."""
     result = BatchResult(messages=len(records), shard=choose_shard(records, settings.uniques_shards))
-    keys_by_name: dict[str, set[bytes]] = defaultdict(set)
+    hashes_by_name: dict[str, list[bytes]] = defaultdict(list)
     for record in records:
         try:
-            name, keys = parse_message(record.get("body", ""))
+            name, hashes = parse_message(record.get("body", ""))
         except ValidationError as exc:
             _quarantine(dynamodb, settings, record, str(exc), now_ms)
             result.quarantined.append(str(record.get("messageId")))
             continue
-        keys_by_name[name].update(keys)
-        result.items += len(keys)
-    for name, keys in sorted(keys_by_name.items()):
-        written, conflicts = merge_into_shard(dynamodb, settings, name, result.shard, keys, now_ms, sleep)
+        hashes_by_name[name].append(hashes)
+        result.items += len(hashes) // sketches.HASH_BYTES
+    for name, parts in sorted(hashes_by_name.items()):
+        written, conflicts = merge_into_shard(
+            dynamodb, settings, name, result.shard, b"".join(parts), now_ms, sleep
+        )
         result.writes += written
         result.unchanged += 1 - written
         result.conflicts += conflicts
@@ -166,19 +168,18 @@ def merge_into_shard(
     settings: Settings,
     name: str,
     shard: int,
-    keys: Iterable[bytes],
+    hashes: bytes,
     now_ms: int,
     sleep: Sleep = time.sleep,
 ) -> tuple[int, int]:
-    """Add keys to one shard's sketch: (1 if written else 0, conflicts retried)."""
-    keys = list(keys)
+    """Add item hashes to one shard's sketch: (1 if written else 0, conflicts retried)."""
     key = sketch_key(name, shard)
     batch: dict[int, HyperLogLog] = {}  # by precision: a stored sketch keeps the one it was made with
     for conflicts in range(MAX_WRITE_ATTEMPTS):
         stored, version = _read_shard(dynamodb, settings, key)
         p = stored.p if stored is not None else sketches.precision_for(settings.uniques_error_rate)
         if p not in batch:
-            batch[p] = sketches.from_keys(p, keys)
+            batch[p] = sketches.from_hashes(p, hashes)
         merged = sketches.merge([batch[p]] + ([stored] if stored is not None else []), p)
         if stored is not None and merged == stored:
             return 0, conflicts

@@ -70,7 +70,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def expected(items: list[str]) -> int:
-    return sketches.estimate(sketches.from_keys(P, [sketches.item_key(i) for i in items]))
+    return sketches.estimate(sketches.from_hashes(P, sketches.item_hashes(items)))
 
 
 def cardinality(api: str, path: str) -> int:

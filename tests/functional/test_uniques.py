@@ -63,8 +63,7 @@ def sketch_items(aws: Any, name: str) -> list[dict[str, Any]]:
 
 
 def expected(*item_lists: list[str]) -> int:
-    keys = [sketches.item_key(i) for group in item_lists for i in group]
-    return sketches.estimate(sketches.from_keys(P, keys))
+    return sketches.estimate(sketches.from_hashes(P, sketches.item_hashes(i for g in item_lists for i in g)))
 
 
 # -- routes ---------------------------------------------------------------------------------
@@ -130,7 +129,7 @@ def test_given_longest_request_when_posted_then_one_message_well_under_the_sqs_l
     assert post(client, "big", {"data": data}).status_code == 202
     (message,) = receive_all(aws)
     assert len(message["body"].encode()) < 16 * 1024
-    assert uniques.parse_message(message["body"]) == ("big", [sketches.item_key(i) for i in data])
+    assert uniques.parse_message(message["body"]) == ("big", sketches.item_hashes(data))
 
 
 def test_given_two_names_when_union_read_then_overlap_counted_once(client: Any, aws: Any, clock: Any) -> None:
@@ -204,8 +203,8 @@ def test_given_poison_messages_between_good_ones_when_delivered_then_good_counte
     good = uniques.message_body("visitors", items("p", 0, 20))
     poison = {
         "m-2": "not json",
-        "m-3": json.dumps({"v": 1, "name": "bad name", "keys": ""}),
-        "m-4": json.dumps({"v": 1, "name": "visitors", "keys": "AAAA"}),  # 3 bytes: not a digest
+        "m-3": json.dumps({"v": 1, "name": "bad name", "hashes": "AAAAAAAAAAA="}),
+        "m-4": json.dumps({"v": 1, "name": "visitors", "hashes": "AAAA"}),  # 3 bytes: not a hash
         "m-5": json.dumps({"v": 9, "name": "visitors"}),
     }
     batch = [record("m-1", good), *(record(k, v) for k, v in poison.items()),
@@ -230,7 +229,7 @@ def test_given_corrupt_stored_sketch_when_read_or_written_then_503_and_clear_err
     assert response.status_code == 503
     assert "unreadable" in response.json_body["Message"]
     with pytest.raises(StorageError):
-        uniques.merge_into_shard(aws.dynamodb, SETTINGS, "broken", 0, [sketches.item_key("x")], clock.now)
+        uniques.merge_into_shard(aws.dynamodb, SETTINGS, "broken", 0, sketches.item_hash("x"), clock.now)
 
 
 # -- shards and concurrent writers --------------------------------------------------------------
@@ -240,34 +239,45 @@ def test_given_items_spread_over_shards_and_precisions_when_read_then_one_query_
 ) -> None:
     groups = [items("s", 0, 3000), items("s", 2000, 5000), items("s", 4000, 6000)]
     for shard, group in enumerate(groups):
-        uniques.merge_into_shard(aws.dynamodb, SETTINGS, "spread", shard, map(sketches.item_key, group), clock.now)
+        uniques.merge_into_shard(aws.dynamodb, SETTINGS, "spread", shard, sketches.item_hashes(group), clock.now)
     coarse = replace(SETTINGS, uniques_error_rate=0.02)  # a shard made under an older setting
-    uniques.merge_into_shard(aws.dynamodb, coarse, "spread", 3, [sketches.item_key("s-7000")], clock.now)
+    uniques.merge_into_shard(aws.dynamodb, coarse, "spread", 3, sketches.item_hash("s-7000"), clock.now)
     assert len(sketch_items(aws, "spread")) == 4
     answer = uniques.cardinality(aws.dynamodb, SETTINGS, ["spread"])
     low = sketches.precision_for(0.02)
-    keys = [sketches.item_key(i) for i in items("s", 0, 6000) + ["s-7000"]]
-    assert answer["cardinality"] == sketches.estimate(sketches.from_keys(low, keys))
+    hashes = sketches.item_hashes(items("s", 0, 6000) + ["s-7000"])
+    assert answer["cardinality"] == sketches.estimate(sketches.from_hashes(low, hashes))
     assert answer["error_rate"] == pytest.approx(sketches.standard_error(low), rel=1e-3)
 
 
 class ReadThenWait:
-    """Every thread's first read returns before any thread writes: each write races the others."""
+    """Every thread's first read returns before any thread writes: each write races the others.
+
+    DynamoDB applies a conditional put atomically; moto checks and stores without a lock, so
+    each request is serialised here to give it DynamoDB's per-request atomicity. Nothing holds
+    the lock between a read and the write that follows it: that race is the one under test.
+    """
 
     def __init__(self, real: Any, barrier: threading.Barrier) -> None:
         self.real = real
         self.barrier = barrier
         self.local = threading.local()
+        self.request = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
 
     def get_item(self, **kwargs: Any) -> Any:
-        answer = self.real.get_item(**kwargs)
+        with self.request:
+            answer = self.real.get_item(**kwargs)
         if not getattr(self.local, "waited", False):
             self.local.waited = True
             self.barrier.wait(timeout=30)
         return answer
+
+    def put_item(self, **kwargs: Any) -> Any:
+        with self.request:
+            return self.real.put_item(**kwargs)
 
 
 def test_given_8_writers_on_one_sketch_at_once_when_done_then_sketch_is_merge_of_all(aws: Any, clock: Any) -> None:
@@ -295,6 +305,6 @@ def test_given_8_writers_on_one_sketch_at_once_when_done_then_sketch_is_merge_of
     assert sum(r.writes for r in results) == 8
     assert sum(r.conflicts for r in results) >= 7
     (stored,) = sketch_items(aws, "raced")
-    all_keys = [sketches.item_key(i) for s in sets for i in s]
-    assert sketches.decode(bytes(stored["sketch"]["B"])) == sketches.from_keys(P, all_keys)
+    everything = sketches.item_hashes(i for s in sets for i in s)
+    assert sketches.decode(bytes(stored["sketch"]["B"])) == sketches.from_hashes(P, everything)
     assert int(stored["version"]["N"]) == 8

@@ -17,8 +17,8 @@ from chalicelib.sketches import SketchFormatError
 P = sketches.precision_for(0.01)
 
 
-def keys(start: int, stop: int) -> list[bytes]:
-    return [sketches.item_key(f"visitor-{i}") for i in range(start, stop)]
+def keys(start: int, stop: int) -> bytes:
+    return sketches.item_hashes(f"visitor-{i}" for i in range(start, stop))
 
 
 def test_given_error_rate_when_precision_computed_then_it_matches_the_library() -> None:
@@ -41,7 +41,7 @@ def test_given_sketch_when_encoded_and_decoded_then_registers_and_estimate_survi
 
 def test_given_empty_and_small_sketches_when_encoded_then_sparse_and_under_1kb() -> None:
     for n in (0, 10, 99):
-        data = sketches.encode(sketches.from_keys(P, keys(0, n)))
+        data = sketches.encode(sketches.from_hashes(P, keys(0, n)))
         assert data[3] == sketches.SPARSE
         assert len(data) < 1024
 
@@ -66,8 +66,8 @@ def test_given_any_registers_when_round_tripped_then_identical(registers: dict[i
 
 
 def corrupt_variants() -> list[bytes]:
-    good = sketches.encode(sketches.from_keys(P, keys(0, 50)))
-    dense = sketches.encode(sketches.from_keys(P, keys(0, 20_000)))
+    good = sketches.encode(sketches.from_hashes(P, keys(0, 50)))
+    dense = sketches.encode(sketches.from_hashes(P, keys(0, 20_000)))
     header = sketches.HEADER
     overflow = np.zeros(1 << P, np.uint8)
     overflow[3] = 64
@@ -101,23 +101,33 @@ def test_given_corrupt_or_foreign_bytes_when_decoded_then_refused(data: bytes) -
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.text(min_size=1, max_size=8), max_size=300), st.integers(4, 13))
 def test_given_items_when_folded_to_lower_precision_then_same_as_adding_there(items: list[str], low: int) -> None:
-    item_keys = [sketches.item_key(i) for i in items]
-    folded = sketches.fold(sketches.from_keys(14, item_keys), low)
-    assert folded == sketches.from_keys(low, item_keys)
+    hashes = sketches.item_hashes(items)
+    folded = sketches.fold(sketches.from_hashes(14, hashes), low)
+    assert folded == sketches.from_hashes(low, hashes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=400), st.sampled_from([0.26, 0.05, 0.01]))
+def test_given_items_when_added_as_hashes_then_registers_equal_the_librarys_add_bulk(
+    items: list[str], error_rate: float
+) -> None:
+    library = HyperLogLog(error_rate)
+    library.add_bulk(items)
+    assert sketches.from_hashes(library.p, sketches.item_hashes(items)) == library
 
 
 def test_given_sketches_of_two_precisions_when_merged_then_union_at_the_lower() -> None:
-    a = sketches.from_keys(14, keys(0, 3000))
-    b = sketches.from_keys(12, keys(2000, 5000))
+    a = sketches.from_hashes(14, keys(0, 3000))
+    b = sketches.from_hashes(12, keys(2000, 5000))
     merged = sketches.merge([a, b], default_p=14)
     assert merged.p == 12
-    assert merged == sketches.from_keys(12, keys(0, 5000))
+    assert merged == sketches.from_hashes(12, keys(0, 5000))
     assert sketches.merge([], default_p=P) == sketches.empty(P)
 
 
 @pytest.mark.parametrize("n", [1_000, 100_000])
 def test_given_n_distinct_items_when_counted_then_within_three_standard_errors(n: int) -> None:
-    estimate = sketches.estimate(sketches.from_keys(P, keys(0, n)))
+    estimate = sketches.estimate(sketches.from_hashes(P, keys(0, n)))
     assert abs(estimate - n) <= 3 * sketches.standard_error(P) * n
 
 
@@ -129,9 +139,9 @@ def test_given_a_million_distinct_values_when_counted_in_bulk_then_within_three_
 
 
 def test_given_sketch_when_the_same_items_are_added_again_then_estimate_unchanged() -> None:
-    sketch = sketches.from_keys(P, keys(0, 5000))
+    sketch = sketches.from_hashes(P, keys(0, 5000))
     before = sketches.estimate(sketch)
-    sketch.add_bulk(keys(0, 5000) * 3)
-    sketch.add_bulk(keys(100, 200))
+    sketches.add_hashes(sketch, keys(0, 5000) * 3)
+    sketches.add_hashes(sketch, keys(100, 200))
     assert sketches.estimate(sketch) == before
-    assert sketch == sketches.from_keys(P, keys(0, 5000))
+    assert sketch == sketches.from_hashes(P, keys(0, 5000))
