@@ -10,6 +10,7 @@ from typing import Any, Callable
 from chalice import BadRequestError, Chalice, NotFoundError, Response
 
 from chalicelib import clock, counters, events, stream_records, validation, windows
+from chalicelib import uniques
 from chalicelib.aws import AwsClients
 from chalicelib.errors import NotFoundError as TallyNotFound
 from chalicelib.errors import PartialWriteError, StorageError, ValidationError
@@ -104,4 +105,39 @@ def on_event_records(event: Any) -> dict[str, Any]:
     records = stream_records.from_lambda_event(event.to_dict())
     result = counters.apply_stream_batch(aws.dynamodb, settings, records, clock.now_ms())
     app.log.info("event records: %s", result.as_dict())
+    return result.as_dict()
+
+
+# -- unique counts (HyperLogLog) ----------------------------------------------------------
+
+@app.route("/hyperloglog/{name}", methods=["POST"], content_types=BODY_TYPES)
+@answers
+def post_unique_items(name: str) -> Response:
+    sketch_name = validation.name(name, "name")
+    accepted = uniques.enqueue(aws.sqs, settings, sketch_name, uniques.parse_items(json_body()))
+    return Response(body={"accepted": accepted}, status_code=202)
+
+
+@app.route("/hyperloglog/{name}", methods=["GET"])
+@answers
+def get_unique_count(name: str) -> dict[str, Any]:
+    sketch_name = validation.name(name, "name")
+    return {"name": sketch_name, **uniques.cardinality(aws.dynamodb, settings, [sketch_name])}
+
+
+@app.route("/hyperloglog", methods=["GET"])
+@answers
+def get_union_count() -> dict[str, Any]:
+    names = uniques.parse_names(query().get("names"))
+    return {"names": names, **uniques.cardinality(aws.dynamodb, settings, names)}
+
+
+@app.on_sqs_message(
+    queue=settings.uniques_queue,
+    batch_size=settings.uniques_batch_size,
+    maximum_batching_window_in_seconds=settings.uniques_batching_window_seconds,
+)
+def on_unique_items(event: Any) -> dict[str, Any]:
+    result = uniques.apply_messages(aws.dynamodb, settings, event.to_dict()["Records"], clock.now_ms())
+    app.log.info("unique items: %s", result.as_dict())
     return result.as_dict()

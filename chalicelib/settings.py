@@ -33,6 +33,12 @@ class Settings:
     # Idempotency markers must outlive the stream's 24-hour retention plus client retries.
     marker_ttl_seconds: int = 48 * 3600
     stream_batch_size: int = 100
+    # Unique counts: sketch error rate (0.01 gives 2**14 registers), write shards per sketch,
+    # and the SQS source's batch (Lambda needs a batching window above 0 beyond 10 messages).
+    uniques_error_rate: float = 0.01
+    uniques_shards: int = 4
+    uniques_batch_size: int = 10000
+    uniques_batching_window_seconds: int = 60
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -54,6 +60,22 @@ class Settings:
                 raise SettingsError(f"{name} must be between {low} and {high}, got {value}")
             return value
 
+        def fraction(name: str, default: float, low: float, high: float) -> float:
+            try:
+                value = float(env.get(name) or default)
+            except ValueError as exc:
+                raise SettingsError(f"{name} must be a number, got {env.get(name)!r}") from exc
+            if not low <= value <= high:
+                raise SettingsError(f"{name} must be between {low} and {high}, got {value}")
+            return value
+
+        uniques_batch_size = integer("UNIQUES_BATCH_SIZE", defaults.uniques_batch_size, 1, 10000)
+        uniques_window = integer(
+            "UNIQUES_BATCHING_WINDOW_SECONDS", defaults.uniques_batching_window_seconds, 0, 300
+        )
+        if uniques_batch_size > 10 and uniques_window == 0:
+            raise SettingsError("UNIQUES_BATCH_SIZE above 10 needs UNIQUES_BATCHING_WINDOW_SECONDS above 0")
+
         return cls(
             events_table=text("EVENTS_TABLE", defaults.events_table),
             counts_table=text("COUNTS_TABLE", defaults.counts_table),
@@ -70,4 +92,9 @@ class Settings:
             ),
             marker_ttl_seconds=integer("MARKER_TTL_SECONDS", defaults.marker_ttl_seconds, 86400, 365 * 86400),
             stream_batch_size=integer("STREAM_BATCH_SIZE", defaults.stream_batch_size, 1, 10000),
+            # 0.0041-0.26 keeps the precision within the library's 4-16.
+            uniques_error_rate=fraction("UNIQUES_ERROR_RATE", defaults.uniques_error_rate, 0.0041, 0.26),
+            uniques_shards=integer("UNIQUES_SHARDS", defaults.uniques_shards, 1, 64),
+            uniques_batch_size=uniques_batch_size,
+            uniques_batching_window_seconds=uniques_window,
         )

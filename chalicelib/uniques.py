@@ -1,0 +1,290 @@
+"""Unique counts: buffer items on SQS, merge batches into sharded sketches, answer cardinalities.
+
+Sketches live in the counts table: pk "HLL#<name>", sk "shard#<nn>", attributes `sketch`
+(chalicelib.sketches binary form) and `version`. A batch goes to one shard (picked from its
+first message id, so concurrent invocations spread out); each sketch it touches is read once
+and written once with a condition on the version it read. A writer that loses the race reads
+again, merges again and retries: HyperLogLog merging is idempotent and commutative, so
+neither a lost race nor a redelivered batch can lose or inflate anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import random
+import time
+import zlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from botocore.exceptions import ClientError
+from hyperloglog import HyperLogLog
+
+from chalicelib import sketches, validation
+from chalicelib.errors import StorageError, ValidationError
+from chalicelib.settings import Settings
+
+SKETCH_PREFIX = "HLL#"
+QUARANTINE_PK = "QUARANTINE#uniques-queue"
+QUARANTINE_TTL_SECONDS = 30 * 86400
+MAX_ITEMS = 500
+MAX_ITEM_CHARS = 1024
+MAX_UNION_NAMES = 50
+MESSAGE_VERSION = 1
+MAX_WRITE_ATTEMPTS = 12
+
+Sleep = Callable[[float], None]
+
+
+def sketch_key(name: str, shard: int) -> dict[str, Any]:
+    return {"pk": {"S": f"{SKETCH_PREFIX}{name}"}, "sk": {"S": f"shard#{shard:02d}"}}
+
+
+# -- front end: validate and enqueue --------------------------------------------------------
+
+def parse_items(body: Any) -> list[str]:
+    """The items of a POST body `{"data": item}` or `{"data": [items]}`."""
+    if not isinstance(body, dict) or set(body) != {"data"}:
+        raise ValidationError('the body must be {"data": item} or {"data": [items]}')
+    data = body["data"]
+    items = [data] if isinstance(data, str) else data
+    if not isinstance(items, list) or not 1 <= len(items) <= MAX_ITEMS:
+        raise ValidationError(f"data must be a string or a list of 1-{MAX_ITEMS} strings")
+    for index, item in enumerate(items):
+        if not isinstance(item, str) or not 1 <= len(item) <= MAX_ITEM_CHARS:
+            raise ValidationError(f"data[{index}] must be a string of 1-{MAX_ITEM_CHARS} characters")
+    return items
+
+
+def message_body(name: str, items: list[str]) -> str:
+    """One message per request, carrying 8-byte item hashes: any request fits SQS's 256 KB."""
+    hashes = base64.b64encode(sketches.item_hashes(items)).decode("ascii")
+    return json.dumps({"v": MESSAGE_VERSION, "name": name, "hashes": hashes})
+
+
+def parse_message(body: str) -> tuple[str, bytes]:
+    """(name, concatenated item hashes) of a queue message; ValidationError if not one of ours."""
+    try:
+        message = json.loads(body)
+    except ValueError as exc:
+        raise ValidationError(f"message is not JSON: {exc}") from exc
+    if not isinstance(message, dict) or message.get("v") != MESSAGE_VERSION:
+        raise ValidationError("message is not a version 1 unique-items message")
+    name = validation.name(message.get("name"), "name")
+    try:
+        raw = base64.b64decode(message.get("hashes", ""), validate=True)
+    except (binascii.Error, TypeError, ValueError) as exc:
+        raise ValidationError("hashes are not base64") from exc
+    size = sketches.HASH_BYTES
+    if not raw or len(raw) % size or len(raw) // size > MAX_ITEMS:
+        raise ValidationError(f"hashes must be 1-{MAX_ITEMS} values of {size} bytes")
+    return name, raw
+
+
+_queue_urls: dict[tuple[str | None, str, str], str] = {}
+
+
+def enqueue(sqs: Any, settings: Settings, name: str, items: list[str]) -> int:
+    try:
+        sqs.send_message(QueueUrl=_queue_url(sqs, settings), MessageBody=message_body(name, items))
+    except ClientError as exc:
+        raise StorageError("could not queue the items") from exc
+    return len(items)
+
+
+def _queue_url(sqs: Any, settings: Settings) -> str:
+    cache_key = (settings.aws_endpoint_url, settings.aws_region, settings.uniques_queue)
+    if cache_key not in _queue_urls:
+        try:
+            _queue_urls[cache_key] = sqs.get_queue_url(QueueName=settings.uniques_queue)["QueueUrl"]
+        except ClientError as exc:
+            raise StorageError("the uniques queue is not reachable") from exc
+    return _queue_urls[cache_key]
+
+
+# -- back end: apply a batch --------------------------------------------------------------
+
+@dataclass
+class BatchResult:
+    messages: int = 0
+    items: int = 0
+    shard: int = 0
+    writes: int = 0
+    unchanged: int = 0  # the sketch already held every item (a redelivery, or repeats)
+    conflicts: int = 0  # conditional writes lost to a concurrent writer, then retried
+    quarantined: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "messages": self.messages,
+            "items": self.items,
+            "shard": self.shard,
+            "writes": self.writes,
+            "unchanged": self.unchanged,
+            "conflicts": self.conflicts,
+            "quarantined": len(self.quarantined),
+        }
+
+
+def choose_shard(records: list[dict[str, Any]], shards: int) -> int:
+    first = records[0].get("messageId", "") if records else ""
+    return zlib.crc32(str(first).encode("utf-8")) % shards
+
+
+def apply_messages(
+    dynamodb: Any,
+    settings: Settings,
+    records: list[dict[str, Any]],
+    now_ms: int,
+    sleep: Sleep = time.sleep,
+) -> BatchResult:
+    """Merge a batch of SQS records into the sketches; bad records are set aside, not retried."""
+    result = BatchResult(messages=len(records), shard=choose_shard(records, settings.uniques_shards))
+    hashes_by_name: dict[str, list[bytes]] = defaultdict(list)
+    for record in records:
+        try:
+            name, hashes = parse_message(record.get("body", ""))
+        except ValidationError as exc:
+            _quarantine(dynamodb, settings, record, str(exc), now_ms)
+            result.quarantined.append(str(record.get("messageId")))
+            continue
+        hashes_by_name[name].append(hashes)
+        result.items += len(hashes) // sketches.HASH_BYTES
+    for name, parts in sorted(hashes_by_name.items()):
+        written, conflicts = merge_into_shard(
+            dynamodb, settings, name, result.shard, b"".join(parts), now_ms, sleep
+        )
+        result.writes += written
+        result.unchanged += 1 - written
+        result.conflicts += conflicts
+    return result
+
+
+def merge_into_shard(
+    dynamodb: Any,
+    settings: Settings,
+    name: str,
+    shard: int,
+    hashes: bytes,
+    now_ms: int,
+    sleep: Sleep = time.sleep,
+) -> tuple[int, int]:
+    """Add item hashes to one shard's sketch: (1 if written else 0, conflicts retried)."""
+    key = sketch_key(name, shard)
+    batch: dict[int, HyperLogLog] = {}  # by precision: a stored sketch keeps the one it was made with
+    for conflicts in range(MAX_WRITE_ATTEMPTS):
+        stored, version = _read_shard(dynamodb, settings, key)
+        p = stored.p if stored is not None else sketches.precision_for(settings.uniques_error_rate)
+        if p not in batch:
+            batch[p] = sketches.from_hashes(p, hashes)
+        merged = sketches.merge([batch[p]] + ([stored] if stored is not None else []), p)
+        if stored is not None and merged == stored:
+            return 0, conflicts
+        if _write_shard(dynamodb, settings, key, merged, version, now_ms):
+            return 1, conflicts
+        sleep(random.uniform(0, min(0.02 * 2**conflicts, 1.0)))
+    raise StorageError(f"sketch {name} shard {shard} kept changing under us; the batch will be retried")
+
+
+def _read_shard(dynamodb: Any, settings: Settings, key: dict[str, Any]) -> tuple[HyperLogLog | None, int]:
+    try:
+        item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
+    except ClientError as exc:
+        raise StorageError("could not read a sketch") from exc
+    if item is None:
+        return None, 0
+    return _decode_item(item), int(item["version"]["N"])
+
+
+def _write_shard(
+    dynamodb: Any, settings: Settings, key: dict[str, Any], sketch: HyperLogLog, version: int, now_ms: int
+) -> bool:
+    """Conditional put on the version read; False if another writer got there first."""
+    condition: dict[str, Any] = (
+        {"ConditionExpression": "attribute_not_exists(pk)"}
+        if version == 0
+        else {"ConditionExpression": "version = :v", "ExpressionAttributeValues": {":v": {"N": str(version)}}}
+    )
+    try:
+        dynamodb.put_item(
+            TableName=settings.counts_table,
+            Item={
+                **key,
+                "sketch": {"B": sketches.encode(sketch)},
+                "version": {"N": str(version + 1)},
+                "updated_at": {"S": validation.iso(now_ms)},
+            },
+            **condition,
+        )
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            return False
+        raise StorageError("could not write a sketch") from exc
+    return True
+
+
+def _decode_item(item: dict[str, Any]) -> HyperLogLog:
+    try:
+        return sketches.decode(bytes(item["sketch"]["B"]))
+    except (KeyError, sketches.SketchFormatError) as exc:
+        where = f'{item.get("pk", {}).get("S")} {item.get("sk", {}).get("S")}'
+        raise StorageError(f"stored sketch {where} is unreadable: {exc}") from exc
+
+
+def _quarantine(dynamodb: Any, settings: Settings, record: dict[str, Any], reason: str, now_ms: int) -> None:
+    """Set a message that cannot be applied aside, keyed by its message id (idempotent)."""
+    try:
+        dynamodb.put_item(
+            TableName=settings.counts_table,
+            Item={
+                "pk": {"S": QUARANTINE_PK},
+                "sk": {"S": str(record.get("messageId") or "unknown")},
+                "reason": {"S": reason},
+                "record": {"S": json.dumps(record, default=str)[:8000]},
+                "seen_at": {"S": validation.iso(now_ms)},
+                "expires_at": {"N": str(now_ms // 1000 + QUARANTINE_TTL_SECONDS)},
+            },
+        )
+    except ClientError as exc:
+        raise StorageError("could not set a bad message aside") from exc
+
+
+# -- reads ----------------------------------------------------------------------------------
+
+def parse_names(raw: str | None) -> list[str]:
+    """`names=a,b,c` as distinct validated names, in the order given."""
+    if not raw:
+        raise ValidationError("names must list 1 or more sketch names, comma separated")
+    names = list(dict.fromkeys(part.strip() for part in raw.split(",")))
+    if len(names) > MAX_UNION_NAMES:
+        raise ValidationError(f"names may list at most {MAX_UNION_NAMES} sketches")
+    return [validation.name(n, "names") for n in names]
+
+
+def cardinality(dynamodb: Any, settings: Settings, names: list[str]) -> dict[str, Any]:
+    """Estimate of the union of the named sketches: one Query per name over its shards."""
+    shards = [shard for name in names for shard in _read_all_shards(dynamodb, settings, name)]
+    merged = sketches.merge(shards, sketches.precision_for(settings.uniques_error_rate))
+    return {"cardinality": sketches.estimate(merged), "error_rate": round(sketches.standard_error(merged.p), 6)}
+
+
+def _read_all_shards(dynamodb: Any, settings: Settings, name: str) -> list[HyperLogLog]:
+    request: dict[str, Any] = {
+        "TableName": settings.counts_table,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": f"{SKETCH_PREFIX}{name}"}},
+        "ProjectionExpression": "pk, sk, sketch",
+    }
+    found: list[HyperLogLog] = []
+    while True:
+        try:
+            response = dynamodb.query(**request)
+        except ClientError as exc:
+            raise StorageError("could not read the sketches") from exc
+        found.extend(_decode_item(item) for item in response.get("Items", []))
+        if "LastEvaluatedKey" not in response:
+            return found
+        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
