@@ -9,8 +9,7 @@ from typing import Any, Callable
 
 from chalice import BadRequestError, Chalice, NotFoundError, Response
 
-from chalicelib import clock, counters, events, stream_records, validation, windows
-from chalicelib import uniques
+from chalicelib import clock, counters, counting, events, stream_records, uniques, validation, windows
 from chalicelib.aws import AwsClients
 from chalicelib.errors import NotFoundError as TallyNotFound
 from chalicelib.errors import PartialWriteError, StorageError, ValidationError
@@ -103,7 +102,7 @@ def get_quarantine() -> dict[str, Any]:
 )
 def on_event_records(event: Any) -> dict[str, Any]:
     records = stream_records.from_lambda_event(event.to_dict())
-    result = counters.apply_stream_batch(aws.dynamodb, settings, records, clock.now_ms())
+    result = counting.apply_stream_batch(aws.dynamodb, settings, records, clock.now_ms())
     app.log.info("event records: %s", result.as_dict())
     return result.as_dict()
 

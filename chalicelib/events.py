@@ -37,6 +37,7 @@ class Event:
     time_ms: int
     retention_seconds: int
     attributes: dict[str, Any] = field(default_factory=dict)
+    id_given: bool = True  # False when Tally generated the id
 
 
 def parse_body(body: Any, now_ms: int, settings: Settings) -> list[Event]:
@@ -61,6 +62,7 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
         raise ValidationError(f"{where} has unknown fields: {', '.join(unknown)}")
     counter = validation.name(raw.get("counter"), f"{where}.counter")
     event_id = raw.get("id")
+    id_given = event_id is not None
     if event_id is None:
         event_id = uuid.uuid4().hex
     elif not isinstance(event_id, str) or not 1 <= len(event_id) <= ID_MAX_CHARS:
@@ -77,7 +79,7 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
         raise ValidationError(f"{where}.attributes cannot be stored: {exc}") from exc
     if len(repr(attributes)) > MAX_ATTRIBUTES_BYTES:
         raise ValidationError(f"{where}.attributes is larger than {MAX_ATTRIBUTES_BYTES} bytes")
-    return Event(counter, event_id, t_ms, retention, attributes)
+    return Event(counter, event_id, t_ms, retention, attributes, id_given)
 
 
 def _to_dynamodb_numbers(value: Any) -> Any:
@@ -115,6 +117,7 @@ def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:
         "kind": "event",
         "counter": event.counter,
         "id": event.id,
+        "id_given": event.id_given,
         "time": event.time_ms,
         "retention": event.retention_seconds,
         "ingested_at": ingest_ms,

@@ -105,8 +105,9 @@ def function_fragments(app: Any, app_settings: Settings, env: dict[str, Any]) ->
             key, target = "dynamodb-event-source", {"Stream": {"Fn::GetAtt": [stage.logical_id(table_field), "StreamArn"]}}
         elif kind == "SQSEventConfig":
             queue = source.queue or source.queue_arn.rsplit(":", 1)[-1]
-            key, target = "sqs-event-source", {"Queue": {"Fn::GetAtt": [
-                stage.logical_id(stage.setting_field(app_settings, queue)), "Arn"]}}
+            # Chalice writes {"Fn::Sub": ...} here and the merge is per key: override that key.
+            queue_id = stage.logical_id(stage.setting_field(app_settings, queue))
+            key, target = "sqs-event-source", {"Queue": {"Fn::Sub": "${%s.Arn}" % queue_id}}
         else:
             continue
         props["Events"] = {to_cfn_resource_name(f"{source.name}-{key}"): {"Properties": target}}

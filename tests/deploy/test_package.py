@@ -24,6 +24,8 @@ from boto3.dynamodb.types import TypeSerializer
 from chalicelib import counters, events
 from chalicelib.settings import Settings
 from tests.deploy.conftest import PROJECT, copy_project
+from chalice.utils import to_cfn_resource_name
+
 from tools import resources, stage
 
 STAGE = "dev"
@@ -98,6 +100,15 @@ def test_given_dev_stage_when_packaged_then_resources_match_the_definition_and_a
     functions = resources_by_type["AWS::Serverless::Function"]
     stream_source = functions["OnEventRecords"]["Events"]["OnEventRecordsDynamodbEventSource"]["Properties"]
     assert stream_source["Stream"] == {"Fn::GetAtt": ["EventsTable", "StreamArn"]}
+    main_queue_ids = {lid for lid, q in resources_by_type["AWS::SQS::Queue"].items() if "RedrivePolicy" in q}
+    wired = set()
+    for source in app_sqs_sources():
+        function = functions[to_cfn_resource_name(source.name)]
+        (event,) = function["Events"].values()
+        assert event["Type"] == "SQS"
+        (queue_ref,) = event["Properties"]["Queue"].values()  # one intrinsic, not Chalice's and ours merged
+        wired.add(queue_ref.removeprefix("${").removesuffix(".Arn}"))
+    assert wired and wired <= main_queue_ids
     for properties in functions.values():
         variables = properties["Environment"]["Variables"]
         assert variables["EVENTS_TABLE"] == {"Ref": "EventsTable"}
@@ -105,6 +116,12 @@ def test_given_dev_stage_when_packaged_then_resources_match_the_definition_and_a
     policy = json.loads((package / ".chalice" / f"policy-{STAGE}.json").read_text())
     for role in resources_by_type["AWS::IAM::Role"].values():
         assert [p["PolicyDocument"] for p in role["Policies"]] == [policy]
+
+
+def app_sqs_sources() -> list[Any]:
+    from tools.cfn_template import load_app
+
+    return [s for s in load_app(STAGE, PROJECT).app.event_sources if type(s).__name__ == "SQSEventConfig"]
 
 
 @pytest.fixture

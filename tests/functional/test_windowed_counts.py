@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib import counters
+from chalicelib import counting
 from chalicelib.settings import Settings
 from tests.functional.stream_fixtures import batches, lambda_event, record, stored_event_records
 
@@ -236,7 +236,7 @@ def test_given_transaction_conflict_when_applying_then_retried_not_treated_as_du
     from chalicelib.stream_records import from_lambda_event
 
     conflicting = ConflictsOnce(aws.dynamodb)
-    result = counters.apply_stream_batch(
+    result = counting.apply_stream_batch(
         conflicting, Settings(), from_lambda_event(lambda_event(records_of(aws.dynamodb))), clock.now, sleep=lambda s: None
     )
     assert conflicting.calls == 2
@@ -260,8 +260,13 @@ def test_given_same_bucket_events_in_batch_when_applied_then_one_update_per_buck
 
     from chalicelib.stream_records import from_lambda_event
 
-    counters.apply_stream_batch(Recording(), Settings(), from_lambda_event(lambda_event(stored_event_records(aws.dynamodb))), clock.now)
+    counting.apply_stream_batch(Recording(), Settings(), from_lambda_event(lambda_event(stored_event_records(aws.dynamodb))), clock.now)
     updates = [item["Update"] for item in sent if "Update" in item]
-    assert len(updates) == 3  # one minute, one hour, one day bucket
-    assert {u["ExpressionAttributeValues"][":n"]["N"] for u in updates} == {"20"}
-    assert len([item for item in sent if "Put" in item]) == 20
+    buckets = [u for u in updates if u["Key"]["pk"]["S"].startswith("CTR#")]
+    assert len(buckets) == 3  # one minute, one hour, one day bucket
+    assert {u["ExpressionAttributeValues"][":n"]["N"] for u in buckets} == {"20"}
+    # Generated ids: proof goes to one ledger item per events partition and ingest second.
+    ledgers = [u for u in updates if u["Key"]["pk"]["S"].startswith("LED#")]
+    assert 1 <= len(ledgers) <= 4
+    assert sum(len(u["ExpressionAttributeValues"][":new"]["SS"]) for u in ledgers) == 20
+    assert [item for item in sent if "Put" in item] == []

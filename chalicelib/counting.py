@@ -1,0 +1,287 @@
+"""Applying a DynamoDB stream batch to the windowed counters, exactly once.
+
+Lambda delivers stream records at least once, and a handler may die between two writes.
+Every counted event therefore leaves proof in the same TransactWriteItems as its bucket
+increments, and a transaction that finds the proof already there is cancelled for exactly
+that reason and retried without the events it names:
+- an event with a client id leaves a marker `EVT#<counter>#<id>` (so a client that retries a
+  POST, which stores a second item, is still counted once);
+- an event with a generated id is known by its events-table key, recorded in a ledger item
+  per events partition and ingest second: one small write covers many events, where a marker
+  per event would double the cost of counting.
+Increments of one bucket within a transaction are summed into one update.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter as Tally
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Callable, Iterable
+
+from botocore.exceptions import ClientError
+
+from chalicelib import counter_keys, timebuckets, validation
+from chalicelib.errors import StorageError, ValidationError
+from chalicelib.events import Event
+from chalicelib.settings import Settings
+from chalicelib.stream_records import StreamRecord
+from chalicelib.timebuckets import Bucket
+
+MAX_TRANSACTION_ITEMS = 100
+QUARANTINE_TTL_SECONDS = 30 * 86400
+_RETRYABLE_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
+Sleep = Callable[[float], None]
+
+
+@dataclass(frozen=True)
+class Countable:
+    event: Event
+    proof_key: tuple[str, str]  # the marker or ledger item that proves it was counted
+    entry: str | None  # the ledger entry; None for a marker
+
+    @property
+    def identity(self) -> tuple[str, str, str | None]:
+        return (*self.proof_key, self.entry)
+
+
+@dataclass
+class BatchResult:
+    counted: int = 0
+    duplicates: int = 0
+    skipped: int = 0  # not INSERT, or not an event item
+    expired: int = 0  # older than its own retention: nothing left to count it in
+    quarantined: list[str] = field(default_factory=list)
+    transactions: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "counted": self.counted,
+            "duplicates": self.duplicates,
+            "skipped": self.skipped,
+            "expired": self.expired,
+            "quarantined": len(self.quarantined),
+            "transactions": self.transactions,
+        }
+
+
+def countable_from_image(image: dict[str, Any]) -> Countable:
+    """What an events-table item counts as; ValidationError if it is malformed."""
+    counter = validation.name(image.get("counter"), "counter")
+    event_id = image.get("id")
+    if not isinstance(event_id, str) or not 1 <= len(event_id) <= 128:
+        raise ValidationError("id must be a string of 1-128 characters")
+    t = image.get("time")
+    if not isinstance(t, Decimal) or t != t.to_integral_value():
+        raise ValidationError("time must be an integer number of milliseconds")
+    retention = image.get("retention")
+    if not isinstance(retention, Decimal) or retention != retention.to_integral_value() or retention < 60:
+        raise ValidationError("retention must be an integer number of seconds >= 60")
+    event = Event(counter, event_id, validation.time_ms(int(t)), int(retention), id_given=image.get("id_given") is not False)
+    ledger = None
+    if not event.id_given and isinstance(image.get("pk"), str) and isinstance(image.get("sk"), str):
+        ledger = counter_keys.ledger_key_and_entry(image["pk"], image["sk"])
+    if ledger is None:
+        key = counter_keys.marker_key(counter, event_id)
+        return Countable(event, (key["pk"]["S"], key["sk"]["S"]), None)
+    key, entry = ledger
+    return Countable(event, (key["pk"]["S"], key["sk"]["S"]), entry)
+
+
+def apply_stream_batch(
+    dynamodb: Any, settings: Settings, records: Iterable[StreamRecord], now_ms: int, sleep: Sleep = time.sleep
+) -> BatchResult:
+    result = BatchResult()
+    pending: dict[tuple[str, str, str | None], Countable] = {}
+    for record in records:
+        if record.event_name != "INSERT" or (record.new_image or {}).get("kind", "event") != "event":
+            result.skipped += 1
+            continue
+        try:
+            if record.error:
+                raise ValidationError(record.error)
+            countable = countable_from_image(record.new_image or {})
+        except ValidationError as exc:
+            _quarantine(dynamodb, settings, record, str(exc), now_ms)
+            result.quarantined.append(record.event_id)
+            continue
+        if countable.identity in pending:
+            result.duplicates += 1
+        elif not live_buckets(countable.event, now_ms):
+            result.expired += 1
+        else:
+            pending[countable.identity] = countable
+    # Sorting keeps events of one counter and minute together, so they share updates.
+    ordered = sorted(pending.values(), key=lambda c: (c.event.counter, c.event.time_ms))
+    for chunk in _chunks(ordered, now_ms):
+        counted, duplicates, transactions = _commit(dynamodb, settings, chunk, now_ms, sleep)
+        result.counted += counted
+        result.duplicates += duplicates
+        result.transactions += transactions
+    return result
+
+
+def live_buckets(event: Event, now_ms: int) -> list[Bucket]:
+    """Buckets of the event that have not expired yet; an expired one would read as 0."""
+    return [b for b in timebuckets.buckets_for(event.time_ms) if _bucket_expiry_s(b, event) * 1000 > now_ms]
+
+
+def _bucket_expiry_s(bucket: Bucket, event: Event) -> int:
+    return bucket.end_ms // 1000 + event.retention_seconds
+
+
+def _items_needed(countable: Countable, now_ms: int) -> set[tuple[str, Any]]:
+    """The distinct transaction items an event needs besides its own marker."""
+    needed: set[tuple[str, Any]] = {("bucket", (countable.event.counter, b)) for b in live_buckets(countable.event, now_ms)}
+    if countable.entry is not None:
+        needed.add(("ledger", countable.proof_key))
+    return needed
+
+
+def _chunks(countables: list[Countable], now_ms: int) -> Iterable[list[Countable]]:
+    """Groups of events whose transaction items fit in one TransactWriteItems."""
+    chunk: list[Countable] = []
+    shared: set[tuple[str, Any]] = set()
+    markers = 0
+    for countable in countables:
+        needed = _items_needed(countable, now_ms)
+        marker = 1 if countable.entry is None else 0
+        if chunk and markers + marker + len(shared | needed) > MAX_TRANSACTION_ITEMS:
+            yield chunk
+            chunk, shared, markers = [], set(), 0
+        chunk.append(countable)
+        shared |= needed
+        markers += marker
+    if chunk:
+        yield chunk
+
+
+@dataclass
+class _Transaction:
+    items: list[dict[str, Any]]
+    # What each item stands for: ("marker", countable) or ("ledger", proof key) or ("bucket", None).
+    roles: list[tuple[str, Any]]
+
+
+def _transaction(settings: Settings, chunk: list[Countable], now_ms: int) -> _Transaction:
+    now_s = now_ms // 1000
+    table = settings.counts_table
+    expires = str(now_s + settings.marker_ttl_seconds)
+    items: list[dict[str, Any]] = []
+    roles: list[tuple[str, Any]] = []
+    ledgers: dict[tuple[str, str], list[str]] = {}
+    for c in chunk:
+        if c.entry is None:
+            items.append({"Put": {
+                "TableName": table,
+                "Item": {"pk": {"S": c.proof_key[0]}, "sk": {"S": c.proof_key[1]}, "expires_at": {"N": expires}},
+                # A marker past its expiry may linger until DynamoDB deletes it: it no longer counts.
+                "ConditionExpression": "attribute_not_exists(pk) OR expires_at < :now",
+                "ExpressionAttributeValues": {":now": {"N": str(now_s)}},
+            }})
+            roles.append(("marker", c))
+        else:
+            ledgers.setdefault(c.proof_key, []).append(c.entry)
+    for proof_key, entries in sorted(ledgers.items()):
+        values = {f":e{i}": {"S": e} for i, e in enumerate(entries)}
+        items.append({"Update": {
+            "TableName": table,
+            "Key": {"pk": {"S": proof_key[0]}, "sk": {"S": proof_key[1]}},
+            "UpdateExpression": "ADD #e :new SET expires_at = :exp",
+            "ConditionExpression": " AND ".join(f"NOT contains(#e, {name})" for name in values),
+            "ExpressionAttributeNames": {"#e": "entries"},
+            "ExpressionAttributeValues": {**values, ":new": {"SS": entries}, ":exp": {"N": expires}},
+        }})
+        roles.append(("ledger", proof_key))
+    increments: Tally[tuple[str, Bucket]] = Tally()
+    expiry: dict[tuple[str, Bucket], int] = {}
+    retention: dict[tuple[str, Bucket], int] = {}
+    for c in chunk:
+        for bucket in live_buckets(c.event, now_ms):
+            key = (c.event.counter, bucket)
+            increments[key] += 1
+            expiry[key] = max(expiry.get(key, 0), _bucket_expiry_s(bucket, c.event))
+            retention[key] = max(retention.get(key, 0), c.event.retention_seconds)
+    for (counter, bucket), n in sorted(increments.items()):
+        items.append({"Update": {
+            "TableName": table,
+            "Key": counter_keys.bucket_key(counter, bucket),
+            # The first event sets a bucket's expiry; later ones only add to the count.
+            "UpdateExpression": "ADD #n :n SET expires_at = if_not_exists(expires_at, :exp), #r = if_not_exists(#r, :r)",
+            "ExpressionAttributeNames": {"#n": "n", "#r": "retention"},
+            "ExpressionAttributeValues": {
+                ":n": {"N": str(n)},
+                ":exp": {"N": str(expiry[(counter, bucket)])},
+                ":r": {"N": str(retention[(counter, bucket)])},
+            },
+        }})
+        roles.append(("bucket", None))
+    return _Transaction(items, roles)
+
+
+def _commit(
+    dynamodb: Any, settings: Settings, chunk: list[Countable], now_ms: int, sleep: Sleep
+) -> tuple[int, int, int]:
+    """Apply one chunk; returns (counted, duplicates, transactions attempted)."""
+    duplicates = 0
+    transactions = 0
+    backoff = 0
+    while chunk:
+        transactions += 1
+        transaction = _transaction(settings, chunk, now_ms)
+        try:
+            dynamodb.transact_write_items(TransactItems=transaction.items)
+            return len(chunk), duplicates, transactions
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise StorageError("counting transaction failed") from exc
+            reasons = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
+        failed = [role for role, code in zip(transaction.roles, reasons) if code == "ConditionalCheckFailed"]
+        seen = {id(c) for role, c in failed if role == "marker"}
+        for role, proof_key in failed:
+            if role == "ledger":
+                counted = _ledger_entries(dynamodb, settings, proof_key)
+                seen |= {id(c) for c in chunk if c.proof_key == proof_key and c.entry in counted}
+        if seen:
+            # Already counted by an earlier delivery: retry without them.
+            duplicates += len(seen)
+            chunk = [c for c in chunk if id(c) not in seen]
+            continue
+        if reasons and all(code in _RETRYABLE_REASONS | {"None", "ConditionalCheckFailed"} for code in reasons) and backoff < 6:
+            sleep(min(0.05 * 2**backoff, 2.0))
+            backoff += 1
+            continue
+        raise StorageError(f"counting transaction cancelled: {reasons}")
+    return 0, duplicates, transactions
+
+
+def _ledger_entries(dynamodb: Any, settings: Settings, proof_key: tuple[str, str]) -> set[str]:
+    try:
+        response = dynamodb.get_item(
+            TableName=settings.counts_table,
+            Key={"pk": {"S": proof_key[0]}, "sk": {"S": proof_key[1]}},
+            ConsistentRead=True,
+            ProjectionExpression="entries",
+        )
+    except ClientError as exc:
+        raise StorageError("could not read a counting ledger") from exc
+    return set(response.get("Item", {}).get("entries", {}).get("SS", []))
+
+
+def _quarantine(dynamodb: Any, settings: Settings, record: StreamRecord, reason: str, now_ms: int) -> None:
+    """Set a record that cannot be counted aside, keyed by its stream event id (idempotent)."""
+    try:
+        dynamodb.put_item(
+            TableName=settings.counts_table,
+            Item={
+                "pk": {"S": counter_keys.QUARANTINE_PK},
+                "sk": {"S": record.event_id or record.sequence_number},
+                "reason": {"S": reason},
+                "record": {"S": record.raw_json()},
+                "seen_at": {"S": validation.iso(now_ms)},
+                "expires_at": {"N": str(now_ms // 1000 + QUARANTINE_TTL_SECONDS)},
+            },
+        )
+    except ClientError as exc:
+        raise StorageError("could not set a bad stream record aside") from exc
