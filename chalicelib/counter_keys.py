@@ -2,7 +2,7 @@
 
     CTR#<counter> / m#<minute> | h#<hour> | d#<day>   a bucket (index since the epoch)
     EVT#<counter>#<id> / #                            marker of an event with a client id
-    LED#<events pk>#<ingest second> / #               ledger of stored events counted
+    LED#<events pk>#<ingest time slice> / #           ledger of stored events counted
     QUARANTINE#events-stream / <stream event id>      a record that could not be counted
 """
 
@@ -15,8 +15,9 @@ from chalicelib.timebuckets import Bucket
 
 PREFIX = {"minute": "m", "hour": "h", "day": "d"}
 QUARANTINE_PK = "QUARANTINE#events-stream"
-# Events-table sort keys: ISO ingest time to the second, then ".mmmZ#<random>".
-_EVENT_SORT_KEY = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d{3}Z#[A-Za-z0-9_-]{1,64})")
+# Events-table sort keys: ISO ingest minute, then "SS.mmmZ#<random>".
+_EVENT_SORT_KEY = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:)((\d\d)\.\d{3}Z#[A-Za-z0-9_-]{1,64})")
+LEDGER_SLICES = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)  # seconds that divide a minute
 
 
 def bucket_sort_key(resolution: str, index: int) -> str:
@@ -31,9 +32,14 @@ def marker_key(counter: str, event_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"EVT#{counter}#{event_id}"}, "sk": {"S": "#"}}
 
 
-def ledger_key_and_entry(events_pk: str, events_sk: str) -> tuple[dict[str, Any], str] | None:
-    """Ledger item key and the entry that stands for one stored event, or None if the key is foreign."""
+def ledger_key_and_entry(events_pk: str, events_sk: str, slice_seconds: int) -> tuple[dict[str, Any], str] | None:
+    """Ledger item key and the entry that stands for one stored event, or None if the key is foreign.
+
+    One ledger holds the events of one events partition ingested in one slice of a minute:
+    longer slices mean fewer, larger ledger writes (see LEDGER_SECONDS in the README).
+    """
     match = _EVENT_SORT_KEY.fullmatch(events_sk)
-    if not match:
+    if not match or slice_seconds not in LEDGER_SLICES:
         return None
-    return {"pk": {"S": f"LED#{events_pk}#{match.group(1)}"}, "sk": {"S": "#"}}, match.group(2)
+    first_second = int(match.group(3)) // slice_seconds * slice_seconds
+    return {"pk": {"S": f"LED#{events_pk}#{match.group(1)}{first_second:02d}"}, "sk": {"S": "#"}}, match.group(2)

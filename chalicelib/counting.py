@@ -66,7 +66,7 @@ class BatchResult:
         }
 
 
-def countable_from_image(image: dict[str, Any]) -> Countable:
+def countable_from_image(image: dict[str, Any], ledger_seconds: int) -> Countable:
     """What an events-table item counts as; ValidationError if it is malformed."""
     counter = validation.name(image.get("counter"), "counter")
     event_id = image.get("id")
@@ -81,7 +81,7 @@ def countable_from_image(image: dict[str, Any]) -> Countable:
     event = Event(counter, event_id, validation.time_ms(int(t)), int(retention), id_given=image.get("id_given") is not False)
     ledger = None
     if not event.id_given and isinstance(image.get("pk"), str) and isinstance(image.get("sk"), str):
-        ledger = counter_keys.ledger_key_and_entry(image["pk"], image["sk"])
+        ledger = counter_keys.ledger_key_and_entry(image["pk"], image["sk"], ledger_seconds)
     if ledger is None:
         key = counter_keys.marker_key(counter, event_id)
         return Countable(event, (key["pk"]["S"], key["sk"]["S"]), None)
@@ -101,7 +101,7 @@ def apply_stream_batch(
         try:
             if record.error:
                 raise ValidationError(record.error)
-            countable = countable_from_image(record.new_image or {})
+            countable = countable_from_image(record.new_image or {}, settings.ledger_seconds)
         except ValidationError as exc:
             _quarantine(dynamodb, settings, record, str(exc), now_ms)
             result.quarantined.append(record.event_id)
