@@ -33,6 +33,10 @@ class Settings:
     # Idempotency markers must outlive the stream's 24-hour retention plus client retries.
     marker_ttl_seconds: int = 48 * 3600
     stream_batch_size: int = 100
+    # Scheduled reports: how often they run, and how long after ingest an event is reported
+    # (lets writes that were in flight when a run starts land before their range is read).
+    report_interval_minutes: int = 60
+    report_settle_seconds: int = 60
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -70,4 +74,8 @@ class Settings:
             ),
             marker_ttl_seconds=integer("MARKER_TTL_SECONDS", defaults.marker_ttl_seconds, 86400, 365 * 86400),
             stream_batch_size=integer("STREAM_BATCH_SIZE", defaults.stream_batch_size, 1, 10000),
+            report_interval_minutes=integer(
+                "REPORT_INTERVAL_MINUTES", defaults.report_interval_minutes, 15, 1440
+            ),
+            report_settle_seconds=integer("REPORT_SETTLE_SECONDS", defaults.report_settle_seconds, 0, 3600),
         )
