@@ -63,18 +63,15 @@ def assert_each_event_once(found: list[dict[str, Any]], expected: dict[str, int]
         assert earlier["end"] == later["start"], "reports must tile time: no gap, no overlap"
 
 
-class S3Wrapper:
-    """The real client, with put_object replaced by `put` (to fail or to hold a run)."""
+class Patched:
+    """A real client with some methods replaced (to fail, or to hold a run at a point)."""
 
-    def __init__(self, real: Any, put: Any) -> None:
+    def __init__(self, real: Any, **methods: Any) -> None:
         self._real = real
-        self._put = put
-
-    def put_object(self, **kwargs: Any) -> Any:
-        return self._put(self._real, **kwargs)
+        self._methods = methods
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
+        return self._methods.get(name) or getattr(self._real, name)
 
 
 def test_given_events_over_many_quarter_hours_when_runs_are_irregular_and_one_missed_then_each_event_in_one_report(
@@ -178,29 +175,40 @@ def test_given_a_gap_longer_than_a_day_when_run_then_caught_up_in_reports_of_at_
     assert all(a["end"] == b["start"] for a, b in zip(found, found[1:]))
 
 
+@pytest.mark.parametrize("second_delay_ms", [0, 5000])  # same range (same id) or a longer one
 def test_given_two_runs_at_once_when_both_read_the_checkpoint_then_one_report_and_loser_objects_removed(
-    aws: Any, clock: Any, client: Any
+    aws: Any, clock: Any, client: Any, second_delay_ms: int
 ) -> None:
     post_events(client, [{"counter": f"e{n}", "attributes": {"amount": n}} for n in range(30)])
     clock.advance(SETTLE)
-    both_read = threading.Barrier(2, timeout=10)
+    both_read = threading.Barrier(2, timeout=60)
+    one_write = threading.Lock()
 
-    def held_put(real: Any, **kwargs: Any) -> Any:
+    def held_put(**kwargs: Any) -> Any:
         if kwargs["Key"].endswith(".json"):
             both_read.wait()  # neither commits before both have read the same checkpoint
-        return real.put_object(**kwargs)
+        # moto in-process breaks when two threads write one key at once; S3 does not.
+        with one_write:
+            return aws.s3.put_object(**kwargs)
 
-    s3 = S3Wrapper(aws.s3, held_put)
+    def serialized_transact(**kwargs: Any) -> Any:
+        # DynamoDB serializes transactions; moto in-process does not (a failed one restores a
+        # copy of the table taken before the other committed), so serialize them here.
+        with one_write:
+            return aws.dynamodb.transact_write_items(**kwargs)
+
+    s3 = Patched(aws.s3, put_object=held_put)
+    dynamodb = Patched(aws.dynamodb, transact_write_items=serialized_transact)
     results: list[Any] = []
     errors: list[BaseException] = []
 
     def one_run(now: int) -> None:
         try:
-            results.append(reports.run(aws.dynamodb, s3, SETTINGS, now))
+            results.append(reports.run(dynamodb, s3, SETTINGS, now))
         except BaseException as exc:  # surfaced by the assertion below
             errors.append(exc)
 
-    threads = [threading.Thread(target=one_run, args=(clock.now + delta,)) for delta in (0, 5000)]
+    threads = [threading.Thread(target=one_run, args=(clock.now + delta,)) for delta in (0, second_delay_ms)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -222,11 +230,11 @@ def test_given_s3_write_fails_when_run_then_checkpoint_stays_and_next_run_report
     post_events(client, [{"counter": f"e{n}", "attributes": {"amount": n}} for n in range(10)])
     clock.advance(SETTLE + MINUTE)
 
-    def failing_put(real: Any, **kwargs: Any) -> Any:
+    def failing_put(**kwargs: Any) -> Any:
         raise ClientError({"Error": {"Code": "InternalError", "Message": "S3 is down"}}, "PutObject")
 
     with pytest.raises(StorageError):
-        reports.run(aws.dynamodb, S3Wrapper(aws.s3, failing_put), SETTINGS, clock.now)
+        reports.run(aws.dynamodb, Patched(aws.s3, put_object=failing_put), SETTINGS, clock.now)
     assert checkpoint(aws) == before
     assert len(all_reports(aws)) == 1
     clock.advance(MINUTE)
