@@ -7,9 +7,9 @@ import json
 import logging
 from typing import Any, Callable
 
-from chalice import BadRequestError, Chalice, NotFoundError, Response
+from chalice import BadRequestError, Chalice, NotFoundError, Rate, Response
 
-from chalicelib import clock, counters, counting, events, stream_records, uniques, validation, windows
+from chalicelib import clock, counters, counting, events, reports, stream_records, uniques, validation, windows
 from chalicelib.aws import AwsClients
 from chalicelib.errors import NotFoundError as TallyNotFound
 from chalicelib.errors import PartialWriteError, StorageError, ValidationError
@@ -140,3 +140,29 @@ def on_unique_items(event: Any) -> dict[str, Any]:
     result = uniques.apply_messages(aws.dynamodb, settings, event.to_dict()["Records"], clock.now_ms())
     app.log.info("unique items: %s", result.as_dict())
     return result.as_dict()
+# -- scheduled reports ------------------------------------------------------------------------
+
+@app.schedule(Rate(settings.report_interval_minutes, unit=Rate.MINUTES))
+def run_scheduled_report(event: Any) -> dict[str, Any]:
+    result = reports.run(aws.dynamodb, aws.s3, settings, clock.now_ms())
+    app.log.info("report run: %s", result.as_dict())
+    return result.as_dict()
+
+
+@app.route("/reports", methods=["POST"], content_types=BODY_TYPES)
+@answers
+def post_reports() -> Response:
+    result = reports.run(aws.dynamodb, aws.s3, settings, clock.now_ms())
+    return Response(body=result.as_dict(), status_code=201 if result.written else 200)
+
+
+@app.route("/reports", methods=["GET"])
+@answers
+def get_reports() -> dict[str, Any]:
+    return {"reports": reports.list_reports(aws.dynamodb, settings, query().get("limit"))}
+
+
+@app.route("/reports/{report_id}", methods=["GET"])
+@answers
+def get_report(report_id: str) -> dict[str, Any]:
+    return reports.get_report(aws.dynamodb, aws.s3, settings, report_id)

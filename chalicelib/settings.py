@@ -41,6 +41,10 @@ class Settings:
     uniques_shards: int = 4
     uniques_batch_size: int = 10000
     uniques_batching_window_seconds: int = 60
+    # Scheduled reports: how often they run, and how long after ingest an event is reported
+    # (lets writes that were in flight when a run starts land before their range is read).
+    report_interval_minutes: int = 60
+    report_settle_seconds: int = 60
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -105,4 +109,8 @@ class Settings:
             uniques_shards=integer("UNIQUES_SHARDS", defaults.uniques_shards, 1, 64),
             uniques_batch_size=uniques_batch_size,
             uniques_batching_window_seconds=uniques_window,
+            report_interval_minutes=integer(
+                "REPORT_INTERVAL_MINUTES", defaults.report_interval_minutes, 15, 1440
+            ),
+            report_settle_seconds=integer("REPORT_SETTLE_SECONDS", defaults.report_settle_seconds, 0, 3600),
         )

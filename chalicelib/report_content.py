@@ -1,0 +1,74 @@
+"""What a report says: per counter, the events and the sums of numeric attributes. Pure.
+
+Sums are kept as Decimals (DynamoDB numbers) so money adds up exactly; the JSON shows them as
+integers where they are whole, the CSV as exact decimal text.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Iterable, Mapping
+
+from chalicelib import validation
+
+
+@dataclass
+class CounterTotals:
+    events: int = 0
+    sums: dict[str, Decimal] = field(default_factory=lambda: defaultdict(Decimal))
+
+
+@dataclass
+class Report:
+    id: str
+    start_ms: int
+    end_ms: int
+    counters: dict[str, CounterTotals] = field(default_factory=dict)
+
+    @property
+    def events(self) -> int:
+        return sum(c.events for c in self.counters.values())
+
+    def add(self, items: Iterable[Mapping[str, Any]]) -> None:
+        """Add deserialized events-table items; numbers arrive as Decimals, booleans as bools."""
+        for item in items:
+            totals = self.counters.setdefault(str(item["counter"]), CounterTotals())
+            totals.events += 1
+            for name, value in (item.get("attributes") or {}).items():
+                if isinstance(value, Decimal):
+                    totals.sums[name] += value
+
+    def summary(self) -> dict[str, Any]:
+        return {"id": self.id, "start": validation.iso(self.start_ms), "end": validation.iso(self.end_ms),
+                "events": self.events}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **self.summary(),
+            "counters": {
+                name: {"events": totals.events, "sums": {k: _json_number(v) for k, v in sorted(totals.sums.items())}}
+                for name, totals in sorted(self.counters.items())
+            },
+        }
+
+    def as_csv(self) -> str:
+        """One row per counter: counter, events, then one column per summed attribute."""
+        attributes = sorted({name for totals in self.counters.values() for name in totals.sums})
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["counter", "events", *attributes])
+        for name, totals in sorted(self.counters.items()):
+            writer.writerow([name, totals.events, *(_text(totals.sums.get(a)) for a in attributes)])
+        return out.getvalue()
+
+
+def _json_number(value: Decimal) -> int | float:
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+def _text(value: Decimal | None) -> str:
+    return "" if value is None else format(value, "f")

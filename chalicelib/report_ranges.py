@@ -1,0 +1,102 @@
+"""Which events-table partitions hold the events ingested in a time range, and report ids. Pure.
+
+A report covers the events whose ingest time t satisfies start <= t < end. Events are
+partitioned by the quarter hour of their ingest time times a write shard, so the range maps
+to exactly the quarter hours it overlaps, each read once per shard. Only the first and last
+quarter hour can be cut by the range; those get a sort-key condition. Sort keys are
+'<ISO ingest time, ms>Z#<suffix>': fixed-width ISO text orders like time, and no sort key
+equals a bare ISO time, so `sk >= iso(start)` and `sk < iso(end)` select [start, end) exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from chalicelib import events, validation
+from chalicelib.errors import ValidationError
+
+QUARTER_HOUR_MS = 15 * 60_000
+_ID_TIME = "%Y%m%dT%H%M%S"
+ID_PATTERN = re.compile(r"(\d{8}T\d{6})(\d{3})Z-(\d{8}T\d{6})(\d{3})Z")
+
+
+@dataclass(frozen=True)
+class PartitionQuery:
+    """One Query: a partition and optional sort-key bounds (low inclusive, high exclusive)."""
+
+    pk: str
+    low: str | None = None
+    high: str | None = None
+
+    def key_condition(self) -> tuple[str, dict[str, Any]]:
+        values: dict[str, Any] = {":pk": {"S": self.pk}}
+        expression = "pk = :pk"
+        if self.low is not None and self.high is not None:
+            # BETWEEN is inclusive, but no sort key equals `high` (each carries '#suffix').
+            expression += " AND sk BETWEEN :low AND :high"
+        elif self.low is not None:
+            expression += " AND sk >= :low"
+        elif self.high is not None:
+            expression += " AND sk < :high"
+        if self.low is not None:
+            values[":low"] = {"S": self.low}
+        if self.high is not None:
+            values[":high"] = {"S": self.high}
+        return expression, values
+
+
+def quarter_hour_starts(start_ms: int, end_ms: int) -> list[int]:
+    """Start times of the quarter hours that overlap [start_ms, end_ms)."""
+    if end_ms <= start_ms:
+        return []
+    first = start_ms - start_ms % QUARTER_HOUR_MS
+    return list(range(first, end_ms, QUARTER_HOUR_MS))
+
+
+def partition_queries(start_ms: int, end_ms: int, shards: int) -> list[PartitionQuery]:
+    """The Queries that read exactly the events ingested in [start_ms, end_ms)."""
+    queries = []
+    for quarter in quarter_hour_starts(start_ms, end_ms):
+        low = validation.iso(start_ms) if start_ms > quarter else None
+        high = validation.iso(end_ms) if end_ms < quarter + QUARTER_HOUR_MS else None
+        queries.extend(PartitionQuery(events.partition_key(quarter, shard), low, high) for shard in range(shards))
+    return queries
+
+
+def first_start(cutoff_ms: int, interval_minutes: int) -> int:
+    """Where the very first report starts: one interval back from the cutoff, on a quarter hour."""
+    back = cutoff_ms - interval_minutes * 60_000
+    return back - back % QUARTER_HOUR_MS
+
+
+def report_id(start_ms: int, end_ms: int) -> str:
+    """'20261121T230000000Z-20261122T000000000Z': fixed width, so ids sort by start time."""
+    return f"{_id_time(start_ms)}-{_id_time(end_ms)}"
+
+
+def parse_report_id(text: Any) -> tuple[int, int]:
+    """(start_ms, end_ms) of a report id; ValidationError if it is not one."""
+    match = ID_PATTERN.fullmatch(text) if isinstance(text, str) else None
+    if not match:
+        raise ValidationError("a report id looks like 20261121T230000000Z-20261122T000000000Z")
+    try:
+        start = _parse_id_time(match.group(1), match.group(2))
+        end = _parse_id_time(match.group(3), match.group(4))
+    except ValueError as exc:
+        raise ValidationError(f"the report id holds an impossible time: {text}") from exc
+    if end <= start:
+        raise ValidationError("a report id ends after it starts")
+    return start, end
+
+
+def _id_time(t_ms: int) -> str:
+    moment = datetime.fromtimestamp(t_ms // 1000, tz=timezone.utc)
+    return f"{moment.strftime(_ID_TIME)}{t_ms % 1000:03d}Z"
+
+
+def _parse_id_time(seconds: str, millis: str) -> int:
+    moment = datetime.strptime(seconds, _ID_TIME).replace(tzinfo=timezone.utc)
+    return int(moment.timestamp()) * 1000 + int(millis)

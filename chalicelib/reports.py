@@ -1,0 +1,222 @@
+"""Scheduled reports: every event ingested lands in exactly one report, read by Query only.
+
+A run covers [checkpoint, now - settle delay). It Queries the quarter-hour partitions of that
+range (see report_ranges), writes the report to S3, and only then moves the checkpoint, in one
+transaction with the report's index item, on condition that the checkpoint is still where the
+run found it. So two runs at once commit one report (the other's objects are removed and never
+listed); a run that dies before committing leaves the checkpoint where it was and the next run
+covers the same range again. A run that finds a gap (missed runs) covers it in one report, cut
+into reports of at most a day so a run's work stays bounded.
+
+Counts-table items (no collision with CTR#, EVT#, QUARANTINE#):
+    pk "REPORT#checkpoint", sk "#": end_ms of the last committed report, report_id
+    pk "REPORT#index", sk <report id>: start_ms, end_ms, events (what GET /reports lists)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from boto3.dynamodb.types import TypeDeserializer
+from botocore.exceptions import ClientError
+
+from chalicelib import report_ranges, validation
+from chalicelib.errors import NotFoundError, StorageError, ValidationError
+from chalicelib.report_content import Report
+from chalicelib.settings import Settings
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_KEY = {"pk": {"S": "REPORT#checkpoint"}, "sk": {"S": "#"}}
+INDEX_PK = "REPORT#index"
+OBJECT_PREFIX = "reports/"
+MAX_REPORT_SPAN_MS = 86_400_000
+MAX_LIST = 1000
+_COMMIT_ATTEMPTS = 5
+_DESERIALIZER = TypeDeserializer()
+
+
+@dataclass
+class RunResult:
+    written: list[dict[str, Any]] = field(default_factory=list)
+    superseded: bool = False  # another run committed the range this one had read
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"reports": self.written, "superseded": self.superseded}
+
+
+def run(dynamodb: Any, s3: Any, settings: Settings, now_ms: int) -> RunResult:
+    """Report everything ingested from the checkpoint up to now minus the settle delay."""
+    cutoff = now_ms - settings.report_settle_seconds * 1000
+    result = RunResult()
+    while True:
+        checkpoint = read_checkpoint(dynamodb, settings)
+        start = checkpoint if checkpoint is not None else report_ranges.first_start(
+            cutoff, settings.report_interval_minutes)
+        if start >= cutoff:
+            return result
+        end = min(cutoff, start + MAX_REPORT_SPAN_MS)
+        report = Report(report_ranges.report_id(start, end), start, end)
+        report.add(read_events(dynamodb, settings, start, end))
+        _put_objects(s3, settings, report)
+        if not _commit(dynamodb, settings, checkpoint, report):
+            _discard_unless_committed(dynamodb, s3, settings, report.id)
+            result.superseded = True
+            return result
+        log.info("report %s: %d events", report.id, report.events)
+        result.written.append(report.summary())
+
+
+def read_checkpoint(dynamodb: Any, settings: Settings) -> int | None:
+    try:
+        item = dynamodb.get_item(TableName=settings.counts_table, Key=CHECKPOINT_KEY, ConsistentRead=True).get("Item")
+    except ClientError as exc:
+        raise StorageError("the report checkpoint could not be read") from exc
+    return None if item is None else int(item["end_ms"]["N"])
+
+
+def read_events(dynamodb: Any, settings: Settings, start_ms: int, end_ms: int) -> Iterator[dict[str, Any]]:
+    """The events ingested in [start_ms, end_ms), by strongly consistent, paginated Queries."""
+    for query in report_ranges.partition_queries(start_ms, end_ms, settings.event_write_shards):
+        condition, values = query.key_condition()
+        request: dict[str, Any] = {
+            "TableName": settings.events_table,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ExpressionAttributeNames": {"#c": "counter", "#a": "attributes", "#k": "kind"},
+            "ProjectionExpression": "#c, #a, #k",
+            "ConsistentRead": True,
+        }
+        while True:
+            try:
+                page = dynamodb.query(**request)
+            except ClientError as exc:
+                raise StorageError("the events of the report could not be read") from exc
+            for raw in page.get("Items", []):
+                item = {k: _DESERIALIZER.deserialize(v) for k, v in raw.items()}
+                if item.get("kind") == "event" and "counter" in item:
+                    yield item
+            if "LastEvaluatedKey" not in page:
+                break
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def _object_keys(report_id: str) -> dict[str, str]:
+    return {"json": f"{OBJECT_PREFIX}{report_id}.json", "csv": f"{OBJECT_PREFIX}{report_id}.csv"}
+
+
+def _put_objects(s3: Any, settings: Settings, report: Report) -> None:
+    keys = _object_keys(report.id)
+    bodies = {
+        "json": (json.dumps(report.as_dict(), sort_keys=True), "application/json"),
+        "csv": (report.as_csv(), "text/csv"),
+    }
+    try:
+        for kind, (body, content_type) in bodies.items():
+            s3.put_object(Bucket=settings.reports_bucket, Key=keys[kind], Body=body.encode(), ContentType=content_type)
+    except ClientError as exc:
+        raise StorageError("the report could not be written to S3") from exc
+
+
+def _commit(dynamodb: Any, settings: Settings, checkpoint: int | None, report: Report) -> bool:
+    """Move the checkpoint and index the report, if the checkpoint is still where it was read."""
+    move: dict[str, Any] = {
+        "TableName": settings.counts_table,
+        "Key": CHECKPOINT_KEY,
+        "UpdateExpression": "SET end_ms = :end, report_id = :id",
+        "ExpressionAttributeValues": {":end": {"N": str(report.end_ms)}, ":id": {"S": report.id}},
+    }
+    if checkpoint is None:
+        move["ConditionExpression"] = "attribute_not_exists(pk)"
+    else:
+        move["ConditionExpression"] = "end_ms = :expected"
+        move["ExpressionAttributeValues"][":expected"] = {"N": str(checkpoint)}
+    index = {
+        "TableName": settings.counts_table,
+        "Item": {
+            "pk": {"S": INDEX_PK}, "sk": {"S": report.id},
+            "start_ms": {"N": str(report.start_ms)}, "end_ms": {"N": str(report.end_ms)},
+            "events": {"N": str(report.events)},
+        },
+        "ConditionExpression": "attribute_not_exists(pk)",
+    }
+    for _ in range(_COMMIT_ATTEMPTS):
+        try:
+            dynamodb.transact_write_items(TransactItems=[{"Update": move}, {"Put": index}])
+            return True
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+            if code == "TransactionCanceledException" and "ConditionalCheckFailed" in reasons:
+                return False
+            # A transaction on the same items in flight: try again, the condition then decides.
+            if code in ("TransactionConflictException", "TransactionInProgressException") or (
+                code == "TransactionCanceledException" and "TransactionConflict" in reasons
+            ):
+                continue
+            raise StorageError("the report checkpoint could not be moved") from exc
+    raise StorageError("the report checkpoint could not be moved: conflicting runs")
+
+
+def _discard_unless_committed(dynamodb: Any, s3: Any, settings: Settings, report_id: str) -> None:
+    """Remove a losing run's objects; the same id committed by the winner holds the same events."""
+    try:
+        if _index_item(dynamodb, settings, report_id) is not None:
+            return
+        for key in _object_keys(report_id).values():
+            s3.delete_object(Bucket=settings.reports_bucket, Key=key)
+    except (ClientError, StorageError):
+        # Harmless: objects without an index item are never listed nor served.
+        log.warning("could not remove the objects of superseded report %s", report_id)
+
+
+def _index_item(dynamodb: Any, settings: Settings, report_id: str) -> dict[str, Any] | None:
+    try:
+        return dynamodb.get_item(TableName=settings.counts_table, ConsistentRead=True,
+                                 Key={"pk": {"S": INDEX_PK}, "sk": {"S": report_id}}).get("Item")
+    except ClientError as exc:
+        raise StorageError("the report index could not be read") from exc
+
+
+# -- reads for the API ------------------------------------------------------------------------
+
+def list_reports(dynamodb: Any, settings: Settings, raw_limit: str | None = None) -> list[dict[str, Any]]:
+    """The newest `limit` reports (default 100), newest first."""
+    limit = _limit(raw_limit)
+    try:
+        page = dynamodb.query(
+            TableName=settings.counts_table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": INDEX_PK}},
+            ScanIndexForward=False,
+            Limit=limit,
+        )
+    except ClientError as exc:
+        raise StorageError("the reports could not be listed") from exc
+    return [
+        {"id": item["sk"]["S"], "start": validation.iso(int(item["start_ms"]["N"])),
+         "end": validation.iso(int(item["end_ms"]["N"])), "events": int(item["events"]["N"])}
+        for item in page.get("Items", [])
+    ]
+
+
+def _limit(raw: str | None) -> int:
+    if raw is None:
+        return 100
+    if not raw.isdigit():
+        raise ValidationError(f"limit must be an integer from 1 to {MAX_LIST}")
+    return validation.integer(int(raw), "limit", 1, MAX_LIST)
+
+
+def get_report(dynamodb: Any, s3: Any, settings: Settings, report_id: str) -> dict[str, Any]:
+    report_ranges.parse_report_id(report_id)
+    if _index_item(dynamodb, settings, report_id) is None:
+        raise NotFoundError(f"no report {report_id}")
+    try:
+        body = s3.get_object(Bucket=settings.reports_bucket, Key=_object_keys(report_id)["json"])["Body"].read()
+    except ClientError as exc:
+        raise StorageError(f"report {report_id} could not be read from S3") from exc
+    return json.loads(body)

@@ -1,0 +1,58 @@
+"""A report's totals and its JSON and CSV renderings."""
+
+from __future__ import annotations
+
+import csv
+import io
+from decimal import Decimal
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chalicelib.report_content import Report
+
+amounts = st.decimals(min_value=-10_000, max_value=10_000, places=2, allow_nan=False, allow_infinity=False)
+items = st.lists(st.fixed_dictionaries({
+    "counter": st.sampled_from(["a", "b", "c"]),
+    "attributes": st.dictionaries(st.sampled_from(["amount", "qty", "label", "paid"]),
+                                  st.one_of(amounts, st.text(max_size=3), st.booleans()), max_size=4),
+}), max_size=40)
+
+
+@given(items)
+def test_given_items_when_added_then_events_and_sums_match_brute_force(batch: list[dict]) -> None:
+    report = Report("r", 0, 1)
+    report.add(batch)
+    assert report.events == len(batch)
+    for name, totals in report.counters.items():
+        mine = [i for i in batch if i["counter"] == name]
+        assert totals.events == len(mine)
+        numeric = [(k, v) for i in mine for k, v in i["attributes"].items() if isinstance(v, Decimal)]
+        # Text and booleans are never summed.
+        assert set(totals.sums) == {k for k, _ in numeric}
+        for attribute in totals.sums:
+            assert totals.sums[attribute] == sum((v for k, v in numeric if k == attribute), Decimal(0))
+
+
+def test_given_billing_events_when_rendered_then_json_and_csv_agree_exactly() -> None:
+    report = Report("20261121T230000000Z-20261122T000000000Z", 1_795_000_000_000, 1_795_003_600_000)
+    report.add([
+        {"counter": "sales", "attributes": {"amount": Decimal("0.10"), "qty": Decimal(2)}},
+        {"counter": "sales", "attributes": {"amount": Decimal("0.20"), "note": "x"}},
+        {"counter": "refunds", "attributes": {}},
+    ])
+    body = report.as_dict()
+    assert body["events"] == 3
+    assert body["counters"] == {
+        "refunds": {"events": 1, "sums": {}},
+        "sales": {"events": 2, "sums": {"amount": 0.3, "qty": 2}},
+    }
+    rows = list(csv.reader(io.StringIO(report.as_csv())))
+    assert rows == [["counter", "events", "amount", "qty"], ["refunds", "1", "", ""], ["sales", "2", "0.30", "2"]]
+
+
+def test_given_no_events_when_rendered_then_empty_counters_and_header_only_csv() -> None:
+    report = Report("r", 0, 1)
+    assert report.as_dict()["events"] == 0
+    assert report.as_dict()["counters"] == {}
+    assert report.as_csv() == "counter,events\n"
