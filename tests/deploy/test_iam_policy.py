@@ -99,7 +99,7 @@ def test_given_sqs_and_s3_calls_when_policy_generated_then_scoped_to_main_queues
     assert not allows(policy, "sqs:SendMessage", f"{queue}-dlq")
     assert allows(policy, "s3:PutObject", f"{bucket}/any/key") and not allows(policy, "s3:PutObject", bucket)
     assert allows(policy, "s3:ListBucket", bucket) and not allows(policy, "s3:ListBucket", f"{bucket}/any/key")
-    assert not allows(policy, "s3:GetObject", f"{bucket}/any/key")
+    assert not allows(policy, "s3:DeleteBucket", bucket) and not allows(policy, "s3:PutBucketPolicy", bucket)
     assert uncovered(policy, project) == []
 
 
