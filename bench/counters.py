@@ -29,7 +29,7 @@ import boto3  # noqa: E402
 from boto3.dynamodb.types import TypeSerializer  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from bench.metering import Meter  # noqa: E402
+from bench.metering import Meter, MotoProbe  # noqa: E402
 from chalicelib import counters, counting, events, stream_records, timebuckets  # noqa: E402
 from chalicelib.settings import Settings  # noqa: E402
 from tools import resources  # noqa: E402
@@ -102,7 +102,7 @@ def seed_24h(dynamodb: Any, counter: str, end_ms: int) -> int:
 
 def fresh_stack(settings: Settings) -> tuple[Any, Any]:
     session = boto3.session.Session(region_name="us-east-1")
-    dynamodb, probe = session.client("dynamodb"), session.client("dynamodb")
+    dynamodb, probe = session.client("dynamodb"), MotoProbe()
     resources.ensure(dynamodb, session.client("sqs"), session.client("s3"), resources.for_settings(settings), "us-east-1")
     dynamodb.create_table(TableName=SEED_TABLE, BillingMode="PAY_PER_REQUEST",
                           KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],

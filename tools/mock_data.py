@@ -1,0 +1,109 @@
+"""Random events for K counters over the last N hours, through the API or straight into the table.
+
+    python -m tools.mock_data --hours 30 --counters 3 --per-hour 20-100 --api http://127.0.0.1:8000
+    python -m tools.mock_data --direct --stage local     # BatchWriteItem into the events table
+
+Counters are named <prefix>-1..K (default jobs.provider-1..3, as in the counting post). Through
+the API, events are posted in batches of 25; directly, they are written as the API would
+write them (ingest time now, the event's own time spread over the hours), which the stream
+handler then counts. Prints, per counter, how many events were sent in the last 24 hours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from typing import Any, Iterable
+
+import requests
+from tqdm import tqdm
+
+HOUR_MS = 3_600_000
+
+
+def generate(hours: int, counters: list[str], per_hour: tuple[int, int], now_ms: int,
+             rng: random.Random) -> list[dict[str, Any]]:
+    events = []
+    for hour in range(hours):
+        hour_start = now_ms - (hour + 1) * HOUR_MS
+        for _ in range(rng.randint(*per_hour)):
+            events.append({"counter": rng.choice(counters), "time": hour_start + rng.randrange(HOUR_MS)})
+    events.sort(key=lambda e: e["time"])
+    return events
+
+
+def chunks(items: list[dict[str, Any]], size: int) -> Iterable[list[dict[str, Any]]]:
+    return (items[i : i + size] for i in range(0, len(items), size))
+
+
+def send_api(api: str, events: list[dict[str, Any]]) -> None:
+    with tqdm(total=len(events), unit="event", desc="POST /events") as bar:
+        for batch in chunks(events, 25):
+            response = requests.post(f"{api.rstrip('/')}/events", json={"events": batch}, timeout=30)
+            if response.status_code != 201:
+                raise SystemExit(f"POST /events answered {response.status_code}: {response.text}")
+            bar.update(len(batch))
+
+
+def send_direct(stage: str, events: list[dict[str, Any]]) -> None:
+    from tools.stage import stage_environment
+
+    for key, value in stage_environment(stage).items():
+        os.environ.setdefault(key, value)
+    if os.environ.get("AWS_ENDPOINT_URL"):  # an emulator takes any credentials
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            os.environ.setdefault(key, "testing")
+        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    from chalicelib import events as event_module
+    from chalicelib.aws import AwsClients
+    from chalicelib.settings import Settings
+
+    settings = Settings.from_env()
+    clients = AwsClients(settings)
+    now = int(time.time() * 1000)
+    with tqdm(total=len(events), unit="event", desc=f"BatchWriteItem {settings.events_table}") as bar:
+        for batch in chunks(events, 25):
+            parsed = event_module.parse_body({"events": batch}, now, settings)
+            event_module.store(clients.dynamodb, settings, parsed, now)
+            bar.update(len(batch))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hours", type=int, default=30)
+    parser.add_argument("--counters", type=int, default=3)
+    parser.add_argument("--prefix", default="jobs.provider")
+    parser.add_argument("--per-hour", default="20-100", help="events per hour, a number or a range low-high")
+    parser.add_argument("--retention", type=int, default=None, help="seconds each event is counted (default: the service's)")
+    parser.add_argument("--seed", type=int, default=None)
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--api", default="http://127.0.0.1:8000")
+    target.add_argument("--direct", action="store_true", help="write to the events table (AWS_ENDPOINT_URL for the emulator)")
+    parser.add_argument("--stage", default="local", help="with --direct: whose table names to use")
+    args = parser.parse_args(argv)
+
+    low, _, high = args.per_hour.partition("-")
+    per_hour = (int(low), int(high or low))
+    rng = random.Random(args.seed)
+    counters = [f"{args.prefix}-{i}" for i in range(1, args.counters + 1)]
+    now = int(time.time() * 1000)
+    events = generate(args.hours, counters, per_hour, now, rng)
+    if args.retention:
+        for event in events:
+            event["retention"] = args.retention
+    if args.direct:
+        send_direct(args.stage, events)
+    else:
+        send_api(args.api, events)
+    day_ago = now - 24 * HOUR_MS
+    for counter in counters:
+        recent = sum(1 for e in events if e["counter"] == counter and e["time"] // 60_000 > day_ago // 60_000)
+        print(f"{counter}: {recent} events in the last 24 hours")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
