@@ -10,6 +10,6 @@ def prepare() -> None:
                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
         os.environ.setdefault(key, value)
     os.environ.pop("AWS_ENDPOINT_URL", None)
-    from tools import moto_speedups
+    from tools import moto_patches
 
-    moto_speedups.install()
+    moto_patches.install()

@@ -18,9 +18,9 @@ for _key, _value in {
 os.environ.pop("AWS_ENDPOINT_URL", None)
 os.environ.pop("AWS_PROFILE", None)
 
-from tools import moto_speedups  # noqa: E402
+from tools import moto_patches  # noqa: E402
 
-moto_speedups.install()
+moto_patches.install()
 
 
 class Clock:

@@ -29,9 +29,9 @@ log = logging.getLogger("tally.local")
 def start_emulator(host: str, port: int) -> Any:
     from moto.server import ThreadedMotoServer
 
-    from tools import moto_speedups
+    from tools import moto_patches
 
-    moto_speedups.install()
+    moto_patches.install()
 
     server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
     server.start()

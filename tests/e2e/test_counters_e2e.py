@@ -9,6 +9,8 @@ from typing import Any
 
 import requests
 
+from tests.e2e.stack import LocalStack
+
 MINUTE = 60_000
 HOUR = 60 * MINUTE
 COUNTERS = ["e2e.provider-1", "e2e.provider-2", "e2e.provider-3"]
@@ -25,7 +27,7 @@ def post(url: str, batch: list[dict[str, Any]]) -> None:
 
 
 def test_given_3000_events_over_30_hours_when_posted_over_http_then_every_24h_and_90m_window_exact(
-    local_stack: Any,
+    local_stack: LocalStack,
 ) -> None:
     rng = random.Random(2026)
     now = int(time.time() * 1000)

@@ -1,18 +1,35 @@
-"""Make moto's TransactWriteItems cost what the transaction touches, not the table size.
+"""Two fixes to moto's DynamoDB, so the emulator behaves like DynamoDB where Tally relies on it.
 
-moto backs up a whole table (deepcopy) once per item of every transaction so it can roll
-back; with thousands of items that makes local runs and benchmarks quadratic. This keeps
-moto's behaviour (all or nothing, same errors) but snapshots only the items the transaction
-names and restores those on failure. Used by the local stack, the tests and the benchmarks;
-never deployed.
+1. Isolation. moto applies a transaction item by item in the live table and undoes it on
+   failure, and its server answers requests on many threads: a concurrent reader could see a
+   cancelled transaction's writes, and two conditional writes could both pass their check.
+   One lock around every item operation makes each request (and each transaction) atomic.
+2. Cost. moto backs up a whole table (deepcopy) once per item of every transaction so it can
+   roll back, which makes long runs quadratic. Only the items a transaction names are
+   snapshotted and restored on failure; the behaviour (all or nothing, same errors) is moto's.
+
+Used by the local stack, the tests and the benchmarks; never deployed.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+import functools
+import threading
+from typing import Any, Callable
 
 _INSTALLED = False
+_LOCK = threading.RLock()
+_ITEM_OPERATIONS = ("put_item", "get_item", "query", "scan", "update_item", "delete_item", "transact_write_items")
+
+
+def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with _LOCK:
+            return method(*args, **kwargs)
+
+    return wrapper
 
 
 def install() -> None:
@@ -56,6 +73,8 @@ def install() -> None:
 
     models.copy = _CopyExceptTables  # type: ignore[assignment]
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    for name in _ITEM_OPERATIONS:
+        setattr(DynamoDBBackend, name, _locked(getattr(DynamoDBBackend, name)))
     _INSTALLED = True
 
 

@@ -31,3 +31,4 @@ def test_given_cancelled_transaction_when_patched_moto_then_nothing_applied() ->
         assert "Item" not in db.get_item(TableName="t", Key={"pk": {"S": "b"}, "sk": {"S": "1"}})
         db.transact_write_items(TransactItems=items[:2])
         assert db.get_item(TableName="t", Key={"pk": {"S": "a"}, "sk": {"S": "1"}})["Item"]["n"]["N"] == "6"
+
