@@ -23,6 +23,7 @@ from chalicelib.queues import Message
 from chalicelib.settings import Settings
 from chalicelib.view_keys import View
 
+Sleep = Callable[[float], None]
 MAX_TRANSACTION_ITEMS = 100
 MAX_BATCH_GET_KEYS = 100
 MAX_BACKOFFS = 6
@@ -42,10 +43,11 @@ class BatchIncompleteError(StorageError):
 
 # -- POST /views -------------------------------------------------------------------------------
 
-def enqueue(sqs: Any, settings: Settings, views: list[View], sleep: Callable[[float], None] = time.sleep) -> None:
+def enqueue(sqs: Any, settings: Settings, views: list[View], sleep: Sleep | None = None) -> None:
     # A retried request cannot count twice (markers), so a partly sent batch is simply retried.
     url = queues.queue_url(sqs, settings.views_queue)
-    queues.send(sqs, url, [{"Id": str(i), "MessageBody": view_keys.to_message(v)} for i, v in enumerate(views)], sleep)
+    entries = [{"Id": str(i), "MessageBody": view_keys.to_message(v)} for i, v in enumerate(views)]
+    queues.send(sqs, url, entries, sleep or time.sleep)
 
 
 # -- GET /views ----------------------------------------------------------------------------------
@@ -126,11 +128,12 @@ def apply_messages(
     settings: Settings,
     messages: list[Message],
     now_ms: int,
-    sleep: Callable[[float], None] = time.sleep,
-    max_items: int = MAX_TRANSACTION_ITEMS,
+    sleep: Sleep | None = None,
+    max_items: int | None = None,
 ) -> BatchResult:
     """Count a batch; raises BatchIncompleteError, after removing every other message from the
     queue, when some views could not be written (they come back with the batch)."""
+    sleep = sleep or time.sleep
     result = BatchResult()
     outcome = _Outcome()
     distinct: dict[tuple[str, str], Pending] = {}
@@ -157,7 +160,7 @@ def apply_messages(
         else:
             groups[key[0]].append(pending)
 
-    for chunk in view_keys.chunks(sorted(groups.items()), max_items):
+    for chunk in view_keys.chunks(sorted(groups.items()), max_items or MAX_TRANSACTION_ITEMS):
         try:
             counted, duplicates, transactions = _commit(dynamodb, settings, chunk, now_ms, sleep)
         except StorageError:
@@ -186,7 +189,7 @@ def apply_messages(
 
 
 def _visible_markers(
-    dynamodb: Any, settings: Settings, keys: list[tuple[str, str]], now_ms: int, sleep: Callable[[float], None]
+    dynamodb: Any, settings: Settings, keys: list[tuple[str, str]], now_ms: int, sleep: Sleep
 ) -> set[tuple[str, str]]:
     """Markers already written and live. Reads are cheaper than cancelled transactions; if this
     read fails the transactions' conditions still catch every duplicate."""
@@ -253,7 +256,7 @@ def _commit(
     settings: Settings,
     chunk: list[tuple[str, list[Pending]]],
     now_ms: int,
-    sleep: Callable[[float], None],
+    sleep: Sleep,
 ) -> tuple[int, int, int]:
     """Apply one transaction's worth of groups; returns (counted, duplicates, attempts)."""
     duplicates = 0
@@ -291,7 +294,7 @@ def _commit(
     return 0, duplicates, attempts
 
 
-def _set_aside(sqs: Any, settings: Settings, poison: list[tuple[Message, str]], sleep: Callable[[float], None]) -> None:
+def _set_aside(sqs: Any, settings: Settings, poison: list[tuple[Message, str]], sleep: Sleep) -> None:
     entries = [
         {
             "Id": str(i),
