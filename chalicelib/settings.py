@@ -40,7 +40,7 @@ class Settings:
     # batch (more views per URL per batch share more counter updates).
     view_marker_ttl_seconds: int = 7 * 86400
     view_dedup: str = "event"
-    views_batch_size: int = 100
+    views_batch_size: int = 1000
     views_batching_window_seconds: int = 5
 
     @classmethod

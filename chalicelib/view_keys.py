@@ -108,9 +108,10 @@ def marker_key(view: View, policy: str) -> dict[str, Any]:
 
 
 def marker_range(start_ms: int, end_ms: int, policy: str) -> tuple[str, str]:
-    """Sort keys bounding the markers of views in [start, end): sk >= low and sk < high."""
+    """Sort keys bounding the markers of views in [start, end), both inclusive (for BETWEEN:
+    DynamoDB allows no key attribute in a filter). "~" sorts after every hex digit."""
     prefix = POLICY_PREFIX[policy]
-    return f"{prefix}{validation.iso(start_ms)}", f"{prefix}{validation.iso(end_ms)}"
+    return f"{prefix}{validation.iso(start_ms)}", f"{prefix}{validation.iso(end_ms - 1)}#~"
 
 
 def _digest(value: str) -> str:

@@ -71,7 +71,7 @@ def count(
         "TableName": settings.counts_table,
         "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
         # A marker past its expiry may linger until DynamoDB deletes it: it no longer counts.
-        "FilterExpression": "expires_at > :now AND sk < :high",
+        "FilterExpression": "expires_at > :now",
         "ExpressionAttributeValues": {
             ":pk": {"S": view_keys.url_pk(url)},
             ":low": {"S": low},

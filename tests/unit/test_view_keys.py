@@ -46,7 +46,7 @@ def test_given_range_when_bounds_built_then_marker_inside_exactly_when_time_insi
     start = view.time_ms + offset
     low, high = view_keys.marker_range(start, start + length, "event")
     sk = view_keys.marker_sk(view, "event")
-    assert (low <= sk < high) == (start <= view.time_ms < start + length)
+    assert (low <= sk <= high) == (start <= view.time_ms < start + length)
 
 
 @given(views)
