@@ -113,7 +113,7 @@ def seed_design(dynamodb: Any, batches: list[list[View]], tables: int) -> dict[s
 
 def tally_design(dynamodb: Any, sqs: Any, settings: Any, batches: list[list[View]]) -> dict[str, int]:
     for number, batch in enumerate(batches):
-        messages = [Message(f"{number}-{i}", f"r-{number}-{i}", view_keys.to_message(v), 1) for i, v in enumerate(batch)]
+        messages = [Message(f"{number}-{i}", f"r-{number}-{i}", view_keys.to_message(v)) for i, v in enumerate(batch)]
         views.apply_messages(dynamodb, sqs, settings, messages, T0)
     urls = {v.url for batch in batches for v in batch}
     return {url: views.count(dynamodb.real, settings, url, None, None, T0)["views"] for url in urls}

@@ -27,7 +27,6 @@ class Message:
     message_id: str
     receipt_handle: str
     body: str
-    receive_count: int
 
 
 def from_lambda_event(event: dict[str, Any]) -> list[Message]:
@@ -36,7 +35,6 @@ def from_lambda_event(event: dict[str, Any]) -> list[Message]:
             message_id=str(record.get("messageId", "")),
             receipt_handle=str(record.get("receiptHandle", "")),
             body=str(record.get("body", "")),
-            receive_count=int((record.get("attributes") or {}).get("ApproximateReceiveCount", 1)),
         )
         for record in event.get("Records", [])
     ]

@@ -140,3 +140,15 @@ def chunks(groups: Iterable[tuple[str, list[Any]]], max_items: int) -> list[list
     if current:
         result.append(current)
     return result
+
+
+def halves(chunk: list[tuple[str, list[Any]]]) -> list[list[tuple[str, list[Any]]]]:
+    """A transaction's groups split in two (a lone group's members, if it is alone); [] for one member."""
+    if len(chunk) > 1:
+        middle = len(chunk) // 2
+        return [chunk[:middle], chunk[middle:]]
+    (key, members), = chunk
+    if len(members) > 1:
+        middle = len(members) // 2
+        return [[(key, members[:middle])], [(key, members[middle:])]]
+    return []

@@ -37,6 +37,10 @@ _RETRYABLE_ERRORS = {
 }
 
 
+class RejectedError(StorageError):
+    """DynamoDB refused a transaction for a reason retrying will not change."""
+
+
 class BatchIncompleteError(StorageError):
     """Some views of a batch could not be counted; the others were removed from the queue."""
 
@@ -161,18 +165,7 @@ def apply_messages(
             groups[key[0]].append(pending)
 
     for chunk in view_keys.chunks(sorted(groups.items()), max_items or MAX_TRANSACTION_ITEMS):
-        try:
-            counted, duplicates, transactions = _commit(dynamodb, settings, chunk, now_ms, sleep)
-        except StorageError:
-            for _, members in chunk:
-                for pending in members:
-                    outcome.failed.extend(pending.messages)
-            result.failed += sum(len(members) for _, members in chunk)
-            continue
-        result.counted += counted
-        result.duplicates += duplicates
-        result.transactions += transactions
-        outcome.done.extend(m for _, members in chunk for pending in members for m in pending.messages)
+        _apply_chunk(dynamodb, settings, chunk, now_ms, sleep, result, outcome)
 
     if poison:
         try:
@@ -186,6 +179,32 @@ def apply_messages(
         queues.delete(sqs, queues.queue_url(sqs, settings.views_queue), [m.receipt_handle for m in outcome.done], sleep)
         raise BatchIncompleteError(f"{len(outcome.failed)} of {len(messages)} messages must be retried: {result.as_dict()}")
     return result
+
+
+def _apply_chunk(
+    dynamodb: Any,
+    settings: Settings,
+    chunk: list[tuple[str, list[Pending]]],
+    now_ms: int,
+    sleep: Sleep,
+    result: BatchResult,
+    outcome: _Outcome,
+) -> None:
+    try:
+        counted, duplicates, transactions = _commit(dynamodb, settings, chunk, now_ms, sleep)
+    except StorageError as exc:
+        # A view DynamoDB rejects outright must not hold back the others: halve until it is alone.
+        parts = view_keys.halves(chunk) if isinstance(exc, RejectedError) else []
+        for part in parts:
+            _apply_chunk(dynamodb, settings, part, now_ms, sleep, result, outcome)
+        if not parts:
+            outcome.failed.extend(m for _, members in chunk for pending in members for m in pending.messages)
+            result.failed += sum(len(members) for _, members in chunk)
+        return
+    result.counted += counted
+    result.duplicates += duplicates
+    result.transactions += transactions
+    outcome.done.extend(m for _, members in chunk for pending in members for m in pending.messages)
 
 
 def _visible_markers(
@@ -287,8 +306,10 @@ def _commit(
             retryable = bool(reasons) and all(code in _RETRYABLE_REASONS | {"None"} for code in reasons)
         else:
             retryable = error in _RETRYABLE_ERRORS
-        if not retryable or backoffs >= MAX_BACKOFFS:
-            raise StorageError(f"view transaction failed: {error} {reasons}")
+        if not retryable:
+            raise RejectedError(f"view transaction rejected: {error} {reasons}")
+        if backoffs >= MAX_BACKOFFS:
+            raise StorageError(f"view transaction kept failing: {error} {reasons}")
         sleep(min(0.05 * 2**backoffs, 2.0))
         backoffs += 1
     return 0, duplicates, attempts

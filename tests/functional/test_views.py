@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+from hashlib import sha256
 from collections import defaultdict
 from typing import Any, Iterator
 
@@ -13,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib import queues, views
 from chalicelib.settings import Settings
-from chalicelib.view_keys import View
+from chalicelib.view_keys import View, url_pk
 
 T0 = 1_795_000_000_000
 SETTINGS = Settings()
@@ -90,10 +91,11 @@ def post_all(client: Any, bodies: list[dict[str, Any]]) -> None:
 class FailingDynamoDB:
     """The real client, except that chosen calls fail the way DynamoDB or Lambda can."""
 
-    def __init__(self, real: Any, fail_transaction: set[int] | None = None, crash_at: int | None = None,
-                 conflicts: int = 0, blind_reads: bool = False) -> None:
+    def __init__(self, real: Any, throttled_url: str | None = None, crash_at: int | None = None,
+                 conflicts: int = 0, blind_reads: bool = False, refused_client: str | None = None) -> None:
+        self.refused_sk_part = None if refused_client is None else sha256(refused_client.encode()).hexdigest()
         self.real = real
-        self.fail_transaction = fail_transaction or set()
+        self.throttled_pk = None if throttled_url is None else url_pk(throttled_url)
         self.crash_at = crash_at
         self.conflicts = conflicts
         self.blind_reads = blind_reads
@@ -111,8 +113,13 @@ class FailingDynamoDB:
         self.transactions += 1
         if self.transactions == self.crash_at:
             raise RuntimeError("Lambda timed out")
-        if self.transactions in self.fail_transaction:
-            raise ClientError({"Error": {"Code": "ValidationException", "Message": "boom"}}, "TransactWriteItems")
+        refused = any(self.refused_sk_part and self.refused_sk_part in json.dumps(item)
+                      for item in kwargs["TransactItems"])
+        if refused:
+            raise ClientError({"Error": {"Code": "ValidationException", "Message": "refused"}}, "TransactWriteItems")
+        if self.throttled_pk and self.throttled_pk in json.dumps(kwargs["TransactItems"]):
+            raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
+                              "TransactWriteItems")
         if self.conflicts:
             self.conflicts -= 1
             reasons = [{"Code": "TransactionConflict"}] + [{"Code": "None"}] * (len(kwargs["TransactItems"]) - 1)
@@ -188,6 +195,18 @@ def test_given_batch_with_one_bad_view_when_posted_then_400_names_it_and_nothing
     assert receive_all(aws) == []
 
 
+def test_given_queue_unavailable_when_posted_then_503_in_error_shape(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(**kwargs: Any) -> Any:
+        raise ClientError({"Error": {"Code": "InternalError", "Message": "down"}}, "SendMessageBatch")
+
+    monkeypatch.setattr(aws.sqs, "send_message_batch", refuse)
+    response = post(client, {"url": "u", "time": T0, "clientId": "c"})
+    assert response.status_code == 503
+    assert set(response.json_body) == {"Code", "Message"}
+
+
 def test_given_unknown_url_when_read_then_zero(client: Any, clock: Any) -> None:
     assert views_of(client, "https://nowhere.example/") == 0
 
@@ -246,7 +265,7 @@ def test_given_batch_fails_half_way_when_redelivered_then_exact_and_done_message
     bodies, expected = workload(random.Random(3), 60, urls=5)
     post_all(client, bodies)
     messages = receive_all(aws)
-    failing = FailingDynamoDB(aws.dynamodb, fail_transaction={2})
+    failing = FailingDynamoDB(aws.dynamodb, throttled_url="https://blog.example/2")
     monkeypatch.setattr(aws, "dynamodb", failing)
     with pytest.raises(views.BatchIncompleteError):
         deliver(app_module, messages)
@@ -300,6 +319,18 @@ def test_given_transaction_conflicts_when_applied_then_retried_with_backoff_and_
     assert views_of(client, "u") == 5
 
 
+def test_given_one_view_dynamodb_rejects_when_applied_then_others_counted_and_only_it_retried(
+    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bodies = [{"url": f"u{i % 4}", "time": T0 + i, "clientId": f"c{i}"} for i in range(40)]
+    post_all(client, bodies)
+    monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, refused_client="c17"))
+    with pytest.raises(views.BatchIncompleteError):
+        deliver(app_module, receive_all(aws))
+    assert in_queue(aws) == 1, "only the rejected view stays for redelivery (then the dead-letter queue)"
+    assert [views_of(client, f"u{i}") for i in range(4)] == [10, 9, 10, 10]
+
+
 # -- poison messages --------------------------------------------------------------------------
 
 def test_given_poison_message_in_batch_when_applied_then_others_counted_once_and_poison_in_dlq(
@@ -324,7 +355,7 @@ def test_given_poison_and_a_failing_write_when_applied_then_poison_set_aside_and
     post_all(client, [{"url": "u", "time": T0 + i, "clientId": "c"} for i in range(3)])
     aws.sqs.send_message(QueueUrl=queue_url(aws), MessageBody="not json")
     messages = receive_all(aws)
-    monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, fail_transaction={1}))
+    monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, throttled_url="u"))
     with pytest.raises(views.BatchIncompleteError):
         deliver(app_module, messages)
     assert [m["Body"] for m in receive_all(aws, f"{SETTINGS.views_queue}-dlq")] == ["not json"]
@@ -358,7 +389,7 @@ def test_given_client_day_policy_when_same_client_views_twice_a_day_then_counted
 
     settings = replace(SETTINGS, view_dedup="client-day")
     day = [View("u", T0 + i * 60_000, "c") for i in range(3)] + [View("u", T0 + 86_400_000, "c")]
-    messages = [queues.Message(str(i), f"r{i}", to_message(v), 1) for i, v in enumerate(day)]
+    messages = [queues.Message(str(i), f"r{i}", to_message(v)) for i, v in enumerate(day)]
     result = views.apply_messages(aws.dynamodb, aws.sqs, settings, messages, clock.now)
     assert result.counted == 2
     assert views.count(aws.dynamodb, settings, "u", None, None, clock.now)["views"] == 2
