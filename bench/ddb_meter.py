@@ -75,16 +75,15 @@ class MeteredDynamoDB:
     def transact_write_items(self, **kwargs: Any) -> Any:
         self.usage.transactions += 1
         actions = kwargs["TransactItems"]
-        before = [self._size_of(action) for action in actions]
         try:
             response = self.real.transact_write_items(**kwargs)
         except ClientError:
             self.usage.cancelled += 1
-            self.usage.wcu_cancelled += sum(2 * write_units(size) for size in before)
+            self.usage.wcu_cancelled += sum(2 * write_units(self._size_of(action)) for action in actions)
             raise
-        after = [self._size_of(action) for action in actions]
         self.usage.items_written += len(actions)
-        self.usage.wcu += sum(2 * write_units(max(b, a)) for b, a in zip(before, after))
+        # Puts here create items and updates only add to numbers: the item after is the larger.
+        self.usage.wcu += sum(2 * write_units(self._size_of(action)) for action in actions)
         return response
 
     def _size_of(self, action: dict[str, Any]) -> int:

@@ -140,7 +140,7 @@ def run(n: int, urls: int, duplicates: float, batch_size: int) -> list[tuple[str
 
     deliveries, expected = workload(n, urls, duplicates)
     batches = [deliveries[i:i + batch_size] for i in range(0, len(deliveries), batch_size)]
-    tables = max(1, urls // 4)
+    tables = urls
     with mock_aws(), one_snapshot_per_transaction():
         settings = Settings.from_env({})
         clients = AwsClients(settings)
