@@ -103,7 +103,6 @@ def count(
 class Pending:
     """One distinct view of a batch and the messages that carry it."""
 
-    view: View
     sk: str
     messages: list[Message]
 
@@ -153,7 +152,7 @@ def apply_messages(
             distinct[key].messages.append(message)
             result.duplicates += 1
         else:
-            distinct[key] = Pending(view, key[1], [message])
+            distinct[key] = Pending(key[1], [message])
 
     seen = _visible_markers(dynamodb, settings, list(distinct), now_ms, sleep)
     groups: dict[str, list[Pending]] = defaultdict(list)
