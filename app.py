@@ -9,7 +9,8 @@ from typing import Any, Callable
 
 from chalice import BadRequestError, Chalice, NotFoundError, Rate, Response
 
-from chalicelib import clock, counters, counting, events, reports, stream_records, uniques, validation, windows
+from chalicelib import clock, counters, counting, events, queues, reports, stream_records, uniques, validation
+from chalicelib import view_keys, views, windows
 from chalicelib.aws import AwsClients
 from chalicelib.errors import NotFoundError as TallyNotFound
 from chalicelib.errors import PartialWriteError, StorageError, ValidationError
@@ -166,3 +167,33 @@ def get_reports() -> dict[str, Any]:
 @answers
 def get_report(report_id: str) -> dict[str, Any]:
     return reports.get_report(aws.dynamodb, aws.s3, settings, report_id)
+# -- exact view counters ----------------------------------------------------------------
+
+@app.route("/views", methods=["POST"], content_types=BODY_TYPES)
+@answers
+def post_views() -> Response:
+    views.enqueue(aws.sqs, settings, view_keys.parse_body(json_body()))
+    return Response(body={"accepted": True}, status_code=202)
+
+
+@app.route("/views", methods=["GET"])
+@answers
+def get_views() -> dict[str, Any]:
+    now = clock.now_ms()
+    params = query()
+    url = view_keys.text(params.get("url"), "url", view_keys.URL_MAX_CHARS)
+    start = validation.time_ms(params["start"], "start") if "start" in params else None
+    end = validation.time_ms(params["end"], "end") if "end" in params else None
+    return views.count(aws.dynamodb, settings, url, start, end, now)
+
+
+@app.on_sqs_message(
+    queue=settings.views_queue,
+    batch_size=settings.views_batch_size,
+    maximum_batching_window_in_seconds=settings.views_batching_window_seconds,
+)
+def on_view_messages(event: Any) -> dict[str, int]:
+    messages = queues.from_lambda_event(event.to_dict())
+    result = views.apply_messages(aws.dynamodb, aws.sqs, settings, messages, clock.now_ms())
+    app.log.info("view messages: %s", result.as_dict())
+    return result.as_dict()

@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
+from chalicelib.view_keys import DEDUP_POLICIES
+
 
 class SettingsError(ValueError):
     """A setting is missing or malformed."""
@@ -45,6 +47,13 @@ class Settings:
     # (lets writes that were in flight when a run starts land before their range is read).
     report_interval_minutes: int = 60
     report_settle_seconds: int = 60
+    # Views: markers dedupe redelivered messages for this long; what makes a view unique
+    # ("event": url + time + clientId, "client-day": url + clientId + UTC day); the queue
+    # batch (more views per URL per batch share more counter updates).
+    view_marker_ttl_seconds: int = 7 * 86400
+    view_dedup: str = "event"
+    views_batch_size: int = 1000
+    views_batching_window_seconds: int = 5
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -87,6 +96,12 @@ class Settings:
                 raise SettingsError(f"LEDGER_SECONDS must divide 60, got {value}")
             return value
 
+        def choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
+            value = text(name, default)
+            if value not in allowed:
+                raise SettingsError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+            return value
+
         return cls(
             events_table=text("EVENTS_TABLE", defaults.events_table),
             counts_table=text("COUNTS_TABLE", defaults.counts_table),
@@ -113,4 +128,12 @@ class Settings:
                 "REPORT_INTERVAL_MINUTES", defaults.report_interval_minutes, 15, 1440
             ),
             report_settle_seconds=integer("REPORT_SETTLE_SECONDS", defaults.report_settle_seconds, 0, 3600),
+            view_marker_ttl_seconds=integer(
+                "VIEW_MARKER_TTL_SECONDS", defaults.view_marker_ttl_seconds, 3600, 365 * 86400
+            ),
+            view_dedup=choice("VIEW_DEDUP", defaults.view_dedup, DEDUP_POLICIES),
+            views_batch_size=integer("VIEWS_BATCH_SIZE", defaults.views_batch_size, 1, 10000),
+            views_batching_window_seconds=integer(
+                "VIEWS_BATCHING_WINDOW_SECONDS", defaults.views_batching_window_seconds, 0, 300
+            ),
         )

@@ -1,0 +1,93 @@
+"""SQS plumbing shared by queue producers and handlers: URLs, batched sends and deletes.
+
+Lambda's SQS source deletes a batch only when the handler returns, and Chalice cannot turn on
+ReportBatchItemFailures; a handler that must fail for some messages deletes the others itself
+(`delete`) before raising, and sets poison messages aside in the queue's dead-letter queue,
+found from the queue's own redrive policy so there is one definition of it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from botocore.exceptions import ClientError
+
+from chalicelib.errors import StorageError
+
+MAX_ENTRIES = 10  # SendMessageBatch / DeleteMessageBatch limit
+_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class Message:
+    message_id: str
+    receipt_handle: str
+    body: str
+
+
+def from_lambda_event(event: dict[str, Any]) -> list[Message]:
+    return [
+        Message(
+            message_id=str(record.get("messageId", "")),
+            receipt_handle=str(record.get("receiptHandle", "")),
+            body=str(record.get("body", "")),
+        )
+        for record in event.get("Records", [])
+    ]
+
+
+@functools.lru_cache(maxsize=64)
+def queue_url(sqs: Any, name: str) -> str:
+    try:
+        return str(sqs.get_queue_url(QueueName=name)["QueueUrl"])
+    except ClientError as exc:
+        raise StorageError(f"queue {name} cannot be found") from exc
+
+
+@functools.lru_cache(maxsize=64)
+def dead_letter_url(sqs: Any, name: str) -> str:
+    try:
+        attributes = sqs.get_queue_attributes(QueueUrl=queue_url(sqs, name), AttributeNames=["RedrivePolicy"])
+        target_arn = json.loads(attributes["Attributes"]["RedrivePolicy"])["deadLetterTargetArn"]
+    except (ClientError, KeyError, ValueError) as exc:
+        raise StorageError(f"queue {name} has no dead-letter queue") from exc
+    return queue_url(sqs, target_arn.rsplit(":", 1)[1])
+
+
+def send(
+    sqs: Any,
+    url: str,
+    entries: Sequence[dict[str, Any]],
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """SendMessageBatch in groups of ten, retrying the entries that failed; entries need "Id"."""
+    _batched(sqs.send_message_batch, url, list(entries), sleep, "messages could not be queued")
+
+
+def delete(sqs: Any, url: str, receipt_handles: Sequence[str], sleep: Callable[[float], None] = time.sleep) -> None:
+    entries = [{"Id": str(i), "ReceiptHandle": handle} for i, handle in enumerate(receipt_handles)]
+    _batched(sqs.delete_message_batch, url, entries, sleep, "messages could not be deleted")
+
+
+def _batched(
+    call: Callable[..., Any], url: str, entries: list[dict[str, Any]], sleep: Callable[[float], None], failure: str
+) -> None:
+    for start in range(0, len(entries), MAX_ENTRIES):
+        pending = entries[start : start + MAX_ENTRIES]
+        for attempt in range(_ATTEMPTS):
+            try:
+                response = call(QueueUrl=url, Entries=pending)
+            except ClientError as exc:
+                raise StorageError(failure) from exc
+            failed = {f["Id"] for f in response.get("Failed", [])}
+            pending = [e for e in pending if e["Id"] in failed]
+            if not pending:
+                break
+            if attempt < _ATTEMPTS - 1:
+                sleep(min(0.05 * 2**attempt, 1.0))
+        else:
+            raise StorageError(failure)

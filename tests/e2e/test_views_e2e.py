@@ -1,0 +1,98 @@
+"""Views end to end: real HTTP against the local stack, whose SQS poller runs the handler."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import requests
+
+pytestmark = pytest.mark.e2e
+PROJECT = Path(__file__).resolve().parents[2]
+T0 = 1_795_000_000_000
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The local stack on free ports, as a subprocess; yields the API's base URL."""
+    port, aws_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("AWS_ENDPOINT_URL", "AWS_PROFILE")}
+    env.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    log = (tmp_path_factory.mktemp("stack") / "stack.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tools.local_stack", "--port", str(port), "--aws-port", str(aws_port),
+         "--max-batching-window", "1"],
+        cwd=PROJECT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, f"the local stack exited; see {log.name}"
+            try:
+                if requests.get(f"{base}/views", params={"url": "ping"}, timeout=2).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert time.monotonic() < deadline, f"the local stack did not start; see {log.name}"
+            time.sleep(0.3)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def views(api: str, url: str, **params: Any) -> int:
+    response = requests.get(f"{api}/views", params={"url": url, **params}, timeout=5)
+    assert response.status_code == 200, response.text
+    return int(response.json()["views"])
+
+
+def wait_for(api: str, expected: dict[str, int], timeout_s: float = 60) -> dict[str, int]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        seen = {url: views(api, url) for url in expected}
+        if seen == expected or time.monotonic() > deadline:
+            return seen
+        time.sleep(0.5)
+
+
+def test_given_views_with_duplicates_when_posted_over_http_then_each_distinct_view_counted_once(api: str) -> None:
+    urls = [f"https://blog.example/e2e/{i}" for i in range(3)]
+    distinct = [{"url": urls[i % 3], "time": T0 + i * 1000, "clientId": f"c{i % 4}"} for i in range(30)]
+    # The same view within one request, and whole requests sent again (a client's retries).
+    first = distinct[:20] + distinct[:5]
+    for start in range(0, len(first), 25):
+        response = requests.post(f"{api}/views", json={"views": first[start:start + 25]}, timeout=5)
+        assert response.status_code == 202 and response.json() == {"accepted": True}
+    for body in distinct[10:] + distinct[15:20]:
+        assert requests.post(f"{api}/views", json=body, timeout=5).status_code == 202
+    expected = {url: sum(1 for v in distinct if v["url"] == url) for url in urls}
+    assert wait_for(api, expected) == expected
+    time.sleep(2)  # nothing late arrives to push a count past the truth
+    assert {url: views(api, url) for url in urls} == expected
+    assert views(api, urls[0], start=T0, end=T0 + 10_000) == 4  # views 0, 3, 6, 9
+
+
+def test_given_bad_view_when_posted_over_http_then_400_in_chalice_error_shape(api: str) -> None:
+    response = requests.post(f"{api}/views", json={"url": "https://blog.example/", "clientId": "c"}, timeout=5)
+    assert response.status_code == 400
+    assert set(response.json()) == {"Code", "Message"}
+    assert "time" in response.json()["Message"]

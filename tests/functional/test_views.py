@@ -1,0 +1,395 @@
+"""POST/GET /views and the view queue handler on moto, under Lambda's at-least-once delivery."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from hashlib import sha256
+from collections import defaultdict
+from typing import Any, Iterator
+
+import pytest
+from botocore.exceptions import ClientError
+
+from chalicelib import queues, views
+from chalicelib.settings import Settings
+from chalicelib.view_keys import View, url_pk
+
+T0 = 1_795_000_000_000
+SETTINGS = Settings()
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+def post(client: Any, body: Any) -> Any:
+    return client.http.post("/views", headers={"Content-Type": "application/json"}, body=json.dumps(body))
+
+
+def views_of(client: Any, url: str, **params: Any) -> Any:
+    from urllib.parse import urlencode
+
+    response = client.http.get("/views?" + urlencode({"url": url, **params}))
+    assert response.status_code == 200, response.body
+    return response.json_body["views"]
+
+
+def workload(rng: random.Random, n: int, urls: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """n view bodies over a few URLs, about a tenth of them repeats; and the distinct count per URL."""
+    bodies: list[dict[str, Any]] = []
+    for i in range(n):
+        if bodies and rng.random() < 0.1:
+            bodies.append(dict(rng.choice(bodies)))
+        else:
+            bodies.append({"url": f"https://blog.example/{rng.randrange(urls)}", "time": T0 + i * 1000,
+                           "clientId": f"c{rng.randrange(20)}"})
+    distinct: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
+    for b in bodies:
+        distinct[b["url"]].add((b["time"], b["clientId"]))
+    return bodies, {url: len(keys) for url, keys in distinct.items()}
+
+
+def queue_url(aws: Any, name: str = SETTINGS.views_queue) -> str:
+    return aws.sqs.get_queue_url(QueueName=name)["QueueUrl"]
+
+
+def receive_all(aws: Any, name: str = SETTINGS.views_queue) -> list[dict[str, Any]]:
+    """Every visible message, received once (as Lambda's poller does) and hidden for a minute."""
+    found: list[dict[str, Any]] = []
+    while True:
+        batch = aws.sqs.receive_message(QueueUrl=queue_url(aws, name), MaxNumberOfMessages=10, VisibilityTimeout=60,
+                                        AttributeNames=["All"], MessageAttributeNames=["All"]).get("Messages", [])
+        if not batch:
+            return found
+        found.extend(batch)
+
+
+def in_queue(aws: Any, name: str = SETTINGS.views_queue) -> int:
+    """Messages still in the queue, visible or not: what was not deleted."""
+    attributes = aws.sqs.get_queue_attributes(
+        QueueUrl=queue_url(aws, name),
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]) + int(attributes["ApproximateNumberOfMessagesNotVisible"])
+
+
+def lambda_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"Records": [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+                         "attributes": m.get("Attributes", {}), "messageAttributes": {}, "eventSource": "aws:sqs"}
+                        for m in messages]}
+
+
+def deliver(app_module: Any, messages: list[dict[str, Any]]) -> Any:
+    return app_module.on_view_messages(lambda_event(messages), None)
+
+
+def post_all(client: Any, bodies: list[dict[str, Any]]) -> None:
+    for start in range(0, len(bodies), 25):
+        assert post(client, {"views": bodies[start:start + 25]}).status_code == 202
+
+
+class FailingDynamoDB:
+    """The real client, except that chosen calls fail the way DynamoDB or Lambda can."""
+
+    def __init__(self, real: Any, throttled_url: str | None = None, crash_at: int | None = None,
+                 conflicts: int = 0, blind_reads: bool = False, refused_client: str | None = None) -> None:
+        self.refused_sk_part = None if refused_client is None else sha256(refused_client.encode()).hexdigest()
+        self.real = real
+        self.throttled_pk = None if throttled_url is None else url_pk(throttled_url)
+        self.crash_at = crash_at
+        self.conflicts = conflicts
+        self.blind_reads = blind_reads
+        self.transactions = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def batch_get_item(self, **kwargs: Any) -> Any:
+        if self.blind_reads:  # as if the markers were written after this read
+            return {"Responses": {}}
+        return self.real.batch_get_item(**kwargs)
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        self.transactions += 1
+        if self.transactions == self.crash_at:
+            raise RuntimeError("Lambda timed out")
+        refused = any(self.refused_sk_part and self.refused_sk_part in json.dumps(item)
+                      for item in kwargs["TransactItems"])
+        if refused:
+            raise ClientError({"Error": {"Code": "ValidationException", "Message": "refused"}}, "TransactWriteItems")
+        if self.throttled_pk and self.throttled_pk in json.dumps(kwargs["TransactItems"]):
+            raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
+                              "TransactWriteItems")
+        if self.conflicts:
+            self.conflicts -= 1
+            reasons = [{"Code": "TransactionConflict"}] + [{"Code": "None"}] * (len(kwargs["TransactItems"]) - 1)
+            raise ClientError({"Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
+                               "CancellationReasons": reasons}, "TransactWriteItems")
+        return self.real.transact_write_items(**kwargs)
+
+
+class OneCallAtATime:
+    """Each DynamoDB call atomic, as the service is; moto's in-process backend is not thread-safe.
+    Calls of different threads still interleave, so a marker can appear between a thread's read
+    and its transaction."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.real, name)
+
+        def call(**kwargs: Any) -> Any:
+            with self.lock:
+                return method(**kwargs)
+
+        return call
+
+
+@pytest.fixture
+def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    slept: list[float] = []
+    monkeypatch.setattr(views.time, "sleep", slept.append)
+    monkeypatch.setattr(queues.time, "sleep", slept.append)
+    return slept
+
+
+@pytest.fixture
+def fresh_queue_cache() -> Iterator[None]:
+    queues.queue_url.cache_clear()
+    queues.dead_letter_url.cache_clear()
+    yield
+
+
+pytestmark = pytest.mark.usefixtures("fresh_queue_cache")
+
+
+# -- the API ----------------------------------------------------------------------------------
+
+def test_given_one_view_when_posted_then_202_and_one_message_queued(client: Any, aws: Any, clock: Any) -> None:
+    response = post(client, {"url": "https://blog.example/a", "time": "2026-11-21T10:00:00Z", "clientId": "c1"})
+    assert response.status_code == 202
+    assert response.json_body == {"accepted": True}
+    (message,) = receive_all(aws)
+    assert json.loads(message["Body"]) == {"url": "https://blog.example/a", "time": 1_795_255_200_000,
+                                           "clientId": "c1"}
+
+
+def test_given_batch_of_25_when_posted_then_25_messages(client: Any, aws: Any, clock: Any) -> None:
+    bodies = [{"url": "u", "time": T0 + i, "clientId": "c"} for i in range(25)]
+    assert post(client, {"views": bodies}).status_code == 202
+    assert len(receive_all(aws)) == 25
+
+
+def test_given_batch_with_one_bad_view_when_posted_then_400_names_it_and_nothing_queued(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    bodies = [{"url": "u", "time": T0, "clientId": "c"}, {"url": "u", "time": "noon", "clientId": "c"}]
+    response = post(client, {"views": bodies})
+    assert response.status_code == 400
+    assert set(response.json_body) == {"Code", "Message"}
+    assert "views[1].time" in response.json_body["Message"]
+    response = client.http.post("/views", headers={"Content-Type": "application/json"}, body="{nope")
+    assert response.status_code == 400
+    assert receive_all(aws) == []
+
+
+def test_given_queue_unavailable_when_posted_then_503_in_error_shape(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(**kwargs: Any) -> Any:
+        raise ClientError({"Error": {"Code": "InternalError", "Message": "down"}}, "SendMessageBatch")
+
+    monkeypatch.setattr(aws.sqs, "send_message_batch", refuse)
+    response = post(client, {"url": "u", "time": T0, "clientId": "c"})
+    assert response.status_code == 503
+    assert set(response.json_body) == {"Code", "Message"}
+
+
+def test_given_unknown_url_when_read_then_zero(client: Any, clock: Any) -> None:
+    assert views_of(client, "https://nowhere.example/") == 0
+
+
+def test_given_bad_read_parameters_when_read_then_400(client: Any, clock: Any) -> None:
+    for path in ["/views", "/views?url=a&start=noon", "/views?url=a&start=1795000000000&end=1795000000000"]:
+        response = client.http.get(path)
+        assert response.status_code == 400, path
+        assert set(response.json_body) == {"Code", "Message"}
+
+
+# -- exactly once -----------------------------------------------------------------------------
+
+def test_given_every_message_delivered_three_times_shuffled_and_concurrently_then_counts_exact(
+    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(7)
+    bodies, expected = workload(rng, 150, urls=6)
+    post_all(client, bodies)
+    messages = receive_all(aws)
+    assert len(messages) == len(bodies)
+    deliveries = messages * 3
+    rng.shuffle(deliveries)
+    batches = []
+    while deliveries:
+        size = rng.randint(1, 40)
+        batches.append(deliveries[:size])
+        deliveries = deliveries[size:]
+    half = len(batches) // 2
+    monkeypatch.setattr(aws, "dynamodb", OneCallAtATime(aws.dynamodb))
+    for batch in batches[:half]:
+        deliver(app_module, batch)
+    errors: list[BaseException] = []
+
+    def worker(mine: list[list[dict[str, Any]]]) -> None:
+        try:
+            for batch in mine:
+                deliver(app_module, batch)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(batches[half + i::4],)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    for url, n in expected.items():
+        assert views_of(client, url) == n, url
+
+
+def test_given_batch_fails_half_way_when_redelivered_then_exact_and_done_messages_left_the_queue(
+    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(views, "MAX_TRANSACTION_ITEMS", 8)  # several transactions per batch
+    bodies, expected = workload(random.Random(3), 60, urls=5)
+    post_all(client, bodies)
+    messages = receive_all(aws)
+    failing = FailingDynamoDB(aws.dynamodb, throttled_url="https://blog.example/2")
+    monkeypatch.setattr(aws, "dynamodb", failing)
+    with pytest.raises(views.BatchIncompleteError):
+        deliver(app_module, messages)
+    assert 0 < in_queue(aws) < len(messages), "counted messages are deleted, the failed ones stay"
+    monkeypatch.setattr(aws, "dynamodb", failing.real)
+    deliver(app_module, messages)  # Lambda's redelivery carries the whole batch again
+    for url, n in expected.items():
+        assert views_of(client, url) == n, url
+
+
+def test_given_handler_dies_between_transactions_when_batch_redelivered_then_exact(
+    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(views, "MAX_TRANSACTION_ITEMS", 8)
+    bodies, expected = workload(random.Random(5), 60, urls=5)
+    post_all(client, bodies)
+    messages = receive_all(aws)
+    monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, crash_at=3))
+    with pytest.raises(RuntimeError):
+        deliver(app_module, messages)
+    assert sum(views_of(client, url) for url in expected) > 0, "the first transactions were applied"
+    monkeypatch.setattr(aws, "dynamodb", aws.dynamodb.real)
+    random.Random(1).shuffle(messages)
+    deliver(app_module, messages)
+    for url, n in expected.items():
+        assert views_of(client, url) == n, url
+
+
+def test_given_markers_written_after_the_read_when_transacting_then_exactly_the_duplicates_dropped(
+    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = [{"url": f"u{i % 3}", "time": T0 + i, "clientId": "c"} for i in range(12)]
+    post_all(client, first)
+    deliver(app_module, receive_all(aws))
+    second = first[::2] + [{"url": f"u{i % 3}", "time": T0 + 100 + i, "clientId": "c"} for i in range(5)]
+    post_all(client, second)
+    monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, blind_reads=True))
+    result = deliver(app_module, receive_all(aws))
+    assert result["duplicates"] == 6 and result["counted"] == 5
+    assert sum(views_of(client, f"u{i}") for i in range(3)) == 17
+
+
+def test_given_transaction_conflicts_when_applied_then_retried_with_backoff_and_exact(
+    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    post_all(client, [{"url": "u", "time": T0 + i, "clientId": "c"} for i in range(5)])
+    monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, conflicts=3))
+    result = deliver(app_module, receive_all(aws))
+    assert result["counted"] == 5 and result["duplicates"] == 0
+    assert len(no_sleep) == 3 and no_sleep == sorted(no_sleep) and no_sleep[0] < no_sleep[-1]
+    assert views_of(client, "u") == 5
+
+
+def test_given_one_view_dynamodb_rejects_when_applied_then_others_counted_and_only_it_retried(
+    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bodies = [{"url": f"u{i % 4}", "time": T0 + i, "clientId": f"c{i}"} for i in range(40)]
+    post_all(client, bodies)
+    monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, refused_client="c17"))
+    with pytest.raises(views.BatchIncompleteError):
+        deliver(app_module, receive_all(aws))
+    assert in_queue(aws) == 1, "only the rejected view stays for redelivery (then the dead-letter queue)"
+    assert [views_of(client, f"u{i}") for i in range(4)] == [10, 9, 10, 10]
+
+
+# -- poison messages --------------------------------------------------------------------------
+
+def test_given_poison_message_in_batch_when_applied_then_others_counted_once_and_poison_in_dlq(
+    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float]
+) -> None:
+    post_all(client, [{"url": "u", "time": T0 + i, "clientId": "c"} for i in range(4)])
+    aws.sqs.send_message(QueueUrl=queue_url(aws), MessageBody='{"url": "u", "time": "soon"}')
+    messages = receive_all(aws)
+    result = deliver(app_module, messages)
+    assert result["counted"] == 4 and result["poison"] == 1
+    deliver(app_module, messages)
+    assert views_of(client, "u") == 4
+    dead = receive_all(aws, f"{SETTINGS.views_queue}-dlq")
+    assert len(dead) == 2, "set aside on each delivery (the handler returned, so Lambda deleted it)"
+    assert dead[0]["Body"] == '{"url": "u", "time": "soon"}'
+    assert "message.time" in dead[0]["MessageAttributes"]["reason"]["StringValue"]
+
+
+def test_given_poison_and_a_failing_write_when_applied_then_poison_set_aside_and_removed_before_raising(
+    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    post_all(client, [{"url": "u", "time": T0 + i, "clientId": "c"} for i in range(3)])
+    aws.sqs.send_message(QueueUrl=queue_url(aws), MessageBody="not json")
+    messages = receive_all(aws)
+    monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, throttled_url="u"))
+    with pytest.raises(views.BatchIncompleteError):
+        deliver(app_module, messages)
+    assert [m["Body"] for m in receive_all(aws, f"{SETTINGS.views_queue}-dlq")] == ["not json"]
+    assert in_queue(aws) == 3, "only the views that failed stay in the queue"
+
+
+# -- ranges -----------------------------------------------------------------------------------
+
+def test_given_views_over_hours_when_range_read_then_markers_in_range_counted(
+    client: Any, aws: Any, app_module: Any, clock: Any
+) -> None:
+    hour = 3_600_000
+    first = clock.now - 10 * hour
+    post_all(client, [{"url": "u", "time": first + i * hour, "clientId": f"c{i}"} for i in range(10)])
+    deliver(app_module, receive_all(aws))
+    assert views_of(client, "u") == 10
+    assert views_of(client, "u", start=first + 2 * hour, end=first + 5 * hour) == 3
+    assert views_of(client, "u", start=first + 2 * hour + 1) == 7
+    assert views_of(client, "u", end=first + hour) == 1
+    clock.advance(SETTINGS.view_marker_ttl_seconds * 1000 + 1000)
+    assert views_of(client, "u", start=first, end=first + 10 * hour) == 0, "expired markers no longer count"
+    assert views_of(client, "u") == 10
+
+
+def test_given_client_day_policy_when_same_client_views_twice_a_day_then_counted_once(
+    aws: Any, clock: Any
+) -> None:
+    from dataclasses import replace
+
+    from chalicelib.view_keys import to_message
+
+    settings = replace(SETTINGS, view_dedup="client-day")
+    day = [View("u", T0 + i * 60_000, "c") for i in range(3)] + [View("u", T0 + 86_400_000, "c")]
+    messages = [queues.Message(str(i), f"r{i}", to_message(v)) for i, v in enumerate(day)]
+    result = views.apply_messages(aws.dynamodb, aws.sqs, settings, messages, clock.now)
+    assert result.counted == 2
+    assert views.count(aws.dynamodb, settings, "u", None, None, clock.now)["views"] == 2

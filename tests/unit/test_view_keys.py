@@ -1,0 +1,132 @@
+"""View validation, message format, key layout and transaction packing (pure)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chalicelib import validation, view_keys
+from chalicelib.errors import ValidationError
+from chalicelib.view_keys import View
+
+T0 = 1_795_000_000_000
+views = st.builds(
+    View,
+    url=st.text(min_size=1, max_size=300).filter(str.strip),
+    time_ms=st.integers(validation.MIN_TIME_MS, validation.MAX_TIME_MS - 1),
+    client_id=st.text(min_size=1, max_size=256).filter(str.strip),
+)
+
+
+@given(views)
+def test_given_any_view_when_sent_as_message_then_read_back_equal(view: View) -> None:
+    assert view_keys.from_message(view_keys.to_message(view)) == view
+
+
+@given(views, views)
+def test_given_two_views_when_keyed_then_same_marker_only_for_same_view(a: View, b: View) -> None:
+    same = view_keys.marker_key(a, "event") == view_keys.marker_key(b, "event")
+    assert same == (a == b)
+
+
+@given(views, st.integers(0, view_keys.DAY_MS - 1))
+def test_given_client_day_policy_when_same_client_same_day_then_one_marker(view: View, shift: int) -> None:
+    day_start = view.time_ms - view.time_ms % view_keys.DAY_MS
+    later = View(view.url, min(day_start + shift, validation.MAX_TIME_MS - 1), view.client_id)
+    assert view_keys.marker_sk(view, "client-day") == view_keys.marker_sk(later, "client-day")
+    next_day = View(view.url, day_start + view_keys.DAY_MS, view.client_id)
+    assert view_keys.marker_sk(view, "client-day") != view_keys.marker_sk(next_day, "client-day")
+
+
+@given(views, st.integers(-10**9, 10**9), st.integers(1, 10**9))
+def test_given_range_when_bounds_built_then_marker_inside_exactly_when_time_inside(
+    view: View, offset: int, length: int
+) -> None:
+    start = view.time_ms + offset
+    low, high = view_keys.marker_range(start, start + length, "event")
+    sk = view_keys.marker_sk(view, "event")
+    assert (low <= sk <= high) == (start <= view.time_ms < start + length)
+
+
+@given(views)
+def test_given_long_url_and_client_when_keyed_then_keys_fit_dynamodb_limits(view: View) -> None:
+    long_view = View(view.url * 50, view.time_ms, view.client_id * 50)
+    key = view_keys.marker_key(long_view, "event")
+    assert len(key["pk"]["S"].encode()) <= 2048 and len(key["sk"]["S"].encode()) <= 1024
+    assert not view_keys.marker_sk(view, "event").startswith(("CTR#", "EVT#", "QUARANTINE#"))
+    assert view_keys.url_pk(view.url).startswith("URL#")
+
+
+@given(st.lists(st.integers(1, 250), max_size=30), st.integers(2, 100))
+def test_given_groups_when_chunked_then_each_member_once_and_no_transaction_too_big(
+    sizes: list[int], max_items: int
+) -> None:
+    groups = [(f"u{i}", [(i, j) for j in range(n)]) for i, n in enumerate(sizes)]
+    chunks = view_keys.chunks(groups, max_items)
+    members = [m for chunk in chunks for _, part in chunk for m in part]
+    assert sorted(members) == sorted(m for _, g in groups for m in g)
+    for chunk in chunks:
+        keys = [key for key, _ in chunk]
+        assert len(keys) == len(set(keys)), "one counter updated twice in a transaction"
+        assert sum(len(part) + 1 for _, part in chunk) <= max_items
+        assert all(part for _, part in chunk)
+
+
+@given(st.lists(st.integers(1, 30), min_size=1, max_size=10))
+def test_given_chunk_when_halved_repeatedly_then_members_kept_and_ends_at_single_views(sizes: list[int]) -> None:
+    chunk = [(f"u{i}", [(i, j) for j in range(n)]) for i, n in enumerate(sizes)]
+    pending, singles = [chunk], []
+    while pending:
+        current = pending.pop()
+        parts = view_keys.halves(current)
+        if not parts:
+            singles.append(current)
+        assert all(0 < sum(len(m) for _, m in part) < sum(len(m) for _, m in current) for part in parts)
+        pending.extend(parts)
+    assert all(len(s) == 1 and len(s[0][1]) == 1 for s in singles)
+    assert sorted(m for s in singles for _, part in s for m in part) == sorted(m for _, g in chunk for m in g)
+
+
+def test_given_groups_when_chunked_then_fewer_transactions_than_views() -> None:
+    groups = [(f"u{i}", list(range(9))) for i in range(20)]  # 20 URLs x 9 views = 200 items
+    assert len(view_keys.chunks(groups, 100)) == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        [1],
+        {"url": "", "time": T0, "clientId": "c"},
+        {"url": "   ", "time": T0, "clientId": "c"},
+        {"url": "u" * 2049, "time": T0, "clientId": "c"},
+        {"url": "a", "clientId": "c"},
+        {"url": "a", "time": "yesterday", "clientId": "c"},
+        {"url": "a", "time": T0, "clientId": "c" * 257},
+        {"url": "a", "time": T0},
+        {"url": "a", "time": T0, "clientId": "c", "extra": 1},
+        {"views": []},
+        {"views": [{"url": "a", "time": T0, "clientId": "c"}] * 26},
+        {"views": [{"url": "a", "time": T0, "clientId": "c"}], "url": "b"},
+    ],
+)
+def test_given_bad_body_when_parsed_then_validation_error(body: object) -> None:
+    with pytest.raises(ValidationError):
+        view_keys.parse_body(body)
+
+
+def test_given_batch_with_bad_view_when_parsed_then_error_names_it() -> None:
+    body = {"views": [{"url": "a", "time": T0, "clientId": "c"}, {"url": "a", "time": T0, "clientId": ""}]}
+    with pytest.raises(ValidationError, match=r"views\[1\]\.clientId"):
+        view_keys.parse_body(body)
+
+
+def test_given_iso_time_when_parsed_then_same_view_as_epoch_ms() -> None:
+    iso = view_keys.parse_view({"url": "a", "time": validation.iso(T0), "clientId": "c"})
+    assert iso == view_keys.parse_view({"url": "a", "time": T0, "clientId": "c"})
+
+
+@pytest.mark.parametrize("body", ["not json", "[]", '{"url": "a"}', ""])
+def test_given_broken_message_when_read_then_validation_error(body: str) -> None:
+    with pytest.raises(ValidationError):
+        view_keys.from_message(body)
