@@ -2,61 +2,21 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import requests
 
+from tests.e2e.stack import LocalStack
+
 pytestmark = pytest.mark.e2e
-PROJECT = Path(__file__).resolve().parents[2]
 T0 = 1_795_000_000_000
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The local stack on free ports, as a subprocess; yields the API's base URL."""
-    port, aws_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("AWS_ENDPOINT_URL", "AWS_PROFILE")}
-    env.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
-    log = (tmp_path_factory.mktemp("stack") / "stack.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tools.local_stack", "--port", str(port), "--aws-port", str(aws_port),
-         "--max-batching-window", "1"],
-        cwd=PROJECT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, f"the local stack exited; see {log.name}"
-            try:
-                if requests.get(f"{base}/views", params={"url": "ping"}, timeout=2).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert time.monotonic() < deadline, f"the local stack did not start; see {log.name}"
-            time.sleep(0.3)
-        yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+@pytest.fixture
+def api(local_stack: LocalStack) -> str:
+    return local_stack.url
 
 
 def views(api: str, url: str, **params: Any) -> int:
