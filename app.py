@@ -141,6 +141,8 @@ def on_unique_items(event: Any) -> dict[str, Any]:
     result = uniques.apply_messages(aws.dynamodb, settings, event.to_dict()["Records"], clock.now_ms())
     app.log.info("unique items: %s", result.as_dict())
     return result.as_dict()
+
+
 # -- scheduled reports ------------------------------------------------------------------------
 
 @app.schedule(Rate(settings.report_interval_minutes, unit=Rate.MINUTES))
@@ -167,6 +169,8 @@ def get_reports() -> dict[str, Any]:
 @answers
 def get_report(report_id: str) -> dict[str, Any]:
     return reports.get_report(aws.dynamodb, aws.s3, settings, report_id)
+
+
 # -- exact view counters ----------------------------------------------------------------
 
 @app.route("/views", methods=["POST"], content_types=BODY_TYPES)
