@@ -270,3 +270,35 @@ def test_given_same_bucket_events_in_batch_when_applied_then_one_update_per_buck
     assert 1 <= len(ledgers) <= 4
     assert sum(len(u["ExpressionAttributeValues"][":new"]["SS"]) for u in ledgers) == 20
     assert [item for item in sent if "Put" in item] == []
+
+
+def test_given_unprocessed_keys_when_window_read_then_retried_and_exact(
+    client: Any, app_module: Any, aws: Any, clock: Any, spread_events: dict[str, list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    post_events(client, as_posts(spread_events))
+    deliver(app_module, stored_event_records(aws.dynamodb))
+    calls: list[int] = []
+    real = aws.dynamodb
+
+    class HoldsBackKeys:
+        """Answers half the keys at first and returns the rest as UnprocessedKeys."""
+
+        def batch_get_item(self, RequestItems: dict[str, Any]) -> Any:  # noqa: N803
+            ((table, request),) = RequestItems.items()
+            calls.append(len(request["Keys"]))
+            if len(calls) > 1:
+                return real.batch_get_item(RequestItems=RequestItems)
+            half = len(request["Keys"]) // 2
+            answered = real.batch_get_item(RequestItems={table: {**request, "Keys": request["Keys"][:half]}})
+            answered["UnprocessedKeys"] = {table: {**request, "Keys": request["Keys"][half:]}}
+            return answered
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+    monkeypatch.setattr(app_module.aws, "dynamodb", HoldsBackKeys(), raising=False)
+    times = spread_events["jobs.provider-1"]
+    end = clock.now - 2 * HOUR - 7 * MINUTE
+    body = window_count(client, "jobs.provider-1", f"window=24h&end={end}")
+    assert len(calls) == 2 and calls[1] == calls[0] - calls[0] // 2
+    assert body["count"] == brute_force(times, end - 1439 * MINUTE, end)
