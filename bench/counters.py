@@ -102,7 +102,8 @@ def seed_24h(dynamodb: Any, counter: str, end_ms: int) -> int:
 
 def fresh_stack(settings: Settings) -> tuple[Any, Any]:
     session = boto3.session.Session(region_name="us-east-1")
-    dynamodb, probe = session.client("dynamodb"), MotoProbe()
+    dynamodb = session.client("dynamodb")
+    probe = MotoProbe(dynamodb)
     resources.ensure(dynamodb, session.client("sqs"), session.client("s3"), resources.for_settings(settings), "us-east-1")
     dynamodb.create_table(TableName=SEED_TABLE, BillingMode="PAY_PER_REQUEST",
                           KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
@@ -123,9 +124,9 @@ def run_writes(scenario: Scenario, count: int, batch_size: int) -> list[str]:
                  for c in COUNTERS}
         session = boto3.session.Session(region_name="us-east-1")
         tally_client, seed_client = session.client("dynamodb"), session.client("dynamodb")
-        tally, seed = Meter(), Meter()
-        tally.attach(tally_client, probe)
-        seed.attach(seed_client, probe)
+        tally, seed = Meter(probe), Meter(probe)
+        tally.attach(tally_client)
+        seed.attach(seed_client)
         began = time.perf_counter()
         for batch in batches:
             counting.apply_stream_batch(tally_client, settings, stream_records.from_lambda_event({"Records": batch}), now)
@@ -134,7 +135,7 @@ def run_writes(scenario: Scenario, count: int, batch_size: int) -> list[str]:
         for batch in batches:
             seed_apply(seed_client, batch)
         seed_seconds = time.perf_counter() - began
-        first_pass = (tally.per(count), seed.per(count))
+        first_pass = (tally.total().per(count), seed.total().per(count))
         for batch in batches:  # at-least-once: every batch again
             counting.apply_stream_batch(plain, settings, stream_records.from_lambda_event({"Records": batch}), now)
             seed_apply(plain, batch)
@@ -166,16 +167,17 @@ def run_reads(volume: int) -> list[str]:
         truth = sum(1 for i in items if i["counter"]["S"] == COUNTERS[1] and int(i["time"]["N"]) // 60_000 >= now // 60_000 - 1439)
         session = boto3.session.Session(region_name="us-east-1")
         tally_client, raw_client = session.client("dynamodb"), session.client("dynamodb")
-        tally, raw = Meter(), Meter()
-        tally.attach(tally_client, probe)
-        raw.attach(raw_client, probe)
+        tally, raw = Meter(probe), Meter(probe)
+        tally.attach(tally_client)
+        raw.attach(raw_client)
         last = now // 60_000
         answer = counters.count_window(tally_client, settings, COUNTERS[1], last - 1439, last, now)
         raw_count = raw_events_24h(raw_client, settings, COUNTERS[1], now)
     assert answer.count == truth == raw_count, (answer.count, truth, raw_count)
+    r, t = raw.total(), tally.total()
     return [
-        f"| {volume:,} | raw events Query | {sum(raw.requests.values())} | {raw.items_read:,} | {raw.read_units:,.1f} |",
-        f"| {volume:,} | Tally BatchGetItem | {sum(tally.requests.values())} | {answer.keys_read} keys, {tally.items_read} found | {tally.read_units:,.1f} |",
+        f"| {volume:,} | raw events Query | {r.requests} | {r.items_read:,} | {r.read_units:,.1f} |",
+        f"| {volume:,} | Tally BatchGetItem | {t.requests} | {answer.keys_read} keys, {t.items_read} found | {t.read_units:,.1f} |",
     ]
 
 

@@ -1,167 +1,222 @@
-"""DynamoDB capacity metering for benchmarks, by AWS's published rules.
+"""DynamoDB capacity for the benchmarks, priced by AWS's published rules.
 
 moto does not report consumed capacity faithfully, so units are computed here from the
-requests and the stored items: a standard write costs 1 WCU per started KB of the item
-(the larger of its size before and after), a transactional write twice that; a read costs
-1 RCU per started 4 KB when strongly consistent and half that when eventually consistent;
-a Query or Scan is charged on the total size of the items it reads, per page.
+requests and the stored items, for every call a metered client makes (botocore event hooks):
+
+- item size: attribute names plus values; strings as UTF-8, binary as raw bytes, numbers one
+  byte per two significant digits plus one, booleans and nulls one byte, lists and maps 3
+  bytes plus one per element, sets the sum of their members;
+- writes: 1 WCU per started KB of the larger of the item before and after, transactional
+  writes (condition checks included) twice that;
+- reads: 1 RCU per started 4 KB strongly consistent, half that eventually consistent; a key
+  that finds nothing still costs the minimum; a Query or Scan page is charged on the total
+  size of the items it evaluated, whatever its filter or projection returned.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from typing import Any
+
+# -- sizing rules (pure) ------------------------------------------------------------------------
+
+KB = 1024
+READ_BLOCK = 4 * KB
+
+
+def number_size(text: str) -> int:
+    """Leading and trailing zeros are not stored; the exponent is not counted."""
+    mantissa = text.lower().split("e")[0].lstrip("+-").replace(".", "").strip("0")
+    return (len(mantissa) + 1) // 2 + 1
 
 
 def attribute_size(value: dict[str, Any]) -> int:
-    ((kind, raw),) = value.items()
+    (kind, body), = value.items()
     if kind == "S":
-        return len(raw.encode())
+        return len(body.encode())
     if kind == "N":
-        return len(raw.lstrip("-").replace(".", "").lstrip("0") or "0") // 2 + 1
+        return number_size(body)
     if kind == "B":
-        return len(raw)
-    if kind in ("SS", "NS", "BS"):
-        return sum(attribute_size({kind[0]: member}) for member in raw)
+        return len(body)
     if kind in ("BOOL", "NULL"):
         return 1
-    if kind == "M":
-        return 3 + sum(len(k.encode()) + attribute_size(v) for k, v in raw.items())
+    if kind in ("SS", "NS", "BS"):
+        return sum(attribute_size({kind[0]: member}) for member in body)
     if kind == "L":
-        return 3 + sum(attribute_size(v) for v in raw)
+        return 3 + sum(1 + attribute_size(v) for v in body)
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode()) + attribute_size(v) for k, v in body.items())
     raise ValueError(f"unknown attribute type {kind}")
 
 
-def item_size(item: dict[str, Any]) -> int:
-    return sum(len(name.encode()) + attribute_size(value) for name, value in item.items())
+def item_size(item: dict[str, Any] | None) -> int:
+    """0 for no item: what a write creating it or a read missing it is charged on."""
+    return sum(len(name.encode()) + attribute_size(value) for name, value in (item or {}).items())
 
 
-def write_units(size: int) -> int:
-    return max(1, math.ceil(size / 1024))
+def write_units(size: int, transactional: bool = False) -> int:
+    units = max(1, math.ceil(size / KB))
+    return 2 * units if transactional else units
 
 
 def read_units(size: int, consistent: bool) -> float:
-    units = max(1, math.ceil(size / 4096))
+    units = max(1, math.ceil(size / READ_BLOCK))
     return units if consistent else units / 2
 
 
+# -- metering a client ---------------------------------------------------------------------------
+
 @dataclass
-class Meter:
-    """Requests and capacity units of one design, by operation."""
+class Usage:
+    """The work of one operation (or a sum of them)."""
 
-    requests: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    write_units: float = 0
-    read_units: float = 0
-    items_written: int = 0
+    requests: int = 0
     items_read: int = 0
+    items_written: int = 0
+    read_units: float = 0.0
+    write_units: float = 0.0
+    cancelled: int = 0  # cancelled transactions
+    cancelled_write_units: float = 0.0  # what they would have written
 
-    def attach(self, client: Any, probe: Any) -> None:
-        """Meter every DynamoDB call `client` makes; `probe` is an unmetered client to read sizes."""
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def per(self, count: int, per: int = 1000) -> dict[str, float]:
+        return {f.name: getattr(self, f.name) * per / count for f in fields(self)}
+
+
+_WRITES = ("PutItem", "UpdateItem", "DeleteItem")
+_PARTIAL_ITEMS = ("ProjectionExpression", "AttributesToGet", "Select")
+_WHOLE_ITEM_DROPS = (*_PARTIAL_ITEMS, "FilterExpression", "ScanFilter", "QueryFilter",
+                     "ExpressionAttributeNames", "ExpressionAttributeValues")
+
+
+class Meter:
+    """Counts the work of every DynamoDB call the clients it is attached to make.
+
+    `reader` is an unmetered client (or a MotoProbe) used to size stored items: before a write
+    (writes cost the larger size) and after it, and to re-read a Query or Scan page whole.
+    """
+
+    def __init__(self, reader: Any) -> None:
+        self.reader = reader
+        self.by_operation: dict[str, Usage] = defaultdict(Usage)
+        self._schemas: dict[str, list[str]] = {}
+
+    def total(self, *operations: str) -> Usage:
+        """All operations, or only those named."""
+        chosen = operations or tuple(self.by_operation)
+        return sum((self.by_operation[op] for op in chosen if op in self.by_operation), Usage())
+
+    def attach(self, client: Any) -> Any:
         def before(params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
-            self.requests[model.name] += 1
-            context["metered"] = (params, _before_sizes(probe, model.name, params))
+            self.by_operation[model.name].requests += 1
+            context["metered"] = (dict(params), self._stored_sizes(self._targets(model.name, params)))
 
         def after(parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
-            params, before_sizes = context.pop("metered", (None, None))
-            self._charge(probe, model.name, params, parsed, before_sizes)
+            if "metered" in context:
+                params, before_sizes = context.pop("metered")
+                self._charge(self.by_operation[model.name], model.name, params, parsed, before_sizes)
 
         client.meta.events.register("before-parameter-build.dynamodb.*", before)
         client.meta.events.register("after-call.dynamodb.*", after)
+        return client
 
-    def _charge(self, probe: Any, operation: str, params: Any, parsed: dict[str, Any], before: Any) -> None:
-        if params is None or "Error" in parsed:
+    def _charge(self, usage: Usage, operation: str, params: dict[str, Any], parsed: dict[str, Any],
+                before: list[int]) -> None:
+        error = parsed.get("Error", {}).get("Code")
+        if operation == "TransactWriteItems" and error == "TransactionCanceledException":
+            usage.cancelled += 1
+            usage.cancelled_write_units += sum(
+                write_units(max(size, item_size(op.get("Item"))), transactional=True)
+                for size, (_, op) in zip(before, self._targets(operation, params)))
+        if error:
             return
-        if operation in ("PutItem", "UpdateItem", "DeleteItem"):
-            self._write(probe, params["TableName"], _key_of(probe, params), before.get(0, 0) if before else 0, 1)
-        elif operation == "TransactWriteItems":
-            for i, entry in enumerate(params["TransactItems"]):
-                ((kind, op),) = entry.items()
-                if kind == "ConditionCheck":
-                    self.write_units += 2 * write_units(before.get(i, 0) if before else 0)
-                    continue
-                self._write(probe, op["TableName"], _key_of(probe, op), before.get(i, 0) if before else 0, 2)
-        elif operation == "BatchWriteItem":
-            for table, requests in params["RequestItems"].items():
-                for request in requests:
-                    item = request.get("PutRequest", {}).get("Item")
-                    self.items_written += 1
-                    self.write_units += write_units(item_size(item) if item else 0)
-        elif operation == "BatchGetItem":
-            for table, items in parsed.get("Responses", {}).items():
-                consistent = params["RequestItems"][table].get("ConsistentRead", False)
-                for item in items:
-                    self.items_read += 1
-                    self.read_units += read_units(item_size(item), consistent)
+        if operation in (*_WRITES, "TransactWriteItems", "BatchWriteItem"):
+            targets = self._targets(operation, params)
+            after = self._stored_sizes([t for t in targets if t[0] != "ConditionCheck"])
+            after_sizes = iter(after)
+            for (kind, _), size in zip(targets, before):
+                if kind != "ConditionCheck":
+                    size = max(size, next(after_sizes))
+                    usage.items_written += 1
+                usage.write_units += write_units(size, transactional=operation == "TransactWriteItems")
         elif operation == "GetItem":
-            item = parsed.get("Item")
-            self.items_read += 1 if item else 0
-            self.read_units += read_units(item_size(item) if item else 0, params.get("ConsistentRead", False))
+            usage.items_read += "Item" in parsed
+            usage.read_units += read_units(item_size(parsed.get("Item")), params.get("ConsistentRead", False))
+        elif operation == "BatchGetItem":
+            for table, request in params["RequestItems"].items():
+                consistent = request.get("ConsistentRead", False)
+                found = parsed.get("Responses", {}).get(table, [])
+                unprocessed = len(parsed.get("UnprocessedKeys", {}).get(table, {}).get("Keys", []))
+                usage.items_read += len(found)
+                usage.read_units += sum(read_units(item_size(i), consistent) for i in found)
+                usage.read_units += read_units(0, consistent) * (len(request["Keys"]) - len(found) - unprocessed)
         elif operation in ("Query", "Scan"):
-            # Charged on what was read before any filter: ScannedCount items, their sizes summed.
             scanned = parsed.get("ScannedCount", parsed.get("Count", 0))
-            self.items_read += scanned
-            size = sum(item_size(i) for i in parsed.get("Items", []))
-            if parsed.get("Count", 0) and scanned > parsed["Count"]:
-                size = size * scanned // parsed["Count"]
-            elif scanned and not parsed.get("Count"):
-                size = scanned * 200  # every item filtered out: estimate from a typical event
-            self.read_units += read_units(size, params.get("ConsistentRead", False))
+            usage.items_read += scanned
+            evaluated = self._evaluated(operation, params, parsed, scanned)
+            usage.read_units += read_units(sum(item_size(i) for i in evaluated), params.get("ConsistentRead", False))
 
-    def _write(self, probe: Any, table: str, key: dict[str, Any], before_size: int, factor: int) -> None:
-        after = probe.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
-        self.items_written += 1
-        self.write_units += factor * write_units(max(before_size, item_size(after) if after else 0))
+    def _evaluated(self, operation: str, params: dict[str, Any], parsed: dict[str, Any],
+                   scanned: int) -> list[dict[str, Any]]:
+        """The page's items as evaluated: whole, before any filter."""
+        items = parsed.get("Items", [])
+        if not scanned or (len(items) == scanned and not any(k in params for k in _PARTIAL_ITEMS)):
+            return items
+        call = self.reader.query if operation == "Query" else self.reader.scan
+        return call(**whole_items_request(params, scanned))["Items"]
 
-    def per(self, events: int, per: int = 1000) -> dict[str, float]:
-        scale = per / events
-        return {
-            "requests": sum(self.requests.values()) * scale,
-            "write_units": self.write_units * scale,
-            "items_written": self.items_written * scale,
-        }
+    def _targets(self, operation: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """(kind, request) of every item a write names, each with its TableName."""
+        if operation in _WRITES:
+            return [(operation, params)]
+        if operation == "TransactWriteItems":
+            return [next(iter(entry.items())) for entry in params["TransactItems"]]
+        if operation == "BatchWriteItem":
+            return [(kind, {"TableName": table, **op}) for table, requests in params["RequestItems"].items()
+                    for request in requests for kind, op in request.items()]
+        return []
+
+    def _stored_sizes(self, targets: list[tuple[str, dict[str, Any]]]) -> list[int]:
+        return [item_size(self.reader.get_item(TableName=op["TableName"], Key=self._key_of(op),
+                                               ConsistentRead=True).get("Item"))
+                for _, op in targets]
+
+    def _key_of(self, op: dict[str, Any]) -> dict[str, Any]:
+        if "Key" in op:
+            return op["Key"]
+        table = op["TableName"]
+        if table not in self._schemas:
+            schema = self.reader.describe_table(TableName=table)["Table"]["KeySchema"]
+            self._schemas[table] = [k["AttributeName"] for k in schema]
+        return {name: op["Item"][name] for name in self._schemas[table]}
 
 
-def _key_of(probe: Any, op: dict[str, Any]) -> dict[str, Any]:
-    if "Key" in op:
-        return op["Key"]
-    schema = _key_schema(probe, op["TableName"])
-    return {name: op["Item"][name] for name in schema}
-
-
-_SCHEMAS: dict[str, list[str]] = {}
-
-
-def _key_schema(probe: Any, table: str) -> list[str]:
-    if table not in _SCHEMAS:
-        _SCHEMAS[table] = [k["AttributeName"] for k in probe.describe_table(TableName=table)["Table"]["KeySchema"]]
-    return _SCHEMAS[table]
-
-
-def _before_sizes(probe: Any, operation: str, params: dict[str, Any]) -> dict[int, int]:
-    """Sizes of the items a write will touch, before it runs (writes cost the larger size)."""
-    targets: list[tuple[str, dict[str, Any]]] = []
-    if operation in ("PutItem", "UpdateItem", "DeleteItem"):
-        targets = [(params["TableName"], params)]
-    elif operation == "TransactWriteItems":
-        targets = [next(iter(entry.values())) for entry in params["TransactItems"]]
-        targets = [(op["TableName"], op) for op in targets]
-    sizes = {}
-    for i, (table, op) in enumerate(targets):
-        found = probe.get_item(TableName=table, Key=_key_of(probe, op), ConsistentRead=True).get("Item")
-        sizes[i] = item_size(found) if found else 0
-    return sizes
+def whole_items_request(request: dict[str, Any], limit: int) -> dict[str, Any]:
+    """The same page request without projection and filter: the same items evaluated, returned whole."""
+    shadow = {k: v for k, v in request.items() if k not in _WHOLE_ITEM_DROPS}
+    condition = shadow.get("KeyConditionExpression", "")
+    for field_name in ("ExpressionAttributeNames", "ExpressionAttributeValues"):
+        used = {k: v for k, v in request.get(field_name, {}).items() if k in condition}
+        if used:
+            shadow[field_name] = used
+    shadow["Limit"] = limit
+    return shadow
 
 
 class MotoProbe:
-    """Reads item sizes straight from in-process moto's backend: the same answers as a
-    GetItem, without a round trip per metered write (which made long runs crawl)."""
+    """An unmetered reader for in-process moto: item sizes straight from its backend (the same
+    answers as a GetItem without a round trip per metered write); Query and Scan through
+    `client`."""
 
-    def __init__(self, account: str = "123456789012", region: str = "us-east-1") -> None:
+    def __init__(self, client: Any, account: str = "123456789012", region: str = "us-east-1") -> None:
         from moto.dynamodb.models import dynamodb_backends
 
         self._backend = dynamodb_backends[account][region]
+        self._client = client
 
     def get_item(self, TableName: str, Key: dict[str, Any], **_: Any) -> dict[str, Any]:  # noqa: N803
         item = self._backend.get_item(TableName, Key)
@@ -173,3 +228,9 @@ class MotoProbe:
         if table.range_key_attr:
             schema.append({"AttributeName": table.range_key_attr, "KeyType": "RANGE"})
         return {"Table": {"KeySchema": schema}}
+
+    def query(self, **request: Any) -> Any:
+        return self._client.query(**request)
+
+    def scan(self, **request: Any) -> Any:
+        return self._client.scan(**request)

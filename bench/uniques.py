@@ -15,21 +15,19 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import pickle
 import statistics
 import time
-from dataclasses import dataclass
 from typing import Any
 
-for _key, _value in {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
-                     "AWS_DEFAULT_REGION": "us-east-1"}.items():
-    os.environ.setdefault(_key, _value)
-os.environ.pop("AWS_ENDPOINT_URL", None)
+from bench import env
+
+env.prepare()
 
 from hyperloglog import HyperLogLog  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
+from bench.metering import Meter, MotoProbe  # noqa: E402
 from chalicelib import sketches, uniques  # noqa: E402
 from chalicelib.aws import AwsClients  # noqa: E402
 from chalicelib.settings import Settings  # noqa: E402
@@ -37,63 +35,6 @@ from tools import resources  # noqa: E402
 
 REDIS_STANDARD_ERROR = 0.0081
 DENSE_REDIS_BYTES = 12 * 1024
-
-
-# -- capacity metering ----------------------------------------------------------------------
-
-def item_bytes(item: dict[str, Any]) -> int:
-    """DynamoDB's item size: attribute names plus values (numbers approximated as digits/2 + 1)."""
-    size = 0
-    for name, value in item.items():
-        size += len(name.encode())
-        (kind, raw), = value.items()
-        if kind == "S":
-            size += len(raw.encode())
-        elif kind == "B":
-            size += len(raw)
-        elif kind == "N":
-            size += len(raw.lstrip("-").replace(".", "")) // 2 + 1
-        else:
-            size += len(str(raw))
-    return size
-
-
-@dataclass
-class Capacity:
-    reads: float = 0.0
-    writes: float = 0.0
-    calls: int = 0
-
-
-class MeteredDynamoDB:
-    """Wraps a client; counts RCU/WCU for the calls the sketches make."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-        self.capacity = Capacity()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-    def get_item(self, **kwargs: Any) -> Any:
-        answer = self.real.get_item(**kwargs)
-        self._read([answer["Item"]] if "Item" in answer else [], kwargs.get("ConsistentRead", False))
-        return answer
-
-    def query(self, **kwargs: Any) -> Any:
-        answer = self.real.query(**kwargs)
-        self._read(answer.get("Items", []), kwargs.get("ConsistentRead", False))
-        return answer
-
-    def put_item(self, **kwargs: Any) -> Any:
-        self.capacity.calls += 1
-        self.capacity.writes += max(1, math.ceil(item_bytes(kwargs["Item"]) / 1024))
-        return self.real.put_item(**kwargs)
-
-    def _read(self, items: list[dict[str, Any]], consistent: bool) -> None:
-        self.capacity.calls += 1
-        units = max(1, math.ceil(sum(item_bytes(i) for i in items) / 4096))
-        self.capacity.reads += units if consistent else units / 2
 
 
 # -- the seed's back end (pickle, one add per item), on Tally's table ---------------------------
@@ -132,17 +73,20 @@ def merge_throughput(clients: AwsClients, settings: Settings, n: int, rounds: in
         ("library add_bulk(items) + compact form", lambda db, r: library_bulk_merge(db, settings, "lib", batches[r])),
         ("tally: pre-hashed bulk add + compact form", lambda db, r: uniques.apply_messages(db, settings, messages[r], 0)),
     ]
+    probe = MotoProbe(clients.dynamodb, region=settings.aws_region)
     rows = []
     for label, run in designs:
-        timings, capacity = [], Capacity()
-        for r in range(rounds):  # every round merges new items; round 0 creates the sketch
-            db = MeteredDynamoDB(clients.dynamodb)
+        timings = []
+        for r in range(rounds - 1):  # every round merges new items; round 0 creates the sketch
             started = time.perf_counter()
-            run(db, r)
+            run(clients.dynamodb, r)
             timings.append(time.perf_counter() - started)
-            capacity = db.capacity
+        meter = Meter(probe)  # the last round is metered, untimed: metering reads items too
+        run(meter.attach(AwsClients(settings).dynamodb), rounds - 1)
+        capacity = meter.total()
         best = min(timings[1:])  # merges into an existing sketch
-        rows.append([label, f"{n / best:,.0f}", f"{best * 1000:.1f}", f"{capacity.reads:g}", f"{capacity.writes:g}"])
+        rows.append([label, f"{n / best:,.0f}", f"{best * 1000:.1f}", f"{capacity.read_units:g}",
+                     f"{capacity.write_units:g}"])
     tally_s = float(rows[-1][2]) / 1000
     rows.append(["tally incl. front-end hashing (spread over POSTs)", f"{n / (tally_s + hashing_s):,.0f}",
                  f"{(tally_s + hashing_s) * 1000:.1f}", "", ""])
@@ -227,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     rate = {row[0]: float(row[1].replace(",", "")) for row in merge}
     seed_rate = rate["seed: pickle + add() per item"]
     print(table(f"Back-end merge of a {args.items:,}-item batch into an existing sketch "
-                "(moto, best of 4; capacity units of the last merge)",
+                "(moto, best of 3; capacity units of a 4th, metered)",
                 ["design", "items/s", "ms", "RCU", "WCU"], merge))
     for label in list(rate)[1:]:
         print(f"  {label}: {rate[label] / seed_rate:.1f}x the seed")

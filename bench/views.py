@@ -12,18 +12,20 @@ which markers already exist. Both must end with exact counts.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import random
 import time
-from typing import Any, Iterator
+from typing import Any
 
-from botocore.exceptions import ClientError
+from bench import env
 
-from bench.ddb_meter import MeteredDynamoDB, Usage
-from chalicelib import view_keys, views
-from chalicelib.queues import Message
-from chalicelib.view_keys import View
+env.prepare()
+
+from botocore.exceptions import ClientError  # noqa: E402
+
+from bench.metering import Meter, MotoProbe  # noqa: E402
+from chalicelib import view_keys, views  # noqa: E402
+from chalicelib.queues import Message  # noqa: E402
+from chalicelib.view_keys import View  # noqa: E402
 
 T0 = 1_795_000_000_000
 SEED_TABLE = "bench-seed-views"
@@ -44,59 +46,18 @@ def workload(n: int, urls: int, duplicates: float, seed: int = 1) -> tuple[list[
     return deliveries, expected
 
 
-def seed_table(url: str, tables: int) -> str:
-    # Spread over tables only because moto copies a whole table on every transaction (for its
-    # rollback); item sizes, and so units, do not depend on the table.
-    return f"{SEED_TABLE}-{int(view_keys.url_pk(url)[4:12], 16) % tables}"
-
-
-@contextlib.contextmanager
-def one_snapshot_per_transaction() -> Iterator[None]:
-    """moto deep-copies a table once per item of a transaction; once per call keeps the same
-    rollback and makes 100-item transactions affordable on large tables."""
-    import copy
-
-    import moto.dynamodb.models as models
-
-    original_call = models.DynamoDBBackend.transact_write_items
-    memo: dict[int, Any] = {}
-
-    class Copier:
-        @staticmethod
-        def deepcopy(value: Any) -> Any:
-            if id(value) not in memo:
-                memo[id(value)] = copy.deepcopy(value)
-            return memo[id(value)]
-
-    def transact_write_items(self: Any, transact_items: Any) -> Any:
-        memo.clear()
-        try:
-            return original_call(self, transact_items)
-        finally:
-            memo.clear()
-
-    models.copy = Copier  # type: ignore[assignment]
-    models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        models.copy = copy
-        models.DynamoDBBackend.transact_write_items = original_call  # type: ignore[method-assign]
-
-
-def seed_design(dynamodb: Any, batches: list[list[View]], tables: int) -> dict[str, int]:
+def seed_design(dynamodb: Any, plain: Any, batches: list[list[View]]) -> dict[str, int]:
     """One TransactWriteItems per view: a conditional marker put and an increment of 1."""
     for batch in batches:
         for v in batch:
             pk = {"S": f"URL#{v.url}"}
-            table = seed_table(v.url, tables)
             try:
                 dynamodb.transact_write_items(TransactItems=[
-                    {"Put": {"TableName": table,
+                    {"Put": {"TableName": SEED_TABLE,
                              "Item": {"pk": pk, "sk": {"S": f"T#{v.time_ms}#CID#{v.client_id}"},
                                       "expires_at": {"N": str(T0 // 1000 + 7 * 86400)}},
                              "ConditionExpression": "attribute_not_exists(pk) AND attribute_not_exists(sk)"}},
-                    {"Update": {"TableName": table, "Key": {"pk": pk, "sk": {"S": "STATISTICS"}},
+                    {"Update": {"TableName": SEED_TABLE, "Key": {"pk": pk, "sk": {"S": "STATISTICS"}},
                                 "UpdateExpression": "SET #v = if_not_exists(#v, :zero) + :one",
                                 "ExpressionAttributeNames": {"#v": "views"},
                                 "ExpressionAttributeValues": {":zero": {"N": "0"}, ":one": {"N": "1"}}}},
@@ -106,28 +67,28 @@ def seed_design(dynamodb: Any, batches: list[list[View]], tables: int) -> dict[s
                     raise
     counts: dict[str, int] = {}
     for url in {v.url for batch in batches for v in batch}:
-        item = dynamodb.real.get_item(TableName=seed_table(url, tables), Key={"pk": {"S": f"URL#{url}"}, "sk": {"S": "STATISTICS"}})
+        item = plain.get_item(TableName=SEED_TABLE, Key={"pk": {"S": f"URL#{url}"}, "sk": {"S": "STATISTICS"}})
         counts[url] = int(item["Item"]["views"]["N"])
     return counts
 
 
-def tally_design(dynamodb: Any, sqs: Any, settings: Any, batches: list[list[View]]) -> dict[str, int]:
+def tally_design(dynamodb: Any, plain: Any, sqs: Any, settings: Any, batches: list[list[View]]) -> dict[str, int]:
     for number, batch in enumerate(batches):
         messages = [Message(f"{number}-{i}", f"r-{number}-{i}", view_keys.to_message(v)) for i, v in enumerate(batch)]
         views.apply_messages(dynamodb, sqs, settings, messages, T0)
     urls = {v.url for batch in batches for v in batch}
-    return {url: views.count(dynamodb.real, settings, url, None, None, T0)["views"] for url in urls}
+    return {url: views.count(plain, settings, url, None, None, T0)["views"] for url in urls}
 
 
-def per_thousand(usage: Usage, n: int) -> dict[str, float]:
-    scale = 1000 / n
+def per_thousand(meter: Meter, n: int) -> dict[str, float]:
+    transactions, usage = meter.total("TransactWriteItems").per(n), meter.total().per(n)
     return {
-        "transactions": usage.transactions * scale,
-        "cancelled": usage.cancelled * scale,
-        "items": usage.items_written * scale,
-        "wcu": usage.wcu * scale,
-        "wcu+cancelled": (usage.wcu + usage.wcu_cancelled) * scale,
-        "rcu": usage.rcu * scale,
+        "transactions": transactions["requests"],
+        "cancelled": transactions["cancelled"],
+        "items": usage["items_written"],
+        "wcu": usage["write_units"],
+        "wcu+cancelled": usage["write_units"] + usage["cancelled_write_units"],
+        "rcu": usage["read_units"],
     }
 
 
@@ -140,21 +101,20 @@ def run(n: int, urls: int, duplicates: float, batch_size: int) -> list[tuple[str
 
     deliveries, expected = workload(n, urls, duplicates)
     batches = [deliveries[i:i + batch_size] for i in range(0, len(deliveries), batch_size)]
-    tables = urls
-    with mock_aws(), one_snapshot_per_transaction():
+    with mock_aws():
         settings = Settings.from_env({})
         clients = AwsClients(settings)
-        resources.ensure(clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings), settings.aws_region)
-        seed_tables = tuple(resources.Table(f"{SEED_TABLE}-{i}", stream=False) for i in range(tables))
-        resources.ensure(clients.dynamodb, clients.sqs, clients.s3,
-                         resources.Resources(tables=seed_tables, queues=(), buckets=()), settings.aws_region)
-        seed_db = MeteredDynamoDB(clients.dynamodb)
-        seed_counts = seed_design(seed_db, batches, tables)
-        tally_db = MeteredDynamoDB(clients.dynamodb)
-        tally_counts = tally_design(tally_db, clients.sqs, settings, batches)
+        seed_only = resources.Resources(tables=(resources.Table(SEED_TABLE, stream=False),), queues=(), buckets=())
+        for wanted in (resources.for_settings(settings), seed_only):
+            resources.ensure(clients.dynamodb, clients.sqs, clients.s3, wanted, settings.aws_region)
+        plain = clients.dynamodb
+        probe = MotoProbe(plain, region=settings.aws_region)
+        seed, tally = Meter(probe), Meter(probe)
+        seed_counts = seed_design(seed.attach(AwsClients(settings).dynamodb), plain, batches)
+        tally_counts = tally_design(tally.attach(AwsClients(settings).dynamodb), plain, clients.sqs, settings, batches)
     return [
-        ("seed: transaction per view", per_thousand(seed_db.usage, n), seed_counts == expected),
-        ("tally: batched, K per URL", per_thousand(tally_db.usage, n), tally_counts == expected),
+        ("seed: transaction per view", per_thousand(seed, n), seed_counts == expected),
+        ("tally: batched, K per URL", per_thousand(tally, n), tally_counts == expected),
     ]
 
 
@@ -165,9 +125,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duplicates", type=float, default=0.1)
     parser.add_argument("--batches", default="100,1000", help="queue batch sizes to compare, comma-separated")
     args = parser.parse_args(argv)
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        os.environ.setdefault(key, "testing")
-    os.environ.pop("AWS_ENDPOINT_URL", None)
 
     print(f"{args.views} deliveries over {args.urls} URLs, {args.duplicates:.0%} of them redelivered; per 1,000 views")
     print("(write units assume a cancelled transaction costs what it would have written: wcu+cancelled)\n")

@@ -7,6 +7,8 @@
 2. Cost. moto backs up a whole table (deepcopy) once per item of every transaction so it can
    roll back, which makes long runs quadratic. Only the items a transaction names are
    snapshotted and restored on failure; the behaviour (all or nothing, same errors) is moto's.
+3. Opt-in, `memoize_table_order()`: moto sorts a whole table on every Query and Scan page;
+   the order is kept until an item is put or deleted.
 
 Used by the local stack, the tests and the benchmarks; never deployed.
 """
@@ -78,7 +80,39 @@ def install() -> None:
     _INSTALLED = True
 
 
+def memoize_table_order() -> None:
+    """Sort a table once per change of its item set rather than once per Query or Scan page.
+
+    Only the order moto walks items in is cached, and any put or delete (moto's own or a
+    rollback above) drops it, so every answer and every count stays what moto computes.
+    """
+    from moto.dynamodb.models.table import Table
+
+    if getattr(Table.all_items, "memoized", False):
+        return
+    original_all_items, original_put, original_delete = Table.all_items, Table.put_item, Table.delete_item
+
+    def all_items(self: Any) -> list[Any]:
+        if getattr(self, "_sorted_items", None) is None:
+            self._sorted_items = original_all_items(self)
+        return list(self._sorted_items)
+
+    def changing(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            self._sorted_items = None
+            return method(self, *args, **kwargs)
+
+        return wrapper
+
+    all_items.memoized = True  # type: ignore[attr-defined]
+    Table.all_items = all_items  # type: ignore[method-assign]
+    Table.put_item = changing(original_put)  # type: ignore[method-assign]
+    Table.delete_item = changing(original_delete)  # type: ignore[method-assign]
+
+
 def _restore(table: Any, hash_value: Any, range_value: Any, before: Any) -> None:
+    table._sorted_items = None
     if range_value is None:
         if before is None:
             table.items.pop(hash_value, None)
