@@ -75,3 +75,10 @@ def client(app_module: Any) -> Iterator[Any]:
 
     with Client(app_module.app) as test_client:
         yield test_client
+
+
+# Property tests run on shared, busy machines: judge them on their examples, not on time.
+from hypothesis import settings as hypothesis_settings  # noqa: E402
+
+hypothesis_settings.register_profile("tally", deadline=None)
+hypothesis_settings.load_profile("tally")
