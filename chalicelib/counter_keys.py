@@ -1,6 +1,7 @@
 """Counts-table key layout for windowed counters. Pure.
 
-    CTR#<counter> / m#<minute> | h#<hour> | d#<day>   a bucket (index since the epoch)
+    CTR#<counter> / h#<hour> | d#<day>                a bucket (index since the epoch); an hour
+                                                      item also holds m00..m59, its minutes' counts
     EVT#<counter>#<id> / #                            marker of an event with a client id
     LED#<events pk>#<ingest time slice> / #           ledger of stored events counted
     QUARANTINE#events-stream / <stream event id>      a record that could not be counted
@@ -13,7 +14,7 @@ from typing import Any
 
 from chalicelib.timebuckets import Bucket
 
-PREFIX = {"minute": "m", "hour": "h", "day": "d"}
+PREFIX = {"hour": "h", "day": "d"}
 QUARANTINE_PK = "QUARANTINE#events-stream"
 # Events-table sort keys: ISO ingest minute, then "SS.mmmZ#<random>".
 _EVENT_SORT_KEY = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:)((\d\d)\.\d{3}Z#[A-Za-z0-9_-]{1,64})")
@@ -22,6 +23,10 @@ LEDGER_SLICES = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)  # seconds that divid
 
 def bucket_sort_key(resolution: str, index: int) -> str:
     return f"{PREFIX[resolution]}#{index:010d}"
+
+
+def minute_attribute(minute_of_hour: int) -> str:
+    return f"m{minute_of_hour:02d}"
 
 
 def bucket_key(counter: str, bucket: Bucket) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from botocore.exceptions import ClientError
 
@@ -75,23 +75,30 @@ def count_window(
 ) -> WindowCount:
     if last_minute - first_minute + 1 > MAX_WINDOW_MINUTES:
         raise ValidationError(f"a window may span at most {MAX_WINDOW_MINUTES // 1440} days")
-    terms = timebuckets.decompose(first_minute, last_minute)
-    keys = [counter_keys.bucket_key(counter, t.bucket) for t in terms]
+    parts = timebuckets.plan(first_minute, last_minute)
+    keys = [counter_keys.bucket_key(counter, p.bucket) for p in parts]
     found = _batch_get(dynamodb, settings, keys, sleep)
     now_s = now_ms // 1000
     total = 0
     retention = 0
-    for term, key in zip(terms, keys):
+    for part, key in zip(parts, keys):
         item = found.get((key["pk"]["S"], key["sk"]["S"]))
         if item is None:
             continue
         retention = max(retention, int(item.get("retention", {"N": "0"})["N"]))
         if int(item["expires_at"]["N"]) > now_s:
-            total += term.sign * int(item["n"]["N"])
+            total += _part_count(item, part)
     retention = retention or settings.default_retention_seconds
     retained_from = now_ms - retention * 1000
     complete = (first_minute + 1) * timebuckets.MINUTE_MS > retained_from
     return WindowCount(counter, total, first_minute, last_minute, len(keys), complete, retained_from)
+
+
+def _part_count(item: dict[str, Any], part: timebuckets.Part) -> int:
+    if part.minutes is None:
+        return int(item["n"]["N"])
+    first, last = part.minutes
+    return sum(int(item.get(counter_keys.minute_attribute(m), {"N": "0"})["N"]) for m in range(first, last + 1))
 
 
 def _batch_get(
@@ -102,8 +109,6 @@ def _batch_get(
         request: dict[str, Any] = {
             settings.counts_table: {
                 "Keys": keys[start : start + MAX_BATCH_GET_KEYS],
-                "ProjectionExpression": "pk, sk, #n, expires_at, #r",
-                "ExpressionAttributeNames": {"#n": "n", "#r": "retention"},
             }
         }
         for attempt in range(8):
@@ -134,30 +139,17 @@ def histogram(
     buckets = timebuckets.buckets_between(first_minute, last_minute, resolution)
     if len(buckets) > MAX_HISTOGRAM_BUCKETS:
         raise ValidationError(f"a histogram has at most {MAX_HISTOGRAM_BUCKETS} buckets; use a coarser resolution")
+    # Minutes live inside their hour items: a minute series is read from hour items.
+    stored = "hour" if resolution == "minute" else resolution
     counts: dict[int, int] = {}
-    now_s = now_ms // 1000
-    query: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-        "ExpressionAttributeValues": {
-            ":pk": {"S": f"CTR#{counter}"},
-            ":lo": {"S": counter_keys.bucket_sort_key(resolution, buckets[0].index)},
-            ":hi": {"S": counter_keys.bucket_sort_key(resolution, buckets[-1].index)},
-        },
-        "ProjectionExpression": "sk, #n, expires_at",
-        "ExpressionAttributeNames": {"#n": "n"},
-    }
-    while True:
-        try:
-            response = dynamodb.query(**query)
-        except ClientError as exc:
-            raise StorageError("could not read the counts") from exc
-        for item in response.get("Items", []):
-            if int(item["expires_at"]["N"]) > now_s:
-                counts[int(item["sk"]["S"].split("#", 1)[1])] = int(item["n"]["N"])
-        if "LastEvaluatedKey" not in response:
-            break
-        query["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+    for bucket_index, item in _query_buckets(dynamodb, settings, counter, stored, buckets[0], buckets[-1], now_ms):
+        if resolution == "minute":
+            for m in range(60):
+                value = item.get(counter_keys.minute_attribute(m))
+                if value is not None:
+                    counts[bucket_index * 60 + m] = int(value["N"])
+        else:
+            counts[bucket_index] = int(item["n"]["N"])
     return {
         "counter": counter,
         "resolution": resolution,
@@ -165,3 +157,33 @@ def histogram(
         "end": validation.iso(buckets[-1].end_ms),
         "buckets": [{"start": validation.iso(b.start_ms), "count": counts.get(b.index, 0)} for b in buckets],
     }
+
+
+def _query_buckets(
+    dynamodb: Any, settings: Settings, counter: str, resolution: str, first: timebuckets.Bucket,
+    last: timebuckets.Bucket, now_ms: int,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Live stored buckets of one resolution covering first..last (paginated Query)."""
+    size = timebuckets.RESOLUTION_MINUTES[resolution]
+    lo, hi = first.first_minute // size, last.first_minute // size
+    query: dict[str, Any] = {
+        "TableName": settings.counts_table,
+        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+        "ExpressionAttributeValues": {
+            ":pk": {"S": f"CTR#{counter}"},
+            ":lo": {"S": counter_keys.bucket_sort_key(resolution, lo)},
+            ":hi": {"S": counter_keys.bucket_sort_key(resolution, hi)},
+        },
+    }
+    now_s = now_ms // 1000
+    while True:
+        try:
+            response = dynamodb.query(**query)
+        except ClientError as exc:
+            raise StorageError("could not read the counts") from exc
+        for item in response.get("Items", []):
+            if int(item["expires_at"]["N"]) > now_s:
+                yield int(item["sk"]["S"].split("#", 1)[1]), item
+        if "LastEvaluatedKey" not in response:
+            return
+        query["ExclusiveStartKey"] = response["LastEvaluatedKey"]

@@ -195,26 +195,37 @@ def _transaction(settings: Settings, chunk: list[Countable], now_ms: int) -> _Tr
         }})
         roles.append(("ledger", proof_key))
     increments: Tally[tuple[str, Bucket]] = Tally()
+    minutes: dict[tuple[str, Bucket], Tally[int]] = {}
     expiry: dict[tuple[str, Bucket], int] = {}
     retention: dict[tuple[str, Bucket], int] = {}
     for c in chunk:
         for bucket in live_buckets(c.event, now_ms):
             key = (c.event.counter, bucket)
             increments[key] += 1
+            if bucket.resolution == "hour":
+                minutes.setdefault(key, Tally())[timebuckets.minute_of_hour(c.event.time_ms)] += 1
             expiry[key] = max(expiry.get(key, 0), _bucket_expiry_s(bucket, c.event))
             retention[key] = max(retention.get(key, 0), c.event.retention_seconds)
     for (counter, bucket), n in sorted(increments.items()):
+        names = {"#n": "n", "#r": "retention"}
+        values = {
+            ":n": {"N": str(n)},
+            ":exp": {"N": str(expiry[(counter, bucket)])},
+            ":r": {"N": str(retention[(counter, bucket)])},
+        }
+        adds = ["#n :n"]
+        for minute, k in sorted(minutes.get((counter, bucket), Tally()).items()):
+            names[f"#m{minute}"] = counter_keys.minute_attribute(minute)
+            values[f":m{minute}"] = {"N": str(k)}
+            adds.append(f"#m{minute} :m{minute}")
         items.append({"Update": {
             "TableName": table,
             "Key": counter_keys.bucket_key(counter, bucket),
-            # The first event sets a bucket's expiry; later ones only add to the count.
-            "UpdateExpression": "ADD #n :n SET expires_at = if_not_exists(expires_at, :exp), #r = if_not_exists(#r, :r)",
-            "ExpressionAttributeNames": {"#n": "n", "#r": "retention"},
-            "ExpressionAttributeValues": {
-                ":n": {"N": str(n)},
-                ":exp": {"N": str(expiry[(counter, bucket)])},
-                ":r": {"N": str(retention[(counter, bucket)])},
-            },
+            # The first event sets a bucket's expiry; later ones only add to the counts.
+            "UpdateExpression": f"ADD {', '.join(adds)} SET expires_at = if_not_exists(expires_at, :exp), "
+            "#r = if_not_exists(#r, :r)",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
         }})
         roles.append(("bucket", None))
     return _Transaction(items, roles)

@@ -1,24 +1,22 @@
-"""Minute/hour/day buckets and the decomposition of a window into bucket keys.
+"""Time buckets and the plan for reading a window. Pure: no I/O.
 
-Pure: no I/O. A window is a half-open range of minute indexes [first, last + 1).
-Buckets nest exactly (60 minutes per hour, 24 hours per UTC day), so any range can be
-written as a signed sum of buckets; subtracting a few minutes from a whole hour is often
-cheaper than adding most of its minutes, which is what keeps a 24-hour window at <= 83 keys
-even when events carry timestamps later than the window's end.
+Counts are kept per hour and per UTC day; an hour item also holds the count of each of its
+minutes, so minute precision costs no extra keys. A window of minutes [first, last] is read
+as: whole days from day items, whole hours from hour items, and the minutes of at most two
+partial hours from the minute counts inside their hour items. A 24-hour window therefore
+reads at most 25 items, and no bucket is ever subtracted: a count is exact even when events
+carry times later than the window's end.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Literal
 
 MINUTE_MS = 60_000
 Resolution = Literal["minute", "hour", "day"]
 
-# Size of each resolution in minutes, finest first.
 RESOLUTION_MINUTES: dict[str, int] = {"minute": 1, "hour": 60, "day": 1440}
-RESOLUTIONS: tuple[Resolution, ...] = ("minute", "hour", "day")
 
 
 @dataclass(frozen=True, order=True)
@@ -31,35 +29,35 @@ class Bucket:
         return self.index * RESOLUTION_MINUTES[self.resolution]
 
     @property
+    def start_ms(self) -> int:
+        return self.first_minute * MINUTE_MS
+
+    @property
     def end_ms(self) -> int:
         """Exclusive end of the bucket, epoch milliseconds."""
         return (self.index + 1) * RESOLUTION_MINUTES[self.resolution] * MINUTE_MS
 
-    @property
-    def start_ms(self) -> int:
-        return self.first_minute * MINUTE_MS
-
 
 @dataclass(frozen=True)
-class Term:
-    """One bucket read, added (+1) or subtracted (-1)."""
+class Part:
+    """One item read for a window: a whole bucket, or some minutes of an hour bucket."""
 
-    sign: int
     bucket: Bucket
+    minutes: tuple[int, int] | None = None  # first and last minute-of-hour, inclusive
 
 
 def minute_of(t_ms: int) -> int:
     return t_ms // MINUTE_MS
 
 
-def buckets_for(t_ms: int) -> tuple[Bucket, Bucket, Bucket]:
-    """The minute, hour and day buckets an event at t_ms is counted in."""
+def minute_of_hour(t_ms: int) -> int:
+    return minute_of(t_ms) % 60
+
+
+def buckets_for(t_ms: int) -> tuple[Bucket, Bucket]:
+    """The hour and day buckets an event at t_ms is counted in (its minute lives in the hour)."""
     minute = minute_of(t_ms)
-    return (
-        Bucket("minute", minute),
-        Bucket("hour", minute // 60),
-        Bucket("day", minute // 1440),
-    )
+    return Bucket("hour", minute // 60), Bucket("day", minute // 1440)
 
 
 def window_minutes(end_ms: int, minutes: int) -> tuple[int, int]:
@@ -70,45 +68,41 @@ def window_minutes(end_ms: int, minutes: int) -> tuple[int, int]:
     return last - minutes + 1, last
 
 
-def decompose(first_minute: int, last_minute: int) -> list[Term]:
-    """Fewest bucket terms whose signed sum counts minutes first..last inclusive."""
+def plan(first_minute: int, last_minute: int) -> list[Part]:
+    """The items, and the minutes within them, whose counts add up to minutes first..last."""
     if last_minute < first_minute:
         raise ValueError("the window ends before it starts")
-    terms = _signed_range(first_minute, last_minute + 1, len(RESOLUTIONS) - 1)
-    return [Term(sign, Bucket(RESOLUTIONS[level], index)) for sign, level, index in terms]
+    start, stop = first_minute, last_minute + 1  # half-open from here on
+    first_day, stop_day = -(-start // 1440), stop // 1440
+    if first_day >= stop_day:
+        return _hour_parts(start, stop)
+    return (
+        _hour_parts(start, first_day * 1440)
+        + [Part(Bucket("day", d)) for d in range(first_day, stop_day)]
+        + _hour_parts(stop_day * 1440, stop)
+    )
 
 
-@lru_cache(maxsize=4096)
-def _signed_range(a: int, b: int, level: int) -> tuple[tuple[int, int, int], ...]:
-    """Terms (sign, level, index) for the signed minute range [a, b).
+def _hour_parts(start: int, stop: int) -> list[Part]:
+    if start >= stop:
+        return []
+    first_hour, stop_hour = -(-start // 60), stop // 60
+    if first_hour >= stop_hour:
+        # No whole hour inside: one or two partial hours.
+        if start // 60 == (stop - 1) // 60:
+            return [_partial(start, stop)]
+        boundary = (start // 60 + 1) * 60
+        return [_partial(start, boundary), _partial(boundary, stop)]
+    parts = [_partial(start, first_hour * 60)] if start < first_hour * 60 else []
+    parts += [Part(Bucket("hour", h)) for h in range(first_hour, stop_hour)]
+    if stop_hour * 60 < stop:
+        parts.append(_partial(stop_hour * 60, stop))
+    return parts
 
-    [a, b) = [a, A*s) + [A*s, B*s) + [B*s, b) holds for any A and B, with ranges whose
-    end precedes their start counting negatively. At each level try rounding each end
-    down or up (or skipping the level) and keep the cheapest.
-    """
-    if a == b:
-        return ()
-    if level == 0:
-        sign = 1 if a < b else -1
-        lo, hi = min(a, b), max(a, b)
-        return tuple((sign, 0, m) for m in range(lo, hi))
-    size = RESOLUTION_MINUTES[RESOLUTIONS[level]]
-    best = _signed_range(a, b, level - 1)
-    for big_a in {a // size, -(-a // size)}:
-        for big_b in {b // size, -(-b // size)}:
-            if big_a == big_b:
-                continue
-            sign = 1 if big_a < big_b else -1
-            lo, hi = min(big_a, big_b), max(big_a, big_b)
-            middle = tuple((sign, level, i) for i in range(lo, hi))
-            candidate = (
-                _signed_range(a, big_a * size, level - 1)
-                + middle
-                + _signed_range(big_b * size, b, level - 1)
-            )
-            if len(candidate) < len(best):
-                best = candidate
-    return best
+
+def _partial(start: int, stop: int) -> Part:
+    hour = start // 60
+    return Part(Bucket("hour", hour), (start - hour * 60, stop - 1 - hour * 60))
 
 
 def buckets_between(first_minute: int, last_minute: int, resolution: Resolution) -> list[Bucket]:
