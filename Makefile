@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 AWS_PORT ?= 5000
+# Longest SQS batching window locally, in seconds (AWS uses the configured one, up to 60 s).
+BATCHING_WINDOW ?= 5
 
 .PHONY: run test unit functional e2e bench trigger package clean
 
@@ -14,7 +16,7 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 	touch $@
 
 run: $(BIN)/.installed
-	$(BIN)/python -m tools.local_stack --port $(PORT) --aws-port $(AWS_PORT)
+	$(BIN)/python -m tools.local_stack --port $(PORT) --aws-port $(AWS_PORT) --max-batching-window $(BATCHING_WINDOW)
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest
