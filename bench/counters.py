@@ -30,7 +30,7 @@ from boto3.dynamodb.types import TypeSerializer  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from bench.metering import Meter, MotoProbe  # noqa: E402
-from chalicelib import counters, counting, events, stream_records, timebuckets  # noqa: E402
+from chalicelib import counters, counting, events, stream_records  # noqa: E402
 from chalicelib.settings import Settings  # noqa: E402
 from tools import resources  # noqa: E402
 

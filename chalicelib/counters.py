@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator
 
 from botocore.exceptions import ClientError
 
-from chalicelib import counter_keys, timebuckets, validation
+from chalicelib import counter_keys, dynamo, timebuckets, validation
 from chalicelib.errors import StorageError, ValidationError
 from chalicelib.settings import Settings
 
@@ -176,14 +176,7 @@ def _query_buckets(
         },
     }
     now_s = now_ms // 1000
-    while True:
-        try:
-            response = dynamodb.query(**query)
-        except ClientError as exc:
-            raise StorageError("could not read the counts") from exc
-        for item in response.get("Items", []):
+    for page in dynamo.query_pages(dynamodb, query, "could not read the counts"):
+        for item in page.get("Items", []):
             if int(item["expires_at"]["N"]) > now_s:
                 yield int(item["sk"]["S"].split("#", 1)[1]), item
-        if "LastEvaluatedKey" not in response:
-            return
-        query["ExclusiveStartKey"] = response["LastEvaluatedKey"]

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
-from chalicelib import report_ranges, validation
+from chalicelib import dynamo, report_ranges, validation
 from chalicelib.errors import NotFoundError, StorageError, ValidationError
 from chalicelib.report_content import Report
 from chalicelib.settings import Settings
@@ -90,18 +90,11 @@ def read_events(dynamodb: Any, settings: Settings, start_ms: int, end_ms: int) -
             "ProjectionExpression": "#c, #a, #k",
             "ConsistentRead": True,
         }
-        while True:
-            try:
-                page = dynamodb.query(**request)
-            except ClientError as exc:
-                raise StorageError("the events of the report could not be read") from exc
+        for page in dynamo.query_pages(dynamodb, request, "the events of the report could not be read"):
             for raw in page.get("Items", []):
                 item = {k: _DESERIALIZER.deserialize(v) for k, v in raw.items()}
                 if item.get("kind") == "event" and "counter" in item:
                     yield item
-            if "LastEvaluatedKey" not in page:
-                break
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def _object_keys(report_id: str) -> dict[str, str]:

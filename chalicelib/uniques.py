@@ -23,7 +23,7 @@ from typing import Any, Callable
 from botocore.exceptions import ClientError
 from hyperloglog import HyperLogLog
 
-from chalicelib import sketches, validation
+from chalicelib import dynamo, sketches, validation
 from chalicelib.errors import StorageError, ValidationError
 from chalicelib.settings import Settings
 
@@ -278,13 +278,5 @@ def _read_all_shards(dynamodb: Any, settings: Settings, name: str) -> list[Hyper
         "ExpressionAttributeValues": {":pk": {"S": f"{SKETCH_PREFIX}{name}"}},
         "ProjectionExpression": "pk, sk, sketch",
     }
-    found: list[HyperLogLog] = []
-    while True:
-        try:
-            response = dynamodb.query(**request)
-        except ClientError as exc:
-            raise StorageError("could not read the sketches") from exc
-        found.extend(_decode_item(item) for item in response.get("Items", []))
-        if "LastEvaluatedKey" not in response:
-            return found
-        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+    pages = dynamo.query_pages(dynamodb, request, "could not read the sketches")
+    return [_decode_item(item) for page in pages for item in page.get("Items", [])]

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from botocore.exceptions import ClientError
 
-from chalicelib import queues, validation, view_keys
+from chalicelib import dynamo, queues, validation, view_keys
 from chalicelib.errors import StorageError, ValidationError
 from chalicelib.queues import Message
 from chalicelib.settings import Settings
@@ -84,16 +84,8 @@ def count(
         },
         "Select": "COUNT",
     }
-    total = 0
-    while True:
-        try:
-            response = dynamodb.query(**request)
-        except ClientError as exc:
-            raise StorageError("could not count the view markers") from exc
-        total += int(response.get("Count", 0))
-        if "LastEvaluatedKey" not in response:
-            break
-        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+    pages = dynamo.query_pages(dynamodb, request, "could not count the view markers")
+    total = sum(int(page.get("Count", 0)) for page in pages)
     return {"url": url, "views": total, "start": validation.iso(start), "end": validation.iso(end)}
 
 
