@@ -121,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
 
     config = CLIFactory(str(PROJECT), environ=os.environ).create_config_obj(chalice_stage_name=args.stage)
     server = create_local_server(app, config, args.host, args.port)
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    # Ctrl-C and SIGTERM stop the server from another thread (shutdown() waits for serve_forever);
+    # setting SIGINT explicitly also works when a shell started the stack with SIGINT ignored.
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop_signal, lambda *_: threading.Thread(target=server.shutdown).start())
     (PROJECT / ".local-stack.pid").write_text(str(os.getpid()))
     log.info("API on http://%s:%d", args.host, args.port)
     try:
