@@ -9,8 +9,8 @@ from typing import Any, Callable
 
 from chalice import BadRequestError, Chalice, NotFoundError, Rate, Response
 
-from chalicelib import clock, counters, counting, events, queues, reports, stream_records, uniques, validation
-from chalicelib import view_keys, views, windows
+from chalicelib import clock, counters, counting, events, quarantine, queues, reports, stream_records, uniques
+from chalicelib import validation, view_keys, views, windows
 from chalicelib.aws import AwsClients
 from chalicelib.errors import NotFoundError as TallyNotFound
 from chalicelib.errors import PartialWriteError, StorageError, ValidationError
@@ -93,7 +93,7 @@ def get_histogram(counter: str) -> dict[str, Any]:
 @app.route("/quarantine", methods=["GET"])
 @answers
 def get_quarantine() -> dict[str, Any]:
-    return {"records": counters.quarantined(aws.dynamodb, settings)}
+    return {"records": quarantine.list_records(aws.dynamodb, settings, query().get("source"))}
 
 
 @app.on_dynamodb_record(

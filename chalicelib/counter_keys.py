@@ -15,7 +15,6 @@ from typing import Any
 from chalicelib.timebuckets import Bucket
 
 PREFIX = {"hour": "h", "day": "d"}
-QUARANTINE_PK = "QUARANTINE#events-stream"
 # Events-table sort keys: ISO ingest minute, then "SS.mmmZ#<random>".
 _EVENT_SORT_KEY = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:)((\d\d)\.\d{3}Z#[A-Za-z0-9_-]{1,64})")
 LEDGER_SLICES = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)  # seconds that divide a minute

@@ -20,23 +20,6 @@ MAX_HISTOGRAM_BUCKETS = 5000
 MAX_WINDOW_MINUTES = 400 * 1440
 
 
-def quarantined(dynamodb: Any, settings: Settings, limit: int = 100) -> list[dict[str, str]]:
-    """Records the stream handler set aside (up to `limit`)."""
-    try:
-        response = dynamodb.query(
-            TableName=settings.counts_table,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": counter_keys.QUARANTINE_PK}},
-            Limit=limit,
-        )
-    except ClientError as exc:
-        raise StorageError("could not read the quarantine") from exc
-    return [
-        {"event_id": i["sk"]["S"], "reason": i["reason"]["S"], "seen_at": i["seen_at"]["S"], "record": i["record"]["S"]}
-        for i in response.get("Items", [])
-    ]
-
-
 # -- reads -------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

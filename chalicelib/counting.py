@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 
 from botocore.exceptions import ClientError
 
-from chalicelib import counter_keys, timebuckets, validation
+from chalicelib import counter_keys, quarantine, timebuckets, validation
 from chalicelib.errors import StorageError, ValidationError
 from chalicelib.events import Event
 from chalicelib.settings import Settings
@@ -30,7 +30,6 @@ from chalicelib.stream_records import StreamRecord
 from chalicelib.timebuckets import Bucket
 
 MAX_TRANSACTION_ITEMS = 100
-QUARANTINE_TTL_SECONDS = 30 * 86400
 _RETRYABLE_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
 Sleep = Callable[[float], None]
 
@@ -281,18 +280,6 @@ def _ledger_entries(dynamodb: Any, settings: Settings, proof_key: tuple[str, str
 
 
 def _quarantine(dynamodb: Any, settings: Settings, record: StreamRecord, reason: str, now_ms: int) -> None:
-    """Set a record that cannot be counted aside, keyed by its stream event id (idempotent)."""
-    try:
-        dynamodb.put_item(
-            TableName=settings.counts_table,
-            Item={
-                "pk": {"S": counter_keys.QUARANTINE_PK},
-                "sk": {"S": record.event_id or record.sequence_number},
-                "reason": {"S": reason},
-                "record": {"S": record.raw_json()},
-                "seen_at": {"S": validation.iso(now_ms)},
-                "expires_at": {"N": str(now_ms // 1000 + QUARANTINE_TTL_SECONDS)},
-            },
-        )
-    except ClientError as exc:
-        raise StorageError("could not set a bad stream record aside") from exc
+    """Set a record that cannot be counted aside, keyed by its stream event id."""
+    quarantine.put(dynamodb, settings, "events-stream", record.event_id or record.sequence_number,
+                   record.raw_json(), reason, now_ms)

@@ -23,13 +23,11 @@ from typing import Any, Callable
 from botocore.exceptions import ClientError
 from hyperloglog import HyperLogLog
 
-from chalicelib import dynamo, sketches, validation
+from chalicelib import dynamo, quarantine, sketches, validation
 from chalicelib.errors import StorageError, ValidationError
 from chalicelib.settings import Settings
 
 SKETCH_PREFIX = "HLL#"
-QUARANTINE_PK = "QUARANTINE#uniques-queue"
-QUARANTINE_TTL_SECONDS = 30 * 86400
 MAX_ITEMS = 500
 MAX_ITEM_CHARS = 1024
 MAX_UNION_NAMES = 50
@@ -235,21 +233,9 @@ def _decode_item(item: dict[str, Any]) -> HyperLogLog:
 
 
 def _quarantine(dynamodb: Any, settings: Settings, record: dict[str, Any], reason: str, now_ms: int) -> None:
-    """Set a message that cannot be applied aside, keyed by its message id (idempotent)."""
-    try:
-        dynamodb.put_item(
-            TableName=settings.counts_table,
-            Item={
-                "pk": {"S": QUARANTINE_PK},
-                "sk": {"S": str(record.get("messageId") or "unknown")},
-                "reason": {"S": reason},
-                "record": {"S": json.dumps(record, default=str)[:8000]},
-                "seen_at": {"S": validation.iso(now_ms)},
-                "expires_at": {"N": str(now_ms // 1000 + QUARANTINE_TTL_SECONDS)},
-            },
-        )
-    except ClientError as exc:
-        raise StorageError("could not set a bad message aside") from exc
+    """Set a message that cannot be applied aside, keyed by its message id."""
+    quarantine.put(dynamodb, settings, "uniques-queue", str(record.get("messageId") or ""),
+                   json.dumps(record, default=str), reason, now_ms)
 
 
 # -- reads ----------------------------------------------------------------------------------

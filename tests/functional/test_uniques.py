@@ -213,11 +213,9 @@ def test_given_poison_messages_between_good_ones_when_delivered_then_good_counte
     assert result["quarantined"] == 4 and result["items"] == 21
     assert get(client, "/hyperloglog/visitors").json_body["cardinality"] == expected(items("p", 0, 20), ["p-100"])
     deliver(client, batch)
-    set_aside = aws.dynamodb.query(
-        TableName=SETTINGS.counts_table, KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": uniques.QUARANTINE_PK}},
-    )["Items"]
-    assert sorted(i["sk"]["S"] for i in set_aside) == sorted(poison)
+    set_aside = get(client, "/quarantine?source=uniques-queue").json_body["records"]
+    assert sorted(r["id"] for r in set_aside) == sorted(poison)
+    assert {r["source"] for r in get(client, "/quarantine").json_body["records"]} == {"uniques-queue"}
 
 
 def test_given_corrupt_stored_sketch_when_read_or_written_then_503_and_clear_error(

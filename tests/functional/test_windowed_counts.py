@@ -174,9 +174,10 @@ def test_given_poison_records_in_batch_when_delivered_then_good_ones_counted_and
     result = deliver(app_module, batch)
     assert result["counted"] == 4 and result["quarantined"] == 3
     assert window_count(client, "mixed", "window=5m")["count"] == 4
-    quarantine = client.http.get("/quarantine").json_body["records"]
+    quarantine = client.http.get("/quarantine?source=events-stream").json_body["records"]
     assert len(quarantine) == 3
-    assert {q["event_id"] for q in quarantine} == {batch[1]["eventID"], batch[3]["eventID"], batch[5]["eventID"]}
+    assert {q["id"] for q in quarantine} == {batch[1]["eventID"], batch[3]["eventID"], batch[5]["eventID"]}
+    assert client.http.get("/quarantine?source=elsewhere").status_code == 400
     # Delivered again: still 4, and the quarantine does not grow.
     deliver(app_module, batch)
     assert window_count(client, "mixed", "window=5m")["count"] == 4

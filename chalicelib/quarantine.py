@@ -1,0 +1,58 @@
+"""Records a background handler could not apply, set aside where an operator can find them.
+
+Items `QUARANTINE#<source>` / `<record id>` in the counts table, kept 30 days. Putting the
+same record aside twice (a redelivered batch) leaves one item. Views use their queue's
+dead-letter queue instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib import dynamo, validation
+from chalicelib.errors import StorageError, ValidationError
+from chalicelib.settings import Settings
+
+SOURCES = ("events-stream", "uniques-queue")
+TTL_SECONDS = 30 * 86400
+MAX_RECORD_CHARS = 8000
+
+
+def put(dynamodb: Any, settings: Settings, source: str, record_id: str, record: str, reason: str, now_ms: int) -> None:
+    try:
+        dynamodb.put_item(
+            TableName=settings.counts_table,
+            Item={
+                "pk": {"S": f"QUARANTINE#{source}"},
+                "sk": {"S": record_id or "unknown"},
+                "reason": {"S": reason},
+                "record": {"S": record[:MAX_RECORD_CHARS]},
+                "seen_at": {"S": validation.iso(now_ms)},
+                "expires_at": {"N": str(now_ms // 1000 + TTL_SECONDS)},
+            },
+        )
+    except ClientError as exc:
+        raise StorageError(f"could not set a bad {source} record aside") from exc
+
+
+def list_records(dynamodb: Any, settings: Settings, source: str | None, limit: int = 100) -> list[dict[str, str]]:
+    """Set-aside records of one source, or of every source, up to `limit` per source."""
+    if source is not None and source not in SOURCES:
+        raise ValidationError(f"source must be one of {', '.join(SOURCES)}")
+    records: list[dict[str, str]] = []
+    for name in [source] if source else SOURCES:
+        request = {
+            "TableName": settings.counts_table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": f"QUARANTINE#{name}"}},
+            "Limit": limit,
+        }
+        page = next(dynamo.query_pages(dynamodb, request, "could not read the quarantine"))
+        records += [
+            {"source": name, "id": i["sk"]["S"], "reason": i["reason"]["S"], "seen_at": i["seen_at"]["S"],
+             "record": i["record"]["S"]}
+            for i in page.get("Items", [])
+        ]
+    return records
