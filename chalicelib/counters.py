@@ -1,4 +1,4 @@
-"""Windowed counts: answer a window from the fewest buckets, a histogram, the quarantine.
+"""Windowed counts: a window read from its day and hour items, and histograms.
 
 The buckets are written by chalicelib.counting; their keys are in chalicelib.counter_keys.
 """
@@ -9,13 +9,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from botocore.exceptions import ClientError
-
 from chalicelib import counter_keys, dynamo, timebuckets, validation
-from chalicelib.errors import StorageError, ValidationError
+from chalicelib.errors import ValidationError
 from chalicelib.settings import Settings
 
-MAX_BATCH_GET_KEYS = 100
 MAX_HISTOGRAM_BUCKETS = 5000
 MAX_WINDOW_MINUTES = 400 * 1440
 
@@ -87,27 +84,8 @@ def _part_count(item: dict[str, Any], part: timebuckets.Part) -> int:
 def _batch_get(
     dynamodb: Any, settings: Settings, keys: list[dict[str, Any]], sleep: Callable[[float], None]
 ) -> dict[tuple[str, str], dict[str, Any]]:
-    found: dict[tuple[str, str], dict[str, Any]] = {}
-    for start in range(0, len(keys), MAX_BATCH_GET_KEYS):
-        request: dict[str, Any] = {
-            settings.counts_table: {
-                "Keys": keys[start : start + MAX_BATCH_GET_KEYS],
-            }
-        }
-        for attempt in range(8):
-            try:
-                response = dynamodb.batch_get_item(RequestItems=request)
-            except ClientError as exc:
-                raise StorageError("could not read the counts") from exc
-            for item in response.get("Responses", {}).get(settings.counts_table, []):
-                found[(item["pk"]["S"], item["sk"]["S"])] = item
-            request = response.get("UnprocessedKeys") or {}
-            if not request:
-                break
-            sleep(min(0.05 * 2**attempt, 2.0))
-        else:
-            raise StorageError("the counts table kept returning unprocessed keys")
-    return found
+    items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the counts", sleep)
+    return {(item["pk"]["S"], item["sk"]["S"]): item for item in items}
 
 
 def histogram(

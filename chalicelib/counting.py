@@ -22,15 +22,15 @@ from typing import Any, Callable, Iterable
 
 from botocore.exceptions import ClientError
 
-from chalicelib import counter_keys, quarantine, timebuckets, validation
+from chalicelib import counter_keys, dynamo, quarantine, timebuckets, validation
 from chalicelib.errors import StorageError, ValidationError
 from chalicelib.events import Event
 from chalicelib.settings import Settings
+from chalicelib.retry import backoff
 from chalicelib.stream_records import StreamRecord
 from chalicelib.timebuckets import Bucket
 
 MAX_TRANSACTION_ITEMS = 100
-_RETRYABLE_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
 Sleep = Callable[[float], None]
 
 
@@ -236,7 +236,7 @@ def _commit(
     """Apply one chunk; returns (counted, duplicates, transactions attempted)."""
     duplicates = 0
     transactions = 0
-    backoff = 0
+    retries = 0
     while chunk:
         transactions += 1
         transaction = _transaction(settings, chunk, now_ms)
@@ -244,9 +244,10 @@ def _commit(
             dynamodb.transact_write_items(TransactItems=transaction.items)
             return len(chunk), duplicates, transactions
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+            cancelled = dynamo.cancellation_reasons(exc)
+            if cancelled is None:
                 raise StorageError("counting transaction failed") from exc
-            reasons = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
+            reasons = cancelled
         failed = [role for role, code in zip(transaction.roles, reasons) if code == "ConditionalCheckFailed"]
         seen = {id(c) for role, c in failed if role == "marker"}
         for role, proof_key in failed:
@@ -258,9 +259,10 @@ def _commit(
             duplicates += len(seen)
             chunk = [c for c in chunk if id(c) not in seen]
             continue
-        if reasons and all(code in _RETRYABLE_REASONS | {"None", "ConditionalCheckFailed"} for code in reasons) and backoff < 6:
-            sleep(min(0.05 * 2**backoff, 2.0))
-            backoff += 1
+        retryable = dynamo.RETRYABLE_CANCELLATIONS | {"None", "ConditionalCheckFailed"}
+        if reasons and all(code in retryable for code in reasons) and retries < 6:
+            sleep(backoff(retries))
+            retries += 1
             continue
         raise StorageError(f"counting transaction cancelled: {reasons}")
     return 0, duplicates, transactions

@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 from boto3.dynamodb.types import TypeSerializer
 
 from chalicelib import validation
+from chalicelib.retry import backoff
 from chalicelib.errors import PartialWriteError, StorageError, ValidationError
 from chalicelib.settings import Settings
 
@@ -156,7 +157,7 @@ def store(
         if not pending:
             return [e.id for e in events]
         if attempt < attempts - 1:
-            sleep(min(0.05 * 2**attempt, 1.0))
+            sleep(backoff(attempt, cap=1.0))
     failed = [e.id for e, _ in pending]
     stored = [e.id for e in events if all(e is not p for p, _ in pending)]
     if not stored:

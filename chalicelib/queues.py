@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 from botocore.exceptions import ClientError
 
 from chalicelib.errors import StorageError
+from chalicelib.retry import backoff
 
 MAX_ENTRIES = 10  # SendMessageBatch / DeleteMessageBatch limit
 _ATTEMPTS = 5
@@ -88,6 +89,6 @@ def _batched(
             if not pending:
                 break
             if attempt < _ATTEMPTS - 1:
-                sleep(min(0.05 * 2**attempt, 1.0))
+                sleep(backoff(attempt, cap=1.0))
         else:
             raise StorageError(failure)

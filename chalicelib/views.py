@@ -21,13 +21,12 @@ from chalicelib import dynamo, queues, validation, view_keys
 from chalicelib.errors import StorageError, ValidationError
 from chalicelib.queues import Message
 from chalicelib.settings import Settings
+from chalicelib.retry import backoff
 from chalicelib.view_keys import View
 
 Sleep = Callable[[float], None]
 MAX_TRANSACTION_ITEMS = 100
-MAX_BATCH_GET_KEYS = 100
 MAX_BACKOFFS = 6
-_RETRYABLE_REASONS = {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
 _RETRYABLE_ERRORS = {
     "ProvisionedThroughputExceededException",
     "ThrottlingException",
@@ -205,25 +204,16 @@ def _visible_markers(
     read fails the transactions' conditions still catch every duplicate."""
     found: set[tuple[str, str]] = set()
     now_s = now_ms // 1000
-    for start in range(0, len(keys), MAX_BATCH_GET_KEYS):
-        request: dict[str, Any] = {
-            settings.counts_table: {
-                "Keys": [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in keys[start : start + MAX_BATCH_GET_KEYS]],
-                "ProjectionExpression": "pk, sk, expires_at",
-            }
-        }
-        for attempt in range(MAX_BACKOFFS):
-            try:
-                response = dynamodb.batch_get_item(RequestItems=request)
-            except ClientError:
-                return found
-            for item in response.get("Responses", {}).get(settings.counts_table, []):
-                if int(item["expires_at"]["N"]) > now_s:
-                    found.add((item["pk"]["S"], item["sk"]["S"]))
-            request = response.get("UnprocessedKeys") or {}
-            if not request:
-                break
-            sleep(min(0.05 * 2**attempt, 1.0))
+    items = dynamo.batch_get_items(
+        dynamodb, settings.counts_table, [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in keys],
+        "could not read the view markers", sleep, attempts=MAX_BACKOFFS, cap=1.0, projection="pk, sk, expires_at",
+    )
+    try:
+        for item in items:
+            if int(item["expires_at"]["N"]) > now_s:
+                found.add((item["pk"]["S"], item["sk"]["S"]))
+    except StorageError:
+        pass  # an optimisation only: what was read still saves cancelled transactions
     return found
 
 
@@ -279,8 +269,8 @@ def _commit(
             return sum(len(members) for _, members in chunk), duplicates, attempts
         except ClientError as exc:
             error = exc.response.get("Error", {}).get("Code", "")
-            reasons = [r.get("Code") or "None" for r in exc.response.get("CancellationReasons", [])]
-        if error == "TransactionCanceledException":
+            reasons = dynamo.cancellation_reasons(exc)
+        if reasons is not None:
             # Item order is each group's markers, then its counter update.
             dropped: set[int] = set()
             position = 0
@@ -294,14 +284,14 @@ def _commit(
                 duplicates += len(dropped)
                 chunk = [(pk, kept) for pk, members in chunk if (kept := [p for p in members if id(p) not in dropped])]
                 continue
-            retryable = bool(reasons) and all(code in _RETRYABLE_REASONS | {"None"} for code in reasons)
+            retryable = bool(reasons) and all(code in dynamo.RETRYABLE_CANCELLATIONS | {"None"} for code in reasons)
         else:
             retryable = error in _RETRYABLE_ERRORS
         if not retryable:
             raise RejectedError(f"view transaction rejected: {error} {reasons}")
         if backoffs >= MAX_BACKOFFS:
             raise StorageError(f"view transaction kept failing: {error} {reasons}")
-        sleep(min(0.05 * 2**backoffs, 2.0))
+        sleep(backoff(backoffs))
         backoffs += 1
     return 0, duplicates, attempts
 
