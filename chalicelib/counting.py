@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter as Tally
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Callable, Iterable
 
@@ -39,6 +39,7 @@ class Countable:
     event: Event
     proof_key: tuple[str, str]  # the marker or ledger item that proves it was counted
     entry: str | None  # the ledger entry; None for a marker
+    buckets: tuple[Bucket, ...] = ()  # where it is counted: its buckets not yet expired
 
     @property
     def identity(self) -> tuple[str, str, str | None]:
@@ -105,15 +106,16 @@ def apply_stream_batch(
             _quarantine(dynamodb, settings, record, str(exc), now_ms)
             result.quarantined.append(record.event_id)
             continue
+        buckets = live_buckets(countable.event, now_ms)
         if countable.identity in pending:
             result.duplicates += 1
-        elif not live_buckets(countable.event, now_ms):
+        elif not buckets:
             result.expired += 1
         else:
-            pending[countable.identity] = countable
+            pending[countable.identity] = replace(countable, buckets=tuple(buckets))
     # Sorting keeps events of one counter and minute together, so they share updates.
     ordered = sorted(pending.values(), key=lambda c: (c.event.counter, c.event.time_ms))
-    for chunk in _chunks(ordered, now_ms):
+    for chunk in _chunks(ordered):
         counted, duplicates, transactions = _commit(dynamodb, settings, chunk, now_ms, sleep)
         result.counted += counted
         result.duplicates += duplicates
@@ -130,21 +132,21 @@ def _bucket_expiry_s(bucket: Bucket, event: Event) -> int:
     return bucket.end_ms // 1000 + event.retention_seconds
 
 
-def _items_needed(countable: Countable, now_ms: int) -> set[tuple[str, Any]]:
+def _items_needed(countable: Countable) -> set[tuple[str, Any]]:
     """The distinct transaction items an event needs besides its own marker."""
-    needed: set[tuple[str, Any]] = {("bucket", (countable.event.counter, b)) for b in live_buckets(countable.event, now_ms)}
+    needed: set[tuple[str, Any]] = {("bucket", (countable.event.counter, b)) for b in countable.buckets}
     if countable.entry is not None:
         needed.add(("ledger", countable.proof_key))
     return needed
 
 
-def _chunks(countables: list[Countable], now_ms: int) -> Iterable[list[Countable]]:
+def _chunks(countables: list[Countable]) -> Iterable[list[Countable]]:
     """Groups of events whose transaction items fit in one TransactWriteItems."""
     chunk: list[Countable] = []
     shared: set[tuple[str, Any]] = set()
     markers = 0
     for countable in countables:
-        needed = _items_needed(countable, now_ms)
+        needed = _items_needed(countable)
         marker = 1 if countable.entry is None else 0
         if chunk and markers + marker + len(shared | needed) > MAX_TRANSACTION_ITEMS:
             yield chunk
@@ -198,7 +200,7 @@ def _transaction(settings: Settings, chunk: list[Countable], now_ms: int) -> _Tr
     expiry: dict[tuple[str, Bucket], int] = {}
     retention: dict[tuple[str, Bucket], int] = {}
     for c in chunk:
-        for bucket in live_buckets(c.event, now_ms):
+        for bucket in c.buckets:
             key = (c.event.counter, bucket)
             increments[key] += 1
             if bucket.resolution == "hour":
