@@ -13,14 +13,15 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any, Callable
 
 from botocore.exceptions import ClientError
 from boto3.dynamodb.types import TypeSerializer
 
 from chalicelib import validation
-from chalicelib.retry import backoff
 from chalicelib.errors import PartialWriteError, StorageError, ValidationError
+from chalicelib.retry import backoff
 from chalicelib.settings import Settings
 
 MAX_BATCH = 25
@@ -74,19 +75,19 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
     attributes = raw.get("attributes", {})
     if not isinstance(attributes, dict):
         raise ValidationError(f"{where}.attributes must be a JSON object")
+    size = len(repr(attributes))  # measured as sent, before floats become Decimals
+    attributes = _to_dynamodb_numbers(attributes)
     try:
-        _SERIALIZER.serialize(_to_dynamodb_numbers(attributes))
+        _SERIALIZER.serialize(attributes)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"{where}.attributes cannot be stored: {exc}") from exc
-    if len(repr(attributes)) > MAX_ATTRIBUTES_BYTES:
+    if size > MAX_ATTRIBUTES_BYTES:
         raise ValidationError(f"{where}.attributes is larger than {MAX_ATTRIBUTES_BYTES} bytes")
     return Event(counter, event_id, t_ms, retention, attributes, id_given)
 
 
 def _to_dynamodb_numbers(value: Any) -> Any:
     """JSON floats become Decimals: DynamoDB numbers cannot be floats."""
-    from decimal import Decimal
-
     if isinstance(value, float):
         return Decimal(repr(value))
     if isinstance(value, dict):
@@ -122,7 +123,7 @@ def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:
         "time": event.time_ms,
         "retention": event.retention_seconds,
         "ingested_at": ingest_ms,
-        "attributes": _to_dynamodb_numbers(event.attributes),
+        "attributes": event.attributes,
         "expires_at": ingest_ms // 1000 + settings.event_ttl_seconds,
     }
 
