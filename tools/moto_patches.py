@@ -3,7 +3,8 @@
 1. Isolation. moto applies a transaction item by item in the live table and undoes it on
    failure, and its server answers requests on many threads: a concurrent reader could see a
    cancelled transaction's writes, and two conditional writes could both pass their check.
-   One lock around every item operation makes each request (and each transaction) atomic.
+   One lock around every item operation makes each request (and each transaction) atomic,
+   and readers get copies of what they read, taken under that lock.
 2. Cost. moto backs up a whole table (deepcopy) once per item of every transaction so it can
    roll back, which makes long runs quadratic. Only the items a transaction names are
    snapshotted and restored on failure; the behaviour (all or nothing, same errors) is moto's.
@@ -22,14 +23,19 @@ from typing import Any, Callable
 
 _INSTALLED = False
 _LOCK = threading.RLock()
-_ITEM_OPERATIONS = ("put_item", "get_item", "query", "scan", "update_item", "delete_item", "transact_write_items")
+_WRITES = ("put_item", "update_item", "delete_item", "transact_write_items")
+# moto hands readers its live item objects and serialises them after the call returns, so a
+# reader could still see a later write (or a cancelled transaction) land in them: readers
+# get copies taken under the lock.
+_READS = ("get_item", "query", "scan")
 
 
-def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
+def _locked(method: Callable[..., Any], copy_result: bool = False) -> Callable[..., Any]:
     @functools.wraps(method)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         with _LOCK:
-            return method(*args, **kwargs)
+            result = method(*args, **kwargs)
+            return copy.deepcopy(result) if copy_result else result
 
     return wrapper
 
@@ -75,8 +81,10 @@ def install() -> None:
 
     models.copy = _CopyExceptTables  # type: ignore[assignment]
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
-    for name in _ITEM_OPERATIONS:
+    for name in _WRITES:
         setattr(DynamoDBBackend, name, _locked(getattr(DynamoDBBackend, name)))
+    for name in _READS:
+        setattr(DynamoDBBackend, name, _locked(getattr(DynamoDBBackend, name), copy_result=True))
     _INSTALLED = True
 
 
