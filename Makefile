@@ -7,7 +7,7 @@ AWS_PORT ?= 5000
 # Longest SQS batching window locally, in seconds (AWS uses the configured one, up to 60 s).
 BATCHING_WINDOW ?= 5
 
-.PHONY: run test unit functional e2e bench trigger package clean
+.PHONY: run test check unit functional e2e bench trigger package clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,15 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 run: $(BIN)/.installed
 	$(BIN)/python -m tools.local_stack --port $(PORT) --aws-port $(AWS_PORT) --max-batching-window $(BATCHING_WINDOW)
 
-test: $(BIN)/.installed
+test: check $(BIN)/.installed
 	$(BIN)/python -m pytest
+
+# Lint, format, types and the import contracts (pyproject.toml): part of `make test`.
+check: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 unit: $(BIN)/.installed
 	$(BIN)/python -m pytest tests/unit

@@ -5,16 +5,28 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from chalice import BadRequestError, Chalice, NotFoundError, Rate, Response
+from chalice.app import BadRequestError, Chalice, NotFoundError, Rate, Request, Response
 
-from chalicelib import clock, counters, counting, events, quarantine, queues, reports, stream_records, uniques
-from chalicelib import validation, view_keys, views, windows
-from chalicelib.aws import AwsClients
-from chalicelib.errors import NotFoundError as TallyNotFound
-from chalicelib.errors import PartialWriteError, StorageError, ValidationError
-from chalicelib.settings import Settings
+from chalicelib.core import clock, quarantine, queues, validation
+from chalicelib.core import window_params as windows
+from chalicelib.core.aws import AwsClients
+from chalicelib.core.errors import NotFoundError as TallyNotFound
+from chalicelib.core.errors import PartialWriteError, StorageError, ValidationError
+from chalicelib.core.settings import Settings
+from chalicelib.counters import reads as counters
+from chalicelib.counters import stream_apply as counting
+from chalicelib.events import ingest as events
+from chalicelib.events import stream_records
+from chalicelib.reports import api as reports_api
+from chalicelib.reports import runs as reports_runs
+from chalicelib.uniques import api as uniques_api
+from chalicelib.uniques import batches as uniques_batches
+from chalicelib.views import api as views_api
+from chalicelib.views import batches as views_batches
+from chalicelib.views import keys as view_keys
 
 app = Chalice(app_name="tally")
 app.log.setLevel(logging.INFO)
@@ -46,8 +58,14 @@ def answers(view: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def request() -> Request:
+    current = app.current_request
+    assert current is not None, "only called while a request is handled"
+    return current
+
+
 def json_body() -> Any:
-    raw = app.current_request.raw_body
+    raw = request().raw_body
     if not raw:
         raise ValidationError("the request needs a JSON body")
     try:
@@ -57,10 +75,11 @@ def json_body() -> Any:
 
 
 def query() -> dict[str, str]:
-    return dict(app.current_request.query_params or {})
+    return dict(request().query_params or {})
 
 
 # -- events and windowed counters ---------------------------------------------------------
+
 
 @app.route("/events", methods=["POST"], content_types=BODY_TYPES)
 @answers
@@ -110,11 +129,12 @@ def on_event_records(event: Any) -> dict[str, Any]:
 
 # -- unique counts (HyperLogLog) ----------------------------------------------------------
 
+
 @app.route("/hyperloglog/{name}", methods=["POST"], content_types=BODY_TYPES)
 @answers
 def post_unique_items(name: str) -> Response:
     sketch_name = validation.name(name, "name")
-    accepted = uniques.enqueue(aws.sqs, settings, sketch_name, uniques.parse_items(json_body()))
+    accepted = uniques_api.enqueue(aws.sqs, settings, sketch_name, uniques_api.parse_items(json_body()))
     return Response(body={"accepted": accepted}, status_code=202)
 
 
@@ -122,14 +142,14 @@ def post_unique_items(name: str) -> Response:
 @answers
 def get_unique_count(name: str) -> dict[str, Any]:
     sketch_name = validation.name(name, "name")
-    return {"name": sketch_name, **uniques.cardinality(aws.dynamodb, settings, [sketch_name])}
+    return {"name": sketch_name, **uniques_api.cardinality(aws.dynamodb, settings, [sketch_name])}
 
 
 @app.route("/hyperloglog", methods=["GET"])
 @answers
 def get_union_count() -> dict[str, Any]:
-    names = uniques.parse_names(query().get("names"))
-    return {"names": names, **uniques.cardinality(aws.dynamodb, settings, names)}
+    names = uniques_api.parse_names(query().get("names"))
+    return {"names": names, **uniques_api.cardinality(aws.dynamodb, settings, names)}
 
 
 @app.on_sqs_message(
@@ -138,16 +158,17 @@ def get_union_count() -> dict[str, Any]:
     maximum_batching_window_in_seconds=settings.uniques_batching_window_seconds,
 )
 def on_unique_items(event: Any) -> dict[str, Any]:
-    result = uniques.apply_messages(aws.dynamodb, settings, event.to_dict()["Records"], clock.now_ms())
+    result = uniques_batches.apply_messages(aws.dynamodb, settings, event.to_dict()["Records"], clock.now_ms())
     app.log.info("unique items: %s", result.as_dict())
     return result.as_dict()
 
 
 # -- scheduled reports ------------------------------------------------------------------------
 
+
 @app.schedule(Rate(settings.report_interval_minutes, unit=Rate.MINUTES))
 def run_scheduled_report(event: Any) -> dict[str, Any]:
-    result = reports.run(aws.dynamodb, aws.s3, settings, clock.now_ms())
+    result = reports_runs.run(aws.dynamodb, aws.s3, settings, clock.now_ms())
     app.log.info("report run: %s", result.as_dict())
     return result.as_dict()
 
@@ -155,28 +176,29 @@ def run_scheduled_report(event: Any) -> dict[str, Any]:
 @app.route("/reports", methods=["POST"], content_types=BODY_TYPES)
 @answers
 def post_reports() -> Response:
-    result = reports.run(aws.dynamodb, aws.s3, settings, clock.now_ms())
+    result = reports_runs.run(aws.dynamodb, aws.s3, settings, clock.now_ms())
     return Response(body=result.as_dict(), status_code=201 if result.written else 200)
 
 
 @app.route("/reports", methods=["GET"])
 @answers
 def get_reports() -> dict[str, Any]:
-    return {"reports": reports.list_reports(aws.dynamodb, settings, query().get("limit"))}
+    return {"reports": reports_api.list_reports(aws.dynamodb, settings, query().get("limit"))}
 
 
 @app.route("/reports/{report_id}", methods=["GET"])
 @answers
 def get_report(report_id: str) -> dict[str, Any]:
-    return reports.get_report(aws.dynamodb, aws.s3, settings, report_id)
+    return reports_api.get_report(aws.dynamodb, aws.s3, settings, report_id)
 
 
 # -- exact view counters ----------------------------------------------------------------
 
+
 @app.route("/views", methods=["POST"], content_types=BODY_TYPES)
 @answers
 def post_views() -> Response:
-    views.enqueue(aws.sqs, settings, view_keys.parse_body(json_body()))
+    views_api.enqueue(aws.sqs, settings, view_keys.parse_body(json_body()))
     return Response(body={"accepted": True}, status_code=202)
 
 
@@ -188,7 +210,7 @@ def get_views() -> dict[str, Any]:
     url = view_keys.text(params.get("url"), "url", view_keys.URL_MAX_CHARS)
     start = validation.time_ms(params["start"], "start") if "start" in params else None
     end = validation.time_ms(params["end"], "end") if "end" in params else None
-    return views.count(aws.dynamodb, settings, url, start, end, now)
+    return views_api.count(aws.dynamodb, settings, url, start, end, now)
 
 
 @app.on_sqs_message(
@@ -198,6 +220,6 @@ def get_views() -> dict[str, Any]:
 )
 def on_view_messages(event: Any) -> dict[str, int]:
     messages = queues.from_lambda_event(event.to_dict())
-    result = views.apply_messages(aws.dynamodb, aws.sqs, settings, messages, clock.now_ms())
+    result = views_batches.apply_messages(aws.dynamodb, aws.sqs, settings, messages, clock.now_ms())
     app.log.info("view messages: %s", result.as_dict())
     return result.as_dict()

@@ -11,8 +11,11 @@ SUPPORT = {"env", "metering"}
 
 
 def main() -> int:
-    names = sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])
-                   if m.name not in SUPPORT and not m.name.startswith("_"))
+    names = sorted(
+        m.name
+        for m in pkgutil.iter_modules([str(Path(__file__).parent)])
+        if m.name not in SUPPORT and not m.name.startswith("_")
+    )
     for name in names:
         print(f"\n# bench.{name}\n", flush=True)
         status = importlib.import_module(f"bench.{name}").main([])

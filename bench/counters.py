@@ -30,8 +30,11 @@ from boto3.dynamodb.types import TypeSerializer  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from bench.metering import Meter, MotoProbe  # noqa: E402
-from chalicelib import counters, counting, events, stream_records  # noqa: E402
-from chalicelib.settings import Settings  # noqa: E402
+from chalicelib.core.settings import Settings  # noqa: E402
+from chalicelib.counters import reads as counters  # noqa: E402
+from chalicelib.counters import stream_apply as counting  # noqa: E402
+from chalicelib.events import ingest as events  # noqa: E402
+from chalicelib.events import stream_records  # noqa: E402
 from tools import resources  # noqa: E402
 
 COUNTERS = ["jobs.provider-1", "jobs.provider-2", "jobs.provider-3"]
@@ -55,7 +58,9 @@ SCENARIOS = [
 ]
 
 
-def make_items(count: int, scenario: Scenario, start_ms: int, settings: Settings, rng: random.Random) -> list[dict[str, Any]]:
+def make_items(
+    count: int, scenario: Scenario, start_ms: int, settings: Settings, rng: random.Random
+) -> list[dict[str, Any]]:
     items = []
     for i in range(count):
         ingest = start_ms + int(i * 1000 / scenario.ingest_per_second)
@@ -66,8 +71,10 @@ def make_items(count: int, scenario: Scenario, start_ms: int, settings: Settings
 
 
 def stream_batches(items: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
-    records = [{"eventID": str(i), "eventName": "INSERT", "dynamodb": {"NewImage": item, "SequenceNumber": str(i)}}
-               for i, item in enumerate(items)]
+    records = [
+        {"eventID": str(i), "eventName": "INSERT", "dynamodb": {"NewImage": item, "SequenceNumber": str(i)}}
+        for i, item in enumerate(items)
+    ]
     return [records[i : i + size] for i in range(0, len(records), size)]
 
 
@@ -80,10 +87,15 @@ def seed_apply(dynamodb: Any, batch: list[dict[str, Any]]) -> None:
         ms = int(image["time"]["N"])
         for key in (f"{image['counter']['S']}_hour_{ms // HOUR_MS}", f"{image['counter']['S']}_minute_{ms // 60_000}"):
             dynamodb.update_item(
-                TableName=SEED_TABLE, Key={"id": {"S": key}},
+                TableName=SEED_TABLE,
+                Key={"id": {"S": key}},
                 UpdateExpression="SET #count = if_not_exists(#count, :zero) + :one, #ttl = if_not_exists(#ttl, :ttl)",
                 ExpressionAttributeNames={"#count": "count", "#ttl": "ttl"},
-                ExpressionAttributeValues={":one": {"N": "1"}, ":zero": {"N": "0"}, ":ttl": {"N": str(ms // 1000 + 90_000)}},
+                ExpressionAttributeValues={
+                    ":one": {"N": "1"},
+                    ":zero": {"N": "0"},
+                    ":ttl": {"N": str(ms // 1000 + 90_000)},
+                },
             )
 
 
@@ -95,7 +107,9 @@ def seed_24h(dynamodb: Any, counter: str, end_ms: int) -> int:
     keys += [f"{counter}_minute_{m}" for m in range(first, (first // 60 + 1) * 60)]
     total = 0
     for start in range(0, len(keys), 100):
-        response = dynamodb.batch_get_item(RequestItems={SEED_TABLE: {"Keys": [{"id": {"S": k}} for k in keys[start:start + 100]]}})
+        response = dynamodb.batch_get_item(
+            RequestItems={SEED_TABLE: {"Keys": [{"id": {"S": k}} for k in keys[start : start + 100]]}}
+        )
         total += sum(int(i["count"]["N"]) for i in response["Responses"][SEED_TABLE])
     return total
 
@@ -104,10 +118,15 @@ def fresh_stack(settings: Settings) -> tuple[Any, Any]:
     session = boto3.session.Session(region_name="us-east-1")
     dynamodb = session.client("dynamodb")
     probe = MotoProbe(dynamodb)
-    resources.ensure(dynamodb, session.client("sqs"), session.client("s3"), resources.for_settings(settings), "us-east-1")
-    dynamodb.create_table(TableName=SEED_TABLE, BillingMode="PAY_PER_REQUEST",
-                          KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-                          AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}])
+    resources.ensure(
+        dynamodb, session.client("sqs"), session.client("s3"), resources.for_settings(settings), "us-east-1"
+    )
+    dynamodb.create_table(
+        TableName=SEED_TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+    )
     return dynamodb, probe
 
 
@@ -120,8 +139,10 @@ def run_writes(scenario: Scenario, count: int, batch_size: int) -> list[str]:
         items = make_items(count, scenario, start, settings, rng)
         batches = stream_batches(items, batch_size)
         now = start + int(count * 1000 / scenario.ingest_per_second) + 1000
-        truth = {c: sum(1 for i in items if i["counter"]["S"] == c and now // 60_000 - 1439 <= int(i["time"]["N"]) // 60_000)
-                 for c in COUNTERS}
+        truth = {
+            c: sum(1 for i in items if i["counter"]["S"] == c and now // 60_000 - 1439 <= int(i["time"]["N"]) // 60_000)
+            for c in COUNTERS
+        }
         session = boto3.session.Session(region_name="us-east-1")
         tally_client, seed_client = session.client("dynamodb"), session.client("dynamodb")
         tally, seed = Meter(probe), Meter(probe)
@@ -129,7 +150,9 @@ def run_writes(scenario: Scenario, count: int, batch_size: int) -> list[str]:
         seed.attach(seed_client)
         began = time.perf_counter()
         for batch in batches:
-            counting.apply_stream_batch(tally_client, settings, stream_records.from_lambda_event({"Records": batch}), now)
+            counting.apply_stream_batch(
+                tally_client, settings, stream_records.from_lambda_event({"Records": batch}), now
+            )
         tally_seconds = time.perf_counter() - began
         began = time.perf_counter()
         for batch in batches:
@@ -140,7 +163,9 @@ def run_writes(scenario: Scenario, count: int, batch_size: int) -> list[str]:
             counting.apply_stream_batch(plain, settings, stream_records.from_lambda_event({"Records": batch}), now)
             seed_apply(plain, batch)
         last = now // 60_000
-        tally_ok = all(counters.count_window(plain, settings, c, last - 1439, last, now).count == truth[c] for c in COUNTERS)
+        tally_ok = all(
+            counters.count_window(plain, settings, c, last - 1439, last, now).count == truth[c] for c in COUNTERS
+        )
         seed_counts = {c: seed_24h(plain, c, now) for c in COUNTERS}
         seed_ok = seed_counts == truth
     (t, s) = first_pass
@@ -161,10 +186,16 @@ def run_reads(volume: int) -> list[str]:
         scenario = Scenario("read", volume / 86_400, 0)
         items = make_items(volume, scenario, now - 86_400_000, settings, rng)
         for start in range(0, len(items), 25):
-            plain.batch_write_item(RequestItems={settings.events_table: [{"PutRequest": {"Item": i}} for i in items[start:start + 25]]})
+            plain.batch_write_item(
+                RequestItems={settings.events_table: [{"PutRequest": {"Item": i}} for i in items[start : start + 25]]}
+            )
         for batch in stream_batches(items, 1000):
             counting.apply_stream_batch(plain, settings, stream_records.from_lambda_event({"Records": batch}), now)
-        truth = sum(1 for i in items if i["counter"]["S"] == COUNTERS[1] and int(i["time"]["N"]) // 60_000 >= now // 60_000 - 1439)
+        truth = sum(
+            1
+            for i in items
+            if i["counter"]["S"] == COUNTERS[1] and int(i["time"]["N"]) // 60_000 >= now // 60_000 - 1439
+        )
         session = boto3.session.Session(region_name="us-east-1")
         tally_client, raw_client = session.client("dynamodb"), session.client("dynamodb")
         tally, raw = Meter(probe), Meter(probe)
@@ -191,8 +222,11 @@ def raw_events_24h(dynamodb: Any, settings: Settings, counter: str, now: int) ->
                 "KeyConditionExpression": "pk = :pk",
                 "FilterExpression": "#c = :c AND #t >= :from",
                 "ExpressionAttributeNames": {"#c": "counter", "#t": "time"},
-                "ExpressionAttributeValues": {":pk": {"S": events.partition_key(quarter * 900_000, shard)},
-                                              ":c": {"S": counter}, ":from": {"N": str((now // 60_000 - 1439) * 60_000)}},
+                "ExpressionAttributeValues": {
+                    ":pk": {"S": events.partition_key(quarter * 900_000, shard)},
+                    ":c": {"S": counter},
+                    ":from": {"N": str((now // 60_000 - 1439) * 60_000)},
+                },
                 "Select": "COUNT",
             }
             while True:
@@ -210,8 +244,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--read-volumes", default="10000,100000")
     args = parser.parse_args(argv)
-    print(f"## Writes: {args.events:,} events, {len(COUNTERS)} counters, stream batches of {args.batch}, per 1,000 events\n")
-    print("| scenario | design | requests | write units | WCU ratio vs seed | 24 h count after every batch twice | seconds |")
+    print(
+        f"## Writes: {args.events:,} events, {len(COUNTERS)} counters, stream batches of {args.batch}, per 1,000 events\n"
+    )
+    print(
+        "| scenario | design | requests | write units | WCU ratio vs seed | 24 h count after every batch twice | seconds |"
+    )
     print("|---|---|---|---|---|---|---|")
     for scenario in SCENARIOS:
         for line in run_writes(scenario, args.events, args.batch):

@@ -33,7 +33,7 @@ def number_size(text: str) -> int:
 
 
 def attribute_size(value: dict[str, Any]) -> int:
-    (kind, body), = value.items()
+    ((kind, body),) = value.items()
     if kind == "S":
         return len(body.encode())
     if kind == "N":
@@ -68,6 +68,7 @@ def read_units(size: int, consistent: bool) -> float:
 
 # -- metering a client ---------------------------------------------------------------------------
 
+
 @dataclass
 class Usage:
     """The work of one operation (or a sum of them)."""
@@ -89,8 +90,14 @@ class Usage:
 
 _WRITES = ("PutItem", "UpdateItem", "DeleteItem")
 _PARTIAL_ITEMS = ("ProjectionExpression", "AttributesToGet", "Select")
-_WHOLE_ITEM_DROPS = (*_PARTIAL_ITEMS, "FilterExpression", "ScanFilter", "QueryFilter",
-                     "ExpressionAttributeNames", "ExpressionAttributeValues")
+_WHOLE_ITEM_DROPS = (
+    *_PARTIAL_ITEMS,
+    "FilterExpression",
+    "ScanFilter",
+    "QueryFilter",
+    "ExpressionAttributeNames",
+    "ExpressionAttributeValues",
+)
 
 
 class Meter:
@@ -124,14 +131,16 @@ class Meter:
         client.meta.events.register("after-call.dynamodb.*", after)
         return client
 
-    def _charge(self, usage: Usage, operation: str, params: dict[str, Any], parsed: dict[str, Any],
-                before: list[int]) -> None:
+    def _charge(
+        self, usage: Usage, operation: str, params: dict[str, Any], parsed: dict[str, Any], before: list[int]
+    ) -> None:
         error = parsed.get("Error", {}).get("Code")
         if operation == "TransactWriteItems" and error == "TransactionCanceledException":
             usage.cancelled += 1
             usage.cancelled_write_units += sum(
                 write_units(max(size, item_size(op.get("Item"))), transactional=True)
-                for size, (_, op) in zip(before, self._targets(operation, params)))
+                for size, (_, op) in zip(before, self._targets(operation, params))
+            )
         if error:
             return
         if operation in (*_WRITES, "TransactWriteItems", "BatchWriteItem"):
@@ -160,8 +169,9 @@ class Meter:
             evaluated = self._evaluated(operation, params, parsed, scanned)
             usage.read_units += read_units(sum(item_size(i) for i in evaluated), params.get("ConsistentRead", False))
 
-    def _evaluated(self, operation: str, params: dict[str, Any], parsed: dict[str, Any],
-                   scanned: int) -> list[dict[str, Any]]:
+    def _evaluated(
+        self, operation: str, params: dict[str, Any], parsed: dict[str, Any], scanned: int
+    ) -> list[dict[str, Any]]:
         """The page's items as evaluated: whole, before any filter."""
         items = parsed.get("Items", [])
         if not scanned or (len(items) == scanned and not any(k in params for k in _PARTIAL_ITEMS)):
@@ -176,14 +186,21 @@ class Meter:
         if operation == "TransactWriteItems":
             return [next(iter(entry.items())) for entry in params["TransactItems"]]
         if operation == "BatchWriteItem":
-            return [(kind, {"TableName": table, **op}) for table, requests in params["RequestItems"].items()
-                    for request in requests for kind, op in request.items()]
+            return [
+                (kind, {"TableName": table, **op})
+                for table, requests in params["RequestItems"].items()
+                for request in requests
+                for kind, op in request.items()
+            ]
         return []
 
     def _stored_sizes(self, targets: list[tuple[str, dict[str, Any]]]) -> list[int]:
-        return [item_size(self.reader.get_item(TableName=op["TableName"], Key=self._key_of(op),
-                                               ConsistentRead=True).get("Item"))
-                for _, op in targets]
+        return [
+            item_size(
+                self.reader.get_item(TableName=op["TableName"], Key=self._key_of(op), ConsistentRead=True).get("Item")
+            )
+            for _, op in targets
+        ]
 
     def _key_of(self, op: dict[str, Any]) -> dict[str, Any]:
         if "Key" in op:
@@ -218,11 +235,11 @@ class MotoProbe:
         self._backend = dynamodb_backends[account][region]
         self._client = client
 
-    def get_item(self, TableName: str, Key: dict[str, Any], **_: Any) -> dict[str, Any]:  # noqa: N803
+    def get_item(self, TableName: str, Key: dict[str, Any], **_: Any) -> dict[str, Any]:
         item = self._backend.get_item(TableName, Key)
         return {"Item": item.to_json()["Attributes"]} if item else {}
 
-    def describe_table(self, TableName: str) -> dict[str, Any]:  # noqa: N803
+    def describe_table(self, TableName: str) -> dict[str, Any]:
         table = self._backend.get_table(TableName)
         schema = [{"AttributeName": table.hash_key_attr, "KeyType": "HASH"}]
         if table.range_key_attr:

@@ -27,9 +27,10 @@ env.prepare()
 from boto3.dynamodb.types import TypeSerializer  # noqa: E402
 
 from bench.metering import Meter, MotoProbe, Usage  # noqa: E402
-from chalicelib import events, reports  # noqa: E402
-from chalicelib.aws import AwsClients  # noqa: E402
-from chalicelib.settings import Settings  # noqa: E402
+from chalicelib.core.aws import AwsClients  # noqa: E402
+from chalicelib.core.settings import Settings  # noqa: E402
+from chalicelib.events import ingest as events  # noqa: E402
+from chalicelib.reports import runs as reports_runs  # noqa: E402
 from tools import moto_patches  # noqa: E402
 
 T0 = 1_795_000_500_000 - 1_795_000_500_000 % 900_000  # a quarter hour: the checkpoint
@@ -39,8 +40,9 @@ _SERIALIZER = TypeSerializer()
 
 # -- the two designs ---------------------------------------------------------------------------
 
+
 def tally_run(dynamodb: Any, s3: Any, settings: Settings, now_ms: int) -> int:
-    result = reports.run(dynamodb, s3, settings, now_ms)
+    result = reports_runs.run(dynamodb, s3, settings, now_ms)
     return sum(r["events"] for r in result.written)
 
 
@@ -62,12 +64,18 @@ def seed_scan(dynamodb: Any, settings: Settings, start_ms: int, end_ms: int) -> 
 
 # -- the run -----------------------------------------------------------------------------------
 
+
 def put_events(dynamodb: Any, settings: Settings, ingest_times: list[int], rng: random.Random) -> None:
     """Straight into the table with BatchWriteItem: the fastest way to fill it."""
     batch: list[dict[str, Any]] = []
     for n, ingest in enumerate(ingest_times):
-        event = events.Event(f"jobs.provider-{rng.randrange(5)}", f"e-{ingest}-{n}", ingest,
-                             settings.default_retention_seconds, {"amount": Decimal(rng.randrange(1, 10_000)) / 100})
+        event = events.Event(
+            f"jobs.provider-{rng.randrange(5)}",
+            f"e-{ingest}-{n}",
+            ingest,
+            settings.default_retention_seconds,
+            {"amount": Decimal(rng.randrange(1, 10_000)) / 100},
+        )
         item = {k: _SERIALIZER.serialize(v) for k, v in events.to_item(event, ingest, settings).items()}
         batch.append({"PutRequest": {"Item": item}})
         if len(batch) == 25 or n == len(ingest_times) - 1:
@@ -94,12 +102,14 @@ def measure(old: int, new: int, seed: int = 1) -> list[Row]:
     settings = Settings()
     with mock_aws():
         clients = AwsClients(settings)
-        resources.ensure(clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings),
-                         settings.aws_region)
+        resources.ensure(
+            clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings), settings.aws_region
+        )
         settle = settings.report_settle_seconds * 1000
-        reports.run(clients.dynamodb, clients.s3, settings, T0 + settle)  # sets the checkpoint at T0
-        put_events(clients.dynamodb, settings, sorted(rng.randrange(T0 - 6 * 24 * HOUR_MS, T0) for _ in range(old)),
-                   rng)
+        reports_runs.run(clients.dynamodb, clients.s3, settings, T0 + settle)  # sets the checkpoint at T0
+        put_events(
+            clients.dynamodb, settings, sorted(rng.randrange(T0 - 6 * 24 * HOUR_MS, T0) for _ in range(old)), rng
+        )
         put_events(clients.dynamodb, settings, sorted(rng.randrange(T0, T0 + HOUR_MS) for _ in range(new)), rng)
 
         probe = MotoProbe(clients.dynamodb, region=settings.aws_region)
@@ -124,17 +134,23 @@ def main(argv: list[str] | None = None) -> None:
     print(header)
     print("-" * len(header))
     for row in rows:
-        print(f"{row.design:32} {row.old:>10,} {row.found:>8,} {row.cost.requests:>6} {row.cost.items_read:>10,} "
-              f"{row.cost.read_units:>9,.1f}")
+        print(
+            f"{row.design:32} {row.old:>10,} {row.found:>8,} {row.cost.requests:>6} {row.cost.items_read:>10,} "
+            f"{row.cost.read_units:>9,.1f}"
+        )
     print()
     tally = [r for r in rows if r.design.startswith("Tally")]
     seed = [r for r in rows if r.design.startswith("seed")]
     for t, s in zip(tally, seed):
-        print(f"{t.old:>7,} old events: Scan/Query items read {s.cost.items_read / t.cost.items_read:6.1f}x, "
-              f"RCU {s.cost.read_units / t.cost.read_units:6.1f}x")
+        print(
+            f"{t.old:>7,} old events: Scan/Query items read {s.cost.items_read / t.cost.items_read:6.1f}x, "
+            f"RCU {s.cost.read_units / t.cost.read_units:6.1f}x"
+        )
     if len(tally) > 1:
-        print(f"table grown {tally[-1].old / tally[0].old:.0f}x: Tally RCU x{tally[-1].cost.read_units / tally[0].cost.read_units:.2f}, "
-              f"Scan RCU x{seed[-1].cost.read_units / seed[0].cost.read_units:.2f}")
+        print(
+            f"table grown {tally[-1].old / tally[0].old:.0f}x: Tally RCU x{tally[-1].cost.read_units / tally[0].cost.read_units:.2f}, "
+            f"Scan RCU x{seed[-1].cost.read_units / seed[0].cost.read_units:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -28,9 +28,11 @@ from hyperloglog import HyperLogLog  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from bench.metering import Meter, MotoProbe  # noqa: E402
-from chalicelib import sketches, uniques  # noqa: E402
-from chalicelib.aws import AwsClients  # noqa: E402
-from chalicelib.settings import Settings  # noqa: E402
+from chalicelib.core.aws import AwsClients  # noqa: E402
+from chalicelib.core.settings import Settings  # noqa: E402
+from chalicelib.uniques import api as uniques_api  # noqa: E402
+from chalicelib.uniques import batches as uniques_batches  # noqa: E402
+from chalicelib.uniques import sketch_encoding as sketches  # noqa: E402
 from tools import resources  # noqa: E402
 
 REDIS_STANDARD_ERROR = 0.0081
@@ -38,6 +40,7 @@ DENSE_REDIS_BYTES = 12 * 1024
 
 
 # -- the seed's back end (pickle, one add per item), on Tally's table ---------------------------
+
 
 def seed_merge(dynamodb: Any, table: str, name: str, items: list[str]) -> None:
     key = {"pk": {"S": f"SEED#{name}"}, "sk": {"S": "shard-0"}}
@@ -50,28 +53,38 @@ def seed_merge(dynamodb: Any, table: str, name: str, items: list[str]) -> None:
 
 # -- the three measurements ---------------------------------------------------------------------
 
+
 def library_bulk_merge(dynamodb: Any, settings: Settings, name: str, items: list[str]) -> None:
     """The library's add_bulk on the raw items, with Tally's storage: where the hashing goes."""
     p = sketches.precision_for(settings.uniques_error_rate)
-    key = uniques.sketch_key(name, 0)
+    key = uniques_batches.sketch_key(name, 0)
     item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
     sketch = sketches.decode(bytes(item["sketch"]["B"])) if item else sketches.empty(p)
     sketch.add_bulk(items)
-    dynamodb.put_item(TableName=settings.counts_table,
-                      Item={**key, "sketch": {"B": sketches.encode(sketch)}, "version": {"N": "1"}})
+    dynamodb.put_item(
+        TableName=settings.counts_table, Item={**key, "sketch": {"B": sketches.encode(sketch)}, "version": {"N": "1"}}
+    )
 
 
 def merge_throughput(clients: AwsClients, settings: Settings, n: int, rounds: int = 5) -> list[list[str]]:
     batches = [[f"https://example.com/visitor/{r}-{i}" for i in range(n)] for r in range(rounds)]
-    step = uniques.MAX_ITEMS
+    step = uniques_batches.MAX_ITEMS
     started = time.perf_counter()
-    messages = [[{"messageId": f"m-{r}-{k}", "body": uniques.message_body("tally", items[k:k + step])}
-                 for k in range(0, n, step)] for r, items in enumerate(batches)]
+    messages = [
+        [
+            {"messageId": f"m-{r}-{k}", "body": uniques_api.message_body("tally", items[k : k + step])}
+            for k in range(0, n, step)
+        ]
+        for r, items in enumerate(batches)
+    ]
     hashing_s = (time.perf_counter() - started) / rounds
     designs = [
         ("seed: pickle + add() per item", lambda db, r: seed_merge(db, settings.counts_table, "seed", batches[r])),
         ("library add_bulk(items) + compact form", lambda db, r: library_bulk_merge(db, settings, "lib", batches[r])),
-        ("tally: pre-hashed bulk add + compact form", lambda db, r: uniques.apply_messages(db, settings, messages[r], 0)),
+        (
+            "tally: pre-hashed bulk add + compact form",
+            lambda db, r: uniques_batches.apply_messages(db, settings, messages[r], 0),
+        ),
     ]
     probe = MotoProbe(clients.dynamodb, region=settings.aws_region)
     rows = []
@@ -85,18 +98,29 @@ def merge_throughput(clients: AwsClients, settings: Settings, n: int, rounds: in
         run(meter.attach(AwsClients(settings).dynamodb), rounds - 1)
         capacity = meter.total()
         best = min(timings[1:])  # merges into an existing sketch
-        rows.append([label, f"{n / best:,.0f}", f"{best * 1000:.1f}", f"{capacity.read_units:g}",
-                     f"{capacity.write_units:g}"])
+        rows.append(
+            [label, f"{n / best:,.0f}", f"{best * 1000:.1f}", f"{capacity.read_units:g}", f"{capacity.write_units:g}"]
+        )
     tally_s = float(rows[-1][2]) / 1000
-    rows.append(["tally incl. front-end hashing (spread over POSTs)", f"{n / (tally_s + hashing_s):,.0f}",
-                 f"{(tally_s + hashing_s) * 1000:.1f}", "", ""])
+    rows.append(
+        [
+            "tally incl. front-end hashing (spread over POSTs)",
+            f"{n / (tally_s + hashing_s):,.0f}",
+            f"{(tally_s + hashing_s) * 1000:.1f}",
+            "",
+            "",
+        ]
+    )
     return rows
 
 
 def merge_compute(n: int, rounds: int = 5) -> list[list[str]]:
     """The sketch update alone, no storage: what the back end spends per item."""
     items = [f"https://example.com/visitor/{i}" for i in range(n)]
-    bodies = [uniques.message_body("tally", items[k:k + uniques.MAX_ITEMS]) for k in range(0, n, uniques.MAX_ITEMS)]
+    bodies = [
+        uniques_api.message_body("tally", items[k : k + uniques_batches.MAX_ITEMS])
+        for k in range(0, n, uniques_batches.MAX_ITEMS)
+    ]
 
     def seed() -> None:
         hll = HyperLogLog(0.01)
@@ -104,12 +128,15 @@ def merge_compute(n: int, rounds: int = 5) -> list[list[str]]:
             hll.add(value)
 
     def tally() -> None:
-        hashes = b"".join(uniques.parse_message(body)[1] for body in bodies)
+        hashes = b"".join(uniques_batches.parse_message(body)[1] for body in bodies)
         sketches.from_hashes(14, hashes)
 
     rows = []
-    for label, run in (("seed: add() per item", seed), ("library add_bulk(items)", lambda: HyperLogLog(0.01).add_bulk(items)),
-                       ("tally: parse messages + pre-hashed bulk add", tally)):
+    for label, run in (
+        ("seed: add() per item", seed),
+        ("library add_bulk(items)", lambda: HyperLogLog(0.01).add_bulk(items)),
+        ("tally: parse messages + pre-hashed bulk add", tally),
+    ):
         timings = []
         for _ in range(rounds):
             started = time.perf_counter()
@@ -127,8 +154,15 @@ def stored_sizes(p: int) -> list[list[str]]:
         seed = len(pickle.dumps(sketch, 2))
         target = 1024 if n < 100 else DENSE_REDIS_BYTES
         kind = "sparse" if sketches.encode(sketch)[3] == sketches.SPARSE else "dense"
-        rows.append([f"{n:,}", f"{seed:,}", f"{ours:,} ({kind})", f"{seed / ours:.1f}x",
-                     f"<= {target:,}: {'ok' if ours <= target else 'MISSED'}"])
+        rows.append(
+            [
+                f"{n:,}",
+                f"{seed:,}",
+                f"{ours:,} ({kind})",
+                f"{seed / ours:.1f}x",
+                f"<= {target:,}: {'ok' if ours <= target else 'MISSED'}",
+            ]
+        )
     return rows
 
 
@@ -140,8 +174,16 @@ def relative_errors(p: int, trials: int) -> list[list[str]]:
             sketch = sketches.from_hashes(p, sketches.item_hashes(f"t{t}-{i}" for i in range(n)))
             errors.append((sketches.estimate(sketch) - n) / n)
         rms = math.sqrt(statistics.fmean(e * e for e in errors))
-        rows.append([f"{n:,}", str(trials), f"{rms:.2%}", f"{max(abs(e) for e in errors):.2%}",
-                     f"{sketches.standard_error(p):.2%}", f"{REDIS_STANDARD_ERROR:.2%}"])
+        rows.append(
+            [
+                f"{n:,}",
+                str(trials),
+                f"{rms:.2%}",
+                f"{max(abs(e) for e in errors):.2%}",
+                f"{sketches.standard_error(p):.2%}",
+                f"{REDIS_STANDARD_ERROR:.2%}",
+            ]
+        )
     return rows
 
 
@@ -160,26 +202,46 @@ def main(argv: list[str] | None = None) -> None:
     p = sketches.precision_for(settings.uniques_error_rate)
     with mock_aws():
         clients = AwsClients(settings)
-        resources.ensure(clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings),
-                         settings.aws_region)
+        resources.ensure(
+            clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings), settings.aws_region
+        )
         merge = merge_throughput(clients, settings, args.items)
     compute = merge_compute(args.items)
-    print(table(f"Sketch update for a {args.items:,}-item batch, no storage (best of 5)",
-                ["design", "items/s", "ms"], compute))
+    print(
+        table(
+            f"Sketch update for a {args.items:,}-item batch, no storage (best of 5)",
+            ["design", "items/s", "ms"],
+            compute,
+        )
+    )
     for row in compute[1:]:
         print(f"  {row[0]}: {float(row[1].replace(',', '')) / float(compute[0][1].replace(',', '')):.1f}x the seed")
     rate = {row[0]: float(row[1].replace(",", "")) for row in merge}
     seed_rate = rate["seed: pickle + add() per item"]
-    print(table(f"Back-end merge of a {args.items:,}-item batch into an existing sketch "
-                "(moto, best of 3; capacity units of a 4th, metered)",
-                ["design", "items/s", "ms", "RCU", "WCU"], merge))
+    print(
+        table(
+            f"Back-end merge of a {args.items:,}-item batch into an existing sketch "
+            "(moto, best of 3; capacity units of a 4th, metered)",
+            ["design", "items/s", "ms", "RCU", "WCU"],
+            merge,
+        )
+    )
     for label in list(rate)[1:]:
         print(f"  {label}: {rate[label] / seed_rate:.1f}x the seed")
-    print(table(f"Stored bytes per sketch (precision {p}, {1 << p:,} registers)",
-                ["distinct", "seed pickle", "tally", "smaller by", "target"], stored_sizes(p)))
-    print(table("Relative error of the estimate",
-                ["distinct", "trials", "RMS error", "worst", "theory 1.04/sqrt(m)", "Redis"],
-                relative_errors(p, args.trials)))
+    print(
+        table(
+            f"Stored bytes per sketch (precision {p}, {1 << p:,} registers)",
+            ["distinct", "seed pickle", "tally", "smaller by", "target"],
+            stored_sizes(p),
+        )
+    )
+    print(
+        table(
+            "Relative error of the estimate",
+            ["distinct", "trials", "RMS error", "worst", "theory 1.04/sqrt(m)", "Redis"],
+            relative_errors(p, args.trials),
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -38,7 +39,7 @@ class Clock:
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    from chalicelib import clock as clock_module
+    from chalicelib.core import clock as clock_module
 
     fake = Clock(1_795_000_000_000)  # 2026-11-18T...
     monkeypatch.setattr(clock_module, "now_ms", fake)
@@ -50,14 +51,16 @@ def aws() -> Iterator[Any]:
     """moto in-process with every resource the app needs; yields AwsClients for it."""
     from moto import mock_aws
 
-    from chalicelib.aws import AwsClients
-    from chalicelib.settings import Settings
+    from chalicelib.core.aws import AwsClients
+    from chalicelib.core.settings import Settings
     from tools import resources
 
     with mock_aws():
         settings = Settings.from_env({})
         clients = AwsClients(settings)
-        resources.ensure(clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings), settings.aws_region)
+        resources.ensure(
+            clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings), settings.aws_region
+        )
         yield clients
 
 

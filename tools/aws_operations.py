@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import botocore.session
@@ -63,7 +63,7 @@ class Call:
         return (self.service, self.operation)
 
 
-@lru_cache(maxsize=None)
+@cache
 def operation_names(service: str) -> frozenset[str]:
     model = botocore.session.get_session().get_service_model(service)
     return frozenset(xform_name(name) for name in model.operation_names)

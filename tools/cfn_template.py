@@ -22,9 +22,9 @@ from typing import Any
 
 from chalice.utils import to_cfn_resource_name
 
+from chalicelib.core.settings import Settings
 from tools import resources, stage
 from tools.resources import Resources
-from chalicelib.settings import Settings
 
 
 def resource_fragments(res: Resources, settings: Settings) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -55,16 +55,20 @@ def resource_fragments(res: Resources, settings: Settings) -> tuple[dict[str, An
         lid = stage.logical_id(field)
         cfn[lid + "Dlq"] = {
             "Type": "AWS::SQS::Queue",
-            "Properties": {"QueueName": queue.dead_letter_queue,
-                           "MessageRetentionPeriod": resources.DLQ_RETENTION_SECONDS},
+            "Properties": {
+                "QueueName": queue.dead_letter_queue,
+                "MessageRetentionPeriod": resources.DLQ_RETENTION_SECONDS,
+            },
         }
         cfn[lid] = {
             "Type": "AWS::SQS::Queue",
             "Properties": {
                 "QueueName": queue.name,
                 "VisibilityTimeout": queue.visibility_timeout,
-                "RedrivePolicy": {"deadLetterTargetArn": {"Fn::GetAtt": [lid + "Dlq", "Arn"]},
-                                  "maxReceiveCount": queue.max_receive_count},
+                "RedrivePolicy": {
+                    "deadLetterTargetArn": {"Fn::GetAtt": [lid + "Dlq", "Arn"]},
+                    "maxReceiveCount": queue.max_receive_count,
+                },
             },
         }
         env[stage.env_var(field)] = {"Fn::GetAtt": [lid, "QueueName"]}
@@ -76,8 +80,12 @@ def resource_fragments(res: Resources, settings: Settings) -> tuple[dict[str, An
             "Type": "AWS::S3::Bucket",
             "Properties": {
                 "BucketName": bucket,
-                "PublicAccessBlockConfiguration": {"BlockPublicAcls": True, "BlockPublicPolicy": True,
-                                                   "IgnorePublicAcls": True, "RestrictPublicBuckets": True},
+                "PublicAccessBlockConfiguration": {
+                    "BlockPublicAcls": True,
+                    "BlockPublicPolicy": True,
+                    "IgnorePublicAcls": True,
+                    "RestrictPublicBuckets": True,
+                },
             },
         }
         env[stage.env_var(field)] = {"Ref": lid}
@@ -102,7 +110,10 @@ def function_fragments(app: Any, app_settings: Settings, env: dict[str, Any]) ->
         kind = type(source).__name__
         if kind == "DynamoDBEventConfig":
             table_field = stage.setting_field(app_settings, source.stream_arn).removesuffix("_stream_arn") + "_table"
-            key, target = "dynamodb-event-source", {"Stream": {"Fn::GetAtt": [stage.logical_id(table_field), "StreamArn"]}}
+            key, target = (
+                "dynamodb-event-source",
+                {"Stream": {"Fn::GetAtt": [stage.logical_id(table_field), "StreamArn"]}},
+            )
         elif kind == "SQSEventConfig":
             queue = source.queue or source.queue_arn.rsplit(":", 1)[-1]
             # Chalice writes {"Fn::Sub": ...} here and the merge is per key: override that key.

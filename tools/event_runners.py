@@ -16,8 +16,9 @@ import logging
 import threading
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 log = logging.getLogger("tally.local")
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -67,8 +68,17 @@ class Runner(threading.Thread):
 
 
 class StreamRunner(Runner):
-    def __init__(self, name: str, handler: Handler, streams: Any, stream_arn: str, batch_size: int,
-                 starting_position: str, region: str, stop: threading.Event) -> None:
+    def __init__(
+        self,
+        name: str,
+        handler: Handler,
+        streams: Any,
+        stream_arn: str,
+        batch_size: int,
+        starting_position: str,
+        region: str,
+        stop: threading.Event,
+    ) -> None:
         super().__init__(name, stop)
         self.handler = handler
         self.streams = streams
@@ -89,7 +99,8 @@ class StreamRunner(Runner):
             for shard in shards:
                 if shard["ShardId"] not in self.iterators:
                     self.iterators[shard["ShardId"]] = self.streams.get_shard_iterator(
-                        StreamArn=self.stream_arn, ShardId=shard["ShardId"],
+                        StreamArn=self.stream_arn,
+                        ShardId=shard["ShardId"],
                         ShardIteratorType=self.starting_position,
                     )["ShardIterator"]
         busy = False
@@ -130,14 +141,24 @@ class StreamRunner(Runner):
 
 
 class SqsRunner(Runner):
-    def __init__(self, name: str, handler: Handler, sqs: Any, queue_name: str, batch_size: int,
-                 batching_window_s: float, region: str, stop: threading.Event) -> None:
+    def __init__(
+        self,
+        name: str,
+        handler: Handler,
+        sqs: Any,
+        queue_name: str,
+        batch_size: int,
+        batching_window_s: float,
+        region: str,
+        stop: threading.Event,
+    ) -> None:
         super().__init__(name, stop)
         self.handler = handler
         self.sqs = sqs
         self.queue_url = sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
-        self.queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])[
-            "Attributes"]["QueueArn"]
+        self.queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
         self.batch_size = batch_size
         self.batching_window_s = batching_window_s
         self.region = region
@@ -166,8 +187,10 @@ class SqsRunner(Runner):
             for start in range(0, len(messages), 10):
                 self.sqs.delete_message_batch(
                     QueueUrl=self.queue_url,
-                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                             for i, m in enumerate(messages[start:start + 10])],
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                        for i, m in enumerate(messages[start : start + 10])
+                    ],
                 )
         return True
 
@@ -191,23 +214,28 @@ class ScheduleRunner(Runner):
         self.handler = handler
         self.expression = expression
         self.region = region
-        self.due = next_run(expression, datetime.now(timezone.utc))
+        self.due = next_run(expression, datetime.now(UTC))
         self.requested = threading.Event()
 
     def trigger(self) -> None:
         self.requested.set()
 
     def step(self) -> bool:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         if not self.requested.is_set() and now < self.due:
             return False
         self.requested.clear()
         if now >= self.due:
             self.due = next_run(self.expression, now)
         event = {
-            "version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event",
-            "source": "aws.events", "account": "123456789012", "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "region": self.region, "resources": [f"arn:aws:events:{self.region}:123456789012:rule/{self.name}"],
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": "Scheduled Event",
+            "source": "aws.events",
+            "account": "123456789012",
+            "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": self.region,
+            "resources": [f"arn:aws:events:{self.region}:123456789012:rule/{self.name}"],
             "detail": {},
         }
         for attempt in range(3):  # an asynchronous invocation is tried up to three times

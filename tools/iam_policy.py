@@ -22,15 +22,20 @@ from tools import aws_operations, resources, stage
 from tools.resources import Resources
 
 # What Lambda's event source mappings call with the function's role (AWS Lambda docs).
-STREAM_TRIGGER_ACTIONS = ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator",
-                          "dynamodb:ListStreams")
+STREAM_TRIGGER_ACTIONS = (
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+)
 QUEUE_TRIGGER_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
 LOG_ACTIONS = ("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents")
 BUCKET_ACTIONS = {"s3:ListBucket"}  # on the bucket itself; every other s3 action is on its objects
 
 
-def build(res: Resources, actions: dict[str, set[str]], *, app_name: str, stage_name: str,
-          region: str, account: str) -> dict[str, Any]:
+def build(
+    res: Resources, actions: dict[str, set[str]], *, app_name: str, stage_name: str, region: str, account: str
+) -> dict[str, Any]:
     arn = f"{region}:{account}"
     tables = [f"arn:aws:dynamodb:{arn}:table/{t.name}" for t in res.tables]
     queues = [f"arn:aws:sqs:{arn}:{q.name}" for q in res.queues]
@@ -39,11 +44,15 @@ def build(res: Resources, actions: dict[str, set[str]], *, app_name: str, stage_
     statements = [
         _allow("Logs", LOG_ACTIONS, [functions, f"{functions}:*", f"{functions}-*", f"{functions}-*:*"]),
         _allow("Tables", actions.get("dynamodb", ()), tables + [f"{t}/index/*" for t in tables]),
-        _allow("StreamTriggers", STREAM_TRIGGER_ACTIONS,
-               [f"arn:aws:dynamodb:{arn}:table/{t.name}/stream/*" for t in res.tables if t.stream]),
+        _allow(
+            "StreamTriggers",
+            STREAM_TRIGGER_ACTIONS,
+            [f"arn:aws:dynamodb:{arn}:table/{t.name}/stream/*" for t in res.tables if t.stream],
+        ),
         _allow("Queues", actions.get("sqs", ()), queues),
-        _allow("QueueTriggers", QUEUE_TRIGGER_ACTIONS,
-               [f"arn:aws:sqs:{arn}:{q.name}" for q in res.queues if q.consumer]),
+        _allow(
+            "QueueTriggers", QUEUE_TRIGGER_ACTIONS, [f"arn:aws:sqs:{arn}:{q.name}" for q in res.queues if q.consumer]
+        ),
         _allow("Buckets", actions.get("s3", set()) & BUCKET_ACTIONS, buckets),
         _allow("Objects", actions.get("s3", set()) - BUCKET_ACTIONS, [f"{b}/*" for b in buckets]),
     ]

@@ -44,8 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8000, help="API port")
     parser.add_argument("--aws-port", type=int, default=5000, help="port of the embedded emulator")
     parser.add_argument("--stage", default="local")
-    parser.add_argument("--max-batching-window", type=float, default=None,
-                        help="cap SQS batching windows (seconds), for quick local feedback")
+    parser.add_argument(
+        "--max-batching-window",
+        type=float,
+        default=None,
+        help="cap SQS batching windows (seconds), for quick local feedback",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stdout)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
@@ -64,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("AWS emulator at %s", os.environ["AWS_ENDPOINT_URL"])
 
     sys.path.insert(0, str(PROJECT))
-    from chalicelib.settings import Settings
+    from chalicelib.core.settings import Settings
     from tools import resources
     from tools.event_runners import ScheduleRunner, SqsRunner, StreamRunner
 
@@ -72,9 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     session = boto3.session.Session(region_name=settings.aws_region)
     endpoint = settings.aws_endpoint_url
     dynamodb = session.client("dynamodb", endpoint_url=endpoint)
-    outputs = resources.ensure(dynamodb, session.client("sqs", endpoint_url=endpoint),
-                               session.client("s3", endpoint_url=endpoint),
-                               resources.for_settings(settings), settings.aws_region)
+    outputs = resources.ensure(
+        dynamodb,
+        session.client("sqs", endpoint_url=endpoint),
+        session.client("s3", endpoint_url=endpoint),
+        resources.for_settings(settings),
+        settings.aws_region,
+    )
     # The emulator names streams by creation time: hand the real ARN to the app.
     os.environ["EVENTS_STREAM_ARN"] = outputs[settings.events_table]
     log.info("resources ready: %s", ", ".join(sorted(outputs)))
@@ -88,15 +96,34 @@ def main(argv: list[str] | None = None) -> int:
         handler = app.handler_map[source.name]
         kind = type(source).__name__
         if kind == "DynamoDBEventConfig":
-            runners.append(StreamRunner(source.name, handler, session.client("dynamodbstreams", endpoint_url=endpoint),
-                                        source.stream_arn, source.batch_size, source.starting_position,
-                                        settings.aws_region, stop))
+            runners.append(
+                StreamRunner(
+                    source.name,
+                    handler,
+                    session.client("dynamodbstreams", endpoint_url=endpoint),
+                    source.stream_arn,
+                    source.batch_size,
+                    source.starting_position,
+                    settings.aws_region,
+                    stop,
+                )
+            )
         elif kind == "SQSEventConfig":
             window = source.maximum_batching_window_in_seconds or 0
             if args.max_batching_window is not None:
                 window = min(window, args.max_batching_window)
-            runners.append(SqsRunner(source.name, handler, session.client("sqs", endpoint_url=endpoint),
-                                     source.queue, source.batch_size, window, settings.aws_region, stop))
+            runners.append(
+                SqsRunner(
+                    source.name,
+                    handler,
+                    session.client("sqs", endpoint_url=endpoint),
+                    source.queue,
+                    source.batch_size,
+                    window,
+                    settings.aws_region,
+                    stop,
+                )
+            )
         elif kind == "ScheduledEventConfig":
             expression = source.schedule_expression
             expression = expression if isinstance(expression, str) else expression.to_string()

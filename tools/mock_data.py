@@ -16,7 +16,8 @@ import os
 import random
 import sys
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import requests
 from tqdm import tqdm
@@ -24,8 +25,9 @@ from tqdm import tqdm
 HOUR_MS = 3_600_000
 
 
-def generate(hours: int, counters: list[str], per_hour: tuple[int, int], now_ms: int,
-             rng: random.Random) -> list[dict[str, Any]]:
+def generate(
+    hours: int, counters: list[str], per_hour: tuple[int, int], now_ms: int, rng: random.Random
+) -> list[dict[str, Any]]:
     events = []
     for hour in range(hours):
         hour_start = now_ms - (hour + 1) * HOUR_MS
@@ -57,9 +59,9 @@ def send_direct(stage: str, events: list[dict[str, Any]]) -> None:
         for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             os.environ.setdefault(key, "testing")
         os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    from chalicelib import events as event_module
-    from chalicelib.aws import AwsClients
-    from chalicelib.settings import Settings
+    from chalicelib.core.aws import AwsClients
+    from chalicelib.core.settings import Settings
+    from chalicelib.events import ingest as event_module
 
     settings = Settings.from_env()
     clients = AwsClients(settings)
@@ -77,11 +79,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--counters", type=int, default=3)
     parser.add_argument("--prefix", default="jobs.provider")
     parser.add_argument("--per-hour", default="20-100", help="events per hour, a number or a range low-high")
-    parser.add_argument("--retention", type=int, default=None, help="seconds each event is counted (default: the service's)")
+    parser.add_argument(
+        "--retention", type=int, default=None, help="seconds each event is counted (default: the service's)"
+    )
     parser.add_argument("--seed", type=int, default=None)
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--api", default="http://127.0.0.1:8000")
-    target.add_argument("--direct", action="store_true", help="write to the events table (AWS_ENDPOINT_URL for the emulator)")
+    target.add_argument(
+        "--direct", action="store_true", help="write to the events table (AWS_ENDPOINT_URL for the emulator)"
+    )
     parser.add_argument("--stage", default="local", help="with --direct: whose table names to use")
     args = parser.parse_args(argv)
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import copy
 import functools
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _INSTALLED = False
 _LOCK = threading.RLock()

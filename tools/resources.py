@@ -12,7 +12,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.settings import Settings
+from chalicelib.core.settings import Settings
 
 DLQ_RETENTION_SECONDS = 14 * 86400  # SQS's maximum: time to look at what failed
 # Every table: string partition key pk, string sort key sk, on-demand billing.
@@ -49,10 +49,18 @@ def for_settings(settings: Settings) -> Resources:
         tables=(Table(settings.events_table, stream=True), Table(settings.counts_table, stream=False)),
         queues=(
             # Visibility timeout >= 6x the consumer's Lambda timeout (AWS's advice for SQS sources).
-            Queue(settings.views_queue, visibility_timeout=360, dead_letter_queue=f"{settings.views_queue}-dlq",
-                  consumer="on_view_messages"),
-            Queue(settings.uniques_queue, visibility_timeout=720, dead_letter_queue=f"{settings.uniques_queue}-dlq",
-                  consumer="on_unique_items"),
+            Queue(
+                settings.views_queue,
+                visibility_timeout=360,
+                dead_letter_queue=f"{settings.views_queue}-dlq",
+                consumer="on_view_messages",
+            ),
+            Queue(
+                settings.uniques_queue,
+                visibility_timeout=720,
+                dead_letter_queue=f"{settings.uniques_queue}-dlq",
+                consumer="on_unique_items",
+            ),
         ),
         buckets=(settings.reports_bucket,),
     )
@@ -71,7 +79,9 @@ def ensure(dynamodb: Any, sqs: Any, s3: Any, resources: Resources, region: str) 
             queue.name,
             {
                 "VisibilityTimeout": str(queue.visibility_timeout),
-                "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": queue.max_receive_count}),
+                "RedrivePolicy": json.dumps(
+                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": queue.max_receive_count}
+                ),
             },
         )
         outputs[queue.dead_letter_queue] = dlq_url
@@ -146,8 +156,10 @@ def remove(dynamodb: Any, sqs: Any, s3: Any, resources: Resources) -> list[str]:
     for bucket in resources.buckets:
         try:
             for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
-                doomed = [{"Key": o["Key"], "VersionId": o["VersionId"]}
-                          for o in page.get("Versions", []) + page.get("DeleteMarkers", [])]
+                doomed = [
+                    {"Key": o["Key"], "VersionId": o["VersionId"]}
+                    for o in page.get("Versions", []) + page.get("DeleteMarkers", [])
+                ]
                 if doomed:
                     s3.delete_objects(Bucket=bucket, Delete={"Objects": doomed, "Quiet": True})
             s3.delete_bucket(Bucket=bucket)

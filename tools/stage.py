@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chalicelib.settings import Settings
+from chalicelib.core.settings import Settings
 
 PROJECT = Path(__file__).resolve().parent.parent
 

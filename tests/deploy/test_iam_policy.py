@@ -41,8 +41,11 @@ def uncovered(policy: dict[str, Any], project: Path) -> list[str]:
     missing = []
     for call in aws_operations.scan(project / "chalicelib"):
         for action in aws_operations.IAM_ACTIONS[call.key]:
-            missing += [f"{call.where} {action} {arn}" for arn in targets(project, call.service, action)
-                        if not allows(policy, action, arn)]
+            missing += [
+                f"{call.where} {action} {arn}"
+                for arn in targets(project, call.service, action)
+                if not allows(policy, action, arn)
+            ]
     return missing
 
 
@@ -81,14 +84,19 @@ def test_given_a_call_with_no_known_iam_actions_when_policy_generated_then_it_fa
 def test_given_sqs_and_s3_calls_when_policy_generated_then_scoped_to_main_queues_bucket_and_objects(
     project: Path,
 ) -> None:
-    add_module(project, "\n".join([
-        "def send(aws, url):",
-        "    aws.sqs.send_message_batch(QueueUrl=url, Entries=[])",
-        "def report(self):",
-        "    self._s3.put_object(Bucket='b', Key='k', Body=b'')",
-        "    pages = self._s3.get_paginator('list_objects_v2')",
-        "    return {}.get('x'), [].copy()",
-    ]))
+    add_module(
+        project,
+        "\n".join(
+            [
+                "def send(aws, url):",
+                "    aws.sqs.send_message_batch(QueueUrl=url, Entries=[])",
+                "def report(self):",
+                "    self._s3.put_object(Bucket='b', Key='k', Body=b'')",
+                "    pages = self._s3.get_paginator('list_objects_v2')",
+                "    return {}.get('x'), [].copy()",
+            ]
+        ),
+    )
     settings = stage.stage_settings("dev", project)
 
     policy = policy_for(project)
@@ -118,6 +126,9 @@ def test_given_generated_policy_then_no_wildcard_actions_and_only_the_projects_r
     stream = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{settings.events_table}/stream/2026-11-21T00:00:00.000"
     assert allows(policy, "dynamodb:GetRecords", stream)
     assert not allows(policy, "dynamodb:GetRecords", stream.replace(settings.events_table, settings.counts_table))
-    assert allows(policy, "logs:PutLogEvents",
-                  f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/lambda/tally-dev-on_event_records:log-stream:x")
+    assert allows(
+        policy,
+        "logs:PutLogEvents",
+        f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/lambda/tally-dev-on_event_records:log-stream:x",
+    )
     assert not allows(policy, "logs:PutLogEvents", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/lambda/other:x")

@@ -44,7 +44,9 @@ def test_given_each_queue_then_its_visibility_timeout_is_at_least_six_times_its_
 
 
 @pytest.mark.parametrize("stage_name", STAGES)
-def test_given_every_function_of_the_app_then_its_timeout_is_set_for_the_stage(stage_name: str, app_module: Any) -> None:
+def test_given_every_function_of_the_app_then_its_timeout_is_set_for_the_stage(
+    stage_name: str, app_module: Any
+) -> None:
     functions = app_functions(app_module.app)
     configured = stage.load_config()["stages"][stage_name].get("lambda_functions", {})
 

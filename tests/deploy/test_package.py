@@ -14,18 +14,19 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import boto3
 import pytest
 from boto3.dynamodb.types import TypeSerializer
-
-from chalicelib import counters, events
-from chalicelib.settings import Settings
-from tests.deploy.conftest import PROJECT, copy_project
 from chalice.utils import to_cfn_resource_name
 
+from chalicelib.core.settings import Settings
+from chalicelib.counters import reads as counters
+from chalicelib.events import ingest as events
+from tests.deploy.conftest import PROJECT, copy_project
 from tools import resources, stage
 
 STAGE = "dev"
@@ -52,11 +53,17 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     CACHE.mkdir(exist_ok=True)
     (project / ".chalice" / "deployments").symlink_to(CACHE)  # Chalice caches the wheels' zip here
     template = project / "build" / "resources.json"
-    for tool in (["tools.iam_policy", "--stage", STAGE], ["tools.cfn_template", "--stage", STAGE, "--output", str(template)]):
+    for tool in (
+        ["tools.iam_policy", "--stage", STAGE],
+        ["tools.cfn_template", "--stage", STAGE, "--output", str(template)],
+    ):
         generated = run([sys.executable, "-m", *tool, "--project-dir", str(project)], PROJECT)
         assert generated.returncode == 0, generated.stderr
-    packaged = run([str(BIN / "chalice"), "package", "--stage", STAGE, "--merge-template", str(template), "out"],
-                   project, AWS_DEFAULT_REGION="us-east-1")
+    packaged = run(
+        [str(BIN / "chalice"), "package", "--stage", STAGE, "--merge-template", str(template), "out"],
+        project,
+        AWS_DEFAULT_REGION="us-east-1",
+    )
     if packaged.returncode != 0:
         if not registry_reachable():
             pytest.skip(f"chalice package needs the package registry ({REGISTRY[0]}), which is unreachable")
@@ -158,27 +165,58 @@ def test_given_the_zip_alone_when_a_clean_python_imports_app_then_a_stream_batch
     lambda_dir = tmp_path / "lambda"
     with zipfile.ZipFile(package / "out" / "deployment.zip") as archive:
         archive.extractall(lambda_dir)
-    env = {**stage.stage_environment(STAGE, package), "AWS_ENDPOINT_URL": moto_server, "AWS_DEFAULT_REGION": "us-east-1",
-           "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    env = {
+        **stage.stage_environment(STAGE, package),
+        "AWS_ENDPOINT_URL": moto_server,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
     settings = Settings.from_env(env)
-    session = boto3.session.Session(region_name="us-east-1", aws_access_key_id="testing",
-                                    aws_secret_access_key="testing")
+    session = boto3.session.Session(
+        region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
     dynamodb = session.client("dynamodb", endpoint_url=moto_server)
-    outputs = resources.ensure(dynamodb, session.client("sqs", endpoint_url=moto_server),
-                               session.client("s3", endpoint_url=moto_server), resources.for_settings(settings),
-                               "us-east-1")
+    outputs = resources.ensure(
+        dynamodb,
+        session.client("sqs", endpoint_url=moto_server),
+        session.client("s3", endpoint_url=moto_server),
+        resources.for_settings(settings),
+        "us-east-1",
+    )
     env["EVENTS_STREAM_ARN"] = outputs[settings.events_table]
     now = int(time.time() * 1000)
     item = events.to_item(events.Event("deploy.check", "e-1", now, 90_000), now, settings)
-    record = {"eventID": "1", "eventName": "INSERT", "eventSource": "aws:dynamodb",
-              "eventSourceARN": env["EVENTS_STREAM_ARN"],
-              "dynamodb": {"SequenceNumber": "1", "NewImage": {k: TypeSerializer().serialize(v) for k, v in item.items()}}}
-    modules = [line.split("==")[0].strip().lower().replace("-", "_") for line in
-               (package / "requirements.txt").read_text().splitlines() if line.strip() and not line.startswith("#")]
+    record = {
+        "eventID": "1",
+        "eventName": "INSERT",
+        "eventSource": "aws:dynamodb",
+        "eventSourceARN": env["EVENTS_STREAM_ARN"],
+        "dynamodb": {"SequenceNumber": "1", "NewImage": {k: TypeSerializer().serialize(v) for k, v in item.items()}},
+    }
+    modules = [
+        line.split("==")[0].strip().lower().replace("-", "_")
+        for line in (package / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
 
-    ran = subprocess.run([sys.executable, "-I", "-S", "-c", HANDLER_RUN, str(lambda_dir), json.dumps(modules),
-                          json.dumps({"Records": [record]})],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            HANDLER_RUN,
+            str(lambda_dir),
+            json.dumps(modules),
+            json.dumps({"Records": [record]}),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
     assert ran.returncode == 0, ran.stderr
     assert "numpy" in modules

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -42,7 +43,9 @@ def existing_names(session: Any) -> dict[str, set[str]]:
 
 
 def run(project: Path, *extra: str) -> int:
-    return provision.main(["--stage", STAGE, "--project-dir", str(project), "--no-deploy", "--region", "us-east-1", *extra])
+    return provision.main(
+        ["--stage", STAGE, "--project-dir", str(project), "--no-deploy", "--region", "us-east-1", *extra]
+    )
 
 
 def test_given_empty_account_when_provisioned_twice_then_exactly_the_configured_resources_and_same_files(

@@ -9,8 +9,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import requests
 
@@ -59,9 +60,21 @@ def running_stack(log_dir: Path, **environment: str) -> Iterator[LocalStack]:
     log_path = log_dir / "stack.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tools.local_stack", "--port", str(port), "--aws-port", str(aws_port),
-             "--max-batching-window", "1"],
-            cwd=PROJECT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "tools.local_stack",
+                "--port",
+                str(port),
+                "--aws-port",
+                str(aws_port),
+                "--max-batching-window",
+                "1",
+            ],
+            cwd=PROJECT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     stack = LocalStack(f"http://127.0.0.1:{port}", process, log_path)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import requests
@@ -25,8 +25,11 @@ def test_given_events_posted_when_schedule_triggered_and_run_requested_then_repo
     stack: LocalStack,
 ) -> None:
     api = stack.url
-    first = [{"counter": "sales", "attributes": {"amount": 2.5}}, {"counter": "sales", "attributes": {"amount": 4}},
-             {"counter": "signups"}]
+    first = [
+        {"counter": "sales", "attributes": {"amount": 2.5}},
+        {"counter": "sales", "attributes": {"amount": 4}},
+        {"counter": "signups"},
+    ]
     assert requests.post(f"{api}/events", json={"events": first}, timeout=10).status_code == 201
     time.sleep(0.05)
 
@@ -35,11 +38,12 @@ def test_given_events_posted_when_schedule_triggered_and_run_requested_then_repo
     listed = wait_for(lambda: requests.get(f"{api}/reports", timeout=5).json()["reports"], 30, "the scheduled report")
     assert [r["events"] for r in listed] == [3]
     report = requests.get(f"{api}/reports/{listed[0]['id']}", timeout=5).json()
-    assert report["counters"] == {"sales": {"events": 2, "sums": {"amount": 6.5}},
-                                  "signups": {"events": 1, "sums": {}}}
+    assert report["counters"] == {"sales": {"events": 2, "sums": {"amount": 6.5}}, "signups": {"events": 1, "sums": {}}}
 
-    assert requests.post(f"{api}/events", json={"counter": "sales", "attributes": {"amount": 1}},
-                         timeout=10).status_code == 201
+    assert (
+        requests.post(f"{api}/events", json={"counter": "sales", "attributes": {"amount": 1}}, timeout=10).status_code
+        == 201
+    )
     time.sleep(0.05)
     ran = requests.post(f"{api}/reports", timeout=30)
     assert ran.status_code == 201

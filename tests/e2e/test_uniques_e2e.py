@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from chalicelib import sketches
+from chalicelib.uniques import sketch_encoding as sketches
 from tests.e2e.stack import LocalStack, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -30,9 +30,9 @@ def test_given_items_posted_over_http_when_the_queue_is_drained_then_counts_and_
     second = [f"visitor-{i}" for i in range(1000, 1600)]
     for name, data in (("e2e.home", first), ("e2e.pricing", second)):
         for start in range(0, len(data), 500):
-            response = requests.post(f"{api}/hyperloglog/{name}", json={"data": data[start:start + 500]}, timeout=5)
+            response = requests.post(f"{api}/hyperloglog/{name}", json={"data": data[start : start + 500]}, timeout=5)
             assert response.status_code == 202
-            assert response.json() == {"accepted": len(data[start:start + 500])}
+            assert response.json() == {"accepted": len(data[start : start + 500])}
     requests.post(f"{api}/hyperloglog/e2e.home", json={"data": "visitor-1"}, timeout=5)  # a repeat
     want = expected(first)
     wait_for(lambda: cardinality(api, "/hyperloglog/e2e.home") == want, 60, f"e2e.home to reach {want}")

@@ -40,7 +40,7 @@ def test_given_views_with_duplicates_when_posted_over_http_then_each_distinct_vi
     # The same view within one request, and whole requests sent again (a client's retries).
     first = distinct[:20] + distinct[:5]
     for start in range(0, len(first), 25):
-        response = requests.post(f"{api}/views", json={"views": first[start:start + 25]}, timeout=5)
+        response = requests.post(f"{api}/views", json={"views": first[start : start + 25]}, timeout=5)
         assert response.status_code == 202 and response.json() == {"accepted": True}
     for body in distinct[10:] + distinct[15:20]:
         assert requests.post(f"{api}/views", json=body, timeout=5).status_code == 202

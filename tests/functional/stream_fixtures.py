@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from chalicelib.settings import Settings
+from chalicelib.core.settings import Settings
 
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/tally-events/stream/2026-11-21T00:00:00.000"
 _sequence = itertools.count(100_000_000_000_000_000_000)

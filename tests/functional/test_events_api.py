@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chalicelib.settings import Settings
+from chalicelib.core.settings import Settings
 
 
 def post(client: Any, body: Any) -> Any:
@@ -16,7 +16,9 @@ def stored_events(aws: Any) -> list[dict[str, Any]]:
     return aws.dynamodb.scan(TableName=Settings().events_table)["Items"]
 
 
-def test_given_one_event_when_posted_then_201_with_its_id_and_one_item_stored(client: Any, aws: Any, clock: Any) -> None:
+def test_given_one_event_when_posted_then_201_with_its_id_and_one_item_stored(
+    client: Any, aws: Any, clock: Any
+) -> None:
     response = post(client, {"counter": "jobs", "id": "e-1", "time": clock.now})
     assert response.status_code == 201
     assert response.json_body == {"ids": ["e-1"]}
@@ -26,7 +28,9 @@ def test_given_one_event_when_posted_then_201_with_its_id_and_one_item_stored(cl
     assert items[0]["time"]["N"] == str(clock.now)
 
 
-def test_given_event_without_id_or_time_when_posted_then_generated_id_and_now(client: Any, aws: Any, clock: Any) -> None:
+def test_given_event_without_id_or_time_when_posted_then_generated_id_and_now(
+    client: Any, aws: Any, clock: Any
+) -> None:
     response = post(client, {"counter": "jobs"})
     assert response.status_code == 201
     (event_id,) = response.json_body["ids"]
@@ -80,8 +84,13 @@ def test_given_batch_of_25_when_posted_then_all_stored_across_write_shards(clien
 
 
 def test_given_bad_query_when_counter_read_then_400(client: Any, clock: Any) -> None:
-    for path in ["/counters/jobs?window=24x", "/counters/bad%20name", "/counters/jobs?start=2026-11-21T10:00:00Z&end=2026-11-20T10:00:00Z",
-                 "/counters/jobs/histogram?window=24h&resolution=second", "/counters/jobs/histogram?window=30d&resolution=minute"]:
+    for path in [
+        "/counters/jobs?window=24x",
+        "/counters/bad%20name",
+        "/counters/jobs?start=2026-11-21T10:00:00Z&end=2026-11-20T10:00:00Z",
+        "/counters/jobs/histogram?window=24h&resolution=second",
+        "/counters/jobs/histogram?window=30d&resolution=minute",
+    ]:
         response = client.http.get(path)
         assert response.status_code == 400, path
         assert response.json_body["Code"] == "BadRequestError"
@@ -93,7 +102,7 @@ class Unprocessing:
     def __init__(self, real: Any, stuck: int, times: int) -> None:
         self.real, self.stuck, self.times = real, stuck, times
 
-    def batch_write_item(self, RequestItems: dict[str, Any]) -> Any:  # noqa: N803
+    def batch_write_item(self, RequestItems: dict[str, Any]) -> Any:
         ((table, requests),) = RequestItems.items()
         if self.times == 0:
             return self.real.batch_write_item(RequestItems=RequestItems)

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib import report_ranges, reports
-from chalicelib.errors import StorageError
-from chalicelib.settings import Settings
+from chalicelib.core.errors import StorageError
+from chalicelib.core.settings import Settings
+from chalicelib.reports import api as reports_api
+from chalicelib.reports import ranges as report_ranges
+from chalicelib.reports import runs as reports_runs
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
@@ -25,8 +27,11 @@ SETTLE = SETTINGS.report_settle_seconds * 1000 + 1000
 
 def post_events(client: Any, events: list[dict[str, Any]]) -> None:
     for start in range(0, len(events), 25):
-        response = client.http.post("/events", headers={"Content-Type": "application/json"},
-                                    body=json.dumps({"events": events[start:start + 25]}))
+        response = client.http.post(
+            "/events",
+            headers={"Content-Type": "application/json"},
+            body=json.dumps({"events": events[start : start + 25]}),
+        )
         assert response.status_code == 201, response.body
 
 
@@ -41,12 +46,12 @@ def run_scheduled(client: Any) -> Any:
 
 def all_reports(aws: Any) -> list[dict[str, Any]]:
     """Every committed report, oldest first, read back the way clients read them."""
-    listed = reports.list_reports(aws.dynamodb, SETTINGS, "1000")
-    return [reports.get_report(aws.dynamodb, aws.s3, SETTINGS, r["id"]) for r in reversed(listed)]
+    listed = reports_api.list_reports(aws.dynamodb, SETTINGS, "1000")
+    return [reports_api.get_report(aws.dynamodb, aws.s3, SETTINGS, r["id"]) for r in reversed(listed)]
 
 
 def checkpoint(aws: Any) -> int | None:
-    return reports.read_checkpoint(aws.dynamodb, SETTINGS)
+    return reports_runs.read_checkpoint(aws.dynamodb, SETTINGS)
 
 
 def assert_each_event_once(found: list[dict[str, Any]], expected: dict[str, int]) -> None:
@@ -170,7 +175,7 @@ def test_given_a_gap_longer_than_a_day_when_run_then_caught_up_in_reports_of_at_
     assert len(answer["reports"]) == 3
     found = all_reports(aws)
     spans = [report_ranges.parse_report_id(r["id"]) for r in found]
-    assert all(end - start <= reports.MAX_REPORT_SPAN_MS for start, end in spans)
+    assert all(end - start <= reports_runs.MAX_REPORT_SPAN_MS for start, end in spans)
     assert_each_event_once([r for r in found if r["events"]], expected)
     assert all(a["end"] == b["start"] for a, b in zip(found, found[1:]))
 
@@ -204,7 +209,7 @@ def test_given_two_runs_at_once_when_both_read_the_checkpoint_then_one_report_an
 
     def one_run(now: int) -> None:
         try:
-            results.append(reports.run(dynamodb, s3, SETTINGS, now))
+            results.append(reports_runs.run(dynamodb, s3, SETTINGS, now))
         except BaseException as exc:  # surfaced by the assertion below
             errors.append(exc)
 
@@ -234,7 +239,7 @@ def test_given_s3_write_fails_when_run_then_checkpoint_stays_and_next_run_report
         raise ClientError({"Error": {"Code": "InternalError", "Message": "S3 is down"}}, "PutObject")
 
     with pytest.raises(StorageError):
-        reports.run(aws.dynamodb, Patched(aws.s3, put_object=failing_put), SETTINGS, clock.now)
+        reports_runs.run(aws.dynamodb, Patched(aws.s3, put_object=failing_put), SETTINGS, clock.now)
     assert checkpoint(aws) == before
     assert len(all_reports(aws)) == 1
     clock.advance(MINUTE)
@@ -266,9 +271,14 @@ def test_given_commit_fails_after_s3_write_when_run_then_report_not_listed_and_r
 def test_given_reports_when_read_over_http_then_listed_newest_first_and_served_with_csv_alongside(
     client: Any, aws: Any, clock: Any
 ) -> None:
-    post_events(client, [{"counter": "sales", "attributes": {"amount": 1.25}},
-                         {"counter": "sales", "attributes": {"amount": 2.5, "qty": 3}},
-                         {"counter": "refunds"}])
+    post_events(
+        client,
+        [
+            {"counter": "sales", "attributes": {"amount": 1.25}},
+            {"counter": "sales", "attributes": {"amount": 2.5, "qty": 3}},
+            {"counter": "refunds"},
+        ],
+    )
     clock.advance(SETTLE)
     run_now(client)
     clock.advance(20 * MINUTE)
@@ -285,21 +295,30 @@ def test_given_reports_when_read_over_http_then_listed_newest_first_and_served_w
     first = client.http.get(f"/reports/{listed[1]['id']}")
     assert first.status_code == 200
     assert first.json_body == {
-        "id": listed[1]["id"], "start": listed[1]["start"], "end": listed[1]["end"], "events": 3,
+        "id": listed[1]["id"],
+        "start": listed[1]["start"],
+        "end": listed[1]["end"],
+        "events": 3,
         "counters": {"refunds": {"events": 1, "sums": {}}, "sales": {"events": 2, "sums": {"amount": 3.75, "qty": 3}}},
     }
     body = aws.s3.get_object(Bucket=SETTINGS.reports_bucket, Key=f"reports/{listed[1]['id']}.csv")["Body"].read()
     assert list(csv.reader(io.StringIO(body.decode()))) == [
-        ["counter", "events", "amount", "qty"], ["refunds", "1", "", ""], ["sales", "2", "3.75", "3"]]
+        ["counter", "events", "amount", "qty"],
+        ["refunds", "1", "", ""],
+        ["sales", "2", "3.75", "3"],
+    ]
 
 
-@pytest.mark.parametrize("path, status", [
-    ("/reports/20201121T230000000Z-20201122T000000000Z", 404),
-    ("/reports/latest", 400),
-    ("/reports/20261121T230000000Z-20261121T220000000Z", 400),
-    ("/reports?limit=0", 400),
-    ("/reports?limit=lots", 400),
-])
+@pytest.mark.parametrize(
+    "path, status",
+    [
+        ("/reports/20201121T230000000Z-20201122T000000000Z", 404),
+        ("/reports/latest", 400),
+        ("/reports/20261121T230000000Z-20261121T220000000Z", 400),
+        ("/reports?limit=0", 400),
+        ("/reports?limit=lots", 400),
+    ],
+)
 def test_given_unknown_or_malformed_report_requests_when_read_then_clear_4xx(
     client: Any, path: str, status: int
 ) -> None:

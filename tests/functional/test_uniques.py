@@ -9,17 +9,18 @@ from typing import Any
 
 import pytest
 
-from chalicelib import sketches, uniques
-from chalicelib.errors import StorageError
-from chalicelib.settings import Settings
+from chalicelib.core.errors import StorageError
+from chalicelib.core.settings import Settings
+from chalicelib.uniques import api as uniques_api
+from chalicelib.uniques import batches as uniques_batches
+from chalicelib.uniques import sketch_encoding as sketches
 
 SETTINGS = Settings()
 P = sketches.precision_for(SETTINGS.uniques_error_rate)
 
 
 def post(client: Any, name: str, body: Any) -> Any:
-    return client.http.post(f"/hyperloglog/{name}", headers={"Content-Type": "application/json"},
-                            body=json.dumps(body))
+    return client.http.post(f"/hyperloglog/{name}", headers={"Content-Type": "application/json"}, body=json.dumps(body))
 
 
 def get(client: Any, path: str) -> Any:
@@ -38,8 +39,14 @@ def receive_all(aws: Any) -> list[dict[str, Any]]:
         if not messages:
             return records
         for m in messages:
-            records.append({"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
-                            "eventSource": "aws:sqs"})
+            records.append(
+                {
+                    "messageId": m["MessageId"],
+                    "receiptHandle": m["ReceiptHandle"],
+                    "body": m["Body"],
+                    "eventSource": "aws:sqs",
+                }
+            )
             aws.sqs.delete_message(QueueUrl=queue_url(aws), ReceiptHandle=m["ReceiptHandle"])
 
 
@@ -57,8 +64,10 @@ def items(prefix: str, start: int, stop: int) -> list[str]:
 
 def sketch_items(aws: Any, name: str) -> list[dict[str, Any]]:
     return aws.dynamodb.query(
-        TableName=SETTINGS.counts_table, KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": f"HLL#{name}"}}, ConsistentRead=True,
+        TableName=SETTINGS.counts_table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"HLL#{name}"}},
+        ConsistentRead=True,
     )["Items"]
 
 
@@ -67,6 +76,7 @@ def expected(*item_lists: list[str]) -> int:
 
 
 # -- routes ---------------------------------------------------------------------------------
+
 
 def test_given_items_when_posted_then_202_one_message_and_counted_after_delivery(
     client: Any, aws: Any, clock: Any
@@ -129,7 +139,7 @@ def test_given_longest_request_when_posted_then_one_message_well_under_the_sqs_l
     assert post(client, "big", {"data": data}).status_code == 202
     (message,) = receive_all(aws)
     assert len(message["body"].encode()) < 16 * 1024
-    assert uniques.parse_message(message["body"]) == ("big", sketches.item_hashes(data))
+    assert uniques_batches.parse_message(message["body"]) == ("big", sketches.item_hashes(data))
 
 
 def test_given_two_names_when_union_read_then_overlap_counted_once(client: Any, aws: Any, clock: Any) -> None:
@@ -145,6 +155,7 @@ def test_given_two_names_when_union_read_then_overlap_counted_once(client: Any, 
 
 
 # -- the handler: redelivery, death half-way, poison ------------------------------------------
+
 
 def test_given_batch_when_delivered_twice_then_same_sketch_and_second_writes_nothing(
     client: Any, aws: Any, clock: Any
@@ -200,15 +211,18 @@ def test_given_handler_dies_half_way_when_batch_redelivered_then_as_if_applied_o
 def test_given_poison_messages_between_good_ones_when_delivered_then_good_counted_and_poison_set_aside(
     client: Any, aws: Any, clock: Any
 ) -> None:
-    good = uniques.message_body("visitors", items("p", 0, 20))
+    good = uniques_api.message_body("visitors", items("p", 0, 20))
     poison = {
         "m-2": "not json",
         "m-3": json.dumps({"v": 1, "name": "bad name", "hashes": "AAAAAAAAAAA="}),
         "m-4": json.dumps({"v": 1, "name": "visitors", "hashes": "AAAA"}),  # 3 bytes: not a hash
         "m-5": json.dumps({"v": 9, "name": "visitors"}),
     }
-    batch = [record("m-1", good), *(record(k, v) for k, v in poison.items()),
-             record("m-6", uniques.message_body("visitors", ["p-100"]))]
+    batch = [
+        record("m-1", good),
+        *(record(k, v) for k, v in poison.items()),
+        record("m-6", uniques_api.message_body("visitors", ["p-100"])),
+    ]
     result = deliver(client, batch)
     assert result["quarantined"] == 4 and result["items"] == 21
     assert get(client, "/hyperloglog/visitors").json_body["cardinality"] == expected(items("p", 0, 20), ["p-100"])
@@ -221,27 +235,36 @@ def test_given_poison_messages_between_good_ones_when_delivered_then_good_counte
 def test_given_corrupt_stored_sketch_when_read_or_written_then_503_and_clear_error(
     client: Any, aws: Any, clock: Any
 ) -> None:
-    aws.dynamodb.put_item(TableName=SETTINGS.counts_table, Item={
-        **uniques.sketch_key("broken", 0), "sketch": {"B": b"\x80\x02cos\nsystem\n"}, "version": {"N": "1"}})
+    aws.dynamodb.put_item(
+        TableName=SETTINGS.counts_table,
+        Item={
+            **uniques_batches.sketch_key("broken", 0),
+            "sketch": {"B": b"\x80\x02cos\nsystem\n"},
+            "version": {"N": "1"},
+        },
+    )
     response = get(client, "/hyperloglog/broken")
     assert response.status_code == 503
     assert "unreadable" in response.json_body["Message"]
     with pytest.raises(StorageError):
-        uniques.merge_into_shard(aws.dynamodb, SETTINGS, "broken", 0, sketches.item_hash("x"), clock.now)
+        uniques_batches.merge_into_shard(aws.dynamodb, SETTINGS, "broken", 0, sketches.item_hash("x"), clock.now)
 
 
 # -- shards and concurrent writers --------------------------------------------------------------
+
 
 def test_given_items_spread_over_shards_and_precisions_when_read_then_one_query_merges_them(
     aws: Any, clock: Any
 ) -> None:
     groups = [items("s", 0, 3000), items("s", 2000, 5000), items("s", 4000, 6000)]
     for shard, group in enumerate(groups):
-        uniques.merge_into_shard(aws.dynamodb, SETTINGS, "spread", shard, sketches.item_hashes(group), clock.now)
+        uniques_batches.merge_into_shard(
+            aws.dynamodb, SETTINGS, "spread", shard, sketches.item_hashes(group), clock.now
+        )
     coarse = replace(SETTINGS, uniques_error_rate=0.02)  # a shard made under an older setting
-    uniques.merge_into_shard(aws.dynamodb, coarse, "spread", 3, sketches.item_hash("s-7000"), clock.now)
+    uniques_batches.merge_into_shard(aws.dynamodb, coarse, "spread", 3, sketches.item_hash("s-7000"), clock.now)
     assert len(sketch_items(aws, "spread")) == 4
-    answer = uniques.cardinality(aws.dynamodb, SETTINGS, ["spread"])
+    answer = uniques_api.cardinality(aws.dynamodb, SETTINGS, ["spread"])
     low = sketches.precision_for(0.02)
     hashes = sketches.item_hashes(items("s", 0, 6000) + ["s-7000"])
     assert answer["cardinality"] == sketches.estimate(sketches.from_hashes(low, hashes))
@@ -287,9 +310,11 @@ def test_given_8_writers_on_one_sketch_at_once_when_done_then_sketch_is_merge_of
 
     def writer(n: int) -> None:
         try:
-            batch = [record(f"m{n}-{k}", uniques.message_body("raced", sets[n][k : k + 500]))
-                     for k in range(0, len(sets[n]), 500)]
-            results[n] = uniques.apply_messages(dynamodb, one_shard, batch, clock.now, sleep=lambda s: None)
+            batch = [
+                record(f"m{n}-{k}", uniques_api.message_body("raced", sets[n][k : k + 500]))
+                for k in range(0, len(sets[n]), 500)
+            ]
+            results[n] = uniques_batches.apply_messages(dynamodb, one_shard, batch, clock.now, sleep=lambda s: None)
         except BaseException as exc:  # surfaced in the main thread
             errors.append(exc)
 

@@ -5,22 +5,26 @@ from __future__ import annotations
 import json
 import random
 import threading
-from hashlib import sha256
 from collections import defaultdict
-from typing import Any, Iterator
+from collections.abc import Iterator
+from hashlib import sha256
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib import queues, views
-from chalicelib.settings import Settings
-from chalicelib.view_keys import View, url_pk
+from chalicelib.core import queues
+from chalicelib.core.settings import Settings
+from chalicelib.views import api as views_api
+from chalicelib.views import batches as views_batches
+from chalicelib.views.keys import View, url_pk
 
 T0 = 1_795_000_000_000
 SETTINGS = Settings()
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
 
 def post(client: Any, body: Any) -> Any:
     return client.http.post("/views", headers={"Content-Type": "application/json"}, body=json.dumps(body))
@@ -41,8 +45,13 @@ def workload(rng: random.Random, n: int, urls: int) -> tuple[list[dict[str, Any]
         if bodies and rng.random() < 0.1:
             bodies.append(dict(rng.choice(bodies)))
         else:
-            bodies.append({"url": f"https://blog.example/{rng.randrange(urls)}", "time": T0 + i * 1000,
-                           "clientId": f"c{rng.randrange(20)}"})
+            bodies.append(
+                {
+                    "url": f"https://blog.example/{rng.randrange(urls)}",
+                    "time": T0 + i * 1000,
+                    "clientId": f"c{rng.randrange(20)}",
+                }
+            )
     distinct: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
     for b in bodies:
         distinct[b["url"]].add((b["time"], b["clientId"]))
@@ -57,8 +66,13 @@ def receive_all(aws: Any, name: str = SETTINGS.views_queue) -> list[dict[str, An
     """Every visible message, received once (as Lambda's poller does) and hidden for a minute."""
     found: list[dict[str, Any]] = []
     while True:
-        batch = aws.sqs.receive_message(QueueUrl=queue_url(aws, name), MaxNumberOfMessages=10, VisibilityTimeout=60,
-                                        AttributeNames=["All"], MessageAttributeNames=["All"]).get("Messages", [])
+        batch = aws.sqs.receive_message(
+            QueueUrl=queue_url(aws, name),
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=60,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
         if not batch:
             return found
         found.extend(batch)
@@ -74,9 +88,19 @@ def in_queue(aws: Any, name: str = SETTINGS.views_queue) -> int:
 
 
 def lambda_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"Records": [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
-                         "attributes": m.get("Attributes", {}), "messageAttributes": {}, "eventSource": "aws:sqs"}
-                        for m in messages]}
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m.get("Attributes", {}),
+                "messageAttributes": {},
+                "eventSource": "aws:sqs",
+            }
+            for m in messages
+        ]
+    }
 
 
 def deliver(app_module: Any, messages: list[dict[str, Any]]) -> Any:
@@ -85,14 +109,21 @@ def deliver(app_module: Any, messages: list[dict[str, Any]]) -> Any:
 
 def post_all(client: Any, bodies: list[dict[str, Any]]) -> None:
     for start in range(0, len(bodies), 25):
-        assert post(client, {"views": bodies[start:start + 25]}).status_code == 202
+        assert post(client, {"views": bodies[start : start + 25]}).status_code == 202
 
 
 class FailingDynamoDB:
     """The real client, except that chosen calls fail the way DynamoDB or Lambda can."""
 
-    def __init__(self, real: Any, throttled_url: str | None = None, crash_at: int | None = None,
-                 conflicts: int = 0, blind_reads: bool = False, refused_client: str | None = None) -> None:
+    def __init__(
+        self,
+        real: Any,
+        throttled_url: str | None = None,
+        crash_at: int | None = None,
+        conflicts: int = 0,
+        blind_reads: bool = False,
+        refused_client: str | None = None,
+    ) -> None:
         self.refused_sk_part = None if refused_client is None else sha256(refused_client.encode()).hexdigest()
         self.real = real
         self.throttled_pk = None if throttled_url is None else url_pk(throttled_url)
@@ -113,18 +144,26 @@ class FailingDynamoDB:
         self.transactions += 1
         if self.transactions == self.crash_at:
             raise RuntimeError("Lambda timed out")
-        refused = any(self.refused_sk_part and self.refused_sk_part in json.dumps(item)
-                      for item in kwargs["TransactItems"])
+        refused = any(
+            self.refused_sk_part and self.refused_sk_part in json.dumps(item) for item in kwargs["TransactItems"]
+        )
         if refused:
             raise ClientError({"Error": {"Code": "ValidationException", "Message": "refused"}}, "TransactWriteItems")
         if self.throttled_pk and self.throttled_pk in json.dumps(kwargs["TransactItems"]):
-            raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
-                              "TransactWriteItems")
+            raise ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
+                "TransactWriteItems",
+            )
         if self.conflicts:
             self.conflicts -= 1
             reasons = [{"Code": "TransactionConflict"}] + [{"Code": "None"}] * (len(kwargs["TransactItems"]) - 1)
-            raise ClientError({"Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
-                               "CancellationReasons": reasons}, "TransactWriteItems")
+            raise ClientError(
+                {
+                    "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
+                    "CancellationReasons": reasons,
+                },
+                "TransactWriteItems",
+            )
         return self.real.transact_write_items(**kwargs)
 
 
@@ -150,7 +189,7 @@ class OneCallAtATime:
 @pytest.fixture
 def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     slept: list[float] = []
-    monkeypatch.setattr(views.time, "sleep", slept.append)
+    monkeypatch.setattr(views_batches.time, "sleep", slept.append)
     monkeypatch.setattr(queues.time, "sleep", slept.append)
     return slept
 
@@ -167,13 +206,13 @@ pytestmark = pytest.mark.usefixtures("fresh_queue_cache")
 
 # -- the API ----------------------------------------------------------------------------------
 
+
 def test_given_one_view_when_posted_then_202_and_one_message_queued(client: Any, aws: Any, clock: Any) -> None:
     response = post(client, {"url": "https://blog.example/a", "time": "2026-11-21T10:00:00Z", "clientId": "c1"})
     assert response.status_code == 202
     assert response.json_body == {"accepted": True}
     (message,) = receive_all(aws)
-    assert json.loads(message["Body"]) == {"url": "https://blog.example/a", "time": 1_795_255_200_000,
-                                           "clientId": "c1"}
+    assert json.loads(message["Body"]) == {"url": "https://blog.example/a", "time": 1_795_255_200_000, "clientId": "c1"}
 
 
 def test_given_batch_of_25_when_posted_then_25_messages(client: Any, aws: Any, clock: Any) -> None:
@@ -220,6 +259,7 @@ def test_given_bad_read_parameters_when_read_then_400(client: Any, clock: Any) -
 
 # -- exactly once -----------------------------------------------------------------------------
 
+
 def test_given_every_message_delivered_three_times_shuffled_and_concurrently_then_counts_exact(
     client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -248,7 +288,7 @@ def test_given_every_message_delivered_three_times_shuffled_and_concurrently_the
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker, args=(batches[half + i::4],)) for i in range(4)]
+    threads = [threading.Thread(target=worker, args=(batches[half + i :: 4],)) for i in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -261,13 +301,13 @@ def test_given_every_message_delivered_three_times_shuffled_and_concurrently_the
 def test_given_batch_fails_half_way_when_redelivered_then_exact_and_done_messages_left_the_queue(
     client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(views, "MAX_TRANSACTION_ITEMS", 8)  # several transactions per batch
+    monkeypatch.setattr(views_batches, "MAX_TRANSACTION_ITEMS", 8)  # several transactions per batch
     bodies, expected = workload(random.Random(3), 60, urls=5)
     post_all(client, bodies)
     messages = receive_all(aws)
     failing = FailingDynamoDB(aws.dynamodb, throttled_url="https://blog.example/2")
     monkeypatch.setattr(aws, "dynamodb", failing)
-    with pytest.raises(views.BatchIncompleteError):
+    with pytest.raises(views_batches.BatchIncompleteError):
         deliver(app_module, messages)
     assert 0 < in_queue(aws) < len(messages), "counted messages are deleted, the failed ones stay"
     monkeypatch.setattr(aws, "dynamodb", failing.real)
@@ -279,7 +319,7 @@ def test_given_batch_fails_half_way_when_redelivered_then_exact_and_done_message
 def test_given_handler_dies_between_transactions_when_batch_redelivered_then_exact(
     client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(views, "MAX_TRANSACTION_ITEMS", 8)
+    monkeypatch.setattr(views_batches, "MAX_TRANSACTION_ITEMS", 8)
     bodies, expected = workload(random.Random(5), 60, urls=5)
     post_all(client, bodies)
     messages = receive_all(aws)
@@ -325,13 +365,14 @@ def test_given_one_view_dynamodb_rejects_when_applied_then_others_counted_and_on
     bodies = [{"url": f"u{i % 4}", "time": T0 + i, "clientId": f"c{i}"} for i in range(40)]
     post_all(client, bodies)
     monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, refused_client="c17"))
-    with pytest.raises(views.BatchIncompleteError):
+    with pytest.raises(views_batches.BatchIncompleteError):
         deliver(app_module, receive_all(aws))
     assert in_queue(aws) == 1, "only the rejected view stays for redelivery (then the dead-letter queue)"
     assert [views_of(client, f"u{i}") for i in range(4)] == [10, 9, 10, 10]
 
 
 # -- poison messages --------------------------------------------------------------------------
+
 
 def test_given_poison_message_in_batch_when_applied_then_others_counted_once_and_poison_in_dlq(
     client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float]
@@ -356,13 +397,14 @@ def test_given_poison_and_a_failing_write_when_applied_then_poison_set_aside_and
     aws.sqs.send_message(QueueUrl=queue_url(aws), MessageBody="not json")
     messages = receive_all(aws)
     monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, throttled_url="u"))
-    with pytest.raises(views.BatchIncompleteError):
+    with pytest.raises(views_batches.BatchIncompleteError):
         deliver(app_module, messages)
     assert [m["Body"] for m in receive_all(aws, f"{SETTINGS.views_queue}-dlq")] == ["not json"]
     assert in_queue(aws) == 3, "only the views that failed stay in the queue"
 
 
 # -- ranges -----------------------------------------------------------------------------------
+
 
 def test_given_views_over_hours_when_range_read_then_markers_in_range_counted(
     client: Any, aws: Any, app_module: Any, clock: Any
@@ -380,16 +422,14 @@ def test_given_views_over_hours_when_range_read_then_markers_in_range_counted(
     assert views_of(client, "u") == 10
 
 
-def test_given_client_day_policy_when_same_client_views_twice_a_day_then_counted_once(
-    aws: Any, clock: Any
-) -> None:
+def test_given_client_day_policy_when_same_client_views_twice_a_day_then_counted_once(aws: Any, clock: Any) -> None:
     from dataclasses import replace
 
-    from chalicelib.view_keys import to_message
+    from chalicelib.views.keys import to_message
 
     settings = replace(SETTINGS, view_dedup="client-day")
     day = [View("u", T0 + i * 60_000, "c") for i in range(3)] + [View("u", T0 + 86_400_000, "c")]
     messages = [queues.Message(str(i), f"r{i}", to_message(v)) for i, v in enumerate(day)]
-    result = views.apply_messages(aws.dynamodb, aws.sqs, settings, messages, clock.now)
+    result = views_batches.apply_messages(aws.dynamodb, aws.sqs, settings, messages, clock.now)
     assert result.counted == 2
-    assert views.count(aws.dynamodb, settings, "u", None, None, clock.now)["views"] == 2
+    assert views_api.count(aws.dynamodb, settings, "u", None, None, clock.now)["views"] == 2

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib import counting
-from chalicelib.settings import Settings
+from chalicelib.core.settings import Settings
+from chalicelib.counters import stream_apply as counting
 from tests.functional.stream_fixtures import batches, lambda_event, record, stored_event_records
 
 MINUTE = 60_000
@@ -24,7 +24,9 @@ HOUR = 60 * MINUTE
 def post_events(client: Any, events: list[dict[str, Any]]) -> None:
     for start in range(0, len(events), 25):
         response = client.http.post(
-            "/events", headers={"Content-Type": "application/json"}, body=json.dumps({"events": events[start : start + 25]})
+            "/events",
+            headers={"Content-Type": "application/json"},
+            body=json.dumps({"events": events[start : start + 25]}),
         )
         assert response.status_code == 201, response.json_body
 
@@ -83,7 +85,12 @@ def test_given_events_over_30_hours_when_stream_delivered_once_then_every_window
 @pytest.mark.parametrize("times", [2, 3])
 @pytest.mark.parametrize("with_ids", [False, True], ids=["ledger", "markers"])
 def test_given_every_batch_delivered_again_when_counted_then_exact(
-    client: Any, app_module: Any, aws: Any, clock: Any, spread_events: dict[str, list[int]], times: int,
+    client: Any,
+    app_module: Any,
+    aws: Any,
+    clock: Any,
+    spread_events: dict[str, list[int]],
+    times: int,
     with_ids: bool,
 ) -> None:
     post_events(client, as_posts(spread_events, with_ids))
@@ -120,8 +127,13 @@ class DiesOnTransaction:
 
 @pytest.mark.parametrize("die_on", [2, 3])
 def test_given_handler_dies_half_way_when_batch_redelivered_then_exact(
-    client: Any, app_module: Any, aws: Any, clock: Any, spread_events: dict[str, list[int]],
-    monkeypatch: pytest.MonkeyPatch, die_on: int
+    client: Any,
+    app_module: Any,
+    aws: Any,
+    clock: Any,
+    spread_events: dict[str, list[int]],
+    monkeypatch: pytest.MonkeyPatch,
+    die_on: int,
 ) -> None:
     post_events(client, as_posts(spread_events, with_ids=True))
     records = stored_event_records(aws.dynamodb)
@@ -205,10 +217,12 @@ def test_given_events_when_histogram_read_then_buckets_match_brute_force(
     times = spread_events["jobs.provider-2"]
     for resolution, size in (("minute", MINUTE), ("hour", HOUR), ("day", 24 * HOUR)):
         start, end = clock.now - 6 * HOUR, clock.now
-        response = client.http.get(f"/counters/jobs.provider-2/histogram?start={start}&end={end}&resolution={resolution}")
+        response = client.http.get(
+            f"/counters/jobs.provider-2/histogram?start={start}&end={end}&resolution={resolution}"
+        )
         assert response.status_code == 200
         buckets = response.json_body["buckets"]
-        from chalicelib.validation import time_ms
+        from chalicelib.core.validation import time_ms
 
         for bucket in buckets:
             b = time_ms(bucket["start"])
@@ -226,7 +240,10 @@ class ConflictsOnce:
         if self.calls == 1:
             reasons = [{"Code": "None"}] * (len(kwargs["TransactItems"]) - 1) + [{"Code": "TransactionConflict"}]
             raise ClientError(
-                {"Error": {"Code": "TransactionCanceledException", "Message": "conflict"}, "CancellationReasons": reasons},
+                {
+                    "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
+                    "CancellationReasons": reasons,
+                },
                 "TransactWriteItems",
             )
         return self.real.transact_write_items(**kwargs)
@@ -239,12 +256,16 @@ def test_given_transaction_conflict_when_applying_then_retried_not_treated_as_du
     client: Any, aws: Any, clock: Any
 ) -> None:
     post_events(client, [{"counter": "busy", "time": clock.now} for _ in range(3)])
+    from chalicelib.events.stream_records import from_lambda_event
     from tests.functional.stream_fixtures import stored_event_records as records_of
-    from chalicelib.stream_records import from_lambda_event
 
     conflicting = ConflictsOnce(aws.dynamodb)
     result = counting.apply_stream_batch(
-        conflicting, Settings(), from_lambda_event(lambda_event(records_of(aws.dynamodb))), clock.now, sleep=lambda s: None
+        conflicting,
+        Settings(),
+        from_lambda_event(lambda_event(records_of(aws.dynamodb))),
+        clock.now,
+        sleep=lambda s: None,
     )
     assert conflicting.calls == 2
     assert (result.counted, result.duplicates) == (3, 0)
@@ -265,9 +286,11 @@ def test_given_same_bucket_events_in_batch_when_applied_then_one_update_per_buck
         def __getattr__(self, name: str) -> Any:
             return getattr(aws.dynamodb, name)
 
-    from chalicelib.stream_records import from_lambda_event
+    from chalicelib.events.stream_records import from_lambda_event
 
-    counting.apply_stream_batch(Recording(), Settings(), from_lambda_event(lambda_event(stored_event_records(aws.dynamodb))), clock.now)
+    counting.apply_stream_batch(
+        Recording(), Settings(), from_lambda_event(lambda_event(stored_event_records(aws.dynamodb))), clock.now
+    )
     updates = [item["Update"] for item in sent if "Update" in item]
     buckets = [u for u in updates if u["Key"]["pk"]["S"].startswith("CTR#")]
     assert len(buckets) == 2  # one hour bucket (with its minute's count inside) and one day bucket
@@ -283,7 +306,12 @@ def test_given_same_bucket_events_in_batch_when_applied_then_one_update_per_buck
 
 
 def test_given_unprocessed_keys_when_window_read_then_retried_and_exact(
-    client: Any, app_module: Any, aws: Any, clock: Any, spread_events: dict[str, list[int]], monkeypatch: pytest.MonkeyPatch
+    client: Any,
+    app_module: Any,
+    aws: Any,
+    clock: Any,
+    spread_events: dict[str, list[int]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     post_events(client, as_posts(spread_events))
     deliver(app_module, stored_event_records(aws.dynamodb))
@@ -293,7 +321,7 @@ def test_given_unprocessed_keys_when_window_read_then_retried_and_exact(
     class HoldsBackKeys:
         """Answers half the keys at first and returns the rest as UnprocessedKeys."""
 
-        def batch_get_item(self, RequestItems: dict[str, Any]) -> Any:  # noqa: N803
+        def batch_get_item(self, RequestItems: dict[str, Any]) -> Any:
             ((table, request),) = RequestItems.items()
             calls.append(len(request["Keys"]))
             if len(calls) > 1:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from chalicelib import counter_keys, events
-from chalicelib.timebuckets import Bucket
+from chalicelib.core.timebuckets import Bucket
+from chalicelib.counters import keys as counter_keys
+from chalicelib.events import ingest as events
 
 ingest_times = st.integers(min_value=1_700_000_000_000, max_value=1_900_000_000_000)
 suffixes = st.text(alphabet="abcXYZ019_-", min_size=12, max_size=12)

@@ -9,14 +9,22 @@ from decimal import Decimal
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chalicelib.report_content import Report
+from chalicelib.reports.content import Report
 
 amounts = st.decimals(min_value=-10_000, max_value=10_000, places=2, allow_nan=False, allow_infinity=False)
-items = st.lists(st.fixed_dictionaries({
-    "counter": st.sampled_from(["a", "b", "c"]),
-    "attributes": st.dictionaries(st.sampled_from(["amount", "qty", "label", "paid"]),
-                                  st.one_of(amounts, st.text(max_size=3), st.booleans()), max_size=4),
-}), max_size=40)
+items = st.lists(
+    st.fixed_dictionaries(
+        {
+            "counter": st.sampled_from(["a", "b", "c"]),
+            "attributes": st.dictionaries(
+                st.sampled_from(["amount", "qty", "label", "paid"]),
+                st.one_of(amounts, st.text(max_size=3), st.booleans()),
+                max_size=4,
+            ),
+        }
+    ),
+    max_size=40,
+)
 
 
 @given(items)
@@ -36,11 +44,13 @@ def test_given_items_when_added_then_events_and_sums_match_brute_force(batch: li
 
 def test_given_billing_events_when_rendered_then_json_and_csv_agree_exactly() -> None:
     report = Report("20261121T230000000Z-20261122T000000000Z", 1_795_000_000_000, 1_795_003_600_000)
-    report.add([
-        {"counter": "sales", "attributes": {"amount": Decimal("0.10"), "qty": Decimal(2)}},
-        {"counter": "sales", "attributes": {"amount": Decimal("0.20"), "note": "x"}},
-        {"counter": "refunds", "attributes": {}},
-    ])
+    report.add(
+        [
+            {"counter": "sales", "attributes": {"amount": Decimal("0.10"), "qty": Decimal(2)}},
+            {"counter": "sales", "attributes": {"amount": Decimal("0.20"), "note": "x"}},
+            {"counter": "refunds", "attributes": {}},
+        ]
+    )
     body = report.as_dict()
     assert body["events"] == 3
     assert body["counters"] == {

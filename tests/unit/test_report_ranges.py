@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chalicelib import events, report_ranges
-from chalicelib.errors import ValidationError
-from chalicelib.report_ranges import QUARTER_HOUR_MS, PartitionQuery
+from chalicelib.core.errors import ValidationError
+from chalicelib.events import ingest as events
+from chalicelib.reports import ranges as report_ranges
+from chalicelib.reports.ranges import QUARTER_HOUR_MS, PartitionQuery
 
 T0 = 1_795_000_000_000
 times = st.integers(T0 - 3 * 86_400_000, T0 + 3 * 86_400_000)
@@ -83,11 +84,20 @@ def test_given_range_when_id_made_then_parses_back_and_sorts_by_start(start: int
     assert made < later
 
 
-@pytest.mark.parametrize("bad", [
-    "", "latest", "20261121T230000000Z", "20261121T230000000Z-20261121T230000000Z",
-    "20261121T240000000Z-20261122T000000000Z", "20261322T000000000Z-20261323T000000000Z",
-    "20261122T000000000Z-20261121T000000000Z", "../20261121T230000000Z-20261122T000000000Z", 5,
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "latest",
+        "20261121T230000000Z",
+        "20261121T230000000Z-20261121T230000000Z",
+        "20261121T240000000Z-20261122T000000000Z",
+        "20261322T000000000Z-20261323T000000000Z",
+        "20261122T000000000Z-20261121T000000000Z",
+        "../20261121T230000000Z-20261122T000000000Z",
+        5,
+    ],
+)
 def test_given_malformed_report_id_when_parsed_then_validation_error(bad: object) -> None:
     with pytest.raises(ValidationError):
         report_ranges.parse_report_id(bad)
@@ -103,5 +113,5 @@ def test_given_no_checkpoint_when_first_start_then_quarter_hour_at_least_one_int
 
 
 def test_given_known_time_when_id_made_then_readable_utc() -> None:
-    start = int(datetime(2026, 11, 21, 23, 0, tzinfo=timezone.utc).timestamp() * 1000)
+    start = int(datetime(2026, 11, 21, 23, 0, tzinfo=UTC).timestamp() * 1000)
     assert report_ranges.report_id(start, start + 3_600_123) == "20261121T230000000Z-20261122T000000123Z"

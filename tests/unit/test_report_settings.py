@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.settings import Settings, SettingsError
+from chalicelib.core.settings import Settings, SettingsError
 
 
 def test_given_report_variables_when_read_then_used_and_defaults_otherwise() -> None:
@@ -13,10 +13,16 @@ def test_given_report_variables_when_read_then_used_and_defaults_otherwise() -> 
     assert (settings.report_interval_minutes, settings.report_settle_seconds) == (15, 0)
 
 
-@pytest.mark.parametrize("env", [
-    {"REPORT_INTERVAL_MINUTES": "14"}, {"REPORT_INTERVAL_MINUTES": "1441"}, {"REPORT_INTERVAL_MINUTES": "hourly"},
-    {"REPORT_SETTLE_SECONDS": "-1"}, {"REPORT_SETTLE_SECONDS": "3601"},
-])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"REPORT_INTERVAL_MINUTES": "14"},
+        {"REPORT_INTERVAL_MINUTES": "1441"},
+        {"REPORT_INTERVAL_MINUTES": "hourly"},
+        {"REPORT_SETTLE_SECONDS": "-1"},
+        {"REPORT_SETTLE_SECONDS": "3601"},
+    ],
+)
 def test_given_out_of_range_report_variables_when_read_then_settings_error(env: dict[str, str]) -> None:
     with pytest.raises(SettingsError):
         Settings.from_env(env)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from chalicelib import timebuckets
-from chalicelib.timebuckets import Bucket, plan, window_minutes
+from chalicelib.core import timebuckets
+from chalicelib.core.timebuckets import Bucket, plan, window_minutes
 
 MINUTE = 60_000
 # Around "now", with room for hour and day boundaries either side.
@@ -49,7 +50,11 @@ def test_given_event_time_when_bucketed_then_hour_and_day_contain_it() -> None:
         assert bucket.start_ms <= t < bucket.end_ms
     assert (hour.resolution, day.resolution) == ("hour", "day")
     assert hour.end_ms - hour.start_ms == 3_600_000 and day.end_ms - day.start_ms == 86_400_000
-    assert hour.start_ms + timebuckets.minute_of_hour(t) * MINUTE <= t < hour.start_ms + (timebuckets.minute_of_hour(t) + 1) * MINUTE
+    assert (
+        hour.start_ms + timebuckets.minute_of_hour(t) * MINUTE
+        <= t
+        < hour.start_ms + (timebuckets.minute_of_hour(t) + 1) * MINUTE
+    )
 
 
 @settings(max_examples=300)
@@ -81,7 +86,9 @@ def test_given_any_range_when_planned_then_every_minute_read_exactly_once_from_d
             size = timebuckets.RESOLUTION_MINUTES[part.bucket.resolution]
             coverage.update(range(part.bucket.first_minute, part.bucket.first_minute + size))
         else:
-            coverage.update(range(part.bucket.first_minute + part.minutes[0], part.bucket.first_minute + part.minutes[1] + 1))
+            coverage.update(
+                range(part.bucket.first_minute + part.minutes[0], part.bucket.first_minute + part.minutes[1] + 1)
+            )
     assert set(coverage) == set(range(first, last + 1))
     assert set(coverage.values()) == {1}
     assert len({p.bucket for p in parts}) == len(parts)

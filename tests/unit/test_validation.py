@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from chalicelib import validation, windows
-from chalicelib.errors import ValidationError
+from chalicelib.core import validation
+from chalicelib.core import window_params as windows
+from chalicelib.core.errors import ValidationError
 
 
 @given(st.integers(min_value=validation.MIN_TIME_MS, max_value=validation.MAX_TIME_MS - 1))

@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chalicelib import validation, view_keys
-from chalicelib.errors import ValidationError
-from chalicelib.view_keys import View
+from chalicelib.core import validation
+from chalicelib.core.errors import ValidationError
+from chalicelib.views import keys as view_keys
+from chalicelib.views.keys import View
 
 T0 = 1_795_000_000_000
 views = st.builds(
@@ -39,7 +40,7 @@ def test_given_client_day_policy_when_same_client_same_day_then_one_marker(view:
     assert view_keys.marker_sk(view, "client-day") != view_keys.marker_sk(next_day, "client-day")
 
 
-@given(views, st.integers(-10**9, 10**9), st.integers(1, 10**9))
+@given(views, st.integers(-(10**9), 10**9), st.integers(1, 10**9))
 def test_given_range_when_bounds_built_then_marker_inside_exactly_when_time_inside(
     view: View, offset: int, length: int
 ) -> None:

@@ -11,9 +11,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib import dynamo, validation
-from chalicelib.errors import StorageError, ValidationError
-from chalicelib.settings import Settings
+from chalicelib.core import dynamo, keyspace, validation
+from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core.settings import Settings
 
 SOURCES = ("events-stream", "uniques-queue")
 TTL_SECONDS = 30 * 86400
@@ -25,7 +25,7 @@ def put(dynamodb: Any, settings: Settings, source: str, record_id: str, record: 
         dynamodb.put_item(
             TableName=settings.counts_table,
             Item={
-                "pk": {"S": f"QUARANTINE#{source}"},
+                "pk": {"S": f"{keyspace.QUARANTINE}{source}"},
                 "sk": {"S": record_id or "unknown"},
                 "reason": {"S": reason},
                 "record": {"S": record[:MAX_RECORD_CHARS]},
@@ -46,13 +46,18 @@ def list_records(dynamodb: Any, settings: Settings, source: str | None, limit: i
         request = {
             "TableName": settings.counts_table,
             "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": f"QUARANTINE#{name}"}},
+            "ExpressionAttributeValues": {":pk": {"S": f"{keyspace.QUARANTINE}{name}"}},
             "Limit": limit,
         }
         page = next(dynamo.query_pages(dynamodb, request, "could not read the quarantine"))
         records += [
-            {"source": name, "id": i["sk"]["S"], "reason": i["reason"]["S"], "seen_at": i["seen_at"]["S"],
-             "record": i["record"]["S"]}
+            {
+                "source": name,
+                "id": i["sk"]["S"],
+                "reason": i["reason"]["S"],
+                "seen_at": i["seen_at"]["S"],
+                "record": i["record"]["S"],
+            }
             for i in page.get("Items", [])
         ]
     return records

@@ -9,11 +9,12 @@ from __future__ import annotations
 import csv
 import io
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from chalicelib import validation
+from chalicelib.core import validation
 
 
 @dataclass
@@ -43,8 +44,12 @@ class Report:
                     totals.sums[name] += value
 
     def summary(self) -> dict[str, Any]:
-        return {"id": self.id, "start": validation.iso(self.start_ms), "end": validation.iso(self.end_ms),
-                "events": self.events}
+        return {
+            "id": self.id,
+            "start": validation.iso(self.start_ms),
+            "end": validation.iso(self.end_ms),
+            "events": self.events,
+        }
 
     def as_dict(self) -> dict[str, Any]:
         return {

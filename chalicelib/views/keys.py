@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
-from chalicelib import validation
-from chalicelib.errors import ValidationError
+from chalicelib.core import keyspace, validation
+from chalicelib.core.errors import ValidationError
+from chalicelib.core.settings import VIEW_DEDUP_POLICIES
 
 MAX_BATCH = 25
 URL_MAX_CHARS = 2048
@@ -26,7 +28,8 @@ VIEW_FIELDS = {"url", "time", "clientId"}
 COUNTER_SK = "TOTAL"
 DAY_MS = 86_400_000
 POLICY_PREFIX = {"event": "V#", "client-day": "D#"}
-DEDUP_POLICIES = tuple(POLICY_PREFIX)
+DEDUP_POLICIES = VIEW_DEDUP_POLICIES
+assert set(POLICY_PREFIX) == set(DEDUP_POLICIES)
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class View:
 
 
 # -- validation ----------------------------------------------------------------------------
+
 
 def parse_body(body: Any) -> list[View]:
     """One view or {"views": [...]}; one bad view rejects the whole request."""
@@ -75,6 +79,7 @@ def text(value: Any, field: str, max_chars: int) -> str:
 
 # -- the queue message ---------------------------------------------------------------------
 
+
 def to_message(view: View) -> str:
     return json.dumps({"url": view.url, "time": view.time_ms, "clientId": view.client_id}, separators=(",", ":"))
 
@@ -90,8 +95,9 @@ def from_message(body: str) -> View:
 
 # -- keys ------------------------------------------------------------------------------------
 
+
 def url_pk(url: str) -> str:
-    return "URL#" + _digest(url)
+    return keyspace.VIEW_URL + _digest(url)
 
 
 def counter_key(url: str) -> dict[str, Any]:
@@ -120,6 +126,7 @@ def _digest(value: str) -> str:
 
 # -- transactions ----------------------------------------------------------------------------
 
+
 def chunks(groups: Iterable[tuple[str, list[Any]]], max_items: int) -> list[list[tuple[str, list[Any]]]]:
     """Pack per-URL groups of markers into transactions of at most max_items items.
 
@@ -147,7 +154,7 @@ def halves(chunk: list[tuple[str, list[Any]]]) -> list[list[tuple[str, list[Any]
     if len(chunk) > 1:
         middle = len(chunk) // 2
         return [chunk[:middle], chunk[middle:]]
-    (key, members), = chunk
+    ((key, members),) = chunk
     if len(members) > 1:
         middle = len(members) // 2
         return [[(key, members[:middle])], [(key, members[middle:])]]

@@ -1,4 +1,4 @@
-"""Exact view counters: enqueue views, apply queue batches exactly once, answer counts.
+"""Exact view counters, the queue handler side: apply a batch of views exactly once.
 
 A view is counted when its marker is written: markers and the increment of their URL's
 counter go in one TransactWriteItems, so both happen or neither does. The views of one URL
@@ -12,83 +12,24 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from botocore.exceptions import ClientError
-
-from chalicelib import dynamo, queues, validation, view_keys
-from chalicelib.errors import StorageError, ValidationError
-from chalicelib.queues import Message
-from chalicelib.settings import Settings
-from chalicelib.retry import backoff
-from chalicelib.view_keys import View
+from chalicelib.core import dynamo, queues, transactions
+from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core.queues import Message
+from chalicelib.core.settings import Settings
+from chalicelib.views import keys as view_keys
 
 Sleep = Callable[[float], None]
 MAX_TRANSACTION_ITEMS = 100
 MAX_BACKOFFS = 6
-_RETRYABLE_ERRORS = {
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "TransactionInProgressException",
-    "InternalServerError",
-}
-
-
-class RejectedError(StorageError):
-    """DynamoDB refused a transaction for a reason retrying will not change."""
 
 
 class BatchIncompleteError(StorageError):
     """Some views of a batch could not be counted; the others were removed from the queue."""
 
-
-# -- POST /views -------------------------------------------------------------------------------
-
-def enqueue(sqs: Any, settings: Settings, views: list[View], sleep: Sleep | None = None) -> None:
-    # A retried request cannot count twice (markers), so a partly sent batch is simply retried.
-    url = queues.queue_url(sqs, settings.views_queue)
-    entries = [{"Id": str(i), "MessageBody": view_keys.to_message(v)} for i, v in enumerate(views)]
-    queues.send(sqs, url, entries, sleep or time.sleep)
-
-
-# -- GET /views ----------------------------------------------------------------------------------
-
-def count(
-    dynamodb: Any, settings: Settings, url: str, start_ms: int | None, end_ms: int | None, now_ms: int
-) -> dict[str, Any]:
-    """The URL's counter, or with start and/or end the markers of views in [start, end)."""
-    if start_ms is None and end_ms is None:
-        try:
-            item = dynamodb.get_item(TableName=settings.counts_table, Key=view_keys.counter_key(url)).get("Item")
-        except ClientError as exc:
-            raise StorageError("could not read the view counter") from exc
-        return {"url": url, "views": int(item["views"]["N"]) if item else 0}
-    start = now_ms - settings.view_marker_ttl_seconds * 1000 if start_ms is None else start_ms
-    end = now_ms if end_ms is None else end_ms
-    if start >= end:
-        raise ValidationError("start must be before end")
-    low, high = view_keys.marker_range(start, end, settings.view_dedup)
-    request: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
-        # A marker past its expiry may linger until DynamoDB deletes it: it no longer counts.
-        "FilterExpression": "expires_at > :now",
-        "ExpressionAttributeValues": {
-            ":pk": {"S": view_keys.url_pk(url)},
-            ":low": {"S": low},
-            ":high": {"S": high},
-            ":now": {"N": str(now_ms // 1000)},
-        },
-        "Select": "COUNT",
-    }
-    pages = dynamo.query_pages(dynamodb, request, "could not count the view markers")
-    total = sum(int(page.get("Count", 0)) for page in pages)
-    return {"url": url, "views": total, "start": validation.iso(start), "end": validation.iso(end)}
-
-
-# -- the queue handler ----------------------------------------------------------------------------
 
 @dataclass
 class Pending:
@@ -167,7 +108,9 @@ def apply_messages(
             outcome.failed.extend(message for message, _ in poison)
     if outcome.failed:
         queues.delete(sqs, queues.queue_url(sqs, settings.views_queue), [m.receipt_handle for m in outcome.done], sleep)
-        raise BatchIncompleteError(f"{len(outcome.failed)} of {len(messages)} messages must be retried: {result.as_dict()}")
+        raise BatchIncompleteError(
+            f"{len(outcome.failed)} of {len(messages)} messages must be retried: {result.as_dict()}"
+        )
     return result
 
 
@@ -181,10 +124,10 @@ def _apply_chunk(
     outcome: _Outcome,
 ) -> None:
     try:
-        counted, duplicates, transactions = _commit(dynamodb, settings, chunk, now_ms, sleep)
+        counted, duplicates, attempts = _commit(dynamodb, settings, chunk, now_ms, sleep)
     except StorageError as exc:
         # A view DynamoDB rejects outright must not hold back the others: halve until it is alone.
-        parts = view_keys.halves(chunk) if isinstance(exc, RejectedError) else []
+        parts = view_keys.halves(chunk) if isinstance(exc, transactions.TransactionRejectedError) else []
         for part in parts:
             _apply_chunk(dynamodb, settings, part, now_ms, sleep, result, outcome)
         if not parts:
@@ -193,7 +136,7 @@ def _apply_chunk(
         return
     result.counted += counted
     result.duplicates += duplicates
-    result.transactions += transactions
+    result.transactions += attempts
     outcome.done.extend(m for _, members in chunk for pending in members for m in pending.messages)
 
 
@@ -205,8 +148,14 @@ def _visible_markers(
     found: set[tuple[str, str]] = set()
     now_s = now_ms // 1000
     items = dynamo.batch_get_items(
-        dynamodb, settings.counts_table, [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in keys],
-        "could not read the view markers", sleep, attempts=MAX_BACKOFFS, cap=1.0, projection="pk, sk, expires_at",
+        dynamodb,
+        settings.counts_table,
+        [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in keys],
+        "could not read the view markers",
+        sleep,
+        attempts=MAX_BACKOFFS,
+        cap=1.0,
+        projection="pk, sk, expires_at",
     )
     try:
         for item in items:
@@ -259,41 +208,33 @@ def _commit(
     sleep: Sleep,
 ) -> tuple[int, int, int]:
     """Apply one transaction's worth of groups; returns (counted, duplicates, attempts)."""
-    duplicates = 0
-    attempts = 0
-    backoffs = 0
-    while chunk:
-        attempts += 1
-        try:
-            dynamodb.transact_write_items(TransactItems=_transaction(settings, chunk, now_ms))
-            return sum(len(members) for _, members in chunk), duplicates, attempts
-        except ClientError as exc:
-            error = exc.response.get("Error", {}).get("Code", "")
-            reasons = dynamo.cancellation_reasons(exc)
-        if reasons is not None:
-            # Item order is each group's markers, then its counter update.
-            dropped: set[int] = set()
-            position = 0
-            for pk, members in chunk:
-                for pending in members:
-                    if position < len(reasons) and reasons[position] == "ConditionalCheckFailed":
-                        dropped.add(id(pending))
-                    position += 1
-                position += 1
-            if dropped:
-                duplicates += len(dropped)
-                chunk = [(pk, kept) for pk, members in chunk if (kept := [p for p in members if id(p) not in dropped])]
-                continue
-            retryable = bool(reasons) and all(code in dynamo.RETRYABLE_CANCELLATIONS | {"None"} for code in reasons)
-        else:
-            retryable = error in _RETRYABLE_ERRORS
-        if not retryable:
-            raise RejectedError(f"view transaction rejected: {error} {reasons}")
-        if backoffs >= MAX_BACKOFFS:
-            raise StorageError(f"view transaction kept failing: {error} {reasons}")
-        sleep(backoff(backoffs))
-        backoffs += 1
-    return 0, duplicates, attempts
+    members = [pending for _, group in chunk for pending in group]
+    urls = {id(pending): pk for pk, group in chunk for pending in group}
+
+    def plan(pending: list[Pending]) -> transactions.Plan[Pending]:
+        groups: dict[str, list[Pending]] = defaultdict(list)
+        for member in pending:
+            groups[urls[id(member)]].append(member)
+        regrouped = list(groups.items())
+        # Item order is each group's markers, then its counter update (owned by no one view).
+        owners: list[Pending | None] = []
+        for _, group in regrouped:
+            owners += [*group, None]
+        return transactions.Plan(_transaction(settings, regrouped, now_ms), owners)
+
+    def already_counted(failed: list[Pending | None], pending: list[Pending]) -> list[Pending]:
+        return [member for member in failed if member is not None]
+
+    outcome = transactions.write(
+        dynamodb,
+        members,
+        plan,
+        what="view transaction",
+        duplicates=already_counted,
+        attempts=MAX_BACKOFFS,
+        sleep=sleep,
+    )
+    return len(outcome.applied), len(outcome.duplicates), outcome.attempts
 
 
 def _set_aside(sqs: Any, settings: Settings, poison: list[tuple[Message, str]], sleep: Sleep) -> None:

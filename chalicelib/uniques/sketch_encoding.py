@@ -20,15 +20,16 @@ from __future__ import annotations
 import math
 import struct
 import zlib
+from collections.abc import Iterable, Sequence
 from hashlib import sha1
-from typing import Iterable, Sequence
+from typing import Any
 
 import numpy as np
-from msgpack import packb
 from hyperloglog import HyperLogLog
 from hyperloglog import hll as _hll
+from msgpack import packb
 
-from chalicelib.errors import TallyError
+from chalicelib.core.errors import TallyError
 
 MAGIC = b"TH"
 FORMAT_VERSION = 1
@@ -92,7 +93,7 @@ def add_hashes(sketch: HyperLogLog, hashes: bytes) -> None:
     np.maximum.at(sketch.M, index, rho.astype(sketch.M.dtype))
 
 
-def _with_registers(p: int, registers: np.ndarray) -> HyperLogLog:
+def _with_registers(p: int, registers: np.ndarray[Any, Any]) -> HyperLogLog:
     # The library has no constructor taking a precision or registers; its fields are public slots.
     sketch = HyperLogLog.__new__(HyperLogLog)
     sketch.p = p
@@ -131,6 +132,7 @@ def estimate(sketch: HyperLogLog) -> int:
 
 # -- binary form -------------------------------------------------------------------------
 
+
 def encode(sketch: HyperLogLog) -> bytes:
     registers = np.asarray(sketch.M, dtype=np.uint8)
     candidates = [_header(DENSE, sketch.p) + zlib.compress(registers.tobytes(), 9)]
@@ -158,11 +160,11 @@ def decode(data: bytes) -> HyperLogLog:
         raise SketchFormatError(f"precision {p} out of range")
     m = 1 << p
     if kind == DENSE:
-        registers = np.frombuffer(_inflate(data[HEADER.size:], m), dtype=np.uint8)
+        registers = np.frombuffer(_inflate(data[HEADER.size :], m), dtype=np.uint8)
         if len(registers) != m:
             raise SketchFormatError(f"dense sketch has {len(registers)} registers, expected {m}")
     elif kind == SPARSE:
-        registers = _sparse_registers(_inflate(data[HEADER.size:], 3 * m), m)
+        registers = _sparse_registers(_inflate(data[HEADER.size :], 3 * m), m)
     else:
         raise SketchFormatError(f"unknown sketch kind {kind}")
     if registers.size and int(registers.max()) > 64 - p + 1:
@@ -181,7 +183,7 @@ def _inflate(payload: bytes, limit: int) -> bytes:
     return raw
 
 
-def _sparse_registers(raw: bytes, m: int) -> np.ndarray:
+def _sparse_registers(raw: bytes, m: int) -> np.ndarray[Any, Any]:
     if len(raw) % 3:
         raise SketchFormatError("sparse payload is not a whole number of entries")
     n = len(raw) // 3

@@ -1,40 +1,28 @@
-"""Scheduled reports: every event ingested lands in exactly one report, read by Query only.
-
-A run covers [checkpoint, now - settle delay). It Queries the quarter-hour partitions of that
-range (see report_ranges), writes the report to S3, and only then moves the checkpoint, in one
-transaction with the report's index item, on condition that the checkpoint is still where the
-run found it. So two runs at once commit one report (the other's objects are removed and never
-listed); a run that dies before committing leaves the checkpoint where it was and the next run
-covers the same range again. A run that finds a gap (missed runs) covers it in one report, cut
-into reports of at most a day so a run's work stays bounded.
-
-Counts-table items (no collision with CTR#, EVT#, QUARANTINE#):
-    pk "REPORT#checkpoint", sk "#": end_ms of the last committed report, report_id
-    pk "REPORT#index", sk <report id>: start_ms, end_ms, events (what GET /reports lists)
-"""
+"""A report run: read what arrived since the last run and commit one report."""
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
-from chalicelib import dynamo, report_ranges, validation
-from chalicelib.errors import NotFoundError, StorageError, ValidationError
-from chalicelib.report_content import Report
-from chalicelib.settings import Settings
+from chalicelib.core import dynamo, keyspace, transactions
+from chalicelib.core.errors import StorageError
+from chalicelib.core.settings import Settings
+from chalicelib.reports import ranges as report_ranges
+from chalicelib.reports.content import Report
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_KEY = {"pk": {"S": "REPORT#checkpoint"}, "sk": {"S": "#"}}
-INDEX_PK = "REPORT#index"
+CHECKPOINT_KEY = {"pk": {"S": f"{keyspace.REPORT}checkpoint"}, "sk": {"S": "#"}}
+INDEX_PK = f"{keyspace.REPORT}index"
 OBJECT_PREFIX = "reports/"
 MAX_REPORT_SPAN_MS = 86_400_000
-MAX_LIST = 1000
 _COMMIT_ATTEMPTS = 5
 _DESERIALIZER = TypeDeserializer()
 
@@ -54,8 +42,11 @@ def run(dynamodb: Any, s3: Any, settings: Settings, now_ms: int) -> RunResult:
     result = RunResult()
     while True:
         checkpoint = read_checkpoint(dynamodb, settings)
-        start = checkpoint if checkpoint is not None else report_ranges.first_start(
-            cutoff, settings.report_interval_minutes)
+        start = (
+            checkpoint
+            if checkpoint is not None
+            else report_ranges.first_start(cutoff, settings.report_interval_minutes)
+        )
         if start >= cutoff:
             return result
         end = min(cutoff, start + MAX_REPORT_SPAN_MS)
@@ -130,28 +121,26 @@ def _commit(dynamodb: Any, settings: Settings, checkpoint: int | None, report: R
     index = {
         "TableName": settings.counts_table,
         "Item": {
-            "pk": {"S": INDEX_PK}, "sk": {"S": report.id},
-            "start_ms": {"N": str(report.start_ms)}, "end_ms": {"N": str(report.end_ms)},
+            "pk": {"S": INDEX_PK},
+            "sk": {"S": report.id},
+            "start_ms": {"N": str(report.start_ms)},
+            "end_ms": {"N": str(report.end_ms)},
             "events": {"N": str(report.events)},
         },
         "ConditionExpression": "attribute_not_exists(pk)",
     }
-    for _ in range(_COMMIT_ATTEMPTS):
-        try:
-            dynamodb.transact_write_items(TransactItems=[{"Update": move}, {"Put": index}])
-            return True
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code")
-            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
-            if code == "TransactionCanceledException" and "ConditionalCheckFailed" in reasons:
-                return False
-            # A transaction on the same items in flight: try again, the condition then decides.
-            if code in ("TransactionConflictException", "TransactionInProgressException") or (
-                code == "TransactionCanceledException" and "TransactionConflict" in reasons
-            ):
-                continue
-            raise StorageError("the report checkpoint could not be moved") from exc
-    raise StorageError("the report checkpoint could not be moved: conflicting runs")
+    # A transaction on the same items in flight is retried; the condition then decides.
+    try:
+        transactions.write(
+            dynamodb,
+            [report],
+            lambda _: transactions.Plan([{"Update": move}, {"Put": index}], [None, None]),
+            what="moving the report checkpoint",
+            attempts=_COMMIT_ATTEMPTS,
+        )
+    except transactions.ConditionFailedError:
+        return False
+    return True
 
 
 def _discard_unless_committed(dynamodb: Any, s3: Any, settings: Settings, report_id: str) -> None:
@@ -168,48 +157,9 @@ def _discard_unless_committed(dynamodb: Any, s3: Any, settings: Settings, report
 
 def _index_item(dynamodb: Any, settings: Settings, report_id: str) -> dict[str, Any] | None:
     try:
-        return dynamodb.get_item(TableName=settings.counts_table, ConsistentRead=True,
-                                 Key={"pk": {"S": INDEX_PK}, "sk": {"S": report_id}}).get("Item")
+        item: dict[str, Any] | None = dynamodb.get_item(
+            TableName=settings.counts_table, ConsistentRead=True, Key={"pk": {"S": INDEX_PK}, "sk": {"S": report_id}}
+        ).get("Item")
+        return item
     except ClientError as exc:
         raise StorageError("the report index could not be read") from exc
-
-
-# -- reads for the API ------------------------------------------------------------------------
-
-def list_reports(dynamodb: Any, settings: Settings, raw_limit: str | None = None) -> list[dict[str, Any]]:
-    """The newest `limit` reports (default 100), newest first."""
-    limit = _limit(raw_limit)
-    try:
-        page = dynamodb.query(
-            TableName=settings.counts_table,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": INDEX_PK}},
-            ScanIndexForward=False,
-            Limit=limit,
-        )
-    except ClientError as exc:
-        raise StorageError("the reports could not be listed") from exc
-    return [
-        {"id": item["sk"]["S"], "start": validation.iso(int(item["start_ms"]["N"])),
-         "end": validation.iso(int(item["end_ms"]["N"])), "events": int(item["events"]["N"])}
-        for item in page.get("Items", [])
-    ]
-
-
-def _limit(raw: str | None) -> int:
-    if raw is None:
-        return 100
-    if not raw.isdigit():
-        raise ValidationError(f"limit must be an integer from 1 to {MAX_LIST}")
-    return validation.integer(int(raw), "limit", 1, MAX_LIST)
-
-
-def get_report(dynamodb: Any, s3: Any, settings: Settings, report_id: str) -> dict[str, Any]:
-    report_ranges.parse_report_id(report_id)
-    if _index_item(dynamodb, settings, report_id) is None:
-        raise NotFoundError(f"no report {report_id}")
-    try:
-        body = s3.get_object(Bucket=settings.reports_bucket, Key=_object_keys(report_id)["json"])["Body"].read()
-    except ClientError as exc:
-        raise StorageError(f"report {report_id} could not be read from S3") from exc
-    return json.loads(body)

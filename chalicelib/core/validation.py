@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from chalicelib.errors import ValidationError
+from chalicelib.core.errors import ValidationError
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 DURATION_PATTERN = re.compile(r"(\d{1,6})([mhd])")
@@ -14,7 +14,7 @@ DURATION_MINUTES = {"m": 1, "h": 60, "d": 1440}
 # Earliest and latest times accepted, to catch seconds sent as milliseconds and the like.
 MIN_TIME_MS = 946_684_800_000  # 2000-01-01
 MAX_TIME_MS = 4_102_444_800_000  # 2100-01-01
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_MS = timedelta(milliseconds=1)
 
 

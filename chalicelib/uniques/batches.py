@@ -1,11 +1,11 @@
-"""Unique counts: buffer items on SQS, merge batches into sharded sketches, answer cardinalities.
+"""Unique counts, the queue handler side: merge batches into sharded sketches.
 
 Sketches live in the counts table: pk "HLL#<name>", sk "shard#<nn>", attributes `sketch`
-(chalicelib.sketches binary form) and `version`. A batch goes to one shard (picked from its
-first message id, so concurrent invocations spread out); each sketch it touches is read once
-and written once with a condition on the version it read. A writer that loses the race reads
-again, merges again and retries: HyperLogLog merging is idempotent and commutative, so
-neither a lost race nor a redelivered batch can lose or inflate anything.
+(chalicelib.uniques.sketch_encoding binary form) and `version`. A batch goes to one shard (picked
+from its first message id, so concurrent invocations spread out); each sketch it touches is read
+once and written once with a condition on the version it read. A writer that loses the race reads
+again, merges again and retries: HyperLogLog merging is idempotent and commutative, so neither a
+lost race nor a redelivered batch can lose or inflate anything.
 """
 
 from __future__ import annotations
@@ -13,24 +13,24 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import random
 import time
 import zlib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from botocore.exceptions import ClientError
 from hyperloglog import HyperLogLog
 
-from chalicelib import dynamo, quarantine, sketches, validation
-from chalicelib.errors import StorageError, ValidationError
-from chalicelib.settings import Settings
+from chalicelib.core import keyspace, quarantine, validation
+from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core.retry import backoff
+from chalicelib.core.settings import Settings
+from chalicelib.uniques import sketch_encoding as sketches
 
-SKETCH_PREFIX = "HLL#"
+SKETCH_PREFIX = keyspace.SKETCH
 MAX_ITEMS = 500
-MAX_ITEM_CHARS = 1024
-MAX_UNION_NAMES = 50
 MESSAGE_VERSION = 1
 MAX_WRITE_ATTEMPTS = 12
 
@@ -39,28 +39,6 @@ Sleep = Callable[[float], None]
 
 def sketch_key(name: str, shard: int) -> dict[str, Any]:
     return {"pk": {"S": f"{SKETCH_PREFIX}{name}"}, "sk": {"S": f"shard#{shard:02d}"}}
-
-
-# -- front end: validate and enqueue --------------------------------------------------------
-
-def parse_items(body: Any) -> list[str]:
-    """The items of a POST body `{"data": item}` or `{"data": [items]}`."""
-    if not isinstance(body, dict) or set(body) != {"data"}:
-        raise ValidationError('the body must be {"data": item} or {"data": [items]}')
-    data = body["data"]
-    items = [data] if isinstance(data, str) else data
-    if not isinstance(items, list) or not 1 <= len(items) <= MAX_ITEMS:
-        raise ValidationError(f"data must be a string or a list of 1-{MAX_ITEMS} strings")
-    for index, item in enumerate(items):
-        if not isinstance(item, str) or not 1 <= len(item) <= MAX_ITEM_CHARS:
-            raise ValidationError(f"data[{index}] must be a string of 1-{MAX_ITEM_CHARS} characters")
-    return items
-
-
-def message_body(name: str, items: list[str]) -> str:
-    """One message per request, carrying 8-byte item hashes: any request fits SQS's 256 KB."""
-    hashes = base64.b64encode(sketches.item_hashes(items)).decode("ascii")
-    return json.dumps({"v": MESSAGE_VERSION, "name": name, "hashes": hashes})
 
 
 def parse_message(body: str) -> tuple[str, bytes]:
@@ -81,29 +59,6 @@ def parse_message(body: str) -> tuple[str, bytes]:
         raise ValidationError(f"hashes must be 1-{MAX_ITEMS} values of {size} bytes")
     return name, raw
 
-
-_queue_urls: dict[tuple[str | None, str, str], str] = {}
-
-
-def enqueue(sqs: Any, settings: Settings, name: str, items: list[str]) -> int:
-    try:
-        sqs.send_message(QueueUrl=_queue_url(sqs, settings), MessageBody=message_body(name, items))
-    except ClientError as exc:
-        raise StorageError("could not queue the items") from exc
-    return len(items)
-
-
-def _queue_url(sqs: Any, settings: Settings) -> str:
-    cache_key = (settings.aws_endpoint_url, settings.aws_region, settings.uniques_queue)
-    if cache_key not in _queue_urls:
-        try:
-            _queue_urls[cache_key] = sqs.get_queue_url(QueueName=settings.uniques_queue)["QueueUrl"]
-        except ClientError as exc:
-            raise StorageError("the uniques queue is not reachable") from exc
-    return _queue_urls[cache_key]
-
-
-# -- back end: apply a batch --------------------------------------------------------------
 
 @dataclass
 class BatchResult:
@@ -152,9 +107,7 @@ def apply_messages(
         hashes_by_name[name].append(hashes)
         result.items += len(hashes) // sketches.HASH_BYTES
     for name, parts in sorted(hashes_by_name.items()):
-        written, conflicts = merge_into_shard(
-            dynamodb, settings, name, result.shard, b"".join(parts), now_ms, sleep
-        )
+        written, conflicts = merge_into_shard(dynamodb, settings, name, result.shard, b"".join(parts), now_ms, sleep)
         result.writes += written
         result.unchanged += 1 - written
         result.conflicts += conflicts
@@ -183,7 +136,7 @@ def merge_into_shard(
             return 0, conflicts
         if _write_shard(dynamodb, settings, key, merged, version, now_ms):
             return 1, conflicts
-        sleep(random.uniform(0, min(0.02 * 2**conflicts, 1.0)))
+        sleep(backoff(conflicts, cap=1.0))
     raise StorageError(f"sketch {name} shard {shard} kept changing under us; the batch will be retried")
 
 
@@ -194,7 +147,7 @@ def _read_shard(dynamodb: Any, settings: Settings, key: dict[str, Any]) -> tuple
         raise StorageError("could not read a sketch") from exc
     if item is None:
         return None, 0
-    return _decode_item(item), int(item["version"]["N"])
+    return decode_item(item), int(item["version"]["N"])
 
 
 def _write_shard(
@@ -224,45 +177,22 @@ def _write_shard(
     return True
 
 
-def _decode_item(item: dict[str, Any]) -> HyperLogLog:
+def decode_item(item: dict[str, Any]) -> HyperLogLog:
     try:
         return sketches.decode(bytes(item["sketch"]["B"]))
     except (KeyError, sketches.SketchFormatError) as exc:
-        where = f'{item.get("pk", {}).get("S")} {item.get("sk", {}).get("S")}'
+        where = f"{item.get('pk', {}).get('S')} {item.get('sk', {}).get('S')}"
         raise StorageError(f"stored sketch {where} is unreadable: {exc}") from exc
 
 
 def _quarantine(dynamodb: Any, settings: Settings, record: dict[str, Any], reason: str, now_ms: int) -> None:
     """Set a message that cannot be applied aside, keyed by its message id."""
-    quarantine.put(dynamodb, settings, "uniques-queue", str(record.get("messageId") or ""),
-                   json.dumps(record, default=str), reason, now_ms)
-
-
-# -- reads ----------------------------------------------------------------------------------
-
-def parse_names(raw: str | None) -> list[str]:
-    """`names=a,b,c` as distinct validated names, in the order given."""
-    if not raw:
-        raise ValidationError("names must list 1 or more sketch names, comma separated")
-    names = list(dict.fromkeys(part.strip() for part in raw.split(",")))
-    if len(names) > MAX_UNION_NAMES:
-        raise ValidationError(f"names may list at most {MAX_UNION_NAMES} sketches")
-    return [validation.name(n, "names") for n in names]
-
-
-def cardinality(dynamodb: Any, settings: Settings, names: list[str]) -> dict[str, Any]:
-    """Estimate of the union of the named sketches: one Query per name over its shards."""
-    shards = [shard for name in names for shard in _read_all_shards(dynamodb, settings, name)]
-    merged = sketches.merge(shards, sketches.precision_for(settings.uniques_error_rate))
-    return {"cardinality": sketches.estimate(merged), "error_rate": round(sketches.standard_error(merged.p), 6)}
-
-
-def _read_all_shards(dynamodb: Any, settings: Settings, name: str) -> list[HyperLogLog]:
-    request: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": f"{SKETCH_PREFIX}{name}"}},
-        "ProjectionExpression": "pk, sk, sketch",
-    }
-    pages = dynamo.query_pages(dynamodb, request, "could not read the sketches")
-    return [_decode_item(item) for page in pages for item in page.get("Items", [])]
+    quarantine.put(
+        dynamodb,
+        settings,
+        "uniques-queue",
+        str(record.get("messageId") or ""),
+        json.dumps(record, default=str),
+        reason,
+        now_ms,
+    )

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from chalicelib import events, validation
-from chalicelib.errors import ValidationError
+from chalicelib.core import validation
+from chalicelib.core.errors import ValidationError
+from chalicelib.events import ingest as events
 
 QUARTER_HOUR_MS = 15 * 60_000
 _ID_TIME = "%Y%m%dT%H%M%S"
@@ -58,7 +59,7 @@ def quarter_hour_starts(start_ms: int, end_ms: int) -> list[int]:
 
 def partition_queries(start_ms: int, end_ms: int, shards: int) -> list[PartitionQuery]:
     """The Queries that read exactly the events ingested in [start_ms, end_ms)."""
-    queries = []
+    queries: list[PartitionQuery] = []
     for quarter in quarter_hour_starts(start_ms, end_ms):
         low = validation.iso(start_ms) if start_ms > quarter else None
         high = validation.iso(end_ms) if end_ms < quarter + QUARTER_HOUR_MS else None
@@ -93,10 +94,10 @@ def parse_report_id(text: Any) -> tuple[int, int]:
 
 
 def _id_time(t_ms: int) -> str:
-    moment = datetime.fromtimestamp(t_ms // 1000, tz=timezone.utc)
+    moment = datetime.fromtimestamp(t_ms // 1000, tz=UTC)
     return f"{moment.strftime(_ID_TIME)}{t_ms % 1000:03d}Z"
 
 
 def _parse_id_time(seconds: str, millis: str) -> int:
-    moment = datetime.strptime(seconds, _ID_TIME).replace(tzinfo=timezone.utc)
+    moment = datetime.strptime(seconds, _ID_TIME).replace(tzinfo=UTC)
     return int(moment.timestamp()) * 1000 + int(millis)

@@ -1,23 +1,26 @@
 """Windowed counts: a window read from its day and hour items, and histograms.
 
-The buckets are written by chalicelib.counting; their keys are in chalicelib.counter_keys.
+The buckets are written by chalicelib.counters.stream_apply; their keys are in chalicelib.counter_keys.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from chalicelib import counter_keys, dynamo, timebuckets, validation
-from chalicelib.errors import ValidationError
-from chalicelib.settings import Settings
+from chalicelib.core import dynamo, keyspace, timebuckets, validation
+from chalicelib.core.errors import ValidationError
+from chalicelib.core.settings import Settings
+from chalicelib.counters import keys as counter_keys
 
 MAX_HISTOGRAM_BUCKETS = 5000
 MAX_WINDOW_MINUTES = 400 * 1440
 
 
 # -- reads -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class WindowCount:
@@ -121,8 +124,13 @@ def histogram(
 
 
 def _query_buckets(
-    dynamodb: Any, settings: Settings, counter: str, resolution: str, first: timebuckets.Bucket,
-    last: timebuckets.Bucket, now_ms: int,
+    dynamodb: Any,
+    settings: Settings,
+    counter: str,
+    resolution: str,
+    first: timebuckets.Bucket,
+    last: timebuckets.Bucket,
+    now_ms: int,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Live stored buckets of one resolution covering first..last (paginated Query)."""
     size = timebuckets.RESOLUTION_MINUTES[resolution]
@@ -131,7 +139,7 @@ def _query_buckets(
         "TableName": settings.counts_table,
         "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
         "ExpressionAttributeValues": {
-            ":pk": {"S": f"CTR#{counter}"},
+            ":pk": {"S": f"{keyspace.COUNTER}{counter}"},
             ":lo": {"S": counter_keys.bucket_sort_key(resolution, lo)},
             ":hi": {"S": counter_keys.bucket_sort_key(resolution, hi)},
         },

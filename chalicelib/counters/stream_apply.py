@@ -16,19 +16,20 @@ from __future__ import annotations
 
 import time
 from collections import Counter as Tally
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib import counter_keys, dynamo, quarantine, timebuckets, validation
-from chalicelib.errors import StorageError, ValidationError
-from chalicelib.events import Event
-from chalicelib.settings import Settings
-from chalicelib.retry import backoff
-from chalicelib.stream_records import StreamRecord
-from chalicelib.timebuckets import Bucket
+from chalicelib.core import quarantine, timebuckets, transactions, validation
+from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core.settings import Settings
+from chalicelib.core.timebuckets import Bucket
+from chalicelib.counters import keys as counter_keys
+from chalicelib.events.ingest import Event
+from chalicelib.events.stream_records import StreamRecord
 
 MAX_TRANSACTION_ITEMS = 100
 Sleep = Callable[[float], None]
@@ -78,7 +79,9 @@ def countable_from_image(image: dict[str, Any], ledger_seconds: int) -> Countabl
     retention = image.get("retention")
     if not isinstance(retention, Decimal) or retention != retention.to_integral_value() or retention < 60:
         raise ValidationError("retention must be an integer number of seconds >= 60")
-    event = Event(counter, event_id, validation.time_ms(int(t)), int(retention), id_given=image.get("id_given") is not False)
+    event = Event(
+        counter, event_id, validation.time_ms(int(t)), int(retention), id_given=image.get("id_given") is not False
+    )
     ledger = None
     if not event.id_given and isinstance(image.get("pk"), str) and isinstance(image.get("sk"), str):
         ledger = counter_keys.ledger_key_and_entry(image["pk"], image["sk"], ledger_seconds)
@@ -116,10 +119,10 @@ def apply_stream_batch(
     # Sorting keeps events of one counter and minute together, so they share updates.
     ordered = sorted(pending.values(), key=lambda c: (c.event.counter, c.event.time_ms))
     for chunk in _chunks(ordered):
-        counted, duplicates, transactions = _commit(dynamodb, settings, chunk, now_ms, sleep)
+        counted, duplicates, attempts = _commit(dynamodb, settings, chunk, now_ms, sleep)
         result.counted += counted
         result.duplicates += duplicates
-        result.transactions += transactions
+        result.transactions += attempts
     return result
 
 
@@ -158,43 +161,52 @@ def _chunks(countables: list[Countable]) -> Iterable[list[Countable]]:
         yield chunk
 
 
-@dataclass
-class _Transaction:
-    items: list[dict[str, Any]]
-    # What each item stands for: ("marker", countable) or ("ledger", proof key) or ("bucket", None).
-    roles: list[tuple[str, Any]]
-
-
-def _transaction(settings: Settings, chunk: list[Countable], now_ms: int) -> _Transaction:
+def _transaction(settings: Settings, chunk: list[Countable], now_ms: int) -> transactions.Plan[Countable]:
+    """The items of one counting transaction; a marker is owned by its event, a ledger by the
+    first of its events (which names the ledger), a bucket by none."""
     now_s = now_ms // 1000
     table = settings.counts_table
     expires = str(now_s + settings.marker_ttl_seconds)
     items: list[dict[str, Any]] = []
-    roles: list[tuple[str, Any]] = []
+    owners: list[Countable | None] = []
     ledgers: dict[tuple[str, str], list[str]] = {}
+    first_of_ledger: dict[tuple[str, str], Countable] = {}
     for c in chunk:
         if c.entry is None:
-            items.append({"Put": {
-                "TableName": table,
-                "Item": {"pk": {"S": c.proof_key[0]}, "sk": {"S": c.proof_key[1]}, "expires_at": {"N": expires}},
-                # A marker past its expiry may linger until DynamoDB deletes it: it no longer counts.
-                "ConditionExpression": "attribute_not_exists(pk) OR expires_at < :now",
-                "ExpressionAttributeValues": {":now": {"N": str(now_s)}},
-            }})
-            roles.append(("marker", c))
+            items.append(
+                {
+                    "Put": {
+                        "TableName": table,
+                        "Item": {
+                            "pk": {"S": c.proof_key[0]},
+                            "sk": {"S": c.proof_key[1]},
+                            "expires_at": {"N": expires},
+                        },
+                        # A marker past its expiry may linger until DynamoDB deletes it: it no longer counts.
+                        "ConditionExpression": "attribute_not_exists(pk) OR expires_at < :now",
+                        "ExpressionAttributeValues": {":now": {"N": str(now_s)}},
+                    }
+                }
+            )
+            owners.append(c)
         else:
             ledgers.setdefault(c.proof_key, []).append(c.entry)
+            first_of_ledger.setdefault(c.proof_key, c)
     for proof_key, entries in sorted(ledgers.items()):
         values = {f":e{i}": {"S": e} for i, e in enumerate(entries)}
-        items.append({"Update": {
-            "TableName": table,
-            "Key": {"pk": {"S": proof_key[0]}, "sk": {"S": proof_key[1]}},
-            "UpdateExpression": "ADD #e :new SET expires_at = :exp",
-            "ConditionExpression": " AND ".join(f"NOT contains(#e, {name})" for name in values),
-            "ExpressionAttributeNames": {"#e": "entries"},
-            "ExpressionAttributeValues": {**values, ":new": {"SS": entries}, ":exp": {"N": expires}},
-        }})
-        roles.append(("ledger", proof_key))
+        items.append(
+            {
+                "Update": {
+                    "TableName": table,
+                    "Key": {"pk": {"S": proof_key[0]}, "sk": {"S": proof_key[1]}},
+                    "UpdateExpression": "ADD #e :new SET expires_at = :exp",
+                    "ConditionExpression": " AND ".join(f"NOT contains(#e, {name})" for name in values),
+                    "ExpressionAttributeNames": {"#e": "entries"},
+                    "ExpressionAttributeValues": {**values, ":new": {"SS": entries}, ":exp": {"N": expires}},
+                }
+            }
+        )
+        owners.append(first_of_ledger[proof_key])
     increments: Tally[tuple[str, Bucket]] = Tally()
     minutes: dict[tuple[str, Bucket], Tally[int]] = {}
     expiry: dict[tuple[str, Bucket], int] = {}
@@ -219,55 +231,47 @@ def _transaction(settings: Settings, chunk: list[Countable], now_ms: int) -> _Tr
             names[f"#m{minute}"] = counter_keys.minute_attribute(minute)
             values[f":m{minute}"] = {"N": str(k)}
             adds.append(f"#m{minute} :m{minute}")
-        items.append({"Update": {
-            "TableName": table,
-            "Key": counter_keys.bucket_key(counter, bucket),
-            # The first event sets a bucket's expiry; later ones only add to the counts.
-            "UpdateExpression": f"ADD {', '.join(adds)} SET expires_at = if_not_exists(expires_at, :exp), "
-            "#r = if_not_exists(#r, :r)",
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
-        }})
-        roles.append(("bucket", None))
-    return _Transaction(items, roles)
+        items.append(
+            {
+                "Update": {
+                    "TableName": table,
+                    "Key": counter_keys.bucket_key(counter, bucket),
+                    # The first event sets a bucket's expiry; later ones only add to the counts.
+                    "UpdateExpression": f"ADD {', '.join(adds)} SET expires_at = if_not_exists(expires_at, :exp), "
+                    "#r = if_not_exists(#r, :r)",
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
+                }
+            }
+        )
+        owners.append(None)
+    return transactions.Plan(items, owners)
 
 
 def _commit(
     dynamodb: Any, settings: Settings, chunk: list[Countable], now_ms: int, sleep: Sleep
 ) -> tuple[int, int, int]:
     """Apply one chunk; returns (counted, duplicates, transactions attempted)."""
-    duplicates = 0
-    transactions = 0
-    retries = 0
-    while chunk:
-        transactions += 1
-        transaction = _transaction(settings, chunk, now_ms)
-        try:
-            dynamodb.transact_write_items(TransactItems=transaction.items)
-            return len(chunk), duplicates, transactions
-        except ClientError as exc:
-            cancelled = dynamo.cancellation_reasons(exc)
-            if cancelled is None:
-                raise StorageError("counting transaction failed") from exc
-            reasons = cancelled
-        failed = [role for role, code in zip(transaction.roles, reasons) if code == "ConditionalCheckFailed"]
-        seen = {id(c) for role, c in failed if role == "marker"}
-        for role, proof_key in failed:
-            if role == "ledger":
-                counted = _ledger_entries(dynamodb, settings, proof_key)
-                seen |= {id(c) for c in chunk if c.proof_key == proof_key and c.entry in counted}
-        if seen:
-            # Already counted by an earlier delivery: retry without them.
-            duplicates += len(seen)
-            chunk = [c for c in chunk if id(c) not in seen]
-            continue
-        retryable = dynamo.RETRYABLE_CANCELLATIONS | {"None", "ConditionalCheckFailed"}
-        if reasons and all(code in retryable for code in reasons) and retries < 6:
-            sleep(backoff(retries))
-            retries += 1
-            continue
-        raise StorageError(f"counting transaction cancelled: {reasons}")
-    return 0, duplicates, transactions
+
+    def already_counted(failed: list[Countable | None], pending: list[Countable]) -> list[Countable]:
+        seen = [c for c in failed if c is not None and c.entry is None]
+        for ledger in {c.proof_key for c in failed if c is not None and c.entry is not None}:
+            counted = _ledger_entries(dynamodb, settings, ledger)
+            seen += [c for c in pending if c.proof_key == ledger and c.entry in counted]
+        return seen
+
+    outcome = transactions.write(
+        dynamodb,
+        chunk,
+        lambda pending: _transaction(settings, pending, now_ms),
+        what="counting transaction",
+        duplicates=already_counted,
+        # A ledger whose condition failed on entries it no longer shows was raced: try again.
+        retry_failed_conditions=True,
+        attempts=6,
+        sleep=sleep,
+    )
+    return len(outcome.applied), len(outcome.duplicates), outcome.attempts
 
 
 def _ledger_entries(dynamodb: Any, settings: Settings, proof_key: tuple[str, str]) -> set[str]:
@@ -285,5 +289,12 @@ def _ledger_entries(dynamodb: Any, settings: Settings, proof_key: tuple[str, str
 
 def _quarantine(dynamodb: Any, settings: Settings, record: StreamRecord, reason: str, now_ms: int) -> None:
     """Set a record that cannot be counted aside, keyed by its stream event id."""
-    quarantine.put(dynamodb, settings, "events-stream", record.event_id or record.sequence_number,
-                   record.raw_json(), reason, now_ms)
+    quarantine.put(
+        dynamodb,
+        settings,
+        "events-stream",
+        record.event_id or record.sequence_number,
+        record.raw_json(),
+        reason,
+        now_ms,
+    )

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
-from chalicelib import timebuckets, validation
-from chalicelib.errors import ValidationError
+from chalicelib.core import timebuckets, validation
+from chalicelib.core.errors import ValidationError
 
 DEFAULT_WINDOW = "24h"
 

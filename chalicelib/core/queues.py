@@ -11,13 +11,14 @@ from __future__ import annotations
 import functools
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.errors import StorageError
-from chalicelib.retry import backoff
+from chalicelib.core.errors import StorageError
+from chalicelib.core.retry import backoff
 
 MAX_ENTRIES = 10  # SendMessageBatch / DeleteMessageBatch limit
 _ATTEMPTS = 5

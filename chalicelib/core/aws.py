@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from chalicelib.settings import Settings
+from chalicelib.core.settings import Settings
 
 _RETRIES = Config(retries={"max_attempts": 5, "mode": "standard"})
 

@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.errors import StorageError
-from chalicelib.retry import backoff
-
-# Cancellation reasons that say "try again", not "this item is wrong".
-RETRYABLE_CANCELLATIONS = frozenset(
-    {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
-)
-
-
-def cancellation_reasons(exc: ClientError) -> list[str] | None:
-    """Per-item codes of a cancelled transaction, in item order ("None" for an item that was
-    fine), or None when the error is not a cancellation."""
-    if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-        return None
-    return [r.get("Code") or "None" for r in exc.response.get("CancellationReasons", [])]
+from chalicelib.core.errors import StorageError
+from chalicelib.core.retry import backoff
 
 
 def query_pages(dynamodb: Any, request: dict[str, Any], failure: str) -> Iterator[dict[str, Any]]:

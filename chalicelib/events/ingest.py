@@ -11,18 +11,19 @@ from __future__ import annotations
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
-from botocore.exceptions import ClientError
 from boto3.dynamodb.types import TypeSerializer
+from botocore.exceptions import ClientError
 
-from chalicelib import validation
-from chalicelib.errors import PartialWriteError, StorageError, ValidationError
-from chalicelib.retry import backoff
-from chalicelib.settings import Settings
+from chalicelib.core import validation
+from chalicelib.core.errors import PartialWriteError, StorageError, ValidationError
+from chalicelib.core.retry import backoff
+from chalicelib.core.settings import Settings
 
 MAX_BATCH = 25
 ID_MAX_CHARS = 128
@@ -45,11 +46,11 @@ class Event:
 def parse_body(body: Any, now_ms: int, settings: Settings) -> list[Event]:
     """One event or {"events": [...]}; the whole request is rejected if any event is bad."""
     if not isinstance(body, dict):
-        raise ValidationError("the body must be a JSON object: one event or {\"events\": [...]}")
+        raise ValidationError('the body must be a JSON object: one event or {"events": [...]}')
     if "events" in body:
         raw = body["events"]
         if set(body) != {"events"}:
-            raise ValidationError("a batch body holds only \"events\"")
+            raise ValidationError('a batch body holds only "events"')
         if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_BATCH:
             raise ValidationError(f"events must be a list of 1 to {MAX_BATCH} events")
         return [_parse_event(item, now_ms, settings, f"events[{i}]") for i, item in enumerate(raw)]

@@ -7,10 +7,11 @@ embedded emulator. Business code receives a Settings object and never reads os.e
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
-from chalicelib.view_keys import DEDUP_POLICIES
+# What makes a view unique: "event" (url + time + clientId) or "client-day" (url + clientId + UTC day).
+VIEW_DEDUP_POLICIES = ("event", "client-day")
 
 
 class SettingsError(ValueError):
@@ -56,7 +57,7 @@ class Settings:
     views_batching_window_seconds: int = 5
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
         defaults = cls()
 
@@ -85,9 +86,7 @@ class Settings:
             return value
 
         uniques_batch_size = integer("UNIQUES_BATCH_SIZE", defaults.uniques_batch_size, 1, 10000)
-        uniques_window = integer(
-            "UNIQUES_BATCHING_WINDOW_SECONDS", defaults.uniques_batching_window_seconds, 0, 300
-        )
+        uniques_window = integer("UNIQUES_BATCHING_WINDOW_SECONDS", defaults.uniques_batching_window_seconds, 0, 300)
         if uniques_batch_size > 10 and uniques_window == 0:
             raise SettingsError("UNIQUES_BATCH_SIZE above 10 needs UNIQUES_BATCHING_WINDOW_SECONDS above 0")
 
@@ -124,14 +123,12 @@ class Settings:
             uniques_shards=integer("UNIQUES_SHARDS", defaults.uniques_shards, 1, 64),
             uniques_batch_size=uniques_batch_size,
             uniques_batching_window_seconds=uniques_window,
-            report_interval_minutes=integer(
-                "REPORT_INTERVAL_MINUTES", defaults.report_interval_minutes, 15, 1440
-            ),
+            report_interval_minutes=integer("REPORT_INTERVAL_MINUTES", defaults.report_interval_minutes, 15, 1440),
             report_settle_seconds=integer("REPORT_SETTLE_SECONDS", defaults.report_settle_seconds, 0, 3600),
             view_marker_ttl_seconds=integer(
                 "VIEW_MARKER_TTL_SECONDS", defaults.view_marker_ttl_seconds, 3600, 365 * 86400
             ),
-            view_dedup=choice("VIEW_DEDUP", defaults.view_dedup, DEDUP_POLICIES),
+            view_dedup=choice("VIEW_DEDUP", defaults.view_dedup, VIEW_DEDUP_POLICIES),
             views_batch_size=integer("VIEWS_BATCH_SIZE", defaults.views_batch_size, 1, 10000),
             views_batching_window_seconds=integer(
                 "VIEWS_BATCHING_WINDOW_SECONDS", defaults.views_batching_window_seconds, 0, 300

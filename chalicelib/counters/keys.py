@@ -1,10 +1,10 @@
 """Counts-table key layout for windowed counters. Pure.
 
-    CTR#<counter> / h#<hour> | d#<day>                a bucket (index since the epoch); an hour
-                                                      item also holds m00..m59, its minutes' counts
-    EVT#<counter>#<id> / #                            marker of an event with a client id
-    LED#<events pk>#<ingest time slice> / #           ledger of stored events counted
-    QUARANTINE#events-stream / <stream event id>      a record that could not be counted
+CTR#<counter> / h#<hour> | d#<day>                a bucket (index since the epoch); an hour
+                                                  item also holds m00..m59, its minutes' counts
+EVT#<counter>#<id> / #                            marker of an event with a client id
+LED#<events pk>#<ingest time slice> / #           ledger of stored events counted
+QUARANTINE#events-stream / <stream event id>      a record that could not be counted
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chalicelib.timebuckets import Bucket
+from chalicelib.core import keyspace
+from chalicelib.core.timebuckets import Bucket
 
 PREFIX = {"hour": "h", "day": "d"}
 # Events-table sort keys: ISO ingest minute, then "SS.mmmZ#<random>".
@@ -29,11 +30,11 @@ def minute_attribute(minute_of_hour: int) -> str:
 
 
 def bucket_key(counter: str, bucket: Bucket) -> dict[str, Any]:
-    return {"pk": {"S": f"CTR#{counter}"}, "sk": {"S": bucket_sort_key(bucket.resolution, bucket.index)}}
+    return {"pk": {"S": f"{keyspace.COUNTER}{counter}"}, "sk": {"S": bucket_sort_key(bucket.resolution, bucket.index)}}
 
 
 def marker_key(counter: str, event_id: str) -> dict[str, Any]:
-    return {"pk": {"S": f"EVT#{counter}#{event_id}"}, "sk": {"S": "#"}}
+    return {"pk": {"S": f"{keyspace.EVENT_MARKER}{counter}#{event_id}"}, "sk": {"S": "#"}}
 
 
 def ledger_key_and_entry(events_pk: str, events_sk: str, slice_seconds: int) -> tuple[dict[str, Any], str] | None:
@@ -46,4 +47,7 @@ def ledger_key_and_entry(events_pk: str, events_sk: str, slice_seconds: int) -> 
     if not match or slice_seconds not in LEDGER_SLICES:
         return None
     first_second = int(match.group(3)) // slice_seconds * slice_seconds
-    return {"pk": {"S": f"LED#{events_pk}#{match.group(1)}{first_second:02d}"}, "sk": {"S": "#"}}, match.group(2)
+    return {
+        "pk": {"S": f"{keyspace.LEDGER}{events_pk}#{match.group(1)}{first_second:02d}"},
+        "sk": {"S": "#"},
+    }, match.group(2)

@@ -1,0 +1,27 @@
+"""Every key prefix of the counts table, in one place. Pure.
+
+The counts table holds every capability's items, told apart by the prefix of the partition
+key. A capability builds its keys from these constants (and its own key module), so two
+capabilities can never collide and an operator can read any item's owner from its key.
+
+    pk                                   sk                      what
+    CTR#<counter>                        h#<hour> | d#<day>      a windowed-count bucket (counters)
+    EVT#<counter>#<id>                   #                       marker: an event with a client id was counted
+    LED#<events pk>#<ingest slice>       #                       ledger: stored events that were counted
+    URL#<sha256 of url>                  TOTAL                   an exact view counter (views)
+    URL#<sha256 of url>                  V#... | D#...           marker: one view / one client-day was counted
+    HLL#<name>                           shard#<nn>              a HyperLogLog sketch shard (uniques)
+    REPORT#checkpoint                    #                       end of the last committed report (reports)
+    REPORT#index                         <report id>             one committed report
+    QUARANTINE#<source>                  <record id>             a background record set aside (core)
+"""
+
+from __future__ import annotations
+
+COUNTER = "CTR#"
+EVENT_MARKER = "EVT#"
+LEDGER = "LED#"
+VIEW_URL = "URL#"
+SKETCH = "HLL#"
+REPORT = "REPORT#"
+QUARANTINE = "QUARANTINE#"

@@ -1,0 +1,156 @@
+"""The one way Tally runs a TransactWriteItems: build, send, read the cancellation, retry.
+
+Every capability that writes a transaction (counting a stream batch, counting views, committing
+a report) hands `write` the members it wants applied and a function that turns members into
+transaction items. What comes back from DynamoDB is read here, once:
+
+- a cancellation whose reasons are all transient (conflicts, throttling) is retried after a
+  jittered backoff, up to `attempts` times;
+- items cancelled with ConditionalCheckFailed are shown to the caller's `duplicates` callback,
+  which names the members already applied by an earlier delivery; the transaction is retried
+  without them at once (no backoff: nothing was contended);
+- a failed condition that names no duplicate is the caller's answer (`ConditionFailedError`),
+  unless the caller says such conditions are races to retry;
+- anything no retry can fix (ValidationException, an item too large) is `TransactionRejectedError`,
+  so a background handler can set the offending record aside instead of failing its batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from botocore.exceptions import ClientError
+
+from chalicelib.core.errors import StorageError
+from chalicelib.core.retry import backoff
+
+T = TypeVar("T")
+Sleep = Callable[[float], None]
+
+MAX_ITEMS = 100  # TransactWriteItems limit
+# Cancellation reasons that say "try again", not "this item is wrong".
+RETRYABLE_CANCELLATIONS = frozenset(
+    {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
+)
+# Error codes of the call itself that say the same.
+RETRYABLE_ERRORS = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "TransactionInProgressException",
+        "TransactionConflictException",
+        "InternalServerError",
+        "ServiceUnavailable",
+    }
+)
+# Error codes that name the request's data: the same request can never succeed.
+REJECTED_ERRORS = frozenset({"ValidationException", "ItemCollectionSizeLimitExceededException"})
+REJECTED_CANCELLATIONS = frozenset({"ValidationError", "ItemCollectionSizeLimitExceeded"})
+
+
+class TransactionRejectedError(StorageError):
+    """DynamoDB refused the transaction for a reason no retry changes (HTTP 400 at the door)."""
+
+    def __init__(self, message: str, reasons: Sequence[str] | None = None) -> None:
+        super().__init__(message)
+        self.reasons = list(reasons or [])
+
+
+class ConditionFailedError(StorageError):
+    """A condition failed and the caller named no duplicate: the state is not what it expected."""
+
+    def __init__(self, message: str, failed: Sequence[int]) -> None:
+        super().__init__(message)
+        self.failed = list(failed)
+
+
+@dataclass(frozen=True)
+class Plan(Generic[T]):
+    """A transaction's items and, for each item, the member it belongs to (None: shared)."""
+
+    items: list[dict[str, Any]]
+    owners: list[T | None]
+
+
+@dataclass
+class Outcome(Generic[T]):
+    applied: list[T] = field(default_factory=list)
+    duplicates: list[T] = field(default_factory=list)
+    attempts: int = 0
+    retries: int = 0  # attempts that waited for a transient failure
+
+
+def cancellation_reasons(exc: ClientError) -> list[str] | None:
+    """Per-item codes of a cancelled transaction, in item order ("None" for an item that was
+    fine), or None when the error is not a cancellation."""
+    if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+        return None
+    return [r.get("Code") or "None" for r in exc.response.get("CancellationReasons", [])]
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def write(
+    dynamodb: Any,
+    members: Sequence[T],
+    plan: Callable[[list[T]], Plan[T]],
+    *,
+    what: str,
+    duplicates: Callable[[list[T | None], list[T]], Collection[T]] | None = None,
+    retry_failed_conditions: bool = False,
+    attempts: int = 7,
+    cap: float = 2.0,
+    sleep: Sleep = time.sleep,
+) -> Outcome[T]:
+    """Apply `members` in one transaction (or learn that some already were).
+
+    `duplicates(failed_owners, pending)` is called with the owners of the items whose condition
+    failed and the members still pending; it returns the members an earlier delivery applied.
+    """
+    outcome: Outcome[T] = Outcome()
+    pending = list(members)
+    while pending:
+        transaction = plan(pending)
+        if not transaction.items:
+            break
+        outcome.attempts += 1
+        try:
+            dynamodb.transact_write_items(TransactItems=transaction.items)
+            outcome.applied += pending
+            return outcome
+        except ClientError as exc:
+            code, reasons = error_code(exc), cancellation_reasons(exc)
+            cause: ClientError = exc
+        if reasons is None:
+            if code in REJECTED_ERRORS:
+                raise TransactionRejectedError(f"{what} rejected: {code}") from cause
+            if code not in RETRYABLE_ERRORS:
+                raise StorageError(f"{what} failed: {code}") from cause
+        else:
+            if any(r in REJECTED_CANCELLATIONS for r in reasons):
+                raise TransactionRejectedError(f"{what} rejected: {reasons}", reasons) from cause
+            failed = [i for i, r in enumerate(reasons) if r == "ConditionalCheckFailed"]
+            if failed:
+                owners = [transaction.owners[i] if i < len(transaction.owners) else None for i in failed]
+                seen = duplicates(owners, pending) if duplicates is not None else ()
+                if seen:
+                    ids = {id(m) for m in seen}
+                    outcome.duplicates += [m for m in pending if id(m) in ids]
+                    pending = [m for m in pending if id(m) not in ids]
+                    continue
+                if not retry_failed_conditions:
+                    raise ConditionFailedError(f"{what}: a condition failed", failed)
+            unknown = [r for r in reasons if r not in RETRYABLE_CANCELLATIONS | {"None", "ConditionalCheckFailed"}]
+            if unknown or not reasons:
+                raise StorageError(f"{what} cancelled: {reasons}") from cause
+        if outcome.retries >= attempts:
+            raise StorageError(f"{what} kept failing: {code} {reasons or ''}".strip()) from cause
+        sleep(backoff(outcome.retries, cap))
+        outcome.retries += 1
+    return outcome

@@ -1,0 +1,63 @@
+"""Reports, the routes side: list committed reports and read one."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.core import validation
+from chalicelib.core.errors import NotFoundError, StorageError, ValidationError
+from chalicelib.core.settings import Settings
+from chalicelib.reports import ranges as report_ranges
+from chalicelib.reports.runs import INDEX_PK, _index_item, _object_keys
+
+log = logging.getLogger(__name__)
+
+MAX_LIST = 1000
+
+
+def list_reports(dynamodb: Any, settings: Settings, raw_limit: str | None = None) -> list[dict[str, Any]]:
+    """The newest `limit` reports (default 100), newest first."""
+    limit = _limit(raw_limit)
+    try:
+        page = dynamodb.query(
+            TableName=settings.counts_table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": INDEX_PK}},
+            ScanIndexForward=False,
+            Limit=limit,
+        )
+    except ClientError as exc:
+        raise StorageError("the reports could not be listed") from exc
+    return [
+        {
+            "id": item["sk"]["S"],
+            "start": validation.iso(int(item["start_ms"]["N"])),
+            "end": validation.iso(int(item["end_ms"]["N"])),
+            "events": int(item["events"]["N"]),
+        }
+        for item in page.get("Items", [])
+    ]
+
+
+def _limit(raw: str | None) -> int:
+    if raw is None:
+        return 100
+    if not raw.isdigit():
+        raise ValidationError(f"limit must be an integer from 1 to {MAX_LIST}")
+    return validation.integer(int(raw), "limit", 1, MAX_LIST)
+
+
+def get_report(dynamodb: Any, s3: Any, settings: Settings, report_id: str) -> dict[str, Any]:
+    report_ranges.parse_report_id(report_id)
+    if _index_item(dynamodb, settings, report_id) is None:
+        raise NotFoundError(f"no report {report_id}")
+    try:
+        body = s3.get_object(Bucket=settings.reports_bucket, Key=_object_keys(report_id)["json"])["Body"].read()
+    except ClientError as exc:
+        raise StorageError(f"report {report_id} could not be read from S3") from exc
+    report: dict[str, Any] = json.loads(body)
+    return report
