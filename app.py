@@ -158,7 +158,9 @@ def get_union_count() -> dict[str, Any]:
     maximum_batching_window_in_seconds=settings.uniques_batching_window_seconds,
 )
 def on_unique_items(event: Any) -> dict[str, Any]:
-    result = uniques_batches.apply_messages(aws.dynamodb, settings, event.to_dict()["Records"], clock.now_ms())
+    result = uniques_batches.apply_messages(
+        aws.dynamodb, settings, queues.from_lambda_event(event.to_dict()), clock.now_ms()
+    )
     app.log.info("unique items: %s", result.as_dict())
     return result.as_dict()
 

@@ -29,6 +29,7 @@ from moto import mock_aws  # noqa: E402
 
 from bench.metering import Meter, MotoProbe  # noqa: E402
 from chalicelib.core.aws import AwsClients  # noqa: E402
+from chalicelib.core.queues import Message  # noqa: E402
 from chalicelib.core.settings import Settings  # noqa: E402
 from chalicelib.uniques import api as uniques_api  # noqa: E402
 from chalicelib.uniques import batches as uniques_batches  # noqa: E402
@@ -71,10 +72,7 @@ def merge_throughput(clients: AwsClients, settings: Settings, n: int, rounds: in
     step = uniques_batches.MAX_ITEMS
     started = time.perf_counter()
     messages = [
-        [
-            {"messageId": f"m-{r}-{k}", "body": uniques_api.message_body("tally", items[k : k + step])}
-            for k in range(0, n, step)
-        ]
+        [Message(f"m-{r}-{k}", "", uniques_api.message_body("tally", items[k : k + step])) for k in range(0, n, step)]
         for r, items in enumerate(batches)
     ]
     hashing_s = (time.perf_counter() - started) / rounds

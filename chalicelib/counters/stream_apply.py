@@ -17,13 +17,14 @@ from __future__ import annotations
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from chalicelib.core import quarantine, timebuckets, transactions, validation
+from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
@@ -45,26 +46,6 @@ class Countable:
     @property
     def identity(self) -> tuple[str, str, str | None]:
         return (*self.proof_key, self.entry)
-
-
-@dataclass
-class BatchResult:
-    counted: int = 0
-    duplicates: int = 0
-    skipped: int = 0  # not INSERT, or not an event item
-    expired: int = 0  # older than its own retention: nothing left to count it in
-    quarantined: list[str] = field(default_factory=list)
-    transactions: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "counted": self.counted,
-            "duplicates": self.duplicates,
-            "skipped": self.skipped,
-            "expired": self.expired,
-            "quarantined": len(self.quarantined),
-            "transactions": self.transactions,
-        }
 
 
 def countable_from_image(image: dict[str, Any], ledger_seconds: int) -> Countable:
@@ -95,11 +76,12 @@ def countable_from_image(image: dict[str, Any], ledger_seconds: int) -> Countabl
 def apply_stream_batch(
     dynamodb: Any, settings: Settings, records: Iterable[StreamRecord], now_ms: int, sleep: Sleep = time.sleep
 ) -> BatchResult:
-    result = BatchResult()
+    records = list(records)
+    result = BatchResult(records=len(records))
     pending: dict[tuple[str, str, str | None], Countable] = {}
     for record in records:
         if record.event_name != "INSERT" or (record.new_image or {}).get("kind", "event") != "event":
-            result.skipped += 1
+            result.details["skipped"] += 1
             continue
         try:
             if record.error:
@@ -113,7 +95,7 @@ def apply_stream_batch(
         if countable.identity in pending:
             result.duplicates += 1
         elif not buckets:
-            result.expired += 1
+            result.details["expired"] += 1
         else:
             pending[countable.identity] = replace(countable, buckets=tuple(buckets))
     # Sorting keeps events of one counter and minute together, so they share updates.

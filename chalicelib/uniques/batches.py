@@ -17,14 +17,15 @@ import time
 import zlib
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
 from hyperloglog import HyperLogLog
 
 from chalicelib.core import keyspace, quarantine, validation
+from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core.queues import Message
 from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
 from chalicelib.uniques import sketch_encoding as sketches
@@ -60,57 +61,40 @@ def parse_message(body: str) -> tuple[str, bytes]:
     return name, raw
 
 
-@dataclass
-class BatchResult:
-    messages: int = 0
-    items: int = 0
-    shard: int = 0
-    writes: int = 0
-    unchanged: int = 0  # the sketch already held every item (a redelivery, or repeats)
-    conflicts: int = 0  # conditional writes lost to a concurrent writer, then retried
-    quarantined: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "messages": self.messages,
-            "items": self.items,
-            "shard": self.shard,
-            "writes": self.writes,
-            "unchanged": self.unchanged,
-            "conflicts": self.conflicts,
-            "quarantined": len(self.quarantined),
-        }
-
-
-def choose_shard(records: list[dict[str, Any]], shards: int) -> int:
-    first = records[0].get("messageId", "") if records else ""
-    return zlib.crc32(str(first).encode("utf-8")) % shards
+def choose_shard(messages: list[Message], shards: int) -> int:
+    first = messages[0].message_id if messages else ""
+    return zlib.crc32(first.encode("utf-8")) % shards
 
 
 def apply_messages(
     dynamodb: Any,
     settings: Settings,
-    records: list[dict[str, Any]],
+    messages: list[Message],
     now_ms: int,
     sleep: Sleep = time.sleep,
 ) -> BatchResult:
-    """Merge a batch of SQS records into the sketches; bad records are set aside, not retried."""
-    result = BatchResult(messages=len(records), shard=choose_shard(records, settings.uniques_shards))
+    """Merge a batch of queue messages into the sketches; bad ones are set aside, not retried."""
+    result = BatchResult(records=len(messages))
+    shard = choose_shard(messages, settings.uniques_shards)
+    result.details["shard"] = shard
     hashes_by_name: dict[str, list[bytes]] = defaultdict(list)
-    for record in records:
+    for message in messages:
         try:
-            name, hashes = parse_message(record.get("body", ""))
+            name, hashes = parse_message(message.body)
         except ValidationError as exc:
-            _quarantine(dynamodb, settings, record, str(exc), now_ms)
-            result.quarantined.append(str(record.get("messageId")))
+            _quarantine(dynamodb, settings, message, str(exc), now_ms)
+            result.quarantined.append(message.message_id)
             continue
+        result.counted += 1
         hashes_by_name[name].append(hashes)
-        result.items += len(hashes) // sketches.HASH_BYTES
+        result.details["items"] += len(hashes) // sketches.HASH_BYTES
     for name, parts in sorted(hashes_by_name.items()):
-        written, conflicts = merge_into_shard(dynamodb, settings, name, result.shard, b"".join(parts), now_ms, sleep)
-        result.writes += written
-        result.unchanged += 1 - written
-        result.conflicts += conflicts
+        written, conflicts = merge_into_shard(dynamodb, settings, name, shard, b"".join(parts), now_ms, sleep)
+        result.transactions += 1 + conflicts
+        result.retries += conflicts
+        result.details["writes"] += written
+        result.details["unchanged"] += 1 - written
+        result.details["conflicts"] += conflicts
     return result
 
 
@@ -185,14 +169,14 @@ def decode_item(item: dict[str, Any]) -> HyperLogLog:
         raise StorageError(f"stored sketch {where} is unreadable: {exc}") from exc
 
 
-def _quarantine(dynamodb: Any, settings: Settings, record: dict[str, Any], reason: str, now_ms: int) -> None:
+def _quarantine(dynamodb: Any, settings: Settings, message: Message, reason: str, now_ms: int) -> None:
     """Set a message that cannot be applied aside, keyed by its message id."""
     quarantine.put(
         dynamodb,
         settings,
         "uniques-queue",
-        str(record.get("messageId") or ""),
-        json.dumps(record, default=str),
+        message.message_id,
+        json.dumps({"messageId": message.message_id, "body": message.body}),
         reason,
         now_ms,
     )

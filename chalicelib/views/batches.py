@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.core import dynamo, queues, transactions
+from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
@@ -40,18 +41,6 @@ class Pending:
 
 
 @dataclass
-class BatchResult:
-    counted: int = 0
-    duplicates: int = 0
-    poison: int = 0
-    failed: int = 0
-    transactions: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
-
-
-@dataclass
 class _Outcome:
     done: list[Message] = field(default_factory=list)
     failed: list[Message] = field(default_factory=list)
@@ -69,7 +58,7 @@ def apply_messages(
     """Count a batch; raises BatchIncompleteError, after removing every other message from the
     queue, when some views could not be written (they come back with the batch)."""
     sleep = sleep or time.sleep
-    result = BatchResult()
+    result = BatchResult(records=len(messages))
     outcome = _Outcome()
     distinct: dict[tuple[str, str], Pending] = {}
     poison: list[tuple[Message, str]] = []
@@ -102,7 +91,7 @@ def apply_messages(
         try:
             _set_aside(sqs, settings, poison, sleep)
             outcome.done.extend(message for message, _ in poison)
-            result.poison = len(poison)
+            result.quarantined += [message.message_id for message, _ in poison]
         except StorageError:
             # Left in the queue: its redrive policy moves it to the dead-letter queue in the end.
             outcome.failed.extend(message for message, _ in poison)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from chalicelib.core import queues
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.uniques import api as uniques_api
@@ -314,7 +315,8 @@ def test_given_8_writers_on_one_sketch_at_once_when_done_then_sketch_is_merge_of
                 record(f"m{n}-{k}", uniques_api.message_body("raced", sets[n][k : k + 500]))
                 for k in range(0, len(sets[n]), 500)
             ]
-            results[n] = uniques_batches.apply_messages(dynamodb, one_shard, batch, clock.now, sleep=lambda s: None)
+            messages = queues.from_lambda_event({"Records": batch})
+            results[n] = uniques_batches.apply_messages(dynamodb, one_shard, messages, clock.now, sleep=lambda s: None)
         except BaseException as exc:  # surfaced in the main thread
             errors.append(exc)
 
@@ -325,8 +327,8 @@ def test_given_8_writers_on_one_sketch_at_once_when_done_then_sketch_is_merge_of
         t.join()
     assert not errors
     assert not any(r.quarantined for r in results)
-    assert sum(r.writes for r in results) == 8
-    assert sum(r.conflicts for r in results) >= 7
+    assert sum(r.details["writes"] for r in results) == 8
+    assert sum(r.retries for r in results) >= 7
     (stored,) = sketch_items(aws, "raced")
     everything = sketches.item_hashes(i for s in sets for i in s)
     assert sketches.decode(bytes(stored["sketch"]["B"])) == sketches.from_hashes(P, everything)

@@ -381,7 +381,7 @@ def test_given_poison_message_in_batch_when_applied_then_others_counted_once_and
     aws.sqs.send_message(QueueUrl=queue_url(aws), MessageBody='{"url": "u", "time": "soon"}')
     messages = receive_all(aws)
     result = deliver(app_module, messages)
-    assert result["counted"] == 4 and result["poison"] == 1
+    assert result["counted"] == 4 and result["quarantined"] == 1
     deliver(app_module, messages)
     assert views_of(client, "u") == 4
     dead = receive_all(aws, f"{SETTINGS.views_queue}-dlq")
