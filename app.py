@@ -55,6 +55,7 @@ def answers(view: Callable[..., Any]) -> Callable[..., Any]:
             app.log.exception("storage failure")
             return Response(body={"Code": "ServiceUnavailable", "Message": str(exc)}, status_code=503)
 
+    wrapper.maps_errors = True  # type: ignore[attr-defined]
     return wrapper
 
 

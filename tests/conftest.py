@@ -46,6 +46,16 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     return fake
 
 
+@pytest.fixture(autouse=True)
+def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Retry pauses taken through core.clock, recorded instead of slept: no test really waits."""
+    from chalicelib.core import clock as clock_module
+
+    pauses: list[float] = []
+    monkeypatch.setattr(clock_module, "sleep", pauses.append)
+    return pauses
+
+
 @pytest.fixture
 def aws() -> Iterator[Any]:
     """moto in-process with every resource the app needs; yields AwsClients for it."""

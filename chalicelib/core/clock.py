@@ -1,7 +1,11 @@
-"""The current time, in one place so tests can move it."""
+"""The current time and the pause between retries, in one place so tests can move them."""
 
 import time
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def sleep(seconds: float) -> None:
+    time.sleep(seconds)

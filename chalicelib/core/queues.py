@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import functools
 import json
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from chalicelib.core import clock
 from chalicelib.core.errors import StorageError
 from chalicelib.core.retry import backoff
 
@@ -64,15 +64,15 @@ def send(
     sqs: Any,
     url: str,
     entries: Sequence[dict[str, Any]],
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
 ) -> None:
     """SendMessageBatch in groups of ten, retrying the entries that failed; entries need "Id"."""
-    _batched(sqs.send_message_batch, url, list(entries), sleep, "messages could not be queued")
+    _batched(sqs.send_message_batch, url, list(entries), sleep or clock.sleep, "messages could not be queued")
 
 
-def delete(sqs: Any, url: str, receipt_handles: Sequence[str], sleep: Callable[[float], None] = time.sleep) -> None:
+def delete(sqs: Any, url: str, receipt_handles: Sequence[str], sleep: Callable[[float], None] | None = None) -> None:
     entries = [{"Id": str(i), "ReceiptHandle": handle} for i, handle in enumerate(receipt_handles)]
-    _batched(sqs.delete_message_batch, url, entries, sleep, "messages could not be deleted")
+    _batched(sqs.delete_message_batch, url, entries, sleep or clock.sleep, "messages could not be deleted")
 
 
 def _batched(

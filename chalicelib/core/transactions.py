@@ -17,13 +17,13 @@ transaction items. What comes back from DynamoDB is read here, once:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from botocore.exceptions import ClientError
 
+from chalicelib.core import clock
 from chalicelib.core.errors import StorageError
 from chalicelib.core.retry import backoff
 
@@ -106,7 +106,7 @@ def write(
     retry_failed_conditions: bool = False,
     attempts: int = 7,
     cap: float = 2.0,
-    sleep: Sleep = time.sleep,
+    sleep: Sleep | None = None,
 ) -> Outcome[T]:
     """Apply `members` in one transaction (or learn that some already were).
 
@@ -151,6 +151,6 @@ def write(
                 raise StorageError(f"{what} cancelled: {reasons}") from cause
         if outcome.retries >= attempts:
             raise StorageError(f"{what} kept failing: {code} {reasons or ''}".strip()) from cause
-        sleep(backoff(outcome.retries, cap))
+        (sleep or clock.sleep)(backoff(outcome.retries, cap))
         outcome.retries += 1
     return outcome

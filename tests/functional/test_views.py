@@ -187,10 +187,9 @@ class OneCallAtATime:
 
 
 @pytest.fixture
-def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    slept: list[float] = []
+def no_sleep(slept: list[float], monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Pauses of the views handler and of core's retries, in one list (see conftest's `slept`)."""
     monkeypatch.setattr(views_batches.time, "sleep", slept.append)
-    monkeypatch.setattr(queues.time, "sleep", slept.append)
     return slept
 
 

@@ -1,0 +1,32 @@
+"""app.py as the table of contents: every route maps errors one way, the README lists every route."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+TABLE_ROW = re.compile(r"^\| (GET|POST|PUT|DELETE|PATCH) \| `([^`]+)` \|", re.MULTILINE)
+
+
+def declared_routes(app: Any) -> set[tuple[str, str]]:
+    return {(method, path) for path, entries in app.routes.items() for method in entries}
+
+
+def test_given_app_when_routes_listed_then_every_view_is_wrapped_by_the_error_mapping(app_module: Any) -> None:
+    unwrapped = [
+        f"{method} {path}"
+        for path, entries in app_module.app.routes.items()
+        for method, entry in entries.items()
+        if not getattr(entry.view_function, "maps_errors", False)
+    ]
+    assert declared_routes(app_module.app), "the app declares no route"
+    assert unwrapped == []
+
+
+def test_given_readme_when_api_table_read_then_it_lists_exactly_the_routes_app_declares(app_module: Any) -> None:
+    documented = set(TABLE_ROW.findall(README.read_text(encoding="utf-8")))
+    declared = declared_routes(app_module.app)
+    assert sorted(declared - documented) == [], "routes missing from the README's API reference"
+    assert sorted(documented - declared) == [], "README documents routes app.py does not declare"
