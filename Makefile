@@ -15,8 +15,9 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
+# Data is kept across runs in .local-stack/$(PORT)/ (docs/deploy.md: local data); FRESH=1 starts empty.
 run: $(BIN)/.installed
-	$(BIN)/python -m tools.local_stack --port $(PORT) --aws-port $(AWS_PORT) --max-batching-window $(BATCHING_WINDOW)
+	$(BIN)/python -m tools.local_stack --port $(PORT) --aws-port $(AWS_PORT) --max-batching-window $(BATCHING_WINDOW) $(if $(FRESH),--fresh)
 
 test: check $(BIN)/.installed
 	$(BIN)/python -m pytest
@@ -40,9 +41,9 @@ e2e: $(BIN)/.installed
 bench: $(BIN)/.installed
 	$(BIN)/python -m bench
 
-# Run every scheduled handler of a running `make run` now.
+# Run every scheduled handler of the `make run` serving PORT now.
 trigger:
-	kill -USR1 $$(cat .local-stack.pid)
+	@$(BIN)/python -m tools.local_stack --trigger --port $(PORT)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
