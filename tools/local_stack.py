@@ -63,9 +63,9 @@ def require_free_port(host: str, port: int, what: str, make_variable: str, optio
             ) from None
 
 
-def trigger(port: int, root: Path = PROJECT) -> int:
+def trigger(port: int, directory: Path | None = None) -> int:
     """What `make trigger PORT=...` does: SIGUSR1 to the stack serving that port."""
-    path = pid_file(state_dir(port, root))
+    path = pid_file(directory or state_dir(port))
     try:
         pid = int(path.read_text().strip())
         os.kill(pid, 0)
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trigger", action="store_true", help="run the scheduled handlers of the running stack")
     args = parser.parse_args(argv)
     if args.trigger:
-        return trigger(args.port)
+        return trigger(args.port, args.state_dir)
     configure_logging()
     try:
         return run(args)
