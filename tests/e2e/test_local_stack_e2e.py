@@ -107,7 +107,16 @@ def test_given_a_running_stack_when_another_starts_beside_it_or_on_its_ports_the
 
     # No stack on that port (any more): trigger says so instead of signalling nobody.
     missing = subprocess.run(
-        [sys.executable, "-m", "tools.local_stack", "--trigger", "--port", str(a.port), "--state-dir", str(a.state_dir)],
+        [
+            sys.executable,
+            "-m",
+            "tools.local_stack",
+            "--trigger",
+            "--port",
+            str(a.port),
+            "--state-dir",
+            str(a.state_dir),
+        ],
         cwd=PROJECT,
         capture_output=True,
         text=True,
