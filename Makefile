@@ -15,7 +15,7 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
-# Data is kept across runs in .local-stack/$(PORT)/ (docs/deploy.md: local data); FRESH=1 starts empty.
+# Data is kept across runs in .local-stack/$(PORT)/ (docs/local-stack.md); FRESH=1 starts empty.
 run: $(BIN)/.installed
 	$(BIN)/python -m tools.local_stack --port $(PORT) --aws-port $(AWS_PORT) --max-batching-window $(BATCHING_WINDOW) $(if $(FRESH),--fresh)
 
@@ -48,7 +48,7 @@ trigger:
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
 
-# -- AWS: provision and deploy a stage, or package it for CloudFormation (README: Deploy to AWS)
+# -- AWS: provision and deploy a stage, or package it for CloudFormation (docs/deploy.md)
 STAGE ?= dev
 .PHONY: deploy destroy
 
@@ -58,8 +58,9 @@ deploy: $(BIN)/.installed
 destroy: $(BIN)/.installed
 	$(BIN)/python -m tools.provision --stage $(STAGE) --delete
 
+# Both refuse a stage whose names are still placeholders (REPORTS_BUCKET=...-change-me).
 package: $(BIN)/.installed
-	$(BIN)/python -m tools.iam_policy --stage $(STAGE) $(if $(ACCOUNT),--account $(ACCOUNT))
 	$(BIN)/python -m tools.cfn_template --stage $(STAGE) --output build/resources-$(STAGE).json
+	$(BIN)/python -m tools.iam_policy --stage $(STAGE) $(if $(ACCOUNT),--account $(ACCOUNT))
 	AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(BIN)/chalice package --stage $(STAGE) \
 		--merge-template build/resources-$(STAGE).json build/package-$(STAGE)
