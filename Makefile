@@ -15,8 +15,9 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
+# Data is kept across runs in .local-stack/$(PORT)/ (docs/local-stack.md); FRESH=1 starts empty.
 run: $(BIN)/.installed
-	$(BIN)/python -m tools.local_stack --port $(PORT) --aws-port $(AWS_PORT) --max-batching-window $(BATCHING_WINDOW)
+	$(BIN)/python -m tools.local_stack --port $(PORT) --aws-port $(AWS_PORT) --max-batching-window $(BATCHING_WINDOW) $(if $(FRESH),--fresh)
 
 test: check $(BIN)/.installed
 	$(BIN)/python -m pytest
@@ -40,14 +41,14 @@ e2e: $(BIN)/.installed
 bench: $(BIN)/.installed
 	$(BIN)/python -m bench
 
-# Run every scheduled handler of a running `make run` now.
+# Run every scheduled handler of the `make run` serving PORT now.
 trigger:
-	kill -USR1 $$(cat .local-stack.pid)
+	@$(BIN)/python -m tools.local_stack --trigger --port $(PORT)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
 
-# -- AWS: provision and deploy a stage, or package it for CloudFormation (README: Deploy to AWS)
+# -- AWS: provision and deploy a stage, or package it for CloudFormation (docs/deploy.md)
 STAGE ?= dev
 .PHONY: deploy destroy
 
@@ -57,8 +58,9 @@ deploy: $(BIN)/.installed
 destroy: $(BIN)/.installed
 	$(BIN)/python -m tools.provision --stage $(STAGE) --delete
 
+# Both refuse a stage whose names are still placeholders (REPORTS_BUCKET=...-change-me).
 package: $(BIN)/.installed
-	$(BIN)/python -m tools.iam_policy --stage $(STAGE) $(if $(ACCOUNT),--account $(ACCOUNT))
 	$(BIN)/python -m tools.cfn_template --stage $(STAGE) --output build/resources-$(STAGE).json
+	$(BIN)/python -m tools.iam_policy --stage $(STAGE) $(if $(ACCOUNT),--account $(ACCOUNT))
 	AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(BIN)/chalice package --stage $(STAGE) \
 		--merge-template build/resources-$(STAGE).json build/package-$(STAGE)

@@ -10,7 +10,7 @@ from typing import Any
 
 from chalice.app import BadRequestError, Chalice, NotFoundError, Rate, Request, Response
 
-from chalicelib.core import clock, quarantine, queues, validation
+from chalicelib.core import clock, quarantine, queues, telemetry, validation
 from chalicelib.core import window_params as windows
 from chalicelib.core.aws import AwsClients
 from chalicelib.core.errors import NotFoundError as TallyNotFound
@@ -32,6 +32,8 @@ app = Chalice(app_name="tally")
 app.log.setLevel(logging.INFO)
 settings = Settings.from_env()
 aws = AwsClients(settings)
+# One JSON line (log + EMF metrics) per background invocation and per failed request.
+app.register_middleware(telemetry.middleware, "all")
 
 # curl -d sends form-encoded by default; every body is parsed as JSON whatever its label.
 BODY_TYPES = ["application/json", "application/x-www-form-urlencoded", "text/plain"]
@@ -124,7 +126,6 @@ def get_quarantine() -> dict[str, Any]:
 def on_event_records(event: Any) -> dict[str, Any]:
     records = stream_records.from_lambda_event(event.to_dict())
     result = counting.apply_stream_batch(aws.dynamodb, settings, records, clock.now_ms())
-    app.log.info("event records: %s", result.as_dict())
     return result.as_dict()
 
 
@@ -162,7 +163,6 @@ def on_unique_items(event: Any) -> dict[str, Any]:
     result = uniques_batches.apply_messages(
         aws.dynamodb, settings, queues.from_lambda_event(event.to_dict()), clock.now_ms()
     )
-    app.log.info("unique items: %s", result.as_dict())
     return result.as_dict()
 
 
@@ -172,7 +172,6 @@ def on_unique_items(event: Any) -> dict[str, Any]:
 @app.schedule(Rate(settings.report_interval_minutes, unit=Rate.MINUTES))
 def run_scheduled_report(event: Any) -> dict[str, Any]:
     result = reports_runs.run(aws.dynamodb, aws.s3, settings, clock.now_ms())
-    app.log.info("report run: %s", result.as_dict())
     return result.as_dict()
 
 
@@ -224,5 +223,4 @@ def get_views() -> dict[str, Any]:
 def on_view_messages(event: Any) -> dict[str, int]:
     messages = queues.from_lambda_event(event.to_dict())
     result = views_batches.apply_messages(aws.dynamodb, aws.sqs, settings, messages, clock.now_ms())
-    app.log.info("view messages: %s", result.as_dict())
     return result.as_dict()

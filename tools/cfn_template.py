@@ -3,7 +3,8 @@
     python -m tools.cfn_template --stage dev --output build/resources-dev.json
     chalice package --stage dev --merge-template build/resources-dev.json build/package-dev
 
-(`make package STAGE=dev` runs both.) The tables, queues and bucket come from
+(`make package STAGE=dev` runs both.) The alarms, their SNS topic and the dashboard come from
+tools/monitoring.py (docs/deploy.md lists them). The tables, queues and bucket come from
 tools/resources.py, like the local stack's and `tools.provision`'s. Chalice deep-merges this
 template into its own, so the fragments below also rewire Chalice's functions: their env vars
 become Ref/GetAtt of these resources and each event source points at GetAtt of its stream or
@@ -23,7 +24,7 @@ from typing import Any
 from chalice.utils import to_cfn_resource_name
 
 from chalicelib.core.settings import Settings
-from tools import resources, stage
+from tools import monitoring, resources, stage
 from tools.resources import Resources
 
 
@@ -128,8 +129,12 @@ def function_fragments(app: Any, app_settings: Settings, env: dict[str, Any]) ->
 def build(stage_name: str, project: Path = stage.PROJECT) -> dict[str, Any]:
     settings = stage.stage_settings(stage_name, project)
     app_module = load_app(stage_name, project)
-    cfn, env, outputs = resource_fragments(resources.for_settings(settings), settings)
+    definition = resources.for_settings(settings)
+    cfn, env, outputs = resource_fragments(definition, settings)
     cfn.update(function_fragments(app_module.app, app_module.settings, env))
+    alarms, alarm_outputs = monitoring.fragments(app_module.app, definition, settings, stage_name)
+    cfn.update(alarms)
+    outputs.update(alarm_outputs)
     return {"Resources": cfn, "Outputs": outputs}
 
 
@@ -151,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, required=True)
     parser.add_argument("--project-dir", type=Path, default=stage.PROJECT)
     args = parser.parse_args(argv)
+    stage.require_chosen_names(args.stage, args.project_dir)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(build(args.stage, args.project_dir), indent=2) + "\n")
     print(args.output)

@@ -38,13 +38,13 @@ class LambdaContext:
 
 
 def invoke(name: str, handler: Handler, event: dict[str, Any], size: int) -> bool:
-    started = time.monotonic()
+    """Call the handler as Lambda would; True when it returned. It logs its own line (app.py's
+    telemetry middleware): the runner adds none, so each invocation is one line."""
     try:
-        result = handler(event, LambdaContext(name))
-    except Exception:  # a handler failure is an outcome to report, not a crash of the runner
-        log.exception("%s: batch of %d FAILED after %.0f ms", name, size, (time.monotonic() - started) * 1000)
+        handler(event, LambdaContext(name))
+    except Exception:  # a handler failure is an outcome, already logged, not a crash of the runner
+        log.debug("%s: batch of %d failed", name, size, exc_info=True)
         return False
-    log.info("%s: batch of %d ok in %.0f ms %s", name, size, (time.monotonic() - started) * 1000, result or "")
     return True
 
 
@@ -91,6 +91,8 @@ class StreamRunner(Runner):
         self.failures: dict[str, int] = {}
         self.next_try: dict[str, float] = {}
         self.last_describe = 0.0
+        # Set while every shard has been read to its end and applied: a clean stop waits for it.
+        self.caught_up = threading.Event()
 
     def step(self) -> bool:
         if time.monotonic() - self.last_describe > 5 or not self.iterators:
@@ -104,6 +106,7 @@ class StreamRunner(Runner):
                         ShardIteratorType=self.starting_position,
                     )["ShardIterator"]
         busy = False
+        behind = False
         for shard_id, iterator in list(self.iterators.items()):
             if not self.pending.get(shard_id):
                 if iterator is None:
@@ -112,6 +115,7 @@ class StreamRunner(Runner):
                 self.iterators[shard_id] = response.get("NextShardIterator")
                 self.pending[shard_id] = [self._lambda_record(r) for r in response.get("Records", [])]
             batch = self.pending[shard_id]
+            behind = behind or bool(batch)
             if not batch or time.monotonic() < self.next_try.get(shard_id, 0):
                 continue
             busy = True
@@ -122,6 +126,10 @@ class StreamRunner(Runner):
                 # Same batch again, after a growing pause: nothing later in the shard goes first.
                 self.failures[shard_id] = self.failures.get(shard_id, 0) + 1
                 self.next_try[shard_id] = time.monotonic() + min(2 ** self.failures[shard_id], 30)
+        if behind:
+            self.caught_up.clear()
+        else:
+            self.caught_up.set()
         return busy
 
     def _lambda_record(self, record: dict[str, Any]) -> dict[str, Any]:

@@ -1,18 +1,26 @@
 """Run all of Tally locally: emulator, resources, every handler app.py declares, and the API.
 
-    python -m tools.local_stack [--port 8000] [--aws-port 5000]
+    python -m tools.local_stack [--port 8000] [--aws-port 5000] [--fresh]
+    python -m tools.local_stack --port 8000 --trigger    # run the scheduled handlers of that stack now
 
-With AWS_ENDPOINT_URL set, an already running emulator is used instead of starting one.
-Send SIGUSR1 (`make trigger`) to run every scheduled handler now.
+With AWS_ENDPOINT_URL set, an already running emulator is used instead of starting one (and
+its data is that emulator's business: nothing is saved). Otherwise the emulator's tables,
+queues and bucket are saved under `.local-stack/<port>/data` when the stack stops (and
+periodically while it runs) and restored when it starts again; `--fresh` starts empty
+(tools/local_state.py says what a hard kill can lose). Everything a stack keeps on disk,
+its pid file included, is under `.local-stack/<port>/`, so stacks on other ports do not
+interfere. Send SIGUSR1 (`make trigger PORT=...`) to run every scheduled handler now.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -24,6 +32,64 @@ from tools.stage import stage_environment
 
 PROJECT = Path(__file__).resolve().parent.parent
 log = logging.getLogger("tally.local")
+DRAIN_SECONDS = 15  # how long a clean stop waits for the stream handler to catch up
+
+
+class PortBusy(SystemExit):
+    pass
+
+
+def state_dir(port: int, root: Path = PROJECT) -> Path:
+    return root / ".local-stack" / str(port)
+
+
+def pid_file(directory: Path) -> Path:
+    return directory / "pid"
+
+
+def require_free_port(host: str, port: int, what: str, make_variable: str, option: str) -> None:
+    """Fail at once, saying how to choose another port, when something listens on it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Like the servers themselves: a port left in TIME_WAIT by a stopped stack is free.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
+                raise
+            raise PortBusy(
+                f"port {port} on {host} ({what}) is already in use. Choose another one: "
+                f"`make run {make_variable}=<port>` (or `{option} <port>`)"
+            ) from None
+
+
+def trigger(port: int, directory: Path | None = None) -> int:
+    """What `make trigger PORT=...` does: SIGUSR1 to the stack serving that port."""
+    path = pid_file(directory or state_dir(port))
+    try:
+        pid = int(path.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        print(
+            f"no local stack is running with its API on port {port} ({path} names no live process); "
+            f"start one with `make run PORT={port}`, or give the port of the one running: `make trigger PORT=<port>`",
+            file=sys.stderr,
+        )
+        return 1
+    os.kill(pid, signal.SIGUSR1)
+    print(f"ran the scheduled handlers of the stack on port {port} (pid {pid}); its log shows the runs")
+    return 0
+
+
+def configure_logging() -> None:
+    """Every line the stack writes is JSON, like the handlers' lines (Powertools' formatter)."""
+    from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(LambdaPowertoolsFormatter(service="tally"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    for noisy in ("werkzeug", "botocore.credentials", "botocore", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def start_emulator(host: str, port: int) -> Any:
@@ -50,9 +116,24 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="cap SQS batching windows (seconds), for quick local feedback",
     )
+    parser.add_argument("--fresh", action="store_true", help="start empty: discard the saved data first")
+    parser.add_argument("--snapshot-seconds", type=float, default=60, help="save the data this often (0: only at stop)")
+    parser.add_argument("--state-dir", type=Path, default=None, help="default: .local-stack/<port>")
+    parser.add_argument("--trigger", action="store_true", help="run the scheduled handlers of the running stack")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stdout)
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    if args.trigger:
+        return trigger(args.port, args.state_dir)
+    configure_logging()
+    try:
+        return run(args)
+    except PortBusy as exc:
+        print(exc, file=sys.stderr)
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    directory = args.state_dir or state_dir(args.port)
+    require_free_port(args.host, args.port, "the API", "PORT", "--port")
 
     # Stage variables first; what the user exported wins.
     for key, value in stage_environment(args.stage).items():
@@ -63,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
 
     emulator = None
     if not os.environ.get("AWS_ENDPOINT_URL"):
+        require_free_port(args.host, args.aws_port, "the AWS emulator", "AWS_PORT", "--aws-port")
+        directory.mkdir(parents=True, exist_ok=True)
         emulator = start_emulator(args.host, args.aws_port)
         os.environ["AWS_ENDPOINT_URL"] = f"http://{args.host}:{args.aws_port}"
     log.info("AWS emulator at %s", os.environ["AWS_ENDPOINT_URL"])
@@ -70,44 +153,133 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(PROJECT))
     from chalicelib.core.settings import Settings
     from tools import resources
-    from tools.event_runners import ScheduleRunner, SqsRunner, StreamRunner
+    from tools.local_state import Snapshots
 
     settings = Settings.from_env()
     session = boto3.session.Session(region_name=settings.aws_region)
     endpoint = settings.aws_endpoint_url
     dynamodb = session.client("dynamodb", endpoint_url=endpoint)
-    outputs = resources.ensure(
-        dynamodb,
-        session.client("sqs", endpoint_url=endpoint),
-        session.client("s3", endpoint_url=endpoint),
-        resources.for_settings(settings),
-        settings.aws_region,
-    )
+    sqs, s3 = session.client("sqs", endpoint_url=endpoint), session.client("s3", endpoint_url=endpoint)
+    definition = resources.for_settings(settings)
+    snapshots = Snapshots(directory, dynamodb, sqs, s3, definition) if emulator is not None else None
+    if snapshots is not None:
+        if args.fresh:
+            snapshots.discard()
+            log.info("starting empty (--fresh): saved data discarded", extra={"data": str(snapshots.current)})
+        elif snapshots.exists():
+            restored = snapshots.restore(settings.aws_region)
+            log.info("data restored from %s", snapshots.current, extra={"restored": restored})
+    resources.ensure(dynamodb, sqs, s3, definition, settings.aws_region)
     # The emulator names streams by creation time: hand the real ARN to the app.
-    os.environ["EVENTS_STREAM_ARN"] = outputs[settings.events_table]
-    log.info("resources ready: %s", ", ".join(sorted(outputs)))
+    os.environ["EVENTS_STREAM_ARN"] = dynamodb.describe_table(TableName=settings.events_table)["Table"][
+        "LatestStreamArn"
+    ]
+    log.info("resources ready")
 
-    app_module = importlib.import_module("app")
-    app = app_module.app
+    app = importlib.import_module("app").app
     stop = threading.Event()
-    runners = []
+    runners, schedules, stream_runners = start_runners(app, session, endpoint, settings, args, stop)
+
+    def run_schedules(*_: Any) -> None:
+        for schedule in schedules:
+            log.info("%s: triggered on demand", schedule.name)
+            schedule.trigger()
+
+    signal.signal(signal.SIGUSR1, run_schedules)
+
+    from chalice.cli.factory import CLIFactory
+    from chalice.local import create_local_server
+
+    config = CLIFactory(str(PROJECT), environ=os.environ).create_config_obj(chalice_stage_name=args.stage)
+    try:
+        server = create_local_server(app, config, args.host, args.port)
+    except OSError as exc:  # taken between the check and now
+        raise PortBusy(f"port {args.port} (the API): {exc}. Choose another one: `make run PORT=<port>`") from None
+    # Ctrl-C and SIGTERM stop the server from another thread (shutdown() waits for serve_forever);
+    # setting SIGINT explicitly also works when a shell started the stack with SIGINT ignored.
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop_signal, lambda *_: threading.Thread(target=server.shutdown).start())
+    quiet_access_log()
+    directory.mkdir(parents=True, exist_ok=True)
+    pid_file(directory).write_text(str(os.getpid()))
+    saver = None
+    if snapshots is not None and args.snapshot_seconds > 0:
+        saver = threading.Thread(
+            target=save_periodically, args=(snapshots, args.snapshot_seconds, stop), name="snapshots", daemon=True
+        )
+        saver.start()
+    log.info("API on http://%s:%d", args.host, args.port)
+    try:
+        server.server.serve_forever()  # not server.serve_forever(): it prints a plain-text banner
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server.server_close()
+        for runner in stream_runners:  # what is stored gets counted before the data is saved
+            if not runner.caught_up.wait(DRAIN_SECONDS):
+                log.warning("%s: not caught up after %d s; stopping anyway", runner.name, DRAIN_SECONDS)
+        stop.set()
+        for runner in runners:
+            runner.join(timeout=10)
+        if saver is not None:
+            saver.join(timeout=30)
+        if snapshots is not None:
+            saved = snapshots.save(include_queues=True)
+            log.info("data saved to %s", snapshots.current, extra={"saved": saved})
+        if emulator is not None:
+            emulator.stop()
+        pid_file(directory).unlink(missing_ok=True)
+        log.info("stopped")
+    return 0
+
+
+def quiet_access_log() -> None:
+    """The local server's access lines in the stack's JSON format; failed requests are left
+    to the app's own line (telemetry middleware), as on AWS, so each is logged once."""
+
+    def log_message(handler: Any, format: str, *args: Any) -> None:
+        status = str(args[1]) if len(args) > 1 else ""
+        if not status.startswith(("4", "5")):
+            log.info("request", extra={"request": str(args[0]) if args else "", "status": status})
+
+    from chalice.local import ChaliceRequestHandler
+
+    ChaliceRequestHandler.log_message = log_message  # type: ignore[method-assign]
+
+
+def save_periodically(snapshots: Any, seconds: float, stop: threading.Event) -> None:
+    while not stop.wait(seconds):
+        try:
+            snapshots.save(include_queues=False)
+        except Exception:  # the next try may work; the stop-time save is the one that counts
+            log.exception("periodic save failed")
+
+
+def start_runners(
+    app: Any, session: Any, endpoint: str | None, settings: Any, args: argparse.Namespace, stop: threading.Event
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """One runner per event source app.py declares: (all, schedules, streams)."""
+    from tools.event_runners import ScheduleRunner, SqsRunner, StreamRunner
+
+    runners: list[Any] = []
     schedules: list[ScheduleRunner] = []
+    streams: list[StreamRunner] = []
     for source in app.event_sources:
         handler = app.handler_map[source.name]
         kind = type(source).__name__
         if kind == "DynamoDBEventConfig":
-            runners.append(
-                StreamRunner(
-                    source.name,
-                    handler,
-                    session.client("dynamodbstreams", endpoint_url=endpoint),
-                    source.stream_arn,
-                    source.batch_size,
-                    source.starting_position,
-                    settings.aws_region,
-                    stop,
-                )
+            stream = StreamRunner(
+                source.name,
+                handler,
+                session.client("dynamodbstreams", endpoint_url=endpoint),
+                source.stream_arn,
+                source.batch_size,
+                source.starting_position,
+                settings.aws_region,
+                stop,
             )
+            runners.append(stream)
+            streams.append(stream)
         elif kind == "SQSEventConfig":
             window = source.maximum_batching_window_in_seconds or 0
             if args.max_batching_window is not None:
@@ -135,39 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     for runner in runners:
         runner.start()
         log.info("handler %s running (%s)", runner.name, type(runner).__name__)
-
-    def run_schedules(*_: Any) -> None:
-        for schedule in schedules:
-            log.info("%s: triggered on demand", schedule.name)
-            schedule.trigger()
-
-    signal.signal(signal.SIGUSR1, run_schedules)
-
-    from chalice.cli.factory import CLIFactory
-    from chalice.local import create_local_server
-
-    config = CLIFactory(str(PROJECT), environ=os.environ).create_config_obj(chalice_stage_name=args.stage)
-    server = create_local_server(app, config, args.host, args.port)
-    # Ctrl-C and SIGTERM stop the server from another thread (shutdown() waits for serve_forever);
-    # setting SIGINT explicitly also works when a shell started the stack with SIGINT ignored.
-    for stop_signal in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(stop_signal, lambda *_: threading.Thread(target=server.shutdown).start())
-    (PROJECT / ".local-stack.pid").write_text(str(os.getpid()))
-    log.info("API on http://%s:%d", args.host, args.port)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        stop.set()
-        for runner in runners:
-            runner.join(timeout=5)
-        server.server.server_close()
-        if emulator is not None:
-            emulator.stop()
-        (PROJECT / ".local-stack.pid").unlink(missing_ok=True)
-        log.info("stopped")
-    return 0
+    return runners, schedules, streams
 
 
 if __name__ == "__main__":

@@ -77,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.stage == "local":
         parser.error("the local stage runs on the emulator: use `make run`")
+    if not args.delete:
+        stage.require_chosen_names(args.stage, args.project_dir)
     session = boto3.session.Session(region_name=args.region)
     if not session.region_name:
         parser.error("no AWS region: set AWS_DEFAULT_REGION or pass --region")

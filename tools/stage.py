@@ -66,3 +66,25 @@ def stream_field(table_field: str) -> str:
 
 def logical_id(field: str) -> str:
     return "".join(part.capitalize() for part in field.split("_"))
+
+
+# Names the shipped config leaves for the user to choose (S3 bucket names are global).
+PLACEHOLDER_MARK = "change-me"
+
+
+def placeholder_settings(stage: str, project: Path = PROJECT) -> dict[str, str]:
+    """Env vars of the stage whose value is still a placeholder name."""
+    return {k: v for k, v in stage_environment(stage, project).items() if PLACEHOLDER_MARK in v}
+
+
+def require_chosen_names(stage: str, project: Path = PROJECT) -> None:
+    """Refuse to deploy or package a stage whose resource names are still placeholders."""
+    left = placeholder_settings(stage, project)
+    if left:
+        names = ", ".join(f"{k}={v!r}" for k, v in sorted(left.items()))
+        raise SystemExit(
+            f"stage {stage!r} still has placeholder names: {names}. S3 bucket names are global, so choose "
+            f"your own: set them under stages.{stage}.environment_variables in {config_path(project)} "
+            f"(for example REPORTS_BUCKET=tally-{stage}-reports-<your account id>), then run again. "
+            "See docs/deploy.md."
+        )

@@ -6,7 +6,7 @@ The buckets are written by chalicelib.counters.stream_apply; their keys are in c
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +14,7 @@ from chalicelib.core import dynamo, keyspace, timebuckets, validation
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.counters import keys as counter_keys
+from chalicelib.counters import retention
 
 MAX_HISTOGRAM_BUCKETS = 5000
 MAX_WINDOW_MINUTES = 400 * 1440
@@ -39,12 +40,20 @@ class WindowCount:
             "start": validation.iso(self.first_minute * timebuckets.MINUTE_MS),
             "end": validation.iso((self.last_minute + 1) * timebuckets.MINUTE_MS),
             "keys_read": self.keys_read,
-            "complete": self.complete,
+            **completeness(self.complete, self.retained_from_ms),
         }
-        if not self.complete:
-            answer["retained_from"] = validation.iso(self.retained_from_ms)
-            answer["message"] = "the window starts before the counter's retention: older events are no longer counted"
         return answer
+
+
+def completeness(complete: bool, retained_from_ms: int) -> dict[str, Any]:
+    """What every count and histogram answer says about retention (chalicelib.counters.retention)."""
+    if complete:
+        return {"complete": True}
+    return {
+        "complete": False,
+        "retained_from": validation.iso(retained_from_ms),
+        "message": "the window starts before what is retained: the answer covers retained_from to end",
+    }
 
 
 def count_window(
@@ -61,20 +70,30 @@ def count_window(
     parts = timebuckets.plan(first_minute, last_minute)
     keys = [counter_keys.bucket_key(counter, p.bucket) for p in parts]
     found = _batch_get(dynamodb, settings, keys, sleep)
+    items = [found.get((key["pk"]["S"], key["sk"]["S"])) for key in keys]
+    assumed = _assumed_retention(items, settings)
     now_s = now_ms // 1000
-    total = 0
-    retention = 0
-    for part, key in zip(parts, keys):
-        item = found.get((key["pk"]["S"], key["sk"]["S"]))
-        if item is None:
-            continue
-        retention = max(retention, int(item.get("retention", {"N": "0"})["N"]))
-        if int(item["expires_at"]["N"]) > now_s:
-            total += _part_count(item, part)
-    retention = retention or settings.default_retention_seconds
-    retained_from = now_ms - retention * 1000
-    complete = (first_minute + 1) * timebuckets.MINUTE_MS > retained_from
-    return WindowCount(counter, total, first_minute, last_minute, len(keys), complete, retained_from)
+    flags = [retention.kept(p.bucket, _expiry(item), assumed, now_s) for p, item in zip(parts, items)]
+    first = retention.kept_from(flags)
+    total = sum(_part_count(item, part) for part, item in zip(parts[first:], items[first:]) if item is not None)
+    end_ms = (last_minute + 1) * timebuckets.MINUTE_MS
+    retained_from = _part_start_ms(parts[first]) if first < len(parts) else end_ms
+    return WindowCount(counter, total, first_minute, last_minute, len(keys), first == 0, retained_from)
+
+
+def _expiry(item: dict[str, Any] | None) -> int | None:
+    return None if item is None else int(item["expires_at"]["N"])
+
+
+def _assumed_retention(items: Iterable[dict[str, Any] | None], settings: Settings) -> int:
+    """The counter's retention, as far as the items read tell (absent items are judged by it)."""
+    seen = [int(item["retention"]["N"]) for item in items if item is not None and "retention" in item]
+    return max(seen, default=settings.default_retention_seconds)
+
+
+def _part_start_ms(part: timebuckets.Part) -> int:
+    offset = part.minutes[0] if part.minutes is not None else 0
+    return (part.bucket.first_minute + offset) * timebuckets.MINUTE_MS
 
 
 def _part_count(item: dict[str, Any], part: timebuckets.Part) -> int:
@@ -104,22 +123,37 @@ def histogram(
     if len(buckets) > MAX_HISTOGRAM_BUCKETS:
         raise ValidationError(f"a histogram has at most {MAX_HISTOGRAM_BUCKETS} buckets; use a coarser resolution")
     # Minutes live inside their hour items: a minute series is read from hour items.
-    stored = "hour" if resolution == "minute" else resolution
+    stored: timebuckets.Resolution = "hour" if resolution == "minute" else resolution
+    size = timebuckets.RESOLUTION_MINUTES[stored]
+    items = dict(_query_buckets(dynamodb, settings, counter, stored, buckets[0], buckets[-1]))
+    assumed = _assumed_retention(items.values(), settings)
+    now_s = now_ms // 1000
+
+    def stored_bucket(bucket: timebuckets.Bucket) -> timebuckets.Bucket:
+        return timebuckets.Bucket(stored, bucket.first_minute // size)
+
+    flags = [
+        retention.kept(stored_bucket(b), _expiry(items.get(stored_bucket(b).index)), assumed, now_s) for b in buckets
+    ]
+    first = retention.kept_from(flags)
     counts: dict[int, int] = {}
-    for bucket_index, item in _query_buckets(dynamodb, settings, counter, stored, buckets[0], buckets[-1], now_ms):
+    for bucket in buckets[first:]:
+        item = items.get(stored_bucket(bucket).index)
+        if item is None:
+            continue
         if resolution == "minute":
-            for m in range(60):
-                value = item.get(counter_keys.minute_attribute(m))
-                if value is not None:
-                    counts[bucket_index * 60 + m] = int(value["N"])
+            value = item.get(counter_keys.minute_attribute(bucket.first_minute % 60))
+            counts[bucket.index] = int(value["N"]) if value is not None else 0
         else:
-            counts[bucket_index] = int(item["n"]["N"])
+            counts[bucket.index] = int(item["n"]["N"])
+    retained_from = buckets[first].start_ms if first < len(buckets) else buckets[-1].end_ms
     return {
         "counter": counter,
         "resolution": resolution,
         "start": validation.iso(buckets[0].start_ms),
         "end": validation.iso(buckets[-1].end_ms),
         "buckets": [{"start": validation.iso(b.start_ms), "count": counts.get(b.index, 0)} for b in buckets],
+        **completeness(first == 0, retained_from),
     }
 
 
@@ -127,12 +161,11 @@ def _query_buckets(
     dynamodb: Any,
     settings: Settings,
     counter: str,
-    resolution: str,
+    resolution: timebuckets.Resolution,
     first: timebuckets.Bucket,
     last: timebuckets.Bucket,
-    now_ms: int,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Live stored buckets of one resolution covering first..last (paginated Query)."""
+    """Stored buckets of one resolution covering first..last, expired ones included (paginated Query)."""
     size = timebuckets.RESOLUTION_MINUTES[resolution]
     lo, hi = first.first_minute // size, last.first_minute // size
     query: dict[str, Any] = {
@@ -144,8 +177,6 @@ def _query_buckets(
             ":hi": {"S": counter_keys.bucket_sort_key(resolution, hi)},
         },
     }
-    now_s = now_ms // 1000
     for page in dynamo.query_pages(dynamodb, query, "could not read the counts"):
         for item in page.get("Items", []):
-            if int(item["expires_at"]["N"]) > now_s:
-                yield int(item["sk"]["S"].split("#", 1)[1]), item
+            yield int(item["sk"]["S"].split("#", 1)[1]), item

@@ -57,7 +57,7 @@ def run(dynamodb: Any, s3: Any, settings: Settings, now_ms: int) -> RunResult:
             _discard_unless_committed(dynamodb, s3, settings, report.id)
             result.superseded = True
             return result
-        log.info("report %s: %d events", report.id, report.events)
+        log.debug("report %s: %d events", report.id, report.events)
         result.written.append(report.summary())
 
 

@@ -92,6 +92,7 @@ def apply_messages(
             _set_aside(sqs, settings, poison, sleep)
             outcome.done.extend(message for message, _ in poison)
             result.quarantined += [message.message_id for message, _ in poison]
+            result.details["dead_lettered"] += len(poison)
         except StorageError:
             # Left in the queue: its redrive policy moves it to the dead-letter queue in the end.
             outcome.failed.extend(message for message, _ in poison)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -11,8 +12,9 @@ PROJECT = Path(__file__).resolve().parents[2]
 DEPLOYED = ("app.py", "chalicelib", "requirements.txt", ".chalice/config.json")
 
 
-def copy_project(target: Path) -> Path:
-    """The files `chalice deploy` reads, without generated ones (policies, deployments)."""
+def copy_project(target: Path, choose_names: bool = True) -> Path:
+    """The files `chalice deploy` reads, without generated ones (policies, deployments); with
+    `choose_names`, placeholder names (`...-change-me`) replaced as a user must before deploying."""
     for name in DEPLOYED:
         source = PROJECT / name
         if source.is_dir():
@@ -20,6 +22,9 @@ def copy_project(target: Path) -> Path:
         else:
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(source, target / name)
+    if choose_names:
+        config = target / ".chalice" / "config.json"
+        config.write_text(json.dumps(json.loads(config.read_text().replace("-change-me", "-123456789012")), indent=2))
     return target
 
 

@@ -38,45 +38,67 @@ def wait_for(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def stack_command(port: int, aws_port: int, state_dir: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "tools.local_stack",
+        "--port",
+        str(port),
+        "--aws-port",
+        str(aws_port),
+        "--max-batching-window",
+        "1",
+        "--state-dir",
+        str(state_dir),
+        *extra,
+    ]
+
+
 class LocalStack:
-    def __init__(self, url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    def __init__(
+        self, url: str, process: subprocess.Popen[bytes], log_path: Path, port: int, aws_port: int, state_dir: Path
+    ) -> None:
         self.url = url
         self.process = process
         self.log_path = log_path
+        self.port = port
+        self.aws_port = aws_port
+        self.state_dir = state_dir
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def trigger_schedules(self) -> None:
-        """What `make trigger` does: run every scheduled handler now."""
-        self.process.send_signal(signal.SIGUSR1)
+    def trigger_schedules(self) -> subprocess.CompletedProcess[str]:
+        """`make trigger PORT=...`: run every scheduled handler of this stack now."""
+        command = [sys.executable, "-m", "tools.local_stack", "--trigger", "--port", str(self.port)]
+        done = subprocess.run(
+            [*command, "--state-dir", str(self.state_dir)], cwd=PROJECT, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return done
 
 
 @contextlib.contextmanager
-def running_stack(log_dir: Path, **environment: str) -> Iterator[LocalStack]:
+def running_stack(
+    log_dir: Path, *extra: str, state_dir: Path | None = None, log_name: str = "stack.log", **environment: str
+) -> Iterator[LocalStack]:
+    """A stack on free ports, stopped with SIGINT (Ctrl-C) at the end. Its data lives in
+    `state_dir` (default: a fresh one in log_dir), so a later stack can restart from it."""
     port, aws_port = free_port(), free_port()
+    state_dir = state_dir or log_dir / "state"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(environment)
-    log_path = log_dir / "stack.log"
+    log_path = log_dir / log_name
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tools.local_stack",
-                "--port",
-                str(port),
-                "--aws-port",
-                str(aws_port),
-                "--max-batching-window",
-                "1",
-            ],
+            stack_command(port, aws_port, state_dir, "--snapshot-seconds", "0", *extra),
             cwd=PROJECT,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    stack = LocalStack(f"http://127.0.0.1:{port}", process, log_path)
+    stack = LocalStack(f"http://127.0.0.1:{port}", process, log_path, port, aws_port, state_dir)
 
     def ready() -> bool:
         if process.poll() is not None:
@@ -89,7 +111,7 @@ def running_stack(log_dir: Path, **environment: str) -> Iterator[LocalStack]:
     finally:
         process.send_signal(signal.SIGINT)
         try:
-            process.wait(timeout=20)
+            process.wait(timeout=40)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()

@@ -61,4 +61,4 @@ def test_given_3000_events_over_30_hours_when_posted_over_http_then_every_24h_an
         for end in range(now - 30 * HOUR, now + 1, 30 * MINUTE):
             body = requests.get(f"{local_stack.url}/counters/{counter}", params={"window": "90m", "end": end}).json()
             assert body["count"] == brute_force(times, end, 90), (counter, end)
-    assert "on_event_records: batch of" in local_stack.log()
+    assert '"message":"invocation"' in local_stack.log() and '"function":"on_event_records"' in local_stack.log()

@@ -1,0 +1,223 @@
+"""What every handler tells an operator: one JSON line per invocation, metrics in the same line.
+
+Registered once in app.py as Chalice middleware for every event type, so no handler logs or
+counts anything itself:
+- A background invocation (stream, queue, schedule) that returns writes ONE line: a CloudWatch
+  embedded-metric-format (EMF) document, made by Powertools' EMF provider, whose metrics are
+  taken from what the handler returned (a `BatchResult.as_dict()` or a report run) and whose
+  other fields make it the invocation's log line: function, request id, first and last record
+  ids, duration, counts. CloudWatch turns it into metrics and keeps it as a log line.
+- A background invocation that raises writes one ERROR line (Powertools Logger) with the same
+  identity fields and the exception; Lambda's own `Errors` metric counts it.
+- An HTTP request answered with 4xx or 5xx writes one line: route, method, status, error code.
+Never a payload, a message body, a header or a key.
+
+One provider per invocation (not Powertools' shared `Metrics` singleton): the local stack runs
+handlers in threads of one process, and Lambda runs one invocation at a time anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
+
+NAMESPACE = "Tally"
+SERVICE = "tally"
+# The one dimension of every metric: the Lambda function's name (unique per stage on AWS).
+DIMENSION = "function"
+
+# BatchResult fields (and details) -> metric names. Zeros are emitted too: an alarm on a sum
+# needs data points, and "0 duplicates" is an answer.
+BATCH_METRICS: dict[str, str] = {
+    "records": "Records",
+    "counted": "Counted",
+    "duplicates": "Duplicates",
+    "quarantined": "Quarantined",
+    "failed": "Failed",
+    "transactions": "Transactions",
+    "retries": "TransactionRetries",
+}
+# Emitted only by the sources that have them.
+DETAIL_METRICS: dict[str, str] = {
+    "dead_lettered": "DeadLettered",
+    "conflicts": "SketchWriteConflicts",
+    "expired": "Expired",
+}
+REPORT_METRICS = ("ReportRuns", "ReportsWritten", "EventsReported", "ReportRunsSuperseded")
+# How old the newest record of a batch was when the handler finished with it.
+LAG_METRICS = {"aws:dynamodb": "StreamLag", "aws:sqs": "QueueLag"}
+
+
+class _CurrentStdout(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever sys.stdout is now (tests and the local stack swap it)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+logger = Logger(service=SERVICE, logger_handler=_CurrentStdout())
+_write_lock = threading.Lock()
+Write = Callable[[str], None]
+
+
+def _stdout(line: str) -> None:
+    with _write_lock:  # one line, whole, even when handlers run in threads (the local stack)
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def middleware(event: Any, get_response: Callable[[Any], Any]) -> Any:
+    """Chalice middleware ("all"): HTTP failures and background invocations."""
+    if hasattr(event, "method") and hasattr(event, "headers"):  # chalice.app.Request
+        return _http(event, get_response)
+    return _background(event, get_response)
+
+
+def _http(request: Any, get_response: Callable[[Any], Any]) -> Any:
+    started = time.monotonic()
+    response = get_response(request)
+    status = int(getattr(response, "status_code", 200))
+    if status >= 400:
+        body = response.body if isinstance(response.body, Mapping) else {}
+        context = request.context or {}
+        fields = {
+            "function": _function_name(getattr(request, "lambda_context", None), "api_handler"),
+            "request_id": context.get("requestId", ""),
+            "route": context.get("resourcePath", ""),
+            "method": request.method,
+            "status": status,
+            "code": str(body.get("Code", "")),
+            "duration_ms": round((time.monotonic() - started) * 1000, 1),
+        }
+        (logger.error if status >= 500 else logger.warning)("request failed", extra=fields)
+    return response
+
+
+def _background(event: Any, get_response: Callable[[Any], Any], write: Write | None = None) -> Any:
+    started = time.monotonic()
+    raw = event.to_dict() if hasattr(event, "to_dict") else {}
+    context = getattr(event, "context", None)
+    identity = invocation_identity(raw, context)
+    try:
+        result = get_response(event)
+    except Exception as exc:
+        logger.exception(
+            "invocation failed",
+            extra={**identity, "duration_ms": _elapsed_ms(started), "error": type(exc).__name__},
+        )
+        raise
+    line = invocation_line(identity, result, raw, _elapsed_ms(started), time.time())
+    (write or _stdout)(json.dumps(line, separators=(",", ":"), default=str))
+    return result
+
+
+def _elapsed_ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 1)
+
+
+def _function_name(context: Any, default: str) -> str:
+    return str(getattr(context, "function_name", "") or default)
+
+
+def invocation_identity(raw: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    """Who and what: function, request id, the batch's size and first/last record ids."""
+    records = raw.get("Records") or []
+    ids = [str(r.get("eventID") or r.get("messageId") or "") for r in records if isinstance(r, Mapping)]
+    identity: dict[str, Any] = {
+        "function": _function_name(context, "unknown"),
+        "request_id": str(getattr(context, "aws_request_id", "") or ""),
+    }
+    if ids:
+        identity.update(first_record=ids[0], last_record=ids[-1])
+    elif raw.get("id"):  # a scheduled event
+        identity["event_id"] = str(raw["id"])
+    return identity
+
+
+def invocation_line(
+    identity: Mapping[str, Any], result: Any, raw: Mapping[str, Any], duration_ms: float, now_s: float
+) -> dict[str, Any]:
+    """The EMF document for one successful invocation: metrics plus the log fields."""
+    provider = AmazonCloudWatchEMFProvider(
+        namespace=NAMESPACE, metric_set={}, dimension_set={}, metadata_set={}, default_dimensions={}
+    )
+    provider.add_dimension(DIMENSION, str(identity["function"]))
+    values = result if isinstance(result, Mapping) else {}
+    for name, value in metric_values(values, raw, now_s).items():
+        unit = MetricUnit.Milliseconds if name in LAG_METRICS.values() else MetricUnit.Count
+        provider.add_metric(name=name, unit=unit, value=value)
+    if not provider.metric_set:
+        provider.add_metric(name="Invocations", unit=MetricUnit.Count, value=1)
+    provider.set_timestamp(int(now_s * 1000))
+    document = dict(provider.serialize_metric_set())
+    counts = {k: v for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    return {
+        **document,
+        "level": "INFO",
+        "service": SERVICE,
+        "message": "invocation",
+        **{k: v for k, v in identity.items() if k != DIMENSION},
+        "duration_ms": duration_ms,
+        "counts": counts,
+    }
+
+
+def metric_values(result: Mapping[str, Any], raw: Mapping[str, Any], now_s: float) -> dict[str, float]:
+    """Metric name -> value for what a handler returned (pure)."""
+    values: dict[str, float] = {}
+    if "reports" in result:  # a report run
+        reports = [r for r in result.get("reports") or [] if isinstance(r, Mapping)]
+        values.update(
+            ReportRuns=1,
+            ReportsWritten=len(reports),
+            EventsReported=sum(int(r.get("events", 0)) for r in reports),
+            ReportRunsSuperseded=int(bool(result.get("superseded"))),
+        )
+        return values
+    if "records" in result:
+        for key, name in BATCH_METRICS.items():
+            values[name] = float(result.get(key, 0))
+        for key, name in DETAIL_METRICS.items():
+            if key in result:
+                values[name] = float(result[key])
+    lag = newest_record_age_ms(raw, now_s)
+    if lag is not None:
+        values[lag[0]] = lag[1]
+    return values
+
+
+def newest_record_age_ms(raw: Mapping[str, Any], now_s: float) -> tuple[str, float] | None:
+    """(metric, age in ms) of the newest record in a stream or queue batch, or None."""
+    newest: float | None = None
+    source = ""
+    for record in raw.get("Records") or []:
+        if not isinstance(record, Mapping):
+            continue
+        source = str(record.get("eventSource", ""))
+        created_s: float | None = None
+        try:
+            if source == "aws:dynamodb":
+                created_s = float((record.get("dynamodb") or {})["ApproximateCreationDateTime"])
+            elif source == "aws:sqs":
+                created_s = float((record.get("attributes") or {})["SentTimestamp"]) / 1000
+        except (KeyError, TypeError, ValueError):
+            created_s = None
+        if created_s is not None and (newest is None or created_s > newest):
+            newest = created_s
+    if newest is None or source not in LAG_METRICS:
+        return None
+    return LAG_METRICS[source], round(max(0.0, now_s - newest) * 1000, 1)

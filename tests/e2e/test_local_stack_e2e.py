@@ -1,0 +1,125 @@
+"""The local stack as a service: it keeps its data, fails clearly, runs beside other stacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from tests.e2e.stack import PROJECT, LocalStack, free_port, running_stack, stack_command, wait_for
+
+
+def answers(api: str) -> dict[str, Any]:
+    """Everything a client can read: counts, a histogram, views, a unique count, reports."""
+    return {
+        "count": requests.get(f"{api}/counters/kept", params={"window": "2h"}, timeout=10).json()["count"],
+        "histogram": requests.get(
+            f"{api}/counters/kept/histogram", params={"window": "2h", "resolution": "hour"}, timeout=10
+        ).json()["buckets"],
+        "views": requests.get(f"{api}/views", params={"url": "https://blog.example/kept"}, timeout=10).json()["views"],
+        "uniques": requests.get(f"{api}/hyperloglog/kept", timeout=10).json()["cardinality"],
+        "reports": requests.get(f"{api}/reports", timeout=10).json()["reports"],
+    }
+
+
+def json_lines_only(stack: LocalStack) -> list[dict[str, Any]]:
+    lines = [line for line in stack.log().splitlines() if line.strip()]
+    parsed = []
+    for line in lines:
+        try:
+            parsed.append(json.loads(line))
+        except ValueError as exc:
+            raise AssertionError(f"not a JSON log line: {line!r}") from exc
+    return parsed
+
+
+def test_given_data_when_stack_stopped_and_started_then_same_answers_and_fresh_starts_empty(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with running_stack(tmp_path, state_dir=state, log_name="first.log") as first:
+        api = first.url
+        events = [{"counter": "kept", "id": f"k-{i}"} for i in range(7)]
+        assert requests.post(f"{api}/events", json={"events": events}, timeout=10).status_code == 201
+        view = {"url": "https://blog.example/kept", "time": "2026-11-21T10:15:00Z", "clientId": "c-1"}
+        assert requests.post(f"{api}/views", json=view, timeout=10).status_code == 202
+        assert requests.post(f"{api}/hyperloglog/kept", json={"data": ["a", "b", "c"]}, timeout=10).status_code == 202
+        assert requests.post(f"{api}/reports", timeout=30).status_code == 201
+        before = wait_for(
+            lambda: (a := answers(api))["count"] == 7 and a["views"] == 1 and a["uniques"] == 3 and a,
+            60,
+            "the handlers",
+        )
+        # A view still queued when the stack stops is kept too.
+        view2 = {**view, "clientId": "c-2"}
+        assert requests.post(f"{api}/views", json=view2, timeout=10).status_code == 202
+    lines = json_lines_only(first)
+    assert not [line for line in lines if "credentials" in str(line.get("message", "")).lower()]
+
+    with running_stack(tmp_path, state_dir=state, log_name="second.log") as second:
+        after = answers(second.url)
+        assert {**after, "views": None} == {**before, "views": None}
+        # Restored events are not counted again; the queued view is applied once.
+        wait_for(lambda: answers(second.url)["views"] == 2, 30, "the view queued at stop")
+        assert answers(second.url)["count"] == 7
+
+    with running_stack(tmp_path, "--fresh", state_dir=state, log_name="third.log") as fresh:
+        empty = answers(fresh.url)
+        assert (empty["count"], empty["views"], empty["uniques"], empty["reports"]) == (0, 0, 0, [])
+
+
+def test_given_a_running_stack_when_another_starts_beside_it_or_on_its_ports_then_no_interference(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with running_stack(tmp_path / "a") as a, running_stack(tmp_path / "b") as b:
+        assert requests.post(f"{a.url}/events", json={"counter": "mine", "id": "x"}, timeout=10).status_code == 201
+        wait_for(lambda: requests.get(f"{a.url}/counters/mine", timeout=5).json()["count"] == 1, 30, "the count")
+        assert requests.get(f"{b.url}/counters/mine", timeout=5).json()["count"] == 0
+        assert (a.state_dir / "pid").read_text() != (b.state_dir / "pid").read_text()
+
+        # `make trigger PORT=...` reaches the stack on that port only.
+        a.trigger_schedules()
+        wait_for(lambda: '"function":"run_scheduled_report"' in a.log(), 30, "the triggered report")
+        assert '"function":"run_scheduled_report"' not in b.log()
+
+        # Either port taken: the new stack stops at once, naming the port and how to choose another.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        for port, aws_port, busy, variable in (
+            (a.port, free_port(), a.port, "PORT="),
+            (free_port(), a.aws_port, a.aws_port, "AWS_PORT="),
+        ):
+            clash = subprocess.run(
+                stack_command(port, aws_port, tmp_path / "clash"),
+                cwd=PROJECT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert clash.returncode == 2, clash.stdout + clash.stderr
+            assert f"port {busy}" in clash.stderr and variable in clash.stderr
+            assert "Traceback" not in clash.stderr + clash.stdout
+
+    # No stack on that port (any more): trigger says so instead of signalling nobody.
+    missing = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tools.local_stack",
+            "--trigger",
+            "--port",
+            str(a.port),
+            "--state-dir",
+            str(a.state_dir),
+        ],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 1 and f"no local stack is running with its API on port {a.port}" in missing.stderr
