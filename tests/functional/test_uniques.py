@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from chalicelib.core import queues
+from chalicelib.core import queues, window_params
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.uniques import api as uniques_api
@@ -600,3 +602,49 @@ def test_given_storage_throttles_when_delivered_then_the_batch_fails_and_nothing
     monkeypatch.setattr(app_module.aws, "dynamodb", real)
     assert get(client, "/quarantine?source=uniques-queue").json_body["records"] == []
     assert deliver(client, batch)["counted"] == 2
+
+
+# -- property: any batches, redelivered, reordered, dying half-way, lose and inflate nothing ---
+
+_example = [0]
+
+
+@settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_given_any_batches_redelivered_reordered_or_dying_half_way_then_every_window_equals_one_sketch_of_its_items(
+    aws: Any, clock: Any, data: st.DataObject
+) -> None:
+    _example[0] += 1
+    name = f"prop.{_example[0]}"
+    messages = data.draw(
+        st.lists(
+            st.tuples(st.lists(st.integers(0, 700), min_size=1, max_size=300), st.integers(0, 60)),
+            min_size=1,
+            max_size=8,
+        )
+    )
+    stream = [([f"i{i}" for i in group], clock.now - hours * HOUR_MS) for group, hours in messages]
+    records = [record(f"{name}-{n}", body(name, group, t)) for n, (group, t) in enumerate(stream)]
+    cut = sorted(data.draw(st.sets(st.integers(1, max(1, len(records) - 1)), max_size=3)))
+    batches = [records[a:b] for a, b in zip([0, *cut], [*cut, len(records)]) if records[a:b]]
+    deliveries = data.draw(st.lists(st.sampled_from(range(len(batches))), max_size=6)) + list(range(len(batches)))
+    deliveries = data.draw(st.permutations(deliveries))
+    for index in deliveries:
+        dies_at = data.draw(st.none() | st.integers(0, 4))
+        dynamodb = aws.dynamodb if dies_at is None else PutsThrough(aws.dynamodb, dies_after(dies_at))
+        try:
+            uniques_batches.apply_messages(
+                dynamodb, SETTINGS, queues.from_lambda_event({"Records": batches[index]}), clock.now
+            )
+        except Died:
+            pass
+    for index in range(len(batches)):  # every batch is delivered whole at least once in the end
+        uniques_batches.apply_messages(
+            aws.dynamodb, SETTINGS, queues.from_lambda_event({"Records": batches[index]}), clock.now
+        )
+    for window in ("1h", "24h", "3d"):
+        hours = window_params.hour_range({"window": window}, clock.now)
+        answer = uniques_api.window_cardinality(aws.dynamodb, SETTINGS, [name], hours, clock.now)
+        assert answer["cardinality"] == expected(inside(stream, answer))
+    every = [i for group, _ in stream for i in group]
+    assert uniques_api.cardinality(aws.dynamodb, SETTINGS, [name])["cardinality"] == expected(every)
