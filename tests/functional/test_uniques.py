@@ -135,6 +135,10 @@ def test_given_unknown_name_when_read_then_zero(client: Any, aws: Any) -> None:
         {"data": [1]},
         {"data": 7},
         {"data": "ok", "extra": 1},
+        {"data": "ok", "time": "soon"},
+        {"data": "ok", "time": 1_795_000_000},  # seconds, not milliseconds
+        {"data": "ok", "time": "2026-11-18T10:00:00"},  # no zone
+        {"data": "ok", "time": True},
         ["ok"],
     ],
 )
