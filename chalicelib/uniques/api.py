@@ -130,6 +130,12 @@ def window_cardinality(
         "keys_read": len(wanted),
         **_completeness(plan[0], first_live_day),
     }
+    asked_from = timebuckets.Bucket("hour", first).start_ms
+    if plan[0].start_ms < asked_from and answer["complete"]:
+        answer["message"] = (
+            f"counted from {answer['start']}, not {validation.iso(asked_from)}: hour sketches are kept "
+            f"{settings.uniques_hour_retention_seconds // 3600} h, so an older partial day is counted whole"
+        )
     return answer
 
 

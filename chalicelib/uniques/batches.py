@@ -169,6 +169,9 @@ def apply_messages(
             set_aside[message.message_id] = _reason(exc)
             _quarantine(dynamodb, settings, message, set_aside[message.message_id], now_ms)
     for target, group in sorted(by_target.items(), key=lambda entry: entry[0].order()):
+        group = [i for i in group if i.message.message_id not in set_aside]  # already failed alone
+        if not group:
+            continue
         failed = _write_target(dynamodb, settings, target, shard, group, now_ms, sleep, result)
         for items, reason in failed:
             if items.message.message_id not in set_aside:

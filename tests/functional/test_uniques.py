@@ -437,6 +437,7 @@ def test_given_time_passes_when_windows_read_then_expired_sketches_are_ignored(
     assert get(client, "/hyperloglog/late?window=3h").json_body["cardinality"] == 80
     clock.advance(3 * 86_400_000)  # every hour sketch above has expired, the day sketches have not
     answer = get(client, "/hyperloglog/late?window=4d").json_body
+    assert "counted whole" in answer["message"]  # the 4-day window's first day, its hours gone
     assert answer["complete"] is True and answer["cardinality"] == expected(
         inside([(items("x", 0, 30), now - 2 * HOUR_MS), (items("x", 100, 150), now)], answer)
     )
