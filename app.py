@@ -136,22 +136,41 @@ def on_event_records(event: Any) -> dict[str, Any]:
 @answers
 def post_unique_items(name: str) -> Response:
     sketch_name = validation.name(name, "name")
-    accepted = uniques_api.enqueue(aws.sqs, settings, sketch_name, uniques_api.parse_items(json_body()))
-    return Response(body={"accepted": accepted}, status_code=202)
+    post = uniques_api.parse_body(json_body(), clock.now_ms())
+    return Response(body={"accepted": uniques_api.enqueue(aws.sqs, settings, sketch_name, post)}, status_code=202)
 
 
 @app.route("/hyperloglog/{name}", methods=["GET"])
 @answers
 def get_unique_count(name: str) -> dict[str, Any]:
-    sketch_name = validation.name(name, "name")
-    return {"name": sketch_name, **uniques_api.cardinality(aws.dynamodb, settings, [sketch_name])}
+    return {"name": validation.name(name, "name"), **unique_count([name], query())}
 
 
 @app.route("/hyperloglog", methods=["GET"])
 @answers
 def get_union_count() -> dict[str, Any]:
-    names = uniques_api.parse_names(query().get("names"))
-    return {"names": names, **uniques_api.cardinality(aws.dynamodb, settings, names)}
+    params = query()
+    if "names" not in params:
+        return uniques_api.list_names(aws.dynamodb, settings, params)
+    names = uniques_api.parse_names(params["names"])
+    return {"names": names, **unique_count(names, params)}
+
+
+def unique_count(names: list[str], params: dict[str, str]) -> dict[str, Any]:
+    if not uniques_api.is_windowed(params):
+        return uniques_api.cardinality(aws.dynamodb, settings, names)
+    now = clock.now_ms()
+    return uniques_api.window_cardinality(aws.dynamodb, settings, names, windows.hour_range(params, now), now)
+
+
+@app.route("/hyperloglog/{name}/histogram", methods=["GET"])
+@answers
+def get_unique_histogram(name: str) -> dict[str, Any]:
+    now = clock.now_ms()
+    params = query()
+    hours = windows.hour_range(params, now)
+    sketch_name = validation.name(name, "name")
+    return uniques_api.histogram(aws.dynamodb, settings, sketch_name, hours, params.get("resolution", "day"), now)
 
 
 @app.on_sqs_message(

@@ -10,7 +10,9 @@ capabilities can never collide and an operator can read any item's owner from it
     LED#<events pk>#<ingest slice>       #                       ledger: stored events that were counted
     URL#<sha256 of url>                  TOTAL                   an exact view counter (views)
     URL#<sha256 of url>                  V#... | D#...           marker: one view / one client-day was counted
-    HLL#<name>                           shard#<nn>              a HyperLogLog sketch shard (uniques)
+    HLL#<name>                           shard#<nn>              an all-time unique-count sketch shard (uniques)
+    HLW#<name>                           h#<hour> | d#<day>      a unique-count sketch of one hour / UTC day
+    HLN#index                            <name>                  a unique-count name and when it was last seen
     REPORT#checkpoint                    #                       end of the last committed report (reports)
     REPORT#index                         <report id>             one committed report
     QUARANTINE#<source>                  <record id>             a background record set aside (core)
@@ -23,5 +25,7 @@ EVENT_MARKER = "EVT#"
 LEDGER = "LED#"
 VIEW_URL = "URL#"
 SKETCH = "HLL#"
+SKETCH_WINDOW = "HLW#"
+SKETCH_NAMES = "HLN#"
 REPORT = "REPORT#"
 QUARANTINE = "QUARANTINE#"

@@ -44,6 +44,9 @@ class Settings:
     uniques_shards: int = 4
     uniques_batch_size: int = 10000
     uniques_batching_window_seconds: int = 60
+    # Hour and day sketches of unique counts live this long after their hour or day ends.
+    uniques_hour_retention_seconds: int = 48 * 3600
+    uniques_day_retention_seconds: int = 400 * 86400
     # Scheduled reports: how often they run, and how long after ingest an event is reported
     # (lets writes that were in flight when a run starts land before their range is read).
     report_interval_minutes: int = 60
@@ -123,6 +126,12 @@ class Settings:
             uniques_shards=integer("UNIQUES_SHARDS", defaults.uniques_shards, 1, 64),
             uniques_batch_size=uniques_batch_size,
             uniques_batching_window_seconds=uniques_window,
+            uniques_hour_retention_seconds=integer(
+                "UNIQUES_HOUR_RETENTION_SECONDS", defaults.uniques_hour_retention_seconds, 3600, 400 * 86400
+            ),
+            uniques_day_retention_seconds=integer(
+                "UNIQUES_DAY_RETENTION_SECONDS", defaults.uniques_day_retention_seconds, 86400, 10 * 365 * 86400
+            ),
             report_interval_minutes=integer("REPORT_INTERVAL_MINUTES", defaults.report_interval_minutes, 15, 1440),
             report_settle_seconds=integer("REPORT_SETTLE_SECONDS", defaults.report_settle_seconds, 0, 3600),
             view_marker_ttl_seconds=integer(

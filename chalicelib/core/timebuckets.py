@@ -109,3 +109,59 @@ def buckets_between(first_minute: int, last_minute: int, resolution: Resolution)
     """Every bucket at `resolution` that overlaps minutes first..last (for histograms)."""
     size = RESOLUTION_MINUTES[resolution]
     return [Bucket(resolution, i) for i in range(first_minute // size, last_minute // size + 1)]
+
+
+# -- hour-aligned windows (unique counts) -----------------------------------------------------
+#
+# A sketch cannot be split into minutes, so windows of unique counts are whole UTC hours: the
+# hours [first_hour, last_hour], read as whole days from day sketches and the other hours from
+# hour sketches. Hour sketches are kept for a shorter time than day sketches: a partial day
+# whose hours are no longer kept is read whole, from its day sketch (the window widens to that
+# day's start, and the answer says where it starts).
+
+HOUR_MINUTES = RESOLUTION_MINUTES["hour"]
+DAY_HOURS = RESOLUTION_MINUTES["day"] // HOUR_MINUTES
+
+
+def hours_between(first_minute: int, last_minute: int) -> tuple[int, int]:
+    """The hours holding minutes first..last: [floor(start), floor(end)] at hour resolution."""
+    if last_minute < first_minute:
+        raise ValueError("the window ends before it starts")
+    return first_minute // HOUR_MINUTES, last_minute // HOUR_MINUTES
+
+
+def hours_ending(last_minute: int, minutes: int) -> tuple[int, int]:
+    """A window of `minutes` ending at `last_minute`, hour-aligned: the ceil(minutes / 60) hours
+    up to and including the hour holding last_minute (a 24-hour window is 24 hours)."""
+    if minutes < 1:
+        raise ValueError("a window is at least one minute long")
+    last = last_minute // HOUR_MINUTES
+    return last - -(-minutes // HOUR_MINUTES) + 1, last
+
+
+def first_live_index(resolution: Resolution, now_ms: int, retention_s: int) -> int:
+    """The oldest bucket still kept at now_ms when a bucket lives until its end plus retention_s."""
+    size_s = RESOLUTION_MINUTES[resolution] * 60
+    return (now_ms // 1000 - retention_s) // size_s
+
+
+def expires_at_s(bucket: Bucket, retention_s: int) -> int:
+    """Epoch seconds when a bucket kept for retention_s after its end expires."""
+    return bucket.end_ms // 1000 + retention_s
+
+
+def hour_day_plan(first_hour: int, last_hour: int, first_live_hour: int) -> list[Bucket]:
+    """The day and hour buckets whose union covers hours first..last, oldest first: each whole
+    day as its day bucket, the hours of a partial day as hour buckets while they are kept
+    (>= first_live_hour), else the whole day."""
+    if last_hour < first_hour:
+        raise ValueError("the window ends before it starts")
+    buckets: list[Bucket] = []
+    for day in range(first_hour // DAY_HOURS, last_hour // DAY_HOURS + 1):
+        day_start = day * DAY_HOURS
+        low, high = max(first_hour, day_start), min(last_hour, day_start + DAY_HOURS - 1)
+        if (low, high) == (day_start, day_start + DAY_HOURS - 1) or low < first_live_hour:
+            buckets.append(Bucket("day", day))
+        else:
+            buckets += [Bucket("hour", hour) for hour in range(low, high + 1)]
+    return buckets

@@ -31,3 +31,13 @@ def resolution(params: Mapping[str, str]) -> timebuckets.Resolution:
     if value not in timebuckets.RESOLUTION_MINUTES:
         raise ValidationError("resolution must be minute, hour or day")
     return value  # type: ignore[return-value]
+
+
+def hour_range(params: Mapping[str, str], now_ms: int) -> tuple[int, int]:
+    """[first, last] hours of an hour-aligned window, parsed as minute_range: start and end
+    give the hours holding them; a window of W ending at T gives the ceil(W / 60) hours up to
+    and including T's hour."""
+    first, last = minute_range(params, now_ms)
+    if "start" in params:
+        return timebuckets.hours_between(first, last)
+    return timebuckets.hours_ending(last, last - first + 1)

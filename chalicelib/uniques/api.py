@@ -1,31 +1,49 @@
-"""Unique counts, the routes side: validate and queue items, answer cardinalities of one name or a union."""
+"""Unique counts, the routes side: validate and queue items; answer the cardinality of one name
+or a union, all-time or over an hour-aligned window; per-bucket series; the names that exist."""
 
 from __future__ import annotations
 
 import base64
-import json
-from collections.abc import Callable
+import binascii
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
-from hyperloglog import HyperLogLog
 
-from chalicelib.core import dynamo, queues, validation
+from chalicelib.core import dynamo, keyspace, queues, timebuckets, validation
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
+from chalicelib.core.timebuckets import Bucket
+from chalicelib.uniques import keys
 from chalicelib.uniques import sketch_encoding as sketches
-from chalicelib.uniques.batches import MAX_ITEMS, MESSAGE_VERSION, SKETCH_PREFIX, decode_item
+from chalicelib.uniques.batches import MAX_ITEMS, decode_item, message_body
 
 MAX_ITEM_CHARS = 1024
 MAX_UNION_NAMES = 50
+MAX_WINDOW_HOURS = 400 * 24
+MAX_KEYS_READ = 1000  # one name's 30-day window is at most 76; a union multiplies it
+MAX_HISTOGRAM_BUCKETS = 5000
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+BODY_FIELDS = {"data", "time"}
+WINDOW_PARAMS = ("window", "start", "end")
+ALIGNMENT_NOTE = "unique counts are counted over whole UTC hours: start and end are hour boundaries"
 
 Sleep = Callable[[float], None]
 
 
-def parse_items(body: Any) -> list[str]:
-    """The items of a POST body `{"data": item}` or `{"data": [items]}`."""
-    if not isinstance(body, dict) or set(body) != {"data"}:
-        raise ValidationError('the body must be {"data": item} or {"data": [items]}')
+@dataclass(frozen=True)
+class Post:
+    items: list[str]
+    time_ms: int
+
+
+def parse_body(body: Any, now_ms: int) -> Post:
+    """`{"data": item | [items], "time"?: epoch ms | ISO-8601}` (time defaults to now)."""
+    if not isinstance(body, dict) or "data" not in body or not set(body) <= BODY_FIELDS:
+        raise ValidationError('the body must be {"data": item} or {"data": [items]}, with an optional "time"')
     data = body["data"]
     items = [data] if isinstance(data, str) else data
     if not isinstance(items, list) or not 1 <= len(items) <= MAX_ITEMS:
@@ -33,21 +51,21 @@ def parse_items(body: Any) -> list[str]:
     for index, item in enumerate(items):
         if not isinstance(item, str) or not 1 <= len(item) <= MAX_ITEM_CHARS:
             raise ValidationError(f"data[{index}] must be a string of 1-{MAX_ITEM_CHARS} characters")
-    return items
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValidationError(f"data[{index}] is not valid text (a lone UTF-16 surrogate?)") from exc
+    time_ms = now_ms if body.get("time") is None else validation.time_ms(body["time"], "time")
+    return Post(items, time_ms)
 
 
-def message_body(name: str, items: list[str]) -> str:
-    """One message per request, carrying 8-byte item hashes: any request fits SQS's 256 KB."""
-    hashes = base64.b64encode(sketches.item_hashes(items)).decode("ascii")
-    return json.dumps({"v": MESSAGE_VERSION, "name": name, "hashes": hashes})
-
-
-def enqueue(sqs: Any, settings: Settings, name: str, items: list[str]) -> int:
+def enqueue(sqs: Any, settings: Settings, name: str, post: Post) -> int:
+    body = message_body(name, sketches.item_hashes(post.items), post.time_ms)
     try:
-        sqs.send_message(QueueUrl=queues.queue_url(sqs, settings.uniques_queue), MessageBody=message_body(name, items))
+        sqs.send_message(QueueUrl=queues.queue_url(sqs, settings.uniques_queue), MessageBody=body)
     except ClientError as exc:
         raise StorageError("could not queue the items") from exc
-    return len(items)
+    return len(post.items)
 
 
 def parse_names(raw: str | None) -> list[str]:
@@ -60,19 +78,201 @@ def parse_names(raw: str | None) -> list[str]:
     return [validation.name(n, "names") for n in names]
 
 
+def is_windowed(params: Mapping[str, str]) -> bool:
+    return any(p in params for p in WINDOW_PARAMS)
+
+
+# -- counts ----------------------------------------------------------------------------------
+
+
 def cardinality(dynamodb: Any, settings: Settings, names: list[str]) -> dict[str, Any]:
-    """Estimate of the union of the named sketches: one Query per name over its shards."""
-    shards = [shard for name in names for shard in _read_all_shards(dynamodb, settings, name)]
-    merged = sketches.merge(shards, sketches.precision_for(settings.uniques_error_rate))
-    return {"cardinality": sketches.estimate(merged), "error_rate": round(sketches.standard_error(merged.p), 6)}
+    """All time: the union of every shard of the named sketches, one Query per name."""
+    stored = [shard for name in names for shard in _read_all_shards(dynamodb, settings, name)]
+    merged = sketches.merge(stored, sketches.precision_for(settings.uniques_error_rate))
+    return {**_estimate(merged), "start": None, "end": None, "keys_read": len(stored), "complete": True}
 
 
-def _read_all_shards(dynamodb: Any, settings: Settings, name: str) -> list[HyperLogLog]:
+def window_cardinality(
+    dynamodb: Any,
+    settings: Settings,
+    names: list[str],
+    hours: tuple[int, int],
+    now_ms: int,
+    sleep: Sleep = time.sleep,
+) -> dict[str, Any]:
+    """The union of the names' day and hour sketches covering the hours, in one BatchGetItem
+    (of at most 100 keys: one name's window of up to 96 days)."""
+    first, last = hours
+    if last - first + 1 > MAX_WINDOW_HOURS:
+        raise ValidationError(f"a window may span at most {MAX_WINDOW_HOURS // 24} days")
+    first_live_hour = timebuckets.first_live_index("hour", now_ms, settings.uniques_hour_retention_seconds)
+    first_live_day = timebuckets.first_live_index("day", now_ms, settings.uniques_day_retention_seconds)
+    plan = timebuckets.hour_day_plan(first, last, first_live_hour)
+    wanted = [keys.bucket_key(name, bucket) for name in names for bucket in plan]
+    if len(wanted) > MAX_KEYS_READ:
+        raise ValidationError(f"this would read {len(wanted)} sketches (at most {MAX_KEYS_READ}): fewer names or days")
+    found = dynamo.batch_get_items(
+        dynamodb,
+        settings.counts_table,
+        wanted,
+        "could not read the sketches",
+        sleep,
+        projection="pk, sk, sketch, expires_at",
+    )
+    now_s = now_ms // 1000
+    live = [decode_item(item) for item in found if int(item.get("expires_at", {"N": "0"})["N"]) > now_s]
+    merged = sketches.merge(live, sketches.precision_for(settings.uniques_error_rate))
+    answer = {
+        **_estimate(merged),
+        "start": validation.iso(plan[0].start_ms),
+        "end": validation.iso(plan[-1].end_ms),
+        "aligned": ALIGNMENT_NOTE,
+        "keys_read": len(wanted),
+        **_completeness(plan[0], first_live_day),
+    }
+    asked_from = timebuckets.Bucket("hour", first).start_ms
+    if plan[0].start_ms < asked_from and answer["complete"]:
+        answer["message"] = (
+            f"counted from {answer['start']}, not {validation.iso(asked_from)}: hour sketches are kept "
+            f"{settings.uniques_hour_retention_seconds // 3600} h, so an older partial day is counted whole"
+        )
+    return answer
+
+
+def _completeness(oldest: Bucket, first_live_day: int) -> dict[str, Any]:
+    day = oldest.first_minute // timebuckets.RESOLUTION_MINUTES["day"]
+    if day >= first_live_day:
+        return {"complete": True}
+    return {
+        "complete": False,
+        "retained_from": validation.iso(Bucket("day", first_live_day).start_ms),
+        "message": "the window starts before day sketches are kept: older items are no longer counted",
+    }
+
+
+def _estimate(sketch: sketches.Sketch) -> dict[str, Any]:
+    low, high = sketches.interval(sketch)
+    exact = sketches.is_exact(sketch)
+    return {
+        "cardinality": sketches.estimate(sketch),
+        "lower": low,
+        "upper": high,
+        "error_rate": 0.0 if exact else round(sketches.standard_error(sketch.p), 6),
+        "exact": exact,
+    }
+
+
+def histogram(
+    dynamodb: Any,
+    settings: Settings,
+    name: str,
+    hours: tuple[int, int],
+    resolution: str,
+    now_ms: int,
+) -> dict[str, Any]:
+    """Distinct items per hour or day bucket (not additive: an item seen in two buckets is
+    counted in each). One paginated Query over the name's sketches of that resolution."""
+    if resolution not in keys.PREFIX:
+        raise ValidationError("resolution must be hour or day")
+    size = timebuckets.RESOLUTION_MINUTES[resolution] // timebuckets.HOUR_MINUTES
+    first, last = hours[0] // size, hours[1] // size
+    if last - first + 1 > MAX_HISTOGRAM_BUCKETS:
+        raise ValidationError(f"a histogram has at most {MAX_HISTOGRAM_BUCKETS} buckets; use a coarser resolution")
+    request = {
+        "TableName": settings.counts_table,
+        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+        "ExpressionAttributeValues": {
+            ":pk": {"S": f"{keyspace.SKETCH_WINDOW}{name}"},
+            ":lo": {"S": keys.bucket_sort_key(resolution, first)},
+            ":hi": {"S": keys.bucket_sort_key(resolution, last)},
+        },
+    }
+    now_s = now_ms // 1000
+    counts: dict[int, dict[str, Any]] = {}
+    for page in dynamo.query_pages(dynamodb, request, "could not read the sketches"):
+        for item in page.get("Items", []):
+            if int(item.get("expires_at", {"N": "0"})["N"]) > now_s:
+                sketch = decode_item(item)
+                counts[int(item["sk"]["S"].split("#", 1)[1])] = {
+                    "cardinality": sketches.estimate(sketch),
+                    "exact": sketches.is_exact(sketch),
+                }
+    retention = (
+        settings.uniques_hour_retention_seconds if resolution == "hour" else settings.uniques_day_retention_seconds
+    )
+    first_live = timebuckets.first_live_index(resolution, now_ms, retention)  # type: ignore[arg-type]
+    buckets = [Bucket(resolution, i) for i in range(first, last + 1)]  # type: ignore[arg-type]
+    answer: dict[str, Any] = {
+        "name": name,
+        "resolution": resolution,
+        "start": validation.iso(buckets[0].start_ms),
+        "end": validation.iso(buckets[-1].end_ms),
+        "aligned": ALIGNMENT_NOTE,
+        "additive": False,
+        "buckets": [
+            {"start": validation.iso(b.start_ms), **counts.get(b.index, {"cardinality": 0, "exact": True})}
+            for b in buckets
+        ],
+        "complete": first >= first_live,
+    }
+    if first < first_live:
+        answer["retained_from"] = validation.iso(Bucket(resolution, first_live).start_ms)  # type: ignore[arg-type]
+    return answer
+
+
+def _read_all_shards(dynamodb: Any, settings: Settings, name: str) -> list[sketches.Sketch]:
     request: dict[str, Any] = {
         "TableName": settings.counts_table,
         "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": f"{SKETCH_PREFIX}{name}"}},
+        "ExpressionAttributeValues": {":pk": {"S": f"{keyspace.SKETCH}{name}"}},
         "ProjectionExpression": "pk, sk, sketch",
     }
     pages = dynamo.query_pages(dynamodb, request, "could not read the sketches")
     return [decode_item(item) for page in pages for item in page.get("Items", [])]
+
+
+# -- the names that exist ----------------------------------------------------------------------
+
+
+def list_names(dynamodb: Any, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
+    """`{"names": [{"name", "last_seen"}], "next": cursor | None}` in name order, one Query page
+    of `limit` (1-1000, default 100) after `cursor` (the `next` of the previous page)."""
+    limit = _limit(params.get("limit"))
+    request: dict[str, Any] = {
+        "TableName": settings.counts_table,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": keys.NAMES_PK}},
+        "Limit": limit,
+    }
+    if params.get("cursor"):
+        request["ExclusiveStartKey"] = keys.name_key(_decode_cursor(params["cursor"]))
+    page = next(dynamo.query_pages(dynamodb, request, "could not read the unique-count names"))
+    items = page.get("Items", [])
+    more = "LastEvaluatedKey" in page and len(items) == limit
+    return {
+        "names": [{"name": i["sk"]["S"], "last_seen": validation.iso(int(i["last_seen"]["N"]))} for i in items],
+        "next": _encode_cursor(items[-1]["sk"]["S"]) if more and items else None,
+    }
+
+
+def _limit(raw: str | None) -> int:
+    if raw is None:
+        return DEFAULT_PAGE
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
+        raise ValidationError(f"limit must be an integer between 1 and {MAX_PAGE}")
+    return int(raw)
+
+
+def _encode_cursor(name: str) -> str:
+    return base64.urlsafe_b64encode(name.encode("ascii")).decode("ascii").rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> str:
+    try:
+        name = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+    except (binascii.Error, ValueError, UnicodeError) as exc:
+        raise ValidationError("cursor is not one this API gave out") from exc
+    try:
+        return validation.name(name, "cursor")
+    except ValidationError as exc:
+        raise ValidationError("cursor is not one this API gave out") from exc

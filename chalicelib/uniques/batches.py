@@ -1,11 +1,23 @@
-"""Unique counts, the queue handler side: merge batches into sharded sketches.
+"""Unique counts, the queue handler side: merge batches into all-time, hour and day sketches.
 
-Sketches live in the counts table: pk "HLL#<name>", sk "shard#<nn>", attributes `sketch`
-(chalicelib.uniques.sketch_encoding binary form) and `version`. A batch goes to one shard (picked
-from its first message id, so concurrent invocations spread out); each sketch it touches is read
-once and written once with a condition on the version it read. A writer that loses the race reads
-again, merges again and retries: HyperLogLog merging is idempotent and commutative, so neither a
-lost race nor a redelivered batch can lose or inflate anything.
+Each message carries the hashes of one request's items and their time. A batch touches, per
+name, one shard of the all-time sketch (picked from the batch's first message id, so concurrent
+invocations spread out) and the hour and day sketches of its items' times (see
+chalicelib.uniques.keys). Each touched sketch is read once and written once with a condition on
+the version read; a writer that loses the race reads again, merges again and retries.
+Merging is idempotent and commutative, so neither a lost race nor a redelivered batch can lose
+or inflate anything, and a redelivered batch writes nothing.
+
+Hour and day sketches are not sharded: a window is read in one BatchGetItem of at most 100
+keys, one key per hour or day it needs, so shards would multiply its cost (a 30-day window
+would need more than one call with 2 shards). Concurrent writers of the same hour retry
+instead, which the version condition makes safe.
+
+Poison: a message that fails for any reason of its own is put aside alone under
+QUARANTINE#uniques-queue on its first delivery and the rest of the batch is applied. A sketch
+write that fails for a reason that is not storage being unavailable is retried message by
+message to find the messages that fail alone; only failures of storage itself (throttling,
+unavailable, an unreadable stored sketch), or of every message alike, fail the batch.
 """
 
 from __future__ import annotations
@@ -17,39 +29,83 @@ import time
 import zlib
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-from hyperloglog import HyperLogLog
+from botocore.exceptions import BotoCoreError, ClientError
 
-from chalicelib.core import keyspace, quarantine, validation
+from chalicelib.core import quarantine, timebuckets, transactions, validation
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.queues import Message
 from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
+from chalicelib.core.timebuckets import Bucket
+from chalicelib.uniques import keys
 from chalicelib.uniques import sketch_encoding as sketches
 
-SKETCH_PREFIX = keyspace.SKETCH
 MAX_ITEMS = 500
-MESSAGE_VERSION = 1
+MESSAGE_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # version 1 had no time: its items count at the time they are applied
 MAX_WRITE_ATTEMPTS = 12
+SOURCE = "uniques-queue"
 
 Sleep = Callable[[float], None]
 
 
-def sketch_key(name: str, shard: int) -> dict[str, Any]:
-    return {"pk": {"S": f"{SKETCH_PREFIX}{name}"}, "sk": {"S": f"shard#{shard:02d}"}}
+class ContendedError(StorageError):
+    """A sketch kept changing between our read and our write: retry the batch later."""
+
+
+@dataclass(frozen=True)
+class Items:
+    """One queue message, parsed: its name, item hashes and the time they count at."""
+
+    message: Message
+    name: str
+    hashes: bytes
+    time_ms: int
+
+
+@dataclass(frozen=True)
+class Target:
+    """A sketch a batch writes: the all-time shard of a name (bucket None) or an hour or day."""
+
+    name: str
+    bucket: Bucket | None
+
+    def order(self) -> tuple[str, str, int]:
+        """Writes go in a fixed order: the all-time shard, then days, then hours."""
+        return (self.name, "", 0) if self.bucket is None else (self.name, self.bucket.resolution, self.bucket.index)
+
+    def key(self, shard: int) -> dict[str, Any]:
+        return keys.shard_key(self.name, shard) if self.bucket is None else keys.bucket_key(self.name, self.bucket)
+
+
+def message_body(name: str, hashes: bytes, time_ms: int) -> str:
+    """One message per request, carrying 8-byte item hashes: any request fits SQS's 256 KB."""
+    encoded = base64.b64encode(hashes).decode("ascii")
+    return json.dumps({"v": MESSAGE_VERSION, "name": name, "hashes": encoded, "time": time_ms})
 
 
 def parse_message(body: str) -> tuple[str, bytes]:
     """(name, concatenated item hashes) of a queue message; ValidationError if not one of ours."""
+    name, raw, _ = _parse(body)
+    return name, raw
+
+
+def parse_items(message: Message, now_ms: int) -> Items:
+    name, raw, time_ms = _parse(message.body)
+    return Items(message, name, raw, now_ms if time_ms is None else time_ms)
+
+
+def _parse(body: str) -> tuple[str, bytes, int | None]:
     try:
         message = json.loads(body)
     except ValueError as exc:
         raise ValidationError(f"message is not JSON: {exc}") from exc
-    if not isinstance(message, dict) or message.get("v") != MESSAGE_VERSION:
-        raise ValidationError("message is not a version 1 unique-items message")
+    if not isinstance(message, dict) or message.get("v") not in READABLE_VERSIONS:
+        raise ValidationError("message is not a unique-items message of a known version")
     name = validation.name(message.get("name"), "name")
     try:
         raw = base64.b64decode(message.get("hashes", ""), validate=True)
@@ -58,12 +114,37 @@ def parse_message(body: str) -> tuple[str, bytes]:
     size = sketches.HASH_BYTES
     if not raw or len(raw) % size or len(raw) // size > MAX_ITEMS:
         raise ValidationError(f"hashes must be 1-{MAX_ITEMS} values of {size} bytes")
-    return name, raw
+    time_ms = validation.time_ms(message.get("time"), "time") if message.get("v") == MESSAGE_VERSION else None
+    return name, raw, time_ms
 
 
 def choose_shard(messages: list[Message], shards: int) -> int:
     first = messages[0].message_id if messages else ""
     return zlib.crc32(first.encode("utf-8")) % shards
+
+
+def targets(settings: Settings, items: Items, now_ms: int) -> list[Target]:
+    """The all-time sketch of the items' name, and their hour and day sketches unless expired."""
+    hour, day = timebuckets.buckets_for(items.time_ms)
+    live = [
+        bucket
+        for bucket, retention in (
+            (hour, settings.uniques_hour_retention_seconds),
+            (day, settings.uniques_day_retention_seconds),
+        )
+        if timebuckets.expires_at_s(bucket, retention) > now_ms // 1000
+    ]
+    return [Target(items.name, None)] + [Target(items.name, bucket) for bucket in live]
+
+
+def retention_s(settings: Settings, bucket: Bucket | None) -> int | None:
+    if bucket is None:
+        return None
+    return (
+        settings.uniques_hour_retention_seconds
+        if bucket.resolution == "hour"
+        else settings.uniques_day_retention_seconds
+    )
 
 
 def apply_messages(
@@ -77,25 +158,89 @@ def apply_messages(
     result = BatchResult(records=len(messages))
     shard = choose_shard(messages, settings.uniques_shards)
     result.details["shard"] = shard
-    hashes_by_name: dict[str, list[bytes]] = defaultdict(list)
+    set_aside: dict[str, str] = {}
+    by_target: dict[Target, list[Items]] = defaultdict(list)
     for message in messages:
-        try:
-            name, hashes = parse_message(message.body)
-        except ValidationError as exc:
-            _quarantine(dynamodb, settings, message, str(exc), now_ms)
-            result.quarantined.append(message.message_id)
+        try:  # anything that fails here fails because of this message alone
+            items = parse_items(message, now_ms)
+            for target in targets(settings, items, now_ms):
+                by_target[target].append(items)
+        except Exception as exc:
+            set_aside[message.message_id] = _reason(exc)
+            _quarantine(dynamodb, settings, message, set_aside[message.message_id], now_ms)
+    for target, group in sorted(by_target.items(), key=lambda entry: entry[0].order()):
+        group = [i for i in group if i.message.message_id not in set_aside]  # already failed alone
+        if not group:
             continue
-        result.counted += 1
-        hashes_by_name[name].append(hashes)
-        result.details["items"] += len(hashes) // sketches.HASH_BYTES
-    for name, parts in sorted(hashes_by_name.items()):
-        written, conflicts = merge_into_shard(dynamodb, settings, name, shard, b"".join(parts), now_ms, sleep)
+        failed = _write_target(dynamodb, settings, target, shard, group, now_ms, sleep, result)
+        for items, reason in failed:
+            if items.message.message_id not in set_aside:
+                set_aside[items.message.message_id] = reason
+                _quarantine(dynamodb, settings, items.message, reason, now_ms)
+    applied = {i.message.message_id: i for g in by_target.values() for i in g if i.message.message_id not in set_aside}
+    result.quarantined = list(set_aside)
+    result.counted = len(applied)
+    result.details["items"] += sum(len(i.hashes) // sketches.HASH_BYTES for i in applied.values())
+    for name in sorted({i.name for i in applied.values()}):
+        _touch_name(dynamodb, settings, name, now_ms)
+        result.details["names"] += 1
+    return result
+
+
+def _write_target(
+    dynamodb: Any,
+    settings: Settings,
+    target: Target,
+    shard: int,
+    group: list[Items],
+    now_ms: int,
+    sleep: Sleep,
+    result: BatchResult,
+) -> list[tuple[Items, str]]:
+    """Merge a group's items into one sketch; the messages that cannot be merged even alone."""
+    key, retention = target.key(shard), retention_s(settings, target.bucket)
+    expires = None if target.bucket is None or retention is None else timebuckets.expires_at_s(target.bucket, retention)
+
+    def merge(hashes: bytes) -> None:
+        written, conflicts = merge_into(dynamodb, settings, key, hashes, now_ms, expires, sleep)
         result.transactions += 1 + conflicts
         result.retries += conflicts
         result.details["writes"] += written
         result.details["unchanged"] += 1 - written
         result.details["conflicts"] += conflicts
-    return result
+
+    try:
+        merge(b"".join(i.hashes for i in group))
+        return []
+    except Exception as exc:
+        if not_about_one_record(exc):
+            raise
+        first_failure = exc
+    failed: list[tuple[Items, str]] = []
+    for items in group:  # find the messages that fail alone; merging twice changes nothing
+        try:
+            merge(items.hashes)
+        except Exception as exc:
+            if not_about_one_record(exc):
+                raise
+            failed.append((items, _reason(exc)))
+    if len(group) > 1 and len(failed) == len(group):
+        raise StorageError(f"every message failed on {key['pk']['S']} {key['sk']['S']}") from first_failure
+    return failed
+
+
+def not_about_one_record(exc: BaseException) -> bool:
+    """Storage itself failed (unavailable, throttled, refused us, its stored state unreadable),
+    as opposed to a request DynamoDB rejected for the data in it (ValidationException and the
+    like) or anything else a message's content can cause."""
+    if isinstance(exc, BotoCoreError):
+        return True
+    if isinstance(exc, ClientError):
+        return transactions.error_code(exc) not in transactions.REJECTED_ERRORS
+    if isinstance(exc, StorageError):
+        cause = exc.__cause__
+        return not_about_one_record(cause) if isinstance(cause, ClientError | BotoCoreError) else True
+    return False
 
 
 def merge_into_shard(
@@ -107,24 +252,37 @@ def merge_into_shard(
     now_ms: int,
     sleep: Sleep = time.sleep,
 ) -> tuple[int, int]:
-    """Add item hashes to one shard's sketch: (1 if written else 0, conflicts retried)."""
-    key = sketch_key(name, shard)
-    batch: dict[int, HyperLogLog] = {}  # by precision: a stored sketch keeps the one it was made with
+    """Add item hashes to one shard of a name's all-time sketch: (1 if written else 0, conflicts)."""
+    return merge_into(dynamodb, settings, keys.shard_key(name, shard), hashes, now_ms, None, sleep)
+
+
+def merge_into(
+    dynamodb: Any,
+    settings: Settings,
+    key: dict[str, Any],
+    hashes: bytes,
+    now_ms: int,
+    expires_at_s: int | None,
+    sleep: Sleep = time.sleep,
+) -> tuple[int, int]:
+    """Add item hashes to one stored sketch: (1 if written else 0, conflicts retried)."""
+    batch: dict[int, sketches.Sketch] = {}  # by precision: a stored sketch keeps the one it was made with
     for conflicts in range(MAX_WRITE_ATTEMPTS):
-        stored, version = _read_shard(dynamodb, settings, key)
+        stored, version = _read_sketch(dynamodb, settings, key)
         p = stored.p if stored is not None else sketches.precision_for(settings.uniques_error_rate)
         if p not in batch:
             batch[p] = sketches.from_hashes(p, hashes)
         merged = sketches.merge([batch[p]] + ([stored] if stored is not None else []), p)
         if stored is not None and merged == stored:
             return 0, conflicts
-        if _write_shard(dynamodb, settings, key, merged, version, now_ms):
+        if _write_sketch(dynamodb, settings, key, merged, version, now_ms, expires_at_s):
             return 1, conflicts
         sleep(backoff(conflicts, cap=1.0))
-    raise StorageError(f"sketch {name} shard {shard} kept changing under us; the batch will be retried")
+    where = f"{key['pk']['S']} {key['sk']['S']}"
+    raise ContendedError(f"sketch {where} kept changing under us; the batch will be retried")
 
 
-def _read_shard(dynamodb: Any, settings: Settings, key: dict[str, Any]) -> tuple[HyperLogLog | None, int]:
+def _read_sketch(dynamodb: Any, settings: Settings, key: dict[str, Any]) -> tuple[sketches.Sketch | None, int]:
     try:
         item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
     except ClientError as exc:
@@ -134,8 +292,14 @@ def _read_shard(dynamodb: Any, settings: Settings, key: dict[str, Any]) -> tuple
     return decode_item(item), int(item["version"]["N"])
 
 
-def _write_shard(
-    dynamodb: Any, settings: Settings, key: dict[str, Any], sketch: HyperLogLog, version: int, now_ms: int
+def _write_sketch(
+    dynamodb: Any,
+    settings: Settings,
+    key: dict[str, Any],
+    sketch: sketches.Sketch,
+    version: int,
+    now_ms: int,
+    expires_at_s: int | None,
 ) -> bool:
     """Conditional put on the version read; False if another writer got there first."""
     condition: dict[str, Any] = (
@@ -143,25 +307,39 @@ def _write_shard(
         if version == 0
         else {"ConditionExpression": "version = :v", "ExpressionAttributeValues": {":v": {"N": str(version)}}}
     )
+    item = {
+        **key,
+        "sketch": {"B": sketches.encode(sketch)},
+        "version": {"N": str(version + 1)},
+        "updated_at": {"S": validation.iso(now_ms)},
+    }
+    if expires_at_s is not None:
+        item["expires_at"] = {"N": str(expires_at_s)}
     try:
-        dynamodb.put_item(
-            TableName=settings.counts_table,
-            Item={
-                **key,
-                "sketch": {"B": sketches.encode(sketch)},
-                "version": {"N": str(version + 1)},
-                "updated_at": {"S": validation.iso(now_ms)},
-            },
-            **condition,
-        )
+        dynamodb.put_item(TableName=settings.counts_table, Item=item, **condition)
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+        if transactions.error_code(exc) == "ConditionalCheckFailedException":
             return False
         raise StorageError("could not write a sketch") from exc
     return True
 
 
-def decode_item(item: dict[str, Any]) -> HyperLogLog:
+def _touch_name(dynamodb: Any, settings: Settings, name: str, now_ms: int) -> None:
+    """Record that a name has items (one small write per name per batch; never moves back)."""
+    try:
+        dynamodb.update_item(
+            TableName=settings.counts_table,
+            Key=keys.name_key(name),
+            UpdateExpression="SET last_seen = :t",
+            ConditionExpression="attribute_not_exists(last_seen) OR last_seen < :t",
+            ExpressionAttributeValues={":t": {"N": str(now_ms)}},
+        )
+    except ClientError as exc:
+        if transactions.error_code(exc) != "ConditionalCheckFailedException":
+            raise StorageError("could not record a unique-count name") from exc
+
+
+def decode_item(item: dict[str, Any]) -> sketches.Sketch:
     try:
         return sketches.decode(bytes(item["sketch"]["B"]))
     except (KeyError, sketches.SketchFormatError) as exc:
@@ -169,14 +347,13 @@ def decode_item(item: dict[str, Any]) -> HyperLogLog:
         raise StorageError(f"stored sketch {where} is unreadable: {exc}") from exc
 
 
+def _reason(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    # the reason is stored: never let undecodable text (a lone surrogate) make that write fail too
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _quarantine(dynamodb: Any, settings: Settings, message: Message, reason: str, now_ms: int) -> None:
     """Set a message that cannot be applied aside, keyed by its message id."""
-    quarantine.put(
-        dynamodb,
-        settings,
-        "uniques-queue",
-        message.message_id,
-        json.dumps({"messageId": message.message_id, "body": message.body}),
-        reason,
-        now_ms,
-    )
+    record = json.dumps({"messageId": message.message_id, "body": message.body})  # ASCII: surrogates escaped
+    quarantine.put(dynamodb, settings, SOURCE, message.message_id, record, reason, now_ms)

@@ -1,13 +1,25 @@
-"""HyperLogLog sketches: item keys, a compact versioned binary form, merging. Pure, no I/O.
+"""Unique-count sketches: exact while small, HyperLogLog registers beyond. Pure, no I/O.
 
-Stored form (never pickle): a 5-byte header, then a zlib stream.
-    magic b"TH" | format version (1) | kind | precision p
+A `Sketch` keeps the sorted set of its items' 64-bit hashes while it holds at most
+EXACT_LIMIT distinct items, and answers their exact number; past that it keeps registers only
+and the `hyperloglog` library estimates. The registers are maintained in both states (they are
+derived from the hashes), so the switch loses nothing: a sketch's registers always equal those
+of `HyperLogLog.add_bulk` over its items. A sketch that left the exact state holds more than
+EXACT_LIMIT items by construction, so its estimate is never below EXACT_LIMIT + 1 and a count
+cannot fall as items are added across the switch.
+
+Stored form (never pickle): a 5-byte header, then the payload.
+    magic b"TH" | format version | kind | precision p
     DENSE  (kind 0): zlib(one byte per register, m = 2**p bytes)
     SPARSE (kind 1): zlib(uint16 big-endian index deltas of the non-zero registers, then
                      their values, one byte each); the first delta is the first index.
-Encoding picks the smaller of the two, so a sketch of a few items takes a few hundred bytes
-and a full one stays far below the 12 KB of a dense Redis HyperLogLog. Decoding checks every
-field and bounds decompression, so a corrupt or foreign item is refused, never executed.
+    EXACT  (kind 2, version 2 only): the distinct item hashes, sorted, 8 bytes big-endian each.
+Version 1 (DENSE/SPARSE only) is a register sketch of unknown size: written before exact
+sketches existed, or merged from one, and still read. Version 2 DENSE/SPARSE is a register
+sketch known to hold more than EXACT_LIMIT items. Encoding picks the smaller register form,
+so a sketch of a few items takes a few hundred bytes and a full one stays far below the 12 KB
+of a dense Redis HyperLogLog. Decoding checks every field and bounds decompression, so a
+corrupt or foreign item is refused, never executed.
 
 Items are hashed once, where they arrive, with the library's own hash (the first 8 bytes of
 SHA-1 over the msgpack form). Applying those hashes here is the library's `add_bulk` minus its
@@ -32,20 +44,70 @@ from msgpack import packb
 from chalicelib.core.errors import TallyError
 
 MAGIC = b"TH"
-FORMAT_VERSION = 1
+LEGACY_VERSION = 1
+FORMAT_VERSION = 2
 DENSE = 0
 SPARSE = 1
+EXACT = 2
 MIN_PRECISION = 4
 MAX_PRECISION = 16
 HEADER = struct.Struct(">2sBBB")
 # An item enters a sketch as its 64-bit hash: queue messages stay small whatever the items.
 HASH_BYTES = 8
+# Up to this many distinct items a sketch keeps their hashes and answers exactly.
+EXACT_LIMIT = 300
 # Sparse is only worth trying while few registers are set (3 bytes each against 1 per register).
 _SPARSE_LIMIT_DIVISOR = 4
+_HASHES = np.dtype(">u8")
 
 
 class SketchFormatError(TallyError):
     """Bytes that are not a sketch this code wrote."""
+
+
+class Sketch:
+    """Registers at precision p, plus the exact hash set while it is small.
+
+    `floor` is what the estimate can never go below: EXACT_LIMIT + 1 for a sketch that left the
+    exact state, 0 for a register sketch of unknown size (format version 1).
+    """
+
+    __slots__ = ("M", "exact", "floor", "p")
+
+    def __init__(self, p: int, registers: np.ndarray[Any, Any], exact: np.ndarray[Any, Any] | None, floor: int) -> None:
+        self.p = p
+        self.M = np.asarray(registers, dtype=np.uint8)
+        self.exact = exact
+        self.floor = 0 if exact is not None else floor
+
+    @property
+    def m(self) -> int:
+        return 1 << self.p
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sketch):
+            return NotImplemented
+        if self.p != other.p or self.floor != other.floor or not np.array_equal(self.M, other.M):
+            return False
+        if self.exact is None or other.exact is None:
+            return self.exact is None and other.exact is None
+        return np.array_equal(self.exact, other.exact)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        state = f"exact {len(self.exact)}" if self.exact is not None else f"registers, floor {self.floor}"
+        return f"Sketch(p={self.p}, {state})"
+
+    def library(self) -> HyperLogLog:
+        """The registers as the library's HyperLogLog (its estimator, its equality)."""
+        # The library has no constructor taking a precision or registers; its fields are public slots.
+        sketch = HyperLogLog.__new__(HyperLogLog)
+        sketch.p = self.p
+        sketch.m = self.m
+        sketch.alpha = _hll.get_alpha(self.p)
+        sketch.M = self.M.astype(_hll.HLL_COUNTER_TYPE)
+        return sketch
 
 
 def item_hash(item: str) -> bytes:
@@ -71,94 +133,146 @@ def standard_error(p: int) -> float:
     return 1.04 / math.sqrt(1 << p)
 
 
-def empty(p: int) -> HyperLogLog:
-    return _with_registers(p, np.zeros(1 << p, np.uint8))
+def empty(p: int) -> Sketch:
+    return Sketch(p, np.zeros(1 << p, np.uint8), np.zeros(0, np.uint64), 0)
 
 
-def from_hashes(p: int, hashes: bytes) -> HyperLogLog:
-    sketch = empty(p)
-    add_hashes(sketch, hashes)
-    return sketch
-
-
-def add_hashes(sketch: HyperLogLog, hashes: bytes) -> None:
-    """Add items given as concatenated item_hash values (the library's add_bulk, pre-hashed)."""
+def hash_values(hashes: bytes) -> np.ndarray[Any, Any]:
     if len(hashes) % HASH_BYTES:
         raise ValueError("hashes must be whole 8-byte values")
-    x = np.frombuffer(hashes, dtype=">u8").astype(np.uint64)
-    if not len(x):
-        return
-    index = (x & np.uint64(sketch.m - 1)).astype(np.intp)
-    rho = _hll.get_rho_vec(x >> np.uint64(sketch.p), 64 - sketch.p)
-    np.maximum.at(sketch.M, index, rho.astype(sketch.M.dtype))
+    return np.frombuffer(hashes, dtype=_HASHES).astype(np.uint64)
 
 
-def _with_registers(p: int, registers: np.ndarray[Any, Any]) -> HyperLogLog:
-    # The library has no constructor taking a precision or registers; its fields are public slots.
-    sketch = HyperLogLog.__new__(HyperLogLog)
-    sketch.p = p
-    sketch.m = 1 << p
-    sketch.alpha = _hll.get_alpha(p)
-    sketch.M = np.asarray(registers, dtype=_hll.HLL_COUNTER_TYPE).copy()
+def from_hashes(p: int, hashes: bytes) -> Sketch:
+    return _from_values(p, hash_values(hashes))
+
+
+def _from_values(p: int, values: np.ndarray[Any, Any]) -> Sketch:
+    sketch = empty(p)
+    add_values(sketch, values)
     return sketch
 
 
-def fold(sketch: HyperLogLog, p: int) -> HyperLogLog:
+def add_hashes(sketch: Sketch, hashes: bytes) -> None:
+    """Add items given as concatenated item_hash values (the library's add_bulk, pre-hashed)."""
+    add_values(sketch, hash_values(hashes))
+
+
+def add_values(sketch: Sketch, x: np.ndarray[Any, Any]) -> None:
+    if not len(x):
+        return
+    _set_registers(sketch.M, sketch.p, x)
+    if sketch.exact is not None:
+        _keep_exact(sketch, np.union1d(sketch.exact, x))
+
+
+def _set_registers(registers: np.ndarray[Any, Any], p: int, x: np.ndarray[Any, Any]) -> None:
+    index = (x & np.uint64((1 << p) - 1)).astype(np.intp)
+    rho = _hll.get_rho_vec(x >> np.uint64(p), 64 - p)
+    np.maximum.at(registers, index, rho.astype(np.uint8))
+
+
+def _keep_exact(sketch: Sketch, union: np.ndarray[Any, Any]) -> None:
+    """Keep the union as the exact set, or leave the exact state for good if it grew too big."""
+    if len(union) <= EXACT_LIMIT:
+        sketch.exact = union
+    else:
+        sketch.exact = None
+        sketch.floor = EXACT_LIMIT + 1
+
+
+def fold(sketch: Sketch, p: int) -> Sketch:
     """The same sketch at a lower precision, as if its items had been added at p.
 
     The register index is the hash's low bits and rho is taken above them, so register j at
-    precision p' is the max of the registers whose index ends in j's p' bits.
+    precision p' is the max of the registers whose index ends in j's p' bits. An exact sketch
+    is rebuilt from its hashes, which gives the same registers.
     """
     if p > sketch.p:
         raise ValueError("a sketch cannot gain precision")
-    if p == sketch.p:
-        return _with_registers(p, sketch.M)
-    return _with_registers(p, sketch.M.reshape(-1, 1 << p).max(axis=0))
+    if sketch.exact is not None:
+        return _from_values(p, sketch.exact)
+    registers = sketch.M.copy() if p == sketch.p else sketch.M.reshape(-1, 1 << p).max(axis=0)
+    return Sketch(p, registers, None, sketch.floor)
 
 
-def merge(sketches: Sequence[HyperLogLog], default_p: int) -> HyperLogLog:
-    """The union of the sketches, at the lowest precision among them (default_p if none)."""
+def merge(sketches: Sequence[Sketch], default_p: int) -> Sketch:
+    """The union of the sketches, at the lowest precision among them (default_p if none).
+
+    Exact while every input is exact and the union stays small; register for register the
+    same as one sketch built from all their items.
+    """
     if not sketches:
         return empty(default_p)
     p = min(s.p for s in sketches)
-    result = fold(sketches[0], p)
-    result.update(*(fold(s, p) for s in sketches[1:]))
+    registers = np.zeros(1 << p, np.uint8)
+    for s in sketches:
+        np.maximum(registers, fold(s, p).M if s.p != p else s.M, out=registers)
+    exact_parts = [s.exact for s in sketches if s.exact is not None]
+    union = np.unique(np.concatenate(exact_parts)) if exact_parts else np.zeros(0, np.uint64)
+    result = Sketch(p, registers, None, max((s.floor for s in sketches if s.exact is None), default=0))
+    if len(exact_parts) == len(sketches) or len(union) > EXACT_LIMIT:
+        result.exact = union
+        _keep_exact(result, union)
     return result
 
 
-def estimate(sketch: HyperLogLog) -> int:
-    return 0 if not sketch.M.any() else int(round(sketch.card()))
+def estimate(sketch: Sketch) -> int:
+    if sketch.exact is not None:
+        return len(sketch.exact)
+    if not sketch.M.any():
+        return 0
+    return max(int(round(sketch.library().card())), sketch.floor)
+
+
+def is_exact(sketch: Sketch) -> bool:
+    return sketch.exact is not None
+
+
+def interval(sketch: Sketch, z: float = 1.96) -> tuple[int, int]:
+    """A 95% interval around the estimate: the count itself when exact; for registers
+    estimate * (1 -/+ z * 1.04/sqrt(m)), never below what the sketch is known to hold."""
+    value = estimate(sketch)
+    if sketch.exact is not None:
+        return value, value
+    spread = z * standard_error(sketch.p) * value
+    return max(math.floor(value - spread), sketch.floor), math.ceil(value + spread)
 
 
 # -- binary form -------------------------------------------------------------------------
 
 
-def encode(sketch: HyperLogLog) -> bytes:
-    registers = np.asarray(sketch.M, dtype=np.uint8)
-    candidates = [_header(DENSE, sketch.p) + zlib.compress(registers.tobytes(), 9)]
+def encode(sketch: Sketch) -> bytes:
+    if sketch.exact is not None:
+        return _header(FORMAT_VERSION, EXACT, sketch.p) + sketch.exact.astype(_HASHES).tobytes()
+    version = FORMAT_VERSION if sketch.floor else LEGACY_VERSION
+    registers = sketch.M
+    candidates = [_header(version, DENSE, sketch.p) + zlib.compress(registers.tobytes(), 9)]
     indices = np.flatnonzero(registers)
     if len(indices) <= len(registers) // _SPARSE_LIMIT_DIVISOR:
         deltas = np.diff(indices, prepend=0).astype(">u2")
         payload = deltas.tobytes() + registers[indices].tobytes()
-        candidates.append(_header(SPARSE, sketch.p) + zlib.compress(payload, 9))
+        candidates.append(_header(version, SPARSE, sketch.p) + zlib.compress(payload, 9))
     return min(candidates, key=len)
 
 
-def _header(kind: int, p: int) -> bytes:
-    return HEADER.pack(MAGIC, FORMAT_VERSION, kind, p)
+def _header(version: int, kind: int, p: int) -> bytes:
+    return HEADER.pack(MAGIC, version, kind, p)
 
 
-def decode(data: bytes) -> HyperLogLog:
+def decode(data: bytes) -> Sketch:
     if len(data) < HEADER.size:
         raise SketchFormatError("too short to be a sketch")
     magic, version, kind, p = HEADER.unpack_from(data)
     if magic != MAGIC:
         raise SketchFormatError("not a sketch (bad magic)")
-    if version != FORMAT_VERSION:
+    if version not in (LEGACY_VERSION, FORMAT_VERSION):
         raise SketchFormatError(f"unknown sketch format version {version}")
     if not MIN_PRECISION <= p <= MAX_PRECISION:
         raise SketchFormatError(f"precision {p} out of range")
     m = 1 << p
+    if kind == EXACT and version == FORMAT_VERSION:
+        return _from_values(p, _exact_hashes(data[HEADER.size :]))
     if kind == DENSE:
         registers = np.frombuffer(_inflate(data[HEADER.size :], m), dtype=np.uint8)
         if len(registers) != m:
@@ -166,10 +280,19 @@ def decode(data: bytes) -> HyperLogLog:
     elif kind == SPARSE:
         registers = _sparse_registers(_inflate(data[HEADER.size :], 3 * m), m)
     else:
-        raise SketchFormatError(f"unknown sketch kind {kind}")
+        raise SketchFormatError(f"unknown sketch kind {kind} in format version {version}")
     if registers.size and int(registers.max()) > 64 - p + 1:
         raise SketchFormatError("register value out of range")
-    return _with_registers(p, registers)
+    return Sketch(p, registers.copy(), None, EXACT_LIMIT + 1 if version == FORMAT_VERSION else 0)
+
+
+def _exact_hashes(payload: bytes) -> np.ndarray[Any, Any]:
+    if len(payload) % HASH_BYTES or len(payload) // HASH_BYTES > EXACT_LIMIT:
+        raise SketchFormatError(f"an exact sketch holds 0-{EXACT_LIMIT} hashes of {HASH_BYTES} bytes")
+    values = hash_values(payload)
+    if len(values) > 1 and not (values[1:] > values[:-1]).all():
+        raise SketchFormatError("exact hashes must be strictly increasing")
+    return values
 
 
 def _inflate(payload: bytes, limit: int) -> bytes:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import requests
 
+from chalicelib.core import validation
 from chalicelib.uniques import sketch_encoding as sketches
 from tests.e2e.stack import LocalStack, wait_for
 
@@ -47,3 +50,35 @@ def test_given_bad_input_over_http_when_posted_then_400_with_chalice_error_body(
     assert response.status_code == 400
     assert set(response.json()) == {"Code", "Message"}
     assert requests.post(f"{api}/hyperloglog/bad name", json={"data": "x"}, timeout=5).status_code == 400
+
+
+def test_given_backdated_items_over_http_when_windows_read_then_each_window_counts_its_items(
+    local_stack: LocalStack,
+) -> None:
+    api = local_stack.url
+    now = int(time.time() * 1000)
+    day, hour = 86_400_000, 3_600_000
+    recent = [f"w-{i}" for i in range(40)]  # 3 hours ago: exact, inside every window
+    older = [f"w-{i}" for i in range(20, 1020)]  # two days ago: inside 7d and 30d only
+    ancient = [f"w-{i}" for i in range(5000, 5100)]  # 40 days ago: inside none
+    for data, at in ((recent, now - 3 * hour), (older, now - 2 * day), (ancient, now - 40 * day)):
+        for start in range(0, len(data), 500):
+            body = {"data": data[start : start + 500], "time": validation.iso(at)}
+            assert requests.post(f"{api}/hyperloglog/e2e.window", json=body, timeout=5).status_code == 202
+    want = expected(recent + older + ancient)
+    wait_for(lambda: cardinality(api, "/hyperloglog/e2e.window") == want, 60, "all the items to be merged")
+    day_answer = requests.get(f"{api}/hyperloglog/e2e.window", params={"window": "24h"}, timeout=5).json()
+    assert day_answer["cardinality"] == 40 and day_answer["lower"] == day_answer["upper"] == 40
+    assert day_answer["keys_read"] <= 24 and day_answer["complete"] is True
+    month = requests.get(f"{api}/hyperloglog/e2e.window", params={"window": "30d"}, timeout=5).json()
+    assert month["cardinality"] == expected(recent + older) and month["keys_read"] <= 76
+    assert month["lower"] <= month["cardinality"] <= month["upper"]
+    series = requests.get(
+        f"{api}/hyperloglog/e2e.window/histogram", params={"resolution": "day", "window": "30d"}, timeout=5
+    ).json()
+    assert sorted(b["cardinality"] for b in series["buckets"] if b["cardinality"])[-2:] == [40, expected(older)]
+    listed = requests.get(f"{api}/hyperloglog", params={"limit": 1000}, timeout=5).json()
+    assert "e2e.window" in {n["name"] for n in listed["names"]}
+    surrogate = '{"data": "a\\ud800"}'
+    response = requests.post(f"{api}/hyperloglog/e2e.window", data=surrogate, timeout=5)
+    assert response.status_code == 400 and set(response.json()) == {"Code", "Message"}

@@ -1,4 +1,4 @@
-"""Sketch encoding, folding, merging and accuracy (pure, no I/O)."""
+"""Sketch encoding, folding, merging, the exact state and accuracy (pure, no I/O)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chalicelib.uniques import sketch_encoding as sketches
-from chalicelib.uniques.sketch_encoding import SketchFormatError
+from chalicelib.uniques.sketch_encoding import EXACT_LIMIT, SketchFormatError
 
 P = sketches.precision_for(0.01)
 
 
 def keys(start: int, stop: int) -> bytes:
     return sketches.item_hashes(f"visitor-{i}" for i in range(start, stop))
+
+
+def library(p: int, items: list[str]) -> HyperLogLog:
+    sketch = HyperLogLog.__new__(HyperLogLog)
+    sketch.__init__(sketches.standard_error(p))  # type: ignore[misc]
+    assert sketch.p == p
+    sketch.add_bulk(items)
+    return sketch
 
 
 def test_given_error_rate_when_precision_computed_then_it_matches_the_library() -> None:
@@ -28,27 +36,66 @@ def test_given_error_rate_when_precision_computed_then_it_matches_the_library() 
         sketches.precision_for(0.001)
 
 
-@pytest.mark.parametrize("n", [0, 1, 10, 300, 5000, 200_000])
+@pytest.mark.parametrize("n", [0, 1, 10, 300, 301, 5000, 200_000])
 def test_given_sketch_when_encoded_and_decoded_then_registers_and_estimate_survive(n: int) -> None:
-    sketch = sketches.empty(P)
-    if n:
-        sketch.add_bulk(range(n))
+    sketch = sketches.from_hashes(P, keys(0, n))
     data = sketches.encode(sketch)
     back = sketches.decode(data)
     assert back == sketch and back.p == sketch.p
     assert sketches.estimate(back) == sketches.estimate(sketch)
+    assert data[3] == (sketches.EXACT if n <= EXACT_LIMIT else data[3])
 
 
-def test_given_empty_and_small_sketches_when_encoded_then_sparse_and_under_1kb() -> None:
+@pytest.mark.parametrize("n", [0, 1, 10, 200, EXACT_LIMIT])
+def test_given_at_most_the_limit_when_counted_then_exact_and_stored_as_hashes(n: int) -> None:
+    sketch = sketches.from_hashes(P, keys(0, n) + keys(0, n // 2))
+    assert sketches.is_exact(sketch) and sketches.estimate(sketch) == n
+    assert sketches.interval(sketch) == (n, n)
+    data = sketches.encode(sketch)
+    assert data[2:4] == bytes([sketches.FORMAT_VERSION, sketches.EXACT])
+    assert len(data) == sketches.HEADER.size + 8 * n
+
+
+def test_given_exact_sketch_when_one_more_item_arrives_then_registers_and_estimate_never_fall() -> None:
+    for seed in range(20):
+        items = [f"s{seed}-{i}" for i in range(EXACT_LIMIT + 40)]
+        sketch = sketches.empty(P)
+        previous = 0
+        for i, item in enumerate(items):
+            sketches.add_hashes(sketch, sketches.item_hash(item))
+            now = sketches.estimate(sketch)
+            assert now >= previous
+            assert sketches.is_exact(sketch) == (i < EXACT_LIMIT)
+            previous = now
+        # nothing was lost at the switch: the registers are those of every item
+        assert np.array_equal(sketch.M, library(P, items).M)
+
+
+def test_given_version_1_sketches_when_decoded_then_read_as_registers_of_unknown_size() -> None:
+    registers = sketches.from_hashes(P, keys(0, 10)).M
+    indices = np.flatnonzero(registers)
+    payload = np.diff(indices, prepend=0).astype(">u2").tobytes() + registers[indices].tobytes()
+    old = sketches.HEADER.pack(b"TH", 1, sketches.SPARSE, P) + zlib.compress(payload, 9)
+    sketch = sketches.decode(old)
+    assert not sketches.is_exact(sketch) and sketch.floor == 0
+    assert sketches.estimate(sketch) == 10
+    assert sketches.encode(sketch) == old  # re-encoded as it was: nothing claims it is large
+    merged = sketches.merge([sketch, sketches.from_hashes(P, keys(5, 20))], P)
+    assert not sketches.is_exact(merged) and sketches.estimate(merged) == 20
+    assert sketches.decode(sketches.encode(merged)) == merged
+
+
+def test_given_empty_and_small_register_sketches_when_encoded_then_sparse_and_under_1kb() -> None:
     for n in (0, 10, 99):
-        data = sketches.encode(sketches.from_hashes(P, keys(0, n)))
+        sketch = sketches.fold(sketches.from_hashes(P, keys(0, n)), P)
+        sketch.exact, sketch.floor = None, EXACT_LIMIT + 1
+        data = sketches.encode(sketch)
         assert data[3] == sketches.SPARSE
         assert len(data) < 1024
 
 
 def test_given_full_sketch_when_encoded_then_dense_and_under_12kb() -> None:
-    sketch = sketches.empty(P)
-    sketch.add_bulk(range(300_000))
+    sketch = sketches.from_hashes(P, keys(0, 300_000))
     assert np.count_nonzero(sketch.M) == sketch.m
     data = sketches.encode(sketch)
     assert data[3] == sketches.DENSE
@@ -61,13 +108,16 @@ def test_given_any_registers_when_round_tripped_then_identical(registers: dict[i
     m = np.zeros(1 << 10, np.uint8)
     for index, value in registers.items():
         m[index] = value
-    sketch = sketches._with_registers(10, m)
-    assert np.array_equal(sketches.decode(sketches.encode(sketch)).M, sketch.M)
+    sketch = sketches.Sketch(10, m, None, EXACT_LIMIT + 1)
+    assert sketches.decode(sketches.encode(sketch)) == sketch
 
 
 def corrupt_variants() -> list[bytes]:
-    good = sketches.encode(sketches.from_hashes(P, keys(0, 50)))
+    small = sketches.fold(sketches.from_hashes(P, keys(0, 50)), P)
+    small.exact, small.floor = None, EXACT_LIMIT + 1
+    good = sketches.encode(small)
     dense = sketches.encode(sketches.from_hashes(P, keys(0, 20_000)))
+    exact = sketches.encode(sketches.from_hashes(P, keys(0, 5)))
     header = sketches.HEADER
     overflow = np.zeros(1 << P, np.uint8)
     overflow[3] = 64
@@ -75,7 +125,7 @@ def corrupt_variants() -> list[bytes]:
         b"",
         b"TH\x01",
         b"XX" + good[2:],  # magic
-        good[:2] + b"\x02" + good[3:],  # format version
+        good[:2] + b"\x03" + good[3:],  # format version
         good[:3] + b"\x07" + good[4:],  # kind
         good[:4] + b"\x03" + good[5:],  # precision below range
         good[:4] + b"\x11" + good[5:],  # precision above range
@@ -88,6 +138,11 @@ def corrupt_variants() -> list[bytes]:
         header.pack(b"TH", 1, sketches.SPARSE, P) + zlib.compress(b"\xff\xff\x01"),  # index beyond m
         header.pack(b"TH", 1, sketches.SPARSE, P) + zlib.compress(b"\x00\x05\x00"),  # zero value
         header.pack(b"TH", 1, sketches.DENSE, P) + zlib.compress(bytes(1 << 20)),  # inflates far too big
+        exact[:-3],  # exact: not whole hashes
+        exact[:5] + exact[13:21] + exact[5:13] + exact[21:],  # exact: not sorted
+        exact + exact[-8:],  # exact: repeated hash
+        exact[:2] + b"\x01" + exact[3:],  # exact kind in format version 1
+        exact[:5] + bytes(8 * (EXACT_LIMIT + 1)),  # exact: too many
         pickle.dumps(HyperLogLog(0.01), 2),  # the seed's format
     ]
 
@@ -99,7 +154,7 @@ def test_given_corrupt_or_foreign_bytes_when_decoded_then_refused(data: bytes) -
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.text(min_size=1, max_size=8), max_size=300), st.integers(4, 13))
+@given(st.lists(st.text(min_size=1, max_size=8), max_size=600), st.integers(4, 13))
 def test_given_items_when_folded_to_lower_precision_then_same_as_adding_there(items: list[str], low: int) -> None:
     hashes = sketches.item_hashes(items)
     folded = sketches.fold(sketches.from_hashes(14, hashes), low)
@@ -107,13 +162,28 @@ def test_given_items_when_folded_to_lower_precision_then_same_as_adding_there(it
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=400), st.sampled_from([0.26, 0.05, 0.01]))
+@given(st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=700), st.sampled_from([0.26, 0.05, 0.01]))
 def test_given_items_when_added_as_hashes_then_registers_equal_the_librarys_add_bulk(
     items: list[str], error_rate: float
 ) -> None:
-    library = HyperLogLog(error_rate)
-    library.add_bulk(items)
-    assert sketches.from_hashes(library.p, sketches.item_hashes(items)) == library
+    reference = HyperLogLog(error_rate)
+    reference.add_bulk(items)
+    assert sketches.from_hashes(reference.p, sketches.item_hashes(items)).library() == reference
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 900), max_size=400), min_size=1, max_size=6), st.integers(10, 14))
+def test_given_any_split_of_items_when_merged_then_equal_to_one_sketch_of_them_all(
+    groups: list[list[int]], p: int
+) -> None:
+    parts = [sketches.from_hashes(p, sketches.item_hashes(f"i{i}" for i in group)) for group in groups]
+    everything = sketches.from_hashes(p, sketches.item_hashes(f"i{i}" for group in groups for i in group))
+    merged = sketches.merge(parts, p)
+    assert merged == everything
+    assert sketches.estimate(merged) == sketches.estimate(everything)
+    distinct = len({i for group in groups for i in group})
+    if distinct <= EXACT_LIMIT:
+        assert sketches.estimate(merged) == distinct
 
 
 def test_given_sketches_of_two_precisions_when_merged_then_union_at_the_lower() -> None:
@@ -126,16 +196,23 @@ def test_given_sketches_of_two_precisions_when_merged_then_union_at_the_lower() 
 
 
 @pytest.mark.parametrize("n", [1_000, 100_000])
-def test_given_n_distinct_items_when_counted_then_within_three_standard_errors(n: int) -> None:
-    estimate = sketches.estimate(sketches.from_hashes(P, keys(0, n)))
+def test_given_n_distinct_items_when_counted_then_within_three_standard_errors_and_inside_a_wide_interval(
+    n: int,
+) -> None:
+    sketch = sketches.from_hashes(P, keys(0, n))
+    estimate = sketches.estimate(sketch)
     assert abs(estimate - n) <= 3 * sketches.standard_error(P) * n
+    low, high = sketches.interval(sketch, z=3.0)
+    assert low <= n <= high
 
 
 def test_given_a_million_distinct_values_when_counted_in_bulk_then_within_three_standard_errors() -> None:
     n = 1_000_000
+    values = np.random.default_rng(7).integers(0, 2**64, size=n, dtype=np.uint64, endpoint=False)
     sketch = sketches.empty(P)
-    sketch.add_bulk(np.arange(n, dtype=np.int64).tolist())
-    assert abs(sketches.estimate(sketch) - n) <= 3 * sketches.standard_error(P) * n
+    sketches.add_values(sketch, np.unique(values))
+    distinct = len(np.unique(values))
+    assert abs(sketches.estimate(sketch) - distinct) <= 3 * sketches.standard_error(P) * distinct
 
 
 def test_given_sketch_when_the_same_items_are_added_again_then_estimate_unchanged() -> None:

@@ -16,6 +16,14 @@ def test_given_no_variables_when_read_then_seed_defaults() -> None:
     )
 
 
+def test_given_no_variables_when_read_then_hour_sketches_kept_48_hours_and_day_sketches_400_days() -> None:
+    settings = Settings.from_env({})
+    assert settings.uniques_hour_retention_seconds == 48 * 3600
+    assert settings.uniques_day_retention_seconds == 400 * 86400
+    chosen = Settings.from_env({"UNIQUES_HOUR_RETENTION_SECONDS": "7200", "UNIQUES_DAY_RETENTION_SECONDS": "864000"})
+    assert (chosen.uniques_hour_retention_seconds, chosen.uniques_day_retention_seconds) == (7200, 864000)
+
+
 def test_given_variables_when_read_then_used() -> None:
     settings = Settings.from_env(
         {
@@ -34,6 +42,8 @@ def test_given_variables_when_read_then_used() -> None:
         {"UNIQUES_ERROR_RATE": "often"},
         {"UNIQUES_ERROR_RATE": "0.001"},  # beyond the library's precision 16
         {"UNIQUES_SHARDS": "0"},
+        {"UNIQUES_HOUR_RETENTION_SECONDS": "60"},
+        {"UNIQUES_DAY_RETENTION_SECONDS": "forever"},
         {"UNIQUES_BATCH_SIZE": "100", "UNIQUES_BATCHING_WINDOW_SECONDS": "0"},  # Lambda refuses this
     ],
 )

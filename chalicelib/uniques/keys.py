@@ -1,0 +1,37 @@
+"""Counts-table keys of unique counts. Pure.
+
+HLL#<name> / shard#<nn>              the all-time sketch, in UNIQUES_SHARDS shards
+HLW#<name> / h#<hour> | d#<day>      the sketch of one hour / UTC day (index since the epoch),
+                                     expiring `expires_at` (its end plus the retention setting)
+HLN#index  / <name>                  a name that has items, with `last_seen` (epoch ms)
+QUARANTINE#uniques-queue / <message id>   a message that could not be applied
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.core import keyspace
+from chalicelib.core.timebuckets import Bucket
+
+PREFIX = {"hour": "h", "day": "d"}
+NAMES_PK = f"{keyspace.SKETCH_NAMES}index"
+
+
+def shard_key(name: str, shard: int) -> dict[str, Any]:
+    return {"pk": {"S": f"{keyspace.SKETCH}{name}"}, "sk": {"S": f"shard#{shard:02d}"}}
+
+
+def bucket_sort_key(resolution: str, index: int) -> str:
+    return f"{PREFIX[resolution]}#{index:010d}"
+
+
+def bucket_key(name: str, bucket: Bucket) -> dict[str, Any]:
+    return {
+        "pk": {"S": f"{keyspace.SKETCH_WINDOW}{name}"},
+        "sk": {"S": bucket_sort_key(bucket.resolution, bucket.index)},
+    }
+
+
+def name_key(name: str) -> dict[str, Any]:
+    return {"pk": {"S": NAMES_PK}, "sk": {"S": name}}

@@ -1,0 +1,140 @@
+"""Hour-aligned windows of unique counts: the plan of day and hour sketches, and a window's
+answer against one sketch of exactly its items (pure: the back end's targets, no storage)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chalicelib.core import timebuckets, validation, window_params
+from chalicelib.core.queues import Message
+from chalicelib.core.settings import Settings
+from chalicelib.core.timebuckets import Bucket
+from chalicelib.uniques import batches
+from chalicelib.uniques import sketch_encoding as sketches
+
+SETTINGS = Settings()
+P = sketches.precision_for(SETTINGS.uniques_error_rate)
+NOW = 1_795_000_000_000
+DAY = 1440
+EVERYTHING_LIVE = -(10**9)
+
+
+def hours_of(bucket: Bucket) -> range:
+    per = timebuckets.RESOLUTION_MINUTES[bucket.resolution] // 60
+    return range(bucket.index * per, (bucket.index + 1) * per)
+
+
+minutes = st.integers(1, 30 * DAY)
+last_minutes = st.integers(NOW // 60_000 - 60 * DAY, NOW // 60_000)
+
+
+@given(last_minutes, minutes)
+def test_given_any_window_up_to_30_days_when_planned_then_its_hours_exactly_once_within_the_key_budget(
+    last: int, length: int
+) -> None:
+    first_hour, last_hour = timebuckets.hours_ending(last, length)
+    assert last_hour - first_hour + 1 == -(-length // 60)
+    plan = timebuckets.hour_day_plan(first_hour, last_hour, EVERYTHING_LIVE)
+    covered = [h for b in plan for h in hours_of(b)]
+    assert covered == list(range(first_hour, last_hour + 1))
+    assert len(plan) <= (24 if length <= DAY else 76)
+
+
+@given(last_minutes, st.integers(0, 31 * DAY - 1))
+def test_given_explicit_start_and_end_within_31_days_when_planned_then_at_most_76_keys(last: int, span: int) -> None:
+    first_hour, last_hour = timebuckets.hours_between(last - span, last)
+    plan = timebuckets.hour_day_plan(first_hour, last_hour, EVERYTHING_LIVE)
+    assert [h for b in plan for h in hours_of(b)] == list(range(first_hour, last_hour + 1))
+    assert len(plan) <= 76
+
+
+@given(last_minutes, minutes, st.integers(0, 40 * 24))
+def test_given_hours_no_longer_kept_when_planned_then_their_days_are_read_whole_and_no_hour_is_lost(
+    last: int, length: int, kept_hours: int
+) -> None:
+    first_hour, last_hour = timebuckets.hours_ending(last, length)
+    first_live = last_hour - kept_hours
+    plan = timebuckets.hour_day_plan(first_hour, last_hour, first_live)
+    covered = [h for b in plan for h in hours_of(b)]
+    assert covered == sorted(set(covered))  # disjoint, in order
+    assert set(range(first_hour, last_hour + 1)) <= set(covered)
+    assert all(b.index >= first_live for b in plan if b.resolution == "hour")
+    widened = set(covered) - set(range(first_hour, last_hour + 1))
+    assert all(h // 24 in {b.index for b in plan if b.resolution == "day"} for h in widened)
+
+
+def test_given_window_parameters_when_parsed_then_hour_aligned() -> None:
+    now = 1_795_003_000_000  # 2026-11-18T08:36:40Z
+    hour = now // 3_600_000
+    assert window_params.hour_range({"window": "24h"}, now) == (hour - 23, hour)
+    assert window_params.hour_range({"window": "1m"}, now) == (hour, hour)
+    assert window_params.hour_range({"window": "61m"}, now) == (hour - 1, hour)
+    start, end = "2026-11-17T10:30:00Z", "2026-11-17T12:00:00Z"
+    first = validation.time_ms(start) // 3_600_000  # the hour holding start: 10:00
+    assert window_params.hour_range({"start": start, "end": end}, now) == (first, first + 2)
+
+
+def simulate_back_end(
+    settings: Settings, stream: list[tuple[str, int]], now_ms: int
+) -> dict[Bucket | None, sketches.Sketch]:
+    """What the handler stores for these (item, time) pairs, per target, with no storage."""
+    store: dict[Bucket | None, sketches.Sketch] = {}
+    for n, (item, t) in enumerate(stream):
+        parsed = batches.parse_items(
+            Message(f"m{n}", "", batches.message_body("w", sketches.item_hash(item), t)), now_ms
+        )
+        for target in batches.targets(settings, parsed, now_ms):
+            sketch = store.setdefault(target.bucket, sketches.empty(P))
+            sketches.add_hashes(sketch, parsed.hashes)
+    return store
+
+
+@settings(max_examples=40)
+@given(
+    st.integers(0, 2**32),
+    st.sampled_from([0, 1, 50, 200, 300, 301, 1500]),
+    last_minutes,
+    minutes,
+    st.integers(0, 72),
+)
+def test_given_items_over_35_days_when_any_window_is_read_then_it_equals_one_sketch_of_exactly_its_buckets_items(
+    seed: int, distinct: int, end_minute: int, length: int, hours_later: int
+) -> None:
+    rng = random.Random(seed)
+    written_at = NOW
+    span_ms = 35 * DAY * 60_000
+    stream = [(f"v{rng.randrange(distinct)}", written_at - rng.randrange(span_ms)) for _ in range(distinct * 2)]
+    store = simulate_back_end(SETTINGS, stream, written_at)
+    read_at = written_at + hours_later * 3_600_000  # hour sketches written then may have expired since
+    end_minute = min(end_minute, read_at // 60_000)
+    first_hour, last_hour = timebuckets.hours_ending(end_minute, length)
+    first_live = timebuckets.first_live_index("hour", read_at, SETTINGS.uniques_hour_retention_seconds)
+    plan = timebuckets.hour_day_plan(first_hour, last_hour, first_live)
+    retention = {"hour": SETTINGS.uniques_hour_retention_seconds, "day": SETTINGS.uniques_day_retention_seconds}
+    live = [
+        store[b] for b in plan if b in store and timebuckets.expires_at_s(b, retention[b.resolution]) > read_at // 1000
+    ]
+    answer = sketches.merge(live, P)
+    start, end = plan[0].start_ms, plan[-1].end_ms
+    inside = [item for item, t in stream if start <= t < end]
+    one = sketches.from_hashes(P, sketches.item_hashes(inside))
+    assert answer == one
+    assert sketches.estimate(answer) == sketches.estimate(one)
+    if len(set(inside)) <= sketches.EXACT_LIMIT:
+        assert sketches.estimate(answer) == len(set(inside))
+
+
+def test_given_item_older_than_the_hour_retention_when_applied_then_only_day_and_all_time_written() -> None:
+    short = replace(SETTINGS, uniques_hour_retention_seconds=3600)
+    old = batches.parse_items(
+        Message("m", "", batches.message_body("w", sketches.item_hash("x"), NOW - 3 * 3_600_000)), NOW
+    )
+    assert [t.bucket.resolution if t.bucket else "all" for t in batches.targets(short, old, NOW)] == ["all", "day"]
+    ancient = batches.parse_items(
+        Message("m", "", batches.message_body("w", sketches.item_hash("x"), NOW - 500 * 86_400_000)), NOW
+    )
+    assert [t.bucket for t in batches.targets(short, ancient, NOW)] == [None]
