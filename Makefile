@@ -49,10 +49,14 @@ clean:
 
 # -- AWS: provision and deploy a stage, or package it for CloudFormation (README: Deploy to AWS)
 STAGE ?= dev
-.PHONY: deploy destroy
+.PHONY: deploy destroy admin-key
 
 deploy: $(BIN)/.installed
 	$(BIN)/python -m tools.provision --stage $(STAGE)
+
+# One more admin key for a stage, printed once (docs/access.md).
+admin-key: $(BIN)/.installed
+	$(BIN)/python -m tools.keys create --stage $(STAGE) --scopes admin --note "admin key (make admin-key)"
 
 destroy: $(BIN)/.installed
 	$(BIN)/python -m tools.provision --stage $(STAGE) --delete

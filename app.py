@@ -131,7 +131,7 @@ def access_and_cors(event: Request, get_response: Callable[[Request], Response])
     return response
 
 
-def preflight() -> Response:
+def preflight(**_path_params: str) -> Response:
     """A browser's CORS preflight, for every path (registered at the end of this file)."""
     route = request().context["resourcePath"]
     authorizers = {

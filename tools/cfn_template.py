@@ -23,7 +23,7 @@ from typing import Any
 from chalice.utils import to_cfn_resource_name
 
 from chalicelib.core.settings import Settings
-from tools import resources, stage
+from tools import gateway, resources, stage
 from tools.resources import Resources
 
 
@@ -103,6 +103,8 @@ def function_fragments(app: Any, app_settings: Settings, env: dict[str, Any]) ->
 
     if app.routes:
         function("api_handler")
+    for authorizer in app.builtin_auth_handlers:
+        function(authorizer.name)
     for pure in getattr(app, "pure_lambda_functions", []):
         function(pure.name)
     for source in app.event_sources:
@@ -125,11 +127,30 @@ def function_fragments(app: Any, app_settings: Settings, env: dict[str, Any]) ->
     return functions
 
 
+def api_fragment(settings: Settings) -> dict[str, Any]:
+    """Merged into Chalice's RestAPI: gateway responses (tools/gateway.py) in its definition
+    and the stage's rate and burst limits on every method."""
+    return {
+        "Properties": {
+            "DefinitionBody": {"x-amazon-apigateway-gateway-responses": gateway.swagger_responses()},
+            "MethodSettings": [
+                {
+                    "ResourcePath": "/*",
+                    "HttpMethod": "*",
+                    "ThrottlingRateLimit": settings.throttle_rate_limit,
+                    "ThrottlingBurstLimit": settings.throttle_burst_limit,
+                }
+            ],
+        }
+    }
+
+
 def build(stage_name: str, project: Path = stage.PROJECT) -> dict[str, Any]:
     settings = stage.stage_settings(stage_name, project)
     app_module = load_app(stage_name, project)
     cfn, env, outputs = resource_fragments(resources.for_settings(settings), settings)
     cfn.update(function_fragments(app_module.app, app_module.settings, env))
+    cfn["RestAPI"] = api_fragment(settings)
     return {"Resources": cfn, "Outputs": outputs}
 
 

@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="cap SQS batching windows (seconds), for quick local feedback",
     )
+    parser.add_argument(
+        "--admin-key-file", type=Path, default=None, help="where the local admin key is kept (.tally/local-admin-key)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stdout)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
@@ -86,6 +89,17 @@ def main(argv: list[str] | None = None) -> int:
     # The emulator names streams by creation time: hand the real ARN to the app.
     os.environ["EVENTS_STREAM_ARN"] = outputs[settings.events_table]
     log.info("resources ready: %s", ", ".join(sorted(outputs)))
+    from tools import gateway, keys
+
+    gateway.install()  # 401/403/404 answered as API Gateway's gateway responses are (tools/gateway.py)
+    key_file = args.admin_key_file or keys.LOCAL_ADMIN_KEY
+    admin_key, created = keys.local_admin_key(dynamodb, settings, key_file)
+    log.info(
+        "%s admin key %s (in %s): send it as Authorization: Bearer <key>",
+        "new" if created else "local",
+        admin_key,
+        key_file,
+    )
 
     app_module = importlib.import_module("app")
     app = app_module.app

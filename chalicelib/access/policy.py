@@ -226,57 +226,59 @@ def _body_names(raw: str | bytes | None, name_field: str, batch: str | None) -> 
 
 EVERY_NAME = Names(every=True)
 
-# What each route touches, by (method, route path as app.py declares it). A guarded route
-# missing here counts as touching every name (prefix-limited keys are refused); the access
-# matrix test fails until it has an entry.
-ROUTE_NAMES: dict[tuple[str, str], Names] = {
-    ("POST", "/events"): Names(body="counter", batch="events"),
-    ("POST", "/beacon/events"): Names(body="counter", batch="events"),
-    ("POST", "/views"): Names(body="url", batch="views"),
-    ("POST", "/beacon/views"): Names(body="url", batch="views"),
-    ("POST", "/hyperloglog/{name}"): Names(path="name"),
-    ("POST", "/beacon/hyperloglog/{name}"): Names(path="name"),
-    ("GET", "/counters/{counter}"): Names(path="counter"),
-    ("GET", "/counters/{counter}/histogram"): Names(path="counter"),
-    ("GET", "/hyperloglog/{name}"): Names(path="name"),
-    ("GET", "/hyperloglog"): Names(query="names", sep=","),
-    ("GET", "/views"): Names(query="url"),
-    ("GET", "/reports"): EVERY_NAME,
-    ("GET", "/reports/{report_id}"): EVERY_NAME,
-    ("POST", "/reports"): EVERY_NAME,
-    ("GET", "/quarantine"): EVERY_NAME,
-    ("POST", "/keys"): EVERY_NAME,
-    ("GET", "/keys"): EVERY_NAME,
-    ("DELETE", "/keys/{key_id}"): EVERY_NAME,
-}
-
-# Routes a browser posts to with `navigator.sendBeacon`, which cannot set headers: the key
-# travels as `?key=` and must be an ingest-only key. No gateway authorizer guards them (a
-# token authorizer needs the header); the route-level check looks the key up instead.
-BEACON_ROUTES = frozenset(
-    {("POST", "/beacon/events"), ("POST", "/beacon/views"), ("POST", "/beacon/hyperloglog/{name}")}
-)
-
-# Routes anyone may call: the dashboard's static page and its assets.
-PUBLIC_ROUTES = frozenset({("GET", "/")})
-
 
 @dataclass(frozen=True)
 class RouteAccess:
-    """What the route-level check needs to know about one route."""
+    """One route's access decision: the scope it needs (None: public), the names it touches,
+    and whether it is a beacon route (key as `?key=`, ingest-only, checked by the app)."""
 
-    scope: str | None  # None: public
+    scope: str | None
     names: Names = field(default=EVERY_NAME)
     beacon: bool = False
 
 
+# Every route's decision, by (method, route path as app.py declares it). app.py's authorizer
+# on each route must say the same scope (the access matrix test checks it, and fails for a
+# route missing here). Views are limited by URL: a prefix-limited key reaches the URLs that
+# start with its prefix. Reports, the quarantine and key management cover every name, so a
+# prefix-limited key cannot reach them.
+ROUTES: dict[tuple[str, str], RouteAccess] = {
+    ("POST", "/events"): RouteAccess(INGEST, Names(body="counter", batch="events")),
+    ("POST", "/views"): RouteAccess(INGEST, Names(body="url", batch="views")),
+    ("POST", "/hyperloglog/{name}"): RouteAccess(INGEST, Names(path="name")),
+    # Posted to by `navigator.sendBeacon`, which cannot set headers: the key travels as `?key=`
+    # and must be an ingest-only key. No gateway authorizer (a token authorizer needs the
+    # header): the route-level check looks the key up.
+    ("POST", "/beacon/events"): RouteAccess(INGEST, Names(body="counter", batch="events"), beacon=True),
+    ("POST", "/beacon/views"): RouteAccess(INGEST, Names(body="url", batch="views"), beacon=True),
+    ("POST", "/beacon/hyperloglog/{name}"): RouteAccess(INGEST, Names(path="name"), beacon=True),
+    ("GET", "/counters/{counter}"): RouteAccess(READ, Names(path="counter")),
+    ("GET", "/counters/{counter}/histogram"): RouteAccess(READ, Names(path="counter")),
+    ("GET", "/hyperloglog/{name}"): RouteAccess(READ, Names(path="name")),
+    ("GET", "/hyperloglog"): RouteAccess(READ, Names(query="names", sep=",")),
+    ("GET", "/views"): RouteAccess(READ, Names(query="url")),
+    ("GET", "/reports"): RouteAccess(READ),
+    ("GET", "/reports/{report_id}"): RouteAccess(READ),
+    ("POST", "/reports"): RouteAccess(ADMIN),
+    ("GET", "/quarantine"): RouteAccess(ADMIN),
+    ("POST", "/keys"): RouteAccess(ADMIN),
+    ("GET", "/keys"): RouteAccess(ADMIN),
+    ("DELETE", "/keys/{key_id}"): RouteAccess(ADMIN),
+    # The dashboard's static page: anyone.
+    ("GET", "/"): RouteAccess(None),
+}
+
+
 def route_access(method: str, route: str, authorizer_name: str | None) -> RouteAccess:
-    names = ROUTE_NAMES.get((method, route), EVERY_NAME)
-    if (method, route) in BEACON_ROUTES:
-        return RouteAccess(INGEST, names, beacon=True)
+    """What the route-level check enforces: the scope of the authorizer API Gateway ran (or
+    the beacon routes' ingest), and the names from ROUTES (a route missing there counts as
+    touching every name, so prefix-limited keys are refused)."""
+    decided = ROUTES.get((method, route))
+    if decided is not None and decided.beacon:
+        return decided
     if authorizer_name is None:
         return RouteAccess(None)
-    return RouteAccess(AUTHORIZER_SCOPES[authorizer_name], names)
+    return RouteAccess(AUTHORIZER_SCOPES[authorizer_name], decided.names if decided else EVERY_NAME)
 
 
 def cors_origin(

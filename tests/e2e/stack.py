@@ -39,10 +39,35 @@ def wait_for(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
 
 
 class LocalStack:
-    def __init__(self, url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    """A running local stack. `get`/`post`/`request` take a path and send the local admin
+    key (`admin_key`) unless given `key=` (None: no key); `http` is a requests session that
+    sends it too."""
+
+    def __init__(self, url: str, process: subprocess.Popen[bytes], log_path: Path, admin_key_path: Path) -> None:
         self.url = url
         self.process = process
         self.log_path = log_path
+        self.admin_key_path = admin_key_path
+        self.http = requests.Session()
+
+    @property
+    def admin_key(self) -> str:
+        return self.admin_key_path.read_text().strip()
+
+    def request(self, method: str, path: str, key: str | bool | None = True, **kwargs: Any) -> requests.Response:
+        headers = dict(kwargs.pop("headers", None) or {})
+        if key is True:
+            key = self.admin_key
+        if isinstance(key, str):
+            headers.setdefault("Authorization", f"Bearer {key}")
+        kwargs.setdefault("timeout", 30)
+        return requests.request(method, f"{self.url}{path}", headers=headers, **kwargs)
+
+    def get(self, path: str, **kwargs: Any) -> requests.Response:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, **kwargs: Any) -> requests.Response:
+        return self.request("POST", path, **kwargs)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -58,6 +83,7 @@ def running_stack(log_dir: Path, **environment: str) -> Iterator[LocalStack]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(environment)
     log_path = log_dir / "stack.log"
+    admin_key_path = log_dir / "local-admin-key"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [
@@ -70,18 +96,23 @@ def running_stack(log_dir: Path, **environment: str) -> Iterator[LocalStack]:
                 str(aws_port),
                 "--max-batching-window",
                 "1",
+                "--admin-key-file",
+                str(admin_key_path),
             ],
             cwd=PROJECT,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    stack = LocalStack(f"http://127.0.0.1:{port}", process, log_path)
+    stack = LocalStack(f"http://127.0.0.1:{port}", process, log_path, admin_key_path)
 
     def ready() -> bool:
         if process.poll() is not None:
             raise AssertionError(f"the local stack exited early:\n{stack.log()}")
-        return requests.get(f"{stack.url}/counters/ready", timeout=2).status_code == 200
+        if not admin_key_path.exists():
+            return False
+        stack.http.headers["Authorization"] = f"Bearer {stack.admin_key}"
+        return stack.get("/counters/ready", timeout=2).status_code == 200
 
     try:
         wait_for(ready, 90, "the local stack")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import requests
 
 from chalicelib.uniques import sketch_encoding as sketches
 from tests.e2e.stack import LocalStack, wait_for
@@ -16,8 +15,8 @@ def expected(items: list[str]) -> int:
     return sketches.estimate(sketches.from_hashes(P, sketches.item_hashes(items)))
 
 
-def cardinality(api: str, path: str) -> int:
-    response = requests.get(f"{api}{path}", timeout=5)
+def cardinality(api: LocalStack, path: str) -> int:
+    response = api.get(path, timeout=5)
     response.raise_for_status()
     return int(response.json()["cardinality"])
 
@@ -25,15 +24,15 @@ def cardinality(api: str, path: str) -> int:
 def test_given_items_posted_over_http_when_the_queue_is_drained_then_counts_and_union_are_right(
     local_stack: LocalStack,
 ) -> None:
-    api = local_stack.url
+    api = local_stack
     first = [f"visitor-{i}" for i in range(1200)]
     second = [f"visitor-{i}" for i in range(1000, 1600)]
     for name, data in (("e2e.home", first), ("e2e.pricing", second)):
         for start in range(0, len(data), 500):
-            response = requests.post(f"{api}/hyperloglog/{name}", json={"data": data[start : start + 500]}, timeout=5)
+            response = api.post(f"/hyperloglog/{name}", json={"data": data[start : start + 500]}, timeout=5)
             assert response.status_code == 202
             assert response.json() == {"accepted": len(data[start : start + 500])}
-    requests.post(f"{api}/hyperloglog/e2e.home", json={"data": "visitor-1"}, timeout=5)  # a repeat
+    api.post("/hyperloglog/e2e.home", json={"data": "visitor-1"}, timeout=5)  # a repeat
     want = expected(first)
     wait_for(lambda: cardinality(api, "/hyperloglog/e2e.home") == want, 60, f"e2e.home to reach {want}")
     wait_for(lambda: cardinality(api, "/hyperloglog/e2e.pricing") == expected(second), 60, "e2e.pricing")
@@ -42,8 +41,8 @@ def test_given_items_posted_over_http_when_the_queue_is_drained_then_counts_and_
 
 
 def test_given_bad_input_over_http_when_posted_then_400_with_chalice_error_body(local_stack: LocalStack) -> None:
-    api = local_stack.url
-    response = requests.post(f"{api}/hyperloglog/e2e.bad", json={"data": ["x" * 1025]}, timeout=5)
+    api = local_stack
+    response = api.post("/hyperloglog/e2e.bad", json={"data": ["x" * 1025]}, timeout=5)
     assert response.status_code == 400
     assert set(response.json()) == {"Code", "Message"}
-    assert requests.post(f"{api}/hyperloglog/bad name", json={"data": "x"}, timeout=5).status_code == 400
+    assert api.post("/hyperloglog/bad name", json={"data": "x"}, timeout=5).status_code == 400
