@@ -223,3 +223,22 @@ def test_given_the_zip_alone_when_a_clean_python_imports_app_then_a_stream_batch
     minute = now // 60_000
     count = counters.count_window(dynamodb, settings, "deploy.check", minute - 59, minute, now)
     assert count.count == 1
+
+
+def test_given_dev_stage_when_packaged_then_the_api_has_the_authorizers_gateway_responses_and_throttling(
+    package: Path,
+) -> None:
+    settings = stage.stage_settings(STAGE, package)
+    api = template(package)["Resources"]["RestAPI"]["Properties"]
+    swagger = api["DefinitionBody"]
+
+    authorizers = {name: s["x-amazon-apigateway-authorizer"] for name, s in swagger["securityDefinitions"].items()}
+    assert set(authorizers) == {"ingest_key", "read_key", "admin_key"}
+    assert {a["type"] for a in authorizers.values()} == {"token"}
+    assert {a["authorizerResultTtlInSeconds"] for a in authorizers.values()} == {settings.key_cache_seconds}
+    responses = swagger["x-amazon-apigateway-gateway-responses"]
+    assert {responses[t]["statusCode"] for t in ("UNAUTHORIZED", "ACCESS_DENIED", "THROTTLED")} == {"401", "403", "429"}
+    assert responses["MISSING_AUTHENTICATION_TOKEN"]["statusCode"] == "404"
+    assert swagger["paths"]["/counters/{counter}"]["get"]["security"] == [{"read_key": []}]
+    assert "security" not in swagger["paths"]["/beacon/views"]["post"]
+    assert api["MethodSettings"][0]["ThrottlingRateLimit"] == settings.throttle_rate_limit
