@@ -21,11 +21,13 @@ from chalicelib.access.policy import (
     route_access,
     to_context,
 )
+from chalicelib.core.errors import StorageError
 
 FindKey = Callable[[str], KeyRecord | None]
 # What a Lambda authorizer raises to make API Gateway answer 401 (AWS's documented contract).
 UNAUTHORIZED = "Unauthorized"
 PREFLIGHT_MAX_AGE_SECONDS = "600"
+KEY_CHECK_FAILED = Decision(False, 503, "the key could not be checked: retry later")
 ALLOWED_HEADERS = "Authorization, Content-Type"
 
 
@@ -93,7 +95,10 @@ def check_request(
         return Outcome(ALLOWED, cors_origin(origin, stage_origins, None, None))
     if access.beacon:
         key = query.get("key")
-        record = find_key(key) if key is not None and keys.is_well_formed(key) else None
+        try:
+            record = find_key(key) if key is not None and keys.is_well_formed(key) else None
+        except StorageError:
+            return Outcome(KEY_CHECK_FAILED, cors_origin(origin, stage_origins, access.scope, None))
     else:
         record = from_context(gateway_context)
     names = access.names.extract(path_params, query, body) if record is not None and record.prefix else ()
@@ -103,7 +108,8 @@ def check_request(
 
 def error_body(decision: Decision) -> dict[str, str]:
     """Chalice's error shape for a denial."""
-    return {"Code": "UnauthorizedError" if decision.status == 401 else "ForbiddenError", "Message": decision.reason}
+    codes = {401: "UnauthorizedError", 403: "ForbiddenError", 503: "ServiceUnavailable"}
+    return {"Code": codes[decision.status], "Message": decision.reason}
 
 
 def cors_headers(allow_origin: str | None) -> dict[str, str]:

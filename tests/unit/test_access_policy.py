@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from chalicelib.access import gate, keys, policy
 from chalicelib.access.policy import ADMIN, INGEST, READ, KeyRecord
-from chalicelib.core.errors import ValidationError
+from chalicelib.core.errors import StorageError, ValidationError
 
 ARN = "arn:aws:execute-api:us-east-1:123456789012:abc123/api/GET/counters/blog.x"
 names = st.text(alphabet="abcxyz.-", min_size=1, max_size=8)
@@ -209,3 +209,15 @@ def test_given_a_new_key_request_then_validated_with_defaults() -> None:
         policy.parse_new_key({"scopes": ["ingest", "read"], "origins": ["https://a.example"]})
     with pytest.raises(ValidationError, match="prefix"):
         policy.parse_new_key({"scopes": ["read"], "prefix": "a\nb"})
+
+
+def test_given_the_key_store_failing_when_a_beacon_arrives_then_503_in_chalices_shape() -> None:
+    def failing(key: str) -> KeyRecord | None:
+        raise StorageError("down")
+
+    access = policy.ROUTES[("POST", "/beacon/views")]
+
+    outcome = gate.check_request(access, {}, {"key": keys.generate()}, b"{}", None, None, failing, ())
+
+    assert (outcome.decision.allowed, outcome.decision.status) == (False, 503)
+    assert gate.error_body(outcome.decision)["Code"] == "ServiceUnavailable"
