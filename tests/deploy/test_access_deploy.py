@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,11 +88,19 @@ def test_given_a_new_stage_when_provisioned_twice_then_one_admin_key_printed_onc
 
 
 def test_given_the_template_fragment_then_gateway_responses_throttling_and_authorizer_environment(
-    project: Path,
+    project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Building imports app.py with the stage's environment: keep both from leaking into other tests.
+    for name, value in stage.stage_environment(STAGE, project).items():
+        monkeypatch.setenv(name, value)
     settings = stage.stage_settings(STAGE, project)
-
-    built = cfn_template.build(STAGE, project)["Resources"]
+    imported = sys.modules.pop("app", None)
+    try:
+        built = cfn_template.build(STAGE, project)["Resources"]
+    finally:
+        sys.modules.pop("app", None)
+        if imported is not None:
+            sys.modules["app"] = imported
 
     api = built["RestAPI"]["Properties"]
     assert_refusals(api["DefinitionBody"]["x-amazon-apigateway-gateway-responses"])
