@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 
 from chalicelib.access import keys
 from chalicelib.access import store as key_store
+from tests.deploy.conftest import app_imports_isolated
 from tools import cfn_template, gateway, provision, stage
 
 STAGE = "dev"
@@ -88,19 +88,12 @@ def test_given_a_new_stage_when_provisioned_twice_then_one_admin_key_printed_onc
 
 
 def test_given_the_template_fragment_then_gateway_responses_throttling_and_authorizer_environment(
-    project: Path, monkeypatch: pytest.MonkeyPatch
+    project: Path,
 ) -> None:
-    # Building imports app.py with the stage's environment: keep both from leaking into other tests.
-    for name, value in stage.stage_environment(STAGE, project).items():
-        monkeypatch.setenv(name, value)
     settings = stage.stage_settings(STAGE, project)
-    imported = sys.modules.pop("app", None)
-    try:
+
+    with app_imports_isolated():
         built = cfn_template.build(STAGE, project)["Resources"]
-    finally:
-        sys.modules.pop("app", None)
-        if imported is not None:
-            sys.modules["app"] = imported
 
     api = built["RestAPI"]["Properties"]
     assert_refusals(api["DefinitionBody"]["x-amazon-apigateway-gateway-responses"])

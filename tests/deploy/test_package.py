@@ -26,7 +26,7 @@ from chalice.utils import to_cfn_resource_name
 from chalicelib.core.settings import Settings
 from chalicelib.counters import reads as counters
 from chalicelib.events import ingest as events
-from tests.deploy.conftest import PROJECT, copy_project
+from tests.deploy.conftest import PROJECT, app_imports_isolated, copy_project
 from tools import resources, stage
 
 STAGE = "dev"
@@ -128,7 +128,8 @@ def test_given_dev_stage_when_packaged_then_resources_match_the_definition_and_a
 def app_sqs_sources() -> list[Any]:
     from tools.cfn_template import load_app
 
-    return [s for s in load_app(STAGE, PROJECT).app.event_sources if type(s).__name__ == "SQSEventConfig"]
+    with app_imports_isolated():
+        return [s for s in load_app(STAGE, PROJECT).app.event_sources if type(s).__name__ == "SQSEventConfig"]
 
 
 @pytest.fixture
