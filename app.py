@@ -111,10 +111,10 @@ def access_and_cors(event: Request, get_response: Callable[[Request], Response])
     key's origins, beacon keys), then CORS headers on every answer, errors included."""
     route, method = event.context.get("resourcePath", ""), event.method
     entry = app.routes.get(route, {}).get(method)
-    if entry is None or method == "OPTIONS":
+    if method == "OPTIONS":
         return get_response(event)
     outcome = gate.check_request(
-        policy.route_access(method, route, entry.authorizer.name if entry.authorizer else None),
+        policy.route_access(method, route, entry.authorizer.name if entry and entry.authorizer else None),
         event.uri_params or {},
         event.query_params or {},
         event.raw_body,

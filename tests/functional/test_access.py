@@ -244,3 +244,12 @@ def test_given_a_beacon_body_as_text_plain_with_an_ingest_key_in_the_url_then_ac
 
     assert response.status_code == 202, response.body
     assert response.headers["Access-Control-Allow-Origin"] == SITE
+
+
+def test_given_a_method_a_path_does_not_have_then_405_in_chalices_shape_with_cors(
+    client: Any, allowed_origin: str
+) -> None:
+    response = client.http.request("PUT", "/counters/a", headers={"Origin": allowed_origin})
+
+    assert response.status_code == 405 and json.loads(response.body)["Code"] == "MethodNotAllowedError"
+    assert response.headers["Access-Control-Allow-Origin"] == allowed_origin
