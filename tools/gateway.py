@@ -40,7 +40,11 @@ ANSWERS = (
     GatewayAnswer("THROTTLED", 429, "TooManyRequestsError", "too many requests: retry later"),
     GatewayAnswer("QUOTA_EXCEEDED", 429, "TooManyRequestsError", "request quota exceeded: retry later"),
     GatewayAnswer("AUTHORIZER_FAILURE", 503, "ServiceUnavailable", "the key could not be checked: retry later"),
-    GatewayAnswer("AUTHORIZER_CONFIGURATION_ERROR", 500, "InternalServerError", "the key check is misconfigured"),
+    # What API Gateway answers when an authorizer raises anything but "Unauthorized" (the key
+    # store unreachable, say).
+    GatewayAnswer(
+        "AUTHORIZER_CONFIGURATION_ERROR", 503, "ServiceUnavailable", "the key could not be checked: retry later"
+    ),
     GatewayAnswer("DEFAULT_4XX", 400, "BadRequestError", "the request was refused"),
     GatewayAnswer("DEFAULT_5XX", 500, "InternalServerError", "an internal server error occurred"),
 )

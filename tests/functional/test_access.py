@@ -253,3 +253,19 @@ def test_given_a_method_a_path_does_not_have_then_405_in_chalices_shape_with_cor
 
     assert response.status_code == 405 and json.loads(response.body)["Code"] == "MethodNotAllowedError"
     assert response.headers["Access-Control-Allow-Origin"] == allowed_origin
+
+
+def test_given_the_key_store_unreachable_when_a_key_is_checked_then_503_in_chalices_shape(
+    client: Any, app_module: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chalicelib.core.errors import StorageError
+
+    def unreachable(key: str) -> None:
+        raise StorageError("could not read the key")
+
+    monkeypatch.setattr(app_module, "find_key", unreachable)
+
+    response = client.http.get("/counters/a")
+
+    assert response.status_code == 503
+    assert json.loads(response.body)["Code"] == "ServiceUnavailable"
