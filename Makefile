@@ -50,10 +50,14 @@ clean:
 
 # -- AWS: provision and deploy a stage, or package it for CloudFormation (docs/deploy.md)
 STAGE ?= dev
-.PHONY: deploy destroy
+.PHONY: deploy destroy admin-key
 
 deploy: $(BIN)/.installed
 	$(BIN)/python -m tools.provision --stage $(STAGE)
+
+# One more admin key for a stage, printed once (docs/access.md).
+admin-key: $(BIN)/.installed
+	$(BIN)/python -m tools.keys create --stage $(STAGE) --scopes admin --note "admin key (make admin-key)"
 
 destroy: $(BIN)/.installed
 	$(BIN)/python -m tools.provision --stage $(STAGE) --delete

@@ -8,8 +8,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from chalice.app import BadRequestError, Chalice, NotFoundError, Rate, Request, Response
+from chalice.app import AuthRequest, BadRequestError, Chalice, NotFoundError, Rate, Request, Response
 
+from chalicelib.access import gate, policy
+from chalicelib.access import store as key_store
 from chalicelib.core import clock, quarantine, queues, telemetry, validation
 from chalicelib.core import window_params as windows
 from chalicelib.core.aws import AwsClients
@@ -81,10 +83,95 @@ def query() -> dict[str, str]:
     return dict(request().query_params or {})
 
 
+# -- access: keys and scopes (docs/access.md) ----------------------------------------------
+
+
+def find_key(key: str) -> policy.KeyRecord | None:
+    return key_store.find(aws.dynamodb, settings, key)
+
+
+@app.authorizer(ttl_seconds=settings.key_cache_seconds)
+def ingest_key(auth: AuthRequest) -> dict[str, Any]:
+    return gate.authorize(find_key, auth.token, auth.method_arn, policy.INGEST)
+
+
+@app.authorizer(ttl_seconds=settings.key_cache_seconds)
+def read_key(auth: AuthRequest) -> dict[str, Any]:
+    return gate.authorize(find_key, auth.token, auth.method_arn, policy.READ)
+
+
+@app.authorizer(ttl_seconds=settings.key_cache_seconds)
+def admin_key(auth: AuthRequest) -> dict[str, Any]:
+    return gate.authorize(find_key, auth.token, auth.method_arn, policy.ADMIN)
+
+
+beacon_keys = key_store.CachedLookup(find_key, settings.key_cache_seconds)
+
+
+@app.middleware("http")
+def access_and_cors(event: Request, get_response: Callable[[Request], Response]) -> Response:
+    """What only the request shows (names against a key's prefix, Origin against an ingest
+    key's origins, beacon keys), then CORS headers on every answer, errors included."""
+    route, method = event.context.get("resourcePath", ""), event.method
+    entry = app.routes.get(route, {}).get(method)
+    if method == "OPTIONS":
+        return get_response(event)
+    outcome = gate.check_request(
+        policy.route_access(method, route, entry.authorizer.name if entry and entry.authorizer else None),
+        event.uri_params or {},
+        event.query_params or {},
+        event.raw_body,
+        event.headers.get("origin"),
+        event.context.get("authorizer"),
+        beacon_keys,
+        settings.cors_origins,
+    )
+    if not outcome.decision.allowed:
+        response = Response(body=gate.error_body(outcome.decision), status_code=outcome.decision.status)
+    else:
+        response = get_response(event)
+    response.headers.update(outcome.cors_headers())
+    return response
+
+
+def preflight(**_path_params: str) -> Response:
+    """A browser's CORS preflight, for every path (registered at the end of this file)."""
+    route = request().context["resourcePath"]
+    authorizers = {
+        m: e.authorizer.name if e.authorizer else None for m, e in app.routes[route].items() if m != "OPTIONS"
+    }
+    headers = gate.preflight_headers(request().headers.get("origin"), settings.cors_origins, route, authorizers)
+    if headers is None:
+        return Response(
+            body={"Code": "ForbiddenError", "Message": "this origin may not call this route"}, status_code=403
+        )
+    return Response(body="", headers=dict(headers), status_code=204)
+
+
+@app.route("/keys", methods=["POST"], authorizer=admin_key, content_types=BODY_TYPES)
+@answers
+def post_key() -> Response:
+    key, record = key_store.create(aws.dynamodb, settings, policy.parse_new_key(json_body()), clock.now_ms())
+    return Response(body={**record.as_dict(), "key": key}, status_code=201)
+
+
+@app.route("/keys", methods=["GET"], authorizer=admin_key)
+@answers
+def get_keys() -> dict[str, Any]:
+    return {"keys": [record.as_dict() for record in key_store.list_keys(aws.dynamodb, settings)]}
+
+
+@app.route("/keys/{key_id}", methods=["DELETE"], authorizer=admin_key)
+@answers
+def delete_key(key_id: str) -> dict[str, Any]:
+    return key_store.revoke(aws.dynamodb, settings, key_id, clock.now_ms()).as_dict()
+
+
 # -- events and windowed counters ---------------------------------------------------------
 
 
-@app.route("/events", methods=["POST"], content_types=BODY_TYPES)
+@app.route("/events", methods=["POST"], authorizer=ingest_key, content_types=BODY_TYPES)
+@app.route("/beacon/events", methods=["POST"], content_types=BODY_TYPES)
 @answers
 def post_events() -> Response:
     now = clock.now_ms()
@@ -93,7 +180,7 @@ def post_events() -> Response:
     return Response(body={"ids": ids}, status_code=201)
 
 
-@app.route("/counters/{counter}", methods=["GET"])
+@app.route("/counters/{counter}", methods=["GET"], authorizer=read_key)
 @answers
 def get_counter(counter: str) -> dict[str, Any]:
     now = clock.now_ms()
@@ -102,7 +189,7 @@ def get_counter(counter: str) -> dict[str, Any]:
     return counters.count_window(aws.dynamodb, settings, name, first, last, now).as_dict()
 
 
-@app.route("/counters/{counter}/histogram", methods=["GET"])
+@app.route("/counters/{counter}/histogram", methods=["GET"], authorizer=read_key)
 @answers
 def get_histogram(counter: str) -> dict[str, Any]:
     now = clock.now_ms()
@@ -112,7 +199,7 @@ def get_histogram(counter: str) -> dict[str, Any]:
     return counters.histogram(aws.dynamodb, settings, name, first, last, windows.resolution(params), now)
 
 
-@app.route("/quarantine", methods=["GET"])
+@app.route("/quarantine", methods=["GET"], authorizer=admin_key)
 @answers
 def get_quarantine() -> dict[str, Any]:
     return {"records": quarantine.list_records(aws.dynamodb, settings, query().get("source"))}
@@ -132,7 +219,8 @@ def on_event_records(event: Any) -> dict[str, Any]:
 # -- unique counts (HyperLogLog) ----------------------------------------------------------
 
 
-@app.route("/hyperloglog/{name}", methods=["POST"], content_types=BODY_TYPES)
+@app.route("/hyperloglog/{name}", methods=["POST"], authorizer=ingest_key, content_types=BODY_TYPES)
+@app.route("/beacon/hyperloglog/{name}", methods=["POST"], content_types=BODY_TYPES)
 @answers
 def post_unique_items(name: str) -> Response:
     sketch_name = validation.name(name, "name")
@@ -140,13 +228,13 @@ def post_unique_items(name: str) -> Response:
     return Response(body={"accepted": uniques_api.enqueue(aws.sqs, settings, sketch_name, post)}, status_code=202)
 
 
-@app.route("/hyperloglog/{name}", methods=["GET"])
+@app.route("/hyperloglog/{name}", methods=["GET"], authorizer=read_key)
 @answers
 def get_unique_count(name: str) -> dict[str, Any]:
     return {"name": validation.name(name, "name"), **unique_count([name], query())}
 
 
-@app.route("/hyperloglog", methods=["GET"])
+@app.route("/hyperloglog", methods=["GET"], authorizer=read_key)
 @answers
 def get_union_count() -> dict[str, Any]:
     params = query()
@@ -163,7 +251,7 @@ def unique_count(names: list[str], params: dict[str, str]) -> dict[str, Any]:
     return uniques_api.window_cardinality(aws.dynamodb, settings, names, windows.hour_range(params, now), now)
 
 
-@app.route("/hyperloglog/{name}/histogram", methods=["GET"])
+@app.route("/hyperloglog/{name}/histogram", methods=["GET"], authorizer=read_key)
 @answers
 def get_unique_histogram(name: str) -> dict[str, Any]:
     now = clock.now_ms()
@@ -194,20 +282,20 @@ def run_scheduled_report(event: Any) -> dict[str, Any]:
     return result.as_dict()
 
 
-@app.route("/reports", methods=["POST"], content_types=BODY_TYPES)
+@app.route("/reports", methods=["POST"], authorizer=admin_key, content_types=BODY_TYPES)
 @answers
 def post_reports() -> Response:
     result = reports_runs.run(aws.dynamodb, aws.s3, settings, clock.now_ms())
     return Response(body=result.as_dict(), status_code=201 if result.written else 200)
 
 
-@app.route("/reports", methods=["GET"])
+@app.route("/reports", methods=["GET"], authorizer=read_key)
 @answers
 def get_reports() -> dict[str, Any]:
     return {"reports": reports_api.list_reports(aws.dynamodb, settings, query().get("limit"))}
 
 
-@app.route("/reports/{report_id}", methods=["GET"])
+@app.route("/reports/{report_id}", methods=["GET"], authorizer=read_key)
 @answers
 def get_report(report_id: str) -> dict[str, Any]:
     return reports_api.get_report(aws.dynamodb, aws.s3, settings, report_id)
@@ -216,14 +304,15 @@ def get_report(report_id: str) -> dict[str, Any]:
 # -- exact view counters ----------------------------------------------------------------
 
 
-@app.route("/views", methods=["POST"], content_types=BODY_TYPES)
+@app.route("/views", methods=["POST"], authorizer=ingest_key, content_types=BODY_TYPES)
+@app.route("/beacon/views", methods=["POST"], content_types=BODY_TYPES)
 @answers
 def post_views() -> Response:
     views_api.enqueue(aws.sqs, settings, view_keys.parse_body(json_body()))
     return Response(body={"accepted": True}, status_code=202)
 
 
-@app.route("/views", methods=["GET"])
+@app.route("/views", methods=["GET"], authorizer=read_key)
 @answers
 def get_views() -> dict[str, Any]:
     now = clock.now_ms()
@@ -243,3 +332,9 @@ def on_view_messages(event: Any) -> dict[str, int]:
     messages = queues.from_lambda_event(event.to_dict())
     result = views_batches.apply_messages(aws.dynamodb, aws.sqs, settings, messages, clock.now_ms())
     return result.as_dict()
+
+
+# Keep last: a CORS preflight answer for every path declared above.
+for _path in list(app.routes):
+    if "OPTIONS" not in app.routes[_path]:
+        app.route(_path, methods=["OPTIONS"])(preflight)

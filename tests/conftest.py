@@ -19,9 +19,10 @@ for _key, _value in {
 os.environ.pop("AWS_ENDPOINT_URL", None)
 os.environ.pop("AWS_PROFILE", None)
 
-from tools import moto_patches  # noqa: E402
+from tools import gateway, moto_patches  # noqa: E402
 
 moto_patches.install()
+gateway.install()  # Chalice's local gateway answers 401/403/404 as API Gateway does (tools/gateway.py)
 
 
 class Clock:
@@ -82,12 +83,76 @@ def app_module(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     return app_module
 
 
+class KeyedHTTP:
+    """chalice.test's HTTP client sending `Authorization: Bearer <key>` (unless the request
+    sets its own Authorization header). `with_key(other)` sends another key, `with_key(None)` none."""
+
+    def __init__(self, http: Any, key: str | None) -> None:
+        self._http = http
+        self.key = key
+
+    def with_key(self, key: str | None) -> KeyedHTTP:
+        return KeyedHTTP(self._http, key)
+
+    def request(self, method: str, path: str, headers: dict[str, str] | None = None, body: bytes = b"") -> Any:
+        headers = dict(headers or {})
+        if self.key is not None and not any(name.lower() == "authorization" for name in headers):
+            headers["Authorization"] = f"Bearer {self.key}"
+        return self._http.request(method, path, headers=headers, body=body)
+
+    def get(self, path: str, **kwargs: Any) -> Any:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, **kwargs: Any) -> Any:
+        return self.request("POST", path, **kwargs)
+
+    def put(self, path: str, **kwargs: Any) -> Any:
+        return self.request("PUT", path, **kwargs)
+
+    def patch(self, path: str, **kwargs: Any) -> Any:
+        return self.request("PATCH", path, **kwargs)
+
+    def delete(self, path: str, **kwargs: Any) -> Any:
+        return self.request("DELETE", path, **kwargs)
+
+    def options(self, path: str, **kwargs: Any) -> Any:
+        return self.request("OPTIONS", path, **kwargs)
+
+    def head(self, path: str, **kwargs: Any) -> Any:
+        return self.request("HEAD", path, **kwargs)
+
+
+class KeyedClient:
+    """chalice.test.Client whose `http` sends the admin key by default (see KeyedHTTP)."""
+
+    def __init__(self, client: Any, admin_key: str) -> None:
+        self._client = client
+        self.admin_key = admin_key
+        self.http = KeyedHTTP(client.http, admin_key)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def create_key(aws: Any, scopes: list[str], **limits: Any) -> str:
+    """A stored key (plain text) with these scopes and optional prefix, origins, note."""
+    from chalicelib.access import policy
+    from chalicelib.access import store as key_store
+    from chalicelib.core.settings import Settings
+
+    new = policy.parse_new_key({"scopes": scopes, **limits})
+    key, _ = key_store.create(aws.dynamodb, Settings.from_env({}), new, 1_795_000_000_000)
+    return key
+
+
 @pytest.fixture
-def client(app_module: Any) -> Iterator[Any]:
+def client(app_module: Any, aws: Any) -> Iterator[KeyedClient]:
+    """The app over chalice.test, authorised as an admin: `client.http.with_key(k)` sends
+    another key, `with_key(None)` none; `client.admin_key` is the key."""
     from chalice.test import Client
 
     with Client(app_module.app) as test_client:
-        yield test_client
+        yield KeyedClient(test_client, create_key(aws, ["admin"], note="tests"))
 
 
 # Property tests run on shared, busy machines: judge them on their examples, not on time.

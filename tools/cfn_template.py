@@ -24,7 +24,7 @@ from typing import Any
 from chalice.utils import to_cfn_resource_name
 
 from chalicelib.core.settings import Settings
-from tools import monitoring, resources, stage
+from tools import gateway, monitoring, resources, stage
 from tools.resources import Resources
 
 
@@ -104,6 +104,8 @@ def function_fragments(app: Any, app_settings: Settings, env: dict[str, Any]) ->
 
     if app.routes:
         function("api_handler")
+    for authorizer in app.builtin_auth_handlers:
+        function(authorizer.name)
     for pure in getattr(app, "pure_lambda_functions", []):
         function(pure.name)
     for source in app.event_sources:
@@ -126,6 +128,24 @@ def function_fragments(app: Any, app_settings: Settings, env: dict[str, Any]) ->
     return functions
 
 
+def api_fragment(settings: Settings) -> dict[str, Any]:
+    """Merged into Chalice's RestAPI: gateway responses (tools/gateway.py) in its definition
+    and the stage's rate and burst limits on every method."""
+    return {
+        "Properties": {
+            "DefinitionBody": {"x-amazon-apigateway-gateway-responses": gateway.swagger_responses()},
+            "MethodSettings": [
+                {
+                    "ResourcePath": "/*",
+                    "HttpMethod": "*",
+                    "ThrottlingRateLimit": settings.throttle_rate_limit,
+                    "ThrottlingBurstLimit": settings.throttle_burst_limit,
+                }
+            ],
+        }
+    }
+
+
 def build(stage_name: str, project: Path = stage.PROJECT) -> dict[str, Any]:
     settings = stage.stage_settings(stage_name, project)
     app_module = load_app(stage_name, project)
@@ -135,6 +155,7 @@ def build(stage_name: str, project: Path = stage.PROJECT) -> dict[str, Any]:
     alarms, alarm_outputs = monitoring.fragments(app_module.app, definition, settings, stage_name)
     cfn.update(alarms)
     outputs.update(alarm_outputs)
+    cfn["RestAPI"] = api_fragment(settings)
     return {"Resources": cfn, "Outputs": outputs}
 
 

@@ -120,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--snapshot-seconds", type=float, default=60, help="save the data this often (0: only at stop)")
     parser.add_argument("--state-dir", type=Path, default=None, help="default: .local-stack/<port>")
     parser.add_argument("--trigger", action="store_true", help="run the scheduled handlers of the running stack")
+    parser.add_argument(
+        "--admin-key-file", type=Path, default=None, help="where the local admin key is kept (.tally/local-admin-key)"
+    )
     args = parser.parse_args(argv)
     if args.trigger:
         return trigger(args.port, args.state_dir)
@@ -175,6 +178,17 @@ def run(args: argparse.Namespace) -> int:
         "LatestStreamArn"
     ]
     log.info("resources ready")
+    from tools import gateway, keys
+
+    gateway.install()  # 401/403/404 answered as API Gateway's gateway responses are (tools/gateway.py)
+    key_file = args.admin_key_file or keys.LOCAL_ADMIN_KEY
+    admin_key, created = keys.local_admin_key(dynamodb, settings, key_file)
+    log.info(
+        "%s admin key %s (in %s): send it as Authorization: Bearer <key>",
+        "new" if created else "local",
+        admin_key,
+        key_file,
+    )
 
     app = importlib.import_module("app").app
     stop = threading.Event()

@@ -1,10 +1,11 @@
 """Random events for K counters over the last N hours, through the API or straight into the table.
 
-    python -m tools.mock_data --hours 30 --counters 3 --per-hour 20-100 --api http://127.0.0.1:8000
+    python -m tools.mock_data --hours 30 --counters 3 --per-hour 20-100 --api http://127.0.0.1:8000 [--key KEY]
     python -m tools.mock_data --direct --stage local     # BatchWriteItem into the events table
 
 Counters are named <prefix>-1..K (default jobs.provider-1..3, as in the counting post). Through
-the API, events are posted in batches of 25; directly, they are written as the API would
+the API, events are posted in batches of 25 with a key that has the ingest scope (default:
+$TALLY_KEY, else the local admin key in .tally/local-admin-key); directly, they are written as the API would
 write them (ingest time now, the event's own time spread over the hours), which the stream
 handler then counts. Prints, per counter, how many events were sent in the last 24 hours.
 """
@@ -41,10 +42,19 @@ def chunks(items: list[dict[str, Any]], size: int) -> Iterable[list[dict[str, An
     return (items[i : i + size] for i in range(0, len(items), size))
 
 
-def send_api(api: str, events: list[dict[str, Any]]) -> None:
+def default_key() -> str | None:
+    from tools.keys import LOCAL_ADMIN_KEY
+
+    if os.environ.get("TALLY_KEY"):
+        return os.environ["TALLY_KEY"]
+    return LOCAL_ADMIN_KEY.read_text().strip() if LOCAL_ADMIN_KEY.exists() else None
+
+
+def send_api(api: str, events: list[dict[str, Any]], key: str | None) -> None:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     with tqdm(total=len(events), unit="event", desc="POST /events") as bar:
         for batch in chunks(events, 25):
-            response = requests.post(f"{api.rstrip('/')}/events", json={"events": batch}, timeout=30)
+            response = requests.post(f"{api.rstrip('/')}/events", json={"events": batch}, headers=headers, timeout=30)
             if response.status_code != 201:
                 raise SystemExit(f"POST /events answered {response.status_code}: {response.text}")
             bar.update(len(batch))
@@ -89,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         "--direct", action="store_true", help="write to the events table (AWS_ENDPOINT_URL for the emulator)"
     )
     parser.add_argument("--stage", default="local", help="with --direct: whose table names to use")
+    parser.add_argument("--key", default=None, help="an ingest key (default: $TALLY_KEY or .tally/local-admin-key)")
     args = parser.parse_args(argv)
 
     low, _, high = args.per_hour.partition("-")
@@ -103,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.direct:
         send_direct(args.stage, events)
     else:
-        send_api(args.api, events)
+        send_api(args.api, events, args.key or default_key())
     day_ago = now - 24 * HOUR_MS
     for counter in counters:
         recent = sum(1 for e in events if e["counter"] == counter and e["time"] // 60_000 > day_ago // 60_000)

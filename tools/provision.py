@@ -16,6 +16,7 @@ the usual places (AWS_PROFILE, AWS_DEFAULT_REGION, ...); AWS_ENDPOINT_URL points
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from typing import Any
 
 import boto3
 
-from tools import iam_policy, resources, stage
+from tools import gateway, iam_policy, keys, resources, stage
 
 
 def provision(stage_name: str, session: Any, endpoint_url: str | None, project: Path) -> dict[str, str]:
@@ -49,6 +50,31 @@ def provision(stage_name: str, session: Any, endpoint_url: str | None, project: 
     policy = iam_policy.for_stage(stage_name, region=region, account=account, project=project)
     iam_policy.write(stage_name, policy, project)
     return outputs
+
+
+def configure_api(stage_name: str, session: Any, endpoint_url: str | None, project: Path) -> str:
+    """After `chalice deploy`: the gateway responses (JSON errors with CORS, 404 for unknown
+    paths, 429 when throttled) and the stage's rate and burst limits; then redeploys the stage
+    so the responses take effect. Returns the REST API id."""
+    deployed = json.loads((project / ".chalice" / "deployed" / f"{stage_name}.json").read_text())
+    rest_api_id = next(r["rest_api_id"] for r in deployed["resources"] if r.get("resource_type") == "rest_api")
+    api_stage = stage.load_config(project)["stages"][stage_name].get("api_gateway_stage", "api")
+    settings = stage.stage_settings(stage_name, project)
+    apigateway = session.client("apigateway", endpoint_url=endpoint_url)
+    gateway.put_responses(apigateway, rest_api_id)
+    apigateway.create_deployment(restApiId=rest_api_id, stageName=api_stage, description="gateway responses")
+    apigateway.update_stage(
+        restApiId=rest_api_id,
+        stageName=api_stage,
+        patchOperations=gateway.throttle_operations(settings.throttle_rate_limit, settings.throttle_burst_limit),
+    )
+    return str(rest_api_id)
+
+
+def first_admin_key(stage_name: str, session: Any, endpoint_url: str | None, project: Path) -> str | None:
+    """An admin key when the stage has none yet (printed once by main)."""
+    settings = stage.stage_settings(stage_name, project)
+    return keys.first_admin_key(session.client("dynamodb", endpoint_url=endpoint_url), settings)
 
 
 def teardown(stage_name: str, session: Any, endpoint_url: str | None, project: Path) -> list[str]:
@@ -93,9 +119,16 @@ def main(argv: list[str] | None = None) -> int:
     for name, arn in sorted(provision(args.stage, session, args.endpoint_url, args.project_dir).items()):
         print(f"{name}: {arn}")
     print(f"updated {stage.config_path(args.project_dir)} and {stage.policy_path(args.stage, args.project_dir)}")
+    admin_key = first_admin_key(args.stage, session, args.endpoint_url, args.project_dir)
+    if admin_key is not None:
+        print(f"first admin key, shown this once (docs/access.md): {admin_key}")
     if args.no_deploy:
         return 0
-    return chalice("deploy", args.stage, args.project_dir)
+    if (code := chalice("deploy", args.stage, args.project_dir)) != 0:
+        return code
+    rest_api_id = configure_api(args.stage, session, args.endpoint_url, args.project_dir)
+    print(f"gateway responses and throttling set on REST API {rest_api_id}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ capabilities can never collide and an operator can read any item's owner from it
     REPORT#checkpoint                    #                       end of the last committed report (reports)
     REPORT#index                         <report id>             one committed report
     QUARANTINE#<source>                  <record id>             a background record set aside (core)
+    KEY#                                 <sha256 of the key>     an access key: scopes, prefix, origins (access)
 """
 
 from __future__ import annotations
@@ -29,3 +30,4 @@ SKETCH_WINDOW = "HLW#"
 SKETCH_NAMES = "HLN#"
 REPORT = "REPORT#"
 QUARANTINE = "QUARANTINE#"
+ACCESS_KEY = "KEY#"

@@ -58,6 +58,13 @@ class Settings:
     view_dedup: str = "event"
     views_batch_size: int = 1000
     views_batching_window_seconds: int = 5
+    # Access: browser origins allowed to call every route ("*": any), how long API Gateway
+    # (and the beacon routes) keep a key's answer (a revocation takes effect within it), and
+    # the stage's request rate and burst limits (set on API Gateway by the deploy paths).
+    cors_origins: tuple[str, ...] = ()
+    key_cache_seconds: int = 300
+    throttle_rate_limit: int = 100
+    throttle_burst_limit: int = 200
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -104,6 +111,9 @@ class Settings:
                 raise SettingsError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
             return value
 
+        def origins(name: str) -> tuple[str, ...]:
+            return tuple(part.strip() for part in env.get(name, "").split(",") if part.strip())
+
         return cls(
             events_table=text("EVENTS_TABLE", defaults.events_table),
             counts_table=text("COUNTS_TABLE", defaults.counts_table),
@@ -142,4 +152,8 @@ class Settings:
             views_batching_window_seconds=integer(
                 "VIEWS_BATCHING_WINDOW_SECONDS", defaults.views_batching_window_seconds, 0, 300
             ),
+            cors_origins=origins("CORS_ORIGINS"),
+            key_cache_seconds=integer("KEY_CACHE_SECONDS", defaults.key_cache_seconds, 0, 3600),
+            throttle_rate_limit=integer("THROTTLE_RATE_LIMIT", defaults.throttle_rate_limit, 1, 10000),
+            throttle_burst_limit=integer("THROTTLE_BURST_LIMIT", defaults.throttle_burst_limit, 1, 5000),
         )

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -31,3 +35,19 @@ def copy_project(target: Path, choose_names: bool = True) -> Path:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return copy_project(tmp_path / "project")
+
+
+@contextmanager
+def app_imports_isolated() -> Iterator[None]:
+    """Code that imports app.py with a stage's environment (tools.cfn_template.load_app) runs
+    inside this; afterwards the environment and the imported app are as before, so the stage's
+    settings never leak into other tests."""
+    environ, imported = dict(os.environ), sys.modules.pop("app", None)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+        sys.modules.pop("app", None)
+        if imported is not None:
+            sys.modules["app"] = imported

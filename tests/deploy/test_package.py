@@ -26,7 +26,7 @@ from chalice.utils import to_cfn_resource_name
 from chalicelib.core.settings import Settings
 from chalicelib.counters import reads as counters
 from chalicelib.events import ingest as events
-from tests.deploy.conftest import PROJECT, copy_project
+from tests.deploy.conftest import PROJECT, app_imports_isolated, copy_project
 from tools import resources, stage
 
 STAGE = "dev"
@@ -128,7 +128,8 @@ def test_given_dev_stage_when_packaged_then_resources_match_the_definition_and_a
 def app_sqs_sources() -> list[Any]:
     from tools.cfn_template import load_app
 
-    return [s for s in load_app(STAGE, PROJECT).app.event_sources if type(s).__name__ == "SQSEventConfig"]
+    with app_imports_isolated():
+        return [s for s in load_app(STAGE, PROJECT).app.event_sources if type(s).__name__ == "SQSEventConfig"]
 
 
 @pytest.fixture
@@ -223,3 +224,22 @@ def test_given_the_zip_alone_when_a_clean_python_imports_app_then_a_stream_batch
     minute = now // 60_000
     count = counters.count_window(dynamodb, settings, "deploy.check", minute - 59, minute, now)
     assert count.count == 1
+
+
+def test_given_dev_stage_when_packaged_then_the_api_has_the_authorizers_gateway_responses_and_throttling(
+    package: Path,
+) -> None:
+    settings = stage.stage_settings(STAGE, package)
+    api = template(package)["Resources"]["RestAPI"]["Properties"]
+    swagger = api["DefinitionBody"]
+
+    authorizers = {name: s["x-amazon-apigateway-authorizer"] for name, s in swagger["securityDefinitions"].items()}
+    assert set(authorizers) == {"ingest_key", "read_key", "admin_key"}
+    assert {a["type"] for a in authorizers.values()} == {"token"}
+    assert {a["authorizerResultTtlInSeconds"] for a in authorizers.values()} == {settings.key_cache_seconds}
+    responses = swagger["x-amazon-apigateway-gateway-responses"]
+    assert {responses[t]["statusCode"] for t in ("UNAUTHORIZED", "ACCESS_DENIED", "THROTTLED")} == {"401", "403", "429"}
+    assert responses["MISSING_AUTHENTICATION_TOKEN"]["statusCode"] == "404"
+    assert swagger["paths"]["/counters/{counter}"]["get"]["security"] == [{"read_key": []}]
+    assert "security" not in swagger["paths"]["/beacon/views"]["post"]
+    assert api["MethodSettings"][0]["ThrottlingRateLimit"] == settings.throttle_rate_limit

@@ -51,11 +51,22 @@ def stack_command(port: int, aws_port: int, state_dir: Path, *extra: str) -> lis
         "1",
         "--state-dir",
         str(state_dir),
+        "--admin-key-file",
+        str(admin_key_file(state_dir)),
         *extra,
     ]
 
 
+def admin_key_file(state_dir: Path) -> Path:
+    """Where a stack keeps its admin key: beside its data, so a restarted stack has the same key."""
+    return state_dir / "local-admin-key"
+
+
 class LocalStack:
+    """A running local stack. `get`/`post`/`request` take a path and send the local admin
+    key (`admin_key`) unless given `key=` (None: no key); `http` is a requests session that
+    sends it too."""
+
     def __init__(
         self, url: str, process: subprocess.Popen[bytes], log_path: Path, port: int, aws_port: int, state_dir: Path
     ) -> None:
@@ -65,6 +76,27 @@ class LocalStack:
         self.port = port
         self.aws_port = aws_port
         self.state_dir = state_dir
+        self.admin_key_path = admin_key_file(state_dir)
+        self.http = requests.Session()
+
+    @property
+    def admin_key(self) -> str:
+        return self.admin_key_path.read_text().strip()
+
+    def request(self, method: str, path: str, key: str | bool | None = True, **kwargs: Any) -> requests.Response:
+        headers = dict(kwargs.pop("headers", None) or {})
+        if key is True:
+            key = self.admin_key
+        if isinstance(key, str):
+            headers.setdefault("Authorization", f"Bearer {key}")
+        kwargs.setdefault("timeout", 30)
+        return requests.request(method, f"{self.url}{path}", headers=headers, **kwargs)
+
+    def get(self, path: str, **kwargs: Any) -> requests.Response:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, **kwargs: Any) -> requests.Response:
+        return self.request("POST", path, **kwargs)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -103,7 +135,10 @@ def running_stack(
     def ready() -> bool:
         if process.poll() is not None:
             raise AssertionError(f"the local stack exited early:\n{stack.log()}")
-        return requests.get(f"{stack.url}/counters/ready", timeout=2).status_code == 200
+        if not stack.admin_key_path.exists():
+            return False
+        stack.http.headers["Authorization"] = f"Bearer {stack.admin_key}"
+        return stack.get("/counters/ready", timeout=2).status_code == 200
 
     try:
         wait_for(ready, 90, "the local stack")

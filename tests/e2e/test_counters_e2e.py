@@ -7,8 +7,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import requests
-
 from tests.e2e.stack import LocalStack
 
 MINUTE = 60_000
@@ -21,8 +19,8 @@ def brute_force(times: list[int], end_ms: int, minutes: int) -> int:
     return sum(1 for t in times if last - minutes + 1 <= t // MINUTE <= last)
 
 
-def post(url: str, batch: list[dict[str, Any]]) -> None:
-    response = requests.post(f"{url}/events", json={"events": batch}, timeout=30)
+def post(stack: LocalStack, batch: list[dict[str, Any]]) -> None:
+    response = stack.post("/events", json={"events": batch}, timeout=30)
     assert response.status_code == 201, response.text
 
 
@@ -40,14 +38,14 @@ def test_given_3000_events_over_30_hours_when_posted_over_http_then_every_24h_an
         events.append({"counter": counter, "id": f"e2e-{i}", "time": t, "retention": 7 * 86400})
     batches = [events[i : i + 25] for i in range(0, len(events), 25)]
     with ThreadPoolExecutor(4) as pool:
-        list(pool.map(lambda b: post(local_stack.url, b), batches))
+        list(pool.map(lambda b: post(local_stack, b), batches))
     # A client retry of a whole batch must not count twice.
-    post(local_stack.url, batches[0])
+    post(local_stack, batches[0])
 
     deadline = time.monotonic() + 180
     for counter, times in sent.items():
         while True:
-            body = requests.get(f"{local_stack.url}/counters/{counter}", params={"window": "31h", "end": now}).json()
+            body = local_stack.get(f"/counters/{counter}", params={"window": "31h", "end": now}).json()
             if body["count"] == len(times) or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
@@ -55,10 +53,10 @@ def test_given_3000_events_over_30_hours_when_posted_over_http_then_every_24h_an
 
     for counter, times in sent.items():
         for end in range(now - 6 * HOUR, now + 1, 10 * MINUTE):
-            body = requests.get(f"{local_stack.url}/counters/{counter}", params={"window": "24h", "end": end}).json()
+            body = local_stack.get(f"/counters/{counter}", params={"window": "24h", "end": end}).json()
             assert body["count"] == brute_force(times, end, 1440), (counter, end)
             assert body["keys_read"] <= 25
         for end in range(now - 30 * HOUR, now + 1, 30 * MINUTE):
-            body = requests.get(f"{local_stack.url}/counters/{counter}", params={"window": "90m", "end": end}).json()
+            body = local_stack.get(f"/counters/{counter}", params={"window": "90m", "end": end}).json()
             assert body["count"] == brute_force(times, end, 90), (counter, end)
     assert '"message":"invocation"' in local_stack.log() and '"function":"on_event_records"' in local_stack.log()

@@ -9,21 +9,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import requests
-
 from tests.e2e.stack import PROJECT, LocalStack, free_port, running_stack, stack_command, wait_for
 
 
-def answers(api: str) -> dict[str, Any]:
+def answers(api: LocalStack) -> dict[str, Any]:
     """Everything a client can read: counts, a histogram, views, a unique count, reports."""
     return {
-        "count": requests.get(f"{api}/counters/kept", params={"window": "2h"}, timeout=10).json()["count"],
-        "histogram": requests.get(
-            f"{api}/counters/kept/histogram", params={"window": "2h", "resolution": "hour"}, timeout=10
+        "count": api.get("/counters/kept", params={"window": "2h"}, timeout=10).json()["count"],
+        "histogram": api.get(
+            "/counters/kept/histogram", params={"window": "2h", "resolution": "hour"}, timeout=10
         ).json()["buckets"],
-        "views": requests.get(f"{api}/views", params={"url": "https://blog.example/kept"}, timeout=10).json()["views"],
-        "uniques": requests.get(f"{api}/hyperloglog/kept", timeout=10).json()["cardinality"],
-        "reports": requests.get(f"{api}/reports", timeout=10).json()["reports"],
+        "views": api.get("/views", params={"url": "https://blog.example/kept"}, timeout=10).json()["views"],
+        "uniques": api.get("/hyperloglog/kept", timeout=10).json()["cardinality"],
+        "reports": api.get("/reports", timeout=10).json()["reports"],
     }
 
 
@@ -41,13 +39,13 @@ def json_lines_only(stack: LocalStack) -> list[dict[str, Any]]:
 def test_given_data_when_stack_stopped_and_started_then_same_answers_and_fresh_starts_empty(tmp_path: Path) -> None:
     state = tmp_path / "state"
     with running_stack(tmp_path, state_dir=state, log_name="first.log") as first:
-        api = first.url
+        api = first
         events = [{"counter": "kept", "id": f"k-{i}"} for i in range(7)]
-        assert requests.post(f"{api}/events", json={"events": events}, timeout=10).status_code == 201
+        assert api.post("/events", json={"events": events}, timeout=10).status_code == 201
         view = {"url": "https://blog.example/kept", "time": "2026-11-21T10:15:00Z", "clientId": "c-1"}
-        assert requests.post(f"{api}/views", json=view, timeout=10).status_code == 202
-        assert requests.post(f"{api}/hyperloglog/kept", json={"data": ["a", "b", "c"]}, timeout=10).status_code == 202
-        assert requests.post(f"{api}/reports", timeout=30).status_code == 201
+        assert api.post("/views", json=view, timeout=10).status_code == 202
+        assert api.post("/hyperloglog/kept", json={"data": ["a", "b", "c"]}, timeout=10).status_code == 202
+        assert api.post("/reports", timeout=30).status_code == 201
         before = wait_for(
             lambda: (a := answers(api))["count"] == 7 and a["views"] == 1 and a["uniques"] == 3 and a,
             60,
@@ -55,19 +53,19 @@ def test_given_data_when_stack_stopped_and_started_then_same_answers_and_fresh_s
         )
         # A view still queued when the stack stops is kept too.
         view2 = {**view, "clientId": "c-2"}
-        assert requests.post(f"{api}/views", json=view2, timeout=10).status_code == 202
+        assert api.post("/views", json=view2, timeout=10).status_code == 202
     lines = json_lines_only(first)
     assert not [line for line in lines if "credentials" in str(line.get("message", "")).lower()]
 
     with running_stack(tmp_path, state_dir=state, log_name="second.log") as second:
-        after = answers(second.url)
+        after = answers(second)
         assert {**after, "views": None} == {**before, "views": None}
         # Restored events are not counted again; the queued view is applied once.
-        wait_for(lambda: answers(second.url)["views"] == 2, 30, "the view queued at stop")
-        assert answers(second.url)["count"] == 7
+        wait_for(lambda: answers(second)["views"] == 2, 30, "the view queued at stop")
+        assert answers(second)["count"] == 7
 
     with running_stack(tmp_path, "--fresh", state_dir=state, log_name="third.log") as fresh:
-        empty = answers(fresh.url)
+        empty = answers(fresh)
         assert (empty["count"], empty["views"], empty["uniques"], empty["reports"]) == (0, 0, 0, [])
 
 
@@ -77,9 +75,9 @@ def test_given_a_running_stack_when_another_starts_beside_it_or_on_its_ports_the
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     with running_stack(tmp_path / "a") as a, running_stack(tmp_path / "b") as b:
-        assert requests.post(f"{a.url}/events", json={"counter": "mine", "id": "x"}, timeout=10).status_code == 201
-        wait_for(lambda: requests.get(f"{a.url}/counters/mine", timeout=5).json()["count"] == 1, 30, "the count")
-        assert requests.get(f"{b.url}/counters/mine", timeout=5).json()["count"] == 0
+        assert a.post("/events", json={"counter": "mine", "id": "x"}, timeout=10).status_code == 201
+        wait_for(lambda: a.get("/counters/mine", timeout=5).json()["count"] == 1, 30, "the count")
+        assert b.get("/counters/mine", timeout=5).json()["count"] == 0
         assert (a.state_dir / "pid").read_text() != (b.state_dir / "pid").read_text()
 
         # `make trigger PORT=...` reaches the stack on that port only.

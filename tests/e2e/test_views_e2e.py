@@ -6,7 +6,6 @@ import time
 from typing import Any
 
 import pytest
-import requests
 
 from tests.e2e.stack import LocalStack
 
@@ -15,17 +14,17 @@ T0 = 1_795_000_000_000
 
 
 @pytest.fixture
-def api(local_stack: LocalStack) -> str:
-    return local_stack.url
+def api(local_stack: LocalStack) -> LocalStack:
+    return local_stack
 
 
-def views(api: str, url: str, **params: Any) -> int:
-    response = requests.get(f"{api}/views", params={"url": url, **params}, timeout=5)
+def views(api: LocalStack, url: str, **params: Any) -> int:
+    response = api.get("/views", params={"url": url, **params}, timeout=5)
     assert response.status_code == 200, response.text
     return int(response.json()["views"])
 
 
-def wait_for(api: str, expected: dict[str, int], timeout_s: float = 60) -> dict[str, int]:
+def wait_for(api: LocalStack, expected: dict[str, int], timeout_s: float = 60) -> dict[str, int]:
     deadline = time.monotonic() + timeout_s
     while True:
         seen = {url: views(api, url) for url in expected}
@@ -34,16 +33,18 @@ def wait_for(api: str, expected: dict[str, int], timeout_s: float = 60) -> dict[
         time.sleep(0.5)
 
 
-def test_given_views_with_duplicates_when_posted_over_http_then_each_distinct_view_counted_once(api: str) -> None:
+def test_given_views_with_duplicates_when_posted_over_http_then_each_distinct_view_counted_once(
+    api: LocalStack,
+) -> None:
     urls = [f"https://blog.example/e2e/{i}" for i in range(3)]
     distinct = [{"url": urls[i % 3], "time": T0 + i * 1000, "clientId": f"c{i % 4}"} for i in range(30)]
     # The same view within one request, and whole requests sent again (a client's retries).
     first = distinct[:20] + distinct[:5]
     for start in range(0, len(first), 25):
-        response = requests.post(f"{api}/views", json={"views": first[start : start + 25]}, timeout=5)
+        response = api.post("/views", json={"views": first[start : start + 25]}, timeout=5)
         assert response.status_code == 202 and response.json() == {"accepted": True}
     for body in distinct[10:] + distinct[15:20]:
-        assert requests.post(f"{api}/views", json=body, timeout=5).status_code == 202
+        assert api.post("/views", json=body, timeout=5).status_code == 202
     expected = {url: sum(1 for v in distinct if v["url"] == url) for url in urls}
     assert wait_for(api, expected) == expected
     time.sleep(2)  # nothing late arrives to push a count past the truth
@@ -51,8 +52,8 @@ def test_given_views_with_duplicates_when_posted_over_http_then_each_distinct_vi
     assert views(api, urls[0], start=T0, end=T0 + 10_000) == 4  # views 0, 3, 6, 9
 
 
-def test_given_bad_view_when_posted_over_http_then_400_in_chalice_error_shape(api: str) -> None:
-    response = requests.post(f"{api}/views", json={"url": "https://blog.example/", "clientId": "c"}, timeout=5)
+def test_given_bad_view_when_posted_over_http_then_400_in_chalice_error_shape(api: LocalStack) -> None:
+    response = api.post("/views", json={"url": "https://blog.example/", "clientId": "c"}, timeout=5)
     assert response.status_code == 400
     assert set(response.json()) == {"Code", "Message"}
     assert "time" in response.json()["Message"]

@@ -1,0 +1,1 @@
+"""Access keys: scopes, name prefixes, allowed origins, the authorizer's decision and key storage."""

@@ -1,0 +1,135 @@
+"""The access checks wired into the API: the gateway authorizer's answer, the route-level
+check and the CORS headers. No I/O of its own: key lookups are passed in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.access import keys
+from chalicelib.access.policy import (
+    ALLOWED,
+    INGEST,
+    Decision,
+    KeyRecord,
+    RouteAccess,
+    cors_origin,
+    from_context,
+    gateway_decision,
+    request_decision,
+    route_access,
+    to_context,
+)
+from chalicelib.core.errors import StorageError
+
+FindKey = Callable[[str], KeyRecord | None]
+# What a Lambda authorizer raises to make API Gateway answer 401 (AWS's documented contract).
+UNAUTHORIZED = "Unauthorized"
+PREFLIGHT_MAX_AGE_SECONDS = "600"
+KEY_CHECK_FAILED = Decision(False, 503, "the key could not be checked: retry later")
+ALLOWED_HEADERS = "Authorization, Content-Type"
+
+
+class Unauthorized(Exception):
+    def __init__(self) -> None:
+        super().__init__(UNAUTHORIZED)
+
+
+def authorize(find_key: FindKey, token: str | None, method_arn: str, need: str) -> dict[str, Any]:
+    """A token authorizer's answer: raise Unauthorized (401), or a policy that allows or
+    denies every route of this authorizer. One authorizer guards the routes of one scope, so
+    API Gateway may cache the answer per key for all of them; a denial carries its reason in
+    the context, which the ACCESS_DENIED gateway response shows."""
+    key = keys.from_bearer(token)
+    record = find_key(key) if key is not None else None
+    decision = gateway_decision(record, need)
+    if decision.status == 401:
+        raise Unauthorized()
+    assert record is not None
+    context = to_context(record) if decision.allowed else {"reason": decision.reason}
+    return {
+        "principalId": record.id,
+        "policyDocument": {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Action": "execute-api:Invoke",
+                    "Effect": "Allow" if decision.allowed else "Deny",
+                    "Resource": [every_route(method_arn)],
+                }
+            ],
+        },
+        "context": context,
+    }
+
+
+def every_route(method_arn: str) -> str:
+    """`arn:aws:execute-api:<region>:<account>:<api>/<stage>/GET/a/b` -> `...:<api>/<stage>/*/*`."""
+    head, _, resource = method_arn.rpartition(":")
+    api_and_stage = "/".join(resource.split("/")[:2])
+    return f"{head}:{api_and_stage}/*/*"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    decision: Decision
+    allow_origin: str | None
+
+    def cors_headers(self) -> dict[str, str]:
+        return cors_headers(self.allow_origin)
+
+
+def check_request(
+    access: RouteAccess,
+    path_params: Mapping[str, str],
+    query: Mapping[str, str],
+    body: str | bytes | None,
+    origin: str | None,
+    gateway_context: Mapping[str, Any] | None,
+    find_key: FindKey,
+    stage_origins: Sequence[str],
+) -> Outcome:
+    """The route-level decision for one request, and the origin CORS may answer."""
+    if access.scope is None:
+        return Outcome(ALLOWED, cors_origin(origin, stage_origins, None, None))
+    if access.beacon:
+        key = query.get("key")
+        try:
+            record = find_key(key) if key is not None and keys.is_well_formed(key) else None
+        except StorageError:
+            return Outcome(KEY_CHECK_FAILED, cors_origin(origin, stage_origins, access.scope, None))
+    else:
+        record = from_context(gateway_context)
+    names = access.names.extract(path_params, query, body) if record is not None and record.prefix else ()
+    decision = request_decision(record, access.scope, names, origin, key_in_url=access.beacon)
+    return Outcome(decision, cors_origin(origin, stage_origins, access.scope, record))
+
+
+def error_body(decision: Decision) -> dict[str, str]:
+    """Chalice's error shape for a denial."""
+    codes = {401: "UnauthorizedError", 403: "ForbiddenError", 503: "ServiceUnavailable"}
+    return {"Code": codes[decision.status], "Message": decision.reason}
+
+
+def cors_headers(allow_origin: str | None) -> dict[str, str]:
+    if allow_origin is None:
+        return {"Vary": "Origin"}
+    return {"Access-Control-Allow-Origin": allow_origin, "Vary": "Origin"}
+
+
+def preflight_headers(
+    origin: str | None, stage_origins: Sequence[str], route: str, authorizers: Mapping[str, str | None]
+) -> dict[str, str] | None:
+    """The answer to a browser's preflight (OPTIONS) for a route, whose methods are guarded by
+    `authorizers` (method -> authorizer name or None); None when the origin may not call it."""
+    scopes = {route_access(method, route, name).scope for method, name in authorizers.items()}
+    allow = cors_origin(origin, stage_origins, INGEST if INGEST in scopes else None, None)
+    if allow is None:
+        return None
+    return {
+        **cors_headers(allow),
+        "Access-Control-Allow-Methods": ", ".join(sorted(authorizers) + ["OPTIONS"]),
+        "Access-Control-Allow-Headers": ALLOWED_HEADERS,
+        "Access-Control-Max-Age": PREFLIGHT_MAX_AGE_SECONDS,
+    }

@@ -1,0 +1,300 @@
+"""Who may do what: scopes, key records, the route table and the access decision. Pure.
+
+Two places decide, from the same functions:
+- the API Gateway authorizer (`gateway_decision`) sees only the key and which authorizer
+  guards the route (one per scope), so it checks that the key exists, is not revoked and
+  has the scope; API Gateway caches that answer per key;
+- the route-level check (`request_decision`) sees the whole request, so it checks what
+  only the request shows: the names it touches (a key's prefix), the Origin header (an
+  ingest key's origins) and how the key travelled (`?key=` is for ingest-only keys).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib.core import validation
+from chalicelib.core.errors import ValidationError
+
+INGEST, READ, ADMIN = "ingest", "read", "admin"
+SCOPES = (INGEST, READ, ADMIN)
+# An admin key may do everything; ingest and read keys only their own routes.
+IMPLIED = {INGEST: {INGEST}, READ: {READ}, ADMIN: {INGEST, READ, ADMIN}}
+# The authorizer (app.py) that guards a route tells the scope it needs.
+AUTHORIZER_SCOPES = {"ingest_key": INGEST, "read_key": READ, "admin_key": ADMIN}
+
+PREFIX_MAX_CHARS = 1024
+NOTE_MAX_CHARS = 200
+MAX_ORIGINS = 20
+ORIGIN_PATTERN = re.compile(r"https?://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?")
+NEW_KEY_FIELDS = {"scopes", "prefix", "origins", "note"}
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """A stored key, without its secret."""
+
+    id: str
+    scopes: frozenset[str]
+    prefix: str | None = None
+    origins: tuple[str, ...] = ()
+    note: str = ""
+    created_ms: int = 0
+    revoked_ms: int | None = None
+
+    def may(self, scope: str) -> bool:
+        return any(scope in IMPLIED.get(held, ()) for held in self.scopes)
+
+    def as_dict(self) -> dict[str, Any]:
+        """What GET /keys shows: never the key, nor its hash."""
+        return {
+            "id": self.id,
+            "scopes": sorted(self.scopes),
+            "prefix": self.prefix,
+            "origins": list(self.origins),
+            "note": self.note,
+            "created": validation.iso(self.created_ms),
+            "revoked": None if self.revoked_ms is None else validation.iso(self.revoked_ms),
+        }
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    status: int  # 200, or 401 (no usable key) / 403 (a key that may not do this)
+    reason: str
+
+
+ALLOWED = Decision(True, 200, "allowed")
+
+
+def gateway_decision(record: KeyRecord | None, need: str) -> Decision:
+    """What the authorizer can tell from the key alone."""
+    if record is None:
+        return Decision(False, 401, "a valid key is needed: send Authorization: Bearer <key>")
+    if record.revoked_ms is not None:
+        return Decision(False, 401, "this key was revoked")
+    if not record.may(need):
+        return Decision(False, 403, f"this key does not have the {need} scope")
+    return ALLOWED
+
+
+def request_decision(
+    record: KeyRecord | None,
+    need: str,
+    names: Sequence[str] | None,
+    origin: str | None,
+    key_in_url: bool = False,
+) -> Decision:
+    """The full decision. `names` are the names the request touches; None means every name
+    (or names the request does not make clear), which a prefix-limited key may not reach."""
+    decision = gateway_decision(record, need)
+    if not decision.allowed or record is None:
+        return decision
+    if key_in_url and record.scopes != {INGEST}:
+        return Decision(False, 403, "only a key with just the ingest scope may be sent as ?key=")
+    if record.prefix is not None:
+        if names is None:
+            return Decision(False, 403, f"this key is limited to names starting with {record.prefix!r}")
+        for name in names:
+            if not name.startswith(record.prefix):
+                return Decision(
+                    False, 403, f"this key is limited to names starting with {record.prefix!r}: {name[:200]!r} is not"
+                )
+    if record.origins and origin not in record.origins:
+        return Decision(False, 403, "this key only works from the origins " + ", ".join(record.origins))
+    return ALLOWED
+
+
+# -- the authorizer's context: API Gateway passes only flat strings ---------------------------
+
+
+def to_context(record: KeyRecord) -> dict[str, str]:
+    return {
+        "key_id": record.id,
+        "scopes": " ".join(sorted(record.scopes)),
+        "prefix": record.prefix or "",
+        "origins": " ".join(record.origins),
+    }
+
+
+def from_context(context: Mapping[str, Any] | None) -> KeyRecord | None:
+    if not context or not context.get("key_id"):
+        return None
+    return KeyRecord(
+        id=str(context["key_id"]),
+        scopes=frozenset(str(context.get("scopes", "")).split()),
+        prefix=str(context.get("prefix") or "") or None,
+        origins=tuple(str(context.get("origins", "")).split()),
+    )
+
+
+# -- a new key ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewKey:
+    scopes: frozenset[str]
+    prefix: str | None = None
+    origins: tuple[str, ...] = ()
+    note: str = ""
+
+
+def parse_new_key(body: Any) -> NewKey:
+    """`{"scopes": [...], "prefix"?, "origins"?, "note"?}`, validated."""
+    if not isinstance(body, dict):
+        raise ValidationError('the body must be a JSON object: {"scopes": [...], "prefix"?, "origins"?, "note"?}')
+    unknown = sorted(set(body) - NEW_KEY_FIELDS)
+    if unknown:
+        raise ValidationError(f"unknown fields: {', '.join(unknown)[:200]}")
+    scopes = body.get("scopes")
+    if not isinstance(scopes, list) or not scopes or not all(isinstance(s, str) and s in SCOPES for s in scopes):
+        raise ValidationError(f"scopes must be a non-empty list of {', '.join(SCOPES)}")
+    prefix = body.get("prefix")
+    if prefix is not None and (
+        not isinstance(prefix, str) or not 1 <= len(prefix) <= PREFIX_MAX_CHARS or not prefix.isprintable()
+    ):
+        raise ValidationError(f"prefix must be 1-{PREFIX_MAX_CHARS} printable characters")
+    origins = body.get("origins", [])
+    if not isinstance(origins, list) or len(origins) > MAX_ORIGINS:
+        raise ValidationError(f"origins must be a list of at most {MAX_ORIGINS} origins")
+    for origin in origins:
+        if not isinstance(origin, str) or not ORIGIN_PATTERN.fullmatch(origin):
+            raise ValidationError("each origin must look like https://example.com or http://localhost:8000")
+    if origins and set(scopes) != {INGEST}:
+        raise ValidationError('origins limit ingest keys only: give scopes ["ingest"]')
+    note = body.get("note", "")
+    if not isinstance(note, str) or len(note) > NOTE_MAX_CHARS:
+        raise ValidationError(f"note must be text of at most {NOTE_MAX_CHARS} characters")
+    return NewKey(frozenset(scopes), prefix, tuple(dict.fromkeys(origins)), note)
+
+
+# -- which names a request touches ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Names:
+    """Where a route's names are: a path parameter, a query parameter (a list when `sep`),
+    or a body field (one object, or a batch of them under `batch`). `every` marks a route
+    that covers every name (reports, quarantine, key management); `listing_without_query`
+    marks a route that lists every name when its query parameter is absent."""
+
+    path: str | None = None
+    query: str | None = None
+    sep: str | None = None
+    body: str | None = None
+    batch: str | None = None
+    every: bool = False
+    listing_without_query: bool = False
+
+    def extract(
+        self, path_params: Mapping[str, str], query: Mapping[str, str], body: str | bytes | None
+    ) -> tuple[str, ...] | None:
+        """The names, or None when the route covers every name or the request is unclear."""
+        if self.every:
+            return None
+        if self.path is not None:
+            value = path_params.get(self.path)
+            return None if value is None else (value,)
+        if self.query is not None:
+            raw = query.get(self.query)
+            if raw is None:
+                return None if self.listing_without_query else ()
+            return tuple(part.strip() for part in raw.split(self.sep)) if self.sep else (raw,)
+        if self.body is not None:
+            return _body_names(body, self.body, self.batch)
+        return None
+
+
+def _body_names(raw: str | bytes | None, name_field: str, batch: str | None) -> tuple[str, ...] | None:
+    """Every value of `name_field` in one object or in a batch under `batch`; None when the
+    body is not of that shape (the route rejects such a body anyway)."""
+    try:
+        body = json.loads(raw or b"")
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(body, dict):
+        return None
+    items = body.get(batch) if batch is not None and batch in body else [body]
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        return None
+    values = [item.get(name_field) for item in items]
+    return tuple(values) if all(isinstance(v, str) for v in values) else None
+
+
+EVERY_NAME = Names(every=True)
+
+
+@dataclass(frozen=True)
+class RouteAccess:
+    """One route's access decision: the scope it needs (None: public), the names it touches,
+    and whether it is a beacon route (key as `?key=`, ingest-only, checked by the app)."""
+
+    scope: str | None
+    names: Names = field(default=EVERY_NAME)
+    beacon: bool = False
+
+
+# Every route's decision, by (method, route path as app.py declares it). app.py's authorizer
+# on each route must say the same scope (the access matrix test checks it, and fails for a
+# route missing here). Views are limited by URL: a prefix-limited key reaches the URLs that
+# start with its prefix. Reports, the quarantine and key management cover every name, so a
+# prefix-limited key cannot reach them.
+ROUTES: dict[tuple[str, str], RouteAccess] = {
+    ("POST", "/events"): RouteAccess(INGEST, Names(body="counter", batch="events")),
+    ("POST", "/views"): RouteAccess(INGEST, Names(body="url", batch="views")),
+    ("POST", "/hyperloglog/{name}"): RouteAccess(INGEST, Names(path="name")),
+    # Posted to by `navigator.sendBeacon`, which cannot set headers: the key travels as `?key=`
+    # and must be an ingest-only key. No gateway authorizer (a token authorizer needs the
+    # header): the route-level check looks the key up.
+    ("POST", "/beacon/events"): RouteAccess(INGEST, Names(body="counter", batch="events"), beacon=True),
+    ("POST", "/beacon/views"): RouteAccess(INGEST, Names(body="url", batch="views"), beacon=True),
+    ("POST", "/beacon/hyperloglog/{name}"): RouteAccess(INGEST, Names(path="name"), beacon=True),
+    ("GET", "/counters/{counter}"): RouteAccess(READ, Names(path="counter")),
+    ("GET", "/counters/{counter}/histogram"): RouteAccess(READ, Names(path="counter")),
+    ("GET", "/hyperloglog/{name}"): RouteAccess(READ, Names(path="name")),
+    ("GET", "/hyperloglog/{name}/histogram"): RouteAccess(READ, Names(path="name")),
+    # Without `names` it lists every name: not for a prefix-limited key.
+    ("GET", "/hyperloglog"): RouteAccess(READ, Names(query="names", sep=",", listing_without_query=True)),
+    ("GET", "/views"): RouteAccess(READ, Names(query="url")),
+    ("GET", "/reports"): RouteAccess(READ),
+    ("GET", "/reports/{report_id}"): RouteAccess(READ),
+    ("POST", "/reports"): RouteAccess(ADMIN),
+    ("GET", "/quarantine"): RouteAccess(ADMIN),
+    ("POST", "/keys"): RouteAccess(ADMIN),
+    ("GET", "/keys"): RouteAccess(ADMIN),
+    ("DELETE", "/keys/{key_id}"): RouteAccess(ADMIN),
+    # The dashboard's static page: anyone.
+    ("GET", "/"): RouteAccess(None),
+}
+
+
+def route_access(method: str, route: str, authorizer_name: str | None) -> RouteAccess:
+    """What the route-level check enforces: the scope of the authorizer API Gateway ran (or
+    the beacon routes' ingest), and the names from ROUTES (a route missing there counts as
+    touching every name, so prefix-limited keys are refused)."""
+    decided = ROUTES.get((method, route))
+    if decided is not None and decided.beacon:
+        return decided
+    if authorizer_name is None:
+        return RouteAccess(None)
+    return RouteAccess(AUTHORIZER_SCOPES[authorizer_name], decided.names if decided else EVERY_NAME)
+
+
+def cors_origin(
+    origin: str | None, stage_origins: Sequence[str], scope: str | None, record: KeyRecord | None
+) -> str | None:
+    """The Access-Control-Allow-Origin to answer, or None. The stage's origins may call every
+    route; any origin may call an ingest route unless its key lists origins (a preflight,
+    which carries no key, is answered for any origin on ingest routes)."""
+    if origin is None:
+        return None
+    if "*" in stage_origins or origin in stage_origins:
+        return origin
+    if scope == INGEST and (record is None or not record.origins or origin in record.origins):
+        return origin
+    return None

@@ -1,0 +1,144 @@
+"""Access keys in the counts table: `KEY#` / `<sha256 of the key>`. The plain key is never stored.
+
+All keys share one partition, so listing them is one Query and revoking by id is one Query
+on the id (the hash's first 16 hex digits) plus one update. Lookups by hash are one
+strongly consistent GetItem; the gateway authorizer's cache keeps them rare.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.access import keys
+from chalicelib.access.policy import KeyRecord, NewKey
+from chalicelib.core import dynamo, keyspace
+from chalicelib.core.errors import NotFoundError, StorageError, ValidationError
+from chalicelib.core.settings import Settings
+
+MAX_LISTED = 1000
+
+
+def create(
+    dynamodb: Any, settings: Settings, new: NewKey, now_ms: int, key: str | None = None
+) -> tuple[str, KeyRecord]:
+    """Store a new key (a fresh one, or `key` when given and not stored yet); the plain key is
+    returned to show once. Storing a given key again changes nothing."""
+    key = key or keys.generate()
+    digest = keys.digest(key)
+    record = KeyRecord(keys.key_id(digest), new.scopes, new.prefix, new.origins, new.note, now_ms)
+    item: dict[str, Any] = {
+        "pk": {"S": keyspace.ACCESS_KEY},
+        "sk": {"S": digest},
+        "id": {"S": record.id},
+        "scopes": {"SS": sorted(record.scopes)},
+        "note": {"S": record.note},
+        "created_ms": {"N": str(now_ms)},
+    }
+    if record.prefix is not None:
+        item["prefix"] = {"S": record.prefix}
+    if record.origins:
+        item["origins"] = {"L": [{"S": origin} for origin in record.origins]}
+    try:
+        dynamodb.put_item(TableName=settings.counts_table, Item=item, ConditionExpression="attribute_not_exists(sk)")
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            raise StorageError("could not store the key") from exc
+        existing = find(dynamodb, settings, key)
+        assert existing is not None, "a key whose store condition failed exists"
+        return key, existing
+    return key, record
+
+
+def find(dynamodb: Any, settings: Settings, key: str) -> KeyRecord | None:
+    """The record of a well-formed key, or None."""
+    if not keys.is_well_formed(key):
+        return None
+    try:
+        response = dynamodb.get_item(
+            TableName=settings.counts_table,
+            Key={"pk": {"S": keyspace.ACCESS_KEY}, "sk": {"S": keys.digest(key)}},
+            ConsistentRead=True,
+        )
+    except ClientError as exc:
+        raise StorageError("could not read the key") from exc
+    item = response.get("Item")
+    return None if item is None else _record(item)
+
+
+def list_keys(dynamodb: Any, settings: Settings) -> list[KeyRecord]:
+    """Every key (at most MAX_LISTED), newest first."""
+    request = {
+        "TableName": settings.counts_table,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": keyspace.ACCESS_KEY}},
+    }
+    records: list[KeyRecord] = []
+    for page in dynamo.query_pages(dynamodb, request, "could not list the keys"):
+        records += [_record(item) for item in page.get("Items", [])]
+        if len(records) >= MAX_LISTED:
+            break
+    return sorted(records[:MAX_LISTED], key=lambda r: (-r.created_ms, r.id))
+
+
+def revoke(dynamodb: Any, settings: Settings, key_id: str, now_ms: int) -> KeyRecord:
+    """Mark a key revoked (idempotent: the first revocation time stays)."""
+    if not keys.ID_PATTERN.fullmatch(key_id):
+        raise ValidationError("a key id is 16 hex digits, as GET /keys lists them")
+    request = {
+        "TableName": settings.counts_table,
+        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :id)",
+        "ExpressionAttributeValues": {":pk": {"S": keyspace.ACCESS_KEY}, ":id": {"S": key_id}},
+    }
+    items = [item for page in dynamo.query_pages(dynamodb, request, "could not find the key") for item in page["Items"]]
+    if not items:
+        raise NotFoundError(f"no key with id {key_id}")
+    for item in items:  # ids are 64 bits of the hash: two keys sharing one would both go
+        try:
+            updated = dynamodb.update_item(
+                TableName=settings.counts_table,
+                Key={"pk": item["pk"], "sk": item["sk"]},
+                UpdateExpression="SET revoked_ms = if_not_exists(revoked_ms, :now)",
+                ExpressionAttributeValues={":now": {"N": str(now_ms)}},
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            raise StorageError("could not revoke the key") from exc
+    return _record(updated["Attributes"])
+
+
+def _record(item: dict[str, Any]) -> KeyRecord:
+    return KeyRecord(
+        id=item["id"]["S"],
+        scopes=frozenset(item["scopes"]["SS"]),
+        prefix=item["prefix"]["S"] if "prefix" in item else None,
+        origins=tuple(origin["S"] for origin in item.get("origins", {}).get("L", [])),
+        note=item.get("note", {}).get("S", ""),
+        created_ms=int(item["created_ms"]["N"]),
+        revoked_ms=int(item["revoked_ms"]["N"]) if "revoked_ms" in item else None,
+    )
+
+
+class CachedLookup:
+    """Key records remembered for `ttl_seconds` (what the gateway authorizer's cache does for
+    header keys, for the beacon routes, which the gateway does not authorize)."""
+
+    def __init__(self, find_key: Callable[[str], KeyRecord | None], ttl_seconds: int, size: int = 1000) -> None:
+        self._find = find_key
+        self._ttl = ttl_seconds
+        self._size = size
+        self._entries: dict[str, tuple[float, KeyRecord | None]] = {}
+
+    def __call__(self, key: str) -> KeyRecord | None:
+        now = time.monotonic()
+        hit = self._entries.get(key)
+        if hit is not None and now - hit[0] < self._ttl:
+            return hit[1]
+        record = self._find(key)
+        if len(self._entries) >= self._size:
+            self._entries.clear()
+        self._entries[key] = (now, record)
+        return record

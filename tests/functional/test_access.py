@@ -1,0 +1,271 @@
+"""Access over HTTP: every route app.py declares against every kind of key, CORS, key storage."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from chalicelib.access import keys, policy
+from chalicelib.core import keyspace
+from chalicelib.core.settings import Settings
+from tests.conftest import create_key
+
+T = "2026-11-18T10:00:00Z"
+INSIDE, OUTSIDE = "blog.post-1", "shop.item-1"
+SITE, ELSEWHERE = "https://site.example", "https://elsewhere.example"
+# What to send to each route, `{n}` standing for the name it touches. A route without an
+# entry here is still checked, sent without query or body.
+SAMPLES: dict[tuple[str, str], tuple[dict[str, str], Any]] = {
+    ("POST", "/events"): ({}, {"counter": "{n}"}),
+    ("POST", "/beacon/events"): ({}, {"events": [{"counter": "{n}"}]}),
+    ("POST", "/views"): ({}, {"url": "{n}", "time": T, "clientId": "c-1"}),
+    ("POST", "/beacon/views"): ({}, {"url": "{n}", "time": T, "clientId": "c-1"}),
+    ("POST", "/hyperloglog/{name}"): ({}, {"data": "visitor-1"}),
+    ("POST", "/beacon/hyperloglog/{name}"): ({}, {"data": "visitor-1"}),
+    ("GET", "/hyperloglog"): ({"names": "{n}"}, None),
+    ("GET", "/views"): ({"url": "{n}"}, None),
+    ("POST", "/keys"): ({}, {"scopes": ["read"]}),
+}
+
+
+def routes(app: Any) -> list[tuple[str, str]]:
+    return sorted((method, path) for path, entries in app.routes.items() for method in entries if method != "OPTIONS")
+
+
+def access_of(app: Any, method: str, path: str) -> policy.RouteAccess:
+    entry = app.routes[path][method]
+    return policy.route_access(method, path, entry.authorizer.name if entry.authorizer else None)
+
+
+def send(
+    client: Any, method: str, path: str, name: str, key: str | None, beacon: bool, origin: str | None = None
+) -> Any:
+    query, body = SAMPLES.get((method, path), ({}, None))
+    query = {k: v.replace("{n}", name) for k, v in query.items()}
+    concrete = path
+    for param in ("counter", "name", "report_id", "key_id"):
+        concrete = concrete.replace("{%s}" % param, {"report_id": "x", "key_id": "0123456789abcdef"}.get(param, name))
+    if beacon and key is not None:
+        query["key"] = key
+    if query:
+        concrete += "?" + "&".join(f"{k}={v}" for k, v in query.items())
+    headers = {"Content-Type": "text/plain" if beacon else "application/json"}
+    if origin:
+        headers["Origin"] = origin
+    raw = json.dumps(body).replace("{n}", name).encode() if body is not None else b""
+    http = client.http.with_key(None if beacon else key)
+    return http.request(method, concrete, headers=headers, body=raw)
+
+
+def test_given_every_route_app_declares_then_each_has_a_decision_and_its_authorizer_agrees(app_module: Any) -> None:
+    app = app_module.app
+    undecided = [f"{method} {path}" for method, path in routes(app) if (method, path) not in policy.ROUTES]
+    disagreeing = [
+        f"{method} {path}: app.py enforces {access_of(app, method, path).scope}, ROUTES says {decided.scope}"
+        for method, path in routes(app)
+        if (decided := policy.ROUTES.get((method, path))) and access_of(app, method, path).scope != decided.scope
+    ]
+    assert undecided == [], "add each to chalicelib/access/policy.py ROUTES (and docs/access.md)"
+    assert disagreeing == []
+
+
+def test_given_every_route_when_called_with_each_kind_of_key_then_the_expected_status(
+    client: Any, aws: Any, app_module: Any
+) -> None:
+    app = app_module.app
+    other_scopes = {policy.INGEST: ["read"], policy.READ: ["ingest"], policy.ADMIN: ["ingest", "read"]}
+    revoked = create_key(aws, ["admin"])
+    assert client.http.delete(f"/keys/{keys.key_id(keys.digest(revoked))}").status_code == 200
+    failures, checked = [], 0
+    for method, path in routes(app):
+        access = access_of(app, method, path)
+        if access.scope is None:
+            continue
+        beacon = access.beacon
+        right_scopes = ["ingest"] if access.scope == policy.INGEST else [access.scope]
+        right = create_key(aws, right_scopes)
+        prefixed = create_key(aws, right_scopes, prefix="blog.")
+        cases: list[tuple[str, str | None, str, str | None, set[int] | None]] = [
+            # (case, key, name, origin, expected statuses; None: allowed, i.e. not 401/403/5xx)
+            ("no key", None, INSIDE, None, {401}),
+            ("malformed key", "tly_not-a-key", INSIDE, None, {401}),
+            ("unknown key", keys.generate(), INSIDE, None, {401}),
+            ("revoked key", revoked, INSIDE, None, {401}),
+            ("wrong scope", create_key(aws, other_scopes[access.scope]), INSIDE, None, {403}),
+            ("wrong prefix", prefixed, OUTSIDE, None, {403}),
+            ("prefix key, name inside", prefixed, INSIDE, None, {403} if access.names.every else None),
+            ("right key", right, INSIDE, None, None),
+        ]
+        if access.scope == policy.INGEST:
+            limited = create_key(aws, ["ingest"], origins=[SITE])
+            cases += [
+                ("wrong origin", limited, INSIDE, ELSEWHERE, {403}),
+                ("right origin", limited, INSIDE, SITE, None),
+            ]
+        if not beacon:
+            cases.append(("admin key", create_key(aws, ["admin"]), INSIDE, None, None))
+        else:
+            cases.append(("admin key in the URL", create_key(aws, ["admin"]), INSIDE, None, {403}))
+        for case, key, name, origin, expected in cases:
+            response = send(client, method, path, name, key, beacon, origin)
+            status = response.status_code
+            ok = status in expected if expected else status not in (401, 403) and status < 500
+            shaped = set(json.loads(response.body or b"{}")) == {"Code", "Message"} if status >= 400 else True
+            checked += 1
+            if not ok or not shaped:
+                failures.append(f"{method} {path} {case}: {status} {response.body[:200]!r}")
+    assert failures == []
+    assert checked >= 9 * len(routes(app)) - 20  # every guarded route got every case
+
+
+def test_given_a_key_created_over_http_then_shown_once_listed_without_secret_and_revocable(
+    client: Any, aws: Any
+) -> None:
+    created = client.http.post(
+        "/keys", body=json.dumps({"scopes": ["read"], "prefix": "blog.", "note": "blog widget"}).encode()
+    )
+    assert created.status_code == 201
+    body = json.loads(created.body)
+    key = body["key"]
+    assert keys.is_well_formed(key) and body["scopes"] == ["read"] and body["prefix"] == "blog."
+    reader = client.http.with_key(key)
+    assert reader.get("/counters/blog.a").status_code == 200
+
+    listed = json.loads(client.http.get("/keys").body)["keys"]
+    assert body["id"] in [k["id"] for k in listed]
+    assert key not in json.dumps(listed) and keys.digest(key) not in json.dumps(listed)
+
+    assert client.http.delete(f"/keys/{body['id']}").status_code == 200
+    assert reader.get("/counters/blog.a").status_code == 401
+    assert client.http.delete("/keys/ffffffffffffffff").status_code == 404
+    assert client.http.delete("/keys/not-an-id").status_code == 400
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"scopes": []},
+        {"scopes": ["root"]},
+        {"scopes": ["read"], "origins": [SITE]},
+        {"scopes": ["ingest"], "origins": ["javascript:alert(1)"]},
+        {"scopes": ["read"], "prefix": ""},
+        {"scopes": ["read"], "extra": 1},
+        ["read"],
+    ],
+)
+def test_given_a_bad_key_request_when_posted_then_400_and_no_key_stored(client: Any, aws: Any, body: Any) -> None:
+    before = len(json.loads(client.http.get("/keys").body)["keys"])
+
+    response = client.http.post("/keys", body=json.dumps(body).encode())
+
+    assert response.status_code == 400 and json.loads(response.body)["Code"] == "BadRequestError"
+    assert len(json.loads(client.http.get("/keys").body)["keys"]) == before
+
+
+def test_given_keys_stored_when_the_table_is_read_then_it_holds_hashes_never_a_plain_key(client: Any, aws: Any) -> None:
+    plain = [client.admin_key, create_key(aws, ["ingest"], origins=[SITE])]
+    plain.append(json.loads(client.http.post("/keys", body=b'{"scopes": ["read"]}').body)["key"])
+
+    items = aws.dynamodb.query(
+        TableName=Settings.from_env({}).counts_table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": keyspace.ACCESS_KEY}},
+    )["Items"]
+
+    stored = json.dumps(items)
+    assert len(items) == 3
+    assert {item["sk"]["S"] for item in items} == {keys.digest(key) for key in plain}
+    assert not any(key in stored or key[len(keys.KEY_PREFIX) :] in stored for key in plain)
+
+
+# -- browsers ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def allowed_origin(app_module: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setattr(app_module, "settings", Settings.from_env({"CORS_ORIGINS": SITE}))
+    return SITE
+
+
+def test_given_a_preflight_then_answered_for_allowed_origins_on_every_route_and_any_origin_on_ingest_routes(
+    client: Any, allowed_origin: str
+) -> None:
+    asked = {"Access-Control-Request-Method": "GET", "Access-Control-Request-Headers": "authorization"}
+    read = client.http.with_key(None).options("/counters/a", headers={"Origin": allowed_origin, **asked})
+    denied = client.http.with_key(None).options("/counters/a", headers={"Origin": ELSEWHERE, **asked})
+    ingest = client.http.with_key(None).options("/events", headers={"Origin": ELSEWHERE, **asked})
+
+    assert read.status_code == 204
+    assert read.headers["Access-Control-Allow-Origin"] == allowed_origin
+    assert "Authorization" in read.headers["Access-Control-Allow-Headers"]
+    assert "GET" in read.headers["Access-Control-Allow-Methods"]
+    assert denied.status_code == 403 and "Access-Control-Allow-Origin" not in denied.headers
+    assert ingest.status_code == 204 and ingest.headers["Access-Control-Allow-Origin"] == ELSEWHERE
+
+
+@pytest.mark.parametrize(
+    ("what", "key", "path", "status"),
+    [
+        ("answer", "admin", "/counters/a", 200),
+        ("app error", "admin", "/counters/bad%20name", 400),
+        ("no key (gateway)", None, "/counters/a", 401),
+        ("wrong scope (gateway)", "ingest", "/counters/a", 403),
+        ("wrong prefix (route)", "prefixed", "/counters/a", 403),
+        ("unknown path (gateway)", "admin", "/no/such/path", 404),
+    ],
+)
+def test_given_an_allowed_origin_then_every_answer_carries_cors_and_a_disallowed_one_only_gateway_answers(
+    client: Any, aws: Any, allowed_origin: str, what: str, key: str | None, path: str, status: int
+) -> None:
+    plain = {"admin": client.admin_key, "ingest": create_key(aws, ["ingest"]), None: None}
+    plain["prefixed"] = create_key(aws, ["read"], prefix="b")
+    http = client.http.with_key(plain[key])
+
+    allowed = http.get(path, headers={"Origin": allowed_origin})
+    other = http.get(path, headers={"Origin": ELSEWHERE})
+
+    assert allowed.status_code == other.status_code == status, what
+    assert allowed.headers["Access-Control-Allow-Origin"] == allowed_origin
+    if status >= 400:
+        assert set(json.loads(allowed.body)) == {"Code", "Message"}
+    # API Gateway's own answers echo any Origin (they carry no data); the app's answers only
+    # name allowed origins.
+    assert ("Access-Control-Allow-Origin" in other.headers) == ("gateway" in what)
+
+
+def test_given_a_beacon_body_as_text_plain_with_an_ingest_key_in_the_url_then_accepted(client: Any, aws: Any) -> None:
+    key = create_key(aws, ["ingest"], origins=[SITE])
+    body = json.dumps({"url": "https://site.example/a", "time": T, "clientId": "c-1"}).encode()
+    headers = {"Content-Type": "text/plain;charset=UTF-8", "Origin": SITE}
+
+    response = client.http.with_key(None).post(f"/beacon/views?key={key}", headers=headers, body=body)
+
+    assert response.status_code == 202, response.body
+    assert response.headers["Access-Control-Allow-Origin"] == SITE
+
+
+def test_given_a_method_a_path_does_not_have_then_405_in_chalices_shape_with_cors(
+    client: Any, allowed_origin: str
+) -> None:
+    response = client.http.request("PUT", "/counters/a", headers={"Origin": allowed_origin})
+
+    assert response.status_code == 405 and json.loads(response.body)["Code"] == "MethodNotAllowedError"
+    assert response.headers["Access-Control-Allow-Origin"] == allowed_origin
+
+
+def test_given_the_key_store_unreachable_when_a_key_is_checked_then_503_in_chalices_shape(
+    client: Any, app_module: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chalicelib.core.errors import StorageError
+
+    def unreachable(key: str) -> None:
+        raise StorageError("could not read the key")
+
+    monkeypatch.setattr(app_module, "find_key", unreachable)
+
+    response = client.http.get("/counters/a")
+
+    assert response.status_code == 503
+    assert json.loads(response.body)["Code"] == "ServiceUnavailable"

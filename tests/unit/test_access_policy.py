@@ -1,0 +1,223 @@
+"""The access decision, key text, name extraction and CORS origin: pure, checked without I/O."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chalicelib.access import gate, keys, policy
+from chalicelib.access.policy import ADMIN, INGEST, READ, KeyRecord
+from chalicelib.core.errors import StorageError, ValidationError
+
+ARN = "arn:aws:execute-api:us-east-1:123456789012:abc123/api/GET/counters/blog.x"
+names = st.text(alphabet="abcxyz.-", min_size=1, max_size=8)
+records = st.builds(
+    KeyRecord,
+    id=st.just("0123456789abcdef"),
+    scopes=st.frozensets(st.sampled_from(policy.SCOPES), min_size=1),
+    prefix=st.none() | names,
+    origins=st.just(()) | st.lists(st.sampled_from(["https://a.example", "https://b.example"]), min_size=1).map(tuple),
+    revoked_ms=st.none() | st.just(1),
+)
+
+
+def brute_force(
+    record: KeyRecord | None, need: str, touched: list[str] | None, origin: str | None, in_url: bool
+) -> bool:
+    """The rules as docs/access.md states them, one by one."""
+    if record is None or record.revoked_ms is not None:
+        return False
+    held = set(record.scopes) | ({INGEST, READ} if ADMIN in record.scopes else set())
+    if need not in held:
+        return False
+    if in_url and set(record.scopes) != {INGEST}:
+        return False
+    if record.prefix is not None and (touched is None or any(not n.startswith(record.prefix) for n in touched)):
+        return False
+    return not (record.origins and origin not in record.origins)
+
+
+@given(
+    st.none() | records,
+    st.sampled_from(policy.SCOPES),
+    st.none() | st.lists(names, max_size=3),
+    st.none() | st.sampled_from(["https://a.example", "https://c.example"]),
+    st.booleans(),
+)
+def test_given_any_key_and_request_then_the_decision_matches_the_stated_rules(
+    record: KeyRecord | None, need: str, touched: list[str] | None, origin: str | None, in_url: bool
+) -> None:
+    decision = policy.request_decision(record, need, touched, origin, in_url)
+
+    assert decision.allowed == brute_force(record, need, touched, origin, in_url)
+    if not decision.allowed:
+        unusable = record is None or record.revoked_ms is not None
+        assert decision.status == (401 if unusable else 403) and decision.reason
+
+
+@given(records, st.sampled_from(policy.SCOPES))
+def test_given_a_request_within_the_keys_limits_then_the_route_level_check_agrees_with_the_gateway(
+    record: KeyRecord, need: str
+) -> None:
+    gateway = policy.gateway_decision(record, need)
+    full = policy.request_decision(record, need, [record.prefix or "x"], record.origins[0] if record.origins else None)
+
+    assert (full.allowed, full.status) == (gateway.allowed, gateway.status)
+
+
+@given(records)
+def test_given_any_key_when_passed_through_the_authorizer_context_then_the_decision_inputs_survive(
+    record: KeyRecord,
+) -> None:
+    context = policy.to_context(record)
+    back = policy.from_context(context)
+
+    assert all(isinstance(v, str) for v in context.values())  # API Gateway passes strings only
+    assert back is not None
+    assert (back.id, back.scopes, back.prefix, back.origins) == (
+        record.id,
+        record.scopes,
+        record.prefix,
+        record.origins,
+    )
+
+
+def test_given_generated_keys_then_recognisable_random_and_hashed_to_a_public_id() -> None:
+    generated = {keys.generate() for _ in range(200)}
+
+    assert len(generated) == 200
+    assert all(keys.is_well_formed(k) and k.startswith("tly_") for k in generated)
+    key = generated.pop()
+    assert len(key) - len("tly_") == 43  # 32 random bytes, URL-safe base64
+    assert re.fullmatch(r"[0-9a-f]{64}", keys.digest(key)) and keys.key_id(keys.digest(key)) == keys.digest(key)[:16]
+
+
+@pytest.mark.parametrize(
+    ("header", "found"),
+    [
+        ("Bearer {k}", True),
+        ("bearer {k}", True),
+        ("Bearer  {k} ", True),
+        ("{k}", False),
+        ("Basic {k}", False),
+        ("Bearer tly_short", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_given_an_authorization_header_then_the_key_is_read_only_from_the_bearer_form(
+    header: str | None, found: bool
+) -> None:
+    key = keys.generate()
+
+    result = keys.from_bearer(header.replace("{k}", key) if header is not None else None)
+
+    assert result == (key if found else None)
+
+
+def test_given_a_known_key_then_the_authorizer_allows_every_route_of_its_scope_with_the_key_in_context() -> None:
+    key = keys.generate()
+    record = KeyRecord("0123456789abcdef", frozenset({READ}), prefix="blog.")
+
+    answer = gate.authorize({key: record}.get, f"Bearer {key}", ARN, READ)
+    denied = gate.authorize({key: record}.get, f"Bearer {key}", ARN, ADMIN)
+
+    statement = answer["policyDocument"]["Statement"][0]
+    assert statement["Effect"] == "Allow"
+    assert statement["Resource"] == ["arn:aws:execute-api:us-east-1:123456789012:abc123/api/*/*"]
+    assert policy.from_context(answer["context"]) == KeyRecord(record.id, record.scopes, "blog.")
+    assert denied["policyDocument"]["Statement"][0]["Effect"] == "Deny"
+    assert "admin" in denied["context"]["reason"] and '"' not in denied["context"]["reason"]
+
+
+@pytest.mark.parametrize("token", [None, "", "Bearer tly_x", "Bearer " + "tly_" + "a" * 43])
+def test_given_no_or_an_unknown_key_then_the_authorizer_raises_lambdas_unauthorized(token: str | None) -> None:
+    with pytest.raises(gate.Unauthorized, match=r"^Unauthorized$"):
+        gate.authorize(lambda key: None, token, ARN, READ)
+
+
+def test_given_a_revoked_key_then_the_authorizer_raises_unauthorized() -> None:
+    key = keys.generate()
+    record = KeyRecord("0123456789abcdef", frozenset({ADMIN}), revoked_ms=5)
+
+    with pytest.raises(gate.Unauthorized):
+        gate.authorize({key: record}.get, f"Bearer {key}", ARN, READ)
+
+
+def body(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+@pytest.mark.parametrize(
+    ("names", "path", "query", "raw", "expected"),
+    [
+        (policy.Names(path="counter"), {"counter": "a"}, {}, None, ("a",)),
+        (policy.Names(query="names", sep=","), {}, {"names": "a, b"}, None, ("a", "b")),
+        (policy.Names(query="url"), {}, {}, None, ()),
+        (policy.Names(body="counter", batch="events"), {}, {}, body({"counter": "a"}), ("a",)),
+        (
+            policy.Names(body="counter", batch="events"),
+            {},
+            {},
+            body({"events": [{"counter": "a"}, {"counter": "b"}]}),
+            ("a", "b"),
+        ),
+        (policy.Names(body="counter", batch="events"), {}, {}, body({"events": [{"counter": 1}]}), None),
+        (policy.Names(body="counter", batch="events"), {}, {}, body({"events": "x"}), None),
+        (policy.Names(body="counter", batch="events"), {}, {}, b"[" * 100_000, None),
+        (policy.Names(body="counter", batch="events"), {}, {}, b"not json", None),
+        (policy.EVERY_NAME, {"counter": "a"}, {}, None, None),
+    ],
+)
+def test_given_a_request_then_the_names_it_touches_are_found_or_declared_unclear(
+    names: policy.Names, path: dict[str, str], query: dict[str, str], raw: bytes | None, expected: Any
+) -> None:
+    assert names.extract(path, query, raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("origin", "stage", "scope", "key_origins", "expected"),
+    [
+        (None, ("*",), READ, (), None),
+        ("https://a.example", ("*",), READ, (), "https://a.example"),
+        ("https://a.example", ("https://a.example",), ADMIN, (), "https://a.example"),
+        ("https://c.example", ("https://a.example",), READ, (), None),
+        ("https://c.example", (), INGEST, (), "https://c.example"),
+        ("https://c.example", (), INGEST, ("https://a.example",), None),
+        ("https://a.example", (), INGEST, ("https://a.example",), "https://a.example"),
+        ("https://c.example", (), None, (), None),
+    ],
+)
+def test_given_an_origin_then_cors_answers_it_only_where_allowed(
+    origin: str | None, stage: tuple[str, ...], scope: str | None, key_origins: tuple[str, ...], expected: str | None
+) -> None:
+    record = KeyRecord("0123456789abcdef", frozenset({INGEST}), origins=key_origins) if key_origins else None
+
+    assert policy.cors_origin(origin, stage, scope, record) == expected
+
+
+def test_given_a_new_key_request_then_validated_with_defaults() -> None:
+    new = policy.parse_new_key({"scopes": ["ingest"], "origins": ["https://a.example", "https://a.example"]})
+
+    assert new == policy.NewKey(frozenset({INGEST}), None, ("https://a.example",), "")
+    with pytest.raises(ValidationError, match="origins limit ingest keys only"):
+        policy.parse_new_key({"scopes": ["ingest", "read"], "origins": ["https://a.example"]})
+    with pytest.raises(ValidationError, match="prefix"):
+        policy.parse_new_key({"scopes": ["read"], "prefix": "a\nb"})
+
+
+def test_given_the_key_store_failing_when_a_beacon_arrives_then_503_in_chalices_shape() -> None:
+    def failing(key: str) -> KeyRecord | None:
+        raise StorageError("down")
+
+    access = policy.ROUTES[("POST", "/beacon/views")]
+
+    outcome = gate.check_request(access, {}, {"key": keys.generate()}, b"{}", None, None, failing, ())
+
+    assert (outcome.decision.allowed, outcome.decision.status) == (False, 503)
+    assert gate.error_body(outcome.decision)["Code"] == "ServiceUnavailable"

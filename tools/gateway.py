@@ -1,0 +1,152 @@
+"""API Gateway's own answers (gateway responses), defined once for every path.
+
+API Gateway answers some requests without calling the app: no key (401), a key the
+authorizer denies (403), a path or method the API does not have (by default a confusing 403
+"Missing Authentication Token"), throttling (429), a failing authorizer. Tally makes each of
+these a JSON body in Chalice's error shape with CORS headers, so a browser can read it:
+
+- on AWS, `tools.provision` puts them on the REST API after `chalice deploy` and
+  `tools.cfn_template` adds them to the template (`x-amazon-apigateway-gateway-responses`);
+- locally, `install()` makes Chalice's local gateway (`make run`, the tests' Client) answer
+  the same way, from the same table.
+
+The CORS header echoes the request's Origin (`method.request.header.Origin`): a gateway
+response carries no data, only why the request was refused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("tally.gateway")
+
+
+@dataclass(frozen=True)
+class GatewayAnswer:
+    response_type: str  # API Gateway's GatewayResponseType
+    status: int
+    code: str  # Chalice's error class name, as "Code"
+    message: str  # a template: `$context.authorizer.reason` is the authorizer's reason
+
+
+ANSWERS = (
+    GatewayAnswer("UNAUTHORIZED", 401, "UnauthorizedError", "a valid key is needed: send Authorization: Bearer <key>"),
+    GatewayAnswer("ACCESS_DENIED", 403, "ForbiddenError", "$context.authorizer.reason"),
+    GatewayAnswer("MISSING_AUTHENTICATION_TOKEN", 404, "NotFoundError", "no such route"),
+    GatewayAnswer("RESOURCE_NOT_FOUND", 404, "NotFoundError", "no such route"),
+    GatewayAnswer("THROTTLED", 429, "TooManyRequestsError", "too many requests: retry later"),
+    GatewayAnswer("QUOTA_EXCEEDED", 429, "TooManyRequestsError", "request quota exceeded: retry later"),
+    GatewayAnswer("AUTHORIZER_FAILURE", 503, "ServiceUnavailable", "the key could not be checked: retry later"),
+    # What API Gateway answers when an authorizer raises anything but "Unauthorized" (the key
+    # store unreachable, say).
+    GatewayAnswer(
+        "AUTHORIZER_CONFIGURATION_ERROR", 503, "ServiceUnavailable", "the key could not be checked: retry later"
+    ),
+    GatewayAnswer("DEFAULT_4XX", 400, "BadRequestError", "the request was refused"),
+    GatewayAnswer("DEFAULT_5XX", 500, "InternalServerError", "an internal server error occurred"),
+)
+BY_TYPE = {answer.response_type: answer for answer in ANSWERS}
+# DEFAULT_4XX/5XX keep the status API Gateway chose; the others set theirs.
+KEEPS_STATUS = {"DEFAULT_4XX", "DEFAULT_5XX"}
+CORS_PARAMETERS = {
+    "gatewayresponse.header.Access-Control-Allow-Origin": "method.request.header.Origin",
+    "gatewayresponse.header.Vary": "'Origin'",
+}
+
+
+def template(answer: GatewayAnswer) -> str:
+    """The body template: JSON with the message as a string (reasons never hold a `"`)."""
+    return '{"Code": "%s", "Message": "%s"}' % (answer.code, answer.message)
+
+
+def swagger_responses() -> dict[str, Any]:
+    """`x-amazon-apigateway-gateway-responses` for a template's DefinitionBody."""
+    responses = {}
+    for answer in ANSWERS:
+        entry: dict[str, Any] = {
+            "responseParameters": dict(CORS_PARAMETERS),
+            "responseTemplates": {"application/json": template(answer)},
+        }
+        if answer.response_type not in KEEPS_STATUS:
+            entry["statusCode"] = str(answer.status)
+        responses[answer.response_type] = entry
+    return responses
+
+
+def put_responses(apigateway: Any, rest_api_id: str) -> list[str]:
+    """The same answers on a deployed REST API (they take effect at its next deployment)."""
+    for response_type, entry in swagger_responses().items():
+        request = {
+            "restApiId": rest_api_id,
+            "responseType": response_type,
+            "responseParameters": entry["responseParameters"],
+            "responseTemplates": entry["responseTemplates"],
+        }
+        if "statusCode" in entry:
+            request["statusCode"] = entry["statusCode"]
+        apigateway.put_gateway_response(**request)
+    return sorted(BY_TYPE)
+
+
+def throttle_operations(rate_limit: int, burst_limit: int) -> list[dict[str, str]]:
+    """update_stage patches setting the stage-wide (every method) rate and burst limits."""
+    return [
+        {"op": "replace", "path": "/*/*/throttling/rateLimit", "value": str(rate_limit)},
+        {"op": "replace", "path": "/*/*/throttling/burstLimit", "value": str(burst_limit)},
+    ]
+
+
+# -- locally: Chalice's local gateway answers as API Gateway does with these responses ----------
+
+
+def local_answer(response_type: str, request_headers: dict[str, str], reason: str = "") -> dict[str, Any]:
+    answer = BY_TYPE[response_type]
+    body = {"Code": answer.code, "Message": answer.message.replace("$context.authorizer.reason", reason)}
+    headers = {"Content-Type": "application/json", "Vary": "Origin"}
+    origin = {k.lower(): v for k, v in request_headers.items()}.get("origin")
+    if origin:
+        headers["Access-Control-Allow-Origin"] = origin
+    return {"statusCode": answer.status, "headers": headers, "multiValueHeaders": {}, "body": json.dumps(body)}
+
+
+_installed = False
+
+
+def install() -> None:
+    """Patch chalice.local so its own refusals use the answers above (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    from chalice import local
+
+    original_handle = local.LocalGateway.handle_request
+    original_check = local.LocalGatewayAuthorizer._check_can_invoke_view_function
+
+    def check(self: Any, arn: str, auth_result: dict[str, Any]) -> bool:
+        self.last_context = auth_result.get("context") or {}
+        return bool(original_check(self, arn, auth_result))
+
+    def handle_request(self: Any, method: str, path: str, headers: dict[str, str], body: bytes | None) -> Any:
+        try:
+            return original_handle(self, method, path, headers, body)
+        except local.NotAuthorizedError:
+            return local_answer("UNAUTHORIZED", headers)
+        except local.ForbiddenError as exc:
+            if exc.headers.get("x-amzn-ErrorType") == "AccessDeniedException":
+                reason = str(getattr(self._authorizer, "last_context", {}).get("reason", ""))
+                return local_answer("ACCESS_DENIED", headers, reason)
+            return local_answer("MISSING_AUTHENTICATION_TOKEN", headers)
+        except local.InvalidAuthorizerError:
+            return local_answer("AUTHORIZER_CONFIGURATION_ERROR", headers)
+        except Exception as exc:  # raised by an authorizer: "Unauthorized" is Lambda's 401
+            if str(exc) == "Unauthorized":
+                return local_answer("UNAUTHORIZED", headers)
+            log.exception("authorizer failed")
+            return local_answer("AUTHORIZER_FAILURE", headers)
+
+    local.LocalGateway.handle_request = handle_request
+    local.LocalGatewayAuthorizer._check_can_invoke_view_function = check
