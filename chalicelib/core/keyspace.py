@@ -14,6 +14,8 @@ capabilities can never collide and an operator can read any item's owner from it
     REPORT#checkpoint                    #                       end of the last committed report (reports)
     REPORT#index                         <report id>             one committed report
     QUARANTINE#<source>                  <record id>             a background record set aside (core)
+    CATALOG#counters                     <counter>               a counter exists; when last counted (counters)
+    CATALOG#views                        <sha256 of url>         a URL has a view counter (views)
 """
 
 from __future__ import annotations
@@ -25,3 +27,4 @@ VIEW_URL = "URL#"
 SKETCH = "HLL#"
 REPORT = "REPORT#"
 QUARANTINE = "QUARANTINE#"
+CATALOG = "CATALOG#"
