@@ -27,7 +27,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.counters import reads as counters
 from chalicelib.events import ingest as events
 from tests.deploy.conftest import PROJECT, copy_project
-from tools import resources, stage
+from tools import resources, stage, vendor
 
 STAGE = "dev"
 BIN = Path(sys.executable).parent
@@ -223,3 +223,26 @@ def test_given_the_zip_alone_when_a_clean_python_imports_app_then_a_stream_batch
     minute = now // 60_000
     count = counters.count_window(dynamodb, settings, "deploy.check", minute - 59, minute, now)
     assert count.count == 1
+
+
+def test_given_the_zip_when_unpacked_then_the_dashboard_and_its_vendored_library_with_license_are_inside(
+    package: Path, tmp_path: Path
+) -> None:
+    with zipfile.ZipFile(package / "out" / "deployment.zip") as archive:
+        names = set(archive.namelist())
+        archive.extractall(tmp_path / "lambda")
+    for pinned in vendor.load_pins():
+        for output in pinned["files"].values():
+            assert f"chalicelib/dashboard/vendor/{output}" in names, f"{output} missing: run `make vendor` first"
+    for static in ("index.html", "dashboard.js", "dashboard.css"):
+        assert f"chalicelib/dashboard/static/{static}" in names
+    # The page is assembled from the unpacked files alone, by a Python that sees nothing else.
+    script = "from chalicelib.dashboard import assets; print(assets.page().body)"
+    shown = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(tmp_path / 'lambda')!r}); {script}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "/dashboard/uPlot.iife.min.js?v=" in shown.stdout
