@@ -250,7 +250,7 @@
 
   const UNIQUE_NAMES = {
     name: "uniques",
-    path: "/hyperloglog?limit=100",
+    path: "/hyperloglog",
     field: "names",
     table: "unique-list",
     more: "uniques-more",
