@@ -2,8 +2,8 @@
 
 A catalog is one partition of the counts table, `CATALOG#<kind>` (keyspace), with one item per
 name (sk) holding `last_seen` (epoch ms) and, when the names themselves expire, `expires_at`.
-Writing one is kept off the hot path's cost: a process writes a name's item at most once per
-hour (`Recent` remembers which it wrote), with a condition that only moves `last_seen` forward,
+Writing one is kept off the hot path's cost: a process writes a name's item once per hour
+(`Recent` remembers which it wrote; again only if the name now needs a later expiry), with a condition that only moves `last_seen` forward,
 so `last_seen` is accurate to the hour and a name costs one small write per hour per process.
 
 Listings page with an opaque cursor: base64url of the last name of a page. The cursor names
@@ -72,28 +72,33 @@ def page_limit(raw: str | None) -> int:
 
 
 class Recent:
-    """Names a process wrote to one catalog in the current hour (one instance per catalog),
-    per DynamoDB client (a test with its own emulator starts afresh). Forgotten when the hour turns, so bounded by the
-    names seen in one hour."""
+    """What a process wrote to one catalog in the current hour (one instance per catalog), per
+    DynamoDB client (a test with its own emulator starts afresh): each name with the expiry
+    written. Forgotten when the hour turns, so bounded by the names seen in one hour."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._seen: weakref.WeakKeyDictionary[Any, tuple[int, set[str]]] = weakref.WeakKeyDictionary()
+        self._seen: weakref.WeakKeyDictionary[Any, tuple[int, dict[str, int | None]]] = weakref.WeakKeyDictionary()
 
-    def fresh(self, client: Any, names: Iterable[str], hour: int) -> list[str]:
-        with self._lock:
-            seen_hour, seen = self._seen.get(client, (hour, set()))
-            if seen_hour != hour:
-                seen = set()
-            return sorted(set(names) - seen)
+    def _written(self, client: Any, hour: int) -> dict[str, int | None]:
+        seen_hour, written = self._seen.get(client, (hour, {}))
+        return written if seen_hour == hour else {}
 
-    def mark(self, client: Any, names: Iterable[str], hour: int) -> None:
+    def fresh(self, client: Any, names: Mapping[str, int | None], hour: int) -> list[str]:
+        """Names not written this hour, or written with an earlier expiry than they need now."""
         with self._lock:
-            seen_hour, seen = self._seen.get(client, (hour, set()))
-            if seen_hour != hour:
-                seen = set()
-            seen.update(names)
-            self._seen[client] = (hour, seen)
+            written = self._written(client, hour)
+        return sorted(
+            name
+            for name, expires in names.items()
+            if name not in written or (expires is not None and expires > (written[name] or 0))
+        )
+
+    def mark(self, client: Any, names: Mapping[str, int | None], hour: int) -> None:
+        with self._lock:
+            written = self._written(client, hour)
+            written.update(names)
+            self._seen[client] = (hour, written)
 
 
 def touch(
@@ -128,7 +133,7 @@ def touch(
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise StorageError(f"could not update the {kind} catalog") from exc
-    recent.mark(dynamodb, fresh, hour)
+    recent.mark(dynamodb, {name: names[name] for name in fresh}, hour)
     return len(fresh)
 
 

@@ -116,8 +116,11 @@ def test_given_a_counter_counted_again_in_the_same_hour_then_no_catalog_write_an
 def test_given_counters_past_their_retention_when_listed_then_not_shown(aws: Any, client: Any, clock: Any) -> None:
     counter_catalog.record(aws.dynamodb, SETTINGS, [Event("short", "a", clock.now, 60)], clock.now)
     counter_catalog.record(aws.dynamodb, SETTINGS, [Event("long", "b", clock.now, 30 * 86400)], clock.now)
+    # Later in the same hour, a longer retention: the item's expiry follows it.
+    counter_catalog.record(aws.dynamodb, SETTINGS, [Event("grown", "c", clock.now, 60)], clock.now)
+    counter_catalog.record(aws.dynamodb, SETTINGS, [Event("grown", "d", clock.now, 30 * 86400)], clock.now + 1000)
     clock.advance(3 * 86400 * 1000)
-    assert [e["name"] for e in get(client, "/counters").json_body["counters"]] == ["long"]
+    assert [e["name"] for e in get(client, "/counters").json_body["counters"]] == ["grown", "long"]
 
 
 def test_given_an_older_write_when_it_lands_after_a_newer_one_then_last_counted_does_not_go_back(

@@ -49,16 +49,20 @@ class FakeClient:
     """Stands for a DynamoDB client (the memory holds clients weakly)."""
 
 
-def test_given_names_marked_in_an_hour_then_fresh_only_for_new_names_or_a_new_hour_or_another_client() -> None:
+def test_given_names_marked_in_an_hour_then_fresh_only_for_new_names_later_expiries_a_new_hour_or_another_client() -> (
+    None
+):
     recent = catalog.Recent()
     client, other = FakeClient(), FakeClient()
-    assert recent.fresh(client, ["a", "b"], 10) == ["a", "b"]
-    recent.mark(client, ["a", "b"], 10)
-    assert recent.fresh(client, ["a", "b", "c"], 10) == ["c"]
-    assert recent.fresh(other, ["a"], 10) == ["a"]
-    assert recent.fresh(client, ["a"], 11) == ["a"]
-    recent.mark(client, ["a"], 11)  # the hour turned: the old hour's names are forgotten
-    assert recent.fresh(client, ["a", "b"], 11) == ["b"]
+    assert recent.fresh(client, {"a": 5, "b": None}, 10) == ["a", "b"]
+    recent.mark(client, {"a": 5, "b": None}, 10)
+    assert recent.fresh(client, {"a": 5, "b": None, "c": 1}, 10) == ["c"]
+    assert recent.fresh(client, {"a": 4}, 10) == []
+    assert recent.fresh(client, {"a": 6}, 10) == ["a"]  # a longer retention must reach the item
+    assert recent.fresh(other, {"a": 5}, 10) == ["a"]
+    assert recent.fresh(client, {"a": 5}, 11) == ["a"]
+    recent.mark(client, {"a": 5}, 11)  # the hour turned: the old hour's names are forgotten
+    assert recent.fresh(client, {"a": 5, "b": None}, 11) == ["b"]
 
 
 @pytest.mark.parametrize(
