@@ -155,7 +155,7 @@ def loaded(stack: LocalStack, api: requests.Session) -> dict[str, Any]:
         listed = api.get(f"{stack.url}/views/urls", timeout=5).json()["urls"]
         return {u["url"]: u["views"] for u in listed} == views
 
-    wait_for(counted, 60, "events and views to be counted")
+    wait_for(counted, 120, "events and views to be counted")
     post(api, f"{stack.url}/reports", {}, 201)
     (report,) = api.get(f"{stack.url}/reports", timeout=5).json()["reports"]
     return {"sent": sent, "views": views, "report": report}
