@@ -7,7 +7,7 @@ AWS_PORT ?= 5000
 # Longest SQS batching window locally, in seconds (AWS uses the configured one, up to 60 s).
 BATCHING_WINDOW ?= 5
 
-.PHONY: run test check unit functional e2e bench trigger package clean
+.PHONY: run test check unit functional e2e bench trigger package clean vendor
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,13 +16,18 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 	touch $@
 
 # Data is kept across runs in .local-stack/$(PORT)/ (docs/local-stack.md); FRESH=1 starts empty.
-run: $(BIN)/.installed
+run: $(BIN)/.installed vendor
 	$(BIN)/python -m tools.local_stack --port $(PORT) --aws-port $(AWS_PORT) --max-batching-window $(BATCHING_WINDOW) $(if $(FRESH),--fresh)
 
-test: check $(BIN)/.installed
+test: check $(BIN)/.installed vendor
 	$(BIN)/python -m pytest
 
 # Lint, format, types and the import contracts (pyproject.toml): part of `make test`.
+# The dashboard's pinned browser libraries (tools/vendor.json), fetched and checked; a no-op when
+# already in place. Shipped inside the Lambda package (chalicelib/dashboard/vendor/).
+vendor: $(BIN)/.installed
+	$(BIN)/python -m tools.vendor
+
 check: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -35,7 +40,7 @@ unit: $(BIN)/.installed
 functional: $(BIN)/.installed
 	$(BIN)/python -m pytest tests/functional
 
-e2e: $(BIN)/.installed
+e2e: $(BIN)/.installed vendor
 	$(BIN)/python -m pytest tests/e2e
 
 bench: $(BIN)/.installed
@@ -52,7 +57,7 @@ clean:
 STAGE ?= dev
 .PHONY: deploy destroy admin-key
 
-deploy: $(BIN)/.installed
+deploy: $(BIN)/.installed vendor
 	$(BIN)/python -m tools.provision --stage $(STAGE)
 
 # One more admin key for a stage, printed once (docs/access.md).
@@ -63,7 +68,7 @@ destroy: $(BIN)/.installed
 	$(BIN)/python -m tools.provision --stage $(STAGE) --delete
 
 # Both refuse a stage whose names are still placeholders (REPORTS_BUCKET=...-change-me).
-package: $(BIN)/.installed
+package: $(BIN)/.installed vendor
 	$(BIN)/python -m tools.cfn_template --stage $(STAGE) --output build/resources-$(STAGE).json
 	$(BIN)/python -m tools.iam_policy --stage $(STAGE) $(if $(ACCOUNT),--account $(ACCOUNT))
 	AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-us-east-1} $(BIN)/chalice package --stage $(STAGE) \

@@ -18,8 +18,10 @@ from chalicelib.core.aws import AwsClients
 from chalicelib.core.errors import NotFoundError as TallyNotFound
 from chalicelib.core.errors import PartialWriteError, StorageError, ValidationError
 from chalicelib.core.settings import Settings
+from chalicelib.counters import catalog as counter_catalog
 from chalicelib.counters import reads as counters
 from chalicelib.counters import stream_apply as counting
+from chalicelib.dashboard import assets as dashboard
 from chalicelib.events import ingest as events
 from chalicelib.events import stream_records
 from chalicelib.reports import api as reports_api
@@ -28,6 +30,7 @@ from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
 from chalicelib.views import api as views_api
 from chalicelib.views import batches as views_batches
+from chalicelib.views import catalog as view_catalog
 from chalicelib.views import keys as view_keys
 
 app = Chalice(app_name="tally")
@@ -297,7 +300,10 @@ def get_reports() -> dict[str, Any]:
 
 @app.route("/reports/{report_id}", methods=["GET"], authorizer=read_key)
 @answers
-def get_report(report_id: str) -> dict[str, Any]:
+def get_report(report_id: str) -> Any:
+    report_id, fmt = reports_api.download_format(report_id, query())
+    if fmt == "csv":
+        return report_csv(report_id)
     return reports_api.get_report(aws.dynamodb, aws.s3, settings, report_id)
 
 
@@ -332,6 +338,53 @@ def on_view_messages(event: Any) -> dict[str, int]:
     messages = queues.from_lambda_event(event.to_dict())
     result = views_batches.apply_messages(aws.dynamodb, aws.sqs, settings, messages, clock.now_ms())
     return result.as_dict()
+
+
+# -- the dashboard: its page and assets (no key needed), and the listings it reads ----------------
+
+
+@app.route("/", methods=["GET"])
+@answers
+def dashboard_page() -> Response:
+    return static_answer(dashboard.page())
+
+
+@app.route("/dashboard/{name}", methods=["GET"])
+@answers
+def dashboard_asset(name: str) -> Response:
+    return static_answer(dashboard.asset(name), query().get("v"))
+
+
+def static_answer(asset: dashboard.Asset, version: str | None = None) -> Response:
+    status, headers, body = asset.answer(request().headers.get("if-none-match"), version)
+    return Response(body=body, status_code=status, headers=headers)
+
+
+@app.route("/counters", methods=["GET"], authorizer=read_key)
+@answers
+def list_counters() -> dict[str, Any]:
+    return counter_catalog.listing(aws.dynamodb, settings, query(), clock.now_ms())
+
+
+@app.route("/views/urls", methods=["GET"], authorizer=read_key)
+@answers
+def list_view_urls() -> dict[str, Any]:
+    return view_catalog.listing(aws.dynamodb, settings, query(), clock.now_ms())
+
+
+@app.route("/quarantine/counts", methods=["GET"], authorizer=admin_key)
+@answers
+def get_quarantine_counts() -> dict[str, Any]:
+    return {"sources": quarantine.counts(aws.dynamodb, aws.sqs, settings)}
+
+
+def report_csv(report_id: str) -> Response:
+    body = reports_api.get_report_csv(aws.dynamodb, aws.s3, settings, report_id)
+    headers: dict[str, str | list[str]] = {
+        "Content-Type": "text/csv; charset=utf-8",
+        "Content-Disposition": f'attachment; filename="{report_id}.csv"',
+    }
+    return Response(body=body, status_code=200, headers=headers)
 
 
 # Keep last: a CORS preflight answer for every path declared above.

@@ -17,6 +17,8 @@ capabilities can never collide and an operator can read any item's owner from it
     REPORT#index                         <report id>             one committed report
     QUARANTINE#<source>                  <record id>             a background record set aside (core)
     KEY#                                 <sha256 of the key>     an access key: scopes, prefix, origins (access)
+    CATALOG#counters                     <counter>               a counter exists; when last counted (counters)
+    CATALOG#views                        <sha256 of url>         a URL has a view counter (views)
 """
 
 from __future__ import annotations
@@ -31,3 +33,4 @@ SKETCH_NAMES = "HLN#"
 REPORT = "REPORT#"
 QUARANTINE = "QUARANTINE#"
 ACCESS_KEY = "KEY#"
+CATALOG = "CATALOG#"

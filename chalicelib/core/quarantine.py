@@ -11,7 +11,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import dynamo, keyspace, validation
+from chalicelib.core import dynamo, keyspace, queues, validation
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 
@@ -61,3 +61,36 @@ def list_records(dynamodb: Any, settings: Settings, source: str | None, limit: i
             for i in page.get("Items", [])
         ]
     return records
+
+
+MAX_COUNTED = 10_000
+VIEWS_DEAD_LETTER = "views-dead-letter-queue"
+
+
+def counts(dynamodb: Any, sqs: Any, settings: Settings) -> list[dict[str, Any]]:
+    """How many records each source has set aside: the counts table's quarantine per source
+    (a COUNT Query, stopped past MAX_COUNTED so the work stays bounded: `complete` false then)
+    and the views queue's dead-letter queue (SQS's approximate count)."""
+    answer: list[dict[str, Any]] = []
+    for name in SOURCES:
+        request = {
+            "TableName": settings.counts_table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": f"{keyspace.QUARANTINE}{name}"}},
+            "Select": "COUNT",
+        }
+        total, complete = 0, True
+        for page in dynamo.query_pages(dynamodb, request, "could not count the quarantine"):
+            total += int(page.get("Count", 0))
+            if total >= MAX_COUNTED and "LastEvaluatedKey" in page:
+                complete = False
+                break
+        answer.append({"source": name, "records": total, "complete": complete})
+    try:
+        url = queues.dead_letter_url(sqs, settings.views_queue)
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+    except ClientError as exc:
+        raise StorageError("could not read the views dead-letter queue") from exc
+    waiting = int(attributes.get("Attributes", {}).get("ApproximateNumberOfMessages", 0))
+    answer.append({"source": VIEWS_DEAD_LETTER, "records": waiting, "complete": True, "approximate": True})
+    return answer

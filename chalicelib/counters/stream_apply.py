@@ -28,6 +28,7 @@ from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
+from chalicelib.counters import catalog
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events.ingest import Event
 from chalicelib.events.stream_records import StreamRecord
@@ -100,6 +101,7 @@ def apply_stream_batch(
             pending[countable.identity] = replace(countable, buckets=tuple(buckets))
     # Sorting keeps events of one counter and minute together, so they share updates.
     ordered = sorted(pending.values(), key=lambda c: (c.event.counter, c.event.time_ms))
+    catalog.record(dynamodb, settings, (c.event for c in ordered), now_ms)  # GET /counters
     for chunk in _chunks(ordered):
         counted, duplicates, attempts = _commit(dynamodb, settings, chunk, now_ms, sleep)
         result.counted += counted

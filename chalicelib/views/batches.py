@@ -21,6 +21,7 @@ from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
+from chalicelib.views import catalog
 from chalicelib.views import keys as view_keys
 
 Sleep = Callable[[float], None]
@@ -38,6 +39,7 @@ class Pending:
 
     sk: str
     messages: list[Message]
+    url: str = ""  # kept on the URL's counter item (GET /views/urls)
 
 
 @dataclass
@@ -73,8 +75,9 @@ def apply_messages(
             distinct[key].messages.append(message)
             result.duplicates += 1
         else:
-            distinct[key] = Pending(key[1], [message])
+            distinct[key] = Pending(key[1], [message], view.url)
 
+    catalog.record(dynamodb, settings, {pk for pk, _ in distinct}, now_ms)  # GET /views/urls
     seen = _visible_markers(dynamodb, settings, list(distinct), now_ms, sleep)
     groups: dict[str, list[Pending]] = defaultdict(list)
     for key, pending in distinct.items():
@@ -181,9 +184,9 @@ def _transaction(settings: Settings, chunk: list[tuple[str, list[Pending]]], now
                 "Update": {
                     "TableName": table,
                     "Key": {"pk": {"S": pk}, "sk": {"S": view_keys.COUNTER_SK}},
-                    "UpdateExpression": "ADD #v :k",
-                    "ExpressionAttributeNames": {"#v": "views"},
-                    "ExpressionAttributeValues": {":k": {"N": str(len(members))}},
+                    "UpdateExpression": "ADD #v :k SET #u = if_not_exists(#u, :u)",
+                    "ExpressionAttributeNames": {"#v": "views", "#u": "url"},
+                    "ExpressionAttributeValues": {":k": {"N": str(len(members))}, ":u": {"S": members[0].url}},
                 }
             }
         )

@@ -27,7 +27,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.counters import reads as counters
 from chalicelib.events import ingest as events
 from tests.deploy.conftest import PROJECT, app_imports_isolated, copy_project
-from tools import resources, stage
+from tools import resources, stage, vendor
 
 STAGE = "dev"
 BIN = Path(sys.executable).parent
@@ -243,3 +243,26 @@ def test_given_dev_stage_when_packaged_then_the_api_has_the_authorizers_gateway_
     assert swagger["paths"]["/counters/{counter}"]["get"]["security"] == [{"read_key": []}]
     assert "security" not in swagger["paths"]["/beacon/views"]["post"]
     assert api["MethodSettings"][0]["ThrottlingRateLimit"] == settings.throttle_rate_limit
+
+
+def test_given_the_zip_when_unpacked_then_the_dashboard_and_its_vendored_library_with_license_are_inside(
+    package: Path, tmp_path: Path
+) -> None:
+    with zipfile.ZipFile(package / "out" / "deployment.zip") as archive:
+        names = set(archive.namelist())
+        archive.extractall(tmp_path / "lambda")
+    for pinned in vendor.load_pins():
+        for output in pinned["files"].values():
+            assert f"chalicelib/dashboard/vendor/{output}" in names, f"{output} missing: run `make vendor` first"
+    for static in ("index.html", "dashboard.js", "dashboard.css"):
+        assert f"chalicelib/dashboard/static/{static}" in names
+    # The page is assembled from the unpacked files alone, by a Python that sees nothing else.
+    script = "from chalicelib.dashboard import assets; print(assets.page().body)"
+    shown = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(tmp_path / 'lambda')!r}); {script}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "/dashboard/uPlot.iife.min.js?v=" in shown.stdout

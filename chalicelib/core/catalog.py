@@ -1,0 +1,167 @@
+"""Catalogs: which names exist, written rarely as they are counted, read a page at a time.
+
+A catalog is one partition of the counts table, `CATALOG#<kind>` (keyspace), with one item per
+name (sk) holding `last_seen` (epoch ms) and, when the names themselves expire, `expires_at`.
+Writing one is kept off the hot path's cost: a process writes a name's item once per hour
+(`Recent` remembers which it wrote; again only if the name now needs a later expiry), with a condition that only moves `last_seen` forward,
+so `last_seen` is accurate to the hour and a name costs one small write per hour per process.
+
+Listings page with an opaque cursor: base64url of the last name of a page. The cursor names
+only a sort key; the partition is always the catalog's own, so a cursor cannot reach other items.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.core import dynamo, keyspace
+from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core.settings import Settings
+from chalicelib.core.transactions import error_code
+
+HOUR_MS = 3_600_000
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+MAX_CURSOR_CHARS = 1024
+
+
+def catalog_pk(kind: str) -> str:
+    return f"{keyspace.CATALOG}{kind}"
+
+
+# -- cursors and limits (pure) -------------------------------------------------------------
+
+
+def encode_cursor(last_name: str) -> str:
+    return base64.urlsafe_b64encode(last_name.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def decode_cursor(raw: str | None, check: Callable[[str], object]) -> str | None:
+    """The name a cursor stands for, or None for the first page; ValidationError (400) for a
+    cursor this API did not give out. `check` validates the name (raising ValidationError)."""
+    if raw is None or raw == "":
+        return None
+    bad = ValidationError("cursor is not one this API gave out: pass the `next` of the previous page unchanged")
+    if len(raw) > MAX_CURSOR_CHARS:
+        raise bad
+    try:
+        name = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode("utf-8")
+        check(name)
+    except (binascii.Error, ValueError, ValidationError) as exc:
+        raise bad from exc
+    return name
+
+
+def page_limit(raw: str | None) -> int:
+    if raw is None:
+        return DEFAULT_LIMIT
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        raise ValidationError(f"limit must be an integer from 1 to {MAX_LIMIT}")
+    return int(raw)
+
+
+# -- writes --------------------------------------------------------------------------------
+
+
+class Recent:
+    """What a process wrote to one catalog in the current hour (one instance per catalog), per
+    DynamoDB client (a test with its own emulator starts afresh): each name with the expiry
+    written. Forgotten when the hour turns, so bounded by the names seen in one hour."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: weakref.WeakKeyDictionary[Any, tuple[int, dict[str, int | None]]] = weakref.WeakKeyDictionary()
+
+    def _written(self, client: Any, hour: int) -> dict[str, int | None]:
+        seen_hour, written = self._seen.get(client, (hour, {}))
+        return written if seen_hour == hour else {}
+
+    def fresh(self, client: Any, names: Mapping[str, int | None], hour: int) -> list[str]:
+        """Names not written this hour, or written with an earlier expiry than they need now."""
+        with self._lock:
+            written = self._written(client, hour)
+        return sorted(
+            name
+            for name, expires in names.items()
+            if name not in written or (expires is not None and expires > (written[name] or 0))
+        )
+
+    def mark(self, client: Any, names: Mapping[str, int | None], hour: int) -> None:
+        with self._lock:
+            written = self._written(client, hour)
+            written.update(names)
+            self._seen[client] = (hour, written)
+
+
+def touch(
+    dynamodb: Any,
+    settings: Settings,
+    kind: str,
+    recent: Recent,
+    names: Mapping[str, int | None],
+    now_ms: int,
+) -> int:
+    """Record that `names` were seen now; `names` maps each to its expiry (epoch s) or None
+    for a name that never expires. Returns the number of writes made (0 when every name was
+    already written this hour)."""
+    hour = now_ms // HOUR_MS
+    fresh = recent.fresh(dynamodb, names, hour)
+    for name in fresh:
+        expires = names[name]
+        values: dict[str, Any] = {":t": {"N": str(now_ms)}}
+        update = "SET last_seen = :t"
+        if expires is not None:
+            update += ", expires_at = :exp"
+            values[":exp"] = {"N": str(expires)}
+        try:
+            dynamodb.update_item(
+                TableName=settings.counts_table,
+                Key={"pk": {"S": catalog_pk(kind)}, "sk": {"S": name}},
+                UpdateExpression=update,
+                # Concurrent writers: last_seen only moves forward.
+                ConditionExpression="attribute_not_exists(last_seen) OR last_seen < :t",
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise StorageError(f"could not update the {kind} catalog") from exc
+    recent.mark(dynamodb, {name: names[name] for name in fresh}, hour)
+    return len(fresh)
+
+
+# -- reads ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    last_seen_ms: int
+
+
+def page(
+    dynamodb: Any, settings: Settings, kind: str, after: str | None, limit: int, now_ms: int
+) -> tuple[list[Entry], str | None]:
+    """Up to `limit` live names after `after`, in name order, and the cursor of the next page
+    (None at the end). One Query; a page may hold fewer than `limit` names when some expired."""
+    request: dict[str, Any] = {
+        "TableName": settings.counts_table,
+        "KeyConditionExpression": "pk = :pk",
+        # An item past its expiry may linger until DynamoDB deletes it: it is no longer listed.
+        "FilterExpression": "attribute_not_exists(expires_at) OR expires_at > :now",
+        "ExpressionAttributeValues": {":pk": {"S": catalog_pk(kind)}, ":now": {"N": str(now_ms // 1000)}},
+        "Limit": limit,
+    }
+    if after is not None:
+        request["ExclusiveStartKey"] = {"pk": {"S": catalog_pk(kind)}, "sk": {"S": after}}
+    first = next(dynamo.query_pages(dynamodb, request, f"could not read the {kind} catalog"))
+    entries = [Entry(i["sk"]["S"], int(i["last_seen"]["N"])) for i in first.get("Items", [])]
+    last = first.get("LastEvaluatedKey")
+    return entries, encode_cursor(last["sk"]["S"]) if last else None

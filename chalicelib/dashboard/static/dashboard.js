@@ -1,0 +1,486 @@
+/* Tally's dashboard: reads the API of the app that serves it and draws with uPlot. */
+(() => {
+  "use strict";
+
+  const KEY_STORAGE = "tally.apiKey";
+  const WINDOWS = {
+    "1h": { resolution: "minute", label: "1 h" },
+    "24h": { resolution: "hour", label: "24 h" },
+    "7d": { resolution: "hour", label: "7 d" },
+    "30d": { resolution: "day", label: "30 d" },
+  };
+  const UNIQUE_DAYS = "30d";
+  const $ = (id) => document.getElementById(id);
+  const state = { window: "24h", counter: null, unique: null, shown: new Set(), cursors: {} };
+
+  class ApiError extends Error {
+    constructor(status, message) {
+      super(message);
+      this.status = status;
+    }
+  }
+
+  // -- the API key: from the URL fragment (#key=...) or the key panel, kept for this tab ------
+
+  function keyFromFragment() {
+    const params = new URLSearchParams(location.hash.slice(1));
+    const key = params.get("key");
+    if (!key) return;
+    sessionStorage.setItem(KEY_STORAGE, key);
+    params.delete("key");
+    // Keep the key out of the address bar and the history.
+    const rest = params.toString();
+    history.replaceState(null, "", location.pathname + location.search + (rest ? "#" + rest : ""));
+  }
+
+  function askForKey(status) {
+    const panel = $("key-panel");
+    const hadKey = Boolean(sessionStorage.getItem(KEY_STORAGE));
+    $("key-reason").textContent = hadKey
+      ? `The API refused the key (HTTP ${status}): enter a key with read access.`
+      : `This API needs a key (HTTP ${status}): enter one with read access.`;
+    if (panel.hidden) {
+      panel.hidden = false;
+      $("key-input").focus();
+    }
+  }
+
+  // API Gateway (and Chalice's local server) answer a route they do not have with a 403
+  // "Missing Authentication Token": that is a missing route, not a refused key.
+  async function routeMissing(response) {
+    try {
+      const body = await response.clone().json();
+      return (body.message || body.Message) === "Missing Authentication Token";
+    } catch (err) {
+      return false;
+    }
+  }
+
+  async function api(path) {
+    const headers = { Accept: "application/json" };
+    const key = sessionStorage.getItem(KEY_STORAGE);
+    if (key) headers.Authorization = "Bearer " + key;
+    let response;
+    try {
+      response = await fetch(path, { headers });
+    } catch (err) {
+      throw new ApiError(0, "the API cannot be reached");
+    }
+    if (response.status === 403 && (await routeMissing(response))) {
+      throw new ApiError(404, "this server has no such route");
+    }
+    if (response.status === 401 || response.status === 403) {
+      askForKey(response.status);
+      throw new ApiError(response.status, "the API needs a key");
+    }
+    if (!response.ok) {
+      let message = response.statusText;
+      try {
+        message = (await response.json()).Message || message;
+      } catch (err) {
+        /* not a Chalice error body */
+      }
+      throw new ApiError(response.status, message);
+    }
+    return response;
+  }
+
+  const getJson = async (path) => (await api(path)).json();
+  const enc = encodeURIComponent;
+
+  // -- small helpers -----------------------------------------------------------------------
+
+  function say(id, text, isError = false) {
+    const el = $(id);
+    el.textContent = text;
+    el.classList.toggle("error", isError);
+  }
+
+  function failure(id, err) {
+    if (err instanceof ApiError && (err.status === 401 || err.status === 403)) {
+      say(id, "Waiting for an API key.");
+    } else {
+      say(id, `Could not load: ${err.message}`, true);
+    }
+  }
+
+  function when(iso) {
+    if (!iso) return "";
+    const date = new Date(iso);
+    return Number.isNaN(date.getTime()) ? iso : date.toLocaleString();
+  }
+
+  function cell(row, text, className) {
+    const td = row.insertCell();
+    td.textContent = text;
+    if (className) td.className = className;
+    return td;
+  }
+
+  function pickButton(row, text, onPick) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "pick";
+    button.textContent = text;
+    button.addEventListener("click", () => {
+      for (const other of row.parentElement.rows) other.removeAttribute("aria-current");
+      row.setAttribute("aria-current", "true");
+      onPick();
+    });
+    row.insertCell().append(button);
+  }
+
+  function drawChart(el, buckets, valueOf, label) {
+    if (el.plot) {
+      el.plot.destroy();
+      el.plot = null;
+    }
+    el.textContent = "";
+    const xs = buckets.map((b) => Date.parse(b.start) / 1000);
+    const ys = buckets.map(valueOf);
+    const fg = getComputedStyle(document.body).color;
+    const accent = getComputedStyle(document.documentElement).getPropertyValue("--accent").trim() || "#1d4ed8";
+    const axis = { stroke: fg, grid: { stroke: "rgba(128,128,128,0.2)" }, ticks: { stroke: "rgba(128,128,128,0.4)" } };
+    const options = {
+      width: Math.max(el.clientWidth, 260),
+      height: 240,
+      scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
+      series: [{}, { label, stroke: accent, width: 2, fill: "rgba(96,165,250,0.18)", points: { show: xs.length <= 62 } }],
+      axes: [axis, axis],
+    };
+    el.plot = new uPlot(options, [xs, ys], el);
+    el.dataset.points = String(el.plot.data[0].length);
+    el.hidden = false;
+  }
+
+  function clearChart(el) {
+    if (el.plot) {
+      el.plot.destroy();
+      el.plot = null;
+    }
+    el.textContent = "";
+    el.dataset.points = "0";
+    el.hidden = true;
+  }
+
+  window.addEventListener("resize", () => {
+    for (const el of document.querySelectorAll(".chart")) {
+      if (el.plot && el.clientWidth) el.plot.setSize({ width: el.clientWidth, height: 240 });
+    }
+  });
+
+  // A listing with a "More" button that follows the API's `next` cursor.
+  async function loadPage({ name, path, field, table, more, message, empty, row, sort }) {
+    const cursor = state.cursors[name];
+    const separator = path.includes("?") ? "&" : "?";
+    const body = await getJson(cursor ? `${path}${separator}cursor=${enc(cursor)}` : path);
+    const tbody = $(table).tBodies[0];
+    if (!cursor) tbody.textContent = "";
+    const entries = body[field] || [];
+    for (const entry of entries) row(tbody.insertRow(), entry);
+    if (sort) sort(tbody);
+    state.cursors[name] = body.next || null;
+    $(more).hidden = !body.next;
+    $(table).hidden = tbody.rows.length === 0;
+    say(message, tbody.rows.length === 0 ? empty : "");
+  }
+
+  function pager(name, options) {
+    const load = async (fromStart) => {
+      if (fromStart) state.cursors[name] = null;
+      try {
+        await loadPage({ name, ...options });
+      } catch (err) {
+        failure(options.message, err);
+      }
+    };
+    $(options.more).addEventListener("click", () => load(false));
+    return () => load(true);
+  }
+
+  // -- counters -----------------------------------------------------------------------------
+
+  const loadCounters = pager("counters", {
+    path: "/counters?limit=100",
+    field: "counters",
+    table: "counter-list",
+    more: "counters-more",
+    message: "counters-message",
+    empty: "No counters yet: send an event with POST /events and it shows here once counted.",
+    row: (row, entry) => {
+      pickButton(row, entry.name, () => showCounter(entry.name));
+      cell(row, when(entry.last_counted));
+      if (entry.name === state.counter) row.setAttribute("aria-current", "true");
+    },
+  });
+
+  async function showCounter(name) {
+    state.counter = name;
+    const spec = WINDOWS[state.window];
+    const chart = $("counter-chart");
+    const end = Date.now();
+    const query = `window=${state.window}&end=${end}`;
+    $("counter-title").textContent = name;
+    say("counter-total", "Loading…");
+    try {
+      const [count, histogram] = await Promise.all([
+        getJson(`/counters/${enc(name)}?${query}`),
+        getJson(`/counters/${enc(name)}/histogram?${query}&resolution=${spec.resolution}`),
+      ]);
+      if (state.counter !== name) return;
+      chart.dataset.end = String(end);
+      chart.dataset.window = state.window;
+      chart.dataset.resolution = spec.resolution;
+      chart.dataset.total = String(count.count);
+      let text = `${count.count.toLocaleString()} events in the last ${spec.label}`;
+      if (count.complete === false) text += ` (events before ${when(count.retained_from)} are no longer kept)`;
+      say("counter-total", text);
+      const empty = count.count === 0 && histogram.buckets.every((b) => b.count === 0);
+      $("counter-empty").hidden = !empty;
+      $("counter-empty").textContent = empty ? `No events for this counter in the last ${spec.label}.` : "";
+      if (empty) clearChart(chart);
+      else drawChart(chart, histogram.buckets, (b) => b.count, `events per ${spec.resolution}`);
+    } catch (err) {
+      clearChart(chart);
+      failure("counter-total", err);
+    }
+  }
+
+  // -- unique counts ------------------------------------------------------------------------
+
+  const UNIQUE_NAMES = {
+    name: "uniques",
+    path: "/hyperloglog",
+    field: "names",
+    table: "unique-list",
+    more: "uniques-more",
+    message: "uniques-message",
+    empty: "No unique-count names yet: POST items to /hyperloglog/{name}.",
+    row: (row, entry) => {
+      pickButton(row, entry.name, () => showUnique(entry.name));
+      cell(row, when(entry.last_seen));
+    },
+  };
+
+  // The names listing is newer than the rest of the API: a server without it answers 400/404.
+  async function loadUniqueNames(fromStart = true) {
+    if (fromStart) state.cursors.uniques = null;
+    try {
+      await loadPage(UNIQUE_NAMES);
+    } catch (err) {
+      if (err instanceof ApiError && (err.status === 400 || err.status === 404)) {
+        $("unique-list").hidden = true;
+        $("uniques-more").hidden = true;
+        say("uniques-message", "This server cannot list unique-count names yet: type a name above to look it up.");
+      } else {
+        failure("uniques-message", err);
+      }
+    }
+  }
+  $("uniques-more").addEventListener("click", () => loadUniqueNames(false));
+
+  async function showUnique(name) {
+    state.unique = name;
+    const spec = WINDOWS[state.window];
+    const chart = $("unique-chart");
+    $("unique-title").textContent = name;
+    say("unique-total", "Loading…");
+    $("unique-empty").hidden = true;
+    try {
+      const count = await getJson(`/hyperloglog/${enc(name)}?window=${state.window}`);
+      if (state.unique !== name) return;
+      const windowed = "window" in count || "start" in count;
+      const n = Math.round(count.cardinality).toLocaleString();
+      say(
+        "unique-total",
+        windowed
+          ? `about ${n} different in the last ${spec.label}`
+          : `about ${n} different, all time (this server does not count uniques over a window yet)`,
+      );
+    } catch (err) {
+      failure("unique-total", err);
+      clearChart(chart);
+      return;
+    }
+    try {
+      const series = await getJson(`/hyperloglog/${enc(name)}/histogram?resolution=day&window=${UNIQUE_DAYS}`);
+      if (state.unique !== name) return;
+      const buckets = series.buckets || [];
+      const valueOf = (b) => Math.round(b.cardinality ?? b.count ?? 0);
+      const empty = buckets.every((b) => valueOf(b) === 0);
+      $("unique-empty").hidden = !empty;
+      $("unique-empty").textContent = empty ? "No unique items for this name in the last 30 d." : "";
+      if (empty) clearChart(chart);
+      else drawChart(chart, buckets, valueOf, "different per day");
+    } catch (err) {
+      clearChart(chart);
+      $("unique-empty").hidden = false;
+      if (err instanceof ApiError && (err.status === 400 || err.status === 404)) {
+        $("unique-empty").textContent = "Unique counts per day are not available on this server yet.";
+      } else {
+        $("unique-empty").textContent = `Could not load the unique counts per day: ${err.message}`;
+      }
+    }
+  }
+
+  $("unique-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const name = $("unique-name").value.trim();
+    if (name) showUnique(name);
+  });
+
+  // -- views --------------------------------------------------------------------------------
+
+  const loadViews = pager("views", {
+    path: "/views/urls?limit=100",
+    field: "urls",
+    table: "view-list",
+    more: "views-more",
+    message: "views-message",
+    empty: "No views counted yet: POST /views sends some.",
+    row: (row, entry) => {
+      cell(row, entry.url);
+      cell(row, entry.views.toLocaleString(), "num").dataset.views = String(entry.views);
+      cell(row, when(entry.last_counted));
+    },
+    sort: (tbody) => {
+      const rows = [...tbody.rows].sort((a, b) => b.cells[1].dataset.views - a.cells[1].dataset.views);
+      tbody.append(...rows);
+    },
+  });
+
+  // -- reports ------------------------------------------------------------------------------
+
+  async function download(path, filename) {
+    try {
+      const blob = await (await api(path)).blob();
+      const url = URL.createObjectURL(blob);
+      const link = document.createElement("a");
+      link.href = url;
+      link.download = filename;
+      document.body.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+    } catch (err) {
+      failure("reports-message", err);
+    }
+  }
+
+  function downloadLink(td, text, path, filename) {
+    const link = document.createElement("a");
+    link.href = path;
+    link.download = filename;
+    link.textContent = text;
+    link.setAttribute("aria-label", `${text} of ${filename.replace(/\.\w+$/, "")}`);
+    // Fetched with the key (a plain link could not send it), then saved.
+    link.addEventListener("click", (event) => {
+      event.preventDefault();
+      download(path, filename);
+    });
+    td.append(link);
+  }
+
+  async function loadReports() {
+    try {
+      const body = await getJson("/reports?limit=20");
+      const tbody = $("report-list").tBodies[0];
+      tbody.textContent = "";
+      for (const report of body.reports) {
+        const row = tbody.insertRow();
+        row.dataset.id = report.id;
+        cell(row, when(report.start));
+        cell(row, when(report.end));
+        cell(row, report.events.toLocaleString(), "num");
+        const links = row.insertCell();
+        downloadLink(links, "JSON", `/reports/${enc(report.id)}`, `${report.id}.json`);
+        downloadLink(links, "CSV", `/reports/${enc(report.id)}.csv`, `${report.id}.csv`);
+      }
+      $("report-list").hidden = body.reports.length === 0;
+      say("reports-message", body.reports.length ? "" : "No reports yet: one is written every interval (POST /reports runs one now).");
+    } catch (err) {
+      failure("reports-message", err);
+    }
+  }
+
+  // -- quarantine ---------------------------------------------------------------------------
+
+  async function loadQuarantine() {
+    try {
+      const body = await getJson("/quarantine/counts");
+      const tbody = $("quarantine-list").tBodies[0];
+      tbody.textContent = "";
+      let total = 0;
+      for (const source of body.sources) {
+        const row = tbody.insertRow();
+        cell(row, source.source);
+        const prefix = source.complete === false ? "at least " : source.approximate ? "about " : "";
+        cell(row, prefix + source.records.toLocaleString(), "num");
+        total += source.records;
+      }
+      $("quarantine-list").hidden = body.sources.length === 0;
+      say("quarantine-message", total === 0 ? "Nothing is set aside." : "");
+    } catch (err) {
+      failure("quarantine-message", err);
+    }
+  }
+
+  // -- sections (tabs) ----------------------------------------------------------------------
+
+  const LOADERS = {
+    counters: loadCounters,
+    uniques: loadUniqueNames,
+    views: loadViews,
+    reports: loadReports,
+    quarantine: loadQuarantine,
+  };
+  const tabs = [...document.querySelectorAll('[role="tab"]')];
+
+  function show(name, focus = false) {
+    for (const tab of tabs) {
+      const selected = tab.getAttribute("aria-controls") === name;
+      tab.setAttribute("aria-selected", String(selected));
+      tab.tabIndex = selected ? 0 : -1;
+      $(tab.getAttribute("aria-controls")).hidden = !selected;
+      if (selected && focus) tab.focus();
+    }
+    document.body.dataset.view = name;
+    LOADERS[name]();
+  }
+
+  for (const tab of tabs) {
+    tab.addEventListener("click", () => show(tab.getAttribute("aria-controls")));
+    tab.addEventListener("keydown", (event) => {
+      const index = tabs.indexOf(tab);
+      const target = {
+        ArrowRight: (index + 1) % tabs.length,
+        ArrowLeft: (index - 1 + tabs.length) % tabs.length,
+        Home: 0,
+        End: tabs.length - 1,
+      }[event.key];
+      if (target === undefined) return;
+      event.preventDefault();
+      show(tabs[target].getAttribute("aria-controls"), true);
+    });
+  }
+
+  $("window").addEventListener("change", (event) => {
+    state.window = event.target.value;
+    if (state.counter) showCounter(state.counter);
+    if (state.unique) showUnique(state.unique);
+  });
+
+  $("key-panel").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const key = $("key-input").value.trim();
+    if (!key) return;
+    sessionStorage.setItem(KEY_STORAGE, key);
+    $("key-input").value = "";
+    $("key-panel").hidden = true;
+    show(document.body.dataset.view || "counters");
+    if (state.counter) showCounter(state.counter);
+  });
+
+  keyFromFragment();
+  show("counters");
+})();

@@ -1,0 +1,67 @@
+"""Which URLs have view counters: the views listing (`GET /views/urls`).
+
+Counters are keyed by the URL's sha256, so the counter item (`URL#<sha>` / `TOTAL`) also keeps
+the URL's text (attribute `url`, set once by the counting transaction). The catalog
+(`CATALOG#views` / `<sha>`) names the URLs; the queue handler writes a URL's entry at most once
+per hour per process, before counting its views. A page of the listing is one Query of the
+catalog and one BatchGetItem of the page's counters.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from chalicelib.core import catalog, dynamo, keyspace, validation
+from chalicelib.core.errors import ValidationError
+from chalicelib.core.settings import Settings
+from chalicelib.views import keys as view_keys
+
+KIND = "views"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_recent = catalog.Recent()
+
+
+def record(dynamodb: Any, settings: Settings, url_pks: Iterable[str], now_ms: int) -> int:
+    """Note the URLs (by their counter partition `URL#<sha>`) as counted now; returns the writes made."""
+    shas: dict[str, int | None] = {pk.removeprefix(keyspace.VIEW_URL): None for pk in url_pks}
+    return catalog.touch(dynamodb, settings, KIND, _recent, shas, now_ms)
+
+
+def _sha(value: str) -> str:
+    if not _SHA256.fullmatch(value):
+        raise ValidationError("not a URL digest")
+    return value
+
+
+def listing(
+    dynamodb: Any,
+    settings: Settings,
+    params: dict[str, str],
+    now_ms: int,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """`{"urls": [{"url", "views", "last_counted"}], "next"}`, `limit` (1-1000, 100) a page, in
+    the catalog's order (by digest: stable, not by count)."""
+    after = catalog.decode_cursor(params.get("cursor"), _sha)
+    limit = catalog.page_limit(params.get("limit"))
+    entries, cursor = catalog.page(dynamodb, settings, KIND, after, limit, now_ms)
+    keys = [{"pk": {"S": keyspace.VIEW_URL + e.name}, "sk": {"S": view_keys.COUNTER_SK}} for e in entries]
+    items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the view counters", sleep)
+    counters = {item["pk"]["S"].removeprefix(keyspace.VIEW_URL): item for item in items}
+    urls = []
+    for entry in entries:
+        item = counters.get(entry.name)
+        # Listed before its first view was counted (or counted before URLs were kept): skipped.
+        if item is None or "url" not in item:
+            continue
+        urls.append(
+            {
+                "url": item["url"]["S"],
+                "views": int(item.get("views", {"N": "0"})["N"]),
+                "last_counted": validation.iso(entry.last_seen_ms),
+            }
+        )
+    return {"urls": urls, "next": cursor}

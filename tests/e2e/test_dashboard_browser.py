@@ -1,0 +1,333 @@
+"""The dashboard in a real headless browser (Debian's chromium) against the local stack.
+
+Data goes in through the API; the page must show it: the counters sent, a chart with as many
+points as the API's histogram and the window's total, the views, the reports with CSV
+downloads equal to the API's, the quarantine per source, and no errors in the console.
+Screenshots of every view are saved under build/dashboard/ (not committed).
+
+Skipped, saying why, only when chromium (or playwright) is missing outside CI; in CI (CI=true)
+a missing browser fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.e2e.stack import PROJECT, LocalStack, running_stack, wait_for
+
+pytestmark = pytest.mark.e2e
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SHOTS = PROJECT / "build" / "dashboard"
+MINUTE = 60_000
+# Routes another part of the API may not have yet: the page says so instead of failing, and
+# the browser logs the 400/404 it got as a console error, which is expected here.
+OPTIONAL_ROUTES = re.compile(r"/hyperloglog($|\?|/[^/?]+/histogram)")
+
+
+def browser_or_skip() -> Any:
+    missing = None
+    if not CHROMIUM.exists():
+        missing = f"Debian's chromium is not installed at {CHROMIUM} (apt-get install chromium)"
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing = "the playwright package is not installed (requirements-dev.txt)"
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"browser tests must run in CI: {missing}; .ci/run installs it")
+        pytest.skip(f"browser tests skipped: {missing}")
+    return sync_playwright
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    # Its own stack: the page must list exactly this test's counters and report. Settle 0: a
+    # report run right after posting covers the events.
+    browser_or_skip()
+    with running_stack(tmp_path_factory.mktemp("dashboard-stack"), REPORT_SETTLE_SECONDS="0") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def api(stack: LocalStack) -> requests.Session:
+    session = requests.Session()
+    key = getattr(stack, "admin_key", None)
+    if key:
+        session.headers["Authorization"] = f"Bearer {key}"
+    return session
+
+
+@pytest.fixture(scope="module")
+def context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    sync_playwright = browser_or_skip()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")),  # a fresh user data dir
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=FLAGS,
+            accept_downloads=True,
+            viewport={"width": 1100, "height": 760},
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+class Console:
+    """Errors the page logs or throws, except the optional routes' expected 400/404."""
+
+    def __init__(self, page: Any) -> None:
+        self.errors: list[str] = []
+        page.on("console", self._message)
+        page.on("pageerror", lambda exc: self.errors.append(f"uncaught: {exc}"))
+
+    def _message(self, message: Any) -> None:
+        if message.type != "error":
+            return
+        where = (message.location or {}).get("url", "")
+        if "Failed to load resource" in message.text and OPTIONAL_ROUTES.search(where):
+            return
+        self.errors.append(f"{message.text} ({where})")
+
+
+def page_url(stack: LocalStack) -> str:
+    key = getattr(stack, "admin_key", None)
+    return f"{stack.url}/" + (f"#key={key}" if key else "")
+
+
+def post(api: requests.Session, url: str, body: Any, status: int) -> Any:
+    response = api.post(url, json=body, timeout=10)
+    assert response.status_code == status, response.text
+    return response.json()
+
+
+@pytest.fixture(scope="module")
+def loaded(stack: LocalStack, api: requests.Session) -> dict[str, Any]:
+    """Events, views and unique items sent through the API, counted, and one report run."""
+    now = int(time.time() * 1000)
+    sent = {
+        "dash.signups": [now - k * 7 * MINUTE for k in range(5)],  # all within the last hour
+        "dash.orders": [now - 2 * MINUTE, now - 90 * MINUTE],
+        "dash.refunds": [now - 3 * 60 * MINUTE],  # none in the last hour
+    }
+    events = [{"counter": c, "time": t, "attributes": {"amount": 2}} for c, times in sent.items() for t in times]
+    post(api, f"{stack.url}/events", {"events": events}, 201)
+    views = {"https://shop.example/a": 3, "https://shop.example/b?x=1&y=2": 1}
+    post(
+        api,
+        f"{stack.url}/views",
+        {
+            "views": [
+                {"url": u, "time": now - k * 1000, "clientId": f"c{k}"} for u, n in views.items() for k in range(n)
+            ]
+        },
+        202,
+    )
+    post(api, f"{stack.url}/hyperloglog/dash.visitors", {"data": [f"v{i}" for i in range(40)]}, 202)
+
+    def counted() -> bool:
+        for counter, times in sent.items():
+            body = api.get(f"{stack.url}/counters/{counter}", params={"window": "24h"}, timeout=5).json()
+            if body["count"] != len(times):
+                return False
+        # The 40 items travel in one message, so they are merged at once.
+        if api.get(f"{stack.url}/hyperloglog/dash.visitors", timeout=5).json()["cardinality"] == 0:
+            return False
+        listed = api.get(f"{stack.url}/views/urls", timeout=5).json()["urls"]
+        return {u["url"]: u["views"] for u in listed} == views
+
+    wait_for(counted, 120, "events and views to be counted")
+    post(api, f"{stack.url}/reports", {}, 201)
+    (report,) = api.get(f"{stack.url}/reports", timeout=5).json()["reports"]
+    return {"sent": sent, "views": views, "report": report}
+
+
+def shot(page: Any, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def open_tab(page: Any, name: str) -> None:
+    page.get_by_role("tab", name=name).click()
+
+
+def test_given_data_sent_through_the_api_when_the_dashboard_is_opened_then_every_view_shows_it(
+    stack: LocalStack, api: requests.Session, context: Any, loaded: dict[str, Any]
+) -> None:
+    page = context.new_page()
+    console = Console(page)
+    page.goto(page_url(stack))
+    assert "#key=" not in page.url  # the key does not stay in the address bar
+
+    # Counters: the list shows exactly the counters sent.
+    rows = page.locator("#counter-list tbody tr")
+    rows.first.wait_for()
+    assert sorted(rows.locator("button").all_inner_texts()) == sorted(loaded["sent"])
+
+    # A chart for the last 24 h: the histogram's points and the window's total.
+    chart = page.locator("#counter-chart")
+    for window, counter in (("24h", "dash.signups"), ("1h", "dash.orders"), ("7d", "dash.signups")):
+        page.select_option("#window", window)
+        page.get_by_role("button", name=counter, exact=True).click()
+        page.wait_for_function(
+            "([w, c]) => { const el = document.getElementById('counter-chart');"
+            " return el.dataset.window === w && document.getElementById('counter-title').textContent === c"
+            " && el.querySelector('canvas') !== null; }",
+            arg=[window, counter],
+        )
+        params = {
+            "window": window,
+            "end": chart.get_attribute("data-end"),
+            "resolution": chart.get_attribute("data-resolution"),
+        }
+        histogram = api.get(f"{stack.url}/counters/{counter}/histogram", params=params, timeout=5).json()
+        cutoff = int(params["end"]) - {"24h": 1440, "1h": 60, "7d": 7 * 1440}[window] * MINUTE
+        expected_total = sum(1 for t in loaded["sent"][counter] if t // MINUTE > cutoff // MINUTE)
+        assert int(chart.get_attribute("data-points")) == len(histogram["buckets"])
+        assert int(chart.get_attribute("data-total")) == expected_total
+        assert page.locator("#counter-total").inner_text().startswith(f"{expected_total} events in the last")
+        shot(page, f"counters-{window}")
+
+    # No events in the window: said plainly, no chart.
+    page.select_option("#window", "1h")
+    page.get_by_role("button", name="dash.refunds", exact=True).click()
+    empty = page.locator("#counter-empty")
+    empty.wait_for(state="visible")
+    assert empty.inner_text() == "No events for this counter in the last 1 h."
+    assert page.locator("#counter-chart canvas").count() == 0
+    page.select_option("#window", "24h")
+
+    # Unique counts: the names listing (or, without it, a clear message), and one name.
+    open_tab(page, "Unique counts")
+    page.fill("#unique-name", "dash.visitors")
+    page.get_by_role("button", name="Show").click()
+    page.wait_for_function("() => document.getElementById('unique-total').textContent.includes('about')")
+    cardinality = api.get(f"{stack.url}/hyperloglog/dash.visitors", timeout=5).json()["cardinality"]
+    assert f"about {round(cardinality)} different" in page.locator("#unique-total").inner_text()
+    assert page.locator("#uniques-message").inner_text() or page.locator("#unique-list tbody tr").count() > 0
+    page.wait_for_function(
+        "() => document.getElementById('unique-empty').textContent !== ''"
+        " || document.querySelector('#unique-chart canvas') !== null"
+    )
+    shot(page, "uniques")
+
+    # Views: every URL with its count, most viewed first.
+    open_tab(page, "Views")
+    page.locator("#view-list tbody tr").first.wait_for()
+    cells = page.locator("#view-list tbody tr").evaluate_all(
+        "rows => rows.map(r => [r.cells[0].textContent, r.cells[1].textContent])"
+    )
+    assert cells == sorted(([u, str(n)] for u, n in loaded["views"].items()), key=lambda c: -int(c[1]))
+    shot(page, "views")
+
+    # Reports: the newest report, and its CSV link downloads what the API serves.
+    open_tab(page, "Reports")
+    report = loaded["report"]
+    row = page.locator(f'#report-list tbody tr[data-id="{report["id"]}"]')
+    row.wait_for()
+    assert row.locator("td").nth(2).inner_text() == str(report["events"])
+    with page.expect_download() as download_info:
+        row.get_by_role("link", name=re.compile("^CSV")).click()
+    download = download_info.value
+    assert download.suggested_filename == f"{report['id']}.csv"
+    served = api.get(f"{stack.url}/reports/{report['id']}.csv", timeout=5)
+    assert served.headers["Content-Type"].startswith("text/csv")
+    assert Path(download.path()).read_text() == served.text
+    assert served.text.startswith("counter,events,amount\n") and "dash.signups,5,10\n" in served.text
+    with page.expect_download() as json_info:
+        row.get_by_role("link", name=re.compile("^JSON")).click()
+    assert json_info.value.suggested_filename == f"{report['id']}.json"
+    shot(page, "reports")
+
+    # Quarantine: one row per source.
+    open_tab(page, "Quarantine")
+    page.locator("#quarantine-list tbody tr").first.wait_for()
+    sources = page.locator("#quarantine-list tbody tr td:first-child").all_inner_texts()
+    assert sources == ["events-stream", "uniques-queue", "views-dead-letter-queue"]
+    shot(page, "quarantine")
+
+    assert page.locator("#key-panel").is_hidden()  # nothing asked for a key it does not need
+    assert console.errors == []
+
+
+def test_given_a_keyboard_only_when_moving_through_tabs_then_each_view_is_reached(
+    stack: LocalStack, context: Any, loaded: dict[str, Any]
+) -> None:
+    page = context.new_page()
+    console = Console(page)
+    page.goto(page_url(stack))
+    page.locator("#counter-list tbody tr").first.wait_for()
+    page.get_by_role("tab", name="Counters").focus()
+    for name in ("Unique counts", "Views", "Reports", "Quarantine", "Counters"):
+        page.keyboard.press("ArrowRight")
+        assert page.evaluate("document.activeElement.textContent") == name
+        assert page.get_by_role("tab", name=name).get_attribute("aria-selected") == "true"
+    # Tab from the tabs into the list, Enter on a counter draws it.
+    page.locator("#counter-list tbody button").first.focus()
+    page.keyboard.press("Enter")
+    page.locator("#counter-chart canvas").wait_for()
+    assert console.errors == []
+
+
+def test_given_a_phone_screen_when_opened_then_nothing_overflows_sideways(
+    stack: LocalStack, context: Any, loaded: dict[str, Any]
+) -> None:
+    page = context.new_page()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(page_url(stack))
+    page.locator("#counter-list tbody tr").first.wait_for()
+    page.get_by_role("button", name="dash.signups", exact=True).click()
+    page.locator("#counter-chart canvas").wait_for()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    shot(page, "phone")
+
+
+def test_given_an_api_that_needs_a_key_when_opened_then_the_page_asks_keeps_it_for_the_tab_and_sends_it(
+    stack: LocalStack, context: Any, loaded: dict[str, Any]
+) -> None:
+    """Access control is simulated in the browser: every API call without the right key is refused."""
+    page = context.new_page()
+    console = Console(page)
+    seen: list[str | None] = []
+
+    def guard(route: Any) -> None:
+        authorization = route.request.headers.get("authorization")
+        seen.append(authorization)
+        if authorization != "Bearer right-key":
+            route.fulfill(status=401, content_type="application/json", body='{"Code": "Unauthorized", "Message": "no"}')
+        else:
+            route.continue_()
+
+    page.route(re.compile(r"/(counters|hyperloglog|views|reports|quarantine)"), guard)
+    page.goto(f"{stack.url}/#key=wrong-key")
+    panel = page.locator("#key-panel")
+    panel.wait_for(state="visible")
+    assert "refused the key" in page.locator("#key-reason").inner_text()
+    assert seen and seen[0] == "Bearer wrong-key"
+    page.fill("#key-input", "right-key")
+    page.keyboard.press("Enter")
+    page.locator("#counter-list tbody tr").first.wait_for()
+    assert panel.is_hidden()
+    assert page.evaluate("sessionStorage.getItem('tally.apiKey')") == "right-key"
+    assert seen[-1] == "Bearer right-key"
+    # The page and its assets need no key; only the refused API calls were logged.
+    assert all("status of 401" in e for e in console.errors), console.errors

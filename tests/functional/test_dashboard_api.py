@@ -1,0 +1,235 @@
+"""What the dashboard reads, on moto: the page and its assets, the counters and views listings
+(pagination, empty, bad cursors), report CSV downloads and the quarantine counts."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from chalicelib.core import catalog, validation
+from chalicelib.core.queues import Message
+from chalicelib.core.settings import Settings
+from chalicelib.counters import catalog as counter_catalog
+from chalicelib.dashboard import assets
+from chalicelib.events.ingest import Event
+from chalicelib.views import batches as views_batches
+from chalicelib.views.keys import View, to_message
+from tests.functional.stream_fixtures import lambda_event, record, stored_event_records
+from tests.functional.test_windowed_counts import post_events
+
+SETTINGS = Settings()
+MINUTE = 60_000
+HOUR = 60 * MINUTE
+
+
+def count_stored(app_module: Any, aws: Any) -> None:
+    app_module.on_event_records(lambda_event(stored_event_records(aws.dynamodb)), None)
+
+
+def get(client: Any, path: str, status: int = 200) -> Any:
+    response = client.http.get(path)
+    assert response.status_code == status, (path, response.body)
+    return response
+
+
+def every_page(client: Any, path: str, field: str, limit: int) -> tuple[list[Any], int]:
+    """Follow `next` from the first page; the entries and the number of pages read."""
+    entries: list[Any] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        query = f"limit={limit}" + (f"&cursor={cursor}" if cursor else "")
+        body = get(client, f"{path}?{query}").json_body
+        pages += 1
+        assert len(body[field]) <= limit
+        entries += body[field]
+        cursor = body["next"]
+        if cursor is None:
+            return entries, pages
+
+
+# -- the page and its assets ------------------------------------------------------------------
+
+
+def test_given_the_page_when_loaded_then_html_names_versioned_local_assets_that_are_served_and_cached(
+    client: Any,
+) -> None:
+    page = get(client, "/")
+    assert page.headers["Content-Type"].startswith("text/html")
+    assert page.headers["Cache-Control"] == "no-cache"
+    assert "default-src 'none'" in page.headers["Content-Security-Policy"]
+    html = page.body.decode()
+    assert "http://" not in html and "https://" not in html  # nothing from a CDN
+    for name in ("uPlot.iife.min.js", "uPlot.min.css", "dashboard.js", "dashboard.css"):
+        version = assets.asset(name).version
+        assert f"/dashboard/{name}?v={version}" in html
+        current = get(client, f"/dashboard/{name}?v={version}")
+        assert current.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+        assert current.body.decode() == assets.asset(name).body
+        stale = get(client, f"/dashboard/{name}?v=0000")
+        assert stale.headers["Cache-Control"] == "no-cache"
+        revalidated = client.http.get(f"/dashboard/{name}", headers={"If-None-Match": current.headers["ETag"]})
+        assert revalidated.status_code == 304 and revalidated.body == b""
+    assert get(client, "/dashboard/uPlot.LICENSE").body.startswith(b"The MIT License")
+
+
+@pytest.mark.parametrize("name", ["missing.js", ".pins", "index.html", "dashboard.py", "..%2Fassets.py"])
+def test_given_a_name_that_is_not_an_asset_when_asked_then_404(client: Any, name: str) -> None:
+    response = get(client, f"/dashboard/{name}", 404)
+    assert set(response.json_body) == {"Code", "Message"}
+
+
+# -- GET /counters ----------------------------------------------------------------------------
+
+
+def test_given_no_counters_when_listed_then_empty_page_without_next(client: Any, clock: Any) -> None:
+    assert get(client, "/counters").json_body == {"counters": [], "next": None}
+
+
+def test_given_counted_events_when_listed_in_pages_then_every_counter_once_in_name_order(
+    client: Any, app_module: Any, aws: Any, clock: Any
+) -> None:
+    names = [f"jobs.provider-{i}" for i in range(7)]
+    post_events(client, [{"counter": n, "time": clock.now - i * MINUTE} for i, n in enumerate(names * 3)])
+    count_stored(app_module, aws)
+    for limit in (1, 3, 7, 100):
+        entries, pages = every_page(client, "/counters", "counters", limit)
+        assert [e["name"] for e in entries] == sorted(names)
+        assert pages >= -(-len(names) // limit)
+    first = get(client, "/counters").json_body["counters"][0]
+    assert set(first) == {"name", "last_counted"}
+    assert first["last_counted"].startswith("2026-11-")
+
+
+def test_given_a_counter_counted_again_in_the_same_hour_then_no_catalog_write_and_next_hour_one(
+    aws: Any, clock: Any
+) -> None:
+    events = [Event(f"c{i % 3}", f"id-{i}", clock.now, 90_000) for i in range(300)]
+    assert counter_catalog.record(aws.dynamodb, SETTINGS, events, clock.now) == 3
+    assert counter_catalog.record(aws.dynamodb, SETTINGS, events, clock.now + 1000) == 0
+    clock.advance(HOUR)
+    assert counter_catalog.record(aws.dynamodb, SETTINGS, events[:1], clock.now) == 1
+
+
+def test_given_counters_past_their_retention_when_listed_then_not_shown(aws: Any, client: Any, clock: Any) -> None:
+    counter_catalog.record(aws.dynamodb, SETTINGS, [Event("short", "a", clock.now, 60)], clock.now)
+    counter_catalog.record(aws.dynamodb, SETTINGS, [Event("long", "b", clock.now, 30 * 86400)], clock.now)
+    # Later in the same hour, a longer retention: the item's expiry follows it.
+    counter_catalog.record(aws.dynamodb, SETTINGS, [Event("grown", "c", clock.now, 60)], clock.now)
+    counter_catalog.record(aws.dynamodb, SETTINGS, [Event("grown", "d", clock.now, 30 * 86400)], clock.now + 1000)
+    clock.advance(3 * 86400 * 1000)
+    assert [e["name"] for e in get(client, "/counters").json_body["counters"]] == ["grown", "long"]
+
+
+def test_given_an_older_write_when_it_lands_after_a_newer_one_then_last_counted_does_not_go_back(
+    aws: Any, client: Any, clock: Any
+) -> None:
+    counter_catalog.record(aws.dynamodb, SETTINGS, [Event("x", "a", clock.now, 90_000)], clock.now + HOUR)
+    recent = catalog.Recent()  # another process, still in the earlier hour
+    catalog.touch(aws.dynamodb, SETTINGS, counter_catalog.KIND, recent, {"x": None}, clock.now)
+    (entry,) = get(client, "/counters").json_body["counters"]
+    assert entry["last_counted"] == validation.iso(clock.now + HOUR)
+
+
+def b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "cursor=%%%",
+        "cursor=" + b64("bad name with spaces"),
+        "cursor=" + base64.urlsafe_b64encode(b"\xff\xfe").decode(),
+        "cursor=" + "A" * 2000,
+        "limit=0",
+        "limit=1001",
+        "limit=ten",
+    ],
+)
+def test_given_a_bad_cursor_or_limit_when_counters_listed_then_400_in_chalice_shape(client: Any, query: str) -> None:
+    response = get(client, f"/counters?{query}", 400)
+    assert set(response.json_body) == {"Code", "Message"}
+
+
+# -- GET /views/urls --------------------------------------------------------------------------
+
+
+def deliver_views(aws: Any, views: list[View], now_ms: int) -> None:
+    messages = [Message(str(i), f"r{i}", to_message(v)) for i, v in enumerate(views)]
+    views_batches.apply_messages(aws.dynamodb, aws.sqs, SETTINGS, messages, now_ms)
+
+
+def test_given_no_views_when_urls_listed_then_empty_page(client: Any, clock: Any) -> None:
+    assert get(client, "/views/urls").json_body == {"urls": [], "next": None}
+
+
+def test_given_views_of_many_urls_when_listed_in_pages_then_each_url_once_with_its_exact_count(
+    aws: Any, client: Any, clock: Any
+) -> None:
+    expected = {f"https://blog.example/post-{i}?q=a b&x=é": i + 1 for i in range(9)}
+    views = [View(url, clock.now + k * 1000, f"client-{k}") for url, n in expected.items() for k in range(n)]
+    deliver_views(aws, views, clock.now)
+    deliver_views(aws, views[:10], clock.now)  # a redelivery counts nothing twice
+    for limit in (2, 9, 1000):
+        entries, _ = every_page(client, "/views/urls", "urls", limit)
+        assert {e["url"]: e["views"] for e in entries} == expected
+        assert len(entries) == len(expected)
+    assert set(entries[0]) == {"url", "views", "last_counted"}
+    # The single-URL read is unchanged.
+    url = next(iter(expected))
+    assert get(client, "/views?url=" + url.replace("&", "%26").replace(" ", "%20")).json_body["views"] == 1
+
+
+@pytest.mark.parametrize("cursor", ["%%%", b64("URL#abc"), b64("g" * 64), b64("a" * 63)])
+def test_given_a_bad_cursor_when_urls_listed_then_400(client: Any, cursor: str) -> None:
+    assert set(get(client, f"/views/urls?cursor={cursor}", 400).json_body) == {"Code", "Message"}
+
+
+# -- report downloads -------------------------------------------------------------------------
+
+
+def test_given_a_report_when_downloaded_as_csv_then_text_csv_equal_to_the_stored_object(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    post_events(client, [{"counter": "sales", "attributes": {"amount": 2.5}}, {"counter": "signups"}])
+    clock.advance(SETTINGS.report_settle_seconds * 1000 + 1000)
+    assert client.http.post("/reports", headers={"Content-Type": "application/json"}, body="{}").status_code == 201
+    (report,) = get(client, "/reports").json_body["reports"]
+    stored = aws.s3.get_object(Bucket=SETTINGS.reports_bucket, Key=f"reports/{report['id']}.csv")["Body"].read()
+    assert stored.decode() == "counter,events,amount\nsales,1,2.5\nsignups,1,\n"
+    for path in (f"/reports/{report['id']}.csv", f"/reports/{report['id']}?format=csv"):
+        response = get(client, path)
+        assert response.headers["Content-Type"].startswith("text/csv")
+        assert response.headers["Content-Disposition"] == f'attachment; filename="{report["id"]}.csv"'
+        assert response.body == stored
+    assert get(client, f"/reports/{report['id']}?format=json").json_body["id"] == report["id"]
+    assert get(client, f"/reports/{report['id']}.json").json_body["events"] == 2
+    assert get(client, f"/reports/{report['id']}.csv?format=json", 400)
+    assert get(client, f"/reports/{report['id']}?format=xml", 400)
+    assert get(client, "/reports/20201121T230000000Z-20201122T000000000Z.csv", 404)
+    assert get(client, "/reports/not-an-id.csv", 400)
+
+
+# -- quarantine counts ------------------------------------------------------------------------
+
+
+def test_given_records_set_aside_when_counted_then_per_source_including_the_views_dead_letter_queue(
+    client: Any, app_module: Any, aws: Any, clock: Any
+) -> None:
+    before = get(client, "/quarantine/counts").json_body["sources"]
+    assert {s["source"]: s["records"] for s in before} == {
+        "events-stream": 0,
+        "uniques-queue": 0,
+        "views-dead-letter-queue": 0,
+    }
+    bad = {"pk": {"S": "202611180000#0"}, "sk": {"S": "x"}, "kind": {"S": "event"}, "counter": {"S": "bad name"}}
+    app_module.on_event_records(lambda_event([record(bad), record({**bad, "sk": {"S": "y"}})]), None)
+    poison = [Message("p1", "r1", "not json")]
+    views_batches.apply_messages(aws.dynamodb, aws.sqs, SETTINGS, poison, clock.now)
+    after = {s["source"]: s for s in get(client, "/quarantine/counts").json_body["sources"]}
+    assert after["events-stream"] == {"source": "events-stream", "records": 2, "complete": True}
+    assert after["views-dead-letter-queue"]["records"] == 1
+    assert after["views-dead-letter-queue"]["approximate"] is True
