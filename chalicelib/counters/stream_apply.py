@@ -122,6 +122,7 @@ def apply_stream_batch(
     result = BatchResult(records=len(records))
     pending: list[Countable] = []  # in stream order: each chunk must be a prefix per partition
     identities: set[tuple[str, str]] = set()
+    last_position: dict[str, str] = {}
     for record in records:
         try:
             if record.event_name != "INSERT" or (record.new_image or {}).get("kind", "event") != "event":
@@ -132,6 +133,11 @@ def apply_stream_batch(
         except Exception as exc:  # whatever it is, it is about this record alone
             _set_aside(dynamodb, settings, result, record, exc, now_ms)
             continue
+        if countable.partition is not None:
+            if countable.position < last_position.get(countable.partition, ""):
+                # The order relied on is broken (docs/counting.md): make it visible in the log line.
+                result.details["out_of_sequence"] += 1
+            last_position[countable.partition] = max(countable.position, last_position.get(countable.partition, ""))
         if countable.identity in identities:
             result.duplicates += 1
         elif not buckets:

@@ -229,6 +229,10 @@ def test_given_partition_delivered_out_of_sequence_when_applied_then_count_is_sh
     assert late.duplicates == 5 and late.counted == 0
     with pytest.raises(AssertionError):
         assert_exact(aws.dynamodb, images)
+    # Within one batch the handler can see it, and says so.
+    mixed = [image("p5#2", "order3", NOW - i * MINUTE) for i in range(3)]
+    shuffled = [record(i) for i in mixed]
+    assert apply(aws.dynamodb, [shuffled[2], shuffled[0], shuffled[1]]).details["out_of_sequence"] == 2
     # The same records in sequence order, elsewhere: exact.
     again = [image("p5#1", "order2", NOW - i * MINUTE) for i in range(10)]
     ordered = [record(i) for i in again]
