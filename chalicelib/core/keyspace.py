@@ -7,7 +7,8 @@ capabilities can never collide and an operator can read any item's owner from it
     pk                                   sk                      what
     CTR#<counter>                        h#<hour> | d#<day>      a windowed-count bucket (counters)
     EVT#<counter>#<id>                   #                       marker: an event with a client id was counted
-    LED#<events pk>#<ingest slice>       #                       ledger: stored events that were counted
+    SEQ#<events pk>                      #                       stream position counted up to (counters)
+    LED#<events pk>#<ingest slice>       #                       former counting ledger, left to expire
     URL#<sha256 of url>                  TOTAL                   an exact view counter (views)
     URL#<sha256 of url>                  V#... | D#...           marker: one view / one client-day was counted
     HLL#<name>                           shard#<nn>              an all-time unique-count sketch shard (uniques)
@@ -25,7 +26,8 @@ from __future__ import annotations
 
 COUNTER = "CTR#"
 EVENT_MARKER = "EVT#"
-LEDGER = "LED#"
+STREAM_POSITION = "SEQ#"
+LEDGER = "LED#"  # no longer written; items of a stage upgraded from it expire by TTL
 VIEW_URL = "URL#"
 SKETCH = "HLL#"
 SKETCH_WINDOW = "HLW#"

@@ -36,8 +36,6 @@ class Settings:
     # Idempotency markers must outlive the stream's 24-hour retention plus client retries.
     marker_ttl_seconds: int = 48 * 3600
     stream_batch_size: int = 100
-    # Seconds of ingest time one counting ledger item covers (a divisor of 60).
-    ledger_seconds: int = 10
     # Unique counts: sketch error rate (0.01 gives 2**14 registers), write shards per sketch,
     # and the SQS source's batch (Lambda needs a batching window above 0 beyond 10 messages).
     uniques_error_rate: float = 0.01
@@ -100,11 +98,6 @@ class Settings:
         if uniques_batch_size > 10 and uniques_window == 0:
             raise SettingsError("UNIQUES_BATCH_SIZE above 10 needs UNIQUES_BATCHING_WINDOW_SECONDS above 0")
 
-        def divisor_of_minute(value: int) -> int:
-            if 60 % value:
-                raise SettingsError(f"LEDGER_SECONDS must divide 60, got {value}")
-            return value
-
         def choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
             value = text(name, default)
             if value not in allowed:
@@ -130,7 +123,6 @@ class Settings:
             ),
             marker_ttl_seconds=integer("MARKER_TTL_SECONDS", defaults.marker_ttl_seconds, 86400, 365 * 86400),
             stream_batch_size=integer("STREAM_BATCH_SIZE", defaults.stream_batch_size, 1, 10000),
-            ledger_seconds=divisor_of_minute(integer("LEDGER_SECONDS", defaults.ledger_seconds, 1, 60)),
             # 0.0041-0.26 keeps the precision within the library's 4-16.
             uniques_error_rate=fraction("UNIQUES_ERROR_RATE", defaults.uniques_error_rate, 0.0041, 0.26),
             uniques_shards=integer("UNIQUES_SHARDS", defaults.uniques_shards, 1, 64),

@@ -9,8 +9,11 @@ transaction items. What comes back from DynamoDB is read here, once:
 - items cancelled with ConditionalCheckFailed are shown to the caller's `duplicates` callback,
   which names the members already applied by an earlier delivery; the transaction is retried
   without them at once (no backoff: nothing was contended);
-- a failed condition that names no duplicate is the caller's answer (`ConditionFailedError`),
-  unless the caller says such conditions are races to retry;
+- a failed condition that names no duplicate is shown to the caller's `adapt` callback, which
+  may change what its plan builds (say, an update whose condition guards a maximum becomes one
+  that leaves the larger stored value alone) and so ask for an immediate retry;
+- otherwise it is the caller's answer (`ConditionFailedError`), unless the caller says such
+  conditions are races to retry;
 - anything no retry can fix (ValidationException, an item too large) is `TransactionRejectedError`,
   so a background handler can set the offending record aside instead of failing its batch.
 """
@@ -21,7 +24,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from chalicelib.core import clock
 from chalicelib.core.errors import StorageError
@@ -104,6 +107,7 @@ def write(
     what: str,
     duplicates: Callable[[list[T | None], list[T]], Collection[T]] | None = None,
     retry_failed_conditions: bool = False,
+    adapt: Callable[[list[dict[str, Any]]], bool] | None = None,
     attempts: int = 7,
     cap: float = 2.0,
     sleep: Sleep | None = None,
@@ -112,6 +116,9 @@ def write(
 
     `duplicates(failed_owners, pending)` is called with the owners of the items whose condition
     failed and the members still pending; it returns the members an earlier delivery applied.
+    `adapt(failed_items)` is called with the transaction items whose condition failed when no
+    duplicate explains them; it returns True if it changed the plan so that retrying at once can
+    succeed (it must not return True twice for the same change, or the retries never end).
     """
     outcome: Outcome[T] = Outcome()
     pending = list(members)
@@ -124,6 +131,10 @@ def write(
             dynamodb.transact_write_items(TransactItems=transaction.items)
             outcome.applied += pending
             return outcome
+        except ParamValidationError as exc:  # the SDK refused the data before sending it
+            raise TransactionRejectedError(f"{what} rejected: {exc}") from exc
+        except BotoCoreError as exc:  # no answer (connection, timeout) after the SDK's own retries
+            raise StorageError(f"{what} failed: {type(exc).__name__}") from exc
         except ClientError as exc:
             code, reasons = error_code(exc), cancellation_reasons(exc)
             cause: ClientError = exc
@@ -143,6 +154,8 @@ def write(
                     ids = {id(m) for m in seen}
                     outcome.duplicates += [m for m in pending if id(m) in ids]
                     pending = [m for m in pending if id(m) not in ids]
+                    continue
+                if adapt is not None and adapt([transaction.items[i] for i in failed if i < len(transaction.items)]):
                     continue
                 if not retry_failed_conditions:
                     raise ConditionFailedError(f"{what}: a condition failed", failed)

@@ -3,7 +3,7 @@
 CTR#<counter> / h#<hour> | d#<day>                a bucket (index since the epoch); an hour
                                                   item also holds m00..m59, its minutes' counts
 EVT#<counter>#<id> / #                            marker of an event with a client id
-LED#<events pk>#<ingest time slice> / #           ledger of stored events counted
+SEQ#<events pk> / #                               stream position counted up to, per events partition
 QUARANTINE#events-stream / <stream event id>      a record that could not be counted
 """
 
@@ -16,9 +16,10 @@ from chalicelib.core import keyspace
 from chalicelib.core.timebuckets import Bucket
 
 PREFIX = {"hour": "h", "day": "d"}
-# Events-table sort keys: ISO ingest minute, then "SS.mmmZ#<random>".
-_EVENT_SORT_KEY = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:)((\d\d)\.\d{3}Z#[A-Za-z0-9_-]{1,64})")
-LEDGER_SLICES = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)  # seconds that divide a minute
+MAX_PARTITION_KEY_BYTES = 2048  # DynamoDB's limit
+# DynamoDB stream sequence numbers are decimal strings of 21 to 40 digits (StreamRecord API).
+SEQUENCE_DIGITS = 40
+_SEQUENCE = re.compile(r"[0-9]{1,40}")
 
 
 def bucket_sort_key(resolution: str, index: int) -> str:
@@ -30,24 +31,29 @@ def minute_attribute(minute_of_hour: int) -> str:
 
 
 def bucket_key(counter: str, bucket: Bucket) -> dict[str, Any]:
-    return {"pk": {"S": f"{keyspace.COUNTER}{counter}"}, "sk": {"S": bucket_sort_key(bucket.resolution, bucket.index)}}
+    return _key(f"{keyspace.COUNTER}{counter}", bucket_sort_key(bucket.resolution, bucket.index))
 
 
 def marker_key(counter: str, event_id: str) -> dict[str, Any]:
-    return {"pk": {"S": f"{keyspace.EVENT_MARKER}{counter}#{event_id}"}, "sk": {"S": "#"}}
+    return _key(f"{keyspace.EVENT_MARKER}{counter}#{event_id}", "#")
 
 
-def ledger_key_and_entry(events_pk: str, events_sk: str, slice_seconds: int) -> tuple[dict[str, Any], str] | None:
-    """Ledger item key and the entry that stands for one stored event, or None if the key is foreign.
+def position_key(events_pk: str) -> dict[str, Any]:
+    """The item holding how far the stream of one events partition has been counted."""
+    return _key(f"{keyspace.STREAM_POSITION}{events_pk}", "#")
 
-    One ledger holds the events of one events partition ingested in one slice of a minute:
-    longer slices mean fewer, larger ledger writes (see LEDGER_SECONDS in the README).
-    """
-    match = _EVENT_SORT_KEY.fullmatch(events_sk)
-    if not match or slice_seconds not in LEDGER_SLICES:
+
+def sequence_position(sequence_number: str) -> str | None:
+    """A stream sequence number as a string that sorts like the number (DynamoDB compares
+    strings byte by byte), or None if it is not one."""
+    if not _SEQUENCE.fullmatch(sequence_number):
         return None
-    first_second = int(match.group(3)) // slice_seconds * slice_seconds
-    return {
-        "pk": {"S": f"{keyspace.LEDGER}{events_pk}#{match.group(1)}{first_second:02d}"},
-        "sk": {"S": "#"},
-    }, match.group(2)
+    return sequence_number.rjust(SEQUENCE_DIGITS, "0")
+
+
+def _key(pk: str, sk: str) -> dict[str, Any]:
+    """A key DynamoDB will take: valid text within the size limit, else ValueError."""
+    size = len(pk.encode("utf-8"))  # raises UnicodeEncodeError (a ValueError) on a lone surrogate
+    if size > MAX_PARTITION_KEY_BYTES:
+        raise ValueError(f"key of {size} bytes is over DynamoDB's {MAX_PARTITION_KEY_BYTES}")
+    return {"pk": {"S": pk}, "sk": {"S": sk}}

@@ -3,13 +3,44 @@
 Lambda delivers stream records at least once, and a handler may die between two writes.
 Every counted event therefore leaves proof in the same TransactWriteItems as its bucket
 increments, and a transaction that finds the proof already there is cancelled for exactly
-that reason and retried without the events it names:
-- an event with a client id leaves a marker `EVT#<counter>#<id>` (so a client that retries a
-  POST, which stores a second item, is still counted once);
-- an event with a generated id is known by its events-table key, recorded in a ledger item
-  per events partition and ingest second: one small write covers many events, where a marker
-  per event would double the cost of counting.
-Increments of one bucket within a transaction are summed into one update.
+that reason and retried without the events it names. The proof costs the same whatever the
+ingest rate, and no item grows with traffic:
+
+- an event whose id Tally generated is proven by its position in the stream: per events-table
+  partition key (quarter hour plus write shard) the item `SEQ#<events pk>` holds the highest
+  stream sequence number counted, set in the same transaction as the increments, on condition
+  that it is below every sequence number the transaction counts for that partition. One small
+  item per partition and transaction, whatever the number of events in it.
+- an event with a client id keeps a marker `EVT#<counter>#<id>`, so a client that retries a
+  POST (which stores a second item, with its own stream record) is still counted once.
+
+The guarantee this relies on (docs/counting.md has the sources and where it breaks):
+  the records of one events partition key reach this handler in increasing sequence-number
+  order, and a record is only delivered after every earlier record of its partition was
+  delivered in a batch that succeeded (or is in the same batch, before it).
+DynamoDB Streams keep every item key in one shard at a time, a partition key's items live in
+one table partition, each shard's records carry increasing sequence numbers, and Lambda's
+event source mapping (ParallelizationFactor 1, Chalice's default) hands a shard's records to
+one invocation at a time, in order, parent shards before their children, retrying a failed
+batch (or, with bisection, its halves in order) before anything after it. So a record whose
+sequence number is not above its partition's position has been counted already.
+
+Within a batch events are applied in stream order, chunk by chunk, so each transaction
+counts a prefix of what is left of every partition: a handler that dies between two
+transactions leaves positions that name exactly what was applied. Increments of one bucket
+within a transaction are summed into one update; a transaction takes as many events as its
+100 items allow (for a few counters, a whole batch of 1,000).
+
+A bucket lives as long as the longest retention of any event counted in it: an update raises
+its `retention` and `expires_at` on condition that the stored retention is not larger, and
+when it is, the update is retried leaving them alone.
+
+A record that cannot be counted (a malformed image, text DynamoDB will not store, a key that
+cannot be built, anything that makes DynamoDB reject its transaction, whatever the exception)
+is set aside alone under `QUARANTINE#events-stream` on its first delivery, and the rest of the
+batch is counted; a rejected transaction is split in halves until the record is found. Only a
+failure that is not about one record (storage unavailable or throttled after retries) fails
+the batch, for Lambda to deliver again.
 """
 
 from __future__ import annotations
@@ -17,40 +48,52 @@ from __future__ import annotations
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import quarantine, timebuckets, transactions, validation
+from chalicelib.core import keyspace, quarantine, timebuckets, transactions, validation
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
+from chalicelib.core.transactions import TransactionRejectedError
 from chalicelib.counters import catalog
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events.ingest import Event
 from chalicelib.events.stream_records import StreamRecord
 
-MAX_TRANSACTION_ITEMS = 100
+MAX_TRANSACTION_ITEMS = transactions.MAX_ITEMS
 Sleep = Callable[[float], None]
 
 
 @dataclass(frozen=True)
 class Countable:
     event: Event
-    proof_key: tuple[str, str]  # the marker or ledger item that proves it was counted
-    entry: str | None  # the ledger entry; None for a marker
+    record: StreamRecord = field(compare=False, repr=False)
+    marker: str | None = None  # pk of the marker proving a client-id event was counted
+    partition: str | None = None  # events-table pk whose stream position proves it
+    position: str = ""  # the record's sequence number, padded to sort as text
     buckets: tuple[Bucket, ...] = ()  # where it is counted: its buckets not yet expired
 
     @property
-    def identity(self) -> tuple[str, str, str | None]:
-        return (*self.proof_key, self.entry)
+    def identity(self) -> tuple[str, str]:
+        return ("marker", self.marker) if self.marker is not None else (f"position {self.partition}", self.position)
+
+    def items_needed(self) -> set[tuple[str, ...]]:
+        """The distinct transaction items counting this event takes."""
+        needed: set[tuple[str, ...]] = {("bucket", self.event.counter, repr(b)) for b in self.buckets}
+        needed.add(self.identity if self.marker is not None else ("position", self.partition or ""))
+        return needed
 
 
-def countable_from_image(image: dict[str, Any], ledger_seconds: int) -> Countable:
-    """What an events-table item counts as; ValidationError if it is malformed."""
+def countable_from_record(record: StreamRecord) -> Countable:
+    """What a stream record counts as; ValidationError (or ValueError) if it cannot be counted."""
+    if record.error:
+        raise ValidationError(record.error)
+    image = record.new_image or {}
     counter = validation.name(image.get("counter"), "counter")
     event_id = image.get("id")
     if not isinstance(event_id, str) or not 1 <= len(event_id) <= 128:
@@ -64,14 +107,13 @@ def countable_from_image(image: dict[str, Any], ledger_seconds: int) -> Countabl
     event = Event(
         counter, event_id, validation.time_ms(int(t)), int(retention), id_given=image.get("id_given") is not False
     )
-    ledger = None
-    if not event.id_given and isinstance(image.get("pk"), str) and isinstance(image.get("sk"), str):
-        ledger = counter_keys.ledger_key_and_entry(image["pk"], image["sk"], ledger_seconds)
-    if ledger is None:
-        key = counter_keys.marker_key(counter, event_id)
-        return Countable(event, (key["pk"]["S"], key["sk"]["S"]), None)
-    key, entry = ledger
-    return Countable(event, (key["pk"]["S"], key["sk"]["S"]), entry)
+    partition, position = image.get("pk"), counter_keys.sequence_position(record.sequence_number)
+    if not event.id_given and isinstance(partition, str) and position is not None:
+        counter_keys.position_key(partition)  # raises if no key can be built from it
+        return Countable(event, record, partition=partition, position=position)
+    # A client id, or a stored item without a stream position (written by hand): a marker.
+    marker = counter_keys.marker_key(counter, event_id)["pk"]["S"]
+    return Countable(event, record, marker=marker)
 
 
 def apply_stream_batch(
@@ -79,206 +121,249 @@ def apply_stream_batch(
 ) -> BatchResult:
     records = list(records)
     result = BatchResult(records=len(records))
-    pending: dict[tuple[str, str, str | None], Countable] = {}
+    pending: list[Countable] = []  # in stream order: each chunk must be a prefix per partition
+    identities: set[tuple[str, str]] = set()
+    last_position: dict[str, str] = {}
     for record in records:
-        if record.event_name != "INSERT" or (record.new_image or {}).get("kind", "event") != "event":
-            result.details["skipped"] += 1
-            continue
         try:
-            if record.error:
-                raise ValidationError(record.error)
-            countable = countable_from_image(record.new_image or {}, settings.ledger_seconds)
-        except ValidationError as exc:
-            _quarantine(dynamodb, settings, record, str(exc), now_ms)
-            result.quarantined.append(record.event_id)
+            if record.event_name != "INSERT" or (record.new_image or {}).get("kind", "event") != "event":
+                result.details["skipped"] += 1
+                continue
+            countable = countable_from_record(record)
+            buckets = live_buckets(countable.event, now_ms)
+        except Exception as exc:  # whatever it is, it is about this record alone
+            _set_aside(dynamodb, settings, result, record, exc, now_ms)
             continue
-        buckets = live_buckets(countable.event, now_ms)
-        if countable.identity in pending:
+        if countable.partition is not None:
+            if countable.position < last_position.get(countable.partition, ""):
+                # The order relied on is broken (docs/counting.md): make it visible in the log line.
+                result.details["out_of_sequence"] += 1
+            last_position[countable.partition] = max(countable.position, last_position.get(countable.partition, ""))
+        if countable.identity in identities:
             result.duplicates += 1
         elif not buckets:
             result.details["expired"] += 1
         else:
-            pending[countable.identity] = replace(countable, buckets=tuple(buckets))
-    # Sorting keeps events of one counter and minute together, so they share updates.
-    ordered = sorted(pending.values(), key=lambda c: (c.event.counter, c.event.time_ms))
-    catalog.record(dynamodb, settings, (c.event for c in ordered), now_ms)  # GET /counters
-    for chunk in _chunks(ordered):
-        counted, duplicates, attempts = _commit(dynamodb, settings, chunk, now_ms, sleep)
-        result.counted += counted
-        result.duplicates += duplicates
-        result.transactions += attempts
+            identities.add(countable.identity)
+            pending.append(replace(countable, buckets=tuple(buckets)))
+    catalog.record(dynamodb, settings, (c.event for c in pending), now_ms)  # GET /counters
+    for chunk in chunks(pending):
+        _apply_isolating(dynamodb, settings, chunk, now_ms, sleep, result)
     return result
 
 
 def live_buckets(event: Event, now_ms: int) -> list[Bucket]:
     """Buckets of the event that have not expired yet; an expired one would read as 0."""
-    return [b for b in timebuckets.buckets_for(event.time_ms) if _bucket_expiry_s(b, event) * 1000 > now_ms]
+    return [
+        b for b in timebuckets.buckets_for(event.time_ms) if bucket_expiry_s(b, event.retention_seconds) * 1000 > now_ms
+    ]
 
 
-def _bucket_expiry_s(bucket: Bucket, event: Event) -> int:
-    return bucket.end_ms // 1000 + event.retention_seconds
+def bucket_expiry_s(bucket: Bucket, retention_seconds: int) -> int:
+    """When a bucket expires: its end plus the longest retention of the events counted in it."""
+    return bucket.end_ms // 1000 + retention_seconds
 
 
-def _items_needed(countable: Countable) -> set[tuple[str, Any]]:
-    """The distinct transaction items an event needs besides its own marker."""
-    needed: set[tuple[str, Any]] = {("bucket", (countable.event.counter, b)) for b in countable.buckets}
-    if countable.entry is not None:
-        needed.add(("ledger", countable.proof_key))
-    return needed
-
-
-def _chunks(countables: list[Countable]) -> Iterable[list[Countable]]:
-    """Groups of events whose transaction items fit in one TransactWriteItems."""
+def chunks(countables: list[Countable]) -> Iterable[list[Countable]]:
+    """Consecutive runs of events (stream order kept) whose items fit in one TransactWriteItems."""
     chunk: list[Countable] = []
-    shared: set[tuple[str, Any]] = set()
-    markers = 0
+    items: set[tuple[str, ...]] = set()
     for countable in countables:
-        needed = _items_needed(countable)
-        marker = 1 if countable.entry is None else 0
-        if chunk and markers + marker + len(shared | needed) > MAX_TRANSACTION_ITEMS:
+        needed = countable.items_needed()
+        if chunk and len(items | needed) > MAX_TRANSACTION_ITEMS:
             yield chunk
-            chunk, shared, markers = [], set(), 0
+            chunk, items = [], set()
         chunk.append(countable)
-        shared |= needed
-        markers += marker
+        items |= needed
     if chunk:
         yield chunk
 
 
-def _transaction(settings: Settings, chunk: list[Countable], now_ms: int) -> transactions.Plan[Countable]:
-    """The items of one counting transaction; a marker is owned by its event, a ledger by the
-    first of its events (which names the ledger), a bucket by none."""
+def _apply_isolating(
+    dynamodb: Any, settings: Settings, chunk: list[Countable], now_ms: int, sleep: Sleep, result: BatchResult
+) -> None:
+    """Apply a chunk; if its data is refused, split it until the records to blame are found alone."""
+    try:
+        outcome = _commit(dynamodb, settings, chunk, now_ms, sleep)
+    except TransactionRejectedError as exc:
+        failure: Exception = exc
+    except (StorageError, OSError):
+        raise  # not about a record (storage, network, time): the batch fails and Lambda delivers it again
+    except Exception as exc:  # e.g. a value the SDK cannot send: about some record
+        failure = exc
+    else:
+        result.counted += len(outcome.applied)
+        result.duplicates += len(outcome.duplicates)
+        result.transactions += outcome.attempts
+        result.retries += outcome.retries
+        return
+    result.transactions += 1
+    if len(chunk) == 1:
+        _set_aside(dynamodb, settings, result, chunk[0].record, failure, now_ms)
+        return
+    half = len(chunk) // 2  # halves in stream order keep each transaction a prefix per partition
+    _apply_isolating(dynamodb, settings, chunk[:half], now_ms, sleep, result)
+    _apply_isolating(dynamodb, settings, chunk[half:], now_ms, sleep, result)
+
+
+@dataclass
+class _BucketUpdate:
+    n: int = 0
+    minutes: Tally[int] = field(default_factory=Tally)
+    retention: int = 0
+
+
+def _transaction(
+    settings: Settings, chunk: list[Countable], now_ms: int, keep_stored: set[tuple[str, str]]
+) -> transactions.Plan[Countable]:
+    """The items of one counting transaction. A marker is owned by its event, a partition's
+    position by the first of its events in the chunk, a bucket by none. Buckets in
+    `keep_stored` are known to hold a longer retention than this chunk brings."""
     now_s = now_ms // 1000
     table = settings.counts_table
     expires = str(now_s + settings.marker_ttl_seconds)
     items: list[dict[str, Any]] = []
     owners: list[Countable | None] = []
-    ledgers: dict[tuple[str, str], list[str]] = {}
-    first_of_ledger: dict[tuple[str, str], Countable] = {}
+    partitions: dict[str, list[Countable]] = {}
     for c in chunk:
-        if c.entry is None:
-            items.append(
-                {
-                    "Put": {
-                        "TableName": table,
-                        "Item": {
-                            "pk": {"S": c.proof_key[0]},
-                            "sk": {"S": c.proof_key[1]},
-                            "expires_at": {"N": expires},
-                        },
-                        # A marker past its expiry may linger until DynamoDB deletes it: it no longer counts.
-                        "ConditionExpression": "attribute_not_exists(pk) OR expires_at < :now",
-                        "ExpressionAttributeValues": {":now": {"N": str(now_s)}},
-                    }
+        if c.marker is None:
+            partitions.setdefault(c.partition or "", []).append(c)
+            continue
+        items.append(
+            {
+                "Put": {
+                    "TableName": table,
+                    "Item": {"pk": {"S": c.marker}, "sk": {"S": "#"}, "expires_at": {"N": expires}},
+                    # A marker past its expiry may linger until DynamoDB deletes it: it no longer counts.
+                    "ConditionExpression": "attribute_not_exists(pk) OR expires_at < :now",
+                    "ExpressionAttributeValues": {":now": {"N": str(now_s)}},
                 }
-            )
-            owners.append(c)
-        else:
-            ledgers.setdefault(c.proof_key, []).append(c.entry)
-            first_of_ledger.setdefault(c.proof_key, c)
-    for proof_key, entries in sorted(ledgers.items()):
-        values = {f":e{i}": {"S": e} for i, e in enumerate(entries)}
+            }
+        )
+        owners.append(c)
+    for partition, members in sorted(partitions.items()):
+        positions = [c.position for c in members]
         items.append(
             {
                 "Update": {
                     "TableName": table,
-                    "Key": {"pk": {"S": proof_key[0]}, "sk": {"S": proof_key[1]}},
-                    "UpdateExpression": "ADD #e :new SET expires_at = :exp",
-                    "ConditionExpression": " AND ".join(f"NOT contains(#e, {name})" for name in values),
-                    "ExpressionAttributeNames": {"#e": "entries"},
-                    "ExpressionAttributeValues": {**values, ":new": {"SS": entries}, ":exp": {"N": expires}},
+                    "Key": counter_keys.position_key(partition),
+                    "UpdateExpression": "SET #s = :last, expires_at = :exp",
+                    "ConditionExpression": "attribute_not_exists(#s) OR #s < :first",
+                    "ExpressionAttributeNames": {"#s": "seq"},
+                    "ExpressionAttributeValues": {
+                        ":first": {"S": min(positions)},
+                        ":last": {"S": max(positions)},
+                        ":exp": {"N": expires},
+                    },
                 }
             }
         )
-        owners.append(first_of_ledger[proof_key])
-    increments: Tally[tuple[str, Bucket]] = Tally()
-    minutes: dict[tuple[str, Bucket], Tally[int]] = {}
-    expiry: dict[tuple[str, Bucket], int] = {}
-    retention: dict[tuple[str, Bucket], int] = {}
+        owners.append(members[0])
+    updates: dict[tuple[str, Bucket], _BucketUpdate] = {}
     for c in chunk:
         for bucket in c.buckets:
-            key = (c.event.counter, bucket)
-            increments[key] += 1
+            update = updates.setdefault((c.event.counter, bucket), _BucketUpdate())
+            update.n += 1
             if bucket.resolution == "hour":
-                minutes.setdefault(key, Tally())[timebuckets.minute_of_hour(c.event.time_ms)] += 1
-            expiry[key] = max(expiry.get(key, 0), _bucket_expiry_s(bucket, c.event))
-            retention[key] = max(retention.get(key, 0), c.event.retention_seconds)
-    for (counter, bucket), n in sorted(increments.items()):
-        names = {"#n": "n", "#r": "retention"}
-        values = {
-            ":n": {"N": str(n)},
-            ":exp": {"N": str(expiry[(counter, bucket)])},
-            ":r": {"N": str(retention[(counter, bucket)])},
-        }
-        adds = ["#n :n"]
-        for minute, k in sorted(minutes.get((counter, bucket), Tally()).items()):
-            names[f"#m{minute}"] = counter_keys.minute_attribute(minute)
-            values[f":m{minute}"] = {"N": str(k)}
-            adds.append(f"#m{minute} :m{minute}")
-        items.append(
-            {
-                "Update": {
-                    "TableName": table,
-                    "Key": counter_keys.bucket_key(counter, bucket),
-                    # The first event sets a bucket's expiry; later ones only add to the counts.
-                    "UpdateExpression": f"ADD {', '.join(adds)} SET expires_at = if_not_exists(expires_at, :exp), "
-                    "#r = if_not_exists(#r, :r)",
-                    "ExpressionAttributeNames": names,
-                    "ExpressionAttributeValues": values,
-                }
-            }
-        )
+                update.minutes[timebuckets.minute_of_hour(c.event.time_ms)] += 1
+            update.retention = max(update.retention, c.event.retention_seconds)
+    for (counter, bucket), update in sorted(updates.items()):
+        items.append(_bucket_update(table, counter, bucket, update, keep_stored))
         owners.append(None)
     return transactions.Plan(items, owners)
 
 
+def _bucket_update(
+    table: str, counter: str, bucket: Bucket, update: _BucketUpdate, keep_stored: set[tuple[str, str]]
+) -> dict[str, Any]:
+    key = counter_keys.bucket_key(counter, bucket)
+    names = {"#n": "n", "#r": "retention"}
+    values = {
+        ":n": {"N": str(update.n)},
+        ":exp": {"N": str(bucket_expiry_s(bucket, update.retention))},
+        ":r": {"N": str(update.retention)},
+    }
+    adds = ["#n :n"]
+    for minute, k in sorted(update.minutes.items()):
+        names[f"#m{minute}"] = counter_keys.minute_attribute(minute)
+        values[f":m{minute}"] = {"N": str(k)}
+        adds.append(f"#m{minute} :m{minute}")
+    request: dict[str, Any] = {"TableName": table, "Key": key, "ExpressionAttributeNames": names}
+    if (key["pk"]["S"], key["sk"]["S"]) in keep_stored:
+        # The stored retention is longer: count, and leave the expiry it set.
+        request["UpdateExpression"] = (
+            f"ADD {', '.join(adds)} SET expires_at = if_not_exists(expires_at, :exp), #r = if_not_exists(#r, :r)"
+        )
+    else:
+        # Later events can only extend a bucket's life: the condition keeps the longer one.
+        request["UpdateExpression"] = f"ADD {', '.join(adds)} SET expires_at = :exp, #r = :r"
+        request["ConditionExpression"] = "attribute_not_exists(#r) OR #r <= :r"
+    request["ExpressionAttributeValues"] = values
+    return {"Update": request}
+
+
 def _commit(
     dynamodb: Any, settings: Settings, chunk: list[Countable], now_ms: int, sleep: Sleep
-) -> tuple[int, int, int]:
-    """Apply one chunk; returns (counted, duplicates, transactions attempted)."""
+) -> transactions.Outcome[Countable]:
+    keep_stored: set[tuple[str, str]] = set()
 
     def already_counted(failed: list[Countable | None], pending: list[Countable]) -> list[Countable]:
-        seen = [c for c in failed if c is not None and c.entry is None]
-        for ledger in {c.proof_key for c in failed if c is not None and c.entry is not None}:
-            counted = _ledger_entries(dynamodb, settings, ledger)
-            seen += [c for c in pending if c.proof_key == ledger and c.entry in counted]
+        seen = [c for c in failed if c is not None and c.marker is not None]
+        for partition in {c.partition for c in failed if c is not None and c.partition is not None}:
+            counted_up_to = _position(dynamodb, settings, partition)
+            if counted_up_to is not None:
+                seen += [c for c in pending if c.partition == partition and c.position <= counted_up_to]
         return seen
 
-    outcome = transactions.write(
+    def keep_longer_retention(failed_items: list[dict[str, Any]]) -> bool:
+        buckets = {
+            (key["pk"]["S"], key["sk"]["S"])
+            for item in failed_items
+            if (key := item.get("Update", {}).get("Key", {})) and key["pk"]["S"].startswith(keyspace.COUNTER)
+        }
+        new = buckets - keep_stored
+        keep_stored.update(new)
+        return bool(new)
+
+    return transactions.write(
         dynamodb,
         chunk,
-        lambda pending: _transaction(settings, pending, now_ms),
+        lambda pending: _transaction(settings, pending, now_ms, keep_stored),
         what="counting transaction",
         duplicates=already_counted,
-        # A ledger whose condition failed on entries it no longer shows was raced: try again.
-        retry_failed_conditions=True,
+        adapt=keep_longer_retention,
         attempts=6,
         sleep=sleep,
     )
-    return len(outcome.applied), len(outcome.duplicates), outcome.attempts
 
 
-def _ledger_entries(dynamodb: Any, settings: Settings, proof_key: tuple[str, str]) -> set[str]:
+def _position(dynamodb: Any, settings: Settings, partition: str) -> str | None:
+    """How far the stream of one events partition has been counted (padded sequence number)."""
     try:
         response = dynamodb.get_item(
             TableName=settings.counts_table,
-            Key={"pk": {"S": proof_key[0]}, "sk": {"S": proof_key[1]}},
+            Key=counter_keys.position_key(partition),
             ConsistentRead=True,
-            ProjectionExpression="entries",
+            ProjectionExpression="#s",
+            ExpressionAttributeNames={"#s": "seq"},
         )
     except ClientError as exc:
-        raise StorageError("could not read a counting ledger") from exc
-    return set(response.get("Item", {}).get("entries", {}).get("SS", []))
+        raise StorageError("could not read a counting position") from exc
+    value = response.get("Item", {}).get("seq", {}).get("S")
+    return value if isinstance(value, str) else None
 
 
-def _quarantine(dynamodb: Any, settings: Settings, record: StreamRecord, reason: str, now_ms: int) -> None:
-    """Set a record that cannot be counted aside, keyed by its stream event id."""
-    quarantine.put(
-        dynamodb,
-        settings,
-        "events-stream",
-        record.event_id or record.sequence_number,
-        record.raw_json(),
-        reason,
-        now_ms,
-    )
+def _set_aside(
+    dynamodb: Any, settings: Settings, result: BatchResult, record: StreamRecord, exc: Exception, now_ms: int
+) -> None:
+    """Put one record that cannot be counted aside, keyed by its stream event id, with the reason."""
+    reason = str(exc) if isinstance(exc, ValidationError | TransactionRejectedError) else f"{type(exc).__name__}: {exc}"
+    record_id = record.event_id or record.sequence_number
+    quarantine.put(dynamodb, settings, "events-stream", _text(record_id), record.raw_json(), _text(reason), now_ms)
+    result.quarantined.append(record_id)
+
+
+def _text(value: str) -> str:
+    """Text DynamoDB will store, whatever the record held (lone surrogates escaped)."""
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")

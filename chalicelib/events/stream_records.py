@@ -28,16 +28,21 @@ def from_lambda_event(event: dict[str, Any]) -> list[StreamRecord]:
     return [from_lambda_record(record) for record in event.get("Records", [])]
 
 
-def from_lambda_record(record: dict[str, Any]) -> StreamRecord:
-    ddb = record.get("dynamodb") or {}
+def from_lambda_record(record: Any) -> StreamRecord:
+    """One Lambda stream record; whatever is wrong with it is kept in `error`, never raised, so
+    one bad record cannot fail its batch."""
+    if not isinstance(record, dict):
+        return StreamRecord("", "", "", None, raw={"record": record}, error="stream record is not an object")
+    ddb = record.get("dynamodb")
+    ddb = ddb if isinstance(ddb, dict) else {}
     image = ddb.get("NewImage")
     error = None
     new_image = None
     if image is not None:
         try:
             new_image = {k: _DESERIALIZER.deserialize(v) for k, v in image.items()}
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
-            error = f"image cannot be deserialized: {exc}"
+        except Exception as exc:  # any failure to read an image is this record's alone
+            error = f"image cannot be deserialized: {type(exc).__name__}: {exc}"
     return StreamRecord(
         event_id=str(record.get("eventID", "")),
         event_name=str(record.get("eventName", "")),

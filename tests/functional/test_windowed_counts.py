@@ -83,7 +83,7 @@ def test_given_events_over_30_hours_when_stream_delivered_once_then_every_window
 
 
 @pytest.mark.parametrize("times", [2, 3])
-@pytest.mark.parametrize("with_ids", [False, True], ids=["ledger", "markers"])
+@pytest.mark.parametrize("with_ids", [False, True], ids=["positions", "markers"])
 def test_given_every_batch_delivered_again_when_counted_then_exact(
     client: Any,
     app_module: Any,
@@ -298,10 +298,11 @@ def test_given_same_bucket_events_in_batch_when_applied_then_one_update_per_buck
     (hour,) = [u for u in buckets if u["Key"]["sk"]["S"].startswith("h#")]
     minute_counts = [v["N"] for k, v in hour["ExpressionAttributeValues"].items() if k.startswith(":m")]
     assert minute_counts == ["20"]
-    # Generated ids: proof goes to one ledger item per events partition and ingest second.
-    ledgers = [u for u in updates if u["Key"]["pk"]["S"].startswith("LED#")]
-    assert 1 <= len(ledgers) <= 4
-    assert sum(len(u["ExpressionAttributeValues"][":new"]["SS"]) for u in ledgers) == 20
+    # Generated ids: proof is one stream position per events partition (write shard), whatever
+    # the number of events; together they span the batch's sequence numbers.
+    positions = [u for u in updates if u["Key"]["pk"]["S"].startswith("SEQ#")]
+    assert 1 <= len(positions) <= Settings().event_write_shards
+    assert len(sent) == len(buckets) + len(positions)
     assert [item for item in sent if "Put" in item] == []
 
 

@@ -1,0 +1,83 @@
+"""The one transaction helper: what it makes of each answer DynamoDB or the SDK can give. No I/O."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError
+
+from chalicelib.core import transactions
+from chalicelib.core.errors import StorageError
+from chalicelib.core.transactions import ConditionFailedError, TransactionRejectedError
+
+
+class Scripted:
+    """A client answering each TransactWriteItems with the next scripted outcome."""
+
+    def __init__(self, *outcomes: BaseException | None) -> None:
+        self.outcomes = list(outcomes)
+        self.sent: list[list[dict[str, Any]]] = []
+
+    def transact_write_items(self, TransactItems: list[dict[str, Any]]) -> dict[str, Any]:
+        self.sent.append(TransactItems)
+        outcome = self.outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+        return {}
+
+
+def cancelled(*codes: str) -> ClientError:
+    return ClientError(
+        {"Error": {"Code": "TransactionCanceledException"}, "CancellationReasons": [{"Code": c} for c in codes]},
+        "TransactWriteItems",
+    )
+
+
+def test_given_condition_no_duplicate_explains_when_adapt_changes_plan_then_retried_with_new_items() -> None:
+    switched: set[str] = set()
+
+    def plan(members: list[str]) -> transactions.Plan[str]:
+        items = [{"Update": {"Key": m, "Form": "add only" if m in switched else "guarded"}} for m in members]
+        return transactions.Plan(items, [None] * len(items))
+
+    def adapt(failed: list[dict[str, Any]]) -> bool:
+        new = {item["Update"]["Key"] for item in failed} - switched
+        switched.update(new)
+        return bool(new)
+
+    client = Scripted(cancelled("None", "ConditionalCheckFailed"), None)
+    outcome = transactions.write(client, ["a", "b"], plan, what="t", adapt=adapt, sleep=lambda s: None)
+    assert outcome.applied == ["a", "b"] and outcome.attempts == 2 and outcome.retries == 0
+    assert [i["Update"]["Form"] for i in client.sent[1]] == ["guarded", "add only"]
+
+
+def test_given_adapt_makes_no_change_when_condition_fails_again_then_condition_failed_error() -> None:
+    client = Scripted(cancelled("ConditionalCheckFailed"))
+    with pytest.raises(ConditionFailedError):
+        transactions.write(
+            client,
+            ["a"],
+            lambda m: transactions.Plan([{"Put": {}}], [None]),
+            what="t",
+            adapt=lambda failed: False,
+            sleep=lambda s: None,
+        )
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (ParamValidationError(report="bad value"), TransactionRejectedError),
+        (EndpointConnectionError(endpoint_url="http://x"), StorageError),
+        (ClientError({"Error": {"Code": "ValidationException"}}, "TransactWriteItems"), TransactionRejectedError),
+    ],
+)
+def test_given_sdk_or_service_error_when_writing_then_rejected_only_if_about_the_data(
+    error: BaseException, expected: type[Exception]
+) -> None:
+    with pytest.raises(expected) as raised:
+        transactions.write(
+            Scripted(error), ["a"], lambda m: transactions.Plan([{"Put": {}}], [None]), what="t", sleep=lambda s: None
+        )
+    assert isinstance(raised.value, TransactionRejectedError) == (expected is TransactionRejectedError)
