@@ -21,6 +21,11 @@ class StorageError(TallyError):
     """A storage call failed after retries (HTTP 503)."""
 
 
+class RejectedError(StorageError):
+    """Storage refused the data itself (DynamoDB's ValidationException): no retry can change
+    the answer, so a route answers 400 and a background handler sets the record aside."""
+
+
 class PartialWriteError(StorageError):
     """Some items of a batch were stored and some were not."""
 
