@@ -1,0 +1,264 @@
+"""Inputs that used to cost minutes, gigabytes or a 5xx: each a 400, with work bounded before any loop.
+
+Work is measured by counting what the code builds (time buckets, parsed JSON documents,
+converted attributes, storage calls), never by wall time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from botocore.exceptions import ClientError
+
+from chalicelib.core import inputs, timebuckets
+from chalicelib.counters import reads as counter_reads
+from chalicelib.events import ingest
+
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+@dataclass
+class Work:
+    """What a request built: counted where it is built."""
+
+    buckets: int = 0
+    documents_parsed: int = 0
+    attributes_converted: int = 0
+    storage_calls: list[str] = field(default_factory=list)
+
+
+class Counting:
+    """A client whose calls are counted, otherwise the real one."""
+
+    def __init__(self, real: Any, calls: list[str]) -> None:
+        self.real = real
+        self.calls = calls
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.real, name)
+        if not callable(method) or name.startswith("_") or name in {"meta", "exceptions"}:
+            return method
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            return method(*args, **kwargs)
+
+        return call
+
+
+@pytest.fixture
+def work(aws: Any, app_module: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Work]:
+    measured = Work()
+    real_init = timebuckets.Bucket.__init__
+
+    def bucket_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        measured.buckets += 1
+        real_init(self, *args, **kwargs)
+
+    class CountingJson:
+        @staticmethod
+        def loads(*args: Any, **kwargs: Any) -> Any:
+            measured.documents_parsed += 1
+            return json.loads(*args, **kwargs)
+
+    real_convert = ingest._to_dynamodb_numbers
+
+    def convert(value: Any) -> Any:
+        measured.attributes_converted += 1
+        return real_convert(value)
+
+    monkeypatch.setattr(timebuckets.Bucket, "__init__", bucket_init)
+    monkeypatch.setattr(inputs, "json", CountingJson)
+    monkeypatch.setattr(ingest, "_to_dynamodb_numbers", convert)
+    monkeypatch.setattr(aws, "dynamodb", Counting(aws.dynamodb, measured.storage_calls))
+    monkeypatch.setattr(aws, "sqs", Counting(aws.sqs, measured.storage_calls))
+    yield measured
+
+
+def assert_rejected(response: Any, *fragments: str) -> str:
+    assert response.status_code == 400, (response.status_code, response.body[:300])
+    body = response.json_body
+    assert set(body) == {"Code", "Message"} and body["Code"] == "BadRequestError", body
+    for fragment in fragments:
+        assert fragment in body["Message"], (fragment, body["Message"])
+    return str(body["Message"])
+
+
+def deep(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+# -- windows and histograms -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/counters/x/histogram?start=2000-01-01T00:00:00Z&end=2099-12-31T00:00:00Z&resolution=minute",
+        "/counters/x/histogram?start=2000-01-01T00:00:00Z&end=2099-12-31T00:00:00Z&resolution=day",
+        "/counters/x/histogram?window=400d&resolution=minute",
+        "/counters/x/histogram?window=999999d&resolution=day",
+        "/counters/x?start=2000-01-01T00:00:00Z&end=2099-12-31T00:00:00Z",
+        "/counters/x?window=999999d",
+    ],
+)
+def test_given_a_window_too_long_or_too_fine_when_read_then_400_before_any_bucket_is_built(
+    client: Any, clock: Any, work: Work, path: str
+) -> None:
+    assert_rejected(client.http.get(path))
+    assert work.buckets == 0
+    assert work.storage_calls == []
+
+
+def test_given_the_longest_allowed_histogram_when_read_then_at_most_the_cap_of_buckets_built(
+    client: Any, clock: Any, work: Work
+) -> None:
+    minutes = counter_reads.MAX_HISTOGRAM_BUCKETS - 1
+    response = client.http.get(f"/counters/x/histogram?window={minutes}m&resolution=minute")
+    assert response.status_code == 200, response.body[:300]
+    assert len(response.json_body["buckets"]) <= counter_reads.MAX_HISTOGRAM_BUCKETS
+    assert work.buckets <= counter_reads.MAX_HISTOGRAM_BUCKETS + 2
+
+
+# -- bodies -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/events", "/views", "/hyperloglog/visitors"])
+def test_given_json_nested_thousands_deep_when_posted_then_400_and_nothing_sent_on(
+    client: Any, clock: Any, work: Work, path: str
+) -> None:
+    for body in [deep(5000), '{"data": %s}' % deep(3000), '{"counter": "c", "attributes": {"a": %s}}' % deep(41)]:
+        assert_rejected(client.http.post(path, headers=JSON_HEADERS, body=body), "nested deeper")
+    assert work.storage_calls == []
+
+
+def test_given_an_8_mb_body_of_nested_attributes_when_posted_then_400_before_it_is_parsed(
+    client: Any, clock: Any, work: Work
+) -> None:
+    attributes = {f"k{i}": {"a": [[1, 2], {"b": [3]}]} for i in range(300_000)}
+    body = json.dumps({"counter": "c", "attributes": attributes})
+    assert len(body) > 8_000_000
+    assert_rejected(client.http.post("/events", headers=JSON_HEADERS, body=body), str(inputs.MAX_BODY_BYTES))
+    # Under the size cap but over the count of values: still refused before parsing.
+    smaller = json.dumps({"counter": "c", "attributes": {f"k{i}": [1, 2, 3] for i in range(40_000)}})
+    assert len(smaller) < inputs.MAX_BODY_BYTES
+    assert_rejected(client.http.post("/events", headers=JSON_HEADERS, body=smaller), "JSON values")
+    assert work.documents_parsed == 0 and work.attributes_converted == 0 and work.storage_calls == []
+
+
+def test_given_attributes_over_16_kb_when_posted_then_400_before_they_are_converted(
+    client: Any, clock: Any, work: Work
+) -> None:
+    body = json.dumps({"counter": "c", "attributes": {"a": [1.5] * 5000}})
+    assert_rejected(client.http.post("/events", headers=JSON_HEADERS, body=body), "attributes is larger")
+    assert work.attributes_converted == 0 and work.storage_calls == []
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ('{"counter": "c", "attributes": {"amount": 1e+200}}', "body.attributes.amount"),
+        ('{"counter": "c", "attributes": {"amount": 1e-131}}', "body.attributes.amount"),
+        ('{"counter": "c", "attributes": {"n": 123456789012345678901234567890123456789}}', "body.attributes.n"),
+        ('{"counter": "c", "attributes": {"amount": NaN}}', "NaN"),
+        ('{"counter": "c", "attributes": {"amount": -Infinity}}', "Infinity"),
+    ],
+)
+def test_given_a_number_dynamodb_cannot_store_when_posted_then_400_names_it_and_nothing_written(
+    client: Any, clock: Any, work: Work, body: str, field: str
+) -> None:
+    assert_rejected(client.http.post("/events", headers=JSON_HEADERS, body=body), field)
+    assert work.storage_calls == []
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/hyperloglog/visitors", '{"data": "a\\ud800"}', "body.data"),
+        ("/hyperloglog/visitors", '{"data": ["ok", "\\udfff"]}', "body.data[1]"),
+        ("/events", '{"counter": "c", "id": "\\udc00x"}', "body.id"),
+        (
+            "/events",
+            '{"events": [{"counter": "c", "attributes": {"\\ud83d": 1}}]}',
+            "a key of body.events[0].attributes",
+        ),
+        ("/views", '{"url": "u", "time": 1795000000000, "clientId": "\\udc00x"}', "body.clientId"),
+    ],
+)
+def test_given_a_lone_surrogate_anywhere_in_a_body_when_posted_then_400_names_the_field(
+    client: Any, clock: Any, work: Work, path: str, body: str, field: str
+) -> None:
+    assert_rejected(client.http.post(path, headers=JSON_HEADERS, body=body), field, "surrogate")
+    assert work.storage_calls == []
+
+
+# -- digits, times, storage refusals ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/reports?limit=" + quote("²"),
+        "/reports?limit=" + quote("٣"),
+        "/reports?limit=1_0",
+        "/views?url=a&start=" + quote("²"),
+        "/views?url=a&end=" + quote("１７９５０００００００００"),
+        "/counters/x?start=" + quote("²") + "&end=1795000000000",
+        "/counters/x?end=" + "9" * 5000,
+    ],
+)
+def test_given_digits_int_refuses_or_an_overlong_number_when_read_then_400(
+    client: Any, clock: Any, work: Work, path: str
+) -> None:
+    assert_rejected(client.http.get(path))
+    assert work.storage_calls == []
+
+
+def test_given_an_event_stamped_past_the_allowed_clock_skew_when_posted_then_400_says_why(
+    client: Any, aws: Any, clock: Any, app_module: Any
+) -> None:
+    skew_ms = app_module.settings.max_future_skew_seconds * 1000
+    message = assert_rejected(
+        client.http.post(
+            "/events", headers=JSON_HEADERS, body=json.dumps({"counter": "c", "time": "2099-01-01T00:00:00Z"})
+        ),
+        "event.time",
+        "in the future",
+    )
+    assert str(app_module.settings.max_future_skew_seconds) in message
+    late = client.http.post(
+        "/events", headers=JSON_HEADERS, body=json.dumps({"counter": "c", "time": clock.now + skew_ms})
+    )
+    assert late.status_code == 201, "a clock exactly at the allowed skew is accepted"
+    assert_rejected(
+        client.http.post(
+            "/events", headers=JSON_HEADERS, body=json.dumps({"counter": "c", "time": clock.now + skew_ms + 1})
+        ),
+        "in the future",
+    )
+    assert len(aws.dynamodb.scan(TableName=app_module.settings.events_table)["Items"]) == 1
+
+
+def test_given_storage_refuses_the_data_itself_when_posted_then_400_at_once_not_503_after_retries(
+    client: Any, aws: Any, clock: Any, work: Work, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(**kwargs: Any) -> Any:
+        work.storage_calls.append("batch_write_item")
+        raise ClientError({"Error": {"Code": "ValidationException", "Message": "bad value"}}, "BatchWriteItem")
+
+    monkeypatch.setattr(aws.dynamodb, "batch_write_item", refuse)
+    response = client.http.post("/events", headers=JSON_HEADERS, body=json.dumps({"counter": "c", "id": "x"}))
+    assert_rejected(response, "ValidationException", "id")
+    assert work.storage_calls == ["batch_write_item"], "refused once, not retried"
+
+
+def test_given_too_many_or_too_long_query_parameters_when_read_then_400(client: Any, clock: Any, work: Work) -> None:
+    many = "&".join(f"p{i}=1" for i in range(inputs.MAX_QUERY_PARAMS + 1))
+    assert_rejected(client.http.get("/counters/x?" + many), "query parameters")
+    assert_rejected(client.http.get("/views?url=" + "a" * (inputs.MAX_QUERY_CHARS + 1)), "longer than")
+    assert work.storage_calls == []
