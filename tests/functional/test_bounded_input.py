@@ -7,77 +7,23 @@ converted attributes, storage calls), never by wall time.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib.core import inputs, timebuckets
+from chalicelib.core import inputs
 from chalicelib.counters import reads as counter_reads
-from chalicelib.events import ingest
+from tests.functional import work_meter
+from tests.functional.work_meter import Meter
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 
 
-@dataclass
-class Work:
-    """What a request built: counted where it is built."""
-
-    buckets: int = 0
-    documents_parsed: int = 0
-    attributes_converted: int = 0
-    storage_calls: list[str] = field(default_factory=list)
-
-
-class Counting:
-    """A client whose calls are counted, otherwise the real one."""
-
-    def __init__(self, real: Any, calls: list[str]) -> None:
-        self.real = real
-        self.calls = calls
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.real, name)
-        if not callable(method) or name.startswith("_") or name in {"meta", "exceptions"}:
-            return method
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append(name)
-            return method(*args, **kwargs)
-
-        return call
-
-
 @pytest.fixture
-def work(aws: Any, app_module: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Work]:
-    measured = Work()
-    real_init = timebuckets.Bucket.__init__
-
-    def bucket_init(self: Any, *args: Any, **kwargs: Any) -> None:
-        measured.buckets += 1
-        real_init(self, *args, **kwargs)
-
-    class CountingJson:
-        @staticmethod
-        def loads(*args: Any, **kwargs: Any) -> Any:
-            measured.documents_parsed += 1
-            return json.loads(*args, **kwargs)
-
-    real_convert = ingest._to_dynamodb_numbers
-
-    def convert(value: Any) -> Any:
-        measured.attributes_converted += 1
-        return real_convert(value)
-
-    monkeypatch.setattr(timebuckets.Bucket, "__init__", bucket_init)
-    monkeypatch.setattr(inputs, "json", CountingJson)
-    monkeypatch.setattr(ingest, "_to_dynamodb_numbers", convert)
-    monkeypatch.setattr(aws, "dynamodb", Counting(aws.dynamodb, measured.storage_calls))
-    monkeypatch.setattr(aws, "sqs", Counting(aws.sqs, measured.storage_calls))
-    yield measured
+def work(aws: Any, app_module: Any, monkeypatch: pytest.MonkeyPatch) -> Meter:
+    return work_meter.install(aws, monkeypatch)
 
 
 def assert_rejected(response: Any, *fragments: str) -> str:
@@ -108,15 +54,15 @@ def deep(levels: int) -> str:
     ],
 )
 def test_given_a_window_too_long_or_too_fine_when_read_then_400_before_any_bucket_is_built(
-    client: Any, clock: Any, work: Work, path: str
+    client: Any, clock: Any, work: Meter, path: str
 ) -> None:
     assert_rejected(client.http.get(path))
     assert work.buckets == 0
-    assert work.storage_calls == []
+    assert work.calls == []
 
 
 def test_given_the_longest_allowed_histogram_when_read_then_at_most_the_cap_of_buckets_built(
-    client: Any, clock: Any, work: Work
+    client: Any, clock: Any, work: Meter
 ) -> None:
     minutes = counter_reads.MAX_HISTOGRAM_BUCKETS - 1
     response = client.http.get(f"/counters/x/histogram?window={minutes}m&resolution=minute")
@@ -130,15 +76,15 @@ def test_given_the_longest_allowed_histogram_when_read_then_at_most_the_cap_of_b
 
 @pytest.mark.parametrize("path", ["/events", "/views", "/hyperloglog/visitors"])
 def test_given_json_nested_thousands_deep_when_posted_then_400_and_nothing_sent_on(
-    client: Any, clock: Any, work: Work, path: str
+    client: Any, clock: Any, work: Meter, path: str
 ) -> None:
     for body in [deep(5000), '{"data": %s}' % deep(3000), '{"counter": "c", "attributes": {"a": %s}}' % deep(41)]:
         assert_rejected(client.http.post(path, headers=JSON_HEADERS, body=body), "nested deeper")
-    assert work.storage_calls == []
+    assert work.calls == []
 
 
 def test_given_an_8_mb_body_of_nested_attributes_when_posted_then_400_before_it_is_parsed(
-    client: Any, clock: Any, work: Work
+    client: Any, clock: Any, work: Meter
 ) -> None:
     attributes = {f"k{i}": {"a": [[1, 2], {"b": [3]}]} for i in range(300_000)}
     body = json.dumps({"counter": "c", "attributes": attributes})
@@ -148,15 +94,15 @@ def test_given_an_8_mb_body_of_nested_attributes_when_posted_then_400_before_it_
     smaller = json.dumps({"counter": "c", "attributes": {f"k{i}": [1, 2, 3] for i in range(40_000)}})
     assert len(smaller) < inputs.MAX_BODY_BYTES
     assert_rejected(client.http.post("/events", headers=JSON_HEADERS, body=smaller), "JSON values")
-    assert work.documents_parsed == 0 and work.attributes_converted == 0 and work.storage_calls == []
+    assert work.parses == 0 and work.conversions == 0 and work.calls == []
 
 
 def test_given_attributes_over_16_kb_when_posted_then_400_before_they_are_converted(
-    client: Any, clock: Any, work: Work
+    client: Any, clock: Any, work: Meter
 ) -> None:
     body = json.dumps({"counter": "c", "attributes": {"a": [1.5] * 5000}})
     assert_rejected(client.http.post("/events", headers=JSON_HEADERS, body=body), "attributes is larger")
-    assert work.attributes_converted == 0 and work.storage_calls == []
+    assert work.conversions == 0 and work.calls == []
 
 
 @pytest.mark.parametrize(
@@ -170,10 +116,10 @@ def test_given_attributes_over_16_kb_when_posted_then_400_before_they_are_conver
     ],
 )
 def test_given_a_number_dynamodb_cannot_store_when_posted_then_400_names_it_and_nothing_written(
-    client: Any, clock: Any, work: Work, body: str, field: str
+    client: Any, clock: Any, work: Meter, body: str, field: str
 ) -> None:
     assert_rejected(client.http.post("/events", headers=JSON_HEADERS, body=body), field)
-    assert work.storage_calls == []
+    assert work.calls == []
 
 
 @pytest.mark.parametrize(
@@ -191,10 +137,10 @@ def test_given_a_number_dynamodb_cannot_store_when_posted_then_400_names_it_and_
     ],
 )
 def test_given_a_lone_surrogate_anywhere_in_a_body_when_posted_then_400_names_the_field(
-    client: Any, clock: Any, work: Work, path: str, body: str, field: str
+    client: Any, clock: Any, work: Meter, path: str, body: str, field: str
 ) -> None:
     assert_rejected(client.http.post(path, headers=JSON_HEADERS, body=body), field, "surrogate")
-    assert work.storage_calls == []
+    assert work.calls == []
 
 
 # -- digits, times, storage refusals ----------------------------------------------------------
@@ -213,10 +159,10 @@ def test_given_a_lone_surrogate_anywhere_in_a_body_when_posted_then_400_names_th
     ],
 )
 def test_given_digits_int_refuses_or_an_overlong_number_when_read_then_400(
-    client: Any, clock: Any, work: Work, path: str
+    client: Any, clock: Any, work: Meter, path: str
 ) -> None:
     assert_rejected(client.http.get(path))
-    assert work.storage_calls == []
+    assert work.calls == []
 
 
 def test_given_an_event_stamped_past_the_allowed_clock_skew_when_posted_then_400_says_why(
@@ -245,20 +191,20 @@ def test_given_an_event_stamped_past_the_allowed_clock_skew_when_posted_then_400
 
 
 def test_given_storage_refuses_the_data_itself_when_posted_then_400_at_once_not_503_after_retries(
-    client: Any, aws: Any, clock: Any, work: Work, monkeypatch: pytest.MonkeyPatch
+    client: Any, aws: Any, clock: Any, work: Meter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def refuse(**kwargs: Any) -> Any:
-        work.storage_calls.append("batch_write_item")
+        work.calls.append("batch_write_item")
         raise ClientError({"Error": {"Code": "ValidationException", "Message": "bad value"}}, "BatchWriteItem")
 
     monkeypatch.setattr(aws.dynamodb, "batch_write_item", refuse)
     response = client.http.post("/events", headers=JSON_HEADERS, body=json.dumps({"counter": "c", "id": "x"}))
     assert_rejected(response, "ValidationException", "id")
-    assert work.storage_calls == ["batch_write_item"], "refused once, not retried"
+    assert work.calls == ["batch_write_item"], "refused once, not retried"
 
 
-def test_given_too_many_or_too_long_query_parameters_when_read_then_400(client: Any, clock: Any, work: Work) -> None:
+def test_given_too_many_or_too_long_query_parameters_when_read_then_400(client: Any, clock: Any, work: Meter) -> None:
     many = "&".join(f"p{i}=1" for i in range(inputs.MAX_QUERY_PARAMS + 1))
     assert_rejected(client.http.get("/counters/x?" + many), "query parameters")
     assert_rejected(client.http.get("/views?url=" + "a" * (inputs.MAX_QUERY_CHARS + 1)), "longer than")
-    assert work.storage_calls == []
+    assert work.calls == []
