@@ -29,6 +29,7 @@ from chalicelib.core.errors import ValidationError
 MAX_BODY_BYTES = 6 * 1024 * 1024  # what Lambda accepts as a request payload
 MAX_VALUES = 50_000
 MAX_DEPTH = 40  # a body's own nesting plus DynamoDB's 32 levels of nested attributes
+MAX_STORED_DEPTH = 32  # DynamoDB's limit on nested attributes
 MAX_QUERY_PARAMS = 20
 MAX_QUERY_CHARS = 4096
 MAX_NUMBER_DIGITS = 38
@@ -59,21 +60,21 @@ def json_body(raw: bytes | str | None) -> Any:
     return value
 
 
-def check_tree(value: Any, where: str) -> None:
+def check_tree(value: Any, where: str, max_depth: int = MAX_DEPTH) -> None:
     """Depth, text and numbers of a parsed JSON value, walked without recursion; the message
     names where the first fault is."""
-    if not _sound(value):
-        _name_fault(value, where)
+    if not _sound(value, max_depth):
+        _name_fault(value, where, max_depth)
 
 
-def _sound(value: Any) -> bool:
+def _sound(value: Any, max_depth: int) -> bool:
     """The fast pass: no paths built, one look at each value."""
     pending: list[tuple[Any, int]] = [(value, 1)]
     while pending:
         node, depth = pending.pop()
         kind = type(node)
         if kind is dict or kind is list:
-            if depth > MAX_DEPTH:
+            if depth > max_depth:
                 return False
             children = node.values() if kind is dict else node
             pending.extend((child, depth + 1) for child in children)
@@ -87,13 +88,13 @@ def _sound(value: Any) -> bool:
     return True
 
 
-def _name_fault(value: Any, where: str) -> None:
+def _name_fault(value: Any, where: str, max_depth: int) -> None:
     """The slow pass, only for a body the fast one refused: the same walk, with paths."""
     pending: list[tuple[Any, str, int]] = [(value, where, 1)]
     while pending:
         node, path, depth = pending.pop()
-        if isinstance(node, (dict, list)) and depth > MAX_DEPTH:
-            raise ValidationError(f"the body is nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, (dict, list)) and depth > max_depth:
+            raise ValidationError(f"{where} is nested deeper than {max_depth} levels")
         if isinstance(node, dict):
             for key, child in node.items():
                 text(key, f"a key of {path}")

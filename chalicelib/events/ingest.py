@@ -21,7 +21,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import ClientError
 
-from chalicelib.core import validation
+from chalicelib.core import inputs, validation
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
@@ -83,6 +83,7 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
     attributes = raw.get("attributes", {})
     if not isinstance(attributes, dict):
         raise ValidationError(f"{where}.attributes must be a JSON object")
+    inputs.check_tree(attributes, f"{where}.attributes", inputs.MAX_STORED_DEPTH)
     # Measured before anything is converted (the whole body is already capped in size).
     size = len(json.dumps(attributes, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8"))
     if size > MAX_ATTRIBUTES_BYTES:

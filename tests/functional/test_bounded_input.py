@@ -83,6 +83,16 @@ def test_given_json_nested_thousands_deep_when_posted_then_400_and_nothing_sent_
     assert work.calls == []
 
 
+def test_given_attributes_nested_deeper_than_dynamodb_stores_when_posted_then_400_names_them(
+    client: Any, clock: Any, work: Meter
+) -> None:
+    body = '{"counter": "c", "attributes": {"a": %s}}' % deep(32)
+    assert_rejected(client.http.post("/events", headers=JSON_HEADERS, body=body), "event.attributes", "32 levels")
+    assert work.calls == []
+    fits = '{"counter": "c", "attributes": {"a": %s}}' % deep(31)
+    assert client.http.post("/events", headers=JSON_HEADERS, body=fits).status_code == 201
+
+
 def test_given_an_8_mb_body_of_nested_attributes_when_posted_then_400_before_it_is_parsed(
     client: Any, clock: Any, work: Meter
 ) -> None:
