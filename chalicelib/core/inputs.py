@@ -45,9 +45,7 @@ def json_body(raw: bytes | str | None) -> Any:
         raise ValidationError("the request needs a JSON body")
     if len(raw) > MAX_BODY_BYTES:  # a str is at least as long in UTF-8 bytes
         raise ValidationError(f"the body is larger than {MAX_BODY_BYTES} bytes")
-    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-    structure = _JSON_STRING.sub(b'""', data)
-    if structure.count(b",") + structure.count(b"[") + structure.count(b"{") + 1 > MAX_VALUES:
+    if value_bound(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw) > MAX_VALUES:
         raise ValidationError(f"the body holds more than {MAX_VALUES} JSON values")
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
@@ -58,6 +56,19 @@ def json_body(raw: bytes | str | None) -> Any:
         raise ValidationError(f"the body is not valid JSON: {exc}") from exc
     check_tree(value, "body")
     return value
+
+
+def value_bound(data: bytes) -> int:
+    """At least the number of JSON values in `data`, counted at C speed without parsing: every
+    value but the first of a container follows a comma, and the first follows its bracket.
+    Commas and brackets inside strings are left out, unless there are so few that it does not
+    matter."""
+
+    def count(text: bytes) -> int:
+        return text.count(b",") + text.count(b"[") + text.count(b"{") + 1
+
+    rough = count(data)
+    return rough if rough <= MAX_VALUES else count(_JSON_STRING.sub(b'""', data))
 
 
 def check_tree(value: Any, where: str, max_depth: int = MAX_DEPTH) -> None:

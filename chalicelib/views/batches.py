@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import BotoCoreError
+
 from chalicelib.core import dynamo, queues, transactions
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.errors import RejectedError, StorageError, ValidationError
@@ -56,10 +58,11 @@ class _Outcome:
 
 
 def about_storage(exc: Exception) -> bool:
-    """True when a failure says nothing about the records written (storage unavailable,
-    throttled past the retries): the records wait for redelivery. Everything else that fails
-    for one record alone is that record's fault."""
-    return isinstance(exc, StorageError) and not isinstance(exc, RejectedError)
+    """True when a failure says nothing about the records written: storage unavailable or
+    throttled past the retries (StorageError), or not reached at all (the SDK's own errors:
+    connection, timeouts, credentials). The records wait for redelivery. Everything else that
+    fails for one record alone is that record's fault."""
+    return isinstance(exc, (StorageError, BotoCoreError)) and not isinstance(exc, RejectedError)
 
 
 def reason_of(exc: Exception) -> str:

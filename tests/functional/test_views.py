@@ -11,7 +11,7 @@ from hashlib import sha256
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EndpointConnectionError
 
 from chalicelib.core import queues
 from chalicelib.core.settings import Settings
@@ -127,7 +127,9 @@ class FailingDynamoDB:
         conflicts: int = 0,
         blind_reads: bool = False,
         refused_client: str | None = None,
+        unreachable: bool = False,
     ) -> None:
+        self.unreachable = unreachable
         self.refused_sk_part = None if refused_client is None else sha256(refused_client.encode()).hexdigest()
         self.real = real
         self.throttled_pk = None if throttled_url is None else url_pk(throttled_url)
@@ -148,6 +150,8 @@ class FailingDynamoDB:
         self.transactions += 1
         if self.transactions == self.crash_at:
             raise LambdaTimeout("Lambda timed out")
+        if self.unreachable:
+            raise EndpointConnectionError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com")
         refused = any(
             self.refused_sk_part and self.refused_sk_part in json.dumps(item) for item in kwargs["TransactItems"]
         )
@@ -420,11 +424,18 @@ def test_given_good_views_and_one_poison_of_each_kind_when_delivered_once_then_g
         assert expected in reasons[body], (body[:60], reasons[body])
 
 
-def test_given_storage_throttling_past_the_retries_when_applied_then_views_wait_for_redelivery_not_set_aside(
-    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("failure", [{"throttled_url": "u"}, {"unreachable": True}], ids=["throttled", "unreachable"])
+def test_given_storage_throttled_or_unreachable_when_applied_then_views_wait_for_redelivery_not_set_aside(
+    client: Any,
+    aws: Any,
+    app_module: Any,
+    clock: Any,
+    no_sleep: list[float],
+    monkeypatch: pytest.MonkeyPatch,
+    failure: dict[str, Any],
 ) -> None:
     post_all(client, [{"url": "u", "time": T0, "clientId": "c"}, {"url": "v", "time": T0, "clientId": "c"}])
-    monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, throttled_url="u"))
+    monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, **failure))
     with pytest.raises(views_batches.BatchIncompleteError):
         deliver(app_module, receive_all(aws))
     assert receive_all(aws, f"{SETTINGS.views_queue}-dlq") == []
