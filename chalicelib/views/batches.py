@@ -24,11 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import BotoCoreError
-
 from chalicelib.core import dynamo, queues, transactions
 from chalicelib.core.batch_result import BatchResult
-from chalicelib.core.errors import RejectedError, StorageError, ValidationError
+from chalicelib.core.errors import StorageError, about_storage, reason
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
 from chalicelib.views import keys as view_keys
@@ -57,18 +55,6 @@ class _Outcome:
     poison: list[tuple[Message, str]] = field(default_factory=list)
 
 
-def about_storage(exc: Exception) -> bool:
-    """True when a failure says nothing about the records written: storage unavailable or
-    throttled past the retries (StorageError), or not reached at all (the SDK's own errors:
-    connection, timeouts, credentials). The records wait for redelivery. Everything else that
-    fails for one record alone is that record's fault."""
-    return isinstance(exc, (StorageError, BotoCoreError)) and not isinstance(exc, RejectedError)
-
-
-def reason_of(exc: Exception) -> str:
-    return str(exc) if isinstance(exc, ValidationError) else f"{type(exc).__name__}: {exc}"
-
-
 def apply_messages(
     dynamodb: Any,
     sqs: Any,
@@ -89,7 +75,7 @@ def apply_messages(
             view = view_keys.from_message(message.body)
             key = (view_keys.url_pk(view.url), view_keys.marker_sk(view, settings.view_dedup))
         except Exception as exc:  # pure code on one message: whatever it raised is about that message
-            outcome.poison.append((message, reason_of(exc)))
+            outcome.poison.append((message, reason(exc)))
             continue
         if key in distinct:
             distinct[key].messages.append(message)
@@ -148,7 +134,7 @@ def _apply_chunk(
             _apply_chunk(dynamodb, settings, part, now_ms, sleep, result, outcome)
         if not parts:
             ((_, (lone,)),) = chunk
-            outcome.poison.extend((message, reason_of(exc)) for message in lone.messages)
+            outcome.poison.extend((message, reason(exc)) for message in lone.messages)
         return
     result.counted += counted
     result.duplicates += duplicates
@@ -259,13 +245,13 @@ def _set_aside(sqs: Any, settings: Settings, poison: list[tuple[Message, str]], 
             "Id": str(i),
             "MessageBody": queues.sendable(message.body) or "(empty)",
             "MessageAttributes": {
-                "reason": {"DataType": "String", "StringValue": queues.sendable(reason[:1000])},
+                "reason": {"DataType": "String", "StringValue": queues.sendable(why[:1000])},
                 "source_message_id": {
                     "DataType": "String",
                     "StringValue": queues.sendable(message.message_id) or "unknown",
                 },
             },
         }
-        for i, (message, reason) in enumerate(poison)
+        for i, (message, why) in enumerate(poison)
     ]
     queues.send(sqs, queues.dead_letter_url(sqs, settings.views_queue), entries, sleep)
