@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -12,11 +11,11 @@ from chalice.app import AuthRequest, BadRequestError, Chalice, NotFoundError, Ra
 
 from chalicelib.access import gate, policy
 from chalicelib.access import store as key_store
-from chalicelib.core import clock, quarantine, queues, telemetry, validation
+from chalicelib.core import clock, inputs, quarantine, queues, telemetry, validation
 from chalicelib.core import window_params as windows
 from chalicelib.core.aws import AwsClients
 from chalicelib.core.errors import NotFoundError as TallyNotFound
-from chalicelib.core.errors import PartialWriteError, StorageError, ValidationError
+from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.counters import catalog as counter_catalog
 from chalicelib.counters import reads as counters
@@ -55,6 +54,8 @@ def answers(view: Callable[..., Any]) -> Callable[..., Any]:
             raise BadRequestError(str(exc)) from exc
         except TallyNotFound as exc:
             raise NotFoundError(str(exc)) from exc
+        except RejectedError as exc:  # storage refused the data itself: retrying cannot help
+            raise BadRequestError(str(exc)) from exc
         except PartialWriteError as exc:
             body = {"Code": "PartialWrite", "Message": str(exc), **exc.details()}
             return Response(body=body, status_code=503)
@@ -73,17 +74,11 @@ def request() -> Request:
 
 
 def json_body() -> Any:
-    raw = request().raw_body
-    if not raw:
-        raise ValidationError("the request needs a JSON body")
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValidationError(f"the body is not valid JSON: {exc}") from exc
+    return inputs.json_body(request().raw_body)
 
 
 def query() -> dict[str, str]:
-    return dict(request().query_params or {})
+    return inputs.query(request().query_params)
 
 
 # -- access: keys and scopes (docs/access.md) ----------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,9 @@ from chalicelib.core.retry import backoff
 
 MAX_ENTRIES = 10  # SendMessageBatch / DeleteMessageBatch limit
 _ATTEMPTS = 5
+# Characters SQS refuses in a message (its allowed set is #x9 #xA #xD #x20-#xD7FF #xE000-#xFFFD
+# #x10000-#x10FFFF): lone surrogates and most control characters.
+_UNSENDABLE = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,12 @@ def from_lambda_event(event: dict[str, Any]) -> list[Message]:
         )
         for record in event.get("Records", [])
     ]
+
+
+def sendable(text: str) -> str:
+    """`text` with every character SQS refuses written as a \\uXXXX escape, so a poison record
+    can always be set aside as it came."""
+    return _UNSENDABLE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 @functools.lru_cache(maxsize=64)

@@ -33,6 +33,8 @@ class Settings:
     event_write_shards: int = 4
     event_ttl_seconds: int = 7 * 86400
     default_retention_seconds: int = 90_000
+    # How far in the future an event's own time may lie (clients' clocks are not exact).
+    max_future_skew_seconds: int = 300
     # Idempotency markers must outlive the stream's 24-hour retention plus client retries.
     marker_ttl_seconds: int = 48 * 3600
     stream_batch_size: int = 100
@@ -121,6 +123,7 @@ class Settings:
             default_retention_seconds=integer(
                 "DEFAULT_RETENTION_SECONDS", defaults.default_retention_seconds, 60, 10 * 365 * 86400
             ),
+            max_future_skew_seconds=integer("MAX_FUTURE_SKEW_SECONDS", defaults.max_future_skew_seconds, 0, 7 * 86400),
             marker_ttl_seconds=integer("MARKER_TTL_SECONDS", defaults.marker_ttl_seconds, 86400, 365 * 86400),
             stream_batch_size=integer("STREAM_BATCH_SIZE", defaults.stream_batch_size, 1, 10000),
             # 0.0041-0.26 keeps the precision within the library's 4-16.

@@ -105,6 +105,12 @@ def _partial(start: int, stop: int) -> Part:
     return Part(Bucket("hour", hour), (start - hour * 60, stop - 1 - hour * 60))
 
 
+def bucket_count(first_minute: int, last_minute: int, resolution: Resolution) -> int:
+    """How many buckets `buckets_between` would build, known before building any."""
+    size = RESOLUTION_MINUTES[resolution]
+    return max(0, last_minute // size - first_minute // size + 1)
+
+
 def buckets_between(first_minute: int, last_minute: int, resolution: Resolution) -> list[Bucket]:
     """Every bucket at `resolution` that overlaps minutes first..last (for histograms)."""
     size = RESOLUTION_MINUTES[resolution]

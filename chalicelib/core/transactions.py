@@ -27,7 +27,7 @@ from typing import Any, Generic, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from chalicelib.core import clock
-from chalicelib.core.errors import StorageError
+from chalicelib.core.errors import RejectedError, StorageError
 from chalicelib.core.retry import backoff
 
 T = TypeVar("T")
@@ -55,7 +55,7 @@ REJECTED_ERRORS = frozenset({"ValidationException", "ItemCollectionSizeLimitExce
 REJECTED_CANCELLATIONS = frozenset({"ValidationError", "ItemCollectionSizeLimitExceeded"})
 
 
-class TransactionRejectedError(StorageError):
+class TransactionRejectedError(RejectedError):
     """DynamoDB refused the transaction for a reason no retry changes (HTTP 400 at the door)."""
 
     def __init__(self, message: str, reasons: Sequence[str] | None = None) -> None:

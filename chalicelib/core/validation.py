@@ -6,11 +6,13 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from chalicelib.core import inputs
 from chalicelib.core.errors import ValidationError
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 DURATION_PATTERN = re.compile(r"(\d{1,6})([mhd])")
 DURATION_MINUTES = {"m": 1, "h": 60, "d": 1440}
+TIME_MAX_CHARS = 64  # the longest ISO-8601 time is about 40 characters
 # Earliest and latest times accepted, to catch seconds sent as milliseconds and the like.
 MIN_TIME_MS = 946_684_800_000  # 2000-01-01
 MAX_TIME_MS = 4_102_444_800_000  # 2100-01-01
@@ -32,8 +34,10 @@ def time_ms(value: Any, field: str = "time") -> int:
         result = value
     elif isinstance(value, str):
         text = value.strip()
-        if text.isdigit():
-            result = int(text)
+        if len(text) > TIME_MAX_CHARS:
+            raise ValidationError(f"{field} is longer than {TIME_MAX_CHARS} characters")
+        if text.isdigit():  # any Unicode digit: only ASCII ones are accepted, with a clear answer
+            result = inputs.digits(text, field, 16)
         else:
             try:
                 parsed = datetime.fromisoformat(text)

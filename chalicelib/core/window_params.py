@@ -8,10 +8,21 @@ from chalicelib.core import timebuckets, validation
 from chalicelib.core.errors import ValidationError
 
 DEFAULT_WINDOW = "24h"
+# The longest window any read covers (counts and histograms alike), checked before any work.
+MAX_WINDOW_DAYS = 400
+MAX_WINDOW_MINUTES = MAX_WINDOW_DAYS * 1440
 
 
 def minute_range(params: Mapping[str, str], now_ms: int) -> tuple[int, int]:
-    """[first, last] minutes from window (+ end), or from start and end."""
+    """[first, last] minutes from window (+ end), or from start and end, at most
+    MAX_WINDOW_DAYS long."""
+    first, last = _minute_range(params, now_ms)
+    if last - first + 1 > MAX_WINDOW_MINUTES:
+        raise ValidationError(f"a window may span at most {MAX_WINDOW_DAYS} days")
+    return first, last
+
+
+def _minute_range(params: Mapping[str, str], now_ms: int) -> tuple[int, int]:
     if "start" in params:
         if "window" in params:
             raise ValidationError("give either window (with an optional end) or start and end, not both")

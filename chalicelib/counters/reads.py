@@ -119,9 +119,9 @@ def histogram(
     resolution: timebuckets.Resolution,
     now_ms: int,
 ) -> dict[str, Any]:
-    buckets = timebuckets.buckets_between(first_minute, last_minute, resolution)
-    if len(buckets) > MAX_HISTOGRAM_BUCKETS:
+    if timebuckets.bucket_count(first_minute, last_minute, resolution) > MAX_HISTOGRAM_BUCKETS:
         raise ValidationError(f"a histogram has at most {MAX_HISTOGRAM_BUCKETS} buckets; use a coarser resolution")
+    buckets = timebuckets.buckets_between(first_minute, last_minute, resolution)
     # Minutes live inside their hour items: a minute series is read from hour items.
     stored: timebuckets.Resolution = "hour" if resolution == "minute" else resolution
     size = timebuckets.RESOLUTION_MINUTES[stored]

@@ -8,6 +8,7 @@ key is the ingest time to the millisecond plus a random suffix, so keys never co
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 import uuid
@@ -20,8 +21,8 @@ from typing import Any
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import ClientError
 
-from chalicelib.core import validation
-from chalicelib.core.errors import PartialWriteError, StorageError, ValidationError
+from chalicelib.core import inputs, validation
+from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
 
@@ -71,19 +72,27 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
     elif not isinstance(event_id, str) or not 1 <= len(event_id) <= ID_MAX_CHARS:
         raise ValidationError(f"{where}.id must be a string of 1-{ID_MAX_CHARS} characters")
     t_ms = now_ms if raw.get("time") is None else validation.time_ms(raw["time"], f"{where}.time")
+    skew_ms = settings.max_future_skew_seconds * 1000
+    if t_ms > now_ms + skew_ms:
+        raise ValidationError(
+            f"{where}.time is {(t_ms - now_ms) // 1000} s in the future; at most "
+            f"{settings.max_future_skew_seconds} s of clock skew is allowed (MAX_FUTURE_SKEW_SECONDS)"
+        )
     retention = raw.get("retention", settings.default_retention_seconds)
     retention = validation.integer(retention, f"{where}.retention", 60, MAX_RETENTION_SECONDS)
     attributes = raw.get("attributes", {})
     if not isinstance(attributes, dict):
         raise ValidationError(f"{where}.attributes must be a JSON object")
-    size = len(repr(attributes))  # measured as sent, before floats become Decimals
+    inputs.check_tree(attributes, f"{where}.attributes", inputs.MAX_STORED_DEPTH)
+    # Measured before anything is converted (the whole body is already capped in size).
+    size = len(json.dumps(attributes, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8"))
+    if size > MAX_ATTRIBUTES_BYTES:
+        raise ValidationError(f"{where}.attributes is larger than {MAX_ATTRIBUTES_BYTES} bytes")
     attributes = _to_dynamodb_numbers(attributes)
     try:
         _SERIALIZER.serialize(attributes)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"{where}.attributes cannot be stored: {exc}") from exc
-    if size > MAX_ATTRIBUTES_BYTES:
-        raise ValidationError(f"{where}.attributes is larger than {MAX_ATTRIBUTES_BYTES} bytes")
     return Event(counter, event_id, t_ms, retention, attributes, id_given)
 
 
@@ -146,6 +155,11 @@ def store(
         except ClientError as exc:
             # The SDK already retried throttling; what is left will not pass by retrying.
             stored = [e.id for e in events if all(e is not p for p, _ in pending)]
+            if not stored and exc.response.get("Error", {}).get("Code") == "ValidationException":
+                raise RejectedError(
+                    "DynamoDB refused the events (ValidationException): a field holds a value it cannot "
+                    "store (counter, id, time or attributes); the same request will be refused again"
+                ) from exc
             if not stored:
                 raise StorageError("the events could not be stored; retry the request") from exc
             raise PartialWriteError(

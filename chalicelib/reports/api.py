@@ -8,7 +8,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import validation
+from chalicelib.core import inputs, validation
 from chalicelib.core.errors import NotFoundError, StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.reports import ranges as report_ranges
@@ -47,9 +47,7 @@ def list_reports(dynamodb: Any, settings: Settings, raw_limit: str | None = None
 def _limit(raw: str | None) -> int:
     if raw is None:
         return 100
-    if not raw.isdigit():
-        raise ValidationError(f"limit must be an integer from 1 to {MAX_LIST}")
-    return validation.integer(int(raw), "limit", 1, MAX_LIST)
+    return validation.integer(inputs.digits(raw, "limit", len(str(MAX_LIST))), "limit", 1, MAX_LIST)
 
 
 def get_report(dynamodb: Any, s3: Any, settings: Settings, report_id: str) -> dict[str, Any]:

@@ -6,6 +6,14 @@ in a batch share one increment of K, which is what makes a batch cheaper than a 
 per view. A redelivered view finds its marker: it is dropped before writing when the marker
 is already visible, or else its transaction is cancelled with ConditionalCheckFailed on
 exactly that marker, and the transaction is retried without it.
+
+A batch never sinks because of one record. Whatever fails for one message, whatever the
+exception (not JSON, not a view, text that cannot be encoded, a key that cannot be built, a
+view DynamoDB refuses), sets that message aside alone in the queue's dead-letter queue with the
+reason, on its first delivery, and the rest of the batch is applied: building a view's key is
+pure, so a failure there is that view's; a transaction that fails is split in halves until the
+view it fails for is alone. Only failures that are not about any one view (storage unavailable,
+throttling that outlasts the retries) leave views for redelivery.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from typing import Any
 
 from chalicelib.core import dynamo, queues, transactions
 from chalicelib.core.batch_result import BatchResult
-from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core.errors import StorageError, about_storage, reason
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
 from chalicelib.views import catalog
@@ -46,6 +54,7 @@ class Pending:
 class _Outcome:
     done: list[Message] = field(default_factory=list)
     failed: list[Message] = field(default_factory=list)
+    poison: list[tuple[Message, str]] = field(default_factory=list)
 
 
 def apply_messages(
@@ -63,14 +72,13 @@ def apply_messages(
     result = BatchResult(records=len(messages))
     outcome = _Outcome()
     distinct: dict[tuple[str, str], Pending] = {}
-    poison: list[tuple[Message, str]] = []
     for message in messages:
         try:
             view = view_keys.from_message(message.body)
-        except ValidationError as exc:
-            poison.append((message, str(exc)))
+            key = (view_keys.url_pk(view.url), view_keys.marker_sk(view, settings.view_dedup))
+        except Exception as exc:  # pure code on one message: whatever it raised is about that message
+            outcome.poison.append((message, reason(exc)))
             continue
-        key = (view_keys.url_pk(view.url), view_keys.marker_sk(view, settings.view_dedup))
         if key in distinct:
             distinct[key].messages.append(message)
             result.duplicates += 1
@@ -90,15 +98,15 @@ def apply_messages(
     for chunk in view_keys.chunks(sorted(groups.items()), max_items or MAX_TRANSACTION_ITEMS):
         _apply_chunk(dynamodb, settings, chunk, now_ms, sleep, result, outcome)
 
-    if poison:
+    if outcome.poison:
         try:
-            _set_aside(sqs, settings, poison, sleep)
-            outcome.done.extend(message for message, _ in poison)
-            result.quarantined += [message.message_id for message, _ in poison]
-            result.details["dead_lettered"] += len(poison)
+            _set_aside(sqs, settings, outcome.poison, sleep)
+            outcome.done.extend(message for message, _ in outcome.poison)
+            result.quarantined += [message.message_id for message, _ in outcome.poison]
+            result.details["dead_lettered"] += len(outcome.poison)
         except StorageError:
             # Left in the queue: its redrive policy moves it to the dead-letter queue in the end.
-            outcome.failed.extend(message for message, _ in poison)
+            outcome.failed.extend(message for message, _ in outcome.poison)
     if outcome.failed:
         queues.delete(sqs, queues.queue_url(sqs, settings.views_queue), [m.receipt_handle for m in outcome.done], sleep)
         raise BatchIncompleteError(
@@ -118,14 +126,19 @@ def _apply_chunk(
 ) -> None:
     try:
         counted, duplicates, attempts = _commit(dynamodb, settings, chunk, now_ms, sleep)
-    except StorageError as exc:
-        # A view DynamoDB rejects outright must not hold back the others: halve until it is alone.
-        parts = view_keys.halves(chunk) if isinstance(exc, transactions.TransactionRejectedError) else []
+    except Exception as exc:
+        if about_storage(exc):
+            outcome.failed.extend(m for _, members in chunk for pending in members for m in pending.messages)
+            result.failed += sum(len(members) for _, members in chunk)
+            return
+        # Some view here fails, whatever the exception: halve until it is alone, and set it
+        # aside; the others are applied.
+        parts = view_keys.halves(chunk)
         for part in parts:
             _apply_chunk(dynamodb, settings, part, now_ms, sleep, result, outcome)
         if not parts:
-            outcome.failed.extend(m for _, members in chunk for pending in members for m in pending.messages)
-            result.failed += sum(len(members) for _, members in chunk)
+            ((_, (lone,)),) = chunk
+            outcome.poison.extend((message, reason(exc)) for message in lone.messages)
         return
     result.counted += counted
     result.duplicates += duplicates
@@ -234,12 +247,15 @@ def _set_aside(sqs: Any, settings: Settings, poison: list[tuple[Message, str]], 
     entries = [
         {
             "Id": str(i),
-            "MessageBody": message.body or "(empty)",
+            "MessageBody": queues.sendable(message.body) or "(empty)",
             "MessageAttributes": {
-                "reason": {"DataType": "String", "StringValue": reason[:1000]},
-                "source_message_id": {"DataType": "String", "StringValue": message.message_id or "unknown"},
+                "reason": {"DataType": "String", "StringValue": queues.sendable(why[:1000])},
+                "source_message_id": {
+                    "DataType": "String",
+                    "StringValue": queues.sendable(message.message_id) or "unknown",
+                },
             },
         }
-        for i, (message, reason) in enumerate(poison)
+        for i, (message, why) in enumerate(poison)
     ]
     queues.send(sqs, queues.dead_letter_url(sqs, settings.views_queue), entries, sleep)

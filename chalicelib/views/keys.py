@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import keyspace, validation
+from chalicelib.core import inputs, keyspace, validation
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import VIEW_DEDUP_POLICIES
 
@@ -74,7 +74,7 @@ def parse_view(raw: Any, where: str = "view") -> View:
 def text(value: Any, field: str, max_chars: int) -> str:
     if not isinstance(value, str) or not 1 <= len(value) <= max_chars or not value.strip():
         raise ValidationError(f"{field} must be a non-blank string of 1-{max_chars} characters")
-    return value
+    return inputs.text(value, field)  # its key is a hash of its UTF-8 bytes
 
 
 # -- the queue message ---------------------------------------------------------------------
@@ -86,11 +86,7 @@ def to_message(view: View) -> str:
 
 def from_message(body: str) -> View:
     """The view a queue message carries; ValidationError if it is not one."""
-    try:
-        raw = json.loads(body)
-    except (ValueError, TypeError) as exc:
-        raise ValidationError(f"the message is not JSON: {exc}") from exc
-    return parse_view(raw, "message")
+    return parse_view(inputs.json_body(body), "message")
 
 
 # -- keys ------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -57,3 +58,28 @@ def test_given_bad_view_when_posted_over_http_then_400_in_chalice_error_shape(ap
     assert response.status_code == 400
     assert set(response.json()) == {"Code", "Message"}
     assert "time" in response.json()["Message"]
+
+
+def test_given_three_good_views_a_lone_surrogate_view_and_three_more_when_posted_then_400_for_it_and_six_counted(
+    api: LocalStack,
+) -> None:
+    url = "https://blog.example/e2e/poison-between-good"
+    headers = {"Content-Type": "application/json"}
+    good = [json.dumps({"url": url, "time": T0 + i * 1000, "clientId": f"c{i}"}) for i in range(6)]
+    # Valid JSON, not valid text: the escape stands for half of a UTF-16 pair.
+    bad = '{"url": "%s", "time": %d, "clientId": "\\udc00x"}' % (url, T0 + 99_000)
+    for body in good[:3]:
+        assert api.post("/views", data=body, headers=headers, timeout=5).status_code == 202
+    refused = api.post("/views", data=bad, headers=headers, timeout=5)
+    assert refused.status_code == 400
+    assert set(refused.json()) == {"Code", "Message"} and "clientId" in refused.json()["Message"]
+    for body in good[3:]:
+        assert api.post("/views", data=body, headers=headers, timeout=5).status_code == 202
+    assert wait_for(api, {url: 6}) == {url: 6}
+
+
+def test_given_an_event_id_with_a_lone_surrogate_when_posted_over_http_then_400_naming_the_id(api: LocalStack) -> None:
+    body = '{"counter": "e2e.surrogate", "id": "\\udc00x"}'
+    response = api.post("/events", data=body, headers={"Content-Type": "application/json"}, timeout=5)
+    assert response.status_code == 400
+    assert set(response.json()) == {"Code", "Message"} and "id" in response.json()["Message"]

@@ -11,7 +11,7 @@ from hashlib import sha256
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EndpointConnectionError
 
 from chalicelib.core import queues
 from chalicelib.core.settings import Settings
@@ -112,6 +112,10 @@ def post_all(client: Any, bodies: list[dict[str, Any]]) -> None:
         assert post(client, {"views": bodies[start : start + 25]}).status_code == 202
 
 
+class LambdaTimeout(BaseException):
+    """Lambda ending the handler: no code of the handler sees it as an error it could handle."""
+
+
 class FailingDynamoDB:
     """The real client, except that chosen calls fail the way DynamoDB or Lambda can."""
 
@@ -123,7 +127,9 @@ class FailingDynamoDB:
         conflicts: int = 0,
         blind_reads: bool = False,
         refused_client: str | None = None,
+        unreachable: bool = False,
     ) -> None:
+        self.unreachable = unreachable
         self.refused_sk_part = None if refused_client is None else sha256(refused_client.encode()).hexdigest()
         self.real = real
         self.throttled_pk = None if throttled_url is None else url_pk(throttled_url)
@@ -143,7 +149,9 @@ class FailingDynamoDB:
     def transact_write_items(self, **kwargs: Any) -> Any:
         self.transactions += 1
         if self.transactions == self.crash_at:
-            raise RuntimeError("Lambda timed out")
+            raise LambdaTimeout("Lambda timed out")
+        if self.unreachable:
+            raise EndpointConnectionError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com")
         refused = any(
             self.refused_sk_part and self.refused_sk_part in json.dumps(item) for item in kwargs["TransactItems"]
         )
@@ -230,6 +238,20 @@ def test_given_batch_with_one_bad_view_when_posted_then_400_names_it_and_nothing
     assert "views[1].time" in response.json_body["Message"]
     response = client.http.post("/views", headers={"Content-Type": "application/json"}, body="{nope")
     assert response.status_code == 400
+    assert receive_all(aws) == []
+
+
+def test_given_text_that_cannot_be_encoded_when_posted_then_400_names_the_field_and_nothing_queued(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    good = '{"url": "u", "time": %d, "clientId": "c"}' % T0
+    for field, bad in [("clientId", '"\\udc00x"'), ("url", '"https://blog.example/\\ud800"')]:
+        body = good.replace(f'"{field}": "{"c" if field == "clientId" else "u"}"', f'"{field}": {bad}')
+        assert body != good
+        response = client.http.post("/views", headers={"Content-Type": "application/json"}, body=body)
+        assert response.status_code == 400, body
+        assert set(response.json_body) == {"Code", "Message"}
+        assert field in response.json_body["Message"] and "surrogate" in response.json_body["Message"]
     assert receive_all(aws) == []
 
 
@@ -323,7 +345,7 @@ def test_given_handler_dies_between_transactions_when_batch_redelivered_then_exa
     post_all(client, bodies)
     messages = receive_all(aws)
     monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, crash_at=3))
-    with pytest.raises(RuntimeError):
+    with pytest.raises(LambdaTimeout):
         deliver(app_module, messages)
     assert sum(views_of(client, url) for url in expected) > 0, "the first transactions were applied"
     monkeypatch.setattr(aws, "dynamodb", aws.dynamodb.real)
@@ -358,19 +380,65 @@ def test_given_transaction_conflicts_when_applied_then_retried_with_backoff_and_
     assert views_of(client, "u") == 5
 
 
-def test_given_one_view_dynamodb_rejects_when_applied_then_others_counted_and_only_it_retried(
+# -- poison messages --------------------------------------------------------------------------
+
+
+def test_given_good_views_and_one_poison_of_each_kind_when_delivered_once_then_good_counted_and_each_poison_set_aside(
     client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bodies = [{"url": f"u{i % 4}", "time": T0 + i, "clientId": f"c{i}"} for i in range(40)]
-    post_all(client, bodies)
-    monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, refused_client="c17"))
+    good = [{"url": f"u{i % 2}", "time": T0 + i, "clientId": f"c{i}"} for i in range(8)]
+    post_all(client, good[:4])
+    # Each poison message, and what its reason must say. The door refuses all of these; the
+    # queue can still carry them (another producer, an older version, a hand-sent message).
+    poison = {
+        '{"url": "u0", "time": %d, "clientId": "\\udc00x"}' % T0: "not valid text",
+        '{"url": "u1", "time": %d, "clientId": "unkeyable"}' % T0: "OverflowError",
+        '{"v": 1, "name": "visitors", "hashes": "AAAA"}': "unknown fields",
+        '{"url": "u0", "time": %d, "clientId": "refused"}' % T0: "ValidationException",
+        "[" * 5000 + "]" * 5000: "nested deeper",
+    }
+    for body in poison:
+        aws.sqs.send_message(QueueUrl=queue_url(aws), MessageBody=body)
+    post_all(client, good[4:])
+    real_marker_sk = views_batches.view_keys.marker_sk
+
+    def marker_sk(view: View, policy: str) -> str:  # a key builder failing in a way nobody listed
+        if view.client_id == "unkeyable":
+            raise OverflowError("no key for this one")
+        return real_marker_sk(view, policy)
+
+    monkeypatch.setattr(views_batches.view_keys, "marker_sk", marker_sk)
+    monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, refused_client="refused"))
+    messages = receive_all(aws)
+    assert len(messages) == len(good) + len(poison)
+
+    result = deliver(app_module, messages)  # returns: Lambda deletes the batch, nothing is redriven
+
+    assert result["counted"] == len(good) and result["quarantined"] == len(poison) and result["failed"] == 0
+    assert [views_of(client, "u0"), views_of(client, "u1")] == [4, 4]
+    dead = receive_all(aws, f"{SETTINGS.views_queue}-dlq")
+    reasons = {m["Body"]: m["MessageAttributes"]["reason"]["StringValue"] for m in dead}
+    assert len(dead) == len(poison) and set(reasons) == set(poison), "each poison message set aside once"
+    for body, expected in poison.items():
+        assert expected in reasons[body], (body[:60], reasons[body])
+
+
+@pytest.mark.parametrize("failure", [{"throttled_url": "u"}, {"unreachable": True}], ids=["throttled", "unreachable"])
+def test_given_storage_throttled_or_unreachable_when_applied_then_views_wait_for_redelivery_not_set_aside(
+    client: Any,
+    aws: Any,
+    app_module: Any,
+    clock: Any,
+    no_sleep: list[float],
+    monkeypatch: pytest.MonkeyPatch,
+    failure: dict[str, Any],
+) -> None:
+    post_all(client, [{"url": "u", "time": T0, "clientId": "c"}, {"url": "v", "time": T0, "clientId": "c"}])
+    monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, **failure))
     with pytest.raises(views_batches.BatchIncompleteError):
         deliver(app_module, receive_all(aws))
-    assert in_queue(aws) == 1, "only the rejected view stays for redelivery (then the dead-letter queue)"
-    assert [views_of(client, f"u{i}") for i in range(4)] == [10, 9, 10, 10]
-
-
-# -- poison messages --------------------------------------------------------------------------
+    assert receive_all(aws, f"{SETTINGS.views_queue}-dlq") == []
+    assert in_queue(aws) == 2 and views_of(client, "u") == 0, "a failure not about one view is no view's fault"
 
 
 def test_given_poison_message_in_batch_when_applied_then_others_counted_once_and_poison_in_dlq(

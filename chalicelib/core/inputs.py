@@ -1,0 +1,198 @@
+"""What every request's input must be before any parser looks at it. Pure.
+
+One place decides what a body or a query string may be, so every route shares the same
+bounds and the same answers:
+
+- a body is at most MAX_BODY_BYTES and holds at most MAX_VALUES JSON values, both checked on
+  the raw bytes at C speed before anything is decoded, parsed or converted (the value count is
+  bounded by the commas and brackets outside strings);
+- it is UTF-8 JSON nested at most MAX_DEPTH deep (the parser's own recursion never escapes);
+- every string in it, keys included, is text that can be encoded (no lone UTF-16 surrogate:
+  `"\\udc00"` is valid JSON but not text, and a key or hash built from it would fail later);
+- every number in it fits a DynamoDB number (38 significant digits, magnitude 1E-130 to
+  below 1E+126; no NaN or Infinity), so nothing accepted is refused by storage later;
+- a query string has at most MAX_QUERY_PARAMS parameters of at most MAX_QUERY_CHARS each.
+
+Each check raises ValidationError naming where the input went wrong (HTTP 400).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from chalicelib.core.errors import ValidationError
+
+MAX_BODY_BYTES = 6 * 1024 * 1024  # what Lambda accepts as a request payload
+MAX_VALUES = 50_000
+MAX_DEPTH = 40  # a body's own nesting plus DynamoDB's 32 levels of nested attributes
+MAX_STORED_DEPTH = 32  # DynamoDB's limit on nested attributes
+MAX_QUERY_PARAMS = 20
+MAX_QUERY_CHARS = 4096
+MAX_NUMBER_DIGITS = 38
+MIN_NUMBER_EXPONENT = -130  # adjusted exponent: the smallest magnitude is 1E-130
+MAX_NUMBER_EXPONENT = 125  # the largest is 9.99...E+125
+_ASCII_DIGITS = re.compile(r"[0-9]+")
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def json_body(raw: bytes | str | None) -> Any:
+    """The request body as JSON, every check above applied; floats come back as Decimal."""
+    if not raw:
+        raise ValidationError("the request needs a JSON body")
+    if len(raw) > MAX_BODY_BYTES:  # bytes from HTTP; a str (a queue message, at most 256 KB) in characters
+        raise ValidationError(f"the body is larger than {MAX_BODY_BYTES} bytes")
+    if value_bound(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw) > MAX_VALUES:
+        raise ValidationError(f"the body holds more than {MAX_VALUES} JSON values")
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        value = json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
+    except RecursionError as exc:
+        raise ValidationError(f"the body is nested deeper than {MAX_DEPTH} levels") from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValidationError(f"the body is not valid JSON: {exc}") from exc
+    check_tree(value, "body")
+    return value
+
+
+def value_bound(data: bytes) -> int:
+    """At least the number of JSON values in `data`, counted at C speed without parsing: every
+    value but the first of a container follows a comma, and the first follows its bracket.
+    Commas and brackets inside strings are left out, unless there are so few that it does not
+    matter."""
+
+    def count(text: bytes) -> int:
+        return text.count(b",") + text.count(b"[") + text.count(b"{") + 1
+
+    rough = count(data)
+    return rough if rough <= MAX_VALUES else count(_JSON_STRING.sub(b'""', data))
+
+
+def check_tree(value: Any, where: str, max_depth: int = MAX_DEPTH) -> None:
+    """Depth, text and numbers of a parsed JSON value, walked without recursion; the message
+    names where the first fault is."""
+    if not _sound(value, max_depth):
+        _name_fault(value, where, max_depth)
+
+
+def _sound(value: Any, max_depth: int) -> bool:
+    """The fast pass: no paths built, one look at each value."""
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        node, depth = pending.pop()
+        kind = type(node)
+        if kind is dict or kind is list:
+            if depth > max_depth:
+                return False
+            children = node.values() if kind is dict else node
+            pending.extend((child, depth + 1) for child in children)
+            if kind is dict and not all(_encodable(key) for key in node):
+                return False
+        elif kind is str:
+            if not _encodable(node):
+                return False
+        elif (kind is int or kind is Decimal) and not _storable(node):
+            return False
+    return True
+
+
+def _name_fault(value: Any, where: str, max_depth: int) -> None:
+    """The slow pass, only for a body the fast one refused: the same walk, with paths."""
+    pending: list[tuple[Any, str, int]] = [(value, where, 1)]
+    while pending:
+        node, path, depth = pending.pop()
+        if isinstance(node, (dict, list)) and depth > max_depth:
+            raise ValidationError(f"{where} is nested deeper than {max_depth} levels")
+        if isinstance(node, dict):
+            for key, child in node.items():
+                text(key, f"a key of {path}")
+                pending.append((child, f"{path}.{_clip(key)}", depth + 1))
+        elif isinstance(node, list):
+            pending.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(node))
+        elif isinstance(node, str):
+            text(node, path)
+        elif isinstance(node, (int, Decimal)) and not isinstance(node, bool):
+            number(node, path)
+    raise AssertionError("the fast pass refused a body the slow pass accepts")
+
+
+def _encodable(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def text(value: str, field: str) -> str:
+    """`value` if it can be encoded as UTF-8; ValidationError naming `field` if it holds a lone
+    UTF-16 surrogate (valid in JSON escapes, never valid text)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            f"{field} is not valid text: it holds a lone UTF-16 surrogate at character {exc.start}"
+        ) from exc
+    return value
+
+
+def number(value: int | Decimal, field: str) -> int | Decimal:
+    """`value` if DynamoDB can store it as a number, else ValidationError naming `field`."""
+    if not _storable(value):
+        raise ValidationError(
+            f"{field} is outside DynamoDB's number range (finite, at most {MAX_NUMBER_DIGITS} significant "
+            f"digits, magnitude from 1E{MIN_NUMBER_EXPONENT} to below 1E+{MAX_NUMBER_EXPONENT + 1})"
+        )
+    return value
+
+
+def _storable(value: int | Decimal) -> bool:
+    if type(value) is int and -(10**MAX_NUMBER_DIGITS) < value < 10**MAX_NUMBER_DIGITS:
+        return True  # the common case, without Decimal arithmetic
+    exact = Decimal(value)
+    if not exact.is_finite():
+        return False
+    if exact == 0:
+        return True
+    significant = "".join(map(str, exact.as_tuple().digits)).strip("0")  # no rounding context
+    return len(significant) <= MAX_NUMBER_DIGITS and MIN_NUMBER_EXPONENT <= exact.adjusted() <= MAX_NUMBER_EXPONENT
+
+
+def query(params: Mapping[str, str] | None) -> dict[str, str]:
+    """A request's query parameters, bounded in number and length, each valid text."""
+    found = dict(params or {})
+    if len(found) > MAX_QUERY_PARAMS:
+        raise ValidationError(f"a request takes at most {MAX_QUERY_PARAMS} query parameters")
+    for name, value in found.items():
+        shown = _short(name)
+        if len(name) > MAX_QUERY_CHARS or len(value) > MAX_QUERY_CHARS:
+            raise ValidationError(f"query parameter {shown} is longer than {MAX_QUERY_CHARS} characters")
+        text(name, "a query parameter name")
+        text(value, f"query parameter {shown}")
+    return found
+
+
+def digits(value: str, field: str, max_digits: int) -> int:
+    """A non-negative integer written in ASCII digits only: `str.isdigit()` also accepts '²' and
+    other digits `int()` refuses, and `int()` accepts '٣', '1_000' and spaces."""
+    stripped = value.strip()
+    if len(stripped) > max_digits or not _ASCII_DIGITS.fullmatch(stripped):
+        raise ValidationError(f"{field} must be an integer of at most {max_digits} digits 0-9")
+    return int(stripped)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValidationError(f"the body is not valid JSON: {name} is not a number JSON allows")
+
+
+def _clip(value: str) -> str:
+    return value if len(value) <= 60 else value[:57] + "..."
+
+
+def _short(value: Any) -> str:
+    """A value shown in a message: escaped (a lone surrogate cannot be sent back) and short."""
+    shown = ascii(value) if isinstance(value, str) else repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."

@@ -1,0 +1,108 @@
+"""The door every request body and query string goes through: bounds, text, numbers, digits."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chalicelib.core import inputs
+from chalicelib.core.errors import ValidationError
+
+any_text = st.text(st.characters(codec=None, categories=None), max_size=12)  # lone surrogates included
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(10**130), max_value=10**130)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | any_text,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(any_text, children, max_size=4),
+    max_leaves=25,
+)
+
+
+def values_in(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + sum(values_in(v) for v in value.values())
+    if isinstance(value, list):
+        return 1 + sum(values_in(v) for v in value)
+    return 1
+
+
+def encodable(text: str) -> bool:
+    return not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+
+
+def texts_in(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [*value] + [t for v in value.values() for t in texts_in(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in texts_in(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def storable(number: Any) -> bool:
+    """DynamoDB's documented number range, by brute force on the decimal text."""
+    exact = Decimal(repr(number)) if isinstance(number, float) else Decimal(number)
+    if exact == 0:
+        return True
+    mantissa, exponent = format(exact, "e").split("e")  # every digit, no rounding context
+    digits = mantissa.replace("-", "").replace(".", "").rstrip("0")
+    return len(digits) <= 38 and -130 <= int(exponent) <= 125
+
+
+def numbers_in(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in numbers_in(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in numbers_in(v)]
+    return [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+
+@given(json_values, st.sampled_from([(",", ":"), (", ", ": ")]))
+def test_given_any_json_when_bounded_then_the_bound_is_at_least_its_values(value: Any, separators: Any) -> None:
+    raw = json.dumps(value, separators=separators).encode()
+    assert inputs.value_bound(raw) >= values_in(value)
+
+
+@given(json_values)
+def test_given_any_json_when_parsed_then_accepted_exactly_when_its_text_and_numbers_are_storable(value: Any) -> None:
+    raw = json.dumps(value)
+    fine = all(encodable(t) for t in texts_in(value)) and all(storable(n) for n in numbers_in(value))
+    try:
+        parsed = inputs.json_body(raw.encode("utf-8", "surrogatepass"))
+    except ValidationError:
+        assert not fine
+        return
+    assert fine
+    assert parsed == json.loads(raw, parse_float=Decimal)
+
+
+@given(st.text(max_size=8))
+def test_given_any_text_when_read_as_digits_then_only_ascii_digits_accepted(text: str) -> None:
+    stripped = text.strip()
+    expected = stripped.isascii() and stripped.isdigit() and len(stripped) <= 6
+    try:
+        assert inputs.digits(text, "limit", 6) == int(stripped) and expected
+    except ValidationError:
+        assert not expected
+
+
+@pytest.mark.parametrize("raw", [b"[" * 41 + b"]" * 41, b"[" * 5000 + b"]" * 5000, b'{"a": ' * 41 + b"1" + b"}" * 41])
+def test_given_nesting_past_the_limit_when_parsed_then_refused(raw: bytes) -> None:
+    with pytest.raises(ValidationError, match="nested deeper"):
+        inputs.json_body(raw)
+
+
+def test_given_nesting_at_the_limit_when_parsed_then_accepted() -> None:
+    assert inputs.json_body(b"[" * 40 + b"]" * 40) is not None
+
+
+def test_given_a_body_over_the_cap_when_parsed_then_refused_before_decoding() -> None:
+    with pytest.raises(ValidationError, match="larger than"):
+        inputs.json_body(b"\xff" * (inputs.MAX_BODY_BYTES + 1))
