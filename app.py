@@ -59,8 +59,7 @@ def answers(view: Callable[..., Any]) -> Callable[..., Any]:
         except PartialWriteError as exc:
             body = {"Code": "PartialWrite", "Message": str(exc), **exc.details()}
             return Response(body=body, status_code=503)
-        except StorageError as exc:
-            app.log.exception("storage failure")
+        except StorageError as exc:  # logged once, by the telemetry middleware's line for the request
             return Response(body={"Code": "ServiceUnavailable", "Message": str(exc)}, status_code=503)
 
     wrapper.maps_errors = True  # type: ignore[attr-defined]

@@ -11,13 +11,12 @@ Two places decide, from the same functions:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.core import validation
+from chalicelib.core import inputs, validation
 from chalicelib.core.errors import ValidationError
 
 INGEST, READ, ADMIN = "ingest", "read", "admin"
@@ -214,8 +213,8 @@ def _body_names(raw: str | bytes | None, name_field: str, batch: str | None) -> 
     """Every value of `name_field` in one object or in a batch under `batch`; None when the
     body is not of that shape (the route rejects such a body anyway)."""
     try:
-        body = json.loads(raw or b"")
-    except (ValueError, RecursionError):
+        body = inputs.json_body(raw)  # the app's own bounded parser: sizes and depth checked first
+    except ValidationError:
         return None
     if not isinstance(body, dict):
         return None

@@ -22,7 +22,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import dynamo, keyspace
+from chalicelib.core import dynamo, inputs, keyspace, validation
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.transactions import error_code
@@ -60,12 +60,11 @@ def decode_cursor(raw: str | None, check: Callable[[str], object]) -> str | None
     return name
 
 
-def page_limit(raw: str | None) -> int:
+def page_limit(raw: str | None, default: int = DEFAULT_LIMIT, most: int = MAX_LIMIT) -> int:
+    """The `limit` of a listing: every paginated route reads it here."""
     if raw is None:
-        return DEFAULT_LIMIT
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        raise ValidationError(f"limit must be an integer from 1 to {MAX_LIMIT}")
-    return int(raw)
+        return default
+    return validation.integer(inputs.digits(raw, "limit", len(str(most))), "limit", 1, most)
 
 
 # -- writes --------------------------------------------------------------------------------

@@ -129,8 +129,15 @@ def histogram(
     assumed = _assumed_retention(items.values(), settings)
     now_s = now_ms // 1000
 
+    # One object per stored item: the hour items of a minute series, else the buckets themselves.
+    hours = (
+        {i: timebuckets.Bucket(stored, i) for i in {b.first_minute // size for b in buckets}}
+        if stored != resolution
+        else {}
+    )
+
     def stored_bucket(bucket: timebuckets.Bucket) -> timebuckets.Bucket:
-        return timebuckets.Bucket(stored, bucket.first_minute // size)
+        return hours[bucket.first_minute // size] if hours else bucket
 
     flags = [
         retention.kept(stored_bucket(b), _expiry(items.get(stored_bucket(b).index)), assumed, now_s) for b in buckets

@@ -8,7 +8,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import inputs, validation
+from chalicelib.core import catalog, validation
 from chalicelib.core.errors import NotFoundError, StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.reports import ranges as report_ranges
@@ -22,7 +22,7 @@ FORMATS = ("json", "csv")
 
 def list_reports(dynamodb: Any, settings: Settings, raw_limit: str | None = None) -> list[dict[str, Any]]:
     """The newest `limit` reports (default 100), newest first."""
-    limit = _limit(raw_limit)
+    limit = catalog.page_limit(raw_limit, most=MAX_LIST)
     try:
         page = dynamodb.query(
             TableName=settings.counts_table,
@@ -42,12 +42,6 @@ def list_reports(dynamodb: Any, settings: Settings, raw_limit: str | None = None
         }
         for item in page.get("Items", [])
     ]
-
-
-def _limit(raw: str | None) -> int:
-    if raw is None:
-        return 100
-    return validation.integer(inputs.digits(raw, "limit", len(str(MAX_LIST))), "limit", 1, MAX_LIST)
 
 
 def get_report(dynamodb: Any, s3: Any, settings: Settings, report_id: str) -> dict[str, Any]:

@@ -3,8 +3,6 @@ or a union, all-time or over an hour-aligned window; per-bucket series; the name
 
 from __future__ import annotations
 
-import base64
-import binascii
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -12,7 +10,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import dynamo, keyspace, queues, timebuckets, validation
+from chalicelib.core import catalog, dynamo, keyspace, queues, timebuckets, validation
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
@@ -25,8 +23,6 @@ MAX_UNION_NAMES = 50
 MAX_WINDOW_HOURS = 400 * 24
 MAX_KEYS_READ = 1000  # one name's 30-day window is at most 76; a union multiplies it
 MAX_HISTOGRAM_BUCKETS = 5000
-DEFAULT_PAGE = 100
-MAX_PAGE = 1000
 BODY_FIELDS = {"data", "time"}
 WINDOW_PARAMS = ("window", "start", "end")
 ALIGNMENT_NOTE = "unique counts are counted over whole UTC hours: start and end are hour boundaries"
@@ -237,7 +233,7 @@ def _read_all_shards(dynamodb: Any, settings: Settings, name: str) -> list[sketc
 def list_names(dynamodb: Any, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
     """`{"names": [{"name", "last_seen"}], "next": cursor | None}` in name order, one Query page
     of `limit` (1-1000, default 100) after `cursor` (the `next` of the previous page)."""
-    limit = _limit(params.get("limit"))
+    limit = catalog.page_limit(params.get("limit"))
     request: dict[str, Any] = {
         "TableName": settings.counts_table,
         "KeyConditionExpression": "pk = :pk",
@@ -245,34 +241,13 @@ def list_names(dynamodb: Any, settings: Settings, params: Mapping[str, str]) -> 
         "Limit": limit,
     }
     if params.get("cursor"):
-        request["ExclusiveStartKey"] = keys.name_key(_decode_cursor(params["cursor"]))
+        request["ExclusiveStartKey"] = keys.name_key(
+            str(catalog.decode_cursor(params["cursor"], lambda n: validation.name(n, "cursor")))
+        )
     page = next(dynamo.query_pages(dynamodb, request, "could not read the unique-count names"))
     items = page.get("Items", [])
     more = "LastEvaluatedKey" in page and len(items) == limit
     return {
         "names": [{"name": i["sk"]["S"], "last_seen": validation.iso(int(i["last_seen"]["N"]))} for i in items],
-        "next": _encode_cursor(items[-1]["sk"]["S"]) if more and items else None,
+        "next": catalog.encode_cursor(items[-1]["sk"]["S"]) if more and items else None,
     }
-
-
-def _limit(raw: str | None) -> int:
-    if raw is None:
-        return DEFAULT_PAGE
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
-        raise ValidationError(f"limit must be an integer between 1 and {MAX_PAGE}")
-    return int(raw)
-
-
-def _encode_cursor(name: str) -> str:
-    return base64.urlsafe_b64encode(name.encode("ascii")).decode("ascii").rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> str:
-    try:
-        name = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
-    except (binascii.Error, ValueError, UnicodeError) as exc:
-        raise ValidationError("cursor is not one this API gave out") from exc
-    try:
-        return validation.name(name, "cursor")
-    except ValidationError as exc:
-        raise ValidationError("cursor is not one this API gave out") from exc

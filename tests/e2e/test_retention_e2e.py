@@ -10,24 +10,22 @@ import secrets
 import time
 from typing import Any
 
-import requests
-
 from tests.e2e.stack import LocalStack
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
 
 
-def post(url: str, events: list[dict[str, Any]]) -> None:
-    response = requests.post(f"{url}/events", json={"events": events}, timeout=30)
+def post(url: LocalStack, events: list[dict[str, Any]]) -> None:
+    response = url.post("/events", json={"events": events}, timeout=30)
     assert response.status_code == 201, response.text
 
 
-def count_when(url: str, counter: str, params: dict[str, Any], expected: int) -> dict[str, Any]:
+def count_when(url: LocalStack, counter: str, params: dict[str, Any], expected: int) -> dict[str, Any]:
     """The count once the stream handler has caught up (or the last answer after a minute)."""
     deadline = time.monotonic() + 60
     while True:
-        body: dict[str, Any] = requests.get(f"{url}/counters/{counter}", params=params, timeout=30).json()
+        body: dict[str, Any] = url.get(f"/counters/{counter}", params=params, timeout=30).json()
         if body.get("count") == expected or time.monotonic() > deadline:
             return body
         time.sleep(0.3)
@@ -36,7 +34,7 @@ def count_when(url: str, counter: str, params: dict[str, Any], expected: int) ->
 def test_given_retention_60_event_then_ordinary_events_in_its_hour_when_counted_then_24h_keeps_them(
     local_stack: LocalStack,
 ) -> None:
-    url = local_stack.url
+    url = local_stack
     now = int(time.time() * 1000)
     hour_start = now // HOUR * HOUR
     counter = f"e2e.retention-{secrets.token_hex(4)}"
@@ -65,7 +63,5 @@ def test_given_retention_60_event_then_ordinary_events_in_its_hour_when_counted_
     post(url, [{"counter": past, "time": previous_hour + m * MINUTE} for m in (6, 7, 8)])
     body = count_when(url, past, {"window": "24h"}, 3)
     assert body["count"] == 3 and body["complete"] is True, body
-    hours = requests.get(
-        f"{url}/counters/{past}/histogram", params={"window": "24h", "resolution": "hour"}, timeout=30
-    ).json()
+    hours = url.get(f"/counters/{past}/histogram", params={"window": "24h", "resolution": "hour"}, timeout=30).json()
     assert sum(b["count"] for b in hours["buckets"]) == 3

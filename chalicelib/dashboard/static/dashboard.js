@@ -228,6 +228,7 @@
         getJson(`/counters/${enc(name)}/histogram?${query}&resolution=${spec.resolution}`),
       ]);
       if (state.counter !== name) return;
+      chart.dataset.counter = name;
       chart.dataset.end = String(end);
       chart.dataset.window = state.window;
       chart.dataset.resolution = spec.resolution;
