@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import BotoCoreError
+from botocore.exceptions import BotoCoreError, ClientError
+
+# DynamoDB's answers about the request's data: the same request can never succeed.
+REJECTED_ERROR_CODES = frozenset({"ValidationException", "ItemCollectionSizeLimitExceededException"})
 
 
 class TallyError(Exception):
@@ -42,13 +45,22 @@ class PartialWriteError(StorageError):
 
 def about_storage(exc: BaseException) -> bool:
     """True when a failure says nothing about the records being written: storage unavailable or
-    throttled past the retries (StorageError), or not reached at all (the SDK's own errors:
-    connection, timeouts, credentials). A background handler leaves such records for
-    redelivery; anything else that fails for one record alone, whatever the exception, is that
-    record's fault and sets it aside."""
-    return isinstance(exc, (StorageError, BotoCoreError)) and not isinstance(exc, RejectedError)
+    throttled past the retries, or not reached at all (the SDK's own errors: connection,
+    timeouts, credentials). A background handler leaves such records for redelivery; anything
+    else that fails for one record alone, whatever the exception (a refusal of the data itself
+    included), is that record's fault and sets it aside. The one rule every handler applies."""
+    if isinstance(exc, RejectedError):
+        return False
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Code", "")) not in REJECTED_ERROR_CODES
+    if isinstance(exc, StorageError):
+        cause = exc.__cause__
+        return about_storage(cause) if isinstance(cause, ClientError | BotoCoreError) else True
+    return isinstance(exc, BotoCoreError | OSError)
 
 
 def reason(exc: BaseException) -> str:
-    """Why a record was set aside, as stored beside it."""
-    return str(exc) if isinstance(exc, ValidationError) else f"{type(exc).__name__}: {exc}"
+    """Why a record was set aside, as stored beside it: our own messages as they are, anything
+    else with its type. Lone surrogates are escaped, so storing the reason cannot fail too."""
+    text = str(exc) if isinstance(exc, ValidationError | RejectedError) else f"{type(exc).__name__}: {exc}"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

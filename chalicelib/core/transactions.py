@@ -27,7 +27,7 @@ from typing import Any, Generic, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from chalicelib.core import clock
-from chalicelib.core.errors import RejectedError, StorageError
+from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError
 from chalicelib.core.retry import backoff
 
 T = TypeVar("T")
@@ -51,7 +51,7 @@ RETRYABLE_ERRORS = frozenset(
     }
 )
 # Error codes that name the request's data: the same request can never succeed.
-REJECTED_ERRORS = frozenset({"ValidationException", "ItemCollectionSizeLimitExceededException"})
+REJECTED_ERRORS = REJECTED_ERROR_CODES
 REJECTED_CANCELLATIONS = frozenset({"ValidationError", "ItemCollectionSizeLimitExceeded"})
 
 

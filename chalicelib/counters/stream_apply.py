@@ -49,19 +49,18 @@ import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import keyspace, quarantine, timebuckets, transactions, validation
+from chalicelib.core import keyspace, quarantine, timebuckets, transactions
 from chalicelib.core.batch_result import BatchResult
-from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core.errors import StorageError, ValidationError, about_storage, reason
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.core.transactions import TransactionRejectedError
 from chalicelib.counters import catalog
 from chalicelib.counters import keys as counter_keys
+from chalicelib.events import ingest as events_ingest
 from chalicelib.events.ingest import Event
 from chalicelib.events.stream_records import StreamRecord
 
@@ -94,19 +93,8 @@ def countable_from_record(record: StreamRecord) -> Countable:
     if record.error:
         raise ValidationError(record.error)
     image = record.new_image or {}
-    counter = validation.name(image.get("counter"), "counter")
-    event_id = image.get("id")
-    if not isinstance(event_id, str) or not 1 <= len(event_id) <= 128:
-        raise ValidationError("id must be a string of 1-128 characters")
-    t = image.get("time")
-    if not isinstance(t, Decimal) or t != t.to_integral_value():
-        raise ValidationError("time must be an integer number of milliseconds")
-    retention = image.get("retention")
-    if not isinstance(retention, Decimal) or retention != retention.to_integral_value() or retention < 60:
-        raise ValidationError("retention must be an integer number of seconds >= 60")
-    event = Event(
-        counter, event_id, validation.time_ms(int(t)), int(retention), id_given=image.get("id_given") is not False
-    )
+    event = events_ingest.from_item(image)
+    counter, event_id = event.counter, event.id
     partition, position = image.get("pk"), counter_keys.sequence_position(record.sequence_number)
     if not event.id_given and isinstance(partition, str) and position is not None:
         counter_keys.position_key(partition)  # raises if no key can be built from it
@@ -185,12 +173,10 @@ def _apply_isolating(
     """Apply a chunk; if its data is refused, split it until the records to blame are found alone."""
     try:
         outcome = _commit(dynamodb, settings, chunk, now_ms, sleep)
-    except TransactionRejectedError as exc:
-        failure: Exception = exc
-    except (StorageError, OSError):
-        raise  # not about a record (storage, network, time): the batch fails and Lambda delivers it again
-    except Exception as exc:  # e.g. a value the SDK cannot send: about some record
-        failure = exc
+    except Exception as exc:
+        if about_storage(exc):
+            raise  # not about a record: the batch fails and Lambda delivers it again
+        failure: Exception = exc  # a refusal of the data, a value the SDK cannot send: about some record
     else:
         result.counted += len(outcome.applied)
         result.duplicates += len(outcome.duplicates)
@@ -358,9 +344,8 @@ def _set_aside(
     dynamodb: Any, settings: Settings, result: BatchResult, record: StreamRecord, exc: Exception, now_ms: int
 ) -> None:
     """Put one record that cannot be counted aside, keyed by its stream event id, with the reason."""
-    reason = str(exc) if isinstance(exc, ValidationError | TransactionRejectedError) else f"{type(exc).__name__}: {exc}"
     record_id = record.event_id or record.sequence_number
-    quarantine.put(dynamodb, settings, "events-stream", _text(record_id), record.raw_json(), _text(reason), now_ms)
+    quarantine.put(dynamodb, settings, "events-stream", _text(record_id), record.raw_json(), reason(exc), now_ms)
     result.quarantined.append(record_id)
 
 

@@ -28,6 +28,7 @@ from chalicelib.core.settings import Settings
 
 MAX_BATCH = 25
 ID_MAX_CHARS = 128
+MIN_RETENTION_SECONDS = 60
 MAX_RETENTION_SECONDS = 10 * 365 * 86400
 MAX_ATTRIBUTES_BYTES = 16_384
 EVENT_FIELDS = {"counter", "id", "time", "retention", "attributes"}
@@ -79,7 +80,7 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
             f"{settings.max_future_skew_seconds} s of clock skew is allowed (MAX_FUTURE_SKEW_SECONDS)"
         )
     retention = raw.get("retention", settings.default_retention_seconds)
-    retention = validation.integer(retention, f"{where}.retention", 60, MAX_RETENTION_SECONDS)
+    retention = validation.integer(retention, f"{where}.retention", MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS)
     attributes = raw.get("attributes", {})
     if not isinstance(attributes, dict):
         raise ValidationError(f"{where}.attributes must be a JSON object")
@@ -119,6 +120,23 @@ def partition_key(ingest_ms: int, shard: int) -> str:
 
 def sort_key(ingest_ms: int, suffix: str) -> str:
     return f"{validation.iso(ingest_ms)}#{suffix}"
+
+
+def from_item(item: dict[str, Any]) -> Event:
+    """The event an events-table item (deserialized, as a stream image) stands for, checked
+    against the same bounds `POST /events` applies; ValidationError if it breaks one."""
+    counter = validation.name(item.get("counter"), "counter")
+    event_id = item.get("id")
+    if not isinstance(event_id, str) or not 1 <= len(event_id) <= ID_MAX_CHARS:
+        raise ValidationError(f"id must be a string of 1-{ID_MAX_CHARS} characters")
+    t = item.get("time")
+    if not isinstance(t, Decimal) or t != t.to_integral_value():
+        raise ValidationError("time must be an integer number of milliseconds")
+    retention = item.get("retention")
+    if not isinstance(retention, Decimal) or retention != retention.to_integral_value():
+        raise ValidationError("retention must be an integer number of seconds")
+    retention_s = validation.integer(int(retention), "retention", MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS)
+    return Event(counter, event_id, validation.time_ms(int(t)), retention_s, id_given=item.get("id_given") is not False)
 
 
 def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:

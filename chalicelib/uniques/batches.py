@@ -32,11 +32,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from chalicelib.core import quarantine, timebuckets, transactions, validation
 from chalicelib.core.batch_result import BatchResult
-from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core.errors import StorageError, ValidationError, about_storage, reason
 from chalicelib.core.queues import Message
 from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
@@ -166,17 +166,17 @@ def apply_messages(
             for target in targets(settings, items, now_ms):
                 by_target[target].append(items)
         except Exception as exc:
-            set_aside[message.message_id] = _reason(exc)
+            set_aside[message.message_id] = reason(exc)
             _quarantine(dynamodb, settings, message, set_aside[message.message_id], now_ms)
     for target, group in sorted(by_target.items(), key=lambda entry: entry[0].order()):
         group = [i for i in group if i.message.message_id not in set_aside]  # already failed alone
         if not group:
             continue
         failed = _write_target(dynamodb, settings, target, shard, group, now_ms, sleep, result)
-        for items, reason in failed:
+        for items, why in failed:
             if items.message.message_id not in set_aside:
-                set_aside[items.message.message_id] = reason
-                _quarantine(dynamodb, settings, items.message, reason, now_ms)
+                set_aside[items.message.message_id] = why
+                _quarantine(dynamodb, settings, items.message, why, now_ms)
     applied = {i.message.message_id: i for g in by_target.values() for i in g if i.message.message_id not in set_aside}
     result.quarantined = list(set_aside)
     result.counted = len(applied)
@@ -213,7 +213,7 @@ def _write_target(
         merge(b"".join(i.hashes for i in group))
         return []
     except Exception as exc:
-        if not_about_one_record(exc):
+        if about_storage(exc):
             raise
         first_failure = exc
     failed: list[tuple[Items, str]] = []
@@ -221,26 +221,12 @@ def _write_target(
         try:
             merge(items.hashes)
         except Exception as exc:
-            if not_about_one_record(exc):
+            if about_storage(exc):
                 raise
-            failed.append((items, _reason(exc)))
+            failed.append((items, reason(exc)))
     if len(group) > 1 and len(failed) == len(group):
         raise StorageError(f"every message failed on {key['pk']['S']} {key['sk']['S']}") from first_failure
     return failed
-
-
-def not_about_one_record(exc: BaseException) -> bool:
-    """Storage itself failed (unavailable, throttled, refused us, its stored state unreadable),
-    as opposed to a request DynamoDB rejected for the data in it (ValidationException and the
-    like) or anything else a message's content can cause."""
-    if isinstance(exc, BotoCoreError):
-        return True
-    if isinstance(exc, ClientError):
-        return transactions.error_code(exc) not in transactions.REJECTED_ERRORS
-    if isinstance(exc, StorageError):
-        cause = exc.__cause__
-        return not_about_one_record(cause) if isinstance(cause, ClientError | BotoCoreError) else True
-    return False
 
 
 def merge_into_shard(
@@ -345,12 +331,6 @@ def decode_item(item: dict[str, Any]) -> sketches.Sketch:
     except (KeyError, sketches.SketchFormatError) as exc:
         where = f"{item.get('pk', {}).get('S')} {item.get('sk', {}).get('S')}"
         raise StorageError(f"stored sketch {where} is unreadable: {exc}") from exc
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    # the reason is stored: never let undecodable text (a lone surrogate) make that write fail too
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _quarantine(dynamodb: Any, settings: Settings, message: Message, reason: str, now_ms: int) -> None:
