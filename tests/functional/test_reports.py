@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import random
 import threading
 from typing import Any
@@ -17,22 +16,13 @@ from chalicelib.core.settings import Settings
 from chalicelib.reports import api as reports_api
 from chalicelib.reports import ranges as report_ranges
 from chalicelib.reports import runs as reports_runs
+from tests.functional.helpers import post_events
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
 SETTINGS = Settings()
 # A run reports events ingested before now - settle delay: this much later, they are in.
 SETTLE = SETTINGS.report_settle_seconds * 1000 + 1000
-
-
-def post_events(client: Any, events: list[dict[str, Any]]) -> None:
-    for start in range(0, len(events), 25):
-        response = client.http.post(
-            "/events",
-            headers={"Content-Type": "application/json"},
-            body=json.dumps({"events": events[start : start + 25]}),
-        )
-        assert response.status_code == 201, response.body
 
 
 def run_now(client: Any) -> Any:

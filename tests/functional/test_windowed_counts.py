@@ -6,7 +6,6 @@ other shapes, and cut off half-way by an injected failure: the counts must stay 
 
 from __future__ import annotations
 
-import json
 import random
 from typing import Any
 
@@ -15,20 +14,11 @@ from botocore.exceptions import ClientError
 
 from chalicelib.core.settings import Settings
 from chalicelib.counters import stream_apply as counting
+from tests.functional.helpers import post_events
 from tests.functional.stream_fixtures import batches, lambda_event, record, stored_event_records
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
-
-
-def post_events(client: Any, events: list[dict[str, Any]]) -> None:
-    for start in range(0, len(events), 25):
-        response = client.http.post(
-            "/events",
-            headers={"Content-Type": "application/json"},
-            body=json.dumps({"events": events[start : start + 25]}),
-        )
-        assert response.status_code == 201, response.json_body
 
 
 def deliver(app_module: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
