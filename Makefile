@@ -9,9 +9,10 @@ BATCHING_WINDOW ?= 5
 
 .PHONY: run test check unit functional e2e bench trigger package clean vendor
 
+# chalice 1.34 (its packager) requires pip < 26.3.
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --upgrade "pip<26.3"
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
