@@ -25,6 +25,17 @@ def query_pages(dynamodb: Any, request: dict[str, Any], failure: str) -> Iterato
         request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
+def query_sort_range(dynamodb: Any, table: str, pk: str, lo: str, hi: str, failure: str) -> Iterator[dict[str, Any]]:
+    """Every item of partition `pk` whose sort key lies in [lo, hi], paginated."""
+    request = {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+        "ExpressionAttributeValues": {":pk": {"S": pk}, ":lo": {"S": lo}, ":hi": {"S": hi}},
+    }
+    for page in query_pages(dynamodb, request, failure):
+        yield from page.get("Items", [])
+
+
 def batch_get_items(
     dynamodb: Any,
     table: str,

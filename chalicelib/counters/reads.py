@@ -175,15 +175,13 @@ def _query_buckets(
     """Stored buckets of one resolution covering first..last, expired ones included (paginated Query)."""
     size = timebuckets.RESOLUTION_MINUTES[resolution]
     lo, hi = first.first_minute // size, last.first_minute // size
-    query: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-        "ExpressionAttributeValues": {
-            ":pk": {"S": f"{keyspace.COUNTER}{counter}"},
-            ":lo": {"S": counter_keys.bucket_sort_key(resolution, lo)},
-            ":hi": {"S": counter_keys.bucket_sort_key(resolution, hi)},
-        },
-    }
-    for page in dynamo.query_pages(dynamodb, query, "could not read the counts"):
-        for item in page.get("Items", []):
-            yield int(item["sk"]["S"].split("#", 1)[1]), item
+    items = dynamo.query_sort_range(
+        dynamodb,
+        settings.counts_table,
+        f"{keyspace.COUNTER}{counter}",
+        counter_keys.bucket_sort_key(resolution, lo),
+        counter_keys.bucket_sort_key(resolution, hi),
+        "could not read the counts",
+    )
+    for item in items:
+        yield int(item["sk"]["S"].split("#", 1)[1]), item

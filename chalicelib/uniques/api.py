@@ -174,25 +174,23 @@ def histogram(
     first, last = hours[0] // size, hours[1] // size
     if last - first + 1 > MAX_HISTOGRAM_BUCKETS:
         raise ValidationError(f"a histogram has at most {MAX_HISTOGRAM_BUCKETS} buckets; use a coarser resolution")
-    request = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-        "ExpressionAttributeValues": {
-            ":pk": {"S": f"{keyspace.SKETCH_WINDOW}{name}"},
-            ":lo": {"S": keys.bucket_sort_key(resolution, first)},
-            ":hi": {"S": keys.bucket_sort_key(resolution, last)},
-        },
-    }
+    items = dynamo.query_sort_range(
+        dynamodb,
+        settings.counts_table,
+        f"{keyspace.SKETCH_WINDOW}{name}",
+        keys.bucket_sort_key(resolution, first),
+        keys.bucket_sort_key(resolution, last),
+        "could not read the sketches",
+    )
     now_s = now_ms // 1000
     counts: dict[int, dict[str, Any]] = {}
-    for page in dynamo.query_pages(dynamodb, request, "could not read the sketches"):
-        for item in page.get("Items", []):
-            if int(item.get("expires_at", {"N": "0"})["N"]) > now_s:
-                sketch = decode_item(item)
-                counts[int(item["sk"]["S"].split("#", 1)[1])] = {
-                    "cardinality": sketches.estimate(sketch),
-                    "exact": sketches.is_exact(sketch),
-                }
+    for item in items:
+        if int(item.get("expires_at", {"N": "0"})["N"]) > now_s:
+            sketch = decode_item(item)
+            counts[int(item["sk"]["S"].split("#", 1)[1])] = {
+                "cardinality": sketches.estimate(sketch),
+                "exact": sketches.is_exact(sketch),
+            }
     retention = (
         settings.uniques_hour_retention_seconds if resolution == "hour" else settings.uniques_day_retention_seconds
     )
