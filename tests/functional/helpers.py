@@ -15,3 +15,9 @@ def post_events(client: Any, events: list[dict[str, Any]]) -> None:
             body=json.dumps({"events": events[start : start + 25]}),
         )
         assert response.status_code == 201, response.body
+
+
+def invoke(client: Any, function: str, event: dict[str, Any]) -> Any:
+    """Run a background handler the one way the tests do: as Lambda would, through Chalice's test
+    client (the handler's middleware included), with a Lambda-shaped event; its return value."""
+    return client.lambda_.invoke(function, event).payload

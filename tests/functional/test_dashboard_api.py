@@ -16,6 +16,7 @@ from chalicelib.dashboard import assets
 from chalicelib.events.ingest import Event
 from chalicelib.views import batches as views_batches
 from chalicelib.views.keys import View, to_message
+from tests.functional.helpers import invoke
 from tests.functional.stream_fixtures import lambda_event, record, stored_event_records
 from tests.functional.test_windowed_counts import post_events
 
@@ -24,8 +25,8 @@ MINUTE = 60_000
 HOUR = 60 * MINUTE
 
 
-def count_stored(app_module: Any, aws: Any) -> None:
-    app_module.on_event_records(lambda_event(stored_event_records(aws.dynamodb)), None)
+def count_stored(client: Any, aws: Any) -> None:
+    invoke(client, "on_event_records", lambda_event(stored_event_records(aws.dynamodb)))
 
 
 def get(client: Any, path: str, status: int = 200) -> Any:
@@ -93,7 +94,7 @@ def test_given_counted_events_when_listed_in_pages_then_every_counter_once_in_na
 ) -> None:
     names = [f"jobs.provider-{i}" for i in range(7)]
     post_events(client, [{"counter": n, "time": clock.now - i * MINUTE} for i, n in enumerate(names * 3)])
-    count_stored(app_module, aws)
+    count_stored(client, aws)
     for limit in (1, 3, 7, 100):
         entries, pages = every_page(client, "/counters", "counters", limit)
         assert [e["name"] for e in entries] == sorted(names)
@@ -226,7 +227,7 @@ def test_given_records_set_aside_when_counted_then_per_source_including_the_view
         "views-dead-letter-queue": 0,
     }
     bad = {"pk": {"S": "202611180000#0"}, "sk": {"S": "x"}, "kind": {"S": "event"}, "counter": {"S": "bad name"}}
-    app_module.on_event_records(lambda_event([record(bad), record({**bad, "sk": {"S": "y"}})]), None)
+    invoke(client, "on_event_records", lambda_event([record(bad), record({**bad, "sk": {"S": "y"}})]))
     poison = [Message("p1", "r1", "not json")]
     views_batches.apply_messages(aws.dynamodb, aws.sqs, SETTINGS, poison, clock.now)
     after = {s["source"]: s for s in get(client, "/quarantine/counts").json_body["sources"]}

@@ -16,7 +16,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.reports import api as reports_api
 from chalicelib.reports import ranges as report_ranges
 from chalicelib.reports import runs as reports_runs
-from tests.functional.helpers import post_events
+from tests.functional.helpers import invoke, post_events
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
@@ -31,7 +31,7 @@ def run_now(client: Any) -> Any:
 
 def run_scheduled(client: Any) -> Any:
     event = client.events.generate_cw_event("aws.events", "Scheduled Event", {}, [])
-    return client.lambda_.invoke("run_scheduled_report", event).payload
+    return invoke(client, "run_scheduled_report", event)
 
 
 def all_reports(aws: Any) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ import random
 from typing import Any
 
 from chalicelib.core.validation import time_ms
+from tests.functional.helpers import invoke
 from tests.functional.stream_fixtures import lambda_event, stored_event_records
 
 MINUTE = 60_000
@@ -23,7 +24,7 @@ def ingest_live(client: Any, app_module: Any, aws: Any, clock: Any, times: list[
         response = client.http.post("/events", headers={"Content-Type": "application/json"}, body=body)
         assert response.status_code == 201, response.json_body
         records = stored_event_records(aws.dynamodb)
-        assert app_module.on_event_records(lambda_event(records[applied:]), None)["counted"] == 1
+        assert invoke(client, "on_event_records", lambda_event(records[applied:]))["counted"] == 1
         applied = len(records)
 
 

@@ -11,6 +11,7 @@ import pytest
 from chalicelib.core import queues
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
+from tests.functional.helpers import invoke
 from tests.functional.stream_fixtures import lambda_event, stored_event_records
 
 SETTINGS = Settings()
@@ -61,8 +62,8 @@ def test_given_a_stream_batch_delivered_twice_when_handled_then_one_emf_line_eac
         r["dynamodb"]["ApproximateCreationDateTime"] = created
     capsys.readouterr()
 
-    client.lambda_.invoke("on_event_records", lambda_event(records))
-    client.lambda_.invoke("on_event_records", lambda_event(records))
+    invoke(client, "on_event_records", lambda_event(records))
+    invoke(client, "on_event_records", lambda_event(records))
 
     first, second = emf(lines(capsys), "on_event_records")
     m1, m2 = metrics_of(first), metrics_of(second)
@@ -83,7 +84,7 @@ def test_given_a_poison_stream_record_when_handled_then_quarantined_metric(
     record["dynamodb"]["NewImage"]["counter"] = {"S": "bad name with spaces"}
     capsys.readouterr()
 
-    client.lambda_.invoke("on_event_records", lambda_event([record]))
+    invoke(client, "on_event_records", lambda_event([record]))
 
     (line,) = emf(lines(capsys), "on_event_records")
     assert metrics_of(line)["Quarantined"] == (1, "Count")
@@ -106,7 +107,7 @@ def test_given_views_with_a_poison_message_when_handled_then_dead_lettered_and_n
     poison = {**good, "messageId": "m-poison", "body": "not a view " + SECRET}
     capsys.readouterr()
 
-    client.lambda_.invoke("on_view_messages", {"Records": [good, poison]})
+    invoke(client, "on_view_messages", {"Records": [good, poison]})
 
     captured = lines(capsys)
     (line,) = emf(captured, "on_view_messages")
@@ -125,7 +126,7 @@ def test_given_unique_items_when_handled_then_counted_and_sketch_conflicts_emitt
     record = {"messageId": message["MessageId"], "receiptHandle": "rh", "body": message["Body"]}
     capsys.readouterr()
 
-    client.lambda_.invoke("on_unique_items", {"Records": [record]})
+    invoke(client, "on_unique_items", {"Records": [record]})
 
     captured = lines(capsys)
     (line,) = emf(captured, "on_unique_items")
@@ -145,7 +146,7 @@ def test_given_events_to_report_when_scheduled_run_then_report_metrics(
     capsys.readouterr()
 
     event = client.events.generate_cw_event("aws.events", "Scheduled Event", {}, [])
-    client.lambda_.invoke("run_scheduled_report", event)
+    invoke(client, "run_scheduled_report", event)
 
     (line,) = emf(lines(capsys), "run_scheduled_report")
     m = metrics_of(line)
@@ -166,7 +167,7 @@ def test_given_a_handler_that_fails_when_invoked_then_one_error_line_and_no_metr
     capsys.readouterr()
 
     with pytest.raises(StorageError):
-        client.lambda_.invoke("on_event_records", lambda_event(records))
+        invoke(client, "on_event_records", lambda_event(records))
 
     captured = lines(capsys)
     assert not emf(captured, "on_event_records")

@@ -20,6 +20,7 @@ from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
 from chalicelib.uniques import keys as uniques_keys
 from chalicelib.uniques import sketch_encoding as sketches
+from tests.functional.helpers import invoke
 
 SETTINGS = Settings()
 P = sketches.precision_for(SETTINGS.uniques_error_rate)
@@ -57,7 +58,7 @@ def receive_all(aws: Any) -> list[dict[str, Any]]:
 
 
 def deliver(client: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
-    return client.lambda_.invoke("on_unique_items", {"Records": records}).payload
+    return invoke(client, "on_unique_items", {"Records": records})
 
 
 def record(message_id: str, body: str) -> dict[str, Any]:

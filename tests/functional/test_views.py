@@ -18,6 +18,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.views import api as views_api
 from chalicelib.views import batches as views_batches
 from chalicelib.views.keys import View, url_pk
+from tests.functional.helpers import invoke
 
 T0 = 1_795_000_000_000
 SETTINGS = Settings()
@@ -103,8 +104,8 @@ def lambda_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def deliver(app_module: Any, messages: list[dict[str, Any]]) -> Any:
-    return app_module.on_view_messages(lambda_event(messages), None)
+def deliver(client: Any, messages: list[dict[str, Any]]) -> Any:
+    return invoke(client, "on_view_messages", lambda_event(messages))
 
 
 def post_all(client: Any, bodies: list[dict[str, Any]]) -> None:
@@ -299,13 +300,13 @@ def test_given_every_message_delivered_three_times_shuffled_and_concurrently_the
     half = len(batches) // 2
     monkeypatch.setattr(aws, "dynamodb", OneCallAtATime(aws.dynamodb))
     for batch in batches[:half]:
-        deliver(app_module, batch)
+        deliver(client, batch)
     errors: list[BaseException] = []
 
     def worker(mine: list[list[dict[str, Any]]]) -> None:
         try:
             for batch in mine:
-                deliver(app_module, batch)
+                deliver(client, batch)
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
@@ -329,10 +330,10 @@ def test_given_batch_fails_half_way_when_redelivered_then_exact_and_done_message
     failing = FailingDynamoDB(aws.dynamodb, throttled_url="https://blog.example/2")
     monkeypatch.setattr(aws, "dynamodb", failing)
     with pytest.raises(views_batches.BatchIncompleteError):
-        deliver(app_module, messages)
+        deliver(client, messages)
     assert 0 < in_queue(aws) < len(messages), "counted messages are deleted, the failed ones stay"
     monkeypatch.setattr(aws, "dynamodb", failing.real)
-    deliver(app_module, messages)  # Lambda's redelivery carries the whole batch again
+    deliver(client, messages)  # Lambda's redelivery carries the whole batch again
     for url, n in expected.items():
         assert views_of(client, url) == n, url
 
@@ -346,11 +347,11 @@ def test_given_handler_dies_between_transactions_when_batch_redelivered_then_exa
     messages = receive_all(aws)
     monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, crash_at=3))
     with pytest.raises(LambdaTimeout):
-        deliver(app_module, messages)
+        deliver(client, messages)
     assert sum(views_of(client, url) for url in expected) > 0, "the first transactions were applied"
     monkeypatch.setattr(aws, "dynamodb", aws.dynamodb.real)
     random.Random(1).shuffle(messages)
-    deliver(app_module, messages)
+    deliver(client, messages)
     for url, n in expected.items():
         assert views_of(client, url) == n, url
 
@@ -360,11 +361,11 @@ def test_given_markers_written_after_the_read_when_transacting_then_exactly_the_
 ) -> None:
     first = [{"url": f"u{i % 3}", "time": T0 + i, "clientId": "c"} for i in range(12)]
     post_all(client, first)
-    deliver(app_module, receive_all(aws))
+    deliver(client, receive_all(aws))
     second = first[::2] + [{"url": f"u{i % 3}", "time": T0 + 100 + i, "clientId": "c"} for i in range(5)]
     post_all(client, second)
     monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, blind_reads=True))
-    result = deliver(app_module, receive_all(aws))
+    result = deliver(client, receive_all(aws))
     assert result["duplicates"] == 6 and result["counted"] == 5
     assert sum(views_of(client, f"u{i}") for i in range(3)) == 17
 
@@ -374,7 +375,7 @@ def test_given_transaction_conflicts_when_applied_then_retried_with_backoff_and_
 ) -> None:
     post_all(client, [{"url": "u", "time": T0 + i, "clientId": "c"} for i in range(5)])
     monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, conflicts=3))
-    result = deliver(app_module, receive_all(aws))
+    result = deliver(client, receive_all(aws))
     assert result["counted"] == 5 and result["duplicates"] == 0
     assert len(no_sleep) == 3 and no_sleep == sorted(no_sleep) and no_sleep[0] < no_sleep[-1]
     assert views_of(client, "u") == 5
@@ -412,7 +413,7 @@ def test_given_good_views_and_one_poison_of_each_kind_when_delivered_once_then_g
     messages = receive_all(aws)
     assert len(messages) == len(good) + len(poison)
 
-    result = deliver(app_module, messages)  # returns: Lambda deletes the batch, nothing is redriven
+    result = deliver(client, messages)  # returns: Lambda deletes the batch, nothing is redriven
 
     assert result["counted"] == len(good) and result["quarantined"] == len(poison) and result["failed"] == 0
     assert [views_of(client, "u0"), views_of(client, "u1")] == [4, 4]
@@ -436,7 +437,7 @@ def test_given_storage_throttled_or_unreachable_when_applied_then_views_wait_for
     post_all(client, [{"url": "u", "time": T0, "clientId": "c"}, {"url": "v", "time": T0, "clientId": "c"}])
     monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, **failure))
     with pytest.raises(views_batches.BatchIncompleteError):
-        deliver(app_module, receive_all(aws))
+        deliver(client, receive_all(aws))
     assert receive_all(aws, f"{SETTINGS.views_queue}-dlq") == []
     assert in_queue(aws) == 2 and views_of(client, "u") == 0, "a failure not about one view is no view's fault"
 
@@ -447,9 +448,9 @@ def test_given_poison_message_in_batch_when_applied_then_others_counted_once_and
     post_all(client, [{"url": "u", "time": T0 + i, "clientId": "c"} for i in range(4)])
     aws.sqs.send_message(QueueUrl=queue_url(aws), MessageBody='{"url": "u", "time": "soon"}')
     messages = receive_all(aws)
-    result = deliver(app_module, messages)
+    result = deliver(client, messages)
     assert result["counted"] == 4 and result["quarantined"] == 1
-    deliver(app_module, messages)
+    deliver(client, messages)
     assert views_of(client, "u") == 4
     dead = receive_all(aws, f"{SETTINGS.views_queue}-dlq")
     assert len(dead) == 2, "set aside on each delivery (the handler returned, so Lambda deleted it)"
@@ -465,7 +466,7 @@ def test_given_poison_and_a_failing_write_when_applied_then_poison_set_aside_and
     messages = receive_all(aws)
     monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, throttled_url="u"))
     with pytest.raises(views_batches.BatchIncompleteError):
-        deliver(app_module, messages)
+        deliver(client, messages)
     assert [m["Body"] for m in receive_all(aws, f"{SETTINGS.views_queue}-dlq")] == ["not json"]
     assert in_queue(aws) == 3, "only the views that failed stay in the queue"
 
@@ -479,7 +480,7 @@ def test_given_views_over_hours_when_range_read_then_markers_in_range_counted(
     hour = 3_600_000
     first = clock.now - 10 * hour
     post_all(client, [{"url": "u", "time": first + i * hour, "clientId": f"c{i}"} for i in range(10)])
-    deliver(app_module, receive_all(aws))
+    deliver(client, receive_all(aws))
     assert views_of(client, "u") == 10
     assert views_of(client, "u", start=first + 2 * hour, end=first + 5 * hour) == 3
     assert views_of(client, "u", start=first + 2 * hour + 1) == 7

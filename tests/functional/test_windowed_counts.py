@@ -14,15 +14,15 @@ from botocore.exceptions import ClientError
 
 from chalicelib.core.settings import Settings
 from chalicelib.counters import stream_apply as counting
-from tests.functional.helpers import post_events
+from tests.functional.helpers import invoke, post_events
 from tests.functional.stream_fixtures import batches, lambda_event, record, stored_event_records
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
 
 
-def deliver(app_module: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
-    return app_module.on_event_records(lambda_event(records), None)
+def deliver(client: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
+    return invoke(client, "on_event_records", lambda_event(records))
 
 
 def window_count(client: Any, counter: str, query: str) -> dict[str, Any]:
@@ -68,7 +68,7 @@ def test_given_events_over_30_hours_when_stream_delivered_once_then_every_window
 ) -> None:
     post_events(client, as_posts(spread_events))
     for batch in batches(stored_event_records(aws.dynamodb), 100):
-        deliver(app_module, batch)
+        deliver(client, batch)
     assert_windows_exact(client, spread_events, clock.now)
 
 
@@ -87,13 +87,13 @@ def test_given_every_batch_delivered_again_when_counted_then_exact(
     records = stored_event_records(aws.dynamodb)
     for batch in batches(records, 100):
         for _ in range(times):
-            result = deliver(app_module, batch)
+            result = deliver(client, batch)
         assert result["counted"] == 0 and result["duplicates"] == len(batch)
     # Redelivery in other shapes: shuffled, overlapping, smaller batches.
     shuffled = records[:]
     random.Random(1).shuffle(shuffled)
     for batch in batches(shuffled, 37):
-        deliver(app_module, batch)
+        deliver(client, batch)
     assert_windows_exact(client, spread_events, clock.now)
 
 
@@ -130,10 +130,10 @@ def test_given_handler_dies_half_way_when_batch_redelivered_then_exact(
     dying = DiesOnTransaction(aws.dynamodb, die_on)
     monkeypatch.setattr(app_module.aws, "dynamodb", dying, raising=False)
     with pytest.raises(TimeoutError):
-        deliver(app_module, records)  # one big batch: several transactions
+        deliver(client, records)  # one big batch: several transactions
     assert dying.transactions == die_on
     monkeypatch.setattr(app_module.aws, "dynamodb", dying.real, raising=False)
-    result = deliver(app_module, records)
+    result = deliver(client, records)
     assert result["duplicates"] > 0 and result["counted"] + result["duplicates"] == len(records)
     assert_windows_exact(client, spread_events, clock.now)
 
@@ -146,8 +146,8 @@ def test_given_client_retries_post_with_same_id_when_counted_then_once(
     post_events(client, [event, event])
     records = stored_event_records(aws.dynamodb)
     assert len(records) == 3
-    deliver(app_module, records[:1])
-    deliver(app_module, records[1:])
+    deliver(client, records[:1])
+    deliver(client, records[1:])
     assert window_count(client, "retry", "window=1h")["count"] == 1
 
 
@@ -157,7 +157,7 @@ def test_given_modify_and_remove_records_when_delivered_then_ignored(
     post_events(client, [{"counter": "ttl", "time": clock.now}])
     (insert,) = stored_event_records(aws.dynamodb)
     image = insert["dynamodb"]["NewImage"]
-    result = deliver(app_module, [record(image, "MODIFY"), record(image, "REMOVE"), insert])
+    result = deliver(client, [record(image, "MODIFY"), record(image, "REMOVE"), insert])
     assert result["skipped"] == 2 and result["counted"] == 1
     assert window_count(client, "ttl", "window=5m")["count"] == 1
 
@@ -173,7 +173,7 @@ def test_given_poison_records_in_batch_when_delivered_then_good_ones_counted_and
     garbage = record(good[2]["dynamodb"]["NewImage"])
     garbage["dynamodb"]["NewImage"] = {"pk": {"Q": "?"}}
     batch = [good[0], record(bad_image), good[1], record(no_counter), good[2], garbage, good[3]]
-    result = deliver(app_module, batch)
+    result = deliver(client, batch)
     assert result["counted"] == 4 and result["quarantined"] == 3
     assert window_count(client, "mixed", "window=5m")["count"] == 4
     quarantine = client.http.get("/quarantine?source=events-stream").json_body["records"]
@@ -181,7 +181,7 @@ def test_given_poison_records_in_batch_when_delivered_then_good_ones_counted_and
     assert {q["id"] for q in quarantine} == {batch[1]["eventID"], batch[3]["eventID"], batch[5]["eventID"]}
     assert client.http.get("/quarantine?source=elsewhere").status_code == 400
     # Delivered again: still 4, and the quarantine does not grow.
-    deliver(app_module, batch)
+    deliver(client, batch)
     assert window_count(client, "mixed", "window=5m")["count"] == 4
     assert len(client.http.get("/quarantine").json_body["records"]) == 3
 
@@ -190,7 +190,7 @@ def test_given_buckets_past_retention_when_read_then_ignored_and_window_flagged(
     client: Any, app_module: Any, aws: Any, clock: Any
 ) -> None:
     post_events(client, [{"counter": "short", "time": clock.now, "retention": 3600}])
-    deliver(app_module, stored_event_records(aws.dynamodb))
+    deliver(client, stored_event_records(aws.dynamodb))
     assert window_count(client, "short", "window=1h")["count"] == 1
     clock.advance(2 * HOUR + 2 * MINUTE)  # minute and hour buckets expired, not yet deleted
     body = window_count(client, "short", "window=3h")
@@ -203,7 +203,7 @@ def test_given_events_when_histogram_read_then_buckets_match_brute_force(
     client: Any, app_module: Any, aws: Any, clock: Any, spread_events: dict[str, list[int]]
 ) -> None:
     post_events(client, as_posts(spread_events))
-    deliver(app_module, stored_event_records(aws.dynamodb))
+    deliver(client, stored_event_records(aws.dynamodb))
     times = spread_events["jobs.provider-2"]
     for resolution, size in (("minute", MINUTE), ("hour", HOUR), ("day", 24 * HOUR)):
         start, end = clock.now - 6 * HOUR, clock.now
@@ -305,7 +305,7 @@ def test_given_unprocessed_keys_when_window_read_then_retried_and_exact(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     post_events(client, as_posts(spread_events))
-    deliver(app_module, stored_event_records(aws.dynamodb))
+    deliver(client, stored_event_records(aws.dynamodb))
     calls: list[int] = []
     real = aws.dynamodb
 
