@@ -228,24 +228,18 @@ def post_unique_items(name: str) -> Response:
 @app.route("/hyperloglog/{name}", methods=["GET"], authorizer=read_key)
 @answers
 def get_unique_count(name: str) -> dict[str, Any]:
-    return {"name": validation.name(name, "name"), **unique_count([name], query())}
+    sketch_name = validation.name(name, "name")
+    return {"name": sketch_name, **uniques_api.count(aws.dynamodb, settings, [sketch_name], query(), clock.now_ms())}
 
 
 @app.route("/hyperloglog", methods=["GET"], authorizer=read_key)
 @answers
 def get_union_count() -> dict[str, Any]:
     params = query()
-    if "names" not in params:
+    if "names" not in params:  # without names= the route lists the names that exist
         return uniques_api.list_names(aws.dynamodb, settings, params)
     names = uniques_api.parse_names(params["names"])
-    return {"names": names, **unique_count(names, params)}
-
-
-def unique_count(names: list[str], params: dict[str, str]) -> dict[str, Any]:
-    if not uniques_api.is_windowed(params):
-        return uniques_api.cardinality(aws.dynamodb, settings, names)
-    now = clock.now_ms()
-    return uniques_api.window_cardinality(aws.dynamodb, settings, names, windows.hour_range(params, now), now)
+    return {"names": names, **uniques_api.count(aws.dynamodb, settings, names, params, clock.now_ms())}
 
 
 @app.route("/hyperloglog/{name}/histogram", methods=["GET"], authorizer=read_key)

@@ -10,7 +10,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import catalog, dynamo, keyspace, queues, timebuckets, validation
+from chalicelib.core import catalog, dynamo, keyspace, queues, timebuckets, validation, window_params
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
@@ -79,6 +79,16 @@ def is_windowed(params: Mapping[str, str]) -> bool:
 
 
 # -- counts ----------------------------------------------------------------------------------
+
+
+def count(
+    dynamodb: Any, settings: Settings, names: list[str], params: Mapping[str, str], now_ms: int
+) -> dict[str, Any]:
+    """The unique count of one name or the union of several: of all time without a window,
+    else over the hour-aligned window the parameters give."""
+    if not is_windowed(params):
+        return cardinality(dynamodb, settings, names)
+    return window_cardinality(dynamodb, settings, names, window_params.hour_range(params, now_ms), now_ms)
 
 
 def cardinality(dynamodb: Any, settings: Settings, names: list[str]) -> dict[str, Any]:
