@@ -12,8 +12,7 @@ transaction items. What comes back from DynamoDB is read here, once:
 - a failed condition that names no duplicate is shown to the caller's `adapt` callback, which
   may change what its plan builds (say, an update whose condition guards a maximum becomes one
   that leaves the larger stored value alone) and so ask for an immediate retry;
-- otherwise it is the caller's answer (`ConditionFailedError`), unless the caller says such
-  conditions are races to retry;
+- otherwise it is the caller's answer (`ConditionFailedError`);
 - anything no retry can fix (ValidationException, an item too large) is `TransactionRejectedError`,
   so a background handler can set the offending record aside instead of failing its batch.
 """
@@ -106,7 +105,6 @@ def write(
     *,
     what: str,
     duplicates: Callable[[list[T | None], list[T]], Collection[T]] | None = None,
-    retry_failed_conditions: bool = False,
     adapt: Callable[[list[dict[str, Any]]], bool] | None = None,
     attempts: int = 7,
     cap: float = 2.0,
@@ -157,9 +155,8 @@ def write(
                     continue
                 if adapt is not None and adapt([transaction.items[i] for i in failed if i < len(transaction.items)]):
                     continue
-                if not retry_failed_conditions:
-                    raise ConditionFailedError(f"{what}: a condition failed", failed)
-            unknown = [r for r in reasons if r not in RETRYABLE_CANCELLATIONS | {"None", "ConditionalCheckFailed"}]
+                raise ConditionFailedError(f"{what}: a condition failed", failed)
+            unknown = [r for r in reasons if r not in RETRYABLE_CANCELLATIONS | {"None"}]
             if unknown or not reasons:
                 raise StorageError(f"{what} cancelled: {reasons}") from cause
         if outcome.retries >= attempts:
