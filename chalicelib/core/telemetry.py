@@ -52,7 +52,6 @@ DETAIL_METRICS: dict[str, str] = {
     "conflicts": "SketchWriteConflicts",
     "expired": "Expired",
 }
-REPORT_METRICS = ("ReportRuns", "ReportsWritten", "EventsReported", "ReportRunsSuperseded")
 # How old the newest record of a batch was when the handler finished with it.
 LAG_METRICS = {"aws:dynamodb": "StreamLag", "aws:sqs": "QueueLag"}
 
