@@ -1,8 +1,8 @@
 """Unique counts, the queue handler side: merge batches into all-time, hour and day sketches.
 
 Each message carries the hashes of one request's items and their time. A batch touches, per
-name, one shard of the all-time sketch (picked from the batch's first message id, so concurrent
-invocations spread out) and the hour and day sketches of its items' times (see
+name, the hour and day sketches of its items' times and then one shard of the all-time sketch
+(picked from the batch's first message id, so concurrent invocations spread out; see
 chalicelib.uniques.keys). Each touched sketch is read once and written once with a condition on
 the version read; a writer that loses the race reads again, merges again and retries.
 Merging is idempotent and commutative, so neither a lost race nor a redelivered batch can lose
@@ -74,9 +74,14 @@ class Target:
     name: str
     bucket: Bucket | None
 
-    def order(self) -> tuple[str, str, int]:
-        """Writes go in a fixed order: the all-time shard, then days, then hours."""
-        return (self.name, "", 0) if self.bucket is None else (self.name, self.bucket.resolution, self.bucket.index)
+    def order(self) -> tuple[str, int, str, int]:
+        """Writes go in a fixed order, name by name: days, then hours, then the all-time shard
+        last, so an all-time count that includes a batch's items means that batch's day and hour
+        sketches of the name are written too (readers poll the all-time count to know a batch
+        has landed)."""
+        if self.bucket is None:
+            return (self.name, 1, "", 0)
+        return (self.name, 0, self.bucket.resolution, self.bucket.index)
 
     def key(self, shard: int) -> dict[str, Any]:
         return keys.shard_key(self.name, shard) if self.bucket is None else keys.bucket_key(self.name, self.bucket)

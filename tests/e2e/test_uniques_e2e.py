@@ -24,6 +24,12 @@ def cardinality(api: LocalStack, path: str) -> int:
     return int(response.json()["cardinality"])
 
 
+def listed_names(api: LocalStack) -> set[str]:
+    response = api.get("/hyperloglog", params={"limit": 1000}, timeout=5)
+    response.raise_for_status()
+    return {n["name"] for n in response.json()["names"]}
+
+
 def test_given_items_posted_over_http_when_the_queue_is_drained_then_counts_and_union_are_right(
     local_stack: LocalStack,
 ) -> None:
@@ -74,8 +80,7 @@ def test_given_backdated_items_over_http_when_windows_read_then_each_window_coun
     assert month["lower"] <= month["cardinality"] <= month["upper"]
     series = api.get("/hyperloglog/e2e.window/histogram", params={"resolution": "day", "window": "30d"}).json()
     assert sorted(b["cardinality"] for b in series["buckets"] if b["cardinality"])[-2:] == [40, expected(older)]
-    listed = api.get("/hyperloglog", params={"limit": 1000}, timeout=5).json()
-    assert "e2e.window" in {n["name"] for n in listed["names"]}
+    wait_for(lambda: "e2e.window" in listed_names(api), 10, "e2e.window to be listed")  # written after the sketches
     surrogate = '{"data": "a\\ud800"}'
     response = api.post("/hyperloglog/e2e.window", data=surrogate, timeout=5)
     assert response.status_code == 400 and set(response.json()) == {"Code", "Message"}

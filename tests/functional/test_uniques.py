@@ -234,16 +234,37 @@ def test_given_handler_dies_half_way_when_batch_redelivered_then_as_if_applied_o
     for name, data in groups.items():
         post(client, name, {"data": data})
     records = receive_all(aws)
-    monkeypatch.setattr(app_module.aws, "dynamodb", PutsThrough(aws.dynamodb, dies_after(1)))
+    monkeypatch.setattr(app_module.aws, "dynamodb", PutsThrough(aws.dynamodb, dies_after(3)))
     with pytest.raises(Died):
-        deliver(client, records)
-    assert sketch_items(aws, "a") and not sketch_items(aws, "b")
+        deliver(client, records)  # wrote a's day, hour and all-time sketches, then died
+    assert len(window_items(aws, "a")) == 2 and sketch_items(aws, "a")
+    assert not window_items(aws, "b") and not sketch_items(aws, "b")
     monkeypatch.setattr(app_module.aws, "dynamodb", PutsThrough(aws.dynamodb, lambda _: None))
     deliver(client, records)
     deliver(client, records)
     for name, data in groups.items():
         assert get(client, f"/hyperloglog/{name}").json_body["cardinality"] == expected(data)
         assert int(sketch_items(aws, name)[0]["version"]["N"]) == 1
+
+
+def test_given_a_batch_over_several_hours_when_applied_then_each_name_all_time_sketch_is_written_last(
+    client: Any, aws: Any, app_module: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader that sees a batch in a name's all-time count (what clients poll) can read the
+    batch's hour and day sketches of that name too."""
+    for name in ("b", "a"):
+        for hours_ago in (30, 2, 0):
+            post_at(client, name, items(name, hours_ago, hours_ago + 5), clock.now - hours_ago * HOUR_MS)
+    puts: list[str] = []
+    monkeypatch.setattr(
+        app_module.aws, "dynamodb", PutsThrough(aws.dynamodb, lambda kw: puts.append(kw["Item"]["pk"]["S"]))
+    )
+    deliver(client, receive_all(aws))
+    for name in ("a", "b"):
+        mine = [i for i, pk in enumerate(puts) if pk.endswith(f"#{name}")]
+        windows = [i for i in mine if puts[i] == f"HLW#{name}"]
+        assert len(windows) == 5  # two days and three hours
+        assert [puts[i] for i in mine][-1] == f"HLL#{name}" and max(windows) < mine[-1]
 
 
 def test_given_poison_messages_between_good_ones_when_delivered_then_good_counted_and_poison_set_aside(
