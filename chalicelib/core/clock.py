@@ -1,6 +1,9 @@
 """The current time and the pause between retries, in one place so tests can move them."""
 
 import time
+from collections.abc import Callable
+
+Sleep = Callable[[float], None]
 
 
 def now_ms() -> int:

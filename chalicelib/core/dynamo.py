@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from chalicelib.core import clock
+from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.retry import backoff
 
@@ -41,7 +43,7 @@ def batch_get_items(
     table: str,
     keys: list[dict[str, Any]],
     failure: str,
-    sleep: Callable[[float], None],
+    sleep: Sleep | None = None,
     attempts: int = 8,
     cap: float = 2.0,
     projection: str | None = None,
@@ -61,6 +63,6 @@ def batch_get_items(
             request = response.get("UnprocessedKeys") or {}
             if not request:
                 break
-            sleep(backoff(attempt, cap))
+            (sleep or clock.sleep)(backoff(attempt, cap))
         else:
             raise StorageError(failure)

@@ -18,6 +18,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import clock
+from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.retry import backoff
 
@@ -74,20 +75,18 @@ def send(
     sqs: Any,
     url: str,
     entries: Sequence[dict[str, Any]],
-    sleep: Callable[[float], None] | None = None,
+    sleep: Sleep | None = None,
 ) -> None:
     """SendMessageBatch in groups of ten, retrying the entries that failed; entries need "Id"."""
     _batched(sqs.send_message_batch, url, list(entries), sleep or clock.sleep, "messages could not be queued")
 
 
-def delete(sqs: Any, url: str, receipt_handles: Sequence[str], sleep: Callable[[float], None] | None = None) -> None:
+def delete(sqs: Any, url: str, receipt_handles: Sequence[str], sleep: Sleep | None = None) -> None:
     entries = [{"Id": str(i), "ReceiptHandle": handle} for i, handle in enumerate(receipt_handles)]
     _batched(sqs.delete_message_batch, url, entries, sleep or clock.sleep, "messages could not be deleted")
 
 
-def _batched(
-    call: Callable[..., Any], url: str, entries: list[dict[str, Any]], sleep: Callable[[float], None], failure: str
-) -> None:
+def _batched(call: Callable[..., Any], url: str, entries: list[dict[str, Any]], sleep: Sleep, failure: str) -> None:
     for start in range(0, len(entries), MAX_ENTRIES):
         pending = entries[start : start + MAX_ENTRIES]
         for attempt in range(_ATTEMPTS):

@@ -26,11 +26,11 @@ from typing import Any, Generic, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from chalicelib.core import clock
+from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError
 from chalicelib.core.retry import backoff
 
 T = TypeVar("T")
-Sleep = Callable[[float], None]
 
 MAX_ITEMS = 100  # TransactWriteItems limit
 # Cancellation reasons that say "try again", not "this item is wrong".

@@ -5,12 +5,12 @@ The buckets are written by chalicelib.counters.stream_apply; their keys are in c
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import dynamo, keyspace, timebuckets, validation
+from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.counters import keys as counter_keys
@@ -63,7 +63,7 @@ def count_window(
     first_minute: int,
     last_minute: int,
     now_ms: int,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Sleep | None = None,
 ) -> WindowCount:
     if last_minute - first_minute + 1 > MAX_WINDOW_MINUTES:
         raise ValidationError(f"a window may span at most {MAX_WINDOW_MINUTES // 1440} days")
@@ -104,7 +104,7 @@ def _part_count(item: dict[str, Any], part: timebuckets.Part) -> int:
 
 
 def _batch_get(
-    dynamodb: Any, settings: Settings, keys: list[dict[str, Any]], sleep: Callable[[float], None]
+    dynamodb: Any, settings: Settings, keys: list[dict[str, Any]], sleep: Sleep | None
 ) -> dict[tuple[str, str], dict[str, Any]]:
     items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the counts", sleep)
     return {(item["pk"]["S"], item["sk"]["S"]): item for item in items}

@@ -45,9 +45,8 @@ the batch, for Lambda to deliver again.
 
 from __future__ import annotations
 
-import time
 from collections import Counter as Tally
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -55,6 +54,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib.core import keyspace, quarantine, timebuckets, transactions
 from chalicelib.core.batch_result import BatchResult
+from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError, about_storage, reason
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
@@ -65,7 +65,6 @@ from chalicelib.events.ingest import Event
 from chalicelib.events.stream_records import StreamRecord
 
 MAX_TRANSACTION_ITEMS = transactions.MAX_ITEMS
-Sleep = Callable[[float], None]
 
 
 @dataclass(frozen=True)
@@ -105,7 +104,7 @@ def countable_from_record(record: StreamRecord) -> Countable:
 
 
 def apply_stream_batch(
-    dynamodb: Any, settings: Settings, records: Iterable[StreamRecord], now_ms: int, sleep: Sleep = time.sleep
+    dynamodb: Any, settings: Settings, records: Iterable[StreamRecord], now_ms: int, sleep: Sleep | None = None
 ) -> BatchResult:
     records = list(records)
     result = BatchResult(records=len(records))
@@ -168,7 +167,7 @@ def chunks(countables: list[Countable]) -> Iterable[list[Countable]]:
 
 
 def _apply_isolating(
-    dynamodb: Any, settings: Settings, chunk: list[Countable], now_ms: int, sleep: Sleep, result: BatchResult
+    dynamodb: Any, settings: Settings, chunk: list[Countable], now_ms: int, sleep: Sleep | None, result: BatchResult
 ) -> None:
     """Apply a chunk; if its data is refused, split it until the records to blame are found alone."""
     try:
@@ -290,7 +289,7 @@ def _bucket_update(
 
 
 def _commit(
-    dynamodb: Any, settings: Settings, chunk: list[Countable], now_ms: int, sleep: Sleep
+    dynamodb: Any, settings: Settings, chunk: list[Countable], now_ms: int, sleep: Sleep | None
 ) -> transactions.Outcome[Countable]:
     keep_stored: set[tuple[str, str]] = set()
 

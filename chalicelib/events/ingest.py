@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
@@ -21,7 +19,8 @@ from typing import Any
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import ClientError
 
-from chalicelib.core import inputs, validation
+from chalicelib.core import clock, inputs, validation
+from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
@@ -161,7 +160,7 @@ def store(
     settings: Settings,
     events: list[Event],
     ingest_ms: int,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Sleep | None = None,
     attempts: int = 6,
 ) -> list[str]:
     """Write the events with BatchWriteItem, retrying unprocessed items; returns their ids."""
@@ -191,7 +190,7 @@ def store(
         if not pending:
             return [e.id for e in events]
         if attempt < attempts - 1:
-            sleep(backoff(attempt, cap=1.0))
+            (sleep or clock.sleep)(backoff(attempt, cap=1.0))
     failed = [e.id for e, _ in pending]
     stored = [e.id for e in events if all(e is not p for p, _ in pending)]
     if not stored:

@@ -3,14 +3,14 @@ or a union, all-time or over an hour-aligned window; per-bucket series; the name
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from chalicelib.core import catalog, dynamo, keyspace, queues, timebuckets, validation, window_params
+from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
@@ -26,8 +26,6 @@ MAX_HISTOGRAM_BUCKETS = 5000
 BODY_FIELDS = {"data", "time"}
 WINDOW_PARAMS = ("window", "start", "end")
 ALIGNMENT_NOTE = "unique counts are counted over whole UTC hours: start and end are hour boundaries"
-
-Sleep = Callable[[float], None]
 
 
 @dataclass(frozen=True)
@@ -104,7 +102,7 @@ def window_cardinality(
     names: list[str],
     hours: tuple[int, int],
     now_ms: int,
-    sleep: Sleep = time.sleep,
+    sleep: Sleep | None = None,
 ) -> dict[str, Any]:
     """The union of the names' day and hour sketches covering the hours, in one BatchGetItem
     (of at most 100 keys: one name's window of up to 96 days)."""

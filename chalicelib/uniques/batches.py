@@ -25,17 +25,16 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import time
 import zlib
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import quarantine, timebuckets, transactions, validation
+from chalicelib.core import clock, quarantine, timebuckets, transactions, validation
 from chalicelib.core.batch_result import BatchResult
+from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError, about_storage, reason
 from chalicelib.core.queues import Message
 from chalicelib.core.retry import backoff
@@ -49,8 +48,6 @@ MESSAGE_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # version 1 had no time: its items count at the time they are applied
 MAX_WRITE_ATTEMPTS = 12
 SOURCE = "uniques-queue"
-
-Sleep = Callable[[float], None]
 
 
 class ContendedError(StorageError):
@@ -157,7 +154,7 @@ def apply_messages(
     settings: Settings,
     messages: list[Message],
     now_ms: int,
-    sleep: Sleep = time.sleep,
+    sleep: Sleep | None = None,
 ) -> BatchResult:
     """Merge a batch of queue messages into the sketches; bad ones are set aside, not retried."""
     result = BatchResult(records=len(messages))
@@ -199,7 +196,7 @@ def _write_target(
     shard: int,
     group: list[Items],
     now_ms: int,
-    sleep: Sleep,
+    sleep: Sleep | None,
     result: BatchResult,
 ) -> list[tuple[Items, str]]:
     """Merge a group's items into one sketch; the messages that cannot be merged even alone."""
@@ -241,7 +238,7 @@ def merge_into_shard(
     shard: int,
     hashes: bytes,
     now_ms: int,
-    sleep: Sleep = time.sleep,
+    sleep: Sleep | None = None,
 ) -> tuple[int, int]:
     """Add item hashes to one shard of a name's all-time sketch: (1 if written else 0, conflicts)."""
     return merge_into(dynamodb, settings, keys.shard_key(name, shard), hashes, now_ms, None, sleep)
@@ -254,7 +251,7 @@ def merge_into(
     hashes: bytes,
     now_ms: int,
     expires_at_s: int | None,
-    sleep: Sleep = time.sleep,
+    sleep: Sleep | None = None,
 ) -> tuple[int, int]:
     """Add item hashes to one stored sketch: (1 if written else 0, conflicts retried)."""
     batch: dict[int, sketches.Sketch] = {}  # by precision: a stored sketch keeps the one it was made with
@@ -268,7 +265,7 @@ def merge_into(
             return 0, conflicts
         if _write_sketch(dynamodb, settings, key, merged, version, now_ms, expires_at_s):
             return 1, conflicts
-        sleep(backoff(conflicts, cap=1.0))
+        (sleep or clock.sleep)(backoff(conflicts, cap=1.0))
     where = f"{key['pk']['S']} {key['sk']['S']}"
     raise ContendedError(f"sketch {where} kept changing under us; the batch will be retried")
 

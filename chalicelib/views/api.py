@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from chalicelib.core import dynamo, queues, validation
+from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.views import keys as view_keys
 from chalicelib.views.keys import View
-
-Sleep = Callable[[float], None]
 
 
 def enqueue(sqs: Any, settings: Settings, views: list[View], sleep: Sleep | None = None) -> None:
     # A retried request cannot count twice (markers), so a partly sent batch is simply retried.
     url = queues.queue_url(sqs, settings.views_queue)
     entries = [{"Id": str(i), "MessageBody": view_keys.to_message(v)} for i, v in enumerate(views)]
-    queues.send(sqs, url, entries, sleep or time.sleep)
+    queues.send(sqs, url, entries, sleep)
 
 
 def count(

@@ -18,21 +18,19 @@ throttling that outlasts the retries) leave views for redelivery.
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.core import dynamo, queues, transactions
 from chalicelib.core.batch_result import BatchResult
+from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, about_storage, reason
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
 from chalicelib.views import catalog
 from chalicelib.views import keys as view_keys
 
-Sleep = Callable[[float], None]
 MAX_TRANSACTION_ITEMS = 100
 MAX_BACKOFFS = 6
 
@@ -68,7 +66,6 @@ def apply_messages(
 ) -> BatchResult:
     """Count a batch; raises BatchIncompleteError, after removing every other message from the
     queue, when some views could not be written (they come back with the batch)."""
-    sleep = sleep or time.sleep
     result = BatchResult(records=len(messages))
     outcome = _Outcome()
     distinct: dict[tuple[str, str], Pending] = {}
@@ -120,7 +117,7 @@ def _apply_chunk(
     settings: Settings,
     chunk: list[tuple[str, list[Pending]]],
     now_ms: int,
-    sleep: Sleep,
+    sleep: Sleep | None,
     result: BatchResult,
     outcome: _Outcome,
 ) -> None:
@@ -147,7 +144,7 @@ def _apply_chunk(
 
 
 def _visible_markers(
-    dynamodb: Any, settings: Settings, keys: list[tuple[str, str]], now_ms: int, sleep: Sleep
+    dynamodb: Any, settings: Settings, keys: list[tuple[str, str]], now_ms: int, sleep: Sleep | None
 ) -> set[tuple[str, str]]:
     """Markers already written and live. Reads are cheaper than cancelled transactions; if this
     read fails the transactions' conditions still catch every duplicate."""
@@ -211,7 +208,7 @@ def _commit(
     settings: Settings,
     chunk: list[tuple[str, list[Pending]]],
     now_ms: int,
-    sleep: Sleep,
+    sleep: Sleep | None,
 ) -> tuple[int, int, int]:
     """Apply one transaction's worth of groups; returns (counted, duplicates, attempts)."""
     members = [pending for _, group in chunk for pending in group]
@@ -243,7 +240,7 @@ def _commit(
     return len(outcome.applied), len(outcome.duplicates), outcome.attempts
 
 
-def _set_aside(sqs: Any, settings: Settings, poison: list[tuple[Message, str]], sleep: Sleep) -> None:
+def _set_aside(sqs: Any, settings: Settings, poison: list[tuple[Message, str]], sleep: Sleep | None) -> None:
     entries = [
         {
             "Id": str(i),

@@ -10,11 +10,11 @@ catalog and one BatchGetItem of the page's counters.
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from chalicelib.core import catalog, dynamo, keyspace, validation
+from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.views import keys as view_keys
@@ -41,7 +41,7 @@ def listing(
     settings: Settings,
     params: dict[str, str],
     now_ms: int,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Sleep | None = None,
 ) -> dict[str, Any]:
     """`{"urls": [{"url", "views", "last_counted"}], "next"}`, `limit` (1-1000, 100) a page, in
     the catalog's order (by digest: stable, not by count)."""

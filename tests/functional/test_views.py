@@ -196,13 +196,6 @@ class OneCallAtATime:
 
 
 @pytest.fixture
-def no_sleep(slept: list[float], monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Pauses of the views handler and of core's retries, in one list (see conftest's `slept`)."""
-    monkeypatch.setattr(views_batches.time, "sleep", slept.append)
-    return slept
-
-
-@pytest.fixture
 def fresh_queue_cache() -> Iterator[None]:
     queues.queue_url.cache_clear()
     queues.dead_letter_url.cache_clear()
@@ -283,7 +276,7 @@ def test_given_bad_read_parameters_when_read_then_400(client: Any, clock: Any) -
 
 
 def test_given_every_message_delivered_three_times_shuffled_and_concurrently_then_counts_exact(
-    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
+    client: Any, aws: Any, app_module: Any, clock: Any, slept: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rng = random.Random(7)
     bodies, expected = workload(rng, 150, urls=6)
@@ -321,7 +314,7 @@ def test_given_every_message_delivered_three_times_shuffled_and_concurrently_the
 
 
 def test_given_batch_fails_half_way_when_redelivered_then_exact_and_done_messages_left_the_queue(
-    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
+    client: Any, aws: Any, app_module: Any, clock: Any, slept: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(views_batches, "MAX_TRANSACTION_ITEMS", 8)  # several transactions per batch
     bodies, expected = workload(random.Random(3), 60, urls=5)
@@ -339,7 +332,7 @@ def test_given_batch_fails_half_way_when_redelivered_then_exact_and_done_message
 
 
 def test_given_handler_dies_between_transactions_when_batch_redelivered_then_exact(
-    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
+    client: Any, aws: Any, app_module: Any, clock: Any, slept: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(views_batches, "MAX_TRANSACTION_ITEMS", 8)
     bodies, expected = workload(random.Random(5), 60, urls=5)
@@ -357,7 +350,7 @@ def test_given_handler_dies_between_transactions_when_batch_redelivered_then_exa
 
 
 def test_given_markers_written_after_the_read_when_transacting_then_exactly_the_duplicates_dropped(
-    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
+    client: Any, aws: Any, app_module: Any, clock: Any, slept: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = [{"url": f"u{i % 3}", "time": T0 + i, "clientId": "c"} for i in range(12)]
     post_all(client, first)
@@ -371,13 +364,13 @@ def test_given_markers_written_after_the_read_when_transacting_then_exactly_the_
 
 
 def test_given_transaction_conflicts_when_applied_then_retried_with_backoff_and_exact(
-    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
+    client: Any, aws: Any, app_module: Any, clock: Any, slept: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     post_all(client, [{"url": "u", "time": T0 + i, "clientId": "c"} for i in range(5)])
     monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, conflicts=3))
     result = deliver(client, receive_all(aws))
     assert result["counted"] == 5 and result["duplicates"] == 0
-    assert len(no_sleep) == 3 and no_sleep == sorted(no_sleep) and no_sleep[0] < no_sleep[-1]
+    assert len(slept) == 3 and slept == sorted(slept) and slept[0] < slept[-1]
     assert views_of(client, "u") == 5
 
 
@@ -385,7 +378,7 @@ def test_given_transaction_conflicts_when_applied_then_retried_with_backoff_and_
 
 
 def test_given_good_views_and_one_poison_of_each_kind_when_delivered_once_then_good_counted_and_each_poison_set_aside(
-    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
+    client: Any, aws: Any, app_module: Any, clock: Any, slept: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     good = [{"url": f"u{i % 2}", "time": T0 + i, "clientId": f"c{i}"} for i in range(8)]
     post_all(client, good[:4])
@@ -430,7 +423,7 @@ def test_given_storage_throttled_or_unreachable_when_applied_then_views_wait_for
     aws: Any,
     app_module: Any,
     clock: Any,
-    no_sleep: list[float],
+    slept: list[float],
     monkeypatch: pytest.MonkeyPatch,
     failure: dict[str, Any],
 ) -> None:
@@ -443,7 +436,7 @@ def test_given_storage_throttled_or_unreachable_when_applied_then_views_wait_for
 
 
 def test_given_poison_message_in_batch_when_applied_then_others_counted_once_and_poison_in_dlq(
-    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float]
+    client: Any, aws: Any, app_module: Any, clock: Any, slept: list[float]
 ) -> None:
     post_all(client, [{"url": "u", "time": T0 + i, "clientId": "c"} for i in range(4)])
     aws.sqs.send_message(QueueUrl=queue_url(aws), MessageBody='{"url": "u", "time": "soon"}')
@@ -459,7 +452,7 @@ def test_given_poison_message_in_batch_when_applied_then_others_counted_once_and
 
 
 def test_given_poison_and_a_failing_write_when_applied_then_poison_set_aside_and_removed_before_raising(
-    client: Any, aws: Any, app_module: Any, clock: Any, no_sleep: list[float], monkeypatch: pytest.MonkeyPatch
+    client: Any, aws: Any, app_module: Any, clock: Any, slept: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     post_all(client, [{"url": "u", "time": T0 + i, "clientId": "c"} for i in range(3)])
     aws.sqs.send_message(QueueUrl=queue_url(aws), MessageBody="not json")
