@@ -1,11 +1,12 @@
-"""The dashboard in a real headless browser (Debian's chromium) against the local stack.
+"""The dashboard in real headless browsers (Debian's chromium, and firefox-esr over WebDriver
+BiDi) against the local stack.
 
 Data goes in through the API; the page must show it: the counters sent, a chart with as many
 points as the API's histogram and the window's total, the views, the reports with CSV
 downloads equal to the API's, the quarantine per source, and no errors in the console.
 Screenshots of every view are saved under build/dashboard/ (not committed).
 
-Skipped, saying why, only when chromium (or playwright) is missing outside CI; in CI (CI=true)
+Skipped, saying why, only when a browser (or playwright) is missing outside CI; in CI (CI=true)
 a missing browser fails.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 import requests
 
+from tests.e2e import bidi
 from tests.e2e.stack import PROJECT, LocalStack, running_stack, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -327,3 +329,91 @@ def test_given_an_api_that_needs_a_key_when_opened_then_the_page_asks_keeps_it_f
     assert seen[-1] == f"Bearer {stack.admin_key}"
     # The page and its assets need no key; only the refused API calls were logged.
     assert all("status of 401" in e for e in console.errors), console.errors
+
+
+# -- Firefox ------------------------------------------------------------------------------------
+
+
+def firefox_or_skip() -> None:
+    missing = None
+    if not bidi.FIREFOX.exists():
+        missing = f"Debian's firefox-esr is not installed at {bidi.FIREFOX} (apt-get install firefox-esr)"
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"browser tests must run in CI: {missing}; .ci/run installs it")
+        pytest.skip(f"Firefox tests skipped: {missing}")
+
+
+ARROW_RIGHT, ENTER = "\ue014", "\ue007"
+
+
+def click(expression: str) -> str:
+    """A script that clicks the element `expression` finds, true when it found one."""
+    return f"(() => {{ const el = {expression}; if (!el) return false; el.click(); return true; }})()"
+
+
+def button(name: str) -> str:
+    return f"[...document.querySelectorAll('button')].find(b => b.textContent === {name!r})"
+
+
+def test_given_firefox_when_the_dashboard_is_used_then_it_shows_the_data_by_mouse_keyboard_and_on_a_phone(
+    stack: LocalStack, api: requests.Session, loaded: dict[str, Any], tmp_path: Path
+) -> None:
+    firefox_or_skip()
+    with bidi.firefox(tmp_path / "firefox-profile") as page:
+        page.navigate(page_url(stack))
+        assert "Firefox/" in page.version()
+        listed = page.wait_until(
+            "[...document.querySelectorAll('#counter-list tbody button')].map(b => b.textContent)",
+            "the counter list",
+        )
+        assert sorted(listed) == sorted(loaded["sent"])
+
+        # A chart of one counter over 24 h: as many points as the API's histogram, the right total.
+        assert page.evaluate(click(button("dash.signups")))
+        chart = page.wait_until(
+            "(() => { const el = document.getElementById('counter-chart');"
+            " return el.dataset.counter === 'dash.signups' && el.querySelector('canvas')"
+            " && {...el.dataset}; })()",
+            "the dash.signups chart",
+        )
+        params = {"window": "24h", "end": chart["end"], "resolution": chart["resolution"]}
+        histogram = api.get(f"{stack.url}/counters/dash.signups/histogram", params=params, timeout=5).json()
+        cutoff = int(chart["end"]) - 1440 * MINUTE
+        assert int(chart["points"]) == len(histogram["buckets"])
+        assert int(chart["total"]) == sum(1 for t in loaded["sent"]["dash.signups"] if t // MINUTE > cutoff // MINUTE)
+        page.screenshot(SHOTS / "firefox-counters.png")
+
+        # The keyboard alone: arrows move through the tabs, Enter on a URL's row is reachable.
+        page.evaluate("document.querySelector('[role=tab]').focus()")
+        for name in ("Unique counts", "Views"):
+            page.press(ARROW_RIGHT)
+            assert page.evaluate("document.activeElement.textContent") == name
+            assert page.evaluate("document.activeElement.getAttribute('aria-selected')") == "true"
+        cells = page.wait_until(
+            "[...document.querySelectorAll('#view-list tbody tr')]"
+            ".map(r => [r.cells[0].textContent, r.cells[1].textContent])",
+            "the view list",
+        )
+        assert cells == sorted(([u, str(n)] for u, n in loaded["views"].items()), key=lambda c: -int(c[1]))
+        page.screenshot(SHOTS / "firefox-views.png")
+
+        # Reports: the newest one with its CSV link.
+        page.evaluate(click("[...document.querySelectorAll('[role=tab]')].find(t => t.textContent === 'Reports')"))
+        report = loaded["report"]
+        link = page.wait_until(
+            f'document.querySelector(\'#report-list tbody tr[data-id="{report["id"]}"] a[href$=".csv"]\')?.href',
+            "the report's CSV link",
+        )
+        served = api.get(link, timeout=5)
+        assert served.status_code == 200 and served.headers["Content-Type"].startswith("text/csv")
+
+        # A phone's width: nothing overflows sideways.
+        page.set_viewport(390, 844)
+        page.evaluate(click("[...document.querySelectorAll('[role=tab]')].find(t => t.textContent === 'Counters')"))
+        page.wait_until("document.querySelector('#counter-chart canvas') !== null", "the chart on a phone")
+        # Resized while its tab was hidden, the chart fits again once shown (after a layout pass).
+        page.wait_until("document.documentElement.scrollWidth <= 390", "nothing to overflow a phone's width", 5)
+        page.screenshot(SHOTS / "firefox-phone.png")
+
+        assert page.page_errors() == []

@@ -163,11 +163,15 @@
     el.hidden = true;
   }
 
-  window.addEventListener("resize", () => {
-    for (const el of document.querySelectorAll(".chart")) {
-      if (el.plot && el.clientWidth) el.plot.setSize({ width: el.clientWidth, height: 240 });
+  // Charts follow their box, not the window: a box resized while its tab was hidden (a phone
+  // turned on another tab) is measured again when the tab is shown.
+  const fitChart = new ResizeObserver((entries) => {
+    for (const { target } of entries) {
+      const width = Math.floor(target.clientWidth);
+      if (target.plot && width && width !== target.plot.width) target.plot.setSize({ width, height: 240 });
     }
   });
+  for (const el of document.querySelectorAll(".chart")) fitChart.observe(el);
 
   // A listing with a "More" button that follows the API's `next` cursor.
   async function loadPage({ name, path, field, table, more, message, empty, row, sort }) {
