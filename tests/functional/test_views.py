@@ -266,7 +266,15 @@ def test_given_unknown_url_when_read_then_zero(client: Any, clock: Any) -> None:
 
 
 def test_given_bad_read_parameters_when_read_then_400(client: Any, clock: Any) -> None:
-    for path in ["/views", "/views?url=a&start=noon", "/views?url=a&start=1795000000000&end=1795000000000"]:
+    for path in [
+        "/views",
+        "/views?url=a&start=noon",
+        "/views?url=a&start=1795000060000&end=1795000000000",
+        "/views?url=a&window=401d",
+        "/views?url=a&window=7d&start=1795000000000",
+        "/views?url=a&window=0m",
+        "/views?url=a&start=2000-01-01T00:00:00Z&end=2099-12-31T00:00:00Z",
+    ]:
         response = client.http.get(path)
         assert response.status_code == 400, path
         assert set(response.json_body) == {"Code", "Message"}
@@ -467,7 +475,7 @@ def test_given_poison_and_a_failing_write_when_applied_then_poison_set_aside_and
 # -- ranges -----------------------------------------------------------------------------------
 
 
-def test_given_views_over_hours_when_range_read_then_markers_in_range_counted(
+def test_given_views_over_hours_when_range_read_then_the_minutes_from_start_to_end_inclusive_counted(
     client: Any, aws: Any, app_module: Any, clock: Any
 ) -> None:
     hour = 3_600_000
@@ -475,11 +483,16 @@ def test_given_views_over_hours_when_range_read_then_markers_in_range_counted(
     post_all(client, [{"url": "u", "time": first + i * hour, "clientId": f"c{i}"} for i in range(10)])
     deliver(client, receive_all(aws))
     assert views_of(client, "u") == 10
-    assert views_of(client, "u", start=first + 2 * hour, end=first + 5 * hour) == 3
-    assert views_of(client, "u", start=first + 2 * hour + 1) == 7
-    assert views_of(client, "u", end=first + hour) == 1
+    # The minute buckets from floor(start) to floor(end), both included: views 2, 3, 4 and 5.
+    assert views_of(client, "u", start=first + 2 * hour, end=first + 5 * hour) == 4
+    assert views_of(client, "u", start=first + 2 * hour + 1) == 8, "start is floored to its minute"
+    assert views_of(client, "u", start=first + 2 * hour + 60_000) == 7
+    assert views_of(client, "u", end=first + hour) == 2, "end alone: the 24 hours up to it"
+    # A window of W: the W minutes up to and including now's; the view 5 h ago is one minute before.
+    assert views_of(client, "u", window="5h") == 4
+    assert views_of(client, "u", window="301m") == 5
     clock.advance(SETTINGS.view_marker_ttl_seconds * 1000 + 1000)
-    assert views_of(client, "u", start=first, end=first + 10 * hour) == 0, "expired markers no longer count"
+    assert views_of(client, "u", start=first, end=first + 10 * hour) == 10, "buckets outlive the markers"
     assert views_of(client, "u") == 10
 
 
@@ -493,4 +506,8 @@ def test_given_client_day_policy_when_same_client_views_twice_a_day_then_counted
     messages = [queues.Message(str(i), f"r{i}", to_message(v)) for i, v in enumerate(day)]
     result = views_batches.apply_messages(aws.dynamodb, aws.sqs, settings, messages, clock.now)
     assert result.counted == 2
-    assert views_api.count(aws.dynamodb, settings, "u", None, None, clock.now)["views"] == 2
+    assert views_api.count(aws.dynamodb, settings, {"url": "u"}, clock.now)["views"] == 2
+    in_range = views_api.count(
+        aws.dynamodb, settings, {"url": "u", "start": str(T0), "end": str(T0 + 86_400_000)}, clock.now
+    )
+    assert in_range["views"] == 2, "each client-day counted at its first view's time"
