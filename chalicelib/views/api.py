@@ -61,10 +61,7 @@ def count_range(
     items = [found.get(key["sk"]["S"]) for key in keys]
     now_s = now_ms // 1000
     retention = settings.view_bucket_retention_seconds
-    flags = [
-        windows.kept(part.span, None if item is None else int(item["expires_at"]["N"]), retention, now_s)
-        for part, item in zip(parts, items)
-    ]
+    flags = [windows.kept(part.span, _expiry(item), retention, now_s) for part, item in zip(parts, items)]
     first = windows.kept_from(flags)
     total = sum(_part_count(part, item) for part, item in zip(parts[first:], items[first:]) if item is not None)
     end_ms = (last_minute + 1) * windows.MINUTE_MS
@@ -81,6 +78,10 @@ def count_range(
         answer["retained_from"] = validation.iso(retained_from)
         answer["message"] = "the range starts before what is kept: the answer counts retained_from to end"
     return answer
+
+
+def _expiry(item: dict[str, Any] | None) -> int | None:
+    return int(item["expires_at"]["N"]) if item is not None and "expires_at" in item else None
 
 
 def _part_count(part: windows.Part, item: dict[str, Any]) -> int:

@@ -89,9 +89,9 @@ class Increment:
     inner: Counter[int] = field(default_factory=Counter)
 
 
-def increments(times_ms: Iterable[int], live: Iterable[Span] | None = None) -> dict[Span, Increment]:
-    """What counting views at these times adds to each bucket (only to `live` ones, if given)."""
-    allowed = None if live is None else set(live)
+def increments(times_ms: Iterable[int], only: Iterable[Span] | None = None) -> dict[Span, Increment]:
+    """What counting views at these times adds to each bucket (only to those in `only`, if given)."""
+    allowed = None if only is None else set(only)
     result: dict[Span, Increment] = {}
     for t_ms in times_ms:
         for span, position in spans_of(t_ms // MINUTE_MS):
