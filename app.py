@@ -309,12 +309,7 @@ def post_views() -> Response:
 @app.route("/views", methods=["GET"], authorizer=read_key)
 @answers
 def get_views() -> dict[str, Any]:
-    now = clock.now_ms()
-    params = query()
-    url = view_keys.text(params.get("url"), "url", view_keys.URL_MAX_CHARS)
-    start = validation.time_ms(params["start"], "start") if "start" in params else None
-    end = validation.time_ms(params["end"], "end") if "end" in params else None
-    return views_api.count(aws.dynamodb, settings, url, start, end, now)
+    return views_api.count(aws.dynamodb, settings, query(), clock.now_ms())
 
 
 @app.on_sqs_message(

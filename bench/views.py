@@ -1,12 +1,21 @@
-"""Exact view counters: Tally's batched transactions vs the seed's one transaction per view.
+"""Exact view counters: Tally's batched transactions vs the seed's one transaction per view,
+and ranged counts from buckets vs counting markers.
 
-    python -m bench.views [--views 10000] [--urls 50] [--duplicates 0.1] [--batches 100,1000]
+    python -m bench.views [--views 5000] [--urls 50] [--duplicates 0.1] [--batches 100,1000]
+                          [--ranged 1000,10000,100000] [--measure-markers-up-to 10000]
 
-The same workload, on moto, through both designs: views spread over URLs, a share of the
-messages delivered again later (SQS's at-least-once), cut into queue batches. The seed
+Writes. The same workload, on moto, through each design: views spread over URLs, a share of
+the messages delivered again later (SQS's at-least-once), cut into queue batches. The seed
 writes a marker and an increment of 1 in one transaction per view; Tally writes the markers
 of a batch with one increment of K per URL, up to 100 items per transaction, after reading
-which markers already exist. Both must end with exact counts.
+which markers already exist, and (since ranged counts come from buckets) one increment per
+hour, day and 32-day block of the URL's views in the transaction; "before buckets" is the
+same handler without the bucket increments. All must end with exact counts.
+
+Ranged reads. One URL with N views spread over the last 7 days; `GET /views` over those 7
+days as Tally answered it before buckets (a paginated Query counting the markers in the
+range) and as it answers now (its bucket items, one BatchGetItem). Both must give the same
+count.
 """
 
 from __future__ import annotations
@@ -22,11 +31,12 @@ env.prepare()
 
 from botocore.exceptions import ClientError  # noqa: E402
 
-from bench.metering import Meter, MotoProbe  # noqa: E402
+from bench.metering import KB, Meter, MotoProbe, item_size, read_units  # noqa: E402
 from chalicelib.core.queues import Message  # noqa: E402
 from chalicelib.views import api as views_api  # noqa: E402
 from chalicelib.views import batches as views_batches  # noqa: E402
 from chalicelib.views import keys as view_keys  # noqa: E402
+from chalicelib.views import windows  # noqa: E402
 from chalicelib.views.keys import View  # noqa: E402
 
 T0 = 1_795_000_000_000
@@ -95,7 +105,12 @@ def tally_design(dynamodb: Any, plain: Any, sqs: Any, settings: Any, batches: li
         messages = [Message(f"{number}-{i}", f"r-{number}-{i}", view_keys.to_message(v)) for i, v in enumerate(batch)]
         views_batches.apply_messages(dynamodb, sqs, settings, messages, T0)
     urls = {v.url for batch in batches for v in batch}
-    return {url: views_api.count(plain, settings, url, None, None, T0)["views"] for url in urls}
+    return {url: views_api.count(plain, settings, {"url": url}, T0)["views"] for url in urls}
+
+
+def without_buckets(settings: Any, time_ms: int, now_ms: int) -> tuple[windows.Span, ...]:
+    """The handler as it was before ranged counts came from buckets: no view has a live bucket."""
+    return ()
 
 
 def per_thousand(meter: Meter, n: int) -> dict[str, float]:
@@ -130,19 +145,161 @@ def run(n: int, urls: int, duplicates: float, batch_size: int) -> list[tuple[str
         seed, tally = Meter(probe), Meter(probe)
         seed_counts = seed_design(seed.attach(AwsClients(settings).dynamodb), plain, batches)
         tally_counts = tally_design(tally.attach(AwsClients(settings).dynamodb), plain, clients.sqs, settings, batches)
+    with mock_aws():  # the same handler without bucket increments, on a table of its own
+        settings = Settings.from_env({})
+        clients = AwsClients(settings)
+        resources.ensure(
+            clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings), settings.aws_region
+        )
+        before = Meter(MotoProbe(clients.dynamodb, region=settings.aws_region))
+        live_spans, views_batches._live_spans = views_batches._live_spans, without_buckets
+        try:
+            before_counts = tally_design(
+                before.attach(AwsClients(settings).dynamodb), clients.dynamodb, clients.sqs, settings, batches
+            )
+        finally:
+            views_batches._live_spans = live_spans
     return [
         ("seed: transaction per view", per_thousand(seed, n), seed_counts == expected),
-        ("tally: batched, K per URL", per_thousand(tally, n), tally_counts == expected),
+        ("tally: before buckets", per_thousand(before, n), before_counts == expected),
+        ("tally: with buckets", per_thousand(tally, n), tally_counts == expected),
     ]
+
+
+# -- ranged reads -------------------------------------------------------------------------------
+
+DAY_MS = 86_400_000
+PAGE_BYTES = 1024 * KB  # a Query page reads at most 1 MB
+
+
+def marker_count(dynamodb: Any, settings: Any, url: str, start_ms: int, end_ms: int, now_ms: int) -> int:
+    """GET /views?start&end before buckets: count the URL's markers in [start, end), every page."""
+    low, high = view_keys.marker_range(start_ms, end_ms, settings.view_dedup)
+    request: dict[str, Any] = {
+        "TableName": settings.counts_table,
+        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+        "FilterExpression": "expires_at > :now",
+        "ExpressionAttributeValues": {
+            ":pk": {"S": view_keys.url_pk(url)},
+            ":low": {"S": low},
+            ":high": {"S": high},
+            ":now": {"N": str(now_ms // 1000)},
+        },
+        "Select": "COUNT",
+    }
+    total = 0
+    while True:
+        page = dynamodb.query(**request)
+        total += int(page["Count"])
+        if "LastEvaluatedKey" not in page:
+            return total
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def store_views(dynamodb: Any, settings: Any, url: str, times: list[int], now_ms: int, markers: bool) -> None:
+    """What the queue handler leaves for these views (bucket items, and markers if asked), written
+    directly: counting 100,000 views through moto's transactions would take the whole run."""
+    if markers:
+        expires = str(now_ms // 1000 + settings.view_marker_ttl_seconds)
+        puts = [{"PutRequest": {"Item": marker_item(url, t, i, expires)}} for i, t in enumerate(times)]
+        for start in range(0, len(puts), 25):
+            dynamodb.batch_write_item(RequestItems={settings.counts_table: puts[start : start + 25]})
+    pk = view_keys.bucket_pk(view_keys.url_pk(url))
+    for span, increment in windows.increments(times).items():
+        dynamodb.update_item(**views_batches._bucket_update(settings, pk, span, increment)["Update"])
+
+
+def marker_item(url: str, time_ms: int, number: int, expires: str) -> dict[str, Any]:
+    return {**view_keys.marker_key(View(url, time_ms, f"client-{number:07d}"), "event"), "expires_at": {"N": expires}}
+
+
+def marker_query_by_the_rules(n: int, item_bytes: int) -> dict[str, Any]:
+    """What the marker Query costs by DynamoDB's rules (1 MB a page, each page charged on the
+    size it evaluated), without running it: moto's Query re-reads the whole partition for
+    every page, which takes it minutes at 100,000 markers."""
+    per_page = PAGE_BYTES // item_bytes
+    pages, rest = divmod(n, per_page)
+    rcu = pages * read_units(per_page * item_bytes, False) + (read_units(rest * item_bytes, False) if rest else 0)
+    return {"requests": pages + (1 if rest else 0), "items": n, "rcu": rcu, "seconds": None, "exact": None}
+
+
+def ranged(n: int, measure_markers: bool) -> dict[str, dict[str, Any]]:
+    from moto import mock_aws
+
+    from chalicelib.core.aws import AwsClients
+    from chalicelib.core.settings import Settings
+    from tools import resources
+
+    url, now = "https://blog.example/popular", T0
+    rng = random.Random(n)
+    times = [now - rng.randrange(7 * DAY_MS) for _ in range(n)]
+    last_minute = now // 60_000
+    first_minute = last_minute - 7 * 1440 + 1
+    start_ms, end_ms = first_minute * 60_000, (last_minute + 1) * 60_000
+    expected = sum(1 for t in times if start_ms <= t < end_ms)
+    with mock_aws():
+        settings = Settings.from_env({})
+        clients = AwsClients(settings)
+        resources.ensure(
+            clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings), settings.aws_region
+        )
+        store_views(clients.dynamodb, settings, url, times, now, measure_markers)
+        probe = MotoProbe(clients.dynamodb, region=settings.aws_region)
+        reads = {"buckets": lambda c: views_api.count_range(c, settings, url, first_minute, last_minute, now)["views"]}
+        rows: dict[str, dict[str, Any]] = {}
+        if measure_markers:
+            reads = {"markers": lambda c: marker_count(c, settings, url, start_ms, end_ms, now), **reads}
+        else:
+            rows["markers"] = marker_query_by_the_rules(n, item_size(marker_item(url, now, 0, "1795000000")))
+        for name, read in reads.items():
+            meter = Meter(probe)
+            client = meter.attach(AwsClients(settings).dynamodb)
+            started = time.perf_counter()
+            count = read(client)
+            seconds = time.perf_counter() - started
+            usage = meter.total()
+            rows[name] = {
+                "requests": usage.requests,
+                "items": usage.items_read,
+                "rcu": usage.read_units,
+                "seconds": seconds,
+                "exact": count == expected,
+            }
+    return {"markers": rows["markers"], "buckets": rows["buckets"]}
+
+
+def print_ranged(sizes: list[int], measure_up_to: int) -> None:
+    print("GET /views over 7 days for one URL: before (Query counting markers) vs now (bucket items)")
+    print(f"(markers beyond {measure_up_to:,} views: their Query's cost by DynamoDB's rules, not run on moto)\n")
+    header = f"{'views':>8}  {'design':<9}{'requests':>9}{'items read':>12}{'rcu':>10}{'ms (moto)':>11}  exact"
+    print(header)
+    print("-" * len(header))
+    for n in sizes:
+        rows = ranged(n, n <= measure_up_to)
+        for name, r in rows.items():
+            ms = "-" if r["seconds"] is None else f"{r['seconds'] * 1000:.1f}"
+            exact = "by rule" if r["exact"] is None else "yes" if r["exact"] else "NO"
+            print(f"{n:>8}  {name:<9}{r['requests']:>9}{r['items']:>12}{r['rcu']:>10.1f}{ms:>11}  {exact}")
+        old, new = rows["markers"], rows["buckets"]
+        timing = "" if old["seconds"] is None else f", {old['seconds'] / new['seconds']:.0f}x time on moto"
+        print(
+            f"{n:>8}  ratio markers/buckets: {old['rcu'] / new['rcu']:.0f}x read units, "
+            f"{old['items'] / max(new['items'], 1):.0f}x items, {old['requests'] / new['requests']:.0f}x requests"
+            f"{timing}\n"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--views", type=int, default=10_000)
+    parser.add_argument("--views", type=int, default=5_000)
     parser.add_argument("--urls", type=int, default=50)
     parser.add_argument("--duplicates", type=float, default=0.1)
     parser.add_argument("--batches", default="100,1000", help="queue batch sizes to compare, comma-separated")
+    parser.add_argument("--ranged", default="1000,10000,100000", help="views of the URL read over 7 days")
+    parser.add_argument("--measure-markers-up-to", type=int, default=10_000, help="run the marker Query up to here")
     args = parser.parse_args(argv)
+    if args.ranged:
+        print_ranged([int(n) for n in args.ranged.split(",")], args.measure_markers_up_to)
 
     print(f"{args.views} deliveries over {args.urls} URLs, {args.duplicates:.0%} of them redelivered; per 1,000 views")
     print("(write units assume a cancelled transaction costs what it would have written: wcu+cancelled)\n")
@@ -159,12 +316,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"{batch_size:>6}  {name:<28}{u['transactions']:>8.1f}{u['cancelled']:>8.1f}{u['items']:>8.1f}"
                 f"{u['wcu']:>9.1f}{u['wcu+cancelled']:>10.1f}{u['rcu']:>8.1f}  {'yes' if exact else 'NO'}"
             )
-        (_, seed, _), (_, tally, _) = rows
+        (_, seed, _), (_, before, _), (_, tally, _) = rows
         print(
             f"{batch_size:>6}  ratio seed/tally: {seed['wcu'] / tally['wcu']:.2f}x fewer write units "
             f"({seed['wcu+cancelled'] / tally['wcu+cancelled']:.2f}x counting cancelled), "
             f"{seed['transactions'] / tally['transactions']:.0f}x fewer transactions  "
-            f"[{time.monotonic() - started:.0f} s]\n"
+            f"[{time.monotonic() - started:.0f} s]"
+        )
+        print(
+            f"{batch_size:>6}  buckets cost: {tally['items'] / before['items']:.2f}x the items written, "
+            f"{tally['wcu'] / before['wcu']:.2f}x the write units of the handler before buckets "
+            f"(+{tally['items'] - before['items']:.0f} items, +{tally['wcu'] - before['wcu']:.0f} wcu per 1,000 views)\n"
         )
     return 0
 

@@ -11,6 +11,8 @@ capabilities can never collide and an operator can read any item's owner from it
     LED#<events pk>#<ingest slice>       #                       former counting ledger, left to expire
     URL#<sha256 of url>                  TOTAL                   an exact view counter (views)
     URL#<sha256 of url>                  V#... | D#...           marker: one view / one client-day was counted
+    VWB#<sha256 of url>                  h#<n> | d#<n> | b#<n>   views of an hour (minute counts inside), a UTC
+                                                                 day (hour counts), a 32-day block (day counts)
     HLL#<name>                           shard#<nn>              an all-time unique-count sketch shard (uniques)
     HLW#<name>                           h#<hour> | d#<day>      a unique-count sketch of one hour / UTC day
     HLN#index                            <name>                  a unique-count name and when it was last seen
@@ -29,6 +31,7 @@ EVENT_MARKER = "EVT#"
 STREAM_POSITION = "SEQ#"
 LEDGER = "LED#"  # no longer written; items of a stage upgraded from it expire by TTL
 VIEW_URL = "URL#"
+VIEW_BUCKET = "VWB#"
 SKETCH = "HLL#"
 SKETCH_WINDOW = "HLW#"
 SKETCH_NAMES = "HLN#"

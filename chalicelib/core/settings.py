@@ -55,6 +55,10 @@ class Settings:
     # ("event": url + time + clientId, "client-day": url + clientId + UTC day); the queue
     # batch (more views per URL per batch share more counter updates).
     view_marker_ttl_seconds: int = 7 * 86400
+    # View buckets (hour items with minute counts, day items with hour counts, 32-day blocks
+    # with day counts) live this long after their end: how far back a ranged count reaches,
+    # exact to the minute. 400 days: the longest window any read covers, as for day sketches.
+    view_bucket_retention_seconds: int = 400 * 86400
     view_dedup: str = "event"
     views_batch_size: int = 1000
     views_batching_window_seconds: int = 5
@@ -141,6 +145,9 @@ class Settings:
             report_settle_seconds=integer("REPORT_SETTLE_SECONDS", defaults.report_settle_seconds, 0, 3600),
             view_marker_ttl_seconds=integer(
                 "VIEW_MARKER_TTL_SECONDS", defaults.view_marker_ttl_seconds, 3600, 365 * 86400
+            ),
+            view_bucket_retention_seconds=integer(
+                "VIEW_BUCKET_RETENTION_SECONDS", defaults.view_bucket_retention_seconds, 86400, 10 * 365 * 86400
             ),
             view_dedup=choice("VIEW_DEDUP", defaults.view_dedup, VIEW_DEDUP_POLICIES),
             views_batch_size=integer("VIEWS_BATCH_SIZE", defaults.views_batch_size, 1, 10000),

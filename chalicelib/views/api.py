@@ -1,17 +1,21 @@
-"""Exact view counters, the routes side: queue views, answer counts."""
+"""Exact view counters, the routes side: queue views, answer counts of all time or of a range."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import dynamo, queues, validation
+from chalicelib.core import dynamo, queues, validation, window_params
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.views import keys as view_keys
+from chalicelib.views import windows
 from chalicelib.views.keys import View
+
+WINDOW_PARAMS = ("window", "start", "end")
 
 
 def enqueue(sqs: Any, settings: Settings, views: list[View], sleep: Sleep | None = None) -> None:
@@ -21,34 +25,68 @@ def enqueue(sqs: Any, settings: Settings, views: list[View], sleep: Sleep | None
     queues.send(sqs, url, entries, sleep)
 
 
-def count(
-    dynamodb: Any, settings: Settings, url: str, start_ms: int | None, end_ms: int | None, now_ms: int
-) -> dict[str, Any]:
-    """The URL's counter, or with start and/or end the markers of views in [start, end)."""
-    if start_ms is None and end_ms is None:
+def count(dynamodb: Any, settings: Settings, params: Mapping[str, str], now_ms: int) -> dict[str, Any]:
+    """`url`'s views: of all time (its counter), or with `window`, `start` or `end` in the range
+    of minutes they give (window_params: the minute buckets from floor(start) to floor(end))."""
+    url = view_keys.text(params.get("url"), "url", view_keys.URL_MAX_CHARS)
+    if not any(name in params for name in WINDOW_PARAMS):
         try:
             item = dynamodb.get_item(TableName=settings.counts_table, Key=view_keys.counter_key(url)).get("Item")
         except ClientError as exc:
             raise StorageError("could not read the view counter") from exc
         return {"url": url, "views": int(item["views"]["N"]) if item else 0}
-    start = now_ms - settings.view_marker_ttl_seconds * 1000 if start_ms is None else start_ms
-    end = now_ms if end_ms is None else end_ms
-    if start >= end:
-        raise ValidationError("start must be before end")
-    low, high = view_keys.marker_range(start, end, settings.view_dedup)
-    request: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
-        # A marker past its expiry may linger until DynamoDB deletes it: it no longer counts.
-        "FilterExpression": "expires_at > :now",
-        "ExpressionAttributeValues": {
-            ":pk": {"S": view_keys.url_pk(url)},
-            ":low": {"S": low},
-            ":high": {"S": high},
-            ":now": {"N": str(now_ms // 1000)},
-        },
-        "Select": "COUNT",
+    first, last = window_params.minute_range(params, now_ms)  # at most 400 days, checked first
+    return count_range(dynamodb, settings, url, first, last, now_ms)
+
+
+def count_range(
+    dynamodb: Any,
+    settings: Settings,
+    url: str,
+    first_minute: int,
+    last_minute: int,
+    now_ms: int,
+    sleep: Sleep | None = None,
+) -> dict[str, Any]:
+    """The views in minutes first..last from the URL's bucket items: one BatchGetItem of at most
+    windows.MAX_PARTS keys, whatever the number of views."""
+    if last_minute - first_minute + 1 > window_params.MAX_WINDOW_MINUTES:
+        raise ValidationError(f"a window may span at most {window_params.MAX_WINDOW_DAYS} days")
+    parts = windows.plan(first_minute, last_minute)
+    keys = [view_keys.bucket_key(url, part.span) for part in parts]
+    found = {
+        item["sk"]["S"]: item
+        for item in dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the views", sleep)
     }
-    pages = dynamo.query_pages(dynamodb, request, "could not count the view markers")
-    total = sum(int(page.get("Count", 0)) for page in pages)
-    return {"url": url, "views": total, "start": validation.iso(start), "end": validation.iso(end)}
+    items = [found.get(key["sk"]["S"]) for key in keys]
+    now_s = now_ms // 1000
+    retention = settings.view_bucket_retention_seconds
+    flags = [windows.kept(part.span, _expiry(item), retention, now_s) for part, item in zip(parts, items)]
+    first = windows.kept_from(flags)
+    total = sum(_part_count(part, item) for part, item in zip(parts[first:], items[first:]) if item is not None)
+    end_ms = (last_minute + 1) * windows.MINUTE_MS
+    answer: dict[str, Any] = {
+        "url": url,
+        "views": total,
+        "start": validation.iso(first_minute * windows.MINUTE_MS),
+        "end": validation.iso(end_ms),
+        "keys_read": len(keys),
+        "complete": first == 0,
+    }
+    if first:
+        retained_from = parts[first].start_minute * windows.MINUTE_MS if first < len(parts) else end_ms
+        answer["retained_from"] = validation.iso(retained_from)
+        answer["message"] = "the range starts before what is kept: the answer counts retained_from to end"
+    return answer
+
+
+def _expiry(item: dict[str, Any] | None) -> int | None:
+    return int(item["expires_at"]["N"]) if item is not None and "expires_at" in item else None
+
+
+def _part_count(part: windows.Part, item: dict[str, Any]) -> int:
+    if part.inner is None:
+        return int(item["n"]["N"])
+    first, last = part.inner
+    attributes = (windows.inner_attribute(part.span.level, i) for i in range(first, last + 1))
+    return sum(int(item[name]["N"]) for name in attributes if name in item)

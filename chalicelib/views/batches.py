@@ -1,11 +1,13 @@
 """Exact view counters, the queue handler side: apply a batch of views exactly once.
 
-A view is counted when its marker is written: markers and the increment of their URL's
-counter go in one TransactWriteItems, so both happen or neither does. The views of one URL
-in a batch share one increment of K, which is what makes a batch cheaper than a transaction
-per view. A redelivered view finds its marker: it is dropped before writing when the marker
-is already visible, or else its transaction is cancelled with ConditionalCheckFailed on
-exactly that marker, and the transaction is retried without it.
+A view is counted when its marker is written: markers, the increment of their URL's counter
+and the increments of the URL's buckets (chalicelib.views.windows: the hours, days and blocks
+of the views' own times, with their minute, hour and day counts) go in one TransactWriteItems,
+so all happen or none does. The views of one URL in a transaction share one increment of K
+per item, which is what makes a batch cheaper than a transaction per view. A redelivered view
+finds its marker: it is dropped before writing when the marker is already visible, or else its
+transaction is cancelled with ConditionalCheckFailed on exactly that marker, and the
+transaction is rebuilt without it (its bucket increments shrink with it) and retried.
 
 A batch never sinks because of one record. Whatever fails for one message, whatever the
 exception (not JSON, not a view, text that cannot be encoded, a key that cannot be built, a
@@ -28,8 +30,9 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, about_storage, reason
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
-from chalicelib.views import catalog
+from chalicelib.views import catalog, windows
 from chalicelib.views import keys as view_keys
+from chalicelib.views.windows import Span
 
 MAX_TRANSACTION_ITEMS = 100
 MAX_BACKOFFS = 6
@@ -46,6 +49,8 @@ class Pending:
     sk: str
     messages: list[Message]
     url: str = ""  # kept on the URL's counter item (GET /views/urls)
+    time_ms: int = 0  # counted in the buckets of this time (a client-day: its earliest view's)
+    spans: tuple[Span, ...] = ()  # those buckets, the ones not expired yet
 
 
 @dataclass
@@ -78,9 +83,10 @@ def apply_messages(
             continue
         if key in distinct:
             distinct[key].messages.append(message)
+            distinct[key].time_ms = min(distinct[key].time_ms, view.time_ms)
             result.duplicates += 1
         else:
-            distinct[key] = Pending(key[1], [message], view.url)
+            distinct[key] = Pending(key[1], [message], view.url, view.time_ms)
 
     catalog.record(dynamodb, settings, {pk for pk, _ in distinct}, now_ms)  # GET /views/urls
     seen = _visible_markers(dynamodb, settings, list(distinct), now_ms, sleep)
@@ -90,9 +96,11 @@ def apply_messages(
             result.duplicates += 1
             outcome.done.extend(pending.messages)
         else:
+            pending.spans = _live_spans(settings, pending.time_ms, now_ms)
             groups[key[0]].append(pending)
 
-    for chunk in view_keys.chunks(sorted(groups.items()), max_items or MAX_TRANSACTION_ITEMS):
+    ordered = [(pk, sorted(group, key=lambda p: (p.time_ms, p.sk))) for pk, group in sorted(groups.items())]
+    for chunk in view_keys.chunks(ordered, max_items or MAX_TRANSACTION_ITEMS, _spans_of):
         _apply_chunk(dynamodb, settings, chunk, now_ms, sleep, result, outcome)
 
     if outcome.poison:
@@ -110,6 +118,16 @@ def apply_messages(
             f"{len(outcome.failed)} of {len(messages)} messages must be retried: {result.as_dict()}"
         )
     return result
+
+
+def _live_spans(settings: Settings, time_ms: int, now_ms: int) -> tuple[Span, ...]:
+    """The buckets a view is counted in; one already expired would read as 0, so it is skipped."""
+    placed = windows.spans_of(time_ms // windows.MINUTE_MS)
+    return tuple(span for span, _ in placed if windows.live(span, settings.view_bucket_retention_seconds, now_ms))
+
+
+def _spans_of(pending: Pending) -> tuple[Span, ...]:
+    return pending.spans
 
 
 def _apply_chunk(
@@ -200,7 +218,33 @@ def _transaction(settings: Settings, chunk: list[tuple[str, list[Pending]]], now
                 }
             }
         )
+        live = {span for p in members for span in p.spans}
+        for span, increment in sorted(windows.increments((p.time_ms for p in members), live).items()):
+            items.append(_bucket_update(settings, view_keys.bucket_pk(pk), span, increment))
     return items
+
+
+def _bucket_update(settings: Settings, pk: str, span: Span, increment: windows.Increment) -> dict[str, Any]:
+    """Add a transaction's views to one bucket and to its inner buckets; (re)set its expiry."""
+    names = {"#n": "n"}
+    values = {
+        ":n": {"N": str(increment.n)},
+        ":exp": {"N": str(windows.expires_at_s(span, settings.view_bucket_retention_seconds))},
+    }
+    adds = ["#n :n"]
+    for position, k in sorted(increment.inner.items()):
+        names[f"#i{position}"] = windows.inner_attribute(span.level, position)
+        values[f":i{position}"] = {"N": str(k)}
+        adds.append(f"#i{position} :i{position}")
+    return {
+        "Update": {
+            "TableName": settings.counts_table,
+            "Key": {"pk": {"S": pk}, "sk": {"S": view_keys.bucket_sk(span)}},
+            "UpdateExpression": f"ADD {', '.join(adds)} SET expires_at = :exp",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+    }
 
 
 def _commit(
@@ -219,11 +263,14 @@ def _commit(
         for member in pending:
             groups[urls[id(member)]].append(member)
         regrouped = list(groups.items())
-        # Item order is each group's markers, then its counter update (owned by no one view).
+        items = _transaction(settings, regrouped, now_ms)
+        # Item order is each group's markers, then its counter and bucket updates (owned by no one view).
         owners: list[Pending | None] = []
         for _, group in regrouped:
-            owners += [*group, None]
-        return transactions.Plan(_transaction(settings, regrouped, now_ms), owners)
+            owners += group
+            owners += [None] * (1 + len({span for p in group for span in p.spans}))
+        assert len(owners) == len(items)
+        return transactions.Plan(items, owners)
 
     def already_counted(failed: list[Pending | None], pending: list[Pending]) -> list[Pending]:
         return [member for member in failed if member is not None]

@@ -6,20 +6,25 @@ than a key may be, so it is hashed):
     sk "V#<iso time>#<sha256 of clientId>"    a marker: one view event (policy "event")
     sk "D#<iso day>#<sha256 of clientId>"     a marker: one client on one day ("client-day")
 A marker's sort key is what makes a view unique, and it starts with the view's time so the
-markers of a time range are one Query.
+markers of a time range are one Query. The URL's views per bucket (chalicelib.views.windows)
+have a partition of their own, "VWB#<sha256 of the url>":
+    sk "h#<hour>" | "d#<day>" | "b#<block>"  (number since the epoch, 10 digits)
+        attributes "n" (the bucket's views), its inner buckets' views (m00.. | h00.. | d00..),
+        "expires_at"
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from chalicelib.core import inputs, keyspace, validation
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import VIEW_DEDUP_POLICIES
+from chalicelib.views.windows import Span
 
 MAX_BATCH = 25
 URL_MAX_CHARS = 2048
@@ -30,6 +35,8 @@ DAY_MS = 86_400_000
 POLICY_PREFIX = {"event": "V#", "client-day": "D#"}
 DEDUP_POLICIES = VIEW_DEDUP_POLICIES
 assert set(POLICY_PREFIX) == set(DEDUP_POLICIES)
+BUCKET_PREFIX = {"hour": "h", "day": "d", "block": "b"}
+M = TypeVar("M")
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,19 @@ def counter_key(url: str) -> dict[str, Any]:
     return {"pk": {"S": url_pk(url)}, "sk": {"S": COUNTER_SK}}
 
 
+def bucket_pk(url_pk_value: str) -> str:
+    """The partition of a URL's view buckets, from its counter partition `URL#<sha>`."""
+    return keyspace.VIEW_BUCKET + url_pk_value.removeprefix(keyspace.VIEW_URL)
+
+
+def bucket_sk(span: Span) -> str:
+    return f"{BUCKET_PREFIX[span.level]}#{span.index:010d}"
+
+
+def bucket_key(url: str, span: Span) -> dict[str, Any]:
+    return {"pk": {"S": bucket_pk(url_pk(url))}, "sk": {"S": bucket_sk(span)}}
+
+
 def marker_sk(view: View, policy: str) -> str:
     t_ms = view.time_ms - view.time_ms % DAY_MS if policy == "client-day" else view.time_ms
     return f"{POLICY_PREFIX[policy]}{validation.iso(t_ms)}#{_digest(view.client_id)}"
@@ -123,29 +143,50 @@ def _digest(value: str) -> str:
 # -- transactions ----------------------------------------------------------------------------
 
 
-def chunks(groups: Iterable[tuple[str, list[Any]]], max_items: int) -> list[list[tuple[str, list[Any]]]]:
+def chunks(
+    groups: Iterable[tuple[str, list[M]]], max_items: int, spans: Callable[[M], Iterable[Hashable]]
+) -> list[list[tuple[str, list[M]]]]:
     """Pack per-URL groups of markers into transactions of at most max_items items.
 
-    A group of k markers costs k + 1 items (its markers and one counter update); a group too
-    large for one transaction is split, each part bringing its own counter update.
+    A group of k markers costs k + 1 + b items: its markers, one counter update and one update
+    per distinct bucket (`spans`) of those markers. A group too large for one transaction is
+    split, each part bringing its own counter and bucket updates. Members are taken in the
+    order given (sorted by time, a group's markers share few buckets).
     """
-    result: list[list[tuple[str, list[Any]]]] = []
-    current: list[tuple[str, list[Any]]] = []
+    result: list[list[tuple[str, list[M]]]] = []
+    current: list[tuple[str, list[M]]] = []
     size = 0
     for key, members in groups:
-        for start in range(0, len(members), max_items - 1):
-            part = members[start : start + max_items - 1]
-            if current and size + len(part) + 1 > max_items:
-                result.append(current)
-                current, size = [], 0
+        part: list[M] = []
+        taken: set[Hashable] = set()
+        for member in members:
+            mine = set(spans(member))
+            cost = 1 + len(mine - taken) + (0 if part else 1)
+            if size + cost > max_items:
+                if part:
+                    current.append((key, part))
+                if current:
+                    result.append(current)
+                current, size, part, taken = [], 0, [], set()
+                cost = 2 + len(mine)
+                if cost > max_items:
+                    raise ValueError(f"one marker needs {cost} items, more than {max_items}")
+            part.append(member)
+            taken |= mine
+            size += cost
+        if part:
             current.append((key, part))
-            size += len(part) + 1
     if current:
         result.append(current)
     return result
 
 
-def halves(chunk: list[tuple[str, list[Any]]]) -> list[list[tuple[str, list[Any]]]]:
+def transaction_items(chunk: list[tuple[str, list[M]]], spans: Callable[[M], Iterable[Hashable]]) -> int:
+    """How many items `chunks` counts for a transaction of these groups."""
+    return sum(len(members) + 1 + len({s for m in members for s in spans(m)}) for _, members in chunk)
+
+
+def halves(chunk: list[tuple[str, list[M]]]) -> list[list[tuple[str, list[M]]]]:
     """A transaction's groups split in two (a lone group's members, if it is alone); [] for one member."""
     if len(chunk) > 1:
         middle = len(chunk) // 2

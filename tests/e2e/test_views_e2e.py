@@ -50,7 +50,11 @@ def test_given_views_with_duplicates_when_posted_over_http_then_each_distinct_vi
     assert wait_for(api, expected) == expected
     time.sleep(2)  # nothing late arrives to push a count past the truth
     assert {url: views(api, url) for url in urls} == expected
-    assert views(api, urls[0], start=T0, end=T0 + 10_000) == 4  # views 0, 3, 6, 9
+    # A range counts the minutes from floor(start) to floor(end), both included, from the buckets.
+    for start, end in [(T0, T0 + 10_000), (T0 + 20_000, T0 + 29_000), (T0 - 86_400_000, T0 + 86_400_000)]:
+        first, last = start // 60_000, end // 60_000
+        expected_range = sum(1 for v in distinct if v["url"] == urls[0] and first <= v["time"] // 60_000 <= last)
+        assert views(api, urls[0], start=start, end=end) == expected_range, (start, end)
 
 
 def test_given_bad_view_when_posted_over_http_then_400_in_chalice_error_shape(api: LocalStack) -> None:

@@ -51,6 +51,9 @@ def deep(levels: int) -> str:
         "/counters/x/histogram?window=999999d&resolution=day",
         "/counters/x?start=2000-01-01T00:00:00Z&end=2099-12-31T00:00:00Z",
         "/counters/x?window=999999d",
+        "/views?url=a&start=2000-01-01T00:00:00Z&end=2099-12-31T00:00:00Z",
+        "/views?url=a&window=401d",
+        "/views?url=a&window=999999d&end=1795000000000",
     ],
 )
 def test_given_a_window_too_long_or_too_fine_when_read_then_400_before_any_bucket_is_built(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import threading
@@ -12,12 +13,16 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from chalicelib.core import queues
+from chalicelib.core import queues, validation
 from chalicelib.core.settings import Settings
 from chalicelib.views import api as views_api
 from chalicelib.views import batches as views_batches
+from chalicelib.views import windows
 from chalicelib.views.keys import View, url_pk
+from tests.functional import work_meter
 from tests.functional.helpers import invoke
 
 T0 = 1_795_000_000_000
@@ -39,8 +44,9 @@ def views_of(client: Any, url: str, **params: Any) -> Any:
     return response.json_body["views"]
 
 
-def workload(rng: random.Random, n: int, urls: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """n view bodies over a few URLs, about a tenth of them repeats; and the distinct count per URL."""
+def workload(rng: random.Random, n: int, urls: int, spread_ms: int = 0) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """n view bodies over a few URLs, about a tenth of them repeats; and the distinct count per
+    URL. With spread_ms, the views' times are spread over that long before T0."""
     bodies: list[dict[str, Any]] = []
     for i in range(n):
         if bodies and rng.random() < 0.1:
@@ -49,7 +55,7 @@ def workload(rng: random.Random, n: int, urls: int) -> tuple[list[dict[str, Any]
             bodies.append(
                 {
                     "url": f"https://blog.example/{rng.randrange(urls)}",
-                    "time": T0 + i * 1000,
+                    "time": T0 - rng.randrange(spread_ms) if spread_ms else T0 + i * 1000,
                     "clientId": f"c{rng.randrange(20)}",
                 }
             )
@@ -106,6 +112,35 @@ def lambda_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 def deliver(client: Any, messages: list[dict[str, Any]]) -> Any:
     return invoke(client, "on_view_messages", lambda_event(messages))
+
+
+def in_range(bodies: list[dict[str, Any]], url: str, start_ms: int, end_ms: int) -> int:
+    """Brute force: the distinct views of url in the minutes from floor(start) to floor(end)."""
+    first, last = start_ms // 60_000, end_ms // 60_000
+    return len({(b["time"], b["clientId"]) for b in bodies if b["url"] == url and first <= b["time"] // 60_000 <= last})
+
+
+def assert_ranges_exact(client: Any, bodies: list[dict[str, Any]], rng: random.Random, ranges: int = 6) -> None:
+    """Ranged counts of every URL equal the brute-force count: the range of all views, each of
+    their days, and random ranges between the views' times (minute, hour and day edges alike)."""
+    times = sorted(b["time"] for b in bodies)
+    low, high = times[0] - 3_600_000, times[-1] + 3_600_000
+    chosen = [(times[0], times[-1])]
+    chosen += [(day, day + 86_399_999) for day in sorted({t - t % 86_400_000 for t in times})]
+    chosen += [tuple(sorted((rng.randrange(low, high), rng.randrange(low, high)))) for _ in range(ranges)]
+    for url in sorted({b["url"] for b in bodies}):
+        for start, end in chosen:
+            answer = views_answer(client, url, start=start, end=end)
+            assert answer["views"] == in_range(bodies, url, start, end), (url, start, end)
+            assert answer["complete"] is True
+
+
+def views_answer(client: Any, url: str, **params: Any) -> Any:
+    from urllib.parse import urlencode
+
+    response = client.http.get("/views?" + urlencode({"url": url, **params}))
+    assert response.status_code == 200, response.body
+    return response.json_body
 
 
 def post_all(client: Any, bodies: list[dict[str, Any]]) -> None:
@@ -266,7 +301,15 @@ def test_given_unknown_url_when_read_then_zero(client: Any, clock: Any) -> None:
 
 
 def test_given_bad_read_parameters_when_read_then_400(client: Any, clock: Any) -> None:
-    for path in ["/views", "/views?url=a&start=noon", "/views?url=a&start=1795000000000&end=1795000000000"]:
+    for path in [
+        "/views",
+        "/views?url=a&start=noon",
+        "/views?url=a&start=1795000060000&end=1795000000000",
+        "/views?url=a&window=401d",
+        "/views?url=a&window=7d&start=1795000000000",
+        "/views?url=a&window=0m",
+        "/views?url=a&start=2000-01-01T00:00:00Z&end=2099-12-31T00:00:00Z",
+    ]:
         response = client.http.get(path)
         assert response.status_code == 400, path
         assert set(response.json_body) == {"Code", "Message"}
@@ -279,7 +322,7 @@ def test_given_every_message_delivered_three_times_shuffled_and_concurrently_the
     client: Any, aws: Any, app_module: Any, clock: Any, slept: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rng = random.Random(7)
-    bodies, expected = workload(rng, 150, urls=6)
+    bodies, expected = workload(rng, 150, urls=6, spread_ms=3 * 86_400_000)
     post_all(client, bodies)
     messages = receive_all(aws)
     assert len(messages) == len(bodies)
@@ -311,13 +354,14 @@ def test_given_every_message_delivered_three_times_shuffled_and_concurrently_the
     assert not errors
     for url, n in expected.items():
         assert views_of(client, url) == n, url
+    assert_ranges_exact(client, bodies, rng)
 
 
 def test_given_batch_fails_half_way_when_redelivered_then_exact_and_done_messages_left_the_queue(
     client: Any, aws: Any, app_module: Any, clock: Any, slept: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(views_batches, "MAX_TRANSACTION_ITEMS", 8)  # several transactions per batch
-    bodies, expected = workload(random.Random(3), 60, urls=5)
+    bodies, expected = workload(random.Random(3), 60, urls=5, spread_ms=2 * 86_400_000)
     post_all(client, bodies)
     messages = receive_all(aws)
     failing = FailingDynamoDB(aws.dynamodb, throttled_url="https://blog.example/2")
@@ -329,13 +373,17 @@ def test_given_batch_fails_half_way_when_redelivered_then_exact_and_done_message
     deliver(client, messages)  # Lambda's redelivery carries the whole batch again
     for url, n in expected.items():
         assert views_of(client, url) == n, url
+    deliver(client, messages)  # and once more, after it was counted
+    for url, n in expected.items():
+        assert views_of(client, url) == n, url
+    assert_ranges_exact(client, bodies, random.Random(3))
 
 
 def test_given_handler_dies_between_transactions_when_batch_redelivered_then_exact(
     client: Any, aws: Any, app_module: Any, clock: Any, slept: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(views_batches, "MAX_TRANSACTION_ITEMS", 8)
-    bodies, expected = workload(random.Random(5), 60, urls=5)
+    bodies, expected = workload(random.Random(5), 60, urls=5, spread_ms=2 * 86_400_000)
     post_all(client, bodies)
     messages = receive_all(aws)
     monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, crash_at=3))
@@ -347,6 +395,7 @@ def test_given_handler_dies_between_transactions_when_batch_redelivered_then_exa
     deliver(client, messages)
     for url, n in expected.items():
         assert views_of(client, url) == n, url
+    assert_ranges_exact(client, bodies, random.Random(5))
 
 
 def test_given_markers_written_after_the_read_when_transacting_then_exactly_the_duplicates_dropped(
@@ -357,10 +406,13 @@ def test_given_markers_written_after_the_read_when_transacting_then_exactly_the_
     deliver(client, receive_all(aws))
     second = first[::2] + [{"url": f"u{i % 3}", "time": T0 + 100 + i, "clientId": "c"} for i in range(5)]
     post_all(client, second)
-    monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, blind_reads=True))
+    blind = FailingDynamoDB(aws.dynamodb, blind_reads=True)
+    monkeypatch.setattr(aws, "dynamodb", blind)
     result = deliver(client, receive_all(aws))
     assert result["duplicates"] == 6 and result["counted"] == 5
+    monkeypatch.setattr(aws, "dynamodb", blind.real)
     assert sum(views_of(client, f"u{i}") for i in range(3)) == 17
+    assert_ranges_exact(client, first + second, random.Random(2))
 
 
 def test_given_transaction_conflicts_when_applied_then_retried_with_backoff_and_exact(
@@ -410,6 +462,8 @@ def test_given_good_views_and_one_poison_of_each_kind_when_delivered_once_then_g
 
     assert result["counted"] == len(good) and result["quarantined"] == len(poison) and result["failed"] == 0
     assert [views_of(client, "u0"), views_of(client, "u1")] == [4, 4]
+    # The refused view has u0's time: had any of its bucket increments been written, u0's range would be 5.
+    assert [views_of(client, u, start=T0 - 60_000, end=T0 + 60_000) for u in ("u0", "u1")] == [4, 4]
     dead = receive_all(aws, f"{SETTINGS.views_queue}-dlq")
     reasons = {m["Body"]: m["MessageAttributes"]["reason"]["StringValue"] for m in dead}
     assert len(dead) == len(poison) and set(reasons) == set(poison), "each poison message set aside once"
@@ -467,7 +521,7 @@ def test_given_poison_and_a_failing_write_when_applied_then_poison_set_aside_and
 # -- ranges -----------------------------------------------------------------------------------
 
 
-def test_given_views_over_hours_when_range_read_then_markers_in_range_counted(
+def test_given_views_over_hours_when_range_read_then_the_minutes_from_start_to_end_inclusive_counted(
     client: Any, aws: Any, app_module: Any, clock: Any
 ) -> None:
     hour = 3_600_000
@@ -475,11 +529,16 @@ def test_given_views_over_hours_when_range_read_then_markers_in_range_counted(
     post_all(client, [{"url": "u", "time": first + i * hour, "clientId": f"c{i}"} for i in range(10)])
     deliver(client, receive_all(aws))
     assert views_of(client, "u") == 10
-    assert views_of(client, "u", start=first + 2 * hour, end=first + 5 * hour) == 3
-    assert views_of(client, "u", start=first + 2 * hour + 1) == 7
-    assert views_of(client, "u", end=first + hour) == 1
+    # The minute buckets from floor(start) to floor(end), both included: views 2, 3, 4 and 5.
+    assert views_of(client, "u", start=first + 2 * hour, end=first + 5 * hour) == 4
+    assert views_of(client, "u", start=first + 2 * hour + 1) == 8, "start is floored to its minute"
+    assert views_of(client, "u", start=first + 2 * hour + 60_000) == 7
+    assert views_of(client, "u", end=first + hour) == 2, "end alone: the 24 hours up to it"
+    # A window of W: the W minutes up to and including now's; the view 5 h ago is one minute before.
+    assert views_of(client, "u", window="5h") == 4
+    assert views_of(client, "u", window="301m") == 5
     clock.advance(SETTINGS.view_marker_ttl_seconds * 1000 + 1000)
-    assert views_of(client, "u", start=first, end=first + 10 * hour) == 0, "expired markers no longer count"
+    assert views_of(client, "u", start=first, end=first + 10 * hour) == 10, "buckets outlive the markers"
     assert views_of(client, "u") == 10
 
 
@@ -493,4 +552,103 @@ def test_given_client_day_policy_when_same_client_views_twice_a_day_then_counted
     messages = [queues.Message(str(i), f"r{i}", to_message(v)) for i, v in enumerate(day)]
     result = views_batches.apply_messages(aws.dynamodb, aws.sqs, settings, messages, clock.now)
     assert result.counted == 2
-    assert views_api.count(aws.dynamodb, settings, "u", None, None, clock.now)["views"] == 2
+    assert views_api.count(aws.dynamodb, settings, {"url": "u"}, clock.now)["views"] == 2
+    in_range = views_api.count(
+        aws.dynamodb, settings, {"url": "u", "start": str(T0), "end": str(T0 + 86_400_000)}, clock.now
+    )
+    assert in_range["views"] == 2, "each client-day counted at its first view's time"
+
+
+_examples = itertools.count()
+
+
+def test_given_views_spread_over_hours_and_days_when_any_range_read_then_equal_to_counting_the_views(
+    client: Any, aws: Any, app_module: Any, clock: Any
+) -> None:
+    hour, day = 3_600_000, 86_400_000
+
+    @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        st.lists(
+            st.tuples(st.integers(0, 40 * day), st.sampled_from(["a", "b", "c"])),  # up to 40 days back
+            min_size=1,
+            max_size=40,
+        ),
+        st.lists(st.tuples(st.integers(-hour, 41 * day), st.integers(0, 41 * day)), min_size=1, max_size=5),
+    )
+    def check(views: list[tuple[int, str]], ranges: list[tuple[int, int]]) -> None:
+        url = f"https://blog.example/ranges/{next(_examples)}"
+        bodies = [{"url": url, "time": clock.now - back, "clientId": who} for back, who in views]
+        post_all(client, bodies + bodies[:3])  # a client's retries too
+        deliver(client, receive_all(aws))
+        for ago, length in ranges:
+            start = clock.now - ago
+            end = min(start + length, clock.now)
+            if end < start:
+                continue
+            answer = views_answer(client, url, start=start, end=end)
+            assert answer["views"] == in_range(bodies, url, start, end), (start, end)
+            assert answer["start"] == validation.iso(start - start % 60_000)
+            assert answer["end"] == validation.iso(end - end % 60_000 + 60_000)
+            assert answer["complete"] is True and answer["keys_read"] <= windows.MAX_PARTS
+
+    check()
+
+
+class KeysRead:
+    """The real client, counting the keys of every read it is asked for."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.keys: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def batch_get_item(self, **kwargs: Any) -> Any:
+        self.keys += [len(request["Keys"]) for request in kwargs["RequestItems"].values()]
+        return self.real.batch_get_item(**kwargs)
+
+
+def test_given_urls_with_10_and_300_views_when_a_week_is_read_then_the_same_few_keys_in_one_call(
+    client: Any, aws: Any, app_module: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for url, n in (("small", 10), ("large", 300)):  # the large one in every hour of the week
+        post_all(client, [{"url": url, "time": clock.now - i * 1_980_000, "clientId": f"c{i}"} for i in range(n)])
+        deliver(client, receive_all(aws))
+    work = work_meter.install(aws, monkeypatch)
+    reads = KeysRead(aws.dynamodb)
+    monkeypatch.setattr(aws, "dynamodb", reads)
+    answers = {}
+    for url in ("small", "large"):
+        work.reset()
+        answers[url] = views_answer(client, url, window="7d")
+        assert work.calls == ["batch_get_item"], "one BatchGetItem, no Query"
+    assert answers["small"]["views"] == 10 and answers["large"]["views"] == 300
+    assert reads.keys[0] == reads.keys[1] == answers["large"]["keys_read"] <= windows.MAX_PARTS
+    work.reset()
+    longest = views_answer(client, "large", window=f"{windows.MAX_RANGE_DAYS}d")
+    assert longest["views"] == 300 and work.calls == ["batch_get_item"]
+    assert reads.keys[-1] == longest["keys_read"] <= windows.MAX_PARTS
+
+
+def test_given_buckets_past_their_retention_when_read_then_they_count_0_and_the_answer_says_from_when_it_counts(
+    client: Any, aws: Any, app_module: Any, clock: Any
+) -> None:
+    hour, day = 3_600_000, 86_400_000
+    bodies = [{"url": "u", "time": clock.now - i * 5 * hour, "clientId": "c"} for i in range(60)]  # 12.5 days
+    post_all(client, bodies)
+    deliver(client, receive_all(aws))
+    start, end = clock.now - 13 * day, clock.now
+    assert views_answer(client, "u", start=start, end=end)["views"] == 60
+    retention_ms = app_module.settings.view_bucket_retention_seconds * 1000
+    clock.advance(retention_ms - 6 * day)  # the oldest views' hours, days and maybe blocks are gone
+    answer = views_answer(client, "u", start=start, end=end)
+    assert answer["complete"] is False
+    kept_from = validation.time_ms(answer["retained_from"], "retained_from")
+    assert start < kept_from <= end + 60_000
+    assert answer["views"] == in_range(bodies, "u", kept_from, end), "exactly the views from retained_from"
+    clock.advance(60 * day)  # every bucket, blocks included, is past its retention
+    gone = views_answer(client, "u", start=start, end=end)
+    assert gone["views"] == 0 and gone["complete"] is False
+    assert views_of(client, "u") == 60, "the all-time counter does not expire"

@@ -59,18 +59,22 @@ def test_given_long_url_and_client_when_keyed_then_keys_fit_dynamodb_limits(view
     assert view_keys.url_pk(view.url).startswith("URL#")
 
 
-@given(st.lists(st.integers(1, 250), max_size=30), st.integers(2, 100))
+@given(st.lists(st.integers(1, 250), max_size=30), st.integers(5, 100), st.integers(0, 3))
 def test_given_groups_when_chunked_then_each_member_once_and_no_transaction_too_big(
-    sizes: list[int], max_items: int
+    sizes: list[int], max_items: int, spans_each: int
 ) -> None:
     groups = [(f"u{i}", [(i, j) for j in range(n)]) for i, n in enumerate(sizes)]
-    chunks = view_keys.chunks(groups, max_items)
+
+    def spans(member: tuple[int, int]) -> list[int]:  # a few buckets, shared by neighbours
+        return [member[1] // 7 + k * 1000 for k in range(spans_each)]
+
+    chunks = view_keys.chunks(groups, max_items, spans)
     members = [m for chunk in chunks for _, part in chunk for m in part]
     assert sorted(members) == sorted(m for _, g in groups for m in g)
     for chunk in chunks:
         keys = [key for key, _ in chunk]
         assert len(keys) == len(set(keys)), "one counter updated twice in a transaction"
-        assert sum(len(part) + 1 for _, part in chunk) <= max_items
+        assert view_keys.transaction_items(chunk, spans) <= max_items
         assert all(part for _, part in chunk)
 
 
@@ -91,7 +95,7 @@ def test_given_chunk_when_halved_repeatedly_then_members_kept_and_ends_at_single
 
 def test_given_groups_when_chunked_then_fewer_transactions_than_views() -> None:
     groups = [(f"u{i}", list(range(9))) for i in range(20)]  # 20 URLs x 9 views = 200 items
-    assert len(view_keys.chunks(groups, 100)) == 2
+    assert len(view_keys.chunks(groups, 100, lambda member: ())) == 2
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,167 @@
+"""View counts per time bucket, and the plan for reading a range of minutes. Pure: no I/O.
+
+A URL's views are counted in three levels of buckets, each item also holding the counts of
+the finer buckets inside it:
+
+    hour   n, m00..m59   the views of one hour, and of each of its minutes
+    day    n, h00..h23   the views of one UTC day, and of each of its hours
+    block  n, d00..d31   the views of 32 days (blocks are counted from the epoch), and of each day
+
+A range of minutes is read as whole blocks, plus at each end at most one block's days, one
+day's hours and one hour's minutes, each taken from inside its item. So any range of up to
+400 days reads at most 18 items (12 whole blocks and 3 items at each end), a 24-hour range
+at most 4, whatever the number of views, and
+nothing is subtracted: a count is exact even when views carry times after the range's end.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+MINUTE_MS = 60_000
+Level = Literal["hour", "day", "block"]
+LEVELS: tuple[Level, ...] = ("hour", "day", "block")  # finest first
+BLOCK_DAYS = 32
+SIZE_MINUTES: dict[str, int] = {"hour": 60, "day": 1440, "block": 1440 * BLOCK_DAYS}
+# The finer buckets an item counts inside it: the attribute prefix and the size in minutes.
+INNER: dict[str, tuple[str, int]] = {"hour": ("m", 1), "day": ("h", 60), "block": ("d", 1440)}
+# The most items a range of up to MAX_RANGE_DAYS reads (tests/unit/test_view_windows.py checks it).
+MAX_RANGE_DAYS = 400
+MAX_PARTS = 18
+
+
+@dataclass(frozen=True, order=True)
+class Span:
+    """One bucket: a level and its number since the epoch."""
+
+    level: Level
+    index: int
+
+    @property
+    def start_minute(self) -> int:
+        return self.index * SIZE_MINUTES[self.level]
+
+    @property
+    def end_minute(self) -> int:
+        """Exclusive."""
+        return (self.index + 1) * SIZE_MINUTES[self.level]
+
+    @property
+    def end_ms(self) -> int:
+        return self.end_minute * MINUTE_MS
+
+
+@dataclass(frozen=True)
+class Part:
+    """One item read for a range: a whole bucket, or some of the finer buckets inside it."""
+
+    span: Span
+    inner: tuple[int, int] | None = None  # first and last inner bucket, inclusive
+
+    @property
+    def start_minute(self) -> int:
+        offset = 0 if self.inner is None else self.inner[0] * INNER[self.span.level][1]
+        return self.span.start_minute + offset
+
+
+def inner_attribute(level: str, position: int) -> str:
+    """The attribute of an item holding the count of its inner bucket at `position`."""
+    return f"{INNER[level][0]}{position:02d}"
+
+
+def spans_of(minute: int) -> list[tuple[Span, int]]:
+    """The buckets a view in `minute` is counted in, each with the inner bucket it falls in."""
+    placed = []
+    for level in LEVELS:
+        span = Span(level, minute // SIZE_MINUTES[level])
+        placed.append((span, (minute - span.start_minute) // INNER[level][1]))
+    return placed
+
+
+@dataclass
+class Increment:
+    """Views added to one bucket, in all and per inner bucket."""
+
+    n: int = 0
+    inner: Counter[int] = field(default_factory=Counter)
+
+
+def increments(times_ms: Iterable[int], only: Iterable[Span] | None = None) -> dict[Span, Increment]:
+    """What counting views at these times adds to each bucket (only to those in `only`, if given)."""
+    allowed = None if only is None else set(only)
+    result: dict[Span, Increment] = {}
+    for t_ms in times_ms:
+        for span, position in spans_of(t_ms // MINUTE_MS):
+            if allowed is not None and span not in allowed:
+                continue
+            increment = result.setdefault(span, Increment())
+            increment.n += 1
+            increment.inner[position] += 1
+    return result
+
+
+def plan(first_minute: int, last_minute: int) -> list[Part]:
+    """The items, and the inner buckets within them, whose counts add up to minutes
+    first..last (inclusive), in time order."""
+    if last_minute < first_minute:
+        raise ValueError("the range ends before it starts")
+    return _pieces(first_minute, last_minute + 1, "block")
+
+
+def _pieces(start: int, stop: int, level: Level) -> list[Part]:
+    """Minutes [start, stop) cut at the boundaries of `level`'s buckets, each piece covered."""
+    size = SIZE_MINUTES[level]
+    parts: list[Part] = []
+    for index in range(start // size, (stop - 1) // size + 1):
+        span = Span(level, index)
+        parts += _cover(max(start, span.start_minute), min(stop, span.end_minute), span)
+    return parts
+
+
+def _cover(start: int, stop: int, span: Span) -> list[Part]:
+    """Minutes [start, stop) inside `span`: the whole item, or its inner buckets wholly inside
+    the range plus the finer pieces at either end."""
+    if (start, stop) == (span.start_minute, span.end_minute):
+        return [Part(span)]
+    inner = INNER[span.level][1]
+    low, high = -(-start // inner), stop // inner  # the inner buckets wholly inside
+    finer = LEVELS[LEVELS.index(span.level) - 1] if span.level != "hour" else None
+    if low >= high:
+        assert finer is not None  # an hour's inner buckets are single minutes
+        return _pieces(start, stop, finer)
+    middle = Part(span, (low - span.start_minute // inner, high - 1 - span.start_minute // inner))
+    if finer is None:
+        return [middle]
+    return _pieces_or_none(start, low * inner, finer) + [middle] + _pieces_or_none(high * inner, stop, finer)
+
+
+def _pieces_or_none(start: int, stop: int, level: Level) -> list[Part]:
+    return _pieces(start, stop, level) if start < stop else []
+
+
+def expires_at_s(span: Span, retention_s: int) -> int:
+    """Epoch seconds when a bucket kept for retention_s after its end expires."""
+    return span.end_ms // 1000 + retention_s
+
+
+def live(span: Span, retention_s: int, now_ms: int) -> bool:
+    """Whether a bucket has not expired yet: worth counting in (an expired one reads as 0)."""
+    return expires_at_s(span, retention_s) * 1000 > now_ms
+
+
+def kept(span: Span, stored_expiry_s: int | None, retention_s: int, now_s: int) -> bool:
+    """Whether a bucket's counts may be used now: its stored expiry, or the rule if it is absent
+    (no views, or deleted after expiring)."""
+    expiry = expires_at_s(span, retention_s) if stored_expiry_s is None else stored_expiry_s
+    return expiry > now_s
+
+
+def kept_from(flags: Sequence[bool]) -> int:
+    """Index of the first part of the suffix in which every part is kept (len if the last is not)."""
+    index = len(flags)
+    while index > 0 and flags[index - 1]:
+        index -= 1
+    return index

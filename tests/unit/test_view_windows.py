@@ -1,0 +1,199 @@
+"""View buckets (pure): where a view is counted, the plan of a range, packing transactions."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chalicelib.core.settings import Settings
+from chalicelib.views import api as views_api
+from chalicelib.views import batches as views_batches
+from chalicelib.views import keys as view_keys
+from chalicelib.views import windows
+from chalicelib.views.windows import Part, Span
+
+T0_MINUTE = 1_795_000_000_000 // windows.MINUTE_MS
+MAX_MINUTES = windows.MAX_RANGE_DAYS * 1440
+SETTINGS = Settings()
+minutes = st.integers(T0_MINUTE - 3 * 366 * 1440, T0_MINUTE + 3 * 366 * 1440)
+
+
+def covered(part: Part) -> tuple[int, int]:
+    """The minutes [start, stop) a part counts."""
+    if part.inner is None:
+        return part.span.start_minute, part.span.end_minute
+    size = windows.INNER[part.span.level][1]
+    return part.span.start_minute + part.inner[0] * size, part.span.start_minute + (part.inner[1] + 1) * size
+
+
+def stored(times_ms: list[int]) -> dict[Span, dict[str, Any]]:
+    """Bucket items as the queue handler leaves them, in DynamoDB's attribute format."""
+    items: dict[Span, dict[str, Any]] = {}
+    for span, increment in windows.increments(times_ms).items():
+        item: dict[str, Any] = {"n": {"N": str(increment.n)}}
+        for position, k in increment.inner.items():
+            item[windows.inner_attribute(span.level, position)] = {"N": str(k)}
+        items[span] = item
+    return items
+
+
+# -- the plan of a range ------------------------------------------------------------------------
+
+
+@given(minutes, st.one_of(st.integers(1, MAX_MINUTES), st.sampled_from([1, 60, 1440, 7 * 1440, MAX_MINUTES])))
+def test_given_any_range_up_to_400_days_when_planned_then_parts_cover_it_exactly_in_order_and_are_few(
+    first: int, length: int
+) -> None:
+    last = first + length - 1
+    parts = windows.plan(first, last)
+    spans = [covered(p) for p in parts]
+    assert spans[0][0] == first and spans[-1][1] == last + 1
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:])), "contiguous, in time order, no overlap"
+    assert all(p.start_minute == s[0] for p, s in zip(parts, spans))
+    assert len({p.span for p in parts}) == len(parts), "no item read twice"
+    assert len(parts) <= windows.MAX_PARTS
+    if length <= 1440:
+        assert len(parts) <= 4
+
+
+@given(minutes)
+def test_given_a_minute_when_placed_then_each_bucket_and_inner_bucket_holds_it(minute: int) -> None:
+    placed = windows.spans_of(minute)
+    assert [span.level for span, _ in placed] == list(windows.LEVELS)
+    for span, position in placed:
+        assert span.start_minute <= minute < span.end_minute
+        size = windows.INNER[span.level][1]
+        assert span.start_minute + position * size <= minute < span.start_minute + (position + 1) * size
+        assert windows.inner_attribute(span.level, position)[1:] == f"{position:02d}"
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.integers(0, 70 * 1440 * 60_000), max_size=60),
+    st.integers(-2 * 1440, 72 * 1440),
+    st.integers(1, 80 * 1440),
+)
+def test_given_views_at_any_times_when_a_range_is_read_from_buckets_then_equal_to_counting_them(
+    offsets: list[int], start_offset: int, length: int
+) -> None:
+    base_ms = (T0_MINUTE - T0_MINUTE % (32 * 1440)) * windows.MINUTE_MS - 7 * 86_400_000  # straddles blocks
+    times = [base_ms + t for t in offsets]
+    items = stored(times)
+    first = base_ms // windows.MINUTE_MS + start_offset
+    last = first + length - 1
+    total = sum(
+        views_api._part_count(part, items[part.span]) for part in windows.plan(first, last) if part.span in items
+    )
+    assert total == sum(1 for t in times if first <= t // windows.MINUTE_MS <= last)
+
+
+# -- retention -------------------------------------------------------------------------------------
+
+
+def test_given_a_bucket_when_its_retention_passes_then_no_longer_kept_and_only_kept_suffix_counts() -> None:
+    span = Span("hour", T0_MINUTE // 60)
+    expiry = windows.expires_at_s(span, 3600)
+    assert windows.kept(span, None, 3600, expiry - 1) and not windows.kept(span, None, 3600, expiry)
+    assert windows.kept(span, expiry + 10, 3600, expiry), "a stored expiry wins"
+    assert windows.live(span, 3600, (expiry - 1) * 1000) and not windows.live(span, 3600, expiry * 1000)
+    assert windows.kept_from([False, True, False, True, True]) == 3
+    assert windows.kept_from([True, True]) == 0 and windows.kept_from([True, False]) == 2
+
+
+# -- keys ------------------------------------------------------------------------------------------
+
+
+@given(st.text(min_size=1, max_size=2048), st.sampled_from(windows.LEVELS), st.integers(0, 10**7), st.integers(1, 99))
+def test_given_a_url_and_buckets_when_keyed_then_own_partition_and_keys_sort_by_time_within_a_level(
+    url: str, level: windows.Level, index: int, later: int
+) -> None:
+    key = view_keys.bucket_key(url, Span(level, index))
+    digest = view_keys.url_pk(url).removeprefix("URL#")
+    assert key["pk"]["S"] == "VWB#" + digest and len(key["pk"]["S"].encode()) <= 2048
+    assert view_keys.bucket_pk(view_keys.url_pk(url)) == key["pk"]["S"]
+    assert key["sk"]["S"] < view_keys.bucket_sk(Span(level, index + later))
+    others = {view_keys.bucket_sk(Span(other, index)) for other in windows.LEVELS if other != level}
+    assert key["sk"]["S"] not in others
+
+
+# -- packing transactions --------------------------------------------------------------------------
+
+
+def pending(group: int, number: int, time_ms: int, now_ms: int) -> views_batches.Pending:
+    spans = views_batches._live_spans(SETTINGS, time_ms, now_ms)
+    return views_batches.Pending(f"V#{group}-{number}", [], f"u{group}", time_ms, spans)
+
+
+def bucket_increments(items: list[dict[str, Any]]) -> dict[tuple[str, str], Counter[str]]:
+    """What the transaction's bucket updates add, per item and attribute."""
+    added: dict[tuple[str, str], Counter[str]] = {}
+    for item in items:
+        update = item.get("Update", {})
+        if not update or not update["Key"]["pk"]["S"].startswith("VWB#"):
+            continue
+        names, values = update["ExpressionAttributeNames"], update["ExpressionAttributeValues"]
+        adds = update["UpdateExpression"].removeprefix("ADD ").split(" SET ")[0].split(", ")
+        key = (update["Key"]["pk"]["S"], update["Key"]["sk"]["S"])
+        assert key not in added, "one bucket updated twice in a transaction"
+        added[key] = Counter({names[a.split()[0]]: int(values[a.split()[1]]["N"]) for a in adds})
+    return added
+
+
+@settings(max_examples=150)
+@given(
+    st.lists(
+        st.lists(st.integers(-3 * 86_400_000, 0), min_size=1, max_size=140).map(sorted),
+        min_size=1,
+        max_size=8,
+    ),
+    st.integers(5, 100),
+)
+def test_given_markers_over_hours_and_days_when_packed_then_each_once_no_transaction_over_the_limit_and_buckets_match(
+    groups_offsets: list[list[int]], max_items: int
+) -> None:
+    now = 1_795_000_000_000
+    groups = [
+        (f"URL#{g:064x}", [pending(g, i, now + offset, now) for i, offset in enumerate(offsets)])
+        for g, offsets in enumerate(groups_offsets)
+    ]
+    chunks = view_keys.chunks(groups, max_items, views_batches._spans_of)
+    seen = [p.sk for chunk in chunks for _, part in chunk for p in part]
+    assert sorted(seen) == sorted(p.sk for _, members in groups for p in members), "every marker exactly once"
+    for chunk in chunks:
+        assert all(part for _, part in chunk)
+        items = views_batches._transaction(SETTINGS, chunk, now)
+        assert len(items) == view_keys.transaction_items(chunk, views_batches._spans_of) <= max_items
+        expected: dict[tuple[str, str], Counter[str]] = {}
+        for pk, part in chunk:
+            for p in part:
+                minute = p.time_ms // windows.MINUTE_MS
+                for level, size, inner in (("hour", 60, 1), ("day", 1440, 60), ("block", 32 * 1440, 1440)):
+                    key = (view_keys.bucket_pk(pk), view_keys.bucket_sk(Span(level, minute // size)))  # type: ignore[arg-type]
+                    counts = expected.setdefault(key, Counter())
+                    counts["n"] += 1
+                    counts[f"{windows.INNER[level][0]}{minute % size // inner:02d}"] += 1
+        assert bucket_increments(items) == expected
+
+
+def test_given_views_older_than_the_bucket_retention_when_packed_then_counted_without_buckets() -> None:
+    now = 1_795_000_000_000
+    short = replace(SETTINGS, view_bucket_retention_seconds=86_400)
+    old = views_batches.Pending("V#old", [], "u", now - 70 * 86_400_000, ())  # its block ended too
+    old.spans = views_batches._live_spans(short, old.time_ms, now)
+    recent = views_batches.Pending("V#new", [], "u", now - 60_000, ())
+    recent.spans = views_batches._live_spans(short, recent.time_ms, now)
+    assert old.spans == () and {s.level for s in recent.spans} == set(windows.LEVELS)
+    items = views_batches._transaction(short, [("URL#" + "0" * 64, [old, recent])], now)
+    assert len(items) == 2 + 1 + 3
+    assert all(counts["n"] == 1 for counts in bucket_increments(items).values())
+
+
+def test_given_many_views_of_one_url_in_one_hour_when_packed_then_few_transactions() -> None:
+    now = 1_795_000_000_000 - 1_795_000_000_000 % 3_600_000
+    groups = [(f"URL#{g:064x}", [pending(g, i, now + i * 1000, now) for i in range(9)]) for g in range(20)]
+    chunks = view_keys.chunks(groups, 100, views_batches._spans_of)
+    assert len(chunks) == 3, "20 URLs x (9 markers + 1 counter + 3 buckets) = 260 items"
