@@ -38,6 +38,11 @@ def query_sort_range(dynamodb: Any, table: str, pk: str, lo: str, hi: str, failu
         yield from page.get("Items", [])
 
 
+def stored_expiry(item: dict[str, Any] | None) -> int | None:
+    """An item's `expires_at` (the table's TTL attribute), None for no item or none stored."""
+    return int(item["expires_at"]["N"]) if item is not None and "expires_at" in item else None
+
+
 def batch_get_items(
     dynamodb: Any,
     table: str,

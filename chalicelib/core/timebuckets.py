@@ -10,8 +10,9 @@ carry times later than the window's end.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 MINUTE_MS = 60_000
 Resolution = Literal["minute", "hour", "day"]
@@ -151,9 +152,46 @@ def first_live_index(resolution: Resolution, now_ms: int, retention_s: int) -> i
     return (now_ms // 1000 - retention_s) // size_s
 
 
-def expires_at_s(bucket: Bucket, retention_s: int) -> int:
+# -- when a bucket expires, and what a read may use ------------------------------------------
+#
+# Every bucket (a counter's hour or day, a view bucket, a unique-count sketch) keeps its counts
+# until its end plus a retention: `expires_at` on its item, DynamoDB's TTL attribute. A write
+# skips a bucket already past it (it would read as 0), and reads ignore a bucket past it even
+# before DynamoDB deletes it. An answer counts the parts from the first one after which every
+# part is kept (`kept_from`): `retained_from` is that part's start, `complete` says it is the
+# window's start, so an answer always counts exactly [retained_from, end).
+
+
+class Ending(Protocol):
+    """Anything with an exclusive end: a Bucket here, a view bucket (chalicelib.views.windows)."""
+
+    @property
+    def end_ms(self) -> int: ...
+
+
+def expires_at_s(bucket: Ending, retention_s: int) -> int:
     """Epoch seconds when a bucket kept for retention_s after its end expires."""
     return bucket.end_ms // 1000 + retention_s
+
+
+def live(bucket: Ending, retention_s: int, now_ms: int) -> bool:
+    """Whether a bucket kept for retention_s has not expired yet: worth writing to."""
+    return expires_at_s(bucket, retention_s) * 1000 > now_ms
+
+
+def kept(bucket: Ending, stored_expiry_s: int | None, retention_s: int, now_s: int) -> bool:
+    """Whether a bucket's counts may be used now: its stored expiry, or, when it has none (absent:
+    nothing counted, or already deleted), the expiry that retention_s would have given it."""
+    expiry = expires_at_s(bucket, retention_s) if stored_expiry_s is None else stored_expiry_s
+    return expiry > now_s
+
+
+def kept_from(flags: Sequence[bool]) -> int:
+    """Index of the first part of the suffix in which every part is kept (len if the last is not)."""
+    index = len(flags)
+    while index > 0 and flags[index - 1]:
+        index -= 1
+    return index
 
 
 def hour_day_plan(first_hour: int, last_hour: int, first_live_hour: int) -> list[Bucket]:

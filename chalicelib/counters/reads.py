@@ -1,6 +1,23 @@
 """Windowed counts: a window read from its day and hour items, and histograms.
 
 The buckets are written by chalicelib.counters.stream_apply; their keys are in chalicelib.counter_keys.
+
+The rule. A bucket keeps its counts until its end plus the retention of its events
+(`expires_at`, stored on the item; with mixed retentions the longest, see stream_apply). The
+minutes of an hour live inside the hour's item, so they go with it. A day therefore outlives
+its hours by up to a day: coarser buckets are kept longer, as time-series stores keep
+downsampled data longer than raw points. Reads ignore a bucket past its expiry even before
+DynamoDB deletes it.
+
+What an answer says. A window is read as parts (days, hours, minutes of an hour; see
+core.timebuckets.plan) and a histogram as buckets, both in time order. A part is *kept* when its
+item is there and not expired, or when it is absent (no events) and would not have expired
+yet by the counter's retention (the longest retention among the items read, or the default:
+an absent item past that may have been deleted). The answer counts exactly the parts from the
+first one after which every part is kept: `retained_from` is that part's start, `complete`
+says it is the window's start. So `count` is always the number of events in
+[retained_from, end), whatever the window's alignment; an older part that happens to be kept
+(a day that outlives the hours around it, or a longer retention) is not added to it.
 """
 
 from __future__ import annotations
@@ -14,7 +31,6 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.counters import keys as counter_keys
-from chalicelib.counters import retention
 
 MAX_HISTOGRAM_BUCKETS = 5000
 MAX_WINDOW_MINUTES = 400 * 1440
@@ -46,7 +62,7 @@ class WindowCount:
 
 
 def completeness(complete: bool, retained_from_ms: int) -> dict[str, Any]:
-    """What every count and histogram answer says about retention (chalicelib.counters.retention)."""
+    """What every count and histogram answer says about retention (the rule in this module's docstring)."""
     if complete:
         return {"complete": True}
     return {
@@ -73,16 +89,12 @@ def count_window(
     items = [found.get((key["pk"]["S"], key["sk"]["S"])) for key in keys]
     assumed = _assumed_retention(items, settings)
     now_s = now_ms // 1000
-    flags = [retention.kept(p.bucket, _expiry(item), assumed, now_s) for p, item in zip(parts, items)]
-    first = retention.kept_from(flags)
+    flags = [timebuckets.kept(p.bucket, dynamo.stored_expiry(item), assumed, now_s) for p, item in zip(parts, items)]
+    first = timebuckets.kept_from(flags)
     total = sum(_part_count(item, part) for part, item in zip(parts[first:], items[first:]) if item is not None)
     end_ms = (last_minute + 1) * timebuckets.MINUTE_MS
     retained_from = _part_start_ms(parts[first]) if first < len(parts) else end_ms
     return WindowCount(counter, total, first_minute, last_minute, len(keys), first == 0, retained_from)
-
-
-def _expiry(item: dict[str, Any] | None) -> int | None:
-    return None if item is None else int(item["expires_at"]["N"])
 
 
 def _assumed_retention(items: Iterable[dict[str, Any] | None], settings: Settings) -> int:
@@ -140,9 +152,10 @@ def histogram(
         return hours[bucket.first_minute // size] if hours else bucket
 
     flags = [
-        retention.kept(stored_bucket(b), _expiry(items.get(stored_bucket(b).index)), assumed, now_s) for b in buckets
+        timebuckets.kept(stored_bucket(b), dynamo.stored_expiry(items.get(stored_bucket(b).index)), assumed, now_s)
+        for b in buckets
     ]
-    first = retention.kept_from(flags)
+    first = timebuckets.kept_from(flags)
     counts: dict[int, int] = {}
     for bucket in buckets[first:]:
         item = items.get(stored_bucket(bucket).index)

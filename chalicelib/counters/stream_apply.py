@@ -141,14 +141,7 @@ def apply_stream_batch(
 
 def live_buckets(event: Event, now_ms: int) -> list[Bucket]:
     """Buckets of the event that have not expired yet; an expired one would read as 0."""
-    return [
-        b for b in timebuckets.buckets_for(event.time_ms) if bucket_expiry_s(b, event.retention_seconds) * 1000 > now_ms
-    ]
-
-
-def bucket_expiry_s(bucket: Bucket, retention_seconds: int) -> int:
-    """When a bucket expires: its end plus the longest retention of the events counted in it."""
-    return bucket.end_ms // 1000 + retention_seconds
+    return [b for b in timebuckets.buckets_for(event.time_ms) if timebuckets.live(b, event.retention_seconds, now_ms)]
 
 
 def chunks(countables: list[Countable]) -> Iterable[list[Countable]]:
@@ -266,7 +259,7 @@ def _bucket_update(
     names = {"#n": "n", "#r": "retention"}
     values = {
         ":n": {"N": str(update.n)},
-        ":exp": {"N": str(bucket_expiry_s(bucket, update.retention))},
+        ":exp": {"N": str(timebuckets.expires_at_s(bucket, update.retention))},
         ":r": {"N": str(update.retention)},
     }
     adds = ["#n :n"]

@@ -134,7 +134,7 @@ def targets(settings: Settings, items: Items, now_ms: int) -> list[Target]:
             (hour, settings.uniques_hour_retention_seconds),
             (day, settings.uniques_day_retention_seconds),
         )
-        if timebuckets.expires_at_s(bucket, retention) > now_ms // 1000
+        if timebuckets.live(bucket, retention, now_ms)
     ]
     return [Target(items.name, None)] + [Target(items.name, bucket) for bucket in live]
 

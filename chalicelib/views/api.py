@@ -7,7 +7,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import dynamo, queues, validation, window_params
+from chalicelib.core import dynamo, queues, timebuckets, validation, window_params
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
@@ -61,8 +61,10 @@ def count_range(
     items = [found.get(key["sk"]["S"]) for key in keys]
     now_s = now_ms // 1000
     retention = settings.view_bucket_retention_seconds
-    flags = [windows.kept(part.span, _expiry(item), retention, now_s) for part, item in zip(parts, items)]
-    first = windows.kept_from(flags)
+    flags = [
+        timebuckets.kept(part.span, dynamo.stored_expiry(item), retention, now_s) for part, item in zip(parts, items)
+    ]
+    first = timebuckets.kept_from(flags)
     total = sum(_part_count(part, item) for part, item in zip(parts[first:], items[first:]) if item is not None)
     end_ms = (last_minute + 1) * windows.MINUTE_MS
     answer: dict[str, Any] = {
@@ -78,10 +80,6 @@ def count_range(
         answer["retained_from"] = validation.iso(retained_from)
         answer["message"] = "the range starts before what is kept: the answer counts retained_from to end"
     return answer
-
-
-def _expiry(item: dict[str, Any] | None) -> int | None:
-    return int(item["expires_at"]["N"]) if item is not None and "expires_at" in item else None
 
 
 def _part_count(part: windows.Part, item: dict[str, Any]) -> int:

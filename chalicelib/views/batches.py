@@ -24,7 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.core import dynamo, queues, transactions
+from chalicelib.core import dynamo, queues, timebuckets, transactions
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, about_storage, reason
@@ -123,7 +123,7 @@ def apply_messages(
 def _live_spans(settings: Settings, time_ms: int, now_ms: int) -> tuple[Span, ...]:
     """The buckets a view is counted in; one already expired would read as 0, so it is skipped."""
     placed = windows.spans_of(time_ms // windows.MINUTE_MS)
-    return tuple(span for span, _ in placed if windows.live(span, settings.view_bucket_retention_seconds, now_ms))
+    return tuple(span for span, _ in placed if timebuckets.live(span, settings.view_bucket_retention_seconds, now_ms))
 
 
 def _spans_of(pending: Pending) -> tuple[Span, ...]:
@@ -229,7 +229,7 @@ def _bucket_update(settings: Settings, pk: str, span: Span, increment: windows.I
     names = {"#n": "n"}
     values = {
         ":n": {"N": str(increment.n)},
-        ":exp": {"N": str(windows.expires_at_s(span, settings.view_bucket_retention_seconds))},
+        ":exp": {"N": str(timebuckets.expires_at_s(span, settings.view_bucket_retention_seconds))},
     }
     adds = ["#n :n"]
     for position, k in sorted(increment.inner.items()):

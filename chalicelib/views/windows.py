@@ -17,7 +17,7 @@ nothing is subtracted: a count is exact even when views carry times after the ra
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -140,28 +140,3 @@ def _cover(start: int, stop: int, span: Span) -> list[Part]:
 
 def _pieces_or_none(start: int, stop: int, level: Level) -> list[Part]:
     return _pieces(start, stop, level) if start < stop else []
-
-
-def expires_at_s(span: Span, retention_s: int) -> int:
-    """Epoch seconds when a bucket kept for retention_s after its end expires."""
-    return span.end_ms // 1000 + retention_s
-
-
-def live(span: Span, retention_s: int, now_ms: int) -> bool:
-    """Whether a bucket has not expired yet: worth counting in (an expired one reads as 0)."""
-    return expires_at_s(span, retention_s) * 1000 > now_ms
-
-
-def kept(span: Span, stored_expiry_s: int | None, retention_s: int, now_s: int) -> bool:
-    """Whether a bucket's counts may be used now: its stored expiry, or the rule if it is absent
-    (no views, or deleted after expiring)."""
-    expiry = expires_at_s(span, retention_s) if stored_expiry_s is None else stored_expiry_s
-    return expiry > now_s
-
-
-def kept_from(flags: Sequence[bool]) -> int:
-    """Index of the first part of the suffix in which every part is kept (len if the last is not)."""
-    index = len(flags)
-    while index > 0 and flags[index - 1]:
-        index -= 1
-    return index

@@ -355,7 +355,7 @@ def test_given_any_mix_of_retentions_and_arrivals_when_counted_then_expiry_is_en
         for img in arrivals:
             t, retention = int(img["time"]["N"]), int(img["retention"]["N"])
             for bucket in timebuckets.buckets_for(t):
-                if counting.bucket_expiry_s(bucket, retention) * 1000 > NOW:  # otherwise not counted there
+                if timebuckets.expires_at_s(bucket, retention) * 1000 > NOW:  # otherwise not counted there
                     sk = f"{'h' if bucket.resolution == 'hour' else 'd'}#{bucket.index:010d}"
                     longest[sk] = max(longest.get(sk, 0), retention)
         stored = stored_buckets(aws.dynamodb, arrivals[0]["counter"]["S"])

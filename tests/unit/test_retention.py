@@ -1,4 +1,4 @@
-"""The retention rule (chalicelib.counters.retention): which parts an answer may use."""
+"""The retention rule (core.timebuckets.kept, kept_from): which parts an answer may use."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from hypothesis import strategies as st
 
 from chalicelib.core import timebuckets
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import retention
 
 DAY_MINUTES = 1440
 
@@ -16,20 +15,20 @@ def test_given_an_hour_and_its_day_when_both_stored_with_one_retention_then_the_
     hour, day = Bucket("hour", 24 * 100 + 10), Bucket("day", 100)
     r = 3600
     now_s = hour.end_ms // 1000 + r  # the hour just expired
-    assert not retention.kept(hour, hour.end_ms // 1000 + r, r, now_s)
-    assert retention.kept(day, day.end_ms // 1000 + r, r, now_s)
-    assert not retention.kept(day, day.end_ms // 1000 + r, r, day.end_ms // 1000 + r)
+    assert not timebuckets.kept(hour, hour.end_ms // 1000 + r, r, now_s)
+    assert timebuckets.kept(day, day.end_ms // 1000 + r, r, now_s)
+    assert not timebuckets.kept(day, day.end_ms // 1000 + r, r, day.end_ms // 1000 + r)
 
 
 def test_given_an_absent_bucket_then_it_is_kept_while_its_retention_would_keep_it() -> None:
     hour = Bucket("hour", 5000)
-    assert retention.kept(hour, None, 60, hour.end_ms // 1000 + 59)
-    assert not retention.kept(hour, None, 60, hour.end_ms // 1000 + 60)
+    assert timebuckets.kept(hour, None, 60, hour.end_ms // 1000 + 59)
+    assert not timebuckets.kept(hour, None, 60, hour.end_ms // 1000 + 60)
 
 
 @given(st.lists(st.booleans(), max_size=30))
 def test_given_flags_then_kept_from_starts_the_longest_all_kept_suffix(flags: list[bool]) -> None:
-    first = retention.kept_from(flags)
+    first = timebuckets.kept_from(flags)
     assert all(flags[first:])
     assert first == 0 or not flags[first - 1]
 
@@ -48,6 +47,6 @@ def test_given_one_retention_then_kept_parts_of_any_window_are_a_suffix_ending_a
     last = first + length - 1
     now_s = (last + 1) * 60 + lag_s
     parts = timebuckets.plan(first, last)
-    flags = [retention.kept(p.bucket, None, retention_s, now_s) for p in parts]
-    cut = retention.kept_from(flags)
+    flags = [timebuckets.kept(p.bucket, None, retention_s, now_s) for p in parts]
+    cut = timebuckets.kept_from(flags)
     assert not any(flags[:cut])

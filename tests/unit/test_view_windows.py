@@ -9,6 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chalicelib.core import timebuckets
 from chalicelib.core.settings import Settings
 from chalicelib.views import api as views_api
 from chalicelib.views import batches as views_batches
@@ -96,12 +97,12 @@ def test_given_views_at_any_times_when_a_range_is_read_from_buckets_then_equal_t
 
 def test_given_a_bucket_when_its_retention_passes_then_no_longer_kept_and_only_kept_suffix_counts() -> None:
     span = Span("hour", T0_MINUTE // 60)
-    expiry = windows.expires_at_s(span, 3600)
-    assert windows.kept(span, None, 3600, expiry - 1) and not windows.kept(span, None, 3600, expiry)
-    assert windows.kept(span, expiry + 10, 3600, expiry), "a stored expiry wins"
-    assert windows.live(span, 3600, (expiry - 1) * 1000) and not windows.live(span, 3600, expiry * 1000)
-    assert windows.kept_from([False, True, False, True, True]) == 3
-    assert windows.kept_from([True, True]) == 0 and windows.kept_from([True, False]) == 2
+    expiry = timebuckets.expires_at_s(span, 3600)
+    assert timebuckets.kept(span, None, 3600, expiry - 1) and not timebuckets.kept(span, None, 3600, expiry)
+    assert timebuckets.kept(span, expiry + 10, 3600, expiry), "a stored expiry wins"
+    assert timebuckets.live(span, 3600, (expiry - 1) * 1000) and not timebuckets.live(span, 3600, expiry * 1000)
+    assert timebuckets.kept_from([False, True, False, True, True]) == 3
+    assert timebuckets.kept_from([True, True]) == 0 and timebuckets.kept_from([True, False]) == 2
 
 
 # -- keys ------------------------------------------------------------------------------------------
