@@ -32,6 +32,7 @@ env.prepare()
 from botocore.exceptions import ClientError  # noqa: E402
 
 from bench.metering import KB, Meter, MotoProbe, item_size, read_units  # noqa: E402
+from chalicelib.core import dynamo  # noqa: E402
 from chalicelib.core.queues import Message  # noqa: E402
 from chalicelib.views import api as views_api  # noqa: E402
 from chalicelib.views import batches as views_batches  # noqa: E402
@@ -187,13 +188,7 @@ def marker_count(dynamodb: Any, settings: Any, url: str, start_ms: int, end_ms: 
         },
         "Select": "COUNT",
     }
-    total = 0
-    while True:
-        page = dynamodb.query(**request)
-        total += int(page["Count"])
-        if "LastEvaluatedKey" not in page:
-            return total
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return sum(int(page["Count"]) for page in dynamo.query_pages(dynamodb, request, "could not count the markers"))
 
 
 def store_views(dynamodb: Any, settings: Any, url: str, times: list[int], now_ms: int, markers: bool) -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from chalicelib.core.dynamo import query_pages
+from chalicelib.core.settings import Settings
+
 
 def post_events(client: Any, events: list[dict[str, Any]]) -> None:
     """POST events in batches of 25 (the API's limit); every batch must be stored."""
@@ -21,3 +24,14 @@ def invoke(client: Any, function: str, event: dict[str, Any]) -> Any:
     """Run a background handler the one way the tests do: as Lambda would, through Chalice's test
     client (the handler's middleware included), with a Lambda-shaped event; its return value."""
     return client.lambda_.invoke(function, event).payload
+
+
+def partition(dynamodb: Any, pk: str) -> list[dict[str, Any]]:
+    """Every item stored under one partition key of the counts table (a consistent Query)."""
+    request = {
+        "TableName": Settings().counts_table,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": pk}},
+        "ConsistentRead": True,
+    }
+    return [item for page in query_pages(dynamodb, request, "could not read the table") for item in page["Items"]]

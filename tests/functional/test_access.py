@@ -11,6 +11,7 @@ from chalicelib.access import keys, policy
 from chalicelib.core import keyspace
 from chalicelib.core.settings import Settings
 from tests.conftest import create_key
+from tests.functional.helpers import partition
 
 T = "2026-11-18T10:00:00Z"
 INSIDE, OUTSIDE = "blog.post-1", "shop.item-1"
@@ -168,11 +169,7 @@ def test_given_keys_stored_when_the_table_is_read_then_it_holds_hashes_never_a_p
     plain = [client.admin_key, create_key(aws, ["ingest"], origins=[SITE])]
     plain.append(json.loads(client.http.post("/keys", body=b'{"scopes": ["read"]}').body)["key"])
 
-    items = aws.dynamodb.query(
-        TableName=Settings.from_env({}).counts_table,
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": keyspace.ACCESS_KEY}},
-    )["Items"]
+    items = partition(aws.dynamodb, keyspace.ACCESS_KEY)
 
     stored = json.dumps(items)
     assert len(items) == 3

@@ -26,6 +26,7 @@ from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.settings import Settings
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
+from tests.functional.helpers import partition
 from tests.functional.stream_fixtures import record
 
 NOW = 1_795_000_000_000
@@ -66,13 +67,7 @@ def apply(dynamodb: Any, records: list[dict[str, Any]], now: int = NOW) -> Batch
 
 
 def stored_buckets(dynamodb: Any, counter: str) -> dict[str, dict[str, Any]]:
-    response = dynamodb.query(
-        TableName=SETTINGS.counts_table,
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": f"{keyspace.COUNTER}{counter}"}},
-        ConsistentRead=True,
-    )
-    return {i["sk"]["S"]: i for i in response["Items"]}
+    return {i["sk"]["S"]: i for i in partition(dynamodb, f"{keyspace.COUNTER}{counter}")}
 
 
 def true_counts(images: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
@@ -422,12 +417,7 @@ def test_given_one_poison_record_of_each_kind_when_batch_delivered_then_good_cou
 
 
 def quarantined(dynamodb: Any) -> dict[str, str]:
-    response = dynamodb.query(
-        TableName=SETTINGS.counts_table,
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": f"{keyspace.QUARANTINE}events-stream"}},
-    )
-    return {i["sk"]["S"]: i["reason"]["S"] for i in response["Items"]}
+    return {i["sk"]["S"]: i["reason"]["S"] for i in partition(dynamodb, f"{keyspace.QUARANTINE}events-stream")}
 
 
 def test_given_storage_unavailable_when_batch_applied_then_batch_fails_and_nothing_set_aside(aws: Any) -> None:

@@ -13,14 +13,14 @@ from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chalicelib.core import queues, window_params
+from chalicelib.core import keyspace, queues, window_params
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
 from chalicelib.uniques import keys as uniques_keys
 from chalicelib.uniques import sketch_encoding as sketches
-from tests.functional.helpers import invoke
+from tests.functional.helpers import invoke, partition
 
 SETTINGS = Settings()
 P = sketches.precision_for(SETTINGS.uniques_error_rate)
@@ -74,21 +74,11 @@ def items(prefix: str, start: int, stop: int) -> list[str]:
 
 
 def sketch_items(aws: Any, name: str) -> list[dict[str, Any]]:
-    return aws.dynamodb.query(
-        TableName=SETTINGS.counts_table,
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": f"HLL#{name}"}},
-        ConsistentRead=True,
-    )["Items"]
+    return partition(aws.dynamodb, f"{keyspace.SKETCH}{name}")
 
 
 def window_items(aws: Any, name: str) -> list[dict[str, Any]]:
-    return aws.dynamodb.query(
-        TableName=SETTINGS.counts_table,
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": f"HLW#{name}"}},
-        ConsistentRead=True,
-    )["Items"]
+    return partition(aws.dynamodb, f"{keyspace.SKETCH_WINDOW}{name}")
 
 
 def expected(*item_lists: list[str]) -> int:
