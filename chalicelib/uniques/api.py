@@ -124,7 +124,7 @@ def window_cardinality(
         projection="pk, sk, sketch, expires_at",
     )
     now_s = now_ms // 1000
-    live = [decode_item(item) for item in found if int(item.get("expires_at", {"N": "0"})["N"]) > now_s]
+    live = [decode_item(item) for item in found if _unexpired(item, now_s)]
     merged = sketches.merge(live, sketches.precision_for(settings.uniques_error_rate))
     answer = {
         **_estimate(merged),
@@ -141,6 +141,12 @@ def window_cardinality(
             f"{settings.uniques_hour_retention_seconds // 3600} h, so an older partial day is counted whole"
         )
     return answer
+
+
+def _unexpired(item: dict[str, Any], now_s: int) -> bool:
+    """A window sketch read before DynamoDB's TTL deleted it still counts only until its expiry
+    (one without an expiry is not a window sketch: it does not count)."""
+    return (dynamo.stored_expiry(item) or 0) > now_s
 
 
 def _completeness(oldest: Bucket, first_live_day: int) -> dict[str, Any]:
@@ -193,7 +199,7 @@ def histogram(
     now_s = now_ms // 1000
     counts: dict[int, dict[str, Any]] = {}
     for item in items:
-        if int(item.get("expires_at", {"N": "0"})["N"]) > now_s:
+        if _unexpired(item, now_s):
             sketch = decode_item(item)
             counts[int(item["sk"]["S"].split("#", 1)[1])] = {
                 "cardinality": sketches.estimate(sketch),
