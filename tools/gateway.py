@@ -12,12 +12,22 @@ these a JSON body in Chalice's error shape with CORS headers, so a browser can r
 
 The CORS header echoes the request's Origin (`method.request.header.Origin`): a gateway
 response carries no data, only why the request was refused.
+
+Locally, `install()` also makes Chalice's local gateway cache each authorizer answer as API
+Gateway does (Chalice's calls the authorizer on every request): for the authorizer's
+`ttl_seconds` (KEY_CACHE_SECONDS), keyed by the token, and the cached policy is applied to the
+key's later requests, whatever their route. AWS documents that the cached policy is applied
+to additional requests within the TTL, not whether two authorizers share a cache, so the
+local cache is shared by all of them: the strictest reading (docs/guarantees.md).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,6 +122,10 @@ def local_answer(response_type: str, request_headers: dict[str, str], reason: st
     return {"statusCode": answer.status, "headers": headers, "multiValueHeaders": {}, "body": json.dumps(body)}
 
 
+# What the local authorizer cache measures its TTL with (tests move it).
+cache_clock: Callable[[], float] = time.monotonic
+# API Gateway's TTL when an authorizer sets none (authorizerResultTtlInSeconds' default).
+DEFAULT_TTL_SECONDS = 300
 _installed = False
 
 
@@ -122,9 +136,36 @@ def install() -> None:
         return
     _installed = True
     from chalice import local
+    from chalice.app import ChaliceAuthorizer
 
     original_handle = local.LocalGateway.handle_request
     original_check = local.LocalGatewayAuthorizer._check_can_invoke_view_function
+    original_authorize = local.LocalGatewayAuthorizer.authorize
+
+    def authorize(self: Any, raw_path: str, lambda_event: dict[str, Any], lambda_context: Any) -> Any:
+        """Chalice's authorize, with API Gateway's cache of the authorizer's answer per token."""
+        route = self._route_for_event(lambda_event)
+        authorizer = route.authorizer if route is not None else None
+        token = (lambda_event.get("headers") or {}).get("authorization")
+        if not isinstance(authorizer, ChaliceAuthorizer) or token is None:
+            return original_authorize(self, raw_path, lambda_event, lambda_context)
+        ttl = authorizer.config.ttl_seconds
+        ttl = DEFAULT_TTL_SECONDS if ttl is None else ttl
+        arn = self._arn_builder.build_arn(lambda_event["requestContext"]["httpMethod"], raw_path)
+        cache: dict[str, tuple[float, dict[str, Any]]] = self.__dict__.setdefault("_answers", {})
+        expires, answer = cache.get(token, (0.0, {}))
+        if expires <= cache_clock():
+            answer = authorizer(self._prepare_authorizer_event(arn, lambda_event, lambda_context), lambda_context)
+            if answer is None:  # Chalice's own error for an authorizer that answers nothing
+                return original_authorize(self, raw_path, lambda_event, lambda_context)
+            if ttl > 0:
+                cache[token] = (cache_clock() + ttl, answer)
+        if not self._check_can_invoke_view_function(arn, answer):
+            raise local.ForbiddenError(
+                {"x-amzn-RequestId": lambda_context.aws_request_id, "x-amzn-ErrorType": "AccessDeniedException"},
+                b'{"Message": "User is not authorized to access this resource"}',
+            )
+        return self._update_lambda_event(lambda_event, copy.deepcopy(answer)), lambda_context
 
     def check(self: Any, arn: str, auth_result: dict[str, Any]) -> bool:
         self.last_context = auth_result.get("context") or {}
@@ -150,3 +191,4 @@ def install() -> None:
 
     local.LocalGateway.handle_request = handle_request
     local.LocalGatewayAuthorizer._check_can_invoke_view_function = check
+    local.LocalGatewayAuthorizer.authorize = authorize

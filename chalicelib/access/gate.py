@@ -37,38 +37,71 @@ class Unauthorized(Exception):
 
 
 def authorize(find_key: FindKey, token: str | None, method_arn: str, need: str) -> dict[str, Any]:
-    """A token authorizer's answer: raise Unauthorized (401), or a policy that allows or
-    denies every route of this authorizer. One authorizer guards the routes of one scope, so
-    API Gateway may cache the answer per key for all of them; a denial carries its reason in
-    the context, which the ACCESS_DENIED gateway response shows."""
+    """A token authorizer's answer: raise Unauthorized (401) for no usable key, else a policy
+    that allows every route of the API's stage, with the key in the context.
+
+    API Gateway caches this answer per key for KEY_CACHE_SECONDS and applies the cached policy
+    to the key's later requests (docs/guarantees.md, "The authorizer's cached policy"), so the
+    policy must be right for every route, not just the one that asked: it never names the
+    request's method or path, and it never denies. A key without the route's scope is refused
+    by the route-level check (`check_request`, 403 with the reason), which sees the scope the
+    route needs (`need` is checked again there, with the rest of the request).
+    """
     key = keys.from_bearer(token)
     record = find_key(key) if key is not None else None
-    decision = gateway_decision(record, need)
-    if decision.status == 401:
+    if gateway_decision(record, need).status == 401:
         raise Unauthorized()
     assert record is not None
-    context = to_context(record) if decision.allowed else {"reason": decision.reason}
     return {
         "principalId": record.id,
         "policyDocument": {
             "Version": "2012-10-17",
             "Statement": [
-                {
-                    "Action": "execute-api:Invoke",
-                    "Effect": "Allow" if decision.allowed else "Deny",
-                    "Resource": [every_route(method_arn)],
-                }
+                {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": [every_route(method_arn)]},
             ],
         },
-        "context": context,
+        "context": to_context(record),
     }
 
 
+@dataclass(frozen=True)
+class MethodArn:
+    """`arn:<partition>:execute-api:<region>:<account>:<api>/<stage>/<method>/<path>`, the
+    `methodArn` API Gateway passes a token authorizer. The path is the request's and may hold
+    `:` (a name may), so the ARN is split by position: five colons, then the rest."""
+
+    partition: str
+    service: str
+    region: str
+    account: str
+    api_id: str
+    stage: str
+    method: str
+    path: str
+
+
+class MalformedArn(ValueError):
+    """Not a method ARN: API Gateway never sends one, so the authorizer fails (a 503 answer)
+    rather than guess a policy that would be cached for the key."""
+
+
+def parse_method_arn(method_arn: str) -> MethodArn:
+    parts = method_arn.split(":", 5)
+    if len(parts) != 6 or parts[0] != "arn" or not all(parts[1:5]):
+        raise MalformedArn(f"not an execute-api method ARN: {method_arn[:200]!r}")
+    _, partition, service, region, account, rest = parts
+    api_id, stage, method, path = (rest.split("/", 3) + ["", "", ""])[:4]
+    if not api_id or not stage or not method:
+        raise MalformedArn(f"not an execute-api method ARN: {method_arn[:200]!r}")
+    return MethodArn(partition, service, region, account, api_id, stage, method, path)
+
+
 def every_route(method_arn: str) -> str:
-    """`arn:aws:execute-api:<region>:<account>:<api>/<stage>/GET/a/b` -> `...:<api>/<stage>/*/*`."""
-    head, _, resource = method_arn.rpartition(":")
-    api_and_stage = "/".join(resource.split("/")[:2])
-    return f"{head}:{api_and_stage}/*/*"
+    """`arn:aws:execute-api:<region>:<account>:<api>/<stage>/GET/a:b` -> `...:<api>/<stage>/*/*`:
+    every method and path of the stage. The last `*` of an ARN segment may match beyond colons
+    (IAM's wildcard rule), so a path holding `:` is matched too."""
+    arn = parse_method_arn(method_arn)
+    return f"arn:{arn.partition}:{arn.service}:{arn.region}:{arn.account}:{arn.api_id}/{arn.stage}/*/*"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from chalicelib.core import keyspace
 from chalicelib.core.settings import Settings
 from tests.conftest import create_key
 from tests.functional.helpers import partition
+from tools import gateway
 
 T = "2026-11-18T10:00:00Z"
 INSIDE, OUTSIDE = "blog.post-1", "shop.item-1"
@@ -121,8 +122,14 @@ def test_given_every_route_when_called_with_each_kind_of_key_then_the_expected_s
     assert checked >= 9 * len(routes(app)) - 20  # every guarded route got every case
 
 
+def key_cache_expires(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Move the local gateway's authorizer cache past every TTL (tools/gateway.py)."""
+    later = gateway.cache_clock() + 3601
+    monkeypatch.setattr(gateway, "cache_clock", lambda: later)
+
+
 def test_given_a_key_created_over_http_then_shown_once_listed_without_secret_and_revocable(
-    client: Any, aws: Any
+    client: Any, aws: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     created = client.http.post(
         "/keys", body=json.dumps({"scopes": ["read"], "prefix": "blog.", "note": "blog widget"}).encode()
@@ -139,9 +146,78 @@ def test_given_a_key_created_over_http_then_shown_once_listed_without_secret_and
     assert key not in json.dumps(listed) and keys.digest(key) not in json.dumps(listed)
 
     assert client.http.delete(f"/keys/{body['id']}").status_code == 200
+    # API Gateway keeps the key's cached answer for KEY_CACHE_SECONDS (the local gateway too).
+    assert reader.get("/counters/blog.b").status_code == 200
+    key_cache_expires(monkeypatch)
     assert reader.get("/counters/blog.a").status_code == 401
     assert client.http.delete("/keys/ffffffffffffffff").status_code == 404
     assert client.http.delete("/keys/not-an-id").status_code == 400
+
+
+# Names holding every kind of character a name may (core.validation.NAME_PATTERN).
+PUNCTUATED = ["site:b", "a:b", "blog.post-1_x:2026", ":", "a::b:", "-._:"]
+
+
+def test_given_names_with_colons_dots_dashes_and_underscores_then_every_route_answers_and_the_keys_stay_valid(
+    client: Any, aws: Any
+) -> None:
+    """Through the local gateway, which caches each key's first answer as API Gateway does:
+    the policy made for a request to `/counters/a:b` must let the key through everywhere."""
+    reader, writer = create_key(aws, ["read"]), create_key(aws, ["ingest"])
+    as_reader, as_writer = client.http.with_key(reader), client.http.with_key(writer)
+    beacon = {"Content-Type": "text/plain"}
+    failures = []
+    for name in PUNCTUATED:
+        answers = {
+            "POST /events": as_writer.post("/events", body=body({"counter": name})),
+            "POST /hyperloglog": as_writer.post(f"/hyperloglog/{name}", body=body({"data": "v-1"})),
+            "POST /beacon/events": client.http.with_key(None).post(
+                f"/beacon/events?key={writer}", headers=beacon, body=body({"events": [{"counter": name}]})
+            ),
+            "POST /beacon/hyperloglog": client.http.with_key(None).post(
+                f"/beacon/hyperloglog/{name}?key={writer}", headers=beacon, body=body({"data": "v-2"})
+            ),
+            "GET /counters": as_reader.get(f"/counters/{name}"),
+            "GET /counters/histogram": as_reader.get(f"/counters/{name}/histogram"),
+            "GET /hyperloglog": as_reader.get(f"/hyperloglog/{name}"),
+            "GET /hyperloglog/histogram": as_reader.get(f"/hyperloglog/{name}/histogram"),
+            "GET /hyperloglog?names": as_reader.get(f"/hyperloglog?names={name},x"),
+        }
+        failures += [
+            f"{route} {name!r}: {r.status_code} {r.body[:200]!r}"
+            for route, r in answers.items()
+            if r.status_code >= 300
+        ]
+    # Afterwards, routes the keys have not called yet still take them.
+    later = {
+        "GET /reports": as_reader.get("/reports"),
+        "GET /counters (listing)": as_reader.get("/counters"),
+        "POST /views": as_writer.post(
+            "/views", body=body({"url": "https://a.example/x:y", "time": T, "clientId": "c"})
+        ),
+    }
+    failures += [f"{route}: {r.status_code} {r.body[:200]!r}" for route, r in later.items() if r.status_code >= 300]
+
+    assert failures == []
+
+
+def test_given_a_key_refused_on_one_route_for_its_scope_then_it_still_works_on_its_own_routes(
+    client: Any, aws: Any
+) -> None:
+    """A refusal is the route's answer, never a cached gateway policy."""
+    reader = client.http.with_key(create_key(aws, ["read"]))
+
+    refused = reader.post("/events", body=body({"counter": "a:b"}))
+
+    assert (
+        refused.status_code == 403 and json.loads(refused.body)["Message"] == "this key does not have the ingest scope"
+    )
+    assert reader.get("/counters/a:b").status_code == 200
+    assert reader.get("/hyperloglog/a:b").status_code == 200
+
+
+def body(value: Any) -> bytes:
+    return json.dumps(value).encode()
 
 
 @pytest.mark.parametrize(
@@ -208,7 +284,7 @@ def test_given_a_preflight_then_answered_for_allowed_origins_on_every_route_and_
         ("answer", "admin", "/counters/a", 200),
         ("app error", "admin", "/counters/bad%20name", 400),
         ("no key (gateway)", None, "/counters/a", 401),
-        ("wrong scope (gateway)", "ingest", "/counters/a", 403),
+        ("wrong scope (route)", "ingest", "/counters/a", 403),
         ("wrong prefix (route)", "prefixed", "/counters/a", 403),
         ("unknown path (gateway)", "admin", "/no/such/path", 404),
     ],

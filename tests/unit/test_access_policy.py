@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import string
 from typing import Any
 
 import pytest
@@ -120,19 +121,98 @@ def test_given_an_authorization_header_then_the_key_is_read_only_from_the_bearer
     assert result == (key if found else None)
 
 
-def test_given_a_known_key_then_the_authorizer_allows_every_route_of_its_scope_with_the_key_in_context() -> None:
+def test_given_a_known_key_then_the_authorizer_allows_every_route_with_the_key_in_context_whatever_its_scope() -> None:
     key = keys.generate()
     record = KeyRecord("0123456789abcdef", frozenset({READ}), prefix="blog.")
 
-    answer = gate.authorize({key: record}.get, f"Bearer {key}", ARN, READ)
-    denied = gate.authorize({key: record}.get, f"Bearer {key}", ARN, ADMIN)
+    answers = [gate.authorize({key: record}.get, f"Bearer {key}", ARN, need) for need in (READ, ADMIN, INGEST)]
 
-    statement = answer["policyDocument"]["Statement"][0]
-    assert statement["Effect"] == "Allow"
-    assert statement["Resource"] == ["arn:aws:execute-api:us-east-1:123456789012:abc123/api/*/*"]
-    assert policy.from_context(answer["context"]) == KeyRecord(record.id, record.scopes, "blog.")
-    assert denied["policyDocument"]["Statement"][0]["Effect"] == "Deny"
-    assert "admin" in denied["context"]["reason"] and '"' not in denied["context"]["reason"]
+    for answer in answers:  # the same policy whichever authorizer asked: a cached one fits every route
+        (statement,) = answer["policyDocument"]["Statement"]
+        assert statement["Effect"] == "Allow"
+        assert statement["Resource"] == ["arn:aws:execute-api:us-east-1:123456789012:abc123/api/*/*"]
+        assert policy.from_context(answer["context"]) == KeyRecord(record.id, record.scopes, "blog.")
+    # The scope is the route-level check's to refuse, from the same context.
+    refused = policy.request_decision(policy.from_context(answers[1]["context"]), ADMIN, ["blog.x"], None)
+    assert refused.status == 403 and "admin" in refused.reason
+
+
+# -- the method ARN, split by position ---------------------------------------------------------
+
+# Every character a name may hold (core.validation.NAME_PATTERN), colons included.
+NAME_CHARS = string.ascii_letters + string.digits + "_.:-"
+any_names = st.text(alphabet=NAME_CHARS, min_size=1, max_size=200)
+NAME_ROUTES = (
+    ("GET", "counters/{n}"),
+    ("GET", "counters/{n}/histogram"),
+    ("POST", "hyperloglog/{n}"),
+    ("GET", "hyperloglog/{n}"),
+    ("GET", "hyperloglog/{n}/histogram"),
+    ("POST", "beacon/hyperloglog/{n}"),
+)
+partitions = st.sampled_from(["aws", "aws-cn", "aws-us-gov"])
+regions = st.sampled_from(["us-east-1", "eu-west-3", "cn-north-1", "us-gov-west-1"])
+
+
+def iam_matches(resource: str, arn: str) -> bool:
+    """IAM's wildcards in a Resource: `*` any run of characters, `?` any one character."""
+    pattern = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in resource)
+    return re.fullmatch(pattern, arn, flags=re.DOTALL) is not None
+
+
+@given(name=any_names, route=st.sampled_from(NAME_ROUTES), partition=partitions, region=regions)
+def test_given_any_valid_name_in_the_path_then_the_method_arn_is_split_by_position(
+    name: str, route: tuple[str, str], partition: str, region: str
+) -> None:
+    method, path = route[0], route[1].replace("{n}", name)
+    arn = f"arn:{partition}:execute-api:{region}:123456789012:abc123/api/{method}/{path}"
+
+    parsed = gate.parse_method_arn(arn)
+    resource = gate.every_route(arn)
+
+    assert parsed == gate.MethodArn(partition, "execute-api", region, "123456789012", "abc123", "api", method, path)
+    assert resource == f"arn:{partition}:execute-api:{region}:123456789012:abc123/api/*/*"
+    assert iam_matches(resource, arn)
+
+
+@given(names=st.lists(any_names, min_size=2, max_size=5), routes=st.lists(st.sampled_from(NAME_ROUTES), min_size=2))
+def test_given_a_policy_made_for_one_request_then_it_allows_every_later_route_of_the_key(
+    names: list[str], routes: list[tuple[str, str]]
+) -> None:
+    """What API Gateway's cache does: the answer to the first request decides the later ones."""
+    key = keys.generate()
+    record = KeyRecord("0123456789abcdef", frozenset({ADMIN}))
+
+    def arn(name: str, route: tuple[str, str]) -> str:
+        return f"arn:aws:execute-api:us-east-1:123456789012:abc123/api/{route[0]}/{route[1].replace('{n}', name)}"
+
+    cached = gate.authorize({key: record}.get, f"Bearer {key}", arn(names[0], routes[0]), READ)
+    (resource,) = cached["policyDocument"]["Statement"][0]["Resource"]
+
+    assert all(iam_matches(resource, arn(name, route)) for name in names for route in routes)
+    assert all(iam_matches(resource, f"arn:aws:execute-api:us-east-1:123456789012:abc123/api/{m}/") for m in "GP")
+    assert not iam_matches(resource, "arn:aws:execute-api:us-east-1:123456789012:other1/api/GET/counters/a")
+    assert not iam_matches(resource, "arn:aws:execute-api:us-east-1:123456789012:abc123/prod/GET/counters/a")
+
+
+@pytest.mark.parametrize(
+    "arn",
+    [
+        "",
+        "not an arn",
+        "arn:aws:execute-api:us-east-1:123456789012",
+        "arn:aws:execute-api:us-east-1::abc123/api/GET/x",
+        "arn:aws:execute-api:us-east-1:123456789012:abc123",
+        "arn:aws:execute-api:us-east-1:123456789012:abc123/api",
+        "urn:aws:execute-api:us-east-1:123456789012:abc123/api/GET/x",
+    ],
+)
+def test_given_something_that_is_not_a_method_arn_then_the_authorizer_fails_instead_of_guessing(arn: str) -> None:
+    key = keys.generate()
+    record = KeyRecord("0123456789abcdef", frozenset({READ}))
+
+    with pytest.raises(gate.MalformedArn):
+        gate.authorize({key: record}.get, f"Bearer {key}", arn, READ)
 
 
 @pytest.mark.parametrize("token", [None, "", "Bearer tly_x", "Bearer " + "tly_" + "a" * 43])
