@@ -9,7 +9,9 @@ tools/resources.py, like the local stack's and `tools.provision`'s. Chalice deep
 template into its own, so the fragments below also rewire Chalice's functions: their env vars
 become Ref/GetAtt of these resources and each event source points at GetAtt of its stream or
 queue, which orders creation (the mapping waits for its table) and drops the literal stream
-ARN that `on_dynamodb_record` otherwise needs. Names stay explicit (the stage's names)
+ARN that `on_dynamodb_record` otherwise needs; the stream's event source also gets the
+settings tools/mappings.py pins (ParallelizationFactor 1, the tumbling window, bounded
+retries, bisection, the on-failure queue), which Chalice cannot set. Names stay explicit (the stage's names)
 because the role policy Chalice embeds is a static file naming them.
 """
 
@@ -24,7 +26,7 @@ from typing import Any
 from chalice.utils import to_cfn_resource_name
 
 from chalicelib.core.settings import Settings
-from tools import gateway, monitoring, resources, stage
+from tools import gateway, mappings, monitoring, resources, stage
 from tools.resources import Resources
 
 
@@ -74,6 +76,12 @@ def resource_fragments(res: Resources, settings: Settings) -> tuple[dict[str, An
         }
         env[stage.env_var(field)] = {"Fn::GetAtt": [lid, "QueueName"]}
         outputs[lid + "Url"] = {"Value": {"Ref": lid}}
+    for name in res.failure_queues:
+        cfn[mappings.FAILURES_QUEUE_ID] = {
+            "Type": "AWS::SQS::Queue",
+            "Properties": {"QueueName": name, "MessageRetentionPeriod": resources.DLQ_RETENTION_SECONDS},
+        }
+        outputs[mappings.FAILURES_QUEUE_ID + "Url"] = {"Value": {"Ref": mappings.FAILURES_QUEUE_ID}}
     for bucket in res.buckets:
         field = stage.setting_field(settings, bucket)
         lid = stage.logical_id(field)
@@ -113,9 +121,20 @@ def function_fragments(app: Any, app_settings: Settings, env: dict[str, Any]) ->
         kind = type(source).__name__
         if kind == "DynamoDBEventConfig":
             table_field = stage.setting_field(app_settings, source.stream_arn).removesuffix("_stream_arn") + "_table"
+            # The pinned settings (tools/mappings.py) Chalice cannot set: SAM passes them to
+            # the AWS::Lambda::EventSourceMapping it generates.
             key, target = (
                 "dynamodb-event-source",
-                {"Stream": {"Fn::GetAtt": [stage.logical_id(table_field), "StreamArn"]}},
+                {
+                    "Stream": {"Fn::GetAtt": [stage.logical_id(table_field), "StreamArn"]},
+                    **{  # an empty list is the template's "not set"
+                        name: value
+                        for name, value in mappings.stream_settings(
+                            {"Fn::GetAtt": [mappings.FAILURES_QUEUE_ID, "Arn"]}
+                        ).items()
+                        if value != []
+                    },
+                },
             )
         elif kind == "SQSEventConfig":
             queue = source.queue or source.queue_arn.rsplit(":", 1)[-1]

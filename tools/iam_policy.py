@@ -29,6 +29,9 @@ STREAM_TRIGGER_ACTIONS = (
     "dynamodb:ListStreams",
 )
 QUEUE_TRIGGER_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
+# What Lambda calls with the function's role to describe a stream batch it gave up on in the
+# mapping's on-failure queue (tools/mappings.py).
+ON_FAILURE_ACTIONS = ("sqs:SendMessage",)
 LOG_ACTIONS = ("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents")
 BUCKET_ACTIONS = {"s3:ListBucket"}  # on the bucket itself; every other s3 action is on its objects
 
@@ -53,6 +56,7 @@ def build(
         _allow(
             "QueueTriggers", QUEUE_TRIGGER_ACTIONS, [f"arn:aws:sqs:{arn}:{q.name}" for q in res.queues if q.consumer]
         ),
+        _allow("StreamFailures", ON_FAILURE_ACTIONS, [f"arn:aws:sqs:{arn}:{name}" for name in res.failure_queues]),
         _allow("Buckets", actions.get("s3", set()) & BUCKET_ACTIONS, buckets),
         _allow("Objects", actions.get("s3", set()) - BUCKET_ACTIONS, [f"{b}/*" for b in buckets]),
     ]

@@ -15,7 +15,7 @@ from chalice.utils import to_cfn_resource_name
 
 from chalicelib.core import telemetry
 from chalicelib.core.settings import Settings
-from tools import stage
+from tools import mappings, stage
 from tools.resources import Resources
 
 TOPIC = "AlarmTopic"
@@ -61,6 +61,15 @@ def tally_metric(name: str, function: str, statistic: str = "Sum") -> dict[str, 
         "MetricName": name,
         "Dimensions": [{"Name": telemetry.DIMENSION, "Value": {"Ref": function_id(function)}}],
         "Statistic": statistic,
+    }
+
+
+def queue_depth(queue_name: Any) -> dict[str, Any]:
+    return {
+        "Namespace": "AWS/SQS",
+        "MetricName": "ApproximateNumberOfMessagesVisible",
+        "Dimensions": [{"Name": "QueueName", "Value": queue_name}],
+        "Statistic": "Maximum",
     }
 
 
@@ -110,12 +119,15 @@ def fragments(app: Any, res: Resources, settings: Settings, stage_name: str) -> 
         lid = stage.logical_id(stage.setting_field(settings, queue.name)) + "Dlq"
         cfn[f"{lid}NotEmptyAlarm"] = alarm(
             f"Dead-letter queue not empty: {queue.dead_letter_queue} holds messages its consumer gave up on.",
-            {
-                "Namespace": "AWS/SQS",
-                "MetricName": "ApproximateNumberOfMessagesVisible",
-                "Dimensions": [{"Name": "QueueName", "Value": {"Fn::GetAtt": [lid, "QueueName"]}}],
-                "Statistic": "Maximum",
-            },
+            queue_depth({"Fn::GetAtt": [lid, "QueueName"]}),
+            "GreaterThanThreshold",
+            0,
+        )
+    for _ in res.failure_queues:
+        cfn[f"{mappings.FAILURES_QUEUE_ID}NotEmptyAlarm"] = alarm(
+            "Stream batch given up on: Lambda stopped retrying a batch of the events stream (retries or record"
+            " age exhausted) and described it in the stream-failures queue; its events are not counted yet.",
+            queue_depth({"Fn::GetAtt": [mappings.FAILURES_QUEUE_ID, "QueueName"]}),
             "GreaterThanThreshold",
             0,
         )
@@ -144,6 +156,7 @@ def dashboard(app: Any, res: Resources, settings: Settings, stage_name: str) -> 
         ]
 
     dlqs = [stage.logical_id(stage.setting_field(settings, q.name)) + "Dlq.QueueName" for q in res.queues]
+    dlqs += [f"{mappings.FAILURES_QUEUE_ID}.QueueName" for _ in res.failure_queues]
     widgets = [
         ("Counted and duplicates", tally(["Counted", "Duplicates"], background)),
         ("Set aside: quarantined, dead-lettered, failed", tally(["Quarantined", "DeadLettered", "Failed"], background)),
@@ -163,7 +176,7 @@ def dashboard(app: Any, res: Resources, settings: Settings, stage_name: str) -> 
         ("Reports: runs and events reported", tally(["ReportRuns", "EventsReported"], schedules)),
         ("Handler errors", [["AWS/Lambda", "Errors", "FunctionName", fn(n), {"stat": "Sum"}] for n in names]),
         (
-            "Dead-letter queues: messages visible",
+            "Dead-letter and stream-failures queues: messages visible",
             [
                 ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", "${%s}" % q, {"stat": "Maximum"}]
                 for q in dlqs

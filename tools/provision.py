@@ -3,6 +3,7 @@
     python -m tools.provision --stage dev              # resources, config, policy, chalice deploy
     python -m tools.provision --stage dev --no-deploy  # everything but `chalice deploy`
     python -m tools.provision --stage dev --delete     # chalice delete, then the resources
+    python -m tools.provision --stage dev --check-mappings  # only compare the deployed mappings
 
 Creates or updates (idempotently) what tools/resources.py defines for the stage: tables with
 stream and TTL, queues with their dead-letter queues, the bucket. Records in the stage's
@@ -11,6 +12,11 @@ stream ARN, which `on_dynamodb_record` needs literally at deploy time), sets
 `autogen_policy: false` and writes the stage's least-privilege policy
 (.chalice/policy-<stage>.json, see tools/iam_policy.py). AWS credentials and region come from
 the usual places (AWS_PROFILE, AWS_DEFAULT_REGION, ...); AWS_ENDPOINT_URL points at an emulator.
+
+After `chalice deploy` it sets on the events stream's event source mapping what Chalice cannot
+(tools/mappings.py: ParallelizationFactor 1, the tumbling window, bounded retries, bisection,
+the on-failure queue), reads the mapping back and fails, printing each setting that differs.
+`--check-mappings` only reads and compares (for a mapping someone may have edited by hand).
 """
 
 from __future__ import annotations
@@ -20,12 +26,17 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import boto3
 
-from tools import gateway, iam_policy, keys, resources, stage
+from tools import gateway, iam_policy, keys, mappings, resources, stage
+
+# Lambda answers UpdateEventSourceMapping with the mapping "Updating"; wait this long for it.
+SETTLE_SECONDS = 120
 
 
 def provision(stage_name: str, session: Any, endpoint_url: str | None, project: Path) -> dict[str, str]:
@@ -71,6 +82,70 @@ def configure_api(stage_name: str, session: Any, endpoint_url: str | None, proje
     return str(rest_api_id)
 
 
+def stream_mapping_settings(stage_name: str, session: Any, endpoint_url: str | None, project: Path) -> dict[str, Any]:
+    """The pinned settings, with the stage's stream-failures queue as on-failure destination."""
+    sqs = session.client("sqs", endpoint_url=endpoint_url)
+    settings = stage.stage_settings(stage_name, project)
+    url = sqs.get_queue_url(QueueName=resources.stream_failures_queue(settings))["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return mappings.stream_settings(arn)
+
+
+def stream_mapping_ids(lambda_client: Any, stream_arn: str) -> list[str]:
+    pages = lambda_client.get_paginator("list_event_source_mappings").paginate(EventSourceArn=stream_arn)
+    return [m["UUID"] for page in pages for m in page["EventSourceMappings"] if m["EventSourceArn"] == stream_arn]
+
+
+def check_stream_mappings(
+    lambda_client: Any,
+    stream_arn: str,
+    wanted: dict[str, Any],
+    sleep: Callable[[float], None] = time.sleep,
+    settle_seconds: float = SETTLE_SECONDS,
+) -> list[str]:
+    """Every pinned setting a mapping of the stream does not hold, one line each ("none" when
+    no mapping reads the stream). Waits for mappings that are still updating."""
+    ids = stream_mapping_ids(lambda_client, stream_arn)
+    if not ids:
+        return [f"no event source mapping reads {stream_arn}"]
+    found = []
+    for uuid in ids:
+        deadline = time.monotonic() + settle_seconds
+        mapping = lambda_client.get_event_source_mapping(UUID=uuid)
+        while mapping.get("State") in ("Creating", "Updating") and time.monotonic() < deadline:
+            sleep(2)
+            mapping = lambda_client.get_event_source_mapping(UUID=uuid)
+        function = str(mapping.get("FunctionArn", "")).rsplit(":", 1)[-1]
+        found += [f"mapping {uuid} ({function}): {line}" for line in mappings.differences(wanted, mapping)]
+    return found
+
+
+def pin_stream_mappings(stage_name: str, session: Any, endpoint_url: str | None, project: Path) -> list[str]:
+    """After `chalice deploy`: set the pinned settings on every mapping of the events stream,
+    then read them back; returns what still differs (nothing, when all went well)."""
+    lambda_client = session.client("lambda", endpoint_url=endpoint_url)
+    stream_arn = stage.stage_settings(stage_name, project).events_stream_arn
+    wanted = stream_mapping_settings(stage_name, session, endpoint_url, project)
+    for uuid in stream_mapping_ids(lambda_client, stream_arn):
+        lambda_client.update_event_source_mapping(UUID=uuid, **wanted)
+    return check_stream_mappings(lambda_client, stream_arn, wanted)
+
+
+def check_deployed_mappings(stage_name: str, session: Any, endpoint_url: str | None, project: Path) -> list[str]:
+    lambda_client = session.client("lambda", endpoint_url=endpoint_url)
+    stream_arn = stage.stage_settings(stage_name, project).events_stream_arn
+    wanted = stream_mapping_settings(stage_name, session, endpoint_url, project)
+    return check_stream_mappings(lambda_client, stream_arn, wanted)
+
+
+def report_mappings(differences: list[str]) -> int:
+    for line in differences:
+        print(f"event source mapping differs from tools/mappings.py: {line}", file=sys.stderr)
+    if not differences:
+        print("events stream mapping: pinned settings in place (tools/mappings.py)")
+    return 1 if differences else 0
+
+
 def first_admin_key(stage_name: str, session: Any, endpoint_url: str | None, project: Path) -> str | None:
     """An admin key when the stage has none yet (printed once by main)."""
     settings = stage.stage_settings(stage_name, project)
@@ -100,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--project-dir", type=Path, default=stage.PROJECT)
     parser.add_argument("--no-deploy", action="store_true", help="skip `chalice deploy` / `chalice delete`")
     parser.add_argument("--delete", action="store_true", help="tear the stage down instead")
+    parser.add_argument(
+        "--check-mappings",
+        action="store_true",
+        help="only compare the deployed stream mapping with its pinned settings",
+    )
     args = parser.parse_args(argv)
     if args.stage == "local":
         parser.error("the local stage runs on the emulator: use `make run`")
@@ -109,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     if not session.region_name:
         parser.error("no AWS region: set AWS_DEFAULT_REGION or pass --region")
 
+    if args.check_mappings:
+        return report_mappings(check_deployed_mappings(args.stage, session, args.endpoint_url, args.project_dir))
     if args.delete:
         if not args.no_deploy and (code := chalice("delete", args.stage, args.project_dir)) != 0:
             return code
@@ -128,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         return code
     rest_api_id = configure_api(args.stage, session, args.endpoint_url, args.project_dir)
     print(f"gateway responses and throttling set on REST API {rest_api_id}")
-    return 0
+    return report_mappings(pin_stream_mappings(args.stage, session, args.endpoint_url, args.project_dir))
 
 
 if __name__ == "__main__":

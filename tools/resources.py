@@ -42,6 +42,13 @@ class Resources:
     tables: tuple[Table, ...]
     queues: tuple[Queue, ...]
     buckets: tuple[str, ...]
+    # Where Lambda describes a stream batch it gave up on (the events stream mapping's
+    # on-failure destination, tools/mappings.py); nothing consumes it, an alarm watches it.
+    failure_queues: tuple[str, ...] = ()
+
+
+def stream_failures_queue(settings: Settings) -> str:
+    return f"{settings.events_table}-stream-failures"
 
 
 def for_settings(settings: Settings) -> Resources:
@@ -63,6 +70,7 @@ def for_settings(settings: Settings) -> Resources:
             ),
         ),
         buckets=(settings.reports_bucket,),
+        failure_queues=(stream_failures_queue(settings),),
     )
 
 
@@ -85,6 +93,8 @@ def ensure(dynamodb: Any, sqs: Any, s3: Any, resources: Resources, region: str) 
             },
         )
         outputs[queue.dead_letter_queue] = dlq_url
+    for name in resources.failure_queues:
+        outputs[name] = _ensure_queue(sqs, name, {"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS)})
     for bucket in resources.buckets:
         try:
             if region == "us-east-1":
@@ -145,7 +155,8 @@ def remove(dynamodb: Any, sqs: Any, s3: Any, resources: Resources) -> list[str]:
             continue
         dynamodb.get_waiter("table_not_exists").wait(TableName=table.name, WaiterConfig={"Delay": 2, "MaxAttempts": 60})
         deleted.append(table.name)
-    for name in [n for queue in resources.queues for n in (queue.name, queue.dead_letter_queue)]:
+    queue_names = [n for queue in resources.queues for n in (queue.name, queue.dead_letter_queue)]
+    for name in queue_names + list(resources.failure_queues):
         try:
             sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName=name)["QueueUrl"])
         except ClientError as exc:
