@@ -114,7 +114,7 @@ def test_given_sqs_and_s3_calls_when_policy_generated_then_scoped_to_main_queues
 def test_given_generated_policy_then_no_wildcard_actions_and_only_the_projects_resources(project: Path) -> None:
     settings = stage.stage_settings("dev", project)
     res = resources.for_settings(settings)
-    names = [t.name for t in res.tables] + [q.name for q in res.queues] + list(res.buckets)
+    names = [t.name for t in res.tables] + [q.name for q in res.queues] + list(res.buckets) + list(res.failure_queues)
 
     policy = policy_for(project)
 
@@ -132,3 +132,14 @@ def test_given_generated_policy_then_no_wildcard_actions_and_only_the_projects_r
         f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/lambda/tally-dev-on_event_records:log-stream:x",
     )
     assert not allows(policy, "logs:PutLogEvents", f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/lambda/other:x")
+
+
+def test_given_the_stream_mapping_on_failure_queue_then_the_role_may_only_send_to_it(project: Path) -> None:
+    """Lambda sends a given-up stream batch's description with the function's role."""
+    settings = stage.stage_settings("dev", project)
+    queue = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{resources.stream_failures_queue(settings)}"
+
+    policy = policy_for(project)
+
+    assert allows(policy, "sqs:SendMessage", queue)
+    assert not allows(policy, "sqs:ReceiveMessage", queue) and not allows(policy, "sqs:DeleteMessage", queue)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.deploy.conftest import PROJECT, copy_project
-from tools import cfn_template, provision, stage
+from tools import cfn_template, mappings, provision, stage
 
 STAGE = "dev"
 
@@ -44,7 +44,15 @@ def test_given_the_dev_stage_then_every_alarm_condition_is_there_for_every_handl
     assert by_metric["AWS/Lambda/Errors"] == {"APIHandler", *lid.values()}
     assert by_metric["AWS/Lambda/IteratorAge"] == {lid[n] for n, k in kinds.items() if k == "DynamoDBEventConfig"}
     assert by_metric["Tally/Quarantined"] == {lid[n] for n, k in kinds.items() if k != "ScheduledEventConfig"}
-    assert by_metric["AWS/SQS/ApproximateNumberOfMessagesVisible"] == {"ViewsQueueDlq", "UniquesQueueDlq"}
+    assert by_metric["AWS/SQS/ApproximateNumberOfMessagesVisible"] == {
+        "ViewsQueueDlq",
+        "UniquesQueueDlq",
+        mappings.FAILURES_QUEUE_ID,
+    }
+    # The stream-failures alarm watches the queue the stream mapping sends given-up batches to.
+    (source,) = template["Resources"]["OnEventRecords"]["Properties"]["Events"].values()
+    destination = source["Properties"]["DestinationConfig"]["OnFailure"]["Destination"]
+    assert destination == {"Fn::GetAtt": [mappings.FAILURES_QUEUE_ID, "Arn"]}
     (missed,) = [p for p in found.values() if p["MetricName"] == "ReportRuns"]
     interval_s = stage.stage_settings(STAGE, PROJECT).report_interval_minutes * 60
     assert (missed["Period"], missed["EvaluationPeriods"], missed["TreatMissingData"]) == (interval_s, 2, "breaching")

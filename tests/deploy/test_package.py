@@ -27,7 +27,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.counters import reads as counters
 from chalicelib.events import ingest as events
 from tests.deploy.conftest import PROJECT, app_imports_isolated, copy_project
-from tools import resources, stage, vendor
+from tools import mappings, resources, stage, vendor
 
 STAGE = "dev"
 BIN = Path(sys.executable).parent
@@ -94,7 +94,9 @@ def test_given_dev_stage_when_packaged_then_resources_match_the_definition_and_a
     queues = {p["QueueName"]: p for p in resources_by_type["AWS::SQS::Queue"].values()}
     buckets = {p["BucketName"] for p in resources_by_type["AWS::S3::Bucket"].values()}
     assert set(tables) == {t.name for t in definition.tables}
-    assert set(queues) == {n for q in definition.queues for n in (q.name, q.dead_letter_queue)}
+    assert set(queues) == {n for q in definition.queues for n in (q.name, q.dead_letter_queue)} | set(
+        definition.failure_queues
+    )
     assert buckets == set(definition.buckets)
     for table in definition.tables:
         assert tables[table.name]["TimeToLiveSpecification"] == {"AttributeName": table.ttl_attribute, "Enabled": True}
@@ -158,6 +160,34 @@ import app
 results = [app.on_event_records(event, None) for _ in range(2)]  # the batch, then its redelivery
 print(json.dumps(results))
 """
+
+
+def test_given_dev_stage_when_packaged_then_the_stream_mapping_is_pinned(package: Path) -> None:
+    """Read back from `chalice package`'s template: the stream's event source carries every
+    pinned setting (tools/mappings.py) and sends given-up batches to the stream-failures queue."""
+    built = template(package)["Resources"]
+    settings = stage.stage_settings(STAGE, package)
+    functions = {lid: r["Properties"] for lid, r in built.items() if r["Type"] == "AWS::Serverless::Function"}
+
+    (event,) = functions["OnEventRecords"]["Events"].values()
+    source = event["Properties"]
+
+    assert event["Type"] == "DynamoDB"
+    assert source["ParallelizationFactor"] == 1
+    assert source["TumblingWindowInSeconds"] == mappings.TUMBLING_WINDOW_SECONDS
+    assert source["MaximumRetryAttempts"] == mappings.MAXIMUM_RETRY_ATTEMPTS
+    assert source["MaximumRecordAgeInSeconds"] == mappings.MAXIMUM_RECORD_AGE_SECONDS
+    assert source["BisectBatchOnFunctionError"] is True
+    assert "FunctionResponseTypes" not in source  # the handler reports no batchItemFailures
+    assert (source["BatchSize"], source["StartingPosition"]) == (settings.stream_batch_size, "TRIM_HORIZON")
+    (queue_id, attribute) = source["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"]
+    assert attribute == "Arn"
+    assert built[queue_id]["Properties"]["QueueName"] == resources.stream_failures_queue(settings)
+    # The SQS sources keep Chalice's settings: no partial batch responses (core/queues.py).
+    for lid, function in functions.items():
+        for other in function.get("Events", {}).values():
+            if other["Type"] == "SQS":
+                assert "FunctionResponseTypes" not in other["Properties"], lid
 
 
 def test_given_the_zip_alone_when_a_clean_python_imports_app_then_a_stream_batch_counts_once_on_moto(

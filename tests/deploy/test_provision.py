@@ -28,7 +28,7 @@ def configured_names(project: Path) -> dict[str, set[str]]:
     queues = {env["VIEWS_QUEUE"], env["UNIQUES_QUEUE"]}
     return {
         "tables": {env["EVENTS_TABLE"], env["COUNTS_TABLE"]},
-        "queues": queues | {f"{q}-dlq" for q in queues},
+        "queues": queues | {f"{q}-dlq" for q in queues} | {f"{env['EVENTS_TABLE']}-stream-failures"},
         "buckets": {env["REPORTS_BUCKET"]},
     }
 
