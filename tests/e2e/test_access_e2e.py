@@ -102,7 +102,7 @@ def test_given_names_with_colons_dots_dashes_and_underscores_then_every_route_co
         )
         assert counted
         assert wait_for(
-            lambda name=name: local_stack.get(f"/hyperloglog/{name}", key=reader).json()["count"] == 2,
+            lambda name=name: local_stack.get(f"/hyperloglog/{name}", key=reader).json()["cardinality"] == 2,
             90,
             f"visitors of {name} to be counted",
         )
