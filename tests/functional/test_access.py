@@ -201,6 +201,28 @@ def test_given_names_with_colons_dots_dashes_and_underscores_then_every_route_an
     assert failures == []
 
 
+def test_given_api_gateways_token_event_for_a_name_with_colons_then_each_authorizer_allows_the_whole_stage(
+    app_module: Any, aws: Any
+) -> None:
+    """The authorizers alone, called as API Gateway calls them (TOKEN input, methodArn)."""
+    key = create_key(aws, ["read"])
+    stage_arn = "arn:aws:execute-api:eu-west-3:123456789012:abc123/api"
+    authorizers = (app_module.ingest_key, app_module.read_key, app_module.admin_key)
+    answers = []
+    for name in PUNCTUATED:
+        for method, path in (("GET", f"counters/{name}/histogram"), ("POST", f"hyperloglog/{name}")):
+            event = {
+                "type": "TOKEN",
+                "authorizationToken": f"Bearer {key}",
+                "methodArn": f"{stage_arn}/{method}/{path}",
+            }
+            answers += [authorizer(event, None) for authorizer in authorizers]
+
+    statements = [statement for answer in answers for statement in answer["policyDocument"]["Statement"]]
+    assert {(s["Effect"], tuple(s["Resource"])) for s in statements} == {("Allow", (f"{stage_arn}/*/*",))}
+    assert {answer["context"]["scopes"] for answer in answers} == {"read"}
+
+
 def test_given_a_key_refused_on_one_route_for_its_scope_then_it_still_works_on_its_own_routes(
     client: Any, aws: Any
 ) -> None:
