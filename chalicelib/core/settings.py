@@ -30,10 +30,10 @@ class Settings:
     aws_region: str = "us-east-1"
     # Events table: how many write shards a quarter hour is spread over, and how long raw
     # events are kept (the reports read them; the counters have their own buckets). Size the
-    # shards in write units, not events: an event costs one write unit per KB of its item
-    # (about 17 with 16 KB of attributes) and a partition takes at most 1,000 write units a
-    # second, so EVENT_WRITE_SHARDS >= events/s x write units per event / 500 (half the
-    # limit: headroom). docs/deploy.md, Sizing the events table.
+    # shards in write units, not events: an event costs one write unit per KB of its item (1
+    # bare, 17 with 16 KB of text attributes, at most 33) and a partition takes at most 1,000
+    # write units a second, so EVENT_WRITE_SHARDS >= events/s x write units per event / 500
+    # (half the limit: headroom). docs/deploy.md, Sizing the events table.
     event_write_shards: int = 4
     event_ttl_seconds: int = 7 * 86400
     default_retention_seconds: int = 90_000
