@@ -96,6 +96,22 @@ def stream_mapping_ids(lambda_client: Any, stream_arn: str) -> list[str]:
     return [m["UUID"] for page in pages for m in page["EventSourceMappings"] if m["EventSourceArn"] == stream_arn]
 
 
+# States in which Lambda refuses an update (ResourceInUseException) and shows old settings.
+TRANSITIONS = ("Creating", "Updating", "Enabling", "Disabling")
+
+
+def settled_mapping(
+    lambda_client: Any, uuid: str, sleep: Callable[[float], None], settle_seconds: float
+) -> dict[str, Any]:
+    """The mapping once Lambda has finished creating or updating it (or the time is up)."""
+    deadline = time.monotonic() + settle_seconds
+    mapping = dict(lambda_client.get_event_source_mapping(UUID=uuid))
+    while mapping.get("State") in TRANSITIONS and time.monotonic() < deadline:
+        sleep(2)
+        mapping = dict(lambda_client.get_event_source_mapping(UUID=uuid))
+    return mapping
+
+
 def check_stream_mappings(
     lambda_client: Any,
     stream_arn: str,
@@ -103,32 +119,36 @@ def check_stream_mappings(
     sleep: Callable[[float], None] = time.sleep,
     settle_seconds: float = SETTLE_SECONDS,
 ) -> list[str]:
-    """Every pinned setting a mapping of the stream does not hold, one line each ("none" when
-    no mapping reads the stream). Waits for mappings that are still updating."""
+    """Every pinned setting a mapping of the stream does not hold, one line each (one line
+    when no mapping reads the stream). Waits for mappings that are still changing."""
     ids = stream_mapping_ids(lambda_client, stream_arn)
     if not ids:
         return [f"no event source mapping reads {stream_arn}"]
     found = []
     for uuid in ids:
-        deadline = time.monotonic() + settle_seconds
-        mapping = lambda_client.get_event_source_mapping(UUID=uuid)
-        while mapping.get("State") in ("Creating", "Updating") and time.monotonic() < deadline:
-            sleep(2)
-            mapping = lambda_client.get_event_source_mapping(UUID=uuid)
+        mapping = settled_mapping(lambda_client, uuid, sleep, settle_seconds)
         function = str(mapping.get("FunctionArn", "")).rsplit(":", 1)[-1]
         found += [f"mapping {uuid} ({function}): {line}" for line in mappings.differences(wanted, mapping)]
     return found
 
 
-def pin_stream_mappings(stage_name: str, session: Any, endpoint_url: str | None, project: Path) -> list[str]:
-    """After `chalice deploy`: set the pinned settings on every mapping of the events stream,
-    then read them back; returns what still differs (nothing, when all went well)."""
+def pin_stream_mappings(
+    stage_name: str,
+    session: Any,
+    endpoint_url: str | None,
+    project: Path,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[str]:
+    """After `chalice deploy`: set the pinned settings on every mapping of the events stream
+    (once Lambda has finished creating it), then read them back; returns what still differs
+    (nothing, when all went well)."""
     lambda_client = session.client("lambda", endpoint_url=endpoint_url)
     stream_arn = stage.stage_settings(stage_name, project).events_stream_arn
     wanted = stream_mapping_settings(stage_name, session, endpoint_url, project)
     for uuid in stream_mapping_ids(lambda_client, stream_arn):
+        settled_mapping(lambda_client, uuid, sleep, SETTLE_SECONDS)
         lambda_client.update_event_source_mapping(UUID=uuid, **wanted)
-    return check_stream_mappings(lambda_client, stream_arn, wanted)
+    return check_stream_mappings(lambda_client, stream_arn, wanted, sleep)
 
 
 def check_deployed_mappings(stage_name: str, session: Any, endpoint_url: str | None, project: Path) -> list[str]:

@@ -134,25 +134,54 @@ def test_given_no_mapping_reads_the_stream_then_the_check_says_so(deployed: tupl
     ]
 
 
+class ChangingMapping:
+    """A Lambda client whose one mapping answers these states in turn, then stays in the last:
+    what AWS shows while it creates or updates a mapping (moto answers at once)."""
+
+    def __init__(self, *states: str) -> None:
+        self.states = list(states)
+        self.updates: list[tuple[str, dict[str, Any]]] = []
+        self.factor = 4
+
+    def get_paginator(self, _: str) -> Any:
+        return self
+
+    def paginate(self, **_: Any) -> list[dict[str, Any]]:
+        return [{"EventSourceMappings": [{"UUID": "u-1", "EventSourceArn": "arn:stream"}]}]
+
+    def get_event_source_mapping(self, UUID: str) -> dict[str, Any]:
+        state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        return {"UUID": UUID, "State": state, "ParallelizationFactor": self.factor}
+
+    def update_event_source_mapping(self, UUID: str, **settings: Any) -> None:
+        if self.states[0] != "Enabled":
+            raise AssertionError("Lambda refuses an update while the mapping is changing")
+        self.updates.append((UUID, settings))
+        self.factor = settings["ParallelizationFactor"]
+
+
 def test_given_a_mapping_still_updating_then_the_check_waits_for_it() -> None:
-    class Lambda:
-        states = ["Updating", "Updating", "Enabled"]
-
-        def get_paginator(self, _: str) -> Any:
-            return self
-
-        def paginate(self, **_: Any) -> list[dict[str, Any]]:
-            return [{"EventSourceMappings": [{"UUID": "u-1", "EventSourceArn": "arn:stream"}]}]
-
-        def get_event_source_mapping(self, UUID: str) -> dict[str, Any]:
-            state = self.states.pop(0)
-            return {"State": state, "ParallelizationFactor": 1 if state == "Enabled" else 4}
-
+    client = ChangingMapping("Updating", "Updating", "Enabled")
+    client.factor = 1
     pauses: list[float] = []
 
-    found = provision.check_stream_mappings(Lambda(), "arn:stream", {"ParallelizationFactor": 1}, pauses.append)
+    found = provision.check_stream_mappings(client, "arn:stream", {"ParallelizationFactor": 1}, pauses.append)
 
     assert found == [] and len(pauses) == 2
+
+
+def test_given_a_mapping_chalice_just_created_then_pinning_waits_before_updating(
+    monkeypatch: pytest.MonkeyPatch, project: Path
+) -> None:
+    client = ChangingMapping("Creating", "Creating", "Enabled")
+    session = type("Session", (), {"client": lambda self, name, endpoint_url=None: client})()
+    monkeypatch.setattr(provision, "stream_mapping_settings", lambda *_: {"ParallelizationFactor": 1})
+    monkeypatch.setattr(provision, "stream_mapping_ids", lambda *_: ["u-1"])
+    pauses: list[float] = []
+
+    found = provision.pin_stream_mappings(STAGE, session, None, project, pauses.append)
+
+    assert found == [] and client.updates == [("u-1", {"ParallelizationFactor": 1})] and len(pauses) == 2
 
 
 @pytest.mark.parametrize(
