@@ -27,6 +27,7 @@ import copy
 import json
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -124,6 +125,8 @@ def local_answer(response_type: str, request_headers: dict[str, str], reason: st
 
 # What the local authorizer cache measures its TTL with (tests move it).
 cache_clock: Callable[[], float] = time.monotonic
+# The local authorizer cache: per app, token -> (expiry on cache_clock, the authorizer's answer).
+_answers: weakref.WeakKeyDictionary[Any, dict[str, tuple[float, dict[str, Any]]]] = weakref.WeakKeyDictionary()
 # API Gateway's TTL when an authorizer sets none (authorizerResultTtlInSeconds' default).
 DEFAULT_TTL_SECONDS = 300
 _installed = False
@@ -152,7 +155,8 @@ def install() -> None:
         ttl = authorizer.config.ttl_seconds
         ttl = DEFAULT_TTL_SECONDS if ttl is None else ttl
         arn = self._arn_builder.build_arn(lambda_event["requestContext"]["httpMethod"], raw_path)
-        cache: dict[str, tuple[float, dict[str, Any]]] = self.__dict__.setdefault("_answers", {})
+        # Chalice's dev server makes a gateway per request: the cache lives with the app.
+        cache = _answers.setdefault(self._app_object, {})
         expires, answer = cache.get(token, (0.0, {}))
         if expires <= cache_clock():
             answer = authorizer(self._prepare_authorizer_event(arn, lambda_event, lambda_context), lambda_context)
