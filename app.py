@@ -155,7 +155,8 @@ def post_key() -> Response:
 @app.route("/keys", methods=["GET"], authorizer=admin_key)
 @answers
 def get_keys() -> dict[str, Any]:
-    return {"keys": [record.as_dict() for record in key_store.list_keys(aws.dynamodb, settings)]}
+    records, cursor = key_store.page_keys(aws.dynamodb, settings, query())
+    return {"keys": [record.as_dict() for record in records], "next": cursor}
 
 
 @app.route("/keys/{key_id}", methods=["DELETE"], authorizer=admin_key)
@@ -199,7 +200,7 @@ def get_histogram(counter: str) -> dict[str, Any]:
 @app.route("/quarantine", methods=["GET"], authorizer=admin_key)
 @answers
 def get_quarantine() -> dict[str, Any]:
-    return {"records": quarantine.list_records(aws.dynamodb, settings, query().get("source"))}
+    return quarantine.list_records(aws.dynamodb, settings, query())
 
 
 @app.on_dynamodb_record(
@@ -283,7 +284,7 @@ def post_reports() -> Response:
 @app.route("/reports", methods=["GET"], authorizer=read_key)
 @answers
 def get_reports() -> dict[str, Any]:
-    return {"reports": reports_api.list_reports(aws.dynamodb, settings, query().get("limit"))}
+    return reports_api.list_reports(aws.dynamodb, settings, query())
 
 
 @app.route("/reports/{report_id}", methods=["GET"], authorizer=read_key)

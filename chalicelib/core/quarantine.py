@@ -7,11 +7,12 @@ dead-letter queue instead.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import dynamo, keyspace, queues, validation
+from chalicelib.core import dynamo, keyspace, pager, queues, validation
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 
@@ -37,30 +38,30 @@ def put(dynamodb: Any, settings: Settings, source: str, record_id: str, record: 
         raise StorageError(f"could not set a bad {source} record aside") from exc
 
 
-def list_records(dynamodb: Any, settings: Settings, source: str | None, limit: int = 100) -> list[dict[str, str]]:
-    """Set-aside records of one source, or of every source, up to `limit` per source."""
+def list_records(dynamodb: Any, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
+    """`{"records": [{"source", "id", "reason", "seen_at", "record"}], "next"}`: set-aside records
+    of `source` (default every source, one after the other), one page (core.pager) of `limit`
+    (1-1000, default 100) after `cursor`."""
+    source = params.get("source")
     if source is not None and source not in SOURCES:
         raise ValidationError(f"source must be one of {', '.join(SOURCES)}")
-    records: list[dict[str, str]] = []
-    for name in [source] if source else SOURCES:
-        request = {
-            "TableName": settings.counts_table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": f"{keyspace.QUARANTINE}{name}"}},
-            "Limit": limit,
+    listed = [source] if source else list(SOURCES)
+    request = pager.page_request(params, lambda position: pager.split_position(position, listed))
+    partitions = {name: f"{keyspace.QUARANTINE}{name}" for name in listed}
+    found, cursor = pager.query_across(
+        dynamodb, settings.counts_table, partitions, request, "could not read the quarantine"
+    )
+    records = [
+        {
+            "source": name,
+            "id": i["sk"]["S"],
+            "reason": i["reason"]["S"],
+            "seen_at": i["seen_at"]["S"],
+            "record": i["record"]["S"],
         }
-        page = next(dynamo.query_pages(dynamodb, request, "could not read the quarantine"))
-        records += [
-            {
-                "source": name,
-                "id": i["sk"]["S"],
-                "reason": i["reason"]["S"],
-                "seen_at": i["seen_at"]["S"],
-                "record": i["record"]["S"],
-            }
-            for i in page.get("Items", [])
-        ]
-    return records
+        for name, i in found
+    ]
+    return {"records": records, "next": cursor}
 
 
 MAX_COUNTED = 10_000

@@ -9,7 +9,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import catalog, dynamo, keyspace, queues, timebuckets, validation, window_params
+from chalicelib.core import dynamo, keyspace, pager, queues, timebuckets, validation, window_params
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
@@ -243,23 +243,13 @@ def _read_all_shards(dynamodb: Any, settings: Settings, name: str) -> list[sketc
 
 
 def list_names(dynamodb: Any, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
-    """`{"names": [{"name", "last_seen"}], "next": cursor | None}` in name order, one Query page
-    of `limit` (1-1000, default 100) after `cursor` (the `next` of the previous page)."""
-    limit = catalog.page_limit(params.get("limit"))
-    request: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": keys.NAMES_PK}},
-        "Limit": limit,
-    }
-    if params.get("cursor"):
-        request["ExclusiveStartKey"] = keys.name_key(
-            str(catalog.decode_cursor(params["cursor"], lambda n: validation.name(n, "cursor")))
-        )
-    page = next(dynamo.query_pages(dynamodb, request, "could not read the unique-count names"))
-    items = page.get("Items", [])
-    more = "LastEvaluatedKey" in page and len(items) == limit
+    """`{"names": [{"name", "last_seen"}], "next": cursor | None}` in name order, one page
+    (core.pager) of `limit` (1-1000, default 100) after `cursor` (the `next` of the previous page)."""
+    request = pager.page_request(params, lambda n: validation.name(n, "cursor"))
+    page = pager.query_page(
+        dynamodb, settings.counts_table, keys.NAMES_PK, request, "could not read the unique-count names"
+    )
     return {
-        "names": [{"name": i["sk"]["S"], "last_seen": validation.iso(int(i["last_seen"]["N"]))} for i in items],
-        "next": catalog.encode_cursor(items[-1]["sk"]["S"]) if more and items else None,
+        "names": [{"name": i["sk"]["S"], "last_seen": validation.iso(int(i["last_seen"]["N"]))} for i in page.items],
+        "next": page.next,
     }

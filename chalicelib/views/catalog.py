@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from chalicelib.core import catalog, dynamo, keyspace, validation
+from chalicelib.core import catalog, dynamo, keyspace, pager, validation
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -45,9 +45,8 @@ def listing(
 ) -> dict[str, Any]:
     """`{"urls": [{"url", "views", "last_counted"}], "next"}`, `limit` (1-1000, 100) a page, in
     the catalog's order (by digest: stable, not by count)."""
-    after = catalog.decode_cursor(params.get("cursor"), _sha)
-    limit = catalog.page_limit(params.get("limit"))
-    entries, cursor = catalog.page(dynamodb, settings, KIND, after, limit, now_ms)
+    request = pager.page_request(params, _sha)
+    entries, cursor = catalog.page(dynamodb, settings, KIND, request, now_ms)
     keys = [{"pk": {"S": keyspace.VIEW_URL + e.name}, "sk": {"S": view_keys.COUNTER_SK}} for e in entries]
     items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the view counters", sleep)
     counters = {item["pk"]["S"].removeprefix(keyspace.VIEW_URL): item for item in items}

@@ -16,7 +16,7 @@ from chalicelib.dashboard import assets
 from chalicelib.events.ingest import Event
 from chalicelib.views import batches as views_batches
 from chalicelib.views.keys import View, to_message
-from tests.functional.helpers import invoke
+from tests.functional.helpers import every_page, invoke
 from tests.functional.stream_fixtures import lambda_event, record, stored_event_records
 from tests.functional.test_windowed_counts import post_events
 
@@ -33,22 +33,6 @@ def get(client: Any, path: str, status: int = 200) -> Any:
     response = client.http.get(path)
     assert response.status_code == status, (path, response.body)
     return response
-
-
-def every_page(client: Any, path: str, field: str, limit: int) -> tuple[list[Any], int]:
-    """Follow `next` from the first page; the entries and the number of pages read."""
-    entries: list[Any] = []
-    cursor: str | None = None
-    pages = 0
-    while True:
-        query = f"limit={limit}" + (f"&cursor={cursor}" if cursor else "")
-        body = get(client, f"{path}?{query}").json_body
-        pages += 1
-        assert len(body[field]) <= limit
-        entries += body[field]
-        cursor = body["next"]
-        if cursor is None:
-            return entries, pages
 
 
 # -- the page and its assets ------------------------------------------------------------------

@@ -36,7 +36,7 @@ def run_scheduled(client: Any) -> Any:
 
 def all_reports(aws: Any) -> list[dict[str, Any]]:
     """Every committed report, oldest first, read back the way clients read them."""
-    listed = reports_api.list_reports(aws.dynamodb, SETTINGS, "1000")
+    listed = reports_api.list_reports(aws.dynamodb, SETTINGS, {"limit": "1000"})["reports"]
     return [reports_api.get_report(aws.dynamodb, aws.s3, SETTINGS, r["id"]) for r in reversed(listed)]
 
 
@@ -251,7 +251,7 @@ def test_given_commit_fails_after_s3_write_when_run_then_report_not_listed_and_r
     failed = run_now(client)
     assert failed.status_code == 503
     assert checkpoint(aws) is None
-    assert client.http.get("/reports").json_body == {"reports": []}
+    assert client.http.get("/reports").json_body == {"reports": [], "next": None}
     monkeypatch.setattr(aws.dynamodb, "transact_write_items", real_transact)
     clock.advance(MINUTE)
     assert run_now(client).status_code == 201
