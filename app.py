@@ -230,7 +230,9 @@ def post_unique_items(name: str) -> Response:
 @answers
 def get_unique_count(name: str) -> dict[str, Any]:
     sketch_name = validation.name(name, "name")
-    return {"name": sketch_name, **uniques_api.count(aws.dynamodb, settings, [sketch_name], query(), clock.now_ms())}
+    now = clock.now_ms()
+    hours = windows.optional_hour_range(query(), now)
+    return {"name": sketch_name, **uniques_api.count(aws.dynamodb, settings, [sketch_name], hours, now)}
 
 
 @app.route("/hyperloglog", methods=["GET"], authorizer=read_key)
@@ -239,8 +241,10 @@ def get_union_count() -> dict[str, Any]:
     params = query()
     if "names" not in params:  # without names= the route lists the names that exist
         return uniques_api.list_names(aws.dynamodb, settings, params)
+    now = clock.now_ms()
+    hours = windows.optional_hour_range(params, now)
     names = uniques_api.parse_names(params["names"])
-    return {"names": names, **uniques_api.count(aws.dynamodb, settings, names, params, clock.now_ms())}
+    return {"names": names, **uniques_api.count(aws.dynamodb, settings, names, hours, now)}
 
 
 @app.route("/hyperloglog/{name}/histogram", methods=["GET"], authorizer=read_key)
@@ -249,8 +253,9 @@ def get_unique_histogram(name: str) -> dict[str, Any]:
     now = clock.now_ms()
     params = query()
     hours = windows.hour_range(params, now)
+    resolution = windows.resolution(params, ("hour", "day"), "day")
     sketch_name = validation.name(name, "name")
-    return uniques_api.histogram(aws.dynamodb, settings, sketch_name, hours, params.get("resolution", "day"), now)
+    return uniques_api.histogram(aws.dynamodb, settings, sketch_name, hours, resolution, now)
 
 
 @app.on_sqs_message(
@@ -310,7 +315,10 @@ def post_views() -> Response:
 @app.route("/views", methods=["GET"], authorizer=read_key)
 @answers
 def get_views() -> dict[str, Any]:
-    return views_api.count(aws.dynamodb, settings, query(), clock.now_ms())
+    now = clock.now_ms()
+    params = query()
+    minutes = windows.optional_minute_range(params, now)
+    return views_api.count(aws.dynamodb, settings, views_api.parse_url(params), minutes, now)
 
 
 @app.on_sqs_message(
