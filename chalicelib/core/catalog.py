@@ -19,12 +19,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import keyspace, pager
+from chalicelib.core import keyspace, pager, times
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.core.transactions import error_code
-
-HOUR_MS = 3_600_000
 
 
 def catalog_pk(kind: str) -> str:
@@ -75,7 +73,7 @@ def touch(
     """Record that `names` were seen now; `names` maps each to its expiry (epoch s) or None
     for a name that never expires. Returns the number of writes made (0 when every name was
     already written this hour)."""
-    hour = now_ms // HOUR_MS
+    hour = now_ms // times.HOUR_MS
     fresh = recent.fresh(dynamodb, names, hour)
     for name in fresh:
         expires = names[name]

@@ -12,7 +12,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import dynamo, keyspace, pager, queues, validation
+from chalicelib.core import dynamo, keyspace, pager, queues, times
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 
@@ -30,7 +30,7 @@ def put(dynamodb: Any, settings: Settings, source: str, record_id: str, record: 
                 "sk": {"S": record_id or "unknown"},
                 "reason": {"S": reason},
                 "record": {"S": record[:MAX_RECORD_CHARS]},
-                "seen_at": {"S": validation.iso(now_ms)},
+                "seen_at": {"S": times.iso(now_ms)},
                 "expires_at": {"N": str(now_ms // 1000 + TTL_SECONDS)},
             },
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from chalicelib.core import catalog, pager, timebuckets, validation
+from chalicelib.core import catalog, pager, timebuckets, times, validation
 from chalicelib.core.settings import Settings
 from chalicelib.events.ingest import Event
 
@@ -36,6 +36,6 @@ def listing(dynamodb: Any, settings: Settings, params: dict[str, str], now_ms: i
     request = pager.page_request(params, lambda name: validation.name(name, "cursor"))
     entries, cursor = catalog.page(dynamodb, settings, KIND, request, now_ms)
     return {
-        "counters": [{"name": e.name, "last_counted": validation.iso(e.last_seen_ms)} for e in entries],
+        "counters": [{"name": e.name, "last_counted": times.iso(e.last_seen_ms)} for e in entries],
         "next": cursor,
     }

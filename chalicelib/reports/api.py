@@ -9,7 +9,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import pager, validation
+from chalicelib.core import pager, times
 from chalicelib.core.errors import NotFoundError, StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.reports import ranges as report_ranges
@@ -30,8 +30,8 @@ def list_reports(dynamodb: Any, settings: Settings, params: Mapping[str, str]) -
     reports = [
         {
             "id": item["sk"]["S"],
-            "start": validation.iso(int(item["start_ms"]["N"])),
-            "end": validation.iso(int(item["end_ms"]["N"])),
+            "start": times.iso(int(item["start_ms"]["N"])),
+            "end": times.iso(int(item["end_ms"]["N"])),
             "events": int(item["events"]["N"]),
         }
         for item in page.items

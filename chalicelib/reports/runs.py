@@ -11,7 +11,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
-from chalicelib.core import dynamo, keyspace, transactions
+from chalicelib.core import dynamo, keyspace, times, transactions
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.reports import ranges as report_ranges
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 CHECKPOINT_KEY = {"pk": {"S": f"{keyspace.REPORT}checkpoint"}, "sk": {"S": "#"}}
 INDEX_PK = f"{keyspace.REPORT}index"
 OBJECT_PREFIX = "reports/"
-MAX_REPORT_SPAN_MS = 86_400_000
+MAX_REPORT_SPAN_MS = times.DAY_MS
 _COMMIT_ATTEMPTS = 5
 _DESERIALIZER = TypeDeserializer()
 

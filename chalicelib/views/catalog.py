@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from chalicelib.core import catalog, dynamo, keyspace, pager, validation
+from chalicelib.core import catalog, dynamo, keyspace, pager, times
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -60,7 +60,7 @@ def listing(
             {
                 "url": item["url"]["S"],
                 "views": int(item.get("views", {"N": "0"})["N"]),
-                "last_counted": validation.iso(entry.last_seen_ms),
+                "last_counted": times.iso(entry.last_seen_ms),
             }
         )
     return {"urls": urls, "next": cursor}

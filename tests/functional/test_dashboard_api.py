@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core import catalog, validation
+from chalicelib.core import catalog, times
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
 from chalicelib.counters import catalog as counter_catalog
@@ -115,7 +115,7 @@ def test_given_an_older_write_when_it_lands_after_a_newer_one_then_last_counted_
     recent = catalog.Recent()  # another process, still in the earlier hour
     catalog.touch(aws.dynamodb, SETTINGS, counter_catalog.KIND, recent, {"x": None}, clock.now)
     (entry,) = get(client, "/counters").json_body["counters"]
-    assert entry["last_counted"] == validation.iso(clock.now + HOUR)
+    assert entry["last_counted"] == times.iso(clock.now + HOUR)
 
 
 def b64(text: str) -> str:
