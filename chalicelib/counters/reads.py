@@ -1,6 +1,6 @@
 """Windowed counts: a window read from its day and hour items, and histograms.
 
-The buckets are written by chalicelib.counters.stream_apply; their keys are in chalicelib.counter_keys.
+The buckets are written by chalicelib.counters.stream_apply; their keys are in chalicelib.counters.keys.
 
 The rule. A bucket keeps its counts until its end plus the retention of its events
 (`expires_at`, stored on the item; with mixed retentions the longest, see stream_apply). The

@@ -14,8 +14,7 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.uniques import keys
-from chalicelib.uniques import sketch_encoding as sketches
+from chalicelib.uniques import keys, sketches
 from chalicelib.uniques.batches import MAX_ITEMS, decode_item, message_body
 
 MAX_ITEM_CHARS = 1024

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from chalicelib.core import times
-from chalicelib.uniques import sketch_encoding as sketches
+from chalicelib.uniques import sketches
 from tests.e2e.stack import LocalStack, wait_for
 
 pytestmark = pytest.mark.e2e

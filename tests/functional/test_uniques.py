@@ -19,7 +19,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
 from chalicelib.uniques import keys as uniques_keys
-from chalicelib.uniques import sketch_encoding as sketches
+from chalicelib.uniques import sketches
 from tests.functional.helpers import invoke, partition
 
 SETTINGS = Settings()

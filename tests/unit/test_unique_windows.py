@@ -13,8 +13,7 @@ from chalicelib.core import timebuckets, times, window_params
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.uniques import batches
-from chalicelib.uniques import sketch_encoding as sketches
+from chalicelib.uniques import batches, sketches
 
 SETTINGS = Settings()
 P = sketches.precision_for(SETTINGS.uniques_error_rate)
