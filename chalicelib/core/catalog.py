@@ -20,6 +20,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import keyspace, pager, times
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.core.transactions import error_code
@@ -63,7 +64,7 @@ class Recent:
 
 
 def touch(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     kind: str,
     recent: Recent,
@@ -108,7 +109,7 @@ class Entry:
 
 
 def page(
-    dynamodb: Any, settings: Settings, kind: str, request: pager.PageRequest, now_ms: int
+    dynamodb: DynamoDB, settings: Settings, kind: str, request: pager.PageRequest, now_ms: int
 ) -> tuple[list[Entry], str | None]:
     """Up to `request.limit` live names after `request.after`, in name order, and the cursor of
     the next page (None at the end). One Query; a page may hold fewer names when some expired."""

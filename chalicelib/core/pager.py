@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import dynamo, inputs, validation
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 
 DEFAULT_LIMIT = 100
@@ -88,7 +89,7 @@ class Page:
 
 
 def query_page(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     table: str,
     pk: str,
     page: PageRequest,
@@ -127,7 +128,7 @@ def split_position(position: str, labels: Sequence[str]) -> tuple[str, str]:
 
 
 def query_across(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     table: str,
     partitions: Mapping[str, str],
     page: PageRequest,

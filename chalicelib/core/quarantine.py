@@ -13,6 +13,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import dynamo, keyspace, pager, queues, times
+from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 
@@ -21,7 +22,9 @@ TTL_SECONDS = 30 * 86400
 MAX_RECORD_CHARS = 8000
 
 
-def put(dynamodb: Any, settings: Settings, source: str, record_id: str, record: str, reason: str, now_ms: int) -> None:
+def put(
+    dynamodb: DynamoDB, settings: Settings, source: str, record_id: str, record: str, reason: str, now_ms: int
+) -> None:
     try:
         dynamodb.put_item(
             TableName=settings.counts_table,
@@ -38,7 +41,7 @@ def put(dynamodb: Any, settings: Settings, source: str, record_id: str, record: 
         raise StorageError(f"could not set a bad {source} record aside") from exc
 
 
-def list_records(dynamodb: Any, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
+def list_records(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
     """`{"records": [{"source", "id", "reason", "seen_at", "record"}], "next"}`: set-aside records
     of `source` (default every source, one after the other), one page (core.pager) of `limit`
     (1-1000, default 100) after `cursor`."""
@@ -68,7 +71,7 @@ MAX_COUNTED = 10_000
 VIEWS_DEAD_LETTER = "views-dead-letter-queue"
 
 
-def counts(dynamodb: Any, sqs: Any, settings: Settings) -> list[dict[str, Any]]:
+def counts(dynamodb: DynamoDB, sqs: SQS, settings: Settings) -> list[dict[str, Any]]:
     """How many records each source has set aside: the counts table's quarantine per source
     (a COUNT Query, stopped past MAX_COUNTED so the work stays bounded: `complete` false then)
     and the views queue's dead-letter queue (SQS's approximate count)."""

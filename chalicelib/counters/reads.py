@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import dynamo, keyspace, timebuckets, times, window_params
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.settings import Settings
 from chalicelib.counters import keys as counter_keys
@@ -68,7 +69,7 @@ def completeness(complete: bool, retained_from_ms: int) -> dict[str, Any]:
 
 
 def count_window(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     counter: str,
     first_minute: int,
@@ -110,14 +111,14 @@ def _part_count(item: dict[str, Any], part: timebuckets.Part) -> int:
 
 
 def _batch_get(
-    dynamodb: Any, settings: Settings, keys: list[dict[str, Any]], sleep: Sleep | None
+    dynamodb: DynamoDB, settings: Settings, keys: list[dict[str, Any]], sleep: Sleep | None
 ) -> dict[tuple[str, str], dict[str, Any]]:
     items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the counts", sleep)
     return {(item["pk"]["S"], item["sk"]["S"]): item for item in items}
 
 
 def histogram(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     counter: str,
     first_minute: int,
@@ -171,7 +172,7 @@ def histogram(
 
 
 def _query_buckets(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     counter: str,
     resolution: timebuckets.Resolution,

@@ -13,16 +13,20 @@ import secrets
 import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import ClientError
 
 from chalicelib.core import clock, inputs, times, validation
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import WriteRequestTypeDef
 
 MAX_BATCH = 25
 ID_MAX_CHARS = 128
@@ -149,7 +153,7 @@ def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:
 
 
 def store(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     events: list[Event],
     ingest_ms: int,
@@ -159,7 +163,7 @@ def store(
     """Write the events with BatchWriteItem, retrying unprocessed items; returns their ids."""
     pending = [(e, _serialize(to_item(e, ingest_ms, settings))) for e in events]
     for attempt in range(attempts):
-        requests = [{"PutRequest": {"Item": item}} for _, item in pending]
+        requests: list[WriteRequestTypeDef] = [{"PutRequest": {"Item": item}} for _, item in pending]
         try:
             response = dynamodb.batch_write_item(RequestItems={settings.events_table: requests})
         except ClientError as exc:

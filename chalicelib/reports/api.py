@@ -10,6 +10,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import pager, times
+from chalicelib.core.aws import S3, DynamoDB
 from chalicelib.core.errors import NotFoundError, StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.reports import ranges as report_ranges
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 FORMATS = ("json", "csv")
 
 
-def list_reports(dynamodb: Any, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
+def list_reports(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
     """`{"reports": [{"id", "start", "end", "events"}], "next"}`, newest first, one page
     (core.pager) of `limit` (1-1000, default 100) after `cursor`."""
     request = pager.page_request(params, report_ranges.parse_report_id)
@@ -39,12 +40,12 @@ def list_reports(dynamodb: Any, settings: Settings, params: Mapping[str, str]) -
     return {"reports": reports, "next": page.next}
 
 
-def get_report(dynamodb: Any, s3: Any, settings: Settings, report_id: str) -> dict[str, Any]:
+def get_report(dynamodb: DynamoDB, s3: S3, settings: Settings, report_id: str) -> dict[str, Any]:
     report: dict[str, Any] = json.loads(_read_object(dynamodb, s3, settings, report_id, "json"))
     return report
 
 
-def get_report_csv(dynamodb: Any, s3: Any, settings: Settings, report_id: str) -> str:
+def get_report_csv(dynamodb: DynamoDB, s3: S3, settings: Settings, report_id: str) -> str:
     """The report's CSV, as stored beside its JSON: `counter,events,<attribute>...`."""
     return _read_object(dynamodb, s3, settings, report_id, "csv").decode("utf-8")
 
@@ -62,7 +63,7 @@ def download_format(report_id: str, params: dict[str, str]) -> tuple[str, str]:
     return report_id, fmt or "json"
 
 
-def _read_object(dynamodb: Any, s3: Any, settings: Settings, report_id: str, kind: str) -> bytes:
+def _read_object(dynamodb: DynamoDB, s3: S3, settings: Settings, report_id: str, kind: str) -> bytes:
     report_ranges.parse_report_id(report_id)
     if _index_item(dynamodb, settings, report_id) is None:
         raise NotFoundError(f"no report {report_id}")

@@ -10,6 +10,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import dynamo, keyspace, pager, queues, timebuckets, times, validation, window_params
+from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
@@ -49,7 +50,7 @@ def parse_body(body: Any, now_ms: int) -> Post:
     return Post(items, time_ms)
 
 
-def enqueue(sqs: Any, settings: Settings, name: str, post: Post) -> int:
+def enqueue(sqs: SQS, settings: Settings, name: str, post: Post) -> int:
     body = message_body(name, sketches.item_hashes(post.items), post.time_ms)
     try:
         sqs.send_message(QueueUrl=queues.queue_url(sqs, settings.uniques_queue), MessageBody=body)
@@ -72,7 +73,7 @@ def parse_names(raw: str | None) -> list[str]:
 
 
 def count(
-    dynamodb: Any, settings: Settings, names: list[str], hours: tuple[int, int] | None, now_ms: int
+    dynamodb: DynamoDB, settings: Settings, names: list[str], hours: tuple[int, int] | None, now_ms: int
 ) -> dict[str, Any]:
     """The unique count of one name or the union of several: of all time without a window
     (`hours` None), else over those hours (window_params.optional_hour_range)."""
@@ -81,7 +82,7 @@ def count(
     return window_cardinality(dynamodb, settings, names, hours, now_ms)
 
 
-def cardinality(dynamodb: Any, settings: Settings, names: list[str]) -> dict[str, Any]:
+def cardinality(dynamodb: DynamoDB, settings: Settings, names: list[str]) -> dict[str, Any]:
     """All time: the union of every shard of the named sketches, one Query per name."""
     stored = [shard for name in names for shard in _read_all_shards(dynamodb, settings, name)]
     merged = sketches.merge(stored, sketches.precision_for(settings.uniques_error_rate))
@@ -89,7 +90,7 @@ def cardinality(dynamodb: Any, settings: Settings, names: list[str]) -> dict[str
 
 
 def window_cardinality(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     names: list[str],
     hours: tuple[int, int],
@@ -164,7 +165,7 @@ def _estimate(sketch: sketches.Sketch) -> dict[str, Any]:
 
 
 def histogram(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     name: str,
     hours: tuple[int, int],
@@ -215,7 +216,7 @@ def histogram(
     return answer
 
 
-def _read_all_shards(dynamodb: Any, settings: Settings, name: str) -> list[sketches.Sketch]:
+def _read_all_shards(dynamodb: DynamoDB, settings: Settings, name: str) -> list[sketches.Sketch]:
     request: dict[str, Any] = {
         "TableName": settings.counts_table,
         "KeyConditionExpression": "pk = :pk",
@@ -229,7 +230,7 @@ def _read_all_shards(dynamodb: Any, settings: Settings, name: str) -> list[sketc
 # -- the names that exist ----------------------------------------------------------------------
 
 
-def list_names(dynamodb: Any, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
+def list_names(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
     """`{"names": [{"name", "last_seen"}], "next": cursor | None}` in name order, one page
     (core.pager) of `limit` (1-1000, default 100) after `cursor` (the `next` of the previous page)."""
     request = pager.page_request(params, lambda n: validation.name(n, "cursor"))

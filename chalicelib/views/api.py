@@ -8,6 +8,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import dynamo, queues, timebuckets, times, window_params
+from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
@@ -16,7 +17,7 @@ from chalicelib.views import windows
 from chalicelib.views.keys import View
 
 
-def enqueue(sqs: Any, settings: Settings, views: list[View], sleep: Sleep | None = None) -> None:
+def enqueue(sqs: SQS, settings: Settings, views: list[View], sleep: Sleep | None = None) -> None:
     # A retried request cannot count twice (markers), so a partly sent batch is simply retried.
     url = queues.queue_url(sqs, settings.views_queue)
     entries = [{"Id": str(i), "MessageBody": view_keys.to_message(v)} for i, v in enumerate(views)]
@@ -28,7 +29,9 @@ def parse_url(params: Mapping[str, str]) -> str:
     return view_keys.text(params.get("url"), "url", view_keys.URL_MAX_CHARS)
 
 
-def count(dynamodb: Any, settings: Settings, url: str, minutes: tuple[int, int] | None, now_ms: int) -> dict[str, Any]:
+def count(
+    dynamodb: DynamoDB, settings: Settings, url: str, minutes: tuple[int, int] | None, now_ms: int
+) -> dict[str, Any]:
     """`url`'s views: of all time (its counter) when `minutes` is None, else in that range of
     minutes (window_params.optional_minute_range: the buckets from floor(start) to floor(end))."""
     if minutes is None:
@@ -41,7 +44,7 @@ def count(dynamodb: Any, settings: Settings, url: str, minutes: tuple[int, int] 
 
 
 def count_range(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     url: str,
     first_minute: int,

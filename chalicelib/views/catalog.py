@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from chalicelib.core import catalog, dynamo, keyspace, pager, times
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -24,7 +25,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _recent = catalog.Recent()
 
 
-def record(dynamodb: Any, settings: Settings, url_pks: Iterable[str], now_ms: int) -> int:
+def record(dynamodb: DynamoDB, settings: Settings, url_pks: Iterable[str], now_ms: int) -> int:
     """Note the URLs (by their counter partition `URL#<sha>`) as counted now; returns the writes made."""
     shas: dict[str, int | None] = {pk.removeprefix(keyspace.VIEW_URL): None for pk in url_pks}
     return catalog.touch(dynamodb, settings, KIND, _recent, shas, now_ms)
@@ -37,7 +38,7 @@ def _sha(value: str) -> str:
 
 
 def listing(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     params: dict[str, str],
     now_ms: int,
