@@ -155,7 +155,8 @@ def post_key() -> Response:
 @app.route("/keys", methods=["GET"], authorizer=admin_key)
 @answers
 def get_keys() -> dict[str, Any]:
-    return {"keys": [record.as_dict() for record in key_store.list_keys(aws.dynamodb, settings)]}
+    records, cursor = key_store.page_keys(aws.dynamodb, settings, query())
+    return {"keys": [record.as_dict() for record in records], "next": cursor}
 
 
 @app.route("/keys/{key_id}", methods=["DELETE"], authorizer=admin_key)
@@ -199,7 +200,7 @@ def get_histogram(counter: str) -> dict[str, Any]:
 @app.route("/quarantine", methods=["GET"], authorizer=admin_key)
 @answers
 def get_quarantine() -> dict[str, Any]:
-    return {"records": quarantine.list_records(aws.dynamodb, settings, query().get("source"))}
+    return quarantine.list_records(aws.dynamodb, settings, query())
 
 
 @app.on_dynamodb_record(
@@ -229,7 +230,9 @@ def post_unique_items(name: str) -> Response:
 @answers
 def get_unique_count(name: str) -> dict[str, Any]:
     sketch_name = validation.name(name, "name")
-    return {"name": sketch_name, **uniques_api.count(aws.dynamodb, settings, [sketch_name], query(), clock.now_ms())}
+    now = clock.now_ms()
+    hours = windows.optional_hour_range(query(), now)
+    return {"name": sketch_name, **uniques_api.count(aws.dynamodb, settings, [sketch_name], hours, now)}
 
 
 @app.route("/hyperloglog", methods=["GET"], authorizer=read_key)
@@ -238,8 +241,10 @@ def get_union_count() -> dict[str, Any]:
     params = query()
     if "names" not in params:  # without names= the route lists the names that exist
         return uniques_api.list_names(aws.dynamodb, settings, params)
+    now = clock.now_ms()
+    hours = windows.optional_hour_range(params, now)
     names = uniques_api.parse_names(params["names"])
-    return {"names": names, **uniques_api.count(aws.dynamodb, settings, names, params, clock.now_ms())}
+    return {"names": names, **uniques_api.count(aws.dynamodb, settings, names, hours, now)}
 
 
 @app.route("/hyperloglog/{name}/histogram", methods=["GET"], authorizer=read_key)
@@ -248,8 +253,9 @@ def get_unique_histogram(name: str) -> dict[str, Any]:
     now = clock.now_ms()
     params = query()
     hours = windows.hour_range(params, now)
+    resolution = windows.resolution(params, ("hour", "day"), "day")
     sketch_name = validation.name(name, "name")
-    return uniques_api.histogram(aws.dynamodb, settings, sketch_name, hours, params.get("resolution", "day"), now)
+    return uniques_api.histogram(aws.dynamodb, settings, sketch_name, hours, resolution, now)
 
 
 @app.on_sqs_message(
@@ -283,7 +289,7 @@ def post_reports() -> Response:
 @app.route("/reports", methods=["GET"], authorizer=read_key)
 @answers
 def get_reports() -> dict[str, Any]:
-    return {"reports": reports_api.list_reports(aws.dynamodb, settings, query().get("limit"))}
+    return reports_api.list_reports(aws.dynamodb, settings, query())
 
 
 @app.route("/reports/{report_id}", methods=["GET"], authorizer=read_key)
@@ -309,7 +315,10 @@ def post_views() -> Response:
 @app.route("/views", methods=["GET"], authorizer=read_key)
 @answers
 def get_views() -> dict[str, Any]:
-    return views_api.count(aws.dynamodb, settings, query(), clock.now_ms())
+    now = clock.now_ms()
+    params = query()
+    minutes = windows.optional_minute_range(params, now)
+    return views_api.count(aws.dynamodb, settings, views_api.parse_url(params), minutes, now)
 
 
 @app.on_sqs_message(

@@ -22,7 +22,7 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from chalicelib.core import inputs, timebuckets, validation, window_params
+from chalicelib.core import inputs, timebuckets, times, window_params
 from chalicelib.core.errors import ValidationError
 from chalicelib.events import ingest
 
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     params = {"start": "2000-01-01T00:00:00Z", "end": "2099-12-31T00:00:00Z", "resolution": "minute"}
-    first, last = validation.time_ms(params["start"]) // 60_000, validation.time_ms(params["end"]) // 60_000
+    first, last = times.parse(params["start"]) // 60_000, times.parse(params["end"]) // 60_000
     would_build = timebuckets.bucket_count(first, last, "minute")
     built = 0
     real_init = timebuckets.Bucket.__init__

@@ -42,7 +42,7 @@ from chalicelib.core.settings import Settings  # noqa: E402
 from chalicelib.uniques import api as uniques_api  # noqa: E402
 from chalicelib.uniques import batches as uniques_batches  # noqa: E402
 from chalicelib.uniques import keys as uniques_keys  # noqa: E402
-from chalicelib.uniques import sketch_encoding as sketches  # noqa: E402
+from chalicelib.uniques import sketches  # noqa: E402
 from tools import resources  # noqa: E402
 
 REDIS_STANDARD_ERROR = 0.0081

@@ -106,7 +106,7 @@ def tally_design(dynamodb: Any, plain: Any, sqs: Any, settings: Any, batches: li
         messages = [Message(f"{number}-{i}", f"r-{number}-{i}", view_keys.to_message(v)) for i, v in enumerate(batch)]
         views_batches.apply_messages(dynamodb, sqs, settings, messages, T0)
     urls = {v.url for batch in batches for v in batch}
-    return {url: views_api.count(plain, settings, {"url": url}, T0)["views"] for url in urls}
+    return {url: views_api.count(plain, settings, url, None, T0)["views"] for url in urls}
 
 
 def without_buckets(settings: Any, time_ms: int, now_ms: int) -> tuple[windows.Span, ...]:

@@ -18,7 +18,6 @@ because the role policy Chalice embeds is a static file naming them.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -182,8 +181,7 @@ def load_app(stage_name: str, project: Path) -> Any:
     """app.py as Chalice imports it for this stage (its settings come from the stage's env)."""
     import importlib
 
-    for key, value in stage.stage_environment(stage_name, project).items():
-        os.environ.setdefault(key, value)
+    stage.export(stage_name, project)
     sys.path.insert(0, str(project))
     return importlib.import_module("app")
 

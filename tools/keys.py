@@ -35,7 +35,7 @@ def create(dynamodb: Any, settings: Settings, scopes: list[str], **limits: Any) 
 
 def first_admin_key(dynamodb: Any, settings: Settings) -> str | None:
     """A new admin key when the stage has no key at all (its first deploy), else None."""
-    if key_store.list_keys(dynamodb, settings):
+    if next(key_store.all_keys(dynamodb, settings), None) is not None:
         return None
     return create(dynamodb, settings, ["admin"], note="first admin key")[0]
 
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({**record.as_dict(), "key": key}, indent=2))
         print("The key is shown this once: keep it. Send it as Authorization: Bearer <key>.", file=sys.stderr)
     elif args.command == "list":
-        print(json.dumps([r.as_dict() for r in key_store.list_keys(dynamodb, settings)], indent=2))
+        print(json.dumps([r.as_dict() for r in key_store.all_keys(dynamodb, settings)], indent=2))
     else:
         if not args.id:
             parser.error("revoke needs --id")

@@ -28,7 +28,7 @@ from typing import Any
 
 import boto3
 
-from tools.stage import stage_environment
+from tools import stage
 
 PROJECT = Path(__file__).resolve().parent.parent
 log = logging.getLogger("tally.local")
@@ -138,12 +138,7 @@ def run(args: argparse.Namespace) -> int:
     directory = args.state_dir or state_dir(args.port)
     require_free_port(args.host, args.port, "the API", "PORT", "--port")
 
-    # Stage variables first; what the user exported wins.
-    for key, value in stage_environment(args.stage).items():
-        os.environ.setdefault(key, value)
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        os.environ.setdefault(key, "testing")
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    stage.export(args.stage, emulator=True)  # stage variables; what the user exported wins
 
     emulator = None
     if not os.environ.get("AWS_ENDPOINT_URL"):

@@ -23,7 +23,9 @@ from typing import Any
 import requests
 from tqdm import tqdm
 
-HOUR_MS = 3_600_000
+from chalicelib.core import times
+
+HOUR_MS = times.HOUR_MS
 
 
 def generate(
@@ -61,19 +63,11 @@ def send_api(api: str, events: list[dict[str, Any]], key: str | None) -> None:
 
 
 def send_direct(stage: str, events: list[dict[str, Any]]) -> None:
-    from tools.stage import stage_environment
-
-    for key, value in stage_environment(stage).items():
-        os.environ.setdefault(key, value)
-    if os.environ.get("AWS_ENDPOINT_URL"):  # an emulator takes any credentials
-        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-            os.environ.setdefault(key, "testing")
-        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     from chalicelib.core.aws import AwsClients
-    from chalicelib.core.settings import Settings
     from chalicelib.events import ingest as event_module
+    from tools import stage as stages
 
-    settings = Settings.from_env()
+    settings = stages.export(stage)
     clients = AwsClients(settings)
     now = int(time.time() * 1000)
     with tqdm(total=len(events), unit="event", desc=f"BatchWriteItem {settings.events_table}") as bar:
@@ -117,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         send_api(args.api, events, args.key or default_key())
     day_ago = now - 24 * HOUR_MS
     for counter in counters:
-        recent = sum(1 for e in events if e["counter"] == counter and e["time"] // 60_000 > day_ago // 60_000)
+        recent = sum(
+            1 for e in events if e["counter"] == counter and e["time"] // times.MINUTE_MS > day_ago // times.MINUTE_MS
+        )
         print(f"{counter}: {recent} events in the last 24 hours")
     return 0
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +42,35 @@ def stage_environment(stage: str, project: Path = PROJECT) -> dict[str, str]:
 
 
 def stage_settings(stage: str, project: Path = PROJECT) -> Settings:
+    """The stage's settings as .chalice/config.json gives them (Chalice sets them on AWS)."""
     return Settings.from_env(stage_environment(stage, project))
+
+
+# What an AWS emulator accepts: any credentials, and a region.
+EMULATOR_DEFAULTS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+def export(
+    stage: str,
+    project: Path = PROJECT,
+    environ: MutableMapping[str, str] = os.environ,
+    emulator: bool | None = None,
+) -> Settings:
+    """Run this process as the stage: its variables go into `environ` where unset (what the
+    user exported wins), for code that reads them at import as Lambda does (app.py), and its
+    settings are returned. With `emulator` (default: when AWS_ENDPOINT_URL is then set), the
+    credentials and region an emulator accepts are set too where unset. The one place tools
+    apply a stage's variables."""
+    for key, value in stage_environment(stage, project).items():
+        environ.setdefault(key, value)
+    if emulator or (emulator is None and environ.get("AWS_ENDPOINT_URL")):
+        for key, value in EMULATOR_DEFAULTS.items():
+            environ.setdefault(key, value)
+    return Settings.from_env(environ)
 
 
 def policy_path(stage: str, project: Path = PROJECT) -> Path:

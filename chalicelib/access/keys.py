@@ -15,6 +15,7 @@ import secrets
 KEY_PREFIX = "tly_"
 KEY_PATTERN = re.compile(r"tly_[A-Za-z0-9_-]{43}")
 ID_PATTERN = re.compile(r"[0-9a-f]{16}")
+DIGEST_PATTERN = re.compile(r"[0-9a-f]{64}")
 BEARER = "bearer "
 
 

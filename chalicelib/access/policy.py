@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.core import inputs, validation
+from chalicelib.core import inputs, times
 from chalicelib.core.errors import ValidationError
 
 INGEST, READ, ADMIN = "ingest", "read", "admin"
@@ -56,8 +56,8 @@ class KeyRecord:
             "prefix": self.prefix,
             "origins": list(self.origins),
             "note": self.note,
-            "created": validation.iso(self.created_ms),
-            "revoked": None if self.revoked_ms is None else validation.iso(self.revoked_ms),
+            "created": times.iso(self.created_ms),
+            "revoked": None if self.revoked_ms is None else times.iso(self.revoked_ms),
         }
 
 

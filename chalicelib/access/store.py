@@ -8,22 +8,21 @@ strongly consistent GetItem; the gateway authorizer's cache keeps them rare.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from chalicelib.access import keys
 from chalicelib.access.policy import KeyRecord, NewKey
-from chalicelib.core import dynamo, keyspace
+from chalicelib.core import dynamo, keyspace, pager
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import NotFoundError, StorageError, ValidationError
 from chalicelib.core.settings import Settings
 
-MAX_LISTED = 1000
-
 
 def create(
-    dynamodb: Any, settings: Settings, new: NewKey, now_ms: int, key: str | None = None
+    dynamodb: DynamoDB, settings: Settings, new: NewKey, now_ms: int, key: str | None = None
 ) -> tuple[str, KeyRecord]:
     """Store a new key (a fresh one, or `key` when given and not stored yet); the plain key is
     returned to show once. Storing a given key again changes nothing."""
@@ -53,7 +52,7 @@ def create(
     return key, record
 
 
-def find(dynamodb: Any, settings: Settings, key: str) -> KeyRecord | None:
+def find(dynamodb: DynamoDB, settings: Settings, key: str) -> KeyRecord | None:
     """The record of a well-formed key, or None."""
     if not keys.is_well_formed(key):
         return None
@@ -69,22 +68,31 @@ def find(dynamodb: Any, settings: Settings, key: str) -> KeyRecord | None:
     return None if item is None else _record(item)
 
 
-def list_keys(dynamodb: Any, settings: Settings) -> list[KeyRecord]:
-    """Every key (at most MAX_LISTED), newest first."""
-    request = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": keyspace.ACCESS_KEY}},
-    }
-    records: list[KeyRecord] = []
-    for page in dynamo.query_pages(dynamodb, request, "could not list the keys"):
-        records += [_record(item) for item in page.get("Items", [])]
-        if len(records) >= MAX_LISTED:
-            break
-    return sorted(records[:MAX_LISTED], key=lambda r: (-r.created_ms, r.id))
+def page_keys(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]) -> tuple[list[KeyRecord], str | None]:
+    """One page (core.pager) of keys, `limit` (1-1000, default 100) after `cursor`, in the
+    order of their hashes (stable, not by age), and the cursor of the next page."""
+    request = pager.page_request(params, _digest)
+    page = pager.query_page(dynamodb, settings.counts_table, keyspace.ACCESS_KEY, request, "could not list the keys")
+    return [_record(item) for item in page.items], page.next
 
 
-def revoke(dynamodb: Any, settings: Settings, key_id: str, now_ms: int) -> KeyRecord:
+def all_keys(dynamodb: DynamoDB, settings: Settings) -> Iterator[KeyRecord]:
+    """Every key, a page at a time (for tools; the API answers one page a request)."""
+    params: dict[str, str] = {"limit": str(pager.MAX_LIMIT)}
+    while True:
+        records, cursor = page_keys(dynamodb, settings, params)
+        yield from records
+        if cursor is None:
+            return
+        params["cursor"] = cursor
+
+
+def _digest(position: str) -> None:
+    if not keys.DIGEST_PATTERN.fullmatch(position):
+        raise ValidationError("not a key hash")
+
+
+def revoke(dynamodb: DynamoDB, settings: Settings, key_id: str, now_ms: int) -> KeyRecord:
     """Mark a key revoked (idempotent: the first revocation time stays)."""
     if not keys.ID_PATTERN.fullmatch(key_id):
         raise ValidationError("a key id is 16 hex digits, as GET /keys lists them")

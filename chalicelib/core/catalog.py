@@ -6,65 +6,28 @@ Writing one is kept off the hot path's cost: a process writes a name's item once
 (`Recent` remembers which it wrote; again only if the name now needs a later expiry), with a condition that only moves `last_seen` forward,
 so `last_seen` is accurate to the hour and a name costs one small write per hour per process.
 
-Listings page with an opaque cursor: base64url of the last name of a page. The cursor names
-only a sort key; the partition is always the catalog's own, so a cursor cannot reach other items.
+Listings page through core.pager: its cursor names a sort key within the catalog's own partition.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import dynamo, inputs, keyspace, validation
-from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core import keyspace, pager, times
+from chalicelib.core.aws import DynamoDB
+from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.core.transactions import error_code
-
-HOUR_MS = 3_600_000
-DEFAULT_LIMIT = 100
-MAX_LIMIT = 1000
-MAX_CURSOR_CHARS = 1024
 
 
 def catalog_pk(kind: str) -> str:
     return f"{keyspace.CATALOG}{kind}"
-
-
-# -- cursors and limits (pure) -------------------------------------------------------------
-
-
-def encode_cursor(last_name: str) -> str:
-    return base64.urlsafe_b64encode(last_name.encode("utf-8")).decode("ascii").rstrip("=")
-
-
-def decode_cursor(raw: str | None, check: Callable[[str], object]) -> str | None:
-    """The name a cursor stands for, or None for the first page; ValidationError (400) for a
-    cursor this API did not give out. `check` validates the name (raising ValidationError)."""
-    if raw is None or raw == "":
-        return None
-    bad = ValidationError("cursor is not one this API gave out: pass the `next` of the previous page unchanged")
-    if len(raw) > MAX_CURSOR_CHARS:
-        raise bad
-    try:
-        name = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode("utf-8")
-        check(name)
-    except (binascii.Error, ValueError, ValidationError) as exc:
-        raise bad from exc
-    return name
-
-
-def page_limit(raw: str | None, default: int = DEFAULT_LIMIT, most: int = MAX_LIMIT) -> int:
-    """The `limit` of a listing: every paginated route reads it here."""
-    if raw is None:
-        return default
-    return validation.integer(inputs.digits(raw, "limit", len(str(most))), "limit", 1, most)
 
 
 # -- writes --------------------------------------------------------------------------------
@@ -101,7 +64,7 @@ class Recent:
 
 
 def touch(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     kind: str,
     recent: Recent,
@@ -111,7 +74,7 @@ def touch(
     """Record that `names` were seen now; `names` maps each to its expiry (epoch s) or None
     for a name that never expires. Returns the number of writes made (0 when every name was
     already written this hour)."""
-    hour = now_ms // HOUR_MS
+    hour = now_ms // times.HOUR_MS
     fresh = recent.fresh(dynamodb, names, hour)
     for name in fresh:
         expires = names[name]
@@ -146,21 +109,16 @@ class Entry:
 
 
 def page(
-    dynamodb: Any, settings: Settings, kind: str, after: str | None, limit: int, now_ms: int
+    dynamodb: DynamoDB, settings: Settings, kind: str, request: pager.PageRequest, now_ms: int
 ) -> tuple[list[Entry], str | None]:
-    """Up to `limit` live names after `after`, in name order, and the cursor of the next page
-    (None at the end). One Query; a page may hold fewer than `limit` names when some expired."""
-    request: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk",
-        # An item past its expiry may linger until DynamoDB deletes it: it is no longer listed.
-        "FilterExpression": "attribute_not_exists(expires_at) OR expires_at > :now",
-        "ExpressionAttributeValues": {":pk": {"S": catalog_pk(kind)}, ":now": {"N": str(now_ms // 1000)}},
-        "Limit": limit,
-    }
-    if after is not None:
-        request["ExclusiveStartKey"] = {"pk": {"S": catalog_pk(kind)}, "sk": {"S": after}}
-    first = next(dynamo.query_pages(dynamodb, request, f"could not read the {kind} catalog"))
-    entries = [Entry(i["sk"]["S"], int(i["last_seen"]["N"])) for i in first.get("Items", [])]
-    last = first.get("LastEvaluatedKey")
-    return entries, encode_cursor(last["sk"]["S"]) if last else None
+    """Up to `request.limit` live names after `request.after`, in name order, and the cursor of
+    the next page (None at the end). One Query; a page may hold fewer names when some expired."""
+    found = pager.query_page(
+        dynamodb,
+        settings.counts_table,
+        catalog_pk(kind),
+        request,
+        f"could not read the {kind} catalog",
+        live_at_s=now_ms // 1000,
+    )
+    return [Entry(i["sk"]["S"], int(i["last_seen"]["N"])) for i in found.items], found.next

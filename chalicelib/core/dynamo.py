@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
 from chalicelib.core import clock
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.retry import backoff
 
 
-def query_pages(dynamodb: Any, request: dict[str, Any], failure: str) -> Iterator[dict[str, Any]]:
+def query_pages(dynamodb: DynamoDB, request: dict[str, Any], failure: str) -> Iterator[dict[str, Any]]:
     """Every page of a Query; a failed call becomes StorageError(failure)."""
     request = dict(request)
     while True:
@@ -21,13 +22,16 @@ def query_pages(dynamodb: Any, request: dict[str, Any], failure: str) -> Iterato
             page = dynamodb.query(**request)
         except ClientError as exc:
             raise StorageError(failure) from exc
-        yield page
+        # A page is read where its items are turned into records; the stubs type each field.
+        yield cast("dict[str, Any]", page)
         if "LastEvaluatedKey" not in page:
             return
         request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def query_sort_range(dynamodb: Any, table: str, pk: str, lo: str, hi: str, failure: str) -> Iterator[dict[str, Any]]:
+def query_sort_range(
+    dynamodb: DynamoDB, table: str, pk: str, lo: str, hi: str, failure: str
+) -> Iterator[dict[str, Any]]:
     """Every item of partition `pk` whose sort key lies in [lo, hi], paginated."""
     request = {
         "TableName": table,
@@ -44,7 +48,7 @@ def stored_expiry(item: dict[str, Any] | None) -> int | None:
 
 
 def batch_get_items(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     table: str,
     keys: list[dict[str, Any]],
     failure: str,

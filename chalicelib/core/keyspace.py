@@ -39,3 +39,14 @@ REPORT = "REPORT#"
 QUARANTINE = "QUARANTINE#"
 ACCESS_KEY = "KEY#"
 CATALOG = "CATALOG#"
+
+
+def index_sort_key(prefix: str, index: int) -> str:
+    """`<prefix>#<index>`: the sort key of a numbered item (a bucket's hour or day since the
+    epoch), the index zero-padded to 10 digits so that text order is number order."""
+    return f"{prefix}#{index:010d}"
+
+
+def sort_key_index(sort_key: str) -> int:
+    """The index of a sort key made by index_sort_key."""
+    return int(sort_key.split("#", 1)[1])

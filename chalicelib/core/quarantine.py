@@ -7,11 +7,13 @@ dead-letter queue instead.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import dynamo, keyspace, queues, validation
+from chalicelib.core import dynamo, keyspace, pager, queues, times
+from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 
@@ -20,7 +22,9 @@ TTL_SECONDS = 30 * 86400
 MAX_RECORD_CHARS = 8000
 
 
-def put(dynamodb: Any, settings: Settings, source: str, record_id: str, record: str, reason: str, now_ms: int) -> None:
+def put(
+    dynamodb: DynamoDB, settings: Settings, source: str, record_id: str, record: str, reason: str, now_ms: int
+) -> None:
     try:
         dynamodb.put_item(
             TableName=settings.counts_table,
@@ -29,7 +33,7 @@ def put(dynamodb: Any, settings: Settings, source: str, record_id: str, record: 
                 "sk": {"S": record_id or "unknown"},
                 "reason": {"S": reason},
                 "record": {"S": record[:MAX_RECORD_CHARS]},
-                "seen_at": {"S": validation.iso(now_ms)},
+                "seen_at": {"S": times.iso(now_ms)},
                 "expires_at": {"N": str(now_ms // 1000 + TTL_SECONDS)},
             },
         )
@@ -37,37 +41,37 @@ def put(dynamodb: Any, settings: Settings, source: str, record_id: str, record: 
         raise StorageError(f"could not set a bad {source} record aside") from exc
 
 
-def list_records(dynamodb: Any, settings: Settings, source: str | None, limit: int = 100) -> list[dict[str, str]]:
-    """Set-aside records of one source, or of every source, up to `limit` per source."""
+def list_records(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
+    """`{"records": [{"source", "id", "reason", "seen_at", "record"}], "next"}`: set-aside records
+    of `source` (default every source, one after the other), one page (core.pager) of `limit`
+    (1-1000, default 100) after `cursor`."""
+    source = params.get("source")
     if source is not None and source not in SOURCES:
         raise ValidationError(f"source must be one of {', '.join(SOURCES)}")
-    records: list[dict[str, str]] = []
-    for name in [source] if source else SOURCES:
-        request = {
-            "TableName": settings.counts_table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": f"{keyspace.QUARANTINE}{name}"}},
-            "Limit": limit,
+    listed = [source] if source else list(SOURCES)
+    request = pager.page_request(params, lambda position: pager.split_position(position, listed))
+    partitions = {name: f"{keyspace.QUARANTINE}{name}" for name in listed}
+    found, cursor = pager.query_across(
+        dynamodb, settings.counts_table, partitions, request, "could not read the quarantine"
+    )
+    records = [
+        {
+            "source": name,
+            "id": i["sk"]["S"],
+            "reason": i["reason"]["S"],
+            "seen_at": i["seen_at"]["S"],
+            "record": i["record"]["S"],
         }
-        page = next(dynamo.query_pages(dynamodb, request, "could not read the quarantine"))
-        records += [
-            {
-                "source": name,
-                "id": i["sk"]["S"],
-                "reason": i["reason"]["S"],
-                "seen_at": i["seen_at"]["S"],
-                "record": i["record"]["S"],
-            }
-            for i in page.get("Items", [])
-        ]
-    return records
+        for name, i in found
+    ]
+    return {"records": records, "next": cursor}
 
 
 MAX_COUNTED = 10_000
 VIEWS_DEAD_LETTER = "views-dead-letter-queue"
 
 
-def counts(dynamodb: Any, sqs: Any, settings: Settings) -> list[dict[str, Any]]:
+def counts(dynamodb: DynamoDB, sqs: SQS, settings: Settings) -> list[dict[str, Any]]:
     """How many records each source has set aside: the counts table's quarantine per source
     (a COUNT Query, stopped past MAX_COUNTED so the work stays bounded: `complete` false then)
     and the views queue's dead-letter queue (SQS's approximate count)."""

@@ -18,6 +18,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import clock
+from chalicelib.core.aws import SQS
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.retry import backoff
@@ -54,7 +55,7 @@ def sendable(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def queue_url(sqs: Any, name: str) -> str:
+def queue_url(sqs: SQS, name: str) -> str:
     try:
         return str(sqs.get_queue_url(QueueName=name)["QueueUrl"])
     except ClientError as exc:
@@ -62,7 +63,7 @@ def queue_url(sqs: Any, name: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def dead_letter_url(sqs: Any, name: str) -> str:
+def dead_letter_url(sqs: SQS, name: str) -> str:
     try:
         attributes = sqs.get_queue_attributes(QueueUrl=queue_url(sqs, name), AttributeNames=["RedrivePolicy"])
         target_arn = json.loads(attributes["Attributes"]["RedrivePolicy"])["deadLetterTargetArn"]
@@ -72,7 +73,7 @@ def dead_letter_url(sqs: Any, name: str) -> str:
 
 
 def send(
-    sqs: Any,
+    sqs: SQS,
     url: str,
     entries: Sequence[dict[str, Any]],
     sleep: Sleep | None = None,
@@ -81,7 +82,7 @@ def send(
     _batched(sqs.send_message_batch, url, list(entries), sleep or clock.sleep, "messages could not be queued")
 
 
-def delete(sqs: Any, url: str, receipt_handles: Sequence[str], sleep: Sleep | None = None) -> None:
+def delete(sqs: SQS, url: str, receipt_handles: Sequence[str], sleep: Sleep | None = None) -> None:
     entries = [{"Id": str(i), "ReceiptHandle": handle} for i, handle in enumerate(receipt_handles)]
     _batched(sqs.delete_message_batch, url, entries, sleep or clock.sleep, "messages could not be deleted")
 

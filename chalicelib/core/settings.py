@@ -6,9 +6,11 @@ embedded emulator. Business code receives a Settings object and never reads os.e
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 # What makes a view unique: "event" (url + time + clientId) or "client-day" (url + clientId + UTC day).
 VIEW_DEDUP_POLICIES = ("event", "client-day")
@@ -76,90 +78,142 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings from environment variables (each field's name upper-cased; unset or empty
+        keeps the default), every value checked against its rule in FIELDS, then the checks
+        that span fields (CROSS_FIELD). SettingsError names the first variable that fails."""
         env = os.environ if environ is None else environ
         defaults = cls()
+        values: dict[str, Any] = {}
+        for field in dataclasses.fields(cls):
+            raw = env.get(field.name.upper()) or (env.get(_FALLBACK[field.name]) if field.name in _FALLBACK else None)
+            rule = FIELDS[field.name]
+            values[field.name] = getattr(defaults, field.name) if raw in (None, "") else rule.parse(field.name, raw)
+        settings = cls(**values)
+        for check in CROSS_FIELD:
+            check(settings)
+        return settings
 
-        def text(name: str, default: str) -> str:
-            return env.get(name) or default
 
-        def integer(name: str, default: int, low: int, high: int) -> int:
-            raw = env.get(name)
-            if raw in (None, ""):
-                return default
-            try:
-                value = int(raw)
-            except ValueError as exc:
-                raise SettingsError(f"{name} must be an integer, got {raw!r}") from exc
-            if not low <= value <= high:
-                raise SettingsError(f"{name} must be between {low} and {high}, got {value}")
-            return value
+# -- the table of fields and their bounds --------------------------------------------------
 
-        def fraction(name: str, default: float, low: float, high: float) -> float:
-            try:
-                value = float(env.get(name) or default)
-            except ValueError as exc:
-                raise SettingsError(f"{name} must be a number, got {env.get(name)!r}") from exc
-            if not low <= value <= high:
-                raise SettingsError(f"{name} must be between {low} and {high}, got {value}")
-            return value
 
-        uniques_batch_size = integer("UNIQUES_BATCH_SIZE", defaults.uniques_batch_size, 1, 10000)
-        uniques_window = integer("UNIQUES_BATCHING_WINDOW_SECONDS", defaults.uniques_batching_window_seconds, 0, 300)
-        if uniques_batch_size > 10 and uniques_window == 0:
-            raise SettingsError("UNIQUES_BATCH_SIZE above 10 needs UNIQUES_BATCHING_WINDOW_SECONDS above 0")
+@dataclass(frozen=True)
+class Text:
+    def parse(self, field: str, raw: str) -> str:
+        return raw
 
-        def choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
-            value = text(name, default)
-            if value not in allowed:
-                raise SettingsError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
-            return value
 
-        def origins(name: str) -> tuple[str, ...]:
-            return tuple(part.strip() for part in env.get(name, "").split(",") if part.strip())
+@dataclass(frozen=True)
+class Integer:
+    low: int
+    high: int
 
-        return cls(
-            events_table=text("EVENTS_TABLE", defaults.events_table),
-            counts_table=text("COUNTS_TABLE", defaults.counts_table),
-            events_stream_arn=text("EVENTS_STREAM_ARN", defaults.events_stream_arn),
-            views_queue=text("VIEWS_QUEUE", defaults.views_queue),
-            uniques_queue=text("UNIQUES_QUEUE", defaults.uniques_queue),
-            reports_bucket=text("REPORTS_BUCKET", defaults.reports_bucket),
-            aws_endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
-            aws_region=text("AWS_REGION", text("AWS_DEFAULT_REGION", defaults.aws_region)),
-            event_write_shards=integer("EVENT_WRITE_SHARDS", defaults.event_write_shards, 1, 100),
-            event_ttl_seconds=integer("EVENT_TTL_SECONDS", defaults.event_ttl_seconds, 3600, 10 * 365 * 86400),
-            default_retention_seconds=integer(
-                "DEFAULT_RETENTION_SECONDS", defaults.default_retention_seconds, 60, 10 * 365 * 86400
-            ),
-            max_future_skew_seconds=integer("MAX_FUTURE_SKEW_SECONDS", defaults.max_future_skew_seconds, 0, 7 * 86400),
-            marker_ttl_seconds=integer("MARKER_TTL_SECONDS", defaults.marker_ttl_seconds, 86400, 365 * 86400),
-            stream_batch_size=integer("STREAM_BATCH_SIZE", defaults.stream_batch_size, 1, 10000),
-            # 0.0041-0.26 keeps the precision within the library's 4-16.
-            uniques_error_rate=fraction("UNIQUES_ERROR_RATE", defaults.uniques_error_rate, 0.0041, 0.26),
-            uniques_shards=integer("UNIQUES_SHARDS", defaults.uniques_shards, 1, 64),
-            uniques_batch_size=uniques_batch_size,
-            uniques_batching_window_seconds=uniques_window,
-            uniques_hour_retention_seconds=integer(
-                "UNIQUES_HOUR_RETENTION_SECONDS", defaults.uniques_hour_retention_seconds, 3600, 400 * 86400
-            ),
-            uniques_day_retention_seconds=integer(
-                "UNIQUES_DAY_RETENTION_SECONDS", defaults.uniques_day_retention_seconds, 86400, 10 * 365 * 86400
-            ),
-            report_interval_minutes=integer("REPORT_INTERVAL_MINUTES", defaults.report_interval_minutes, 15, 1440),
-            report_settle_seconds=integer("REPORT_SETTLE_SECONDS", defaults.report_settle_seconds, 0, 3600),
-            view_marker_ttl_seconds=integer(
-                "VIEW_MARKER_TTL_SECONDS", defaults.view_marker_ttl_seconds, 3600, 365 * 86400
-            ),
-            view_bucket_retention_seconds=integer(
-                "VIEW_BUCKET_RETENTION_SECONDS", defaults.view_bucket_retention_seconds, 86400, 10 * 365 * 86400
-            ),
-            view_dedup=choice("VIEW_DEDUP", defaults.view_dedup, VIEW_DEDUP_POLICIES),
-            views_batch_size=integer("VIEWS_BATCH_SIZE", defaults.views_batch_size, 1, 10000),
-            views_batching_window_seconds=integer(
-                "VIEWS_BATCHING_WINDOW_SECONDS", defaults.views_batching_window_seconds, 0, 300
-            ),
-            cors_origins=origins("CORS_ORIGINS"),
-            key_cache_seconds=integer("KEY_CACHE_SECONDS", defaults.key_cache_seconds, 0, 3600),
-            throttle_rate_limit=integer("THROTTLE_RATE_LIMIT", defaults.throttle_rate_limit, 1, 10000),
-            throttle_burst_limit=integer("THROTTLE_BURST_LIMIT", defaults.throttle_burst_limit, 1, 5000),
-        )
+    def parse(self, field: str, raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError as exc:
+            raise SettingsError(f"{field.upper()} must be an integer, got {raw!r}") from exc
+        if not self.low <= value <= self.high:
+            raise SettingsError(f"{field.upper()} must be between {self.low} and {self.high}, got {value}")
+        return value
+
+
+@dataclass(frozen=True)
+class Fraction:
+    low: float
+    high: float
+
+    def parse(self, field: str, raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError as exc:
+            raise SettingsError(f"{field.upper()} must be a number, got {raw!r}") from exc
+        if not self.low <= value <= self.high:
+            raise SettingsError(f"{field.upper()} must be between {self.low} and {self.high}, got {value}")
+        return value
+
+
+@dataclass(frozen=True)
+class Choice:
+    allowed: tuple[str, ...]
+
+    def parse(self, field: str, raw: str) -> str:
+        if raw not in self.allowed:
+            raise SettingsError(f"{field.upper()} must be one of {', '.join(self.allowed)}, got {raw!r}")
+        return raw
+
+
+@dataclass(frozen=True)
+class CommaList:
+    def parse(self, field: str, raw: str) -> tuple[str, ...]:
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+Rule = Text | Integer | Fraction | Choice | CommaList
+DAY_S = 86_400
+TEN_YEARS_S = 10 * 365 * DAY_S
+
+# Every field of Settings with the rule its variable is read by (a test checks none is missing).
+FIELDS: dict[str, Rule] = {
+    "events_table": Text(),
+    "counts_table": Text(),
+    "events_stream_arn": Text(),
+    "views_queue": Text(),
+    "uniques_queue": Text(),
+    "reports_bucket": Text(),
+    "aws_endpoint_url": Text(),
+    "aws_region": Text(),
+    "event_write_shards": Integer(1, 100),
+    "event_ttl_seconds": Integer(3600, TEN_YEARS_S),
+    "default_retention_seconds": Integer(60, TEN_YEARS_S),
+    "max_future_skew_seconds": Integer(0, 7 * DAY_S),
+    "marker_ttl_seconds": Integer(DAY_S, 365 * DAY_S),
+    "stream_batch_size": Integer(1, 10000),
+    # 0.0041-0.26 keeps the precision within the library's 4-16.
+    "uniques_error_rate": Fraction(0.0041, 0.26),
+    "uniques_shards": Integer(1, 64),
+    "uniques_batch_size": Integer(1, 10000),
+    "uniques_batching_window_seconds": Integer(0, 300),
+    "uniques_hour_retention_seconds": Integer(3600, 400 * DAY_S),
+    "uniques_day_retention_seconds": Integer(DAY_S, TEN_YEARS_S),
+    "report_interval_minutes": Integer(15, 1440),
+    "report_settle_seconds": Integer(0, 3600),
+    "view_marker_ttl_seconds": Integer(3600, 365 * DAY_S),
+    "view_bucket_retention_seconds": Integer(DAY_S, TEN_YEARS_S),
+    "view_dedup": Choice(VIEW_DEDUP_POLICIES),
+    "views_batch_size": Integer(1, 10000),
+    "views_batching_window_seconds": Integer(0, 300),
+    "cors_origins": CommaList(),
+    "key_cache_seconds": Integer(0, 3600),
+    "throttle_rate_limit": Integer(1, 10000),
+    "throttle_burst_limit": Integer(1, 5000),
+}
+# AWS_REGION as Lambda sets it; AWS_DEFAULT_REGION as the AWS CLI and SDKs read it elsewhere.
+_FALLBACK = {"aws_region": "AWS_DEFAULT_REGION"}
+
+
+# -- checks that span fields ---------------------------------------------------------------
+
+
+def sqs_batching(size_field: str, window_field: str) -> Callable[[Settings], None]:
+    """An SQS source's batch size and batching window, as Lambda accepts them. The Lambda API
+    reference (CreateEventSourceMapping, BatchSize): "Related setting: When you set BatchSize to
+    a value greater than 10, you must set MaximumBatchingWindowInSeconds to at least 1."
+    https://docs.aws.amazon.com/lambda/latest/api/API_CreateEventSourceMapping.html
+    (The streams source is not checked: its documented default is a batch of 100 with a window
+    of 0, which Lambda accepts, so the rule as written holds for SQS, where our queues live.)"""
+
+    def check(settings: Settings) -> None:
+        size, window = getattr(settings, size_field), getattr(settings, window_field)
+        if size > 10 and window < 1:
+            raise SettingsError(
+                f"{size_field.upper()} above 10 needs {window_field.upper()} of at least 1 (Lambda refuses it)"
+            )
+
+    return check
+
+
+CROSS_FIELD: tuple[Callable[[Settings], None], ...] = (
+    sqs_batching("uniques_batch_size", "uniques_batching_window_seconds"),
+    sqs_batching("views_batch_size", "views_batching_window_seconds"),
+)

@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-MINUTE_MS = 60_000
+from chalicelib.core import times
+
+MINUTE_MS = times.MINUTE_MS
 Resolution = Literal["minute", "hour", "day"]
 
 RESOLUTION_MINUTES: dict[str, int] = {"minute": 1, "hour": 60, "day": 1440}

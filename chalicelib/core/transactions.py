@@ -21,14 +21,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from chalicelib.core import clock
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError
 from chalicelib.core.retry import backoff
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 T = TypeVar("T")
 
@@ -99,7 +103,7 @@ def error_code(exc: ClientError) -> str:
 
 
 def write(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     members: Sequence[T],
     plan: Callable[[list[T]], Plan[T]],
     *,
@@ -126,7 +130,8 @@ def write(
             break
         outcome.attempts += 1
         try:
-            dynamodb.transact_write_items(TransactItems=transaction.items)
+            # Items are built as plain dicts by each capability's planner; the SDK checks their shape.
+            dynamodb.transact_write_items(TransactItems=cast("list[TransactWriteItemTypeDef]", transaction.items))
             outcome.applied += pending
             return outcome
         except ParamValidationError as exc:  # the SDK refused the data before sending it

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from chalicelib.core import catalog, timebuckets, validation
+from chalicelib.core import catalog, pager, timebuckets, times, validation
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.settings import Settings
 from chalicelib.events.ingest import Event
 
@@ -21,7 +22,7 @@ KIND = "counters"
 _recent = catalog.Recent()
 
 
-def record(dynamodb: Any, settings: Settings, events: Iterable[Event], now_ms: int) -> int:
+def record(dynamodb: DynamoDB, settings: Settings, events: Iterable[Event], now_ms: int) -> int:
     """Note the counters of `events` as counted now; returns the writes made (usually 0)."""
     expiry: dict[str, int | None] = {}
     for event in events:
@@ -31,12 +32,11 @@ def record(dynamodb: Any, settings: Settings, events: Iterable[Event], now_ms: i
     return catalog.touch(dynamodb, settings, KIND, _recent, expiry, now_ms)
 
 
-def listing(dynamodb: Any, settings: Settings, params: dict[str, str], now_ms: int) -> dict[str, Any]:
+def listing(dynamodb: DynamoDB, settings: Settings, params: dict[str, str], now_ms: int) -> dict[str, Any]:
     """`{"counters": [{"name", "last_counted"}], "next"}`, in name order, `limit` (1-1000, 100) a page."""
-    after = catalog.decode_cursor(params.get("cursor"), lambda name: validation.name(name, "cursor"))
-    limit = catalog.page_limit(params.get("limit"))
-    entries, cursor = catalog.page(dynamodb, settings, KIND, after, limit, now_ms)
+    request = pager.page_request(params, lambda name: validation.name(name, "cursor"))
+    entries, cursor = catalog.page(dynamodb, settings, KIND, request, now_ms)
     return {
-        "counters": [{"name": e.name, "last_counted": validation.iso(e.last_seen_ms)} for e in entries],
+        "counters": [{"name": e.name, "last_counted": times.iso(e.last_seen_ms)} for e in entries],
         "next": cursor,
     }

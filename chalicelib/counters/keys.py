@@ -23,7 +23,7 @@ _SEQUENCE = re.compile(r"[0-9]{1,40}")
 
 
 def bucket_sort_key(resolution: str, index: int) -> str:
-    return f"{PREFIX[resolution]}#{index:010d}"
+    return keyspace.index_sort_key(PREFIX[resolution], index)
 
 
 def minute_attribute(minute_of_hour: int) -> str:

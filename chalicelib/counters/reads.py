@@ -1,6 +1,6 @@
 """Windowed counts: a window read from its day and hour items, and histograms.
 
-The buckets are written by chalicelib.counters.stream_apply; their keys are in chalicelib.counter_keys.
+The buckets are written by chalicelib.counters.stream_apply; their keys are in chalicelib.counters.keys.
 
 The rule. A bucket keeps its counts until its end plus the retention of its events
 (`expires_at`, stored on the item; with mixed retentions the longest, see stream_apply). The
@@ -26,15 +26,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import dynamo, keyspace, timebuckets, validation
+from chalicelib.core import dynamo, keyspace, timebuckets, times, window_params
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.counters import keys as counter_keys
-
-MAX_HISTOGRAM_BUCKETS = 5000
-MAX_WINDOW_MINUTES = 400 * 1440
-
 
 # -- reads -------------------------------------------------------------------------------
 
@@ -53,8 +49,8 @@ class WindowCount:
         answer: dict[str, Any] = {
             "counter": self.counter,
             "count": self.count,
-            "start": validation.iso(self.first_minute * timebuckets.MINUTE_MS),
-            "end": validation.iso((self.last_minute + 1) * timebuckets.MINUTE_MS),
+            "start": times.iso(self.first_minute * timebuckets.MINUTE_MS),
+            "end": times.iso((self.last_minute + 1) * timebuckets.MINUTE_MS),
             "keys_read": self.keys_read,
             **completeness(self.complete, self.retained_from_ms),
         }
@@ -67,13 +63,13 @@ def completeness(complete: bool, retained_from_ms: int) -> dict[str, Any]:
         return {"complete": True}
     return {
         "complete": False,
-        "retained_from": validation.iso(retained_from_ms),
+        "retained_from": times.iso(retained_from_ms),
         "message": "the window starts before what is retained: the answer covers retained_from to end",
     }
 
 
 def count_window(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     counter: str,
     first_minute: int,
@@ -81,8 +77,7 @@ def count_window(
     now_ms: int,
     sleep: Sleep | None = None,
 ) -> WindowCount:
-    if last_minute - first_minute + 1 > MAX_WINDOW_MINUTES:
-        raise ValidationError(f"a window may span at most {MAX_WINDOW_MINUTES // 1440} days")
+    window_params.check_minutes(first_minute, last_minute)
     parts = timebuckets.plan(first_minute, last_minute)
     keys = [counter_keys.bucket_key(counter, p.bucket) for p in parts]
     found = _batch_get(dynamodb, settings, keys, sleep)
@@ -116,14 +111,14 @@ def _part_count(item: dict[str, Any], part: timebuckets.Part) -> int:
 
 
 def _batch_get(
-    dynamodb: Any, settings: Settings, keys: list[dict[str, Any]], sleep: Sleep | None
+    dynamodb: DynamoDB, settings: Settings, keys: list[dict[str, Any]], sleep: Sleep | None
 ) -> dict[tuple[str, str], dict[str, Any]]:
     items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the counts", sleep)
     return {(item["pk"]["S"], item["sk"]["S"]): item for item in items}
 
 
 def histogram(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     counter: str,
     first_minute: int,
@@ -131,8 +126,7 @@ def histogram(
     resolution: timebuckets.Resolution,
     now_ms: int,
 ) -> dict[str, Any]:
-    if timebuckets.bucket_count(first_minute, last_minute, resolution) > MAX_HISTOGRAM_BUCKETS:
-        raise ValidationError(f"a histogram has at most {MAX_HISTOGRAM_BUCKETS} buckets; use a coarser resolution")
+    window_params.check_histogram(timebuckets.bucket_count(first_minute, last_minute, resolution))
     buckets = timebuckets.buckets_between(first_minute, last_minute, resolution)
     # Minutes live inside their hour items: a minute series is read from hour items.
     stored: timebuckets.Resolution = "hour" if resolution == "minute" else resolution
@@ -170,15 +164,15 @@ def histogram(
     return {
         "counter": counter,
         "resolution": resolution,
-        "start": validation.iso(buckets[0].start_ms),
-        "end": validation.iso(buckets[-1].end_ms),
-        "buckets": [{"start": validation.iso(b.start_ms), "count": counts.get(b.index, 0)} for b in buckets],
+        "start": times.iso(buckets[0].start_ms),
+        "end": times.iso(buckets[-1].end_ms),
+        "buckets": [{"start": times.iso(b.start_ms), "count": counts.get(b.index, 0)} for b in buckets],
         **completeness(first == 0, retained_from),
     }
 
 
 def _query_buckets(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     counter: str,
     resolution: timebuckets.Resolution,
@@ -197,4 +191,4 @@ def _query_buckets(
         "could not read the counts",
     )
     for item in items:
-        yield int(item["sk"]["S"].split("#", 1)[1]), item
+        yield keyspace.sort_key_index(item["sk"]["S"]), item

@@ -12,18 +12,21 @@ import json
 import secrets
 import uuid
 from dataclasses import dataclass, field
-from datetime import timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import ClientError
 
-from chalicelib.core import clock, inputs, validation
+from chalicelib.core import clock, inputs, times, validation
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import WriteRequestTypeDef
 
 MAX_BATCH = 25
 ID_MAX_CHARS = 128
@@ -71,7 +74,7 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
         event_id = uuid.uuid4().hex
     elif not isinstance(event_id, str) or not 1 <= len(event_id) <= ID_MAX_CHARS:
         raise ValidationError(f"{where}.id must be a string of 1-{ID_MAX_CHARS} characters")
-    t_ms = now_ms if raw.get("time") is None else validation.time_ms(raw["time"], f"{where}.time")
+    t_ms = now_ms if raw.get("time") is None else times.parse(raw["time"], f"{where}.time")
     skew_ms = settings.max_future_skew_seconds * 1000
     if t_ms > now_ms + skew_ms:
         raise ValidationError(
@@ -107,18 +110,12 @@ def _to_dynamodb_numbers(value: Any) -> Any:
     return value
 
 
-def quarter_hour(t_ms: int) -> str:
-    """'YYYYMMDDHHXX' with XX in 00/15/30/45, of a UTC time."""
-    moment = validation.EPOCH + timedelta(milliseconds=t_ms)
-    return moment.strftime("%Y%m%d%H") + f"{moment.minute - moment.minute % 15:02d}"
-
-
 def partition_key(ingest_ms: int, shard: int) -> str:
-    return f"{quarter_hour(ingest_ms)}#{shard}"
+    return f"{times.quarter_hour(ingest_ms)}#{shard}"
 
 
 def sort_key(ingest_ms: int, suffix: str) -> str:
-    return f"{validation.iso(ingest_ms)}#{suffix}"
+    return f"{times.iso(ingest_ms)}#{suffix}"
 
 
 def from_item(item: dict[str, Any]) -> Event:
@@ -135,7 +132,7 @@ def from_item(item: dict[str, Any]) -> Event:
     if not isinstance(retention, Decimal) or retention != retention.to_integral_value():
         raise ValidationError("retention must be an integer number of seconds")
     retention_s = validation.integer(int(retention), "retention", MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS)
-    return Event(counter, event_id, validation.time_ms(int(t)), retention_s, id_given=item.get("id_given") is not False)
+    return Event(counter, event_id, times.parse(int(t)), retention_s, id_given=item.get("id_given") is not False)
 
 
 def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:
@@ -156,7 +153,7 @@ def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:
 
 
 def store(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     events: list[Event],
     ingest_ms: int,
@@ -166,7 +163,7 @@ def store(
     """Write the events with BatchWriteItem, retrying unprocessed items; returns their ids."""
     pending = [(e, _serialize(to_item(e, ingest_ms, settings))) for e in events]
     for attempt in range(attempts):
-        requests = [{"PutRequest": {"Item": item}} for _, item in pending]
+        requests: list[WriteRequestTypeDef] = [{"PutRequest": {"Item": item}} for _, item in pending]
         try:
             response = dynamodb.batch_write_item(RequestItems={settings.events_table: requests})
         except ClientError as exc:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import catalog, validation
+from chalicelib.core import pager, times
+from chalicelib.core.aws import S3, DynamoDB
 from chalicelib.core.errors import NotFoundError, StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.reports import ranges as report_ranges
@@ -16,40 +18,34 @@ from chalicelib.reports.runs import INDEX_PK, _index_item, _object_keys
 
 log = logging.getLogger(__name__)
 
-MAX_LIST = 1000
 FORMATS = ("json", "csv")
 
 
-def list_reports(dynamodb: Any, settings: Settings, raw_limit: str | None = None) -> list[dict[str, Any]]:
-    """The newest `limit` reports (default 100), newest first."""
-    limit = catalog.page_limit(raw_limit, most=MAX_LIST)
-    try:
-        page = dynamodb.query(
-            TableName=settings.counts_table,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": INDEX_PK}},
-            ScanIndexForward=False,
-            Limit=limit,
-        )
-    except ClientError as exc:
-        raise StorageError("the reports could not be listed") from exc
-    return [
+def list_reports(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
+    """`{"reports": [{"id", "start", "end", "events"}], "next"}`, newest first, one page
+    (core.pager) of `limit` (1-1000, default 100) after `cursor`."""
+    request = pager.page_request(params, report_ranges.parse_report_id)
+    page = pager.query_page(
+        dynamodb, settings.counts_table, INDEX_PK, request, "the reports could not be listed", newest_first=True
+    )
+    reports = [
         {
             "id": item["sk"]["S"],
-            "start": validation.iso(int(item["start_ms"]["N"])),
-            "end": validation.iso(int(item["end_ms"]["N"])),
+            "start": times.iso(int(item["start_ms"]["N"])),
+            "end": times.iso(int(item["end_ms"]["N"])),
             "events": int(item["events"]["N"]),
         }
-        for item in page.get("Items", [])
+        for item in page.items
     ]
+    return {"reports": reports, "next": page.next}
 
 
-def get_report(dynamodb: Any, s3: Any, settings: Settings, report_id: str) -> dict[str, Any]:
+def get_report(dynamodb: DynamoDB, s3: S3, settings: Settings, report_id: str) -> dict[str, Any]:
     report: dict[str, Any] = json.loads(_read_object(dynamodb, s3, settings, report_id, "json"))
     return report
 
 
-def get_report_csv(dynamodb: Any, s3: Any, settings: Settings, report_id: str) -> str:
+def get_report_csv(dynamodb: DynamoDB, s3: S3, settings: Settings, report_id: str) -> str:
     """The report's CSV, as stored beside its JSON: `counter,events,<attribute>...`."""
     return _read_object(dynamodb, s3, settings, report_id, "csv").decode("utf-8")
 
@@ -67,7 +63,7 @@ def download_format(report_id: str, params: dict[str, str]) -> tuple[str, str]:
     return report_id, fmt or "json"
 
 
-def _read_object(dynamodb: Any, s3: Any, settings: Settings, report_id: str, kind: str) -> bytes:
+def _read_object(dynamodb: DynamoDB, s3: S3, settings: Settings, report_id: str, kind: str) -> bytes:
     report_ranges.parse_report_id(report_id)
     if _index_item(dynamodb, settings, report_id) is None:
         raise NotFoundError(f"no report {report_id}")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from chalicelib.core import validation
+from chalicelib.core import times
 
 
 @dataclass
@@ -46,8 +46,8 @@ class Report:
     def summary(self) -> dict[str, Any]:
         return {
             "id": self.id,
-            "start": validation.iso(self.start_ms),
-            "end": validation.iso(self.end_ms),
+            "start": times.iso(self.start_ms),
+            "end": times.iso(self.end_ms),
             "events": self.events,
         }
 

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from chalicelib.core import validation
+from chalicelib.core import times
 from chalicelib.core.errors import ValidationError
 from chalicelib.events import ingest as events
 
-QUARTER_HOUR_MS = 15 * 60_000
-_ID_TIME = "%Y%m%dT%H%M%S"
+QUARTER_HOUR_MS = times.QUARTER_HOUR_MS
 ID_PATTERN = re.compile(r"(\d{8}T\d{6})(\d{3})Z-(\d{8}T\d{6})(\d{3})Z")
 
 
@@ -61,21 +59,21 @@ def partition_queries(start_ms: int, end_ms: int, shards: int) -> list[Partition
     """The Queries that read exactly the events ingested in [start_ms, end_ms)."""
     queries: list[PartitionQuery] = []
     for quarter in quarter_hour_starts(start_ms, end_ms):
-        low = validation.iso(start_ms) if start_ms > quarter else None
-        high = validation.iso(end_ms) if end_ms < quarter + QUARTER_HOUR_MS else None
+        low = times.iso(start_ms) if start_ms > quarter else None
+        high = times.iso(end_ms) if end_ms < quarter + QUARTER_HOUR_MS else None
         queries.extend(PartitionQuery(events.partition_key(quarter, shard), low, high) for shard in range(shards))
     return queries
 
 
 def first_start(cutoff_ms: int, interval_minutes: int) -> int:
     """Where the very first report starts: one interval back from the cutoff, on a quarter hour."""
-    back = cutoff_ms - interval_minutes * 60_000
+    back = cutoff_ms - interval_minutes * times.MINUTE_MS
     return back - back % QUARTER_HOUR_MS
 
 
 def report_id(start_ms: int, end_ms: int) -> str:
     """'20261121T230000000Z-20261122T000000000Z': fixed width, so ids sort by start time."""
-    return f"{_id_time(start_ms)}-{_id_time(end_ms)}"
+    return f"{times.compact(start_ms)}-{times.compact(end_ms)}"
 
 
 def parse_report_id(text: Any) -> tuple[int, int]:
@@ -84,20 +82,10 @@ def parse_report_id(text: Any) -> tuple[int, int]:
     if not match:
         raise ValidationError("a report id looks like 20261121T230000000Z-20261122T000000000Z")
     try:
-        start = _parse_id_time(match.group(1), match.group(2))
-        end = _parse_id_time(match.group(3), match.group(4))
+        start = times.parse_compact(match.group(1), match.group(2))
+        end = times.parse_compact(match.group(3), match.group(4))
     except ValueError as exc:
         raise ValidationError(f"the report id holds an impossible time: {text}") from exc
     if end <= start:
         raise ValidationError("a report id ends after it starts")
     return start, end
-
-
-def _id_time(t_ms: int) -> str:
-    moment = datetime.fromtimestamp(t_ms // 1000, tz=UTC)
-    return f"{moment.strftime(_ID_TIME)}{t_ms % 1000:03d}Z"
-
-
-def _parse_id_time(seconds: str, millis: str) -> int:
-    moment = datetime.strptime(seconds, _ID_TIME).replace(tzinfo=UTC)
-    return int(moment.timestamp()) * 1000 + int(millis)

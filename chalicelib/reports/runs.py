@@ -11,7 +11,8 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
-from chalicelib.core import dynamo, keyspace, transactions
+from chalicelib.core import dynamo, keyspace, times, transactions
+from chalicelib.core.aws import S3, DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.reports import ranges as report_ranges
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 CHECKPOINT_KEY = {"pk": {"S": f"{keyspace.REPORT}checkpoint"}, "sk": {"S": "#"}}
 INDEX_PK = f"{keyspace.REPORT}index"
 OBJECT_PREFIX = "reports/"
-MAX_REPORT_SPAN_MS = 86_400_000
+MAX_REPORT_SPAN_MS = times.DAY_MS
 _COMMIT_ATTEMPTS = 5
 _DESERIALIZER = TypeDeserializer()
 
@@ -36,7 +37,7 @@ class RunResult:
         return {"reports": self.written, "superseded": self.superseded}
 
 
-def run(dynamodb: Any, s3: Any, settings: Settings, now_ms: int) -> RunResult:
+def run(dynamodb: DynamoDB, s3: S3, settings: Settings, now_ms: int) -> RunResult:
     """Report everything ingested from the checkpoint up to now minus the settle delay."""
     cutoff = now_ms - settings.report_settle_seconds * 1000
     result = RunResult()
@@ -61,7 +62,7 @@ def run(dynamodb: Any, s3: Any, settings: Settings, now_ms: int) -> RunResult:
         result.written.append(report.summary())
 
 
-def read_checkpoint(dynamodb: Any, settings: Settings) -> int | None:
+def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:
     try:
         item = dynamodb.get_item(TableName=settings.counts_table, Key=CHECKPOINT_KEY, ConsistentRead=True).get("Item")
     except ClientError as exc:
@@ -69,7 +70,7 @@ def read_checkpoint(dynamodb: Any, settings: Settings) -> int | None:
     return None if item is None else int(item["end_ms"]["N"])
 
 
-def read_events(dynamodb: Any, settings: Settings, start_ms: int, end_ms: int) -> Iterator[dict[str, Any]]:
+def read_events(dynamodb: DynamoDB, settings: Settings, start_ms: int, end_ms: int) -> Iterator[dict[str, Any]]:
     """The events ingested in [start_ms, end_ms), by strongly consistent, paginated Queries."""
     for query in report_ranges.partition_queries(start_ms, end_ms, settings.event_write_shards):
         condition, values = query.key_condition()
@@ -92,7 +93,7 @@ def _object_keys(report_id: str) -> dict[str, str]:
     return {"json": f"{OBJECT_PREFIX}{report_id}.json", "csv": f"{OBJECT_PREFIX}{report_id}.csv"}
 
 
-def _put_objects(s3: Any, settings: Settings, report: Report) -> None:
+def _put_objects(s3: S3, settings: Settings, report: Report) -> None:
     keys = _object_keys(report.id)
     bodies = {
         "json": (json.dumps(report.as_dict(), sort_keys=True), "application/json"),
@@ -105,7 +106,7 @@ def _put_objects(s3: Any, settings: Settings, report: Report) -> None:
         raise StorageError("the report could not be written to S3") from exc
 
 
-def _commit(dynamodb: Any, settings: Settings, checkpoint: int | None, report: Report) -> bool:
+def _commit(dynamodb: DynamoDB, settings: Settings, checkpoint: int | None, report: Report) -> bool:
     """Move the checkpoint and index the report, if the checkpoint is still where it was read."""
     move: dict[str, Any] = {
         "TableName": settings.counts_table,
@@ -143,7 +144,7 @@ def _commit(dynamodb: Any, settings: Settings, checkpoint: int | None, report: R
     return True
 
 
-def _discard_unless_committed(dynamodb: Any, s3: Any, settings: Settings, report_id: str) -> None:
+def _discard_unless_committed(dynamodb: DynamoDB, s3: S3, settings: Settings, report_id: str) -> None:
     """Remove a losing run's objects; the same id committed by the winner holds the same events."""
     try:
         if _index_item(dynamodb, settings, report_id) is not None:
@@ -155,7 +156,7 @@ def _discard_unless_committed(dynamodb: Any, s3: Any, settings: Settings, report
         log.warning("could not remove the objects of superseded report %s", report_id)
 
 
-def _index_item(dynamodb: Any, settings: Settings, report_id: str) -> dict[str, Any] | None:
+def _index_item(dynamodb: DynamoDB, settings: Settings, report_id: str) -> dict[str, Any] | None:
     try:
         item: dict[str, Any] | None = dynamodb.get_item(
             TableName=settings.counts_table, ConsistentRead=True, Key={"pk": {"S": INDEX_PK}, "sk": {"S": report_id}}

@@ -9,22 +9,19 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import catalog, dynamo, keyspace, queues, timebuckets, validation, window_params
+from chalicelib.core import dynamo, keyspace, pager, queues, timebuckets, times, validation, window_params
+from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.uniques import keys
-from chalicelib.uniques import sketch_encoding as sketches
+from chalicelib.uniques import keys, sketches
 from chalicelib.uniques.batches import MAX_ITEMS, decode_item, message_body
 
 MAX_ITEM_CHARS = 1024
 MAX_UNION_NAMES = 50
-MAX_WINDOW_HOURS = 400 * 24
 MAX_KEYS_READ = 1000  # one name's 30-day window is at most 76; a union multiplies it
-MAX_HISTOGRAM_BUCKETS = 5000
 BODY_FIELDS = {"data", "time"}
-WINDOW_PARAMS = ("window", "start", "end")
 ALIGNMENT_NOTE = "unique counts are counted over whole UTC hours: start and end are hour boundaries"
 
 
@@ -49,11 +46,11 @@ def parse_body(body: Any, now_ms: int) -> Post:
             item.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise ValidationError(f"data[{index}] is not valid text (a lone UTF-16 surrogate?)") from exc
-    time_ms = now_ms if body.get("time") is None else validation.time_ms(body["time"], "time")
+    time_ms = now_ms if body.get("time") is None else times.parse(body["time"], "time")
     return Post(items, time_ms)
 
 
-def enqueue(sqs: Any, settings: Settings, name: str, post: Post) -> int:
+def enqueue(sqs: SQS, settings: Settings, name: str, post: Post) -> int:
     body = message_body(name, sketches.item_hashes(post.items), post.time_ms)
     try:
         sqs.send_message(QueueUrl=queues.queue_url(sqs, settings.uniques_queue), MessageBody=body)
@@ -72,24 +69,20 @@ def parse_names(raw: str | None) -> list[str]:
     return [validation.name(n, "names") for n in names]
 
 
-def is_windowed(params: Mapping[str, str]) -> bool:
-    return any(p in params for p in WINDOW_PARAMS)
-
-
 # -- counts ----------------------------------------------------------------------------------
 
 
 def count(
-    dynamodb: Any, settings: Settings, names: list[str], params: Mapping[str, str], now_ms: int
+    dynamodb: DynamoDB, settings: Settings, names: list[str], hours: tuple[int, int] | None, now_ms: int
 ) -> dict[str, Any]:
-    """The unique count of one name or the union of several: of all time without a window,
-    else over the hour-aligned window the parameters give."""
-    if not is_windowed(params):
+    """The unique count of one name or the union of several: of all time without a window
+    (`hours` None), else over those hours (window_params.optional_hour_range)."""
+    if hours is None:
         return cardinality(dynamodb, settings, names)
-    return window_cardinality(dynamodb, settings, names, window_params.hour_range(params, now_ms), now_ms)
+    return window_cardinality(dynamodb, settings, names, hours, now_ms)
 
 
-def cardinality(dynamodb: Any, settings: Settings, names: list[str]) -> dict[str, Any]:
+def cardinality(dynamodb: DynamoDB, settings: Settings, names: list[str]) -> dict[str, Any]:
     """All time: the union of every shard of the named sketches, one Query per name."""
     stored = [shard for name in names for shard in _read_all_shards(dynamodb, settings, name)]
     merged = sketches.merge(stored, sketches.precision_for(settings.uniques_error_rate))
@@ -97,7 +90,7 @@ def cardinality(dynamodb: Any, settings: Settings, names: list[str]) -> dict[str
 
 
 def window_cardinality(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     names: list[str],
     hours: tuple[int, int],
@@ -107,8 +100,7 @@ def window_cardinality(
     """The union of the names' day and hour sketches covering the hours, in one BatchGetItem
     (of at most 100 keys: one name's window of up to 96 days)."""
     first, last = hours
-    if last - first + 1 > MAX_WINDOW_HOURS:
-        raise ValidationError(f"a window may span at most {MAX_WINDOW_HOURS // 24} days")
+    window_params.check_hours(first, last)
     first_live_hour = timebuckets.first_live_index("hour", now_ms, settings.uniques_hour_retention_seconds)
     first_live_day = timebuckets.first_live_index("day", now_ms, settings.uniques_day_retention_seconds)
     plan = timebuckets.hour_day_plan(first, last, first_live_hour)
@@ -128,8 +120,8 @@ def window_cardinality(
     merged = sketches.merge(live, sketches.precision_for(settings.uniques_error_rate))
     answer = {
         **_estimate(merged),
-        "start": validation.iso(plan[0].start_ms),
-        "end": validation.iso(plan[-1].end_ms),
+        "start": times.iso(plan[0].start_ms),
+        "end": times.iso(plan[-1].end_ms),
         "aligned": ALIGNMENT_NOTE,
         "keys_read": len(wanted),
         **_completeness(plan[0], first_live_day),
@@ -137,7 +129,7 @@ def window_cardinality(
     asked_from = timebuckets.Bucket("hour", first).start_ms
     if plan[0].start_ms < asked_from and answer["complete"]:
         answer["message"] = (
-            f"counted from {answer['start']}, not {validation.iso(asked_from)}: hour sketches are kept "
+            f"counted from {answer['start']}, not {times.iso(asked_from)}: hour sketches are kept "
             f"{settings.uniques_hour_retention_seconds // 3600} h, so an older partial day is counted whole"
         )
     return answer
@@ -155,7 +147,7 @@ def _completeness(oldest: Bucket, first_live_day: int) -> dict[str, Any]:
         return {"complete": True}
     return {
         "complete": False,
-        "retained_from": validation.iso(Bucket("day", first_live_day).start_ms),
+        "retained_from": times.iso(Bucket("day", first_live_day).start_ms),
         "message": "the window starts before day sketches are kept: older items are no longer counted",
     }
 
@@ -173,7 +165,7 @@ def _estimate(sketch: sketches.Sketch) -> dict[str, Any]:
 
 
 def histogram(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     name: str,
     hours: tuple[int, int],
@@ -182,12 +174,9 @@ def histogram(
 ) -> dict[str, Any]:
     """Distinct items per hour or day bucket (not additive: an item seen in two buckets is
     counted in each). One paginated Query over the name's sketches of that resolution."""
-    if resolution not in keys.PREFIX:
-        raise ValidationError("resolution must be hour or day")
     size = timebuckets.RESOLUTION_MINUTES[resolution] // timebuckets.HOUR_MINUTES
     first, last = hours[0] // size, hours[1] // size
-    if last - first + 1 > MAX_HISTOGRAM_BUCKETS:
-        raise ValidationError(f"a histogram has at most {MAX_HISTOGRAM_BUCKETS} buckets; use a coarser resolution")
+    window_params.check_histogram(last - first + 1)
     items = dynamo.query_sort_range(
         dynamodb,
         settings.counts_table,
@@ -201,7 +190,7 @@ def histogram(
     for item in items:
         if _unexpired(item, now_s):
             sketch = decode_item(item)
-            counts[int(item["sk"]["S"].split("#", 1)[1])] = {
+            counts[keyspace.sort_key_index(item["sk"]["S"])] = {
                 "cardinality": sketches.estimate(sketch),
                 "exact": sketches.is_exact(sketch),
             }
@@ -213,22 +202,21 @@ def histogram(
     answer: dict[str, Any] = {
         "name": name,
         "resolution": resolution,
-        "start": validation.iso(buckets[0].start_ms),
-        "end": validation.iso(buckets[-1].end_ms),
+        "start": times.iso(buckets[0].start_ms),
+        "end": times.iso(buckets[-1].end_ms),
         "aligned": ALIGNMENT_NOTE,
         "additive": False,
         "buckets": [
-            {"start": validation.iso(b.start_ms), **counts.get(b.index, {"cardinality": 0, "exact": True})}
-            for b in buckets
+            {"start": times.iso(b.start_ms), **counts.get(b.index, {"cardinality": 0, "exact": True})} for b in buckets
         ],
         "complete": first >= first_live,
     }
     if first < first_live:
-        answer["retained_from"] = validation.iso(Bucket(resolution, first_live).start_ms)  # type: ignore[arg-type]
+        answer["retained_from"] = times.iso(Bucket(resolution, first_live).start_ms)  # type: ignore[arg-type]
     return answer
 
 
-def _read_all_shards(dynamodb: Any, settings: Settings, name: str) -> list[sketches.Sketch]:
+def _read_all_shards(dynamodb: DynamoDB, settings: Settings, name: str) -> list[sketches.Sketch]:
     request: dict[str, Any] = {
         "TableName": settings.counts_table,
         "KeyConditionExpression": "pk = :pk",
@@ -242,24 +230,14 @@ def _read_all_shards(dynamodb: Any, settings: Settings, name: str) -> list[sketc
 # -- the names that exist ----------------------------------------------------------------------
 
 
-def list_names(dynamodb: Any, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
-    """`{"names": [{"name", "last_seen"}], "next": cursor | None}` in name order, one Query page
-    of `limit` (1-1000, default 100) after `cursor` (the `next` of the previous page)."""
-    limit = catalog.page_limit(params.get("limit"))
-    request: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": keys.NAMES_PK}},
-        "Limit": limit,
-    }
-    if params.get("cursor"):
-        request["ExclusiveStartKey"] = keys.name_key(
-            str(catalog.decode_cursor(params["cursor"], lambda n: validation.name(n, "cursor")))
-        )
-    page = next(dynamo.query_pages(dynamodb, request, "could not read the unique-count names"))
-    items = page.get("Items", [])
-    more = "LastEvaluatedKey" in page and len(items) == limit
+def list_names(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
+    """`{"names": [{"name", "last_seen"}], "next": cursor | None}` in name order, one page
+    (core.pager) of `limit` (1-1000, default 100) after `cursor` (the `next` of the previous page)."""
+    request = pager.page_request(params, lambda n: validation.name(n, "cursor"))
+    page = pager.query_page(
+        dynamodb, settings.counts_table, keys.NAMES_PK, request, "could not read the unique-count names"
+    )
     return {
-        "names": [{"name": i["sk"]["S"], "last_seen": validation.iso(int(i["last_seen"]["N"]))} for i in items],
-        "next": catalog.encode_cursor(items[-1]["sk"]["S"]) if more and items else None,
+        "names": [{"name": i["sk"]["S"], "last_seen": times.iso(int(i["last_seen"]["N"]))} for i in page.items],
+        "next": page.next,
     }

@@ -40,8 +40,7 @@ from chalicelib.core.queues import Message
 from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.uniques import keys
-from chalicelib.uniques import sketch_encoding as sketches
+from chalicelib.uniques import keys, sketches
 
 MAX_ITEMS = 500
 MESSAGE_VERSION = 2

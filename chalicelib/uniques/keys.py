@@ -23,7 +23,7 @@ def shard_key(name: str, shard: int) -> dict[str, Any]:
 
 
 def bucket_sort_key(resolution: str, index: int) -> str:
-    return f"{PREFIX[resolution]}#{index:010d}"
+    return keyspace.index_sort_key(PREFIX[resolution], index)
 
 
 def bucket_key(name: str, bucket: Bucket) -> dict[str, Any]:

@@ -7,40 +7,44 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import dynamo, queues, timebuckets, validation, window_params
+from chalicelib.core import dynamo, queues, timebuckets, times, window_params
+from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.views import keys as view_keys
 from chalicelib.views import windows
 from chalicelib.views.keys import View
 
-WINDOW_PARAMS = ("window", "start", "end")
 
-
-def enqueue(sqs: Any, settings: Settings, views: list[View], sleep: Sleep | None = None) -> None:
+def enqueue(sqs: SQS, settings: Settings, views: list[View], sleep: Sleep | None = None) -> None:
     # A retried request cannot count twice (markers), so a partly sent batch is simply retried.
     url = queues.queue_url(sqs, settings.views_queue)
     entries = [{"Id": str(i), "MessageBody": view_keys.to_message(v)} for i, v in enumerate(views)]
     queues.send(sqs, url, entries, sleep)
 
 
-def count(dynamodb: Any, settings: Settings, params: Mapping[str, str], now_ms: int) -> dict[str, Any]:
-    """`url`'s views: of all time (its counter), or with `window`, `start` or `end` in the range
-    of minutes they give (window_params: the minute buckets from floor(start) to floor(end))."""
-    url = view_keys.text(params.get("url"), "url", view_keys.URL_MAX_CHARS)
-    if not any(name in params for name in WINDOW_PARAMS):
+def parse_url(params: Mapping[str, str]) -> str:
+    """The `url` query parameter of a views read."""
+    return view_keys.text(params.get("url"), "url", view_keys.URL_MAX_CHARS)
+
+
+def count(
+    dynamodb: DynamoDB, settings: Settings, url: str, minutes: tuple[int, int] | None, now_ms: int
+) -> dict[str, Any]:
+    """`url`'s views: of all time (its counter) when `minutes` is None, else in that range of
+    minutes (window_params.optional_minute_range: the buckets from floor(start) to floor(end))."""
+    if minutes is None:
         try:
             item = dynamodb.get_item(TableName=settings.counts_table, Key=view_keys.counter_key(url)).get("Item")
         except ClientError as exc:
             raise StorageError("could not read the view counter") from exc
         return {"url": url, "views": int(item["views"]["N"]) if item else 0}
-    first, last = window_params.minute_range(params, now_ms)  # at most 400 days, checked first
-    return count_range(dynamodb, settings, url, first, last, now_ms)
+    return count_range(dynamodb, settings, url, minutes[0], minutes[1], now_ms)
 
 
 def count_range(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     url: str,
     first_minute: int,
@@ -50,8 +54,7 @@ def count_range(
 ) -> dict[str, Any]:
     """The views in minutes first..last from the URL's bucket items: one BatchGetItem of at most
     windows.MAX_PARTS keys, whatever the number of views."""
-    if last_minute - first_minute + 1 > window_params.MAX_WINDOW_MINUTES:
-        raise ValidationError(f"a window may span at most {window_params.MAX_WINDOW_DAYS} days")
+    window_params.check_minutes(first_minute, last_minute)
     parts = windows.plan(first_minute, last_minute)
     keys = [view_keys.bucket_key(url, part.span) for part in parts]
     found = {
@@ -70,14 +73,14 @@ def count_range(
     answer: dict[str, Any] = {
         "url": url,
         "views": total,
-        "start": validation.iso(first_minute * windows.MINUTE_MS),
-        "end": validation.iso(end_ms),
+        "start": times.iso(first_minute * windows.MINUTE_MS),
+        "end": times.iso(end_ms),
         "keys_read": len(keys),
         "complete": first == 0,
     }
     if first:
         retained_from = parts[first].start_minute * windows.MINUTE_MS if first < len(parts) else end_ms
-        answer["retained_from"] = validation.iso(retained_from)
+        answer["retained_from"] = times.iso(retained_from)
         answer["message"] = "the range starts before what is kept: the answer counts retained_from to end"
     return answer
 

@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from chalicelib.core import catalog, dynamo, keyspace, validation
+from chalicelib.core import catalog, dynamo, keyspace, pager, times
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -24,7 +25,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _recent = catalog.Recent()
 
 
-def record(dynamodb: Any, settings: Settings, url_pks: Iterable[str], now_ms: int) -> int:
+def record(dynamodb: DynamoDB, settings: Settings, url_pks: Iterable[str], now_ms: int) -> int:
     """Note the URLs (by their counter partition `URL#<sha>`) as counted now; returns the writes made."""
     shas: dict[str, int | None] = {pk.removeprefix(keyspace.VIEW_URL): None for pk in url_pks}
     return catalog.touch(dynamodb, settings, KIND, _recent, shas, now_ms)
@@ -37,7 +38,7 @@ def _sha(value: str) -> str:
 
 
 def listing(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     params: dict[str, str],
     now_ms: int,
@@ -45,9 +46,8 @@ def listing(
 ) -> dict[str, Any]:
     """`{"urls": [{"url", "views", "last_counted"}], "next"}`, `limit` (1-1000, 100) a page, in
     the catalog's order (by digest: stable, not by count)."""
-    after = catalog.decode_cursor(params.get("cursor"), _sha)
-    limit = catalog.page_limit(params.get("limit"))
-    entries, cursor = catalog.page(dynamodb, settings, KIND, after, limit, now_ms)
+    request = pager.page_request(params, _sha)
+    entries, cursor = catalog.page(dynamodb, settings, KIND, request, now_ms)
     keys = [{"pk": {"S": keyspace.VIEW_URL + e.name}, "sk": {"S": view_keys.COUNTER_SK}} for e in entries]
     items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the view counters", sleep)
     counters = {item["pk"]["S"].removeprefix(keyspace.VIEW_URL): item for item in items}
@@ -61,7 +61,7 @@ def listing(
             {
                 "url": item["url"]["S"],
                 "views": int(item.get("views", {"N": "0"})["N"]),
-                "last_counted": validation.iso(entry.last_seen_ms),
+                "last_counted": times.iso(entry.last_seen_ms),
             }
         )
     return {"urls": urls, "next": cursor}

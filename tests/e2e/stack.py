@@ -24,18 +24,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """Poll `check` until it returns something truthy; connection errors count as not yet."""
+def wait_for(check: Callable[[], Any], timeout_s: float, what: str, until: Callable[[Any], bool] = bool) -> Any:
+    """Poll `check` until `until` holds for its result (default: the result is truthy) and return
+    that result; connection errors count as not yet. The one way the e2e tests wait."""
     deadline = time.monotonic() + timeout_s
+    result = None
     while time.monotonic() < deadline:
         try:
             result = check()
         except requests.RequestException:
             result = None
-        if result:
+        if until(result):
             return result
         time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}; last seen: {result!r}")
 
 
 def stack_command(port: int, aws_port: int, state_dir: Path, *extra: str) -> list[str]:
@@ -97,6 +99,23 @@ class LocalStack:
 
     def post(self, path: str, **kwargs: Any) -> requests.Response:
         return self.request("POST", path, **kwargs)
+
+    def messages_left(self, queue: str) -> int:
+        """Messages in `queue` (its stage name), waiting or being handled: SQS's approximate
+        counts (AWS documents them as approximate; the emulator's are exact)."""
+        import boto3
+
+        sqs = boto3.client(
+            "sqs",
+            endpoint_url=f"http://127.0.0.1:{self.aws_port}",
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+        names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+        return sum(int(attributes.get(name, 0)) for name in names)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
-from tests.e2e.stack import LocalStack
+from tests.e2e.stack import LocalStack, wait_for
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
@@ -42,14 +43,11 @@ def test_given_3000_events_over_30_hours_when_posted_over_http_then_every_24h_an
     # A client retry of a whole batch must not count twice.
     post(local_stack, batches[0])
 
-    deadline = time.monotonic() + 180
+    def count(counter: str) -> int:
+        return int(local_stack.get(f"/counters/{counter}", params={"window": "31h", "end": now}).json()["count"])
+
     for counter, times in sent.items():
-        while True:
-            body = local_stack.get(f"/counters/{counter}", params={"window": "31h", "end": now}).json()
-            if body["count"] == len(times) or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        assert body["count"] == len(times), local_stack.log()[-3000:]
+        wait_for(partial(count, counter), 180, f"{counter} counted ({local_stack.log_path})", len(times).__eq__)
 
     for counter, times in sent.items():
         for end in range(now - 6 * HOUR, now + 1, 10 * MINUTE):

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from chalicelib.core import validation
-from chalicelib.uniques import sketch_encoding as sketches
+from chalicelib.core import times
+from chalicelib.uniques import sketches
 from tests.e2e.stack import LocalStack, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -68,7 +68,7 @@ def test_given_backdated_items_over_http_when_windows_read_then_each_window_coun
     ancient = [f"w-{i}" for i in range(5000, 5100)]  # 40 days ago: inside none
     for data, at in ((recent, now - 3 * hour), (older, now - 2 * day), (ancient, now - 40 * day)):
         for start in range(0, len(data), 500):
-            body = {"data": data[start : start + 500], "time": validation.iso(at)}
+            body = {"data": data[start : start + 500], "time": times.iso(at)}
             assert api.post("/hyperloglog/e2e.window", json=body, timeout=5).status_code == 202
     want = expected(recent + older + ancient)
     wait_for(lambda: cardinality(api, "/hyperloglog/e2e.window") == want, 60, "all the items to be merged")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
 
-from tests.e2e.stack import LocalStack
+from tests.e2e.stack import LocalStack, wait_for
+from tools.stage import stage_settings
 
 pytestmark = pytest.mark.e2e
 T0 = 1_795_000_000_000
@@ -25,13 +25,12 @@ def views(api: LocalStack, url: str, **params: Any) -> int:
     return int(response.json()["views"])
 
 
-def wait_for(api: LocalStack, expected: dict[str, int], timeout_s: float = 60) -> dict[str, int]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        seen = {url: views(api, url) for url in expected}
-        if seen == expected or time.monotonic() > deadline:
-            return seen
-        time.sleep(0.5)
+def counted(api: LocalStack, expected: dict[str, int]) -> dict[str, int]:
+    """The views of each URL once they reach `expected` (AssertionError after a minute)."""
+    seen: dict[str, int] = wait_for(
+        lambda: {url: views(api, url) for url in expected}, 60, "the views counted", lambda seen: seen == expected
+    )
+    return seen
 
 
 def test_given_views_with_duplicates_when_posted_over_http_then_each_distinct_view_counted_once(
@@ -47,8 +46,11 @@ def test_given_views_with_duplicates_when_posted_over_http_then_each_distinct_vi
     for body in distinct[10:] + distinct[15:20]:
         assert api.post("/views", json=body, timeout=5).status_code == 202
     expected = {url: sum(1 for v in distinct if v["url"] == url) for url in urls}
-    assert wait_for(api, expected) == expected
-    time.sleep(2)  # nothing late arrives to push a count past the truth
+    assert counted(api, expected) == expected
+    # Every message handled, redeliveries and duplicates included: none is left to push a count
+    # past the truth, and the counts still are the truth.
+    queue = stage_settings("local").views_queue
+    wait_for(lambda: api.messages_left(queue), 60, "the views queue drained", lambda left: left == 0)
     assert {url: views(api, url) for url in urls} == expected
     # A range counts the minutes from floor(start) to floor(end), both included, from the buckets.
     for start, end in [(T0, T0 + 10_000), (T0 + 20_000, T0 + 29_000), (T0 - 86_400_000, T0 + 86_400_000)]:
@@ -79,7 +81,7 @@ def test_given_three_good_views_a_lone_surrogate_view_and_three_more_when_posted
     assert set(refused.json()) == {"Code", "Message"} and "clientId" in refused.json()["Message"]
     for body in good[3:]:
         assert api.post("/views", data=body, headers=headers, timeout=5).status_code == 202
-    assert wait_for(api, {url: 6}) == {url: 6}
+    assert counted(api, {url: 6}) == {url: 6}
 
 
 def test_given_an_event_id_with_a_lone_surrogate_when_posted_over_http_then_400_naming_the_id(api: LocalStack) -> None:

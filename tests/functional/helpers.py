@@ -35,3 +35,21 @@ def partition(dynamodb: Any, pk: str) -> list[dict[str, Any]]:
         "ConsistentRead": True,
     }
     return [item for page in query_pages(dynamodb, request, "could not read the table") for item in page["Items"]]
+
+
+def every_page(client: Any, path: str, field: str, limit: int) -> tuple[list[Any], int]:
+    """Follow `next` from the first page; the entries and the number of pages read."""
+    entries: list[Any] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        query = f"limit={limit}" + (f"&cursor={cursor}" if cursor else "")
+        response = client.http.get(f"{path}{'&' if '?' in path else '?'}{query}")
+        assert response.status_code == 200, (path, response.body)
+        body = response.json_body
+        pages += 1
+        assert len(body[field]) <= limit
+        entries += body[field]
+        cursor = body["next"]
+        if cursor is None:
+            return entries, pages

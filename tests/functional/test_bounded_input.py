@@ -13,8 +13,7 @@ from urllib.parse import quote
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib.core import inputs
-from chalicelib.counters import reads as counter_reads
+from chalicelib.core import inputs, window_params
 from tests.functional import work_meter
 from tests.functional.work_meter import Meter
 
@@ -67,12 +66,12 @@ def test_given_a_window_too_long_or_too_fine_when_read_then_400_before_any_bucke
 def test_given_the_longest_allowed_histogram_when_read_then_at_most_the_cap_of_buckets_built(
     client: Any, clock: Any, work: Meter
 ) -> None:
-    minutes = counter_reads.MAX_HISTOGRAM_BUCKETS - 1
+    minutes = window_params.MAX_HISTOGRAM_BUCKETS - 1
     response = client.http.get(f"/counters/x/histogram?window={minutes}m&resolution=minute")
     assert response.status_code == 200, response.body[:300]
-    assert len(response.json_body["buckets"]) <= counter_reads.MAX_HISTOGRAM_BUCKETS
+    assert len(response.json_body["buckets"]) <= window_params.MAX_HISTOGRAM_BUCKETS
     # The minute buckets, plus one per hour item they are read from (and the window's ends).
-    assert work.buckets <= counter_reads.MAX_HISTOGRAM_BUCKETS + counter_reads.MAX_HISTOGRAM_BUCKETS // 60 + 4
+    assert work.buckets <= window_params.MAX_HISTOGRAM_BUCKETS + window_params.MAX_HISTOGRAM_BUCKETS // 60 + 4
 
 
 # -- bodies -----------------------------------------------------------------------------------

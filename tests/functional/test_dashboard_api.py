@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core import catalog, validation
+from chalicelib.core import catalog, times
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
 from chalicelib.counters import catalog as counter_catalog
@@ -16,7 +16,7 @@ from chalicelib.dashboard import assets
 from chalicelib.events.ingest import Event
 from chalicelib.views import batches as views_batches
 from chalicelib.views.keys import View, to_message
-from tests.functional.helpers import invoke
+from tests.functional.helpers import every_page, invoke
 from tests.functional.stream_fixtures import lambda_event, record, stored_event_records
 from tests.functional.test_windowed_counts import post_events
 
@@ -33,22 +33,6 @@ def get(client: Any, path: str, status: int = 200) -> Any:
     response = client.http.get(path)
     assert response.status_code == status, (path, response.body)
     return response
-
-
-def every_page(client: Any, path: str, field: str, limit: int) -> tuple[list[Any], int]:
-    """Follow `next` from the first page; the entries and the number of pages read."""
-    entries: list[Any] = []
-    cursor: str | None = None
-    pages = 0
-    while True:
-        query = f"limit={limit}" + (f"&cursor={cursor}" if cursor else "")
-        body = get(client, f"{path}?{query}").json_body
-        pages += 1
-        assert len(body[field]) <= limit
-        entries += body[field]
-        cursor = body["next"]
-        if cursor is None:
-            return entries, pages
 
 
 # -- the page and its assets ------------------------------------------------------------------
@@ -131,7 +115,7 @@ def test_given_an_older_write_when_it_lands_after_a_newer_one_then_last_counted_
     recent = catalog.Recent()  # another process, still in the earlier hour
     catalog.touch(aws.dynamodb, SETTINGS, counter_catalog.KIND, recent, {"x": None}, clock.now)
     (entry,) = get(client, "/counters").json_body["counters"]
-    assert entry["last_counted"] == validation.iso(clock.now + HOUR)
+    assert entry["last_counted"] == times.iso(clock.now + HOUR)
 
 
 def b64(text: str) -> str:

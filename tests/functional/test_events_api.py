@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from chalicelib.core.settings import Settings
+from tests.fakes import unprocessed_writes
 
 
 def post(client: Any, body: Any) -> Any:
@@ -96,30 +97,10 @@ def test_given_bad_query_when_counter_read_then_400(client: Any, clock: Any) -> 
         assert response.json_body["Code"] == "BadRequestError"
 
 
-class Unprocessing:
-    """A DynamoDB client whose BatchWriteItem leaves the last `stuck` items unprocessed `times` times."""
-
-    def __init__(self, real: Any, stuck: int, times: int) -> None:
-        self.real, self.stuck, self.times = real, stuck, times
-
-    def batch_write_item(self, RequestItems: dict[str, Any]) -> Any:
-        ((table, requests),) = RequestItems.items()
-        if self.times == 0:
-            return self.real.batch_write_item(RequestItems=RequestItems)
-        self.times -= 1
-        done, left = requests[: -self.stuck], requests[-self.stuck :]
-        if done:
-            self.real.batch_write_item(RequestItems={table: done})
-        return {"UnprocessedItems": {table: left}}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-
 def test_given_unprocessed_items_once_when_posted_then_retried_and_all_stored(
     client: Any, app_module: Any, aws: Any, clock: Any, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr(app_module.aws, "dynamodb", Unprocessing(aws.dynamodb, stuck=3, times=2), raising=False)
+    monkeypatch.setattr(app_module.aws, "dynamodb", unprocessed_writes(aws.dynamodb, stuck=3, times=2), raising=False)
     response = post(client, {"events": [{"counter": "jobs", "id": f"e{i}"} for i in range(10)]})
     assert response.status_code == 201
     assert sorted(i["id"]["S"] for i in stored_events(aws)) == sorted(f"e{i}" for i in range(10))
@@ -128,7 +109,7 @@ def test_given_unprocessed_items_once_when_posted_then_retried_and_all_stored(
 def test_given_items_that_stay_unprocessed_when_posted_then_503_says_which_were_stored(
     client: Any, app_module: Any, aws: Any, clock: Any, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr(app_module.aws, "dynamodb", Unprocessing(aws.dynamodb, stuck=2, times=100), raising=False)
+    monkeypatch.setattr(app_module.aws, "dynamodb", unprocessed_writes(aws.dynamodb, stuck=2, times=100), raising=False)
     response = post(client, {"events": [{"counter": "jobs", "id": f"e{i}"} for i in range(5)]})
     assert response.status_code == 503
     body = response.json_body

@@ -26,7 +26,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 import app as tally_app
-from chalicelib.counters import reads as counter_reads
+from chalicelib.core import window_params
 from tests.functional import work_meter
 from tests.functional.work_meter import Meter
 
@@ -35,7 +35,7 @@ ROUTES = sorted(f"{method} {path}" for path, entries in tally_app.app.routes.ite
 # Every query parameter a route reads; a parameter a route does not read must be harmless too.
 QUERY_NAMES = ["window", "start", "end", "resolution", "url", "names", "limit", "source", "unknown"]
 MAX_STORAGE_CALLS = 60
-MAX_BUCKETS = counter_reads.MAX_HISTOGRAM_BUCKETS + 2 * 400 + 100  # a histogram, or a 400-day plan
+MAX_BUCKETS = window_params.MAX_HISTOGRAM_BUCKETS + 2 * 400 + 100  # a histogram, or a 400-day plan
 NOW = 1_795_000_000_000
 
 # -- what is sent -------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.reports import api as reports_api
 from chalicelib.reports import ranges as report_ranges
 from chalicelib.reports import runs as reports_runs
+from tests.fakes import Patched
 from tests.functional.helpers import invoke, post_events
 
 MINUTE = 60_000
@@ -36,7 +37,7 @@ def run_scheduled(client: Any) -> Any:
 
 def all_reports(aws: Any) -> list[dict[str, Any]]:
     """Every committed report, oldest first, read back the way clients read them."""
-    listed = reports_api.list_reports(aws.dynamodb, SETTINGS, "1000")
+    listed = reports_api.list_reports(aws.dynamodb, SETTINGS, {"limit": "1000"})["reports"]
     return [reports_api.get_report(aws.dynamodb, aws.s3, SETTINGS, r["id"]) for r in reversed(listed)]
 
 
@@ -56,17 +57,6 @@ def assert_each_event_once(found: list[dict[str, Any]], expected: dict[str, int]
     assert seen == expected
     for earlier, later in zip(found, found[1:]):
         assert earlier["end"] == later["start"], "reports must tile time: no gap, no overlap"
-
-
-class Patched:
-    """A real client with some methods replaced (to fail, or to hold a run at a point)."""
-
-    def __init__(self, real: Any, **methods: Any) -> None:
-        self._real = real
-        self._methods = methods
-
-    def __getattr__(self, name: str) -> Any:
-        return self._methods.get(name) or getattr(self._real, name)
 
 
 def test_given_events_over_many_quarter_hours_when_runs_are_irregular_and_one_missed_then_each_event_in_one_report(
@@ -251,7 +241,7 @@ def test_given_commit_fails_after_s3_write_when_run_then_report_not_listed_and_r
     failed = run_now(client)
     assert failed.status_code == 503
     assert checkpoint(aws) is None
-    assert client.http.get("/reports").json_body == {"reports": []}
+    assert client.http.get("/reports").json_body == {"reports": [], "next": None}
     monkeypatch.setattr(aws.dynamodb, "transact_write_items", real_transact)
     clock.advance(MINUTE)
     assert run_now(client).status_code == 201

@@ -19,7 +19,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
 from chalicelib.uniques import keys as uniques_keys
-from chalicelib.uniques import sketch_encoding as sketches
+from chalicelib.uniques import sketches
 from tests.functional.helpers import invoke, partition
 
 SETTINGS = Settings()
@@ -395,7 +395,7 @@ def post_at(client: Any, name: str, data: list[str], at_ms: int) -> None:
 
 
 def inside(stream: list[tuple[list[str], int]], answer: dict[str, Any]) -> list[str]:
-    start, end = (uniques_api.validation.time_ms(answer[k]) for k in ("start", "end"))
+    start, end = (uniques_api.times.parse(answer[k]) for k in ("start", "end"))
     return [i for group, t in stream for i in group if start <= t < end]
 
 
@@ -423,14 +423,14 @@ def test_given_backdated_items_when_windows_read_then_each_equals_one_sketch_of_
         want = expected(inside(stream, answer))
         assert answer["cardinality"] == want, window
         assert answer["lower"] <= want <= answer["upper"]
-        assert uniques_api.validation.time_ms(answer["end"]) == (now // HOUR_MS + 1) * HOUR_MS
+        assert uniques_api.times.parse(answer["end"]) == (now // HOUR_MS + 1) * HOUR_MS
     small = get(client, "/hyperloglog/site?window=2h").json_body  # this hour and the one before
     assert small["exact"] is True and small["cardinality"] == 41 and small["error_rate"] == 0.0
     assert small["lower"] == small["upper"] == 41
     explicit = get(
         client,
-        f"/hyperloglog/site?start={uniques_api.validation.iso(now - 31 * HOUR_MS)}"
-        f"&end={uniques_api.validation.iso(now - 29 * HOUR_MS)}",
+        f"/hyperloglog/site?start={uniques_api.times.iso(now - 31 * HOUR_MS)}"
+        f"&end={uniques_api.times.iso(now - 29 * HOUR_MS)}",
     ).json_body
     assert (
         explicit["cardinality"] == expected(items("w", 80, 700)) and explicit["exact"] is False
@@ -457,7 +457,7 @@ def test_given_time_passes_when_windows_read_then_expired_sketches_are_ignored(
     stale = get(client, "/hyperloglog/late/histogram?resolution=hour&window=4d").json_body
     assert stale["complete"] is False and sum(b["cardinality"] for b in stale["buckets"]) == 0
     clock.advance(400 * 86_400_000)
-    since, until = uniques_api.validation.iso(now - 3 * HOUR_MS), uniques_api.validation.iso(now)
+    since, until = uniques_api.times.iso(now - 3 * HOUR_MS), uniques_api.times.iso(now)
     gone = get(client, f"/hyperloglog/late?start={since}&end={until}").json_body
     assert gone["cardinality"] == 0 and gone["complete"] is False and "retained_from" in gone
     assert get(client, "/hyperloglog/late").json_body["cardinality"] == 80  # all time never expires
@@ -471,7 +471,7 @@ def test_given_items_on_several_days_when_histogram_read_then_distinct_per_bucke
     for d in range(3):
         post_at(client, "hist", items("h", d * 10, d * 10 + 20), today - d * day + HOUR_MS)
     deliver(client, receive_all(aws))
-    since = uniques_api.validation.iso(today - 2 * day)
+    since = uniques_api.times.iso(today - 2 * day)
     answer = get(client, f"/hyperloglog/hist/histogram?resolution=day&start={since}").json_body
     assert answer["additive"] is False and answer["resolution"] == "day"
     assert [b["cardinality"] for b in answer["buckets"]] == [20, 20, 20]
@@ -533,8 +533,8 @@ def test_given_names_with_items_when_listed_then_pages_in_name_order_with_last_s
             break
     assert [s["name"] for s in seen] == [f"list.{n}" for n in range(5)] and pages == 3
     last_seen = {s["name"]: s["last_seen"] for s in seen}
-    assert last_seen["list.3"] == uniques_api.validation.iso(clock.now)
-    assert last_seen["list.0"] == uniques_api.validation.iso(clock.now - 60_000)
+    assert last_seen["list.3"] == uniques_api.times.iso(clock.now)
+    assert last_seen["list.0"] == uniques_api.times.iso(clock.now - 60_000)
     for bad in ("cursor=%25%25", "cursor=bm90IGEgbmFtZSE", "limit=0", "limit=1001", "limit=x"):
         assert get(client, f"/hyperloglog?{bad}").status_code == 400, bad
 

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chalicelib.core import queues, validation
+from chalicelib.core import queues, times, window_params
 from chalicelib.core.settings import Settings
 from chalicelib.views import api as views_api
 from chalicelib.views import batches as views_batches
@@ -552,10 +552,9 @@ def test_given_client_day_policy_when_same_client_views_twice_a_day_then_counted
     messages = [queues.Message(str(i), f"r{i}", to_message(v)) for i, v in enumerate(day)]
     result = views_batches.apply_messages(aws.dynamodb, aws.sqs, settings, messages, clock.now)
     assert result.counted == 2
-    assert views_api.count(aws.dynamodb, settings, {"url": "u"}, clock.now)["views"] == 2
-    in_range = views_api.count(
-        aws.dynamodb, settings, {"url": "u", "start": str(T0), "end": str(T0 + 86_400_000)}, clock.now
-    )
+    assert views_api.count(aws.dynamodb, settings, "u", None, clock.now)["views"] == 2
+    minutes = window_params.minute_range({"start": str(T0), "end": str(T0 + 86_400_000)}, clock.now)
+    in_range = views_api.count(aws.dynamodb, settings, "u", minutes, clock.now)
     assert in_range["views"] == 2, "each client-day counted at its first view's time"
 
 
@@ -588,8 +587,8 @@ def test_given_views_spread_over_hours_and_days_when_any_range_read_then_equal_t
                 continue
             answer = views_answer(client, url, start=start, end=end)
             assert answer["views"] == in_range(bodies, url, start, end), (start, end)
-            assert answer["start"] == validation.iso(start - start % 60_000)
-            assert answer["end"] == validation.iso(end - end % 60_000 + 60_000)
+            assert answer["start"] == times.iso(start - start % 60_000)
+            assert answer["end"] == times.iso(end - end % 60_000 + 60_000)
             assert answer["complete"] is True and answer["keys_read"] <= windows.MAX_PARTS
 
     check()
@@ -645,7 +644,7 @@ def test_given_buckets_past_their_retention_when_read_then_they_count_0_and_the_
     clock.advance(retention_ms - 6 * day)  # the oldest views' hours, days and maybe blocks are gone
     answer = views_answer(client, "u", start=start, end=end)
     assert answer["complete"] is False
-    kept_from = validation.time_ms(answer["retained_from"], "retained_from")
+    kept_from = times.parse(answer["retained_from"], "retained_from")
     assert start < kept_from <= end + 60_000
     assert answer["views"] == in_range(bodies, "u", kept_from, end), "exactly the views from retained_from"
     clock.advance(60 * day)  # every bucket, blocks included, is past its retention

@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib.core.settings import Settings
 from chalicelib.counters import stream_apply as counting
+from tests.fakes import Patched, recording
 from tests.functional.helpers import invoke, post_events
 from tests.functional.stream_fixtures import batches, lambda_event, record, stored_event_records
 
@@ -266,21 +267,17 @@ def test_given_same_bucket_events_in_batch_when_applied_then_one_update_per_buck
     client: Any, aws: Any, clock: Any
 ) -> None:
     post_events(client, [{"counter": "dense", "time": clock.now} for _ in range(20)])
-    sent: list[dict[str, Any]] = []
-
-    class Recording:
-        def transact_write_items(self, **kwargs: Any) -> Any:
-            sent.extend(kwargs["TransactItems"])
-            return aws.dynamodb.transact_write_items(**kwargs)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(aws.dynamodb, name)
+    calls: list[dict[str, Any]] = []
 
     from chalicelib.events.stream_records import from_lambda_event
 
     counting.apply_stream_batch(
-        Recording(), Settings(), from_lambda_event(lambda_event(stored_event_records(aws.dynamodb))), clock.now
+        recording(aws.dynamodb, "transact_write_items", calls),
+        Settings(),
+        from_lambda_event(lambda_event(stored_event_records(aws.dynamodb))),
+        clock.now,
     )
+    sent = [item for call in calls for item in call["TransactItems"]]
     updates = [item["Update"] for item in sent if "Update" in item]
     buckets = [u for u in updates if u["Key"]["pk"]["S"].startswith("CTR#")]
     assert len(buckets) == 2  # one hour bucket (with its minute's count inside) and one day bucket
@@ -309,23 +306,18 @@ def test_given_unprocessed_keys_when_window_read_then_retried_and_exact(
     calls: list[int] = []
     real = aws.dynamodb
 
-    class HoldsBackKeys:
+    def holds_back_keys(RequestItems: dict[str, Any]) -> Any:
         """Answers half the keys at first and returns the rest as UnprocessedKeys."""
+        ((table, request),) = RequestItems.items()
+        calls.append(len(request["Keys"]))
+        if len(calls) > 1:
+            return real.batch_get_item(RequestItems=RequestItems)
+        half = len(request["Keys"]) // 2
+        answered = real.batch_get_item(RequestItems={table: {**request, "Keys": request["Keys"][:half]}})
+        answered["UnprocessedKeys"] = {table: {**request, "Keys": request["Keys"][half:]}}
+        return answered
 
-        def batch_get_item(self, RequestItems: dict[str, Any]) -> Any:
-            ((table, request),) = RequestItems.items()
-            calls.append(len(request["Keys"]))
-            if len(calls) > 1:
-                return real.batch_get_item(RequestItems=RequestItems)
-            half = len(request["Keys"]) // 2
-            answered = real.batch_get_item(RequestItems={table: {**request, "Keys": request["Keys"][:half]}})
-            answered["UnprocessedKeys"] = {table: {**request, "Keys": request["Keys"][half:]}}
-            return answered
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(real, name)
-
-    monkeypatch.setattr(app_module.aws, "dynamodb", HoldsBackKeys(), raising=False)
+    monkeypatch.setattr(app_module.aws, "dynamodb", Patched(real, batch_get_item=holds_back_keys), raising=False)
     times = spread_events["jobs.provider-1"]
     end = clock.now - 2 * HOUR - 7 * MINUTE
     body = window_count(client, "jobs.provider-1", f"window=24h&end={end}")

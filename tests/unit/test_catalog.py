@@ -1,48 +1,12 @@
-"""Catalog cursors, limits and the once-an-hour memory; report download formats. Pure."""
+"""The catalogs' once-an-hour memory; report download formats. Pure."""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from chalicelib.core import catalog, validation
+from chalicelib.core import catalog
 from chalicelib.core.errors import ValidationError
 from chalicelib.reports import api as reports_api
-
-NAMES = st.text(alphabet="ABCXYZabcxyz0189_.:-", min_size=1, max_size=200)
-
-
-@given(NAMES)
-def test_given_any_name_when_encoded_as_a_cursor_then_decoded_back_and_url_safe(name: str) -> None:
-    cursor = catalog.encode_cursor(name)
-    assert set(cursor) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
-    assert catalog.decode_cursor(cursor, validation.name) == name
-
-
-@given(st.text(max_size=60))
-def test_given_any_text_as_a_cursor_then_a_valid_name_or_a_validation_error(raw: str) -> None:
-    try:
-        decoded = catalog.decode_cursor(raw, validation.name)
-    except ValidationError:
-        return
-    assert decoded is None or validation.name(decoded) == decoded
-
-
-def test_given_no_cursor_then_first_page() -> None:
-    assert catalog.decode_cursor(None, validation.name) is None
-    assert catalog.decode_cursor("", validation.name) is None
-
-
-@pytest.mark.parametrize(("raw", "expected"), [(None, 100), ("1", 1), ("1000", 1000)])
-def test_given_a_limit_then_parsed(raw: str | None, expected: int) -> None:
-    assert catalog.page_limit(raw) == expected
-
-
-@pytest.mark.parametrize("raw", ["0", "1001", "-1", "1.5", "", "ten"])
-def test_given_a_bad_limit_then_validation_error(raw: str) -> None:
-    with pytest.raises(ValidationError):
-        catalog.page_limit(raw)
 
 
 class FakeClient:

@@ -11,8 +11,8 @@ from hyperloglog import HyperLogLog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chalicelib.uniques import sketch_encoding as sketches
-from chalicelib.uniques.sketch_encoding import EXACT_LIMIT, SketchFormatError
+from chalicelib.uniques import sketches
+from chalicelib.uniques.sketches import EXACT_LIMIT, SketchFormatError
 
 P = sketches.precision_for(0.01)
 

@@ -9,12 +9,11 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chalicelib.core import timebuckets, validation, window_params
+from chalicelib.core import timebuckets, times, window_params
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.uniques import batches
-from chalicelib.uniques import sketch_encoding as sketches
+from chalicelib.uniques import batches, sketches
 
 SETTINGS = Settings()
 P = sketches.precision_for(SETTINGS.uniques_error_rate)
@@ -74,7 +73,7 @@ def test_given_window_parameters_when_parsed_then_hour_aligned() -> None:
     assert window_params.hour_range({"window": "1m"}, now) == (hour, hour)
     assert window_params.hour_range({"window": "61m"}, now) == (hour - 1, hour)
     start, end = "2026-11-17T10:30:00Z", "2026-11-17T12:00:00Z"
-    first = validation.time_ms(start) // 3_600_000  # the hour holding start: 10:00
+    first = times.parse(start) // 3_600_000  # the hour holding start: 10:00
     assert window_params.hour_range({"start": start, "end": end}, now) == (first, first + 2)
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chalicelib.core import validation
+from chalicelib.core import times
 from chalicelib.core.errors import ValidationError
 from chalicelib.views import keys as view_keys
 from chalicelib.views.keys import View
@@ -15,7 +15,7 @@ T0 = 1_795_000_000_000
 views = st.builds(
     View,
     url=st.text(min_size=1, max_size=300).filter(str.strip),
-    time_ms=st.integers(validation.MIN_TIME_MS, validation.MAX_TIME_MS - 1),
+    time_ms=st.integers(times.MIN_TIME_MS, times.MAX_TIME_MS - 1),
     client_id=st.text(min_size=1, max_size=256).filter(str.strip),
 )
 
@@ -34,7 +34,7 @@ def test_given_two_views_when_keyed_then_same_marker_only_for_same_view(a: View,
 @given(views, st.integers(0, view_keys.DAY_MS - 1))
 def test_given_client_day_policy_when_same_client_same_day_then_one_marker(view: View, shift: int) -> None:
     day_start = view.time_ms - view.time_ms % view_keys.DAY_MS
-    later = View(view.url, min(day_start + shift, validation.MAX_TIME_MS - 1), view.client_id)
+    later = View(view.url, min(day_start + shift, times.MAX_TIME_MS - 1), view.client_id)
     assert view_keys.marker_sk(view, "client-day") == view_keys.marker_sk(later, "client-day")
     next_day = View(view.url, day_start + view_keys.DAY_MS, view.client_id)
     assert view_keys.marker_sk(view, "client-day") != view_keys.marker_sk(next_day, "client-day")
@@ -127,7 +127,7 @@ def test_given_batch_with_bad_view_when_parsed_then_error_names_it() -> None:
 
 
 def test_given_iso_time_when_parsed_then_same_view_as_epoch_ms() -> None:
-    iso = view_keys.parse_view({"url": "a", "time": validation.iso(T0), "clientId": "c"})
+    iso = view_keys.parse_view({"url": "a", "time": times.iso(T0), "clientId": "c"})
     assert iso == view_keys.parse_view({"url": "a", "time": T0, "clientId": "c"})
 
 

@@ -1,0 +1,158 @@
+"""Listings: the one pager every `GET` that lists goes through.
+
+Every listing takes `limit` (1-1000, default 100) and `cursor` (the `next` of the previous
+page, unchanged) and answers `next` (null on the last page). A page is one Query of one
+partition (a listing over several partitions, such as every quarantine source, reads the next
+partition only while the page has room: at most one Query per partition).
+
+A cursor is opaque to clients: base64url of a position, the sort key of the last item read
+(or `<partition label>#<sort key>` across partitions). It names only a sort key; the partition
+is always the listing's own, so no cursor can reach other items, and each listing checks the
+position it decodes (a name, a digest, a report id) before it is used.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.core import dynamo, inputs, validation
+from chalicelib.core.aws import DynamoDB
+from chalicelib.core.errors import ValidationError
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+MAX_CURSOR_CHARS = 1024
+BAD_CURSOR = "cursor is not one this API gave out: pass the `next` of the previous page unchanged"
+
+
+# -- cursors and limits (pure) -------------------------------------------------------------
+
+
+def encode_cursor(position: str) -> str:
+    return base64.urlsafe_b64encode(position.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def decode_cursor(raw: str | None, check: Callable[[str], object]) -> str | None:
+    """The position a cursor stands for, or None for the first page; ValidationError (400) for
+    a cursor this API did not give out. `check` validates the position (raising ValidationError)."""
+    if raw is None or raw == "":
+        return None
+    bad = ValidationError(BAD_CURSOR)
+    if len(raw) > MAX_CURSOR_CHARS:
+        raise bad
+    try:
+        position = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode("utf-8")
+        check(position)
+    except (binascii.Error, ValueError, ValidationError) as exc:
+        raise bad from exc
+    return position
+
+
+def page_limit(raw: str | None, default: int = DEFAULT_LIMIT, most: int = MAX_LIMIT) -> int:
+    """The `limit` of a listing: every listing reads it here."""
+    if raw is None:
+        return default
+    return validation.integer(inputs.digits(raw, "limit", len(str(most))), "limit", 1, most)
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    """A listing's parsed query parameters: the position to start after, and the page size."""
+
+    after: str | None
+    limit: int
+
+
+def page_request(params: Mapping[str, str], check: Callable[[str], object]) -> PageRequest:
+    """`cursor` and `limit` of a listing, both checked before any read (400 when bad)."""
+    return PageRequest(decode_cursor(params.get("cursor"), check), page_limit(params.get("limit")))
+
+
+# -- reads ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Page:
+    """Items of one page, in the listing's order, and the position after which the next page
+    starts (None at the end); `next` is that position as the cursor a client is given."""
+
+    items: list[dict[str, Any]]
+    after: str | None
+
+    @property
+    def next(self) -> str | None:
+        return None if self.after is None else encode_cursor(self.after)
+
+
+def query_page(
+    dynamodb: DynamoDB,
+    table: str,
+    pk: str,
+    page: PageRequest,
+    failure: str,
+    *,
+    newest_first: bool = False,
+    live_at_s: int | None = None,
+) -> Page:
+    """One Query of partition `pk`: up to `page.limit` items after `page.after`, in sort-key
+    order (reversed with `newest_first`). With `live_at_s`, items whose `expires_at` has passed
+    are left out (DynamoDB deletes expired items only eventually), so a page may hold fewer
+    items than `limit` while `next` is still given; a failed call becomes StorageError(failure)."""
+    request: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": pk}},
+        "Limit": page.limit,
+        "ScanIndexForward": not newest_first,
+    }
+    if live_at_s is not None:
+        request["FilterExpression"] = "attribute_not_exists(expires_at) OR expires_at > :now"
+        request["ExpressionAttributeValues"][":now"] = {"N": str(live_at_s)}
+    if page.after is not None:
+        request["ExclusiveStartKey"] = {"pk": {"S": pk}, "sk": {"S": page.after}}
+    first = next(dynamo.query_pages(dynamodb, request, failure))
+    last = first.get("LastEvaluatedKey")
+    return Page(list(first.get("Items", [])), last["sk"]["S"] if last else None)
+
+
+def split_position(position: str, labels: Sequence[str]) -> tuple[str, str]:
+    """(label, sort key) of a position across partitions; ValueError if the label is unknown."""
+    label, sep, sk = position.partition("#")
+    if not sep or label not in labels:
+        raise ValueError("no such partition")
+    return label, sk
+
+
+def query_across(
+    dynamodb: DynamoDB,
+    table: str,
+    partitions: Mapping[str, str],
+    page: PageRequest,
+    failure: str,
+) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
+    """One page over several partitions in turn (`partitions` maps a label to its pk, in listing
+    order): each item with its partition's label, and the `next` cursor. `page.after` is a
+    position from `split_position`'s form, already checked against the labels."""
+    labels = list(partitions)
+    start, after = (0, None) if page.after is None else _resume(page.after, labels)
+    found: list[tuple[str, dict[str, Any]]] = []
+    for index in range(start, len(labels)):
+        label = labels[index]
+        room = page.limit - len(found)
+        got = query_page(dynamodb, table, partitions[label], PageRequest(after, room), failure)
+        found += [(label, item) for item in got.items]
+        after = None
+        if got.after is not None:  # this partition has more (or may have): resume inside it
+            return found, encode_cursor(f"{label}#{got.after}")
+        if len(found) >= page.limit and index + 1 < len(labels):  # full: the next partition from its start
+            return found, encode_cursor(f"{labels[index + 1]}#")
+    return found, None
+
+
+def _resume(position: str, labels: list[str]) -> tuple[int, str | None]:
+    label, sk = split_position(position, labels)
+    return labels.index(label), sk or None
