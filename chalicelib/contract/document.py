@@ -17,6 +17,11 @@ ERRORS: dict[int, tuple[str, str]] = {
     401: ("Unauthorized", "no key, an unknown key or a revoked key (Code UnauthorizedError)"),
     403: ("Forbidden", "a key without this route's scope, name prefix or origin (Code ForbiddenError)"),
     404: ("NotFound", "nothing of that name (Code NotFoundError)"),
+    414: (
+        "UriTooLong",
+        "the URL is longer than the gateway takes (API Gateway's DEFAULT_4XX, Code BadRequestError; "
+        "locally past 64 KiB)",
+    ),
     429: ("Throttled", "throttled by API Gateway on AWS: retry later (Code TooManyRequestsError); never locally"),
     503: (
         "Unavailable",
@@ -36,7 +41,7 @@ answers 404 `NotFoundError`. Every path also answers a CORS preflight (OPTIONS).
 
 def operation_object(operation: Operation) -> dict[str, Any]:
     access = policy.ROUTES[operation.key]
-    statuses = set(operation.errors) | {429, 503}
+    statuses = set(operation.errors) | {414, 429, 503}
     security: list[dict[str, list[str]]] = []
     if access.beacon:
         security = [{BEACON: []}]

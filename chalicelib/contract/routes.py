@@ -265,6 +265,7 @@ OPERATIONS: tuple[Operation, ...] = (
             Answer(200, "nothing new to report", s.REPORT_RUN),
         ),
         errors=(),
+        links=(Link("theFirstReport", "getReport", {"path.report_id": "$response.body#/reports/0/id"}),),
     ),
     Operation(
         "GET",
@@ -397,7 +398,7 @@ OPERATIONS: tuple[Operation, ...] = (
             Param("v", s.query_text(), "the content hash the page names"),
             Param("If-None-Match", s.string(), where="header"),
         ),
-        errors=(404,),
+        errors=(400, 404),
     ),
     Operation(
         "GET",

@@ -119,14 +119,16 @@ QUARANTINE_SOURCE = string(enum=list(quarantine.SOURCES))
 EVENT = obj(
     {"counter": NAME},
     {
-        "id": string(
-            minLength=1,
-            maxLength=ingest.ID_MAX_CHARS,
-            description="a client id: a retried POST with the same id counts once",
+        "id": nullable(
+            string(
+                minLength=1,
+                maxLength=ingest.ID_MAX_CHARS,
+                description="a client id: a retried POST with the same id counts once (null or absent: one is made)",
+            )
         ),
         "time": {
-            **BODY_TIME,
-            "description": f"when it happened (default now), at most MAX_FUTURE_SKEW_SECONDS "
+            "anyOf": [*BODY_TIME["anyOf"], {"type": "null"}],
+            "description": f"when it happened (null or absent: now), at most MAX_FUTURE_SKEW_SECONDS "
             f"({DEFAULTS.max_future_skew_seconds} s) ahead",
         },
         "retention": {
@@ -187,16 +189,24 @@ UNIQUE_ITEMS_BODY = obj(
             ]
         }
     },
-    {"time": {**BODY_TIME, "description": "when the items were seen (default now)"}},
+    {
+        "time": {
+            "anyOf": [*BODY_TIME["anyOf"], {"type": "null"}],
+            "description": "when the items were seen (null or absent: now)",
+        }
+    },
     closed=True,
 )
 NEW_KEY_BODY = obj(
     {"scopes": {"type": "array", "items": SCOPE, "minItems": 1}},
     {
-        "prefix": string(
-            minLength=1,
-            maxLength=policy.PREFIX_MAX_CHARS,
-            description="the key reaches only names (and URLs) starting with this (printable characters)",
+        "prefix": nullable(
+            string(
+                minLength=1,
+                maxLength=policy.PREFIX_MAX_CHARS,
+                description="the key reaches only names (and URLs) starting with this (printable "
+                "characters); null or absent: every name",
+            )
         ),
         "origins": {
             "type": "array",
@@ -286,7 +296,12 @@ REPORT = obj(
         },
     }
 )
-REPORT_RUN = obj({"reports": {"type": "array", "items": REPORT_SUMMARY}, "superseded": {"type": "array"}})
+REPORT_RUN = obj(
+    {
+        "reports": {"type": "array", "items": REPORT_SUMMARY},
+        "superseded": {"type": "boolean", "description": "another run committed the range this one read"},
+    }
+)
 KEY_RECORD = obj(
     {
         "id": KEY_ID,

@@ -244,7 +244,11 @@ def _read_all_shards(dynamodb: Any, settings: Settings, name: str) -> list[sketc
 
 def list_names(dynamodb: Any, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
     """`{"names": [{"name", "last_seen"}], "next": cursor | None}` in name order, one Query page
-    of `limit` (1-1000, default 100) after `cursor` (the `next` of the previous page)."""
+    of `limit` (1-1000, default 100) after `cursor` (the `next` of the previous page). A window
+    without names is refused: the listing has no window, and ignoring one would answer a
+    question that was not asked."""
+    if is_windowed(params):
+        raise ValidationError(f"{', '.join(WINDOW_PARAMS)} count a union: give names too")
     limit = catalog.page_limit(params.get("limit"))
     request: dict[str, Any] = {
         "TableName": settings.counts_table,
