@@ -74,6 +74,8 @@ TIME_TEXT = string(
     "from 2000-01-01 to 2100-01-01",
 )
 BODY_TIME = {"anyOf": [TIME_MS, TIME_TEXT], "examples": ["2026-11-18T10:00:00Z"]}
+# Optional times: null or absent mean now.
+OPTIONAL_TIME = {"anyOf": [TIME_MS, TIME_TEXT, {"type": "null"}], "examples": ["2026-11-18T10:00:00Z"]}
 
 
 def query_text(**more: Any) -> Schema:
@@ -127,7 +129,7 @@ EVENT = obj(
             )
         ),
         "time": {
-            "anyOf": [*BODY_TIME["anyOf"], {"type": "null"}],
+            **OPTIONAL_TIME,
             "description": f"when it happened (null or absent: now), at most MAX_FUTURE_SKEW_SECONDS "
             f"({DEFAULTS.max_future_skew_seconds} s) ahead",
         },
@@ -191,7 +193,7 @@ UNIQUE_ITEMS_BODY = obj(
     },
     {
         "time": {
-            "anyOf": [*BODY_TIME["anyOf"], {"type": "null"}],
+            **OPTIONAL_TIME,
             "description": "when the items were seen (null or absent: now)",
         }
     },
