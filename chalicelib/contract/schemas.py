@@ -142,8 +142,10 @@ EVENT = obj(
         },
         "attributes": {
             "type": "object",
+            "propertyNames": {"minLength": 1},
             "description": f"at most {ingest.MAX_ATTRIBUTES_BYTES} bytes as JSON, nested at most "
-            f"{inputs.MAX_STORED_DEPTH} levels; numbers are summed in reports",
+            f"{inputs.MAX_STORED_DEPTH} levels, no empty key at any depth (DynamoDB's naming rule); "
+            "numbers are summed in reports",
         },
     },
     closed=True,
