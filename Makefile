@@ -7,7 +7,7 @@ AWS_PORT ?= 5000
 # Longest SQS batching window locally, in seconds (AWS uses the configured one, up to 60 s).
 BATCHING_WINDOW ?= 5
 
-.PHONY: run test check unit functional e2e bench trigger package clean vendor
+.PHONY: run test check unit functional e2e bench trigger package clean vendor fuzz
 
 # chalice 1.34 (its packager) requires pip < 26.3.
 $(BIN)/.installed: requirements.txt requirements-dev.txt
@@ -43,6 +43,14 @@ functional: $(BIN)/.installed
 
 e2e: $(BIN)/.installed vendor
 	$(BIN)/python -m pytest tests/e2e
+
+# Schemathesis over the whole API on a fresh local stack, longer than `make test`'s run
+# (tests/e2e/test_openapi_e2e.py): EXAMPLES generated requests per operation, SEED to vary it.
+EXAMPLES ?= 300
+SEED ?= 2
+fuzz: $(BIN)/.installed vendor
+	TALLY_SCHEMATHESIS_EXAMPLES=$(EXAMPLES) TALLY_SCHEMATHESIS_SEED=$(SEED) TALLY_SCHEMATHESIS_TIMEOUT=3600 \
+		$(BIN)/python -m pytest tests/e2e/test_openapi_e2e.py -s -k schemathesis
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m bench

@@ -11,6 +11,7 @@ from chalice.app import AuthRequest, BadRequestError, Chalice, NotFoundError, Ra
 
 from chalicelib.access import gate, policy
 from chalicelib.access import store as key_store
+from chalicelib.contract import document as contract
 from chalicelib.core import clock, inputs, quarantine, queues, telemetry, validation
 from chalicelib.core import window_params as windows
 from chalicelib.core.aws import AwsClients
@@ -345,6 +346,12 @@ def dashboard_page() -> Response:
 @answers
 def dashboard_asset(name: str) -> Response:
     return static_answer(dashboard.asset(name), query().get("v"))
+
+
+@app.route("/openapi.json", methods=["GET"])
+@answers
+def openapi_document() -> dict[str, Any]:
+    return contract.document()
 
 
 def static_answer(asset: dashboard.Asset, version: str | None = None) -> Response:

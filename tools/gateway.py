@@ -8,7 +8,8 @@ these a JSON body in Chalice's error shape with CORS headers, so a browser can r
 - on AWS, `tools.provision` puts them on the REST API after `chalice deploy` and
   `tools.cfn_template` adds them to the template (`x-amazon-apigateway-gateway-responses`);
 - locally, `install()` makes Chalice's local gateway (`make run`, the tests' Client) answer
-  the same way, from the same table.
+  the same way, from the same table, for every HTTP method (a method a path does not have,
+  TRACE included, is API Gateway's MISSING_AUTHENTICATION_TOKEN: a JSON 404).
 
 The CORS header echoes the request's Origin (`method.request.header.Origin`): a gateway
 response carries no data, only why the request was refused.
@@ -176,6 +177,8 @@ def install() -> None:
         return bool(original_check(self, arn, auth_result))
 
     def handle_request(self: Any, method: str, path: str, headers: dict[str, str], body: bytes | None) -> Any:
+        if method_missing(self, method, path, headers, body):
+            return local_answer("MISSING_AUTHENTICATION_TOKEN", headers)
         try:
             return original_handle(self, method, path, headers, body)
         except local.NotAuthorizedError:
@@ -193,6 +196,46 @@ def install() -> None:
             log.exception("authorizer failed")
             return local_answer("AUTHORIZER_FAILURE", headers)
 
+    def any_method(self: Any, name: str) -> Any:
+        """http.server answers a method without a `do_<METHOD>` with its own HTML 501: every
+        method goes to the gateway instead, which answers as API Gateway does."""
+        if name.startswith("do_"):
+            return self._generic_handle
+        raise AttributeError(name)
+
     local.LocalGateway.handle_request = handle_request
     local.LocalGatewayAuthorizer._check_can_invoke_view_function = check
     local.LocalGatewayAuthorizer.authorize = authorize
+    local.ChaliceRequestHandler.__getattr__ = any_method
+    local.ChaliceRequestHandler.send_error = send_error
+
+
+def send_error(handler: Any, code: int, message: str | None = None, explain: str | None = None) -> None:
+    """What http.server itself refuses (a URL past 64 KiB: 414, a malformed request line: 400, too
+    many headers: 431) as API Gateway's DEFAULT_4XX/5XX answers: the status kept, the body JSON
+    in Chalice's shape instead of http.server's HTML page."""
+    answer = BY_TYPE["DEFAULT_4XX" if code < 500 else "DEFAULT_5XX"]
+    reason = message or handler.responses.get(code, ("",))[0]
+    body = json.dumps({"Code": answer.code, "Message": f"{answer.message}: {reason}" if reason else answer.message})
+    handler.log_error("code %d, message %s", code, reason)
+    handler.send_response(code, message)
+    handler.send_header("Connection", "close")
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    if handler.command != "HEAD":
+        handler.wfile.write(body.encode("utf-8"))
+
+
+def method_missing(gateway: Any, method: str, path: str, headers: dict[str, str], body: bytes | None) -> bool:
+    """A path the app has, asked with a method it does not declare there. API Gateway answers
+    that with MISSING_AUTHENTICATION_TOKEN ("including the cases when the client attempts to
+    invoke an unsupported API method or resource"), never reaching the app; Chalice's local
+    gateway would hand it to the app, which answers 405. OPTIONS is every path's preflight."""
+    if method == "OPTIONS":
+        return False
+    try:
+        event = gateway._generate_lambda_event(method, path, headers, body)
+    except ValueError:  # no such path: the original handler answers that
+        return False
+    return method not in gateway._app_object.routes.get(event["requestContext"]["resourcePath"], {})

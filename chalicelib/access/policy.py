@@ -267,9 +267,10 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("POST", "/keys"): RouteAccess(ADMIN),
     ("GET", "/keys"): RouteAccess(ADMIN),
     ("DELETE", "/keys/{key_id}"): RouteAccess(ADMIN),
-    # The dashboard's static page and its files: anyone. Its listings cover every name.
+    # The dashboard's static page and its files, and the API's contract: anyone. Its listings cover every name.
     ("GET", "/"): RouteAccess(None),
     ("GET", "/dashboard/{name}"): RouteAccess(None),
+    ("GET", "/openapi.json"): RouteAccess(None),
     ("GET", "/counters"): RouteAccess(READ),
     ("GET", "/views/urls"): RouteAccess(READ),
     ("GET", "/quarantine/counts"): RouteAccess(ADMIN),

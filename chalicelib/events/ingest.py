@@ -87,6 +87,11 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
     if not isinstance(attributes, dict):
         raise ValidationError(f"{where}.attributes must be a JSON object")
     inputs.check_tree(attributes, f"{where}.attributes", inputs.MAX_STORED_DEPTH)
+    if _has_empty_name(attributes):
+        # DynamoDB's naming rules: "Attribute names must be at least one character long", map
+        # keys at any depth included (it refuses the write). moto stores such a key and then
+        # answers items botocore cannot parse, so it is refused here, the same everywhere.
+        raise ValidationError(f"{where}.attributes holds an empty name: every key needs a character")
     # Measured before anything is converted (the whole body is already capped in size).
     size = len(json.dumps(attributes, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8"))
     if size > MAX_ATTRIBUTES_BYTES:
@@ -97,6 +102,20 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"{where}.attributes cannot be stored: {exc}") from exc
     return Event(counter, event_id, t_ms, retention, attributes, id_given)
+
+
+def _has_empty_name(value: Any) -> bool:
+    """Whether any object in `value` (walked without recursion) has the key ""."""
+    pending = [value]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            if "" in node:
+                return True
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return False
 
 
 def _to_dynamodb_numbers(value: Any) -> Any:

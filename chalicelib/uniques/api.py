@@ -232,7 +232,11 @@ def _read_all_shards(dynamodb: DynamoDB, settings: Settings, name: str) -> list[
 
 def list_names(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
     """`{"names": [{"name", "last_seen"}], "next": cursor | None}` in name order, one page
-    (core.pager) of `limit` (1-1000, default 100) after `cursor` (the `next` of the previous page)."""
+    (core.pager) of `limit` (1-1000, default 100) after `cursor` (the `next` of the previous page).
+    A window without names is refused: the listing has no window, and ignoring one would answer
+    a question that was not asked."""
+    if is_windowed(params):
+        raise ValidationError(f"{', '.join(WINDOW_PARAMS)} count a union: give names too")
     request = pager.page_request(params, lambda n: validation.name(n, "cursor"))
     page = pager.query_page(
         dynamodb, settings.counts_table, keys.NAMES_PK, request, "could not read the unique-count names"

@@ -60,6 +60,14 @@ def test_given_the_page_when_loaded_then_html_names_versioned_local_assets_that_
     assert get(client, "/dashboard/uPlot.LICENSE").body.startswith(b"The MIT License")
 
 
+def test_given_the_page_when_loaded_then_it_links_the_apis_openapi_document_which_needs_no_key(
+    client: Any,
+) -> None:
+    html = get(client, "/").body.decode()
+    assert 'href="/openapi.json"' in html
+    assert client.http.with_key(None).get("/openapi.json").status_code == 200
+
+
 @pytest.mark.parametrize("name", ["missing.js", ".pins", "index.html", "dashboard.py", "..%2Fassets.py"])
 def test_given_a_name_that_is_not_an_asset_when_asked_then_404(client: Any, name: str) -> None:
     response = get(client, f"/dashboard/{name}", 404)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from chalicelib.core.settings import Settings
 from tests.fakes import unprocessed_writes
 
@@ -116,3 +118,20 @@ def test_given_items_that_stay_unprocessed_when_posted_then_503_says_which_were_
     assert body["Code"] == "PartialWrite"
     assert body["failed"] == ["e3", "e4"] and body["stored"] == ["e0", "e1", "e2"]
     assert sorted(i["id"]["S"] for i in stored_events(aws)) == body["stored"]
+
+
+@pytest.mark.parametrize(
+    "attributes", [{"": 1}, {"a": {"": None}}, {"a": [{"b": 1}, {"": "x"}]}, {"M": {"L": [], "": {}}}]
+)
+def test_given_an_empty_attribute_name_at_any_depth_when_posted_then_400_and_nothing_stored(
+    client: Any, aws: Any, attributes: dict[str, Any]
+) -> None:
+    response = client.http.post(
+        "/events",
+        headers={"Content-Type": "application/json"},
+        body=json.dumps({"counter": "c", "attributes": attributes}),
+    )
+
+    assert response.status_code == 400, response.body
+    assert "empty name" in json.loads(response.body)["Message"]
+    assert aws.dynamodb.scan(TableName=Settings().events_table)["Items"] == []

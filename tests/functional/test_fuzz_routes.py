@@ -1,36 +1,33 @@
-"""A bounded fuzz run over every route the app declares and every parameter it reads.
+"""Every known kind of bad input on every route the app declares, with what only an in-process
+run can see.
 
-For each route (taken from the app object, so a new route is fuzzed without editing this file)
-hypothesis sends about TALLY_FUZZ_EXAMPLES requests (300 by default) mixing well-formed input
-with the kinds that used to escape as 5xx: deep nesting, lone surrogates, numbers outside
-DynamoDB's range, digits `int()` refuses, huge windows, wrong types, broken bytes. Every answer:
+Generated requests (valid and invalid, from the OpenAPI document) are Schemathesis's job against
+the local stack (tests/e2e/test_openapi_e2e.py): no 5xx, every answer documented and in its
+shape. What it cannot see is measured here, for each route (taken from the app object, so a
+new route is covered without editing this file) and each bad value that once escaped as a 5xx
+(deep nesting, lone surrogates, numbers outside DynamoDB's range, digits `int()` refuses, huge
+windows, wrong types, broken bytes), sent alone:
 
-- is never a 5xx;
-- is, when 4xx, JSON in Chalice's error shape {"Code", "Message"};
-- changes nothing when it is a rejection (no storage write succeeded while it was handled);
-- did bounded work: at most one JSON document parsed, at most a histogram's cap of time
-  buckets built, at most a fixed number of storage calls.
+- never a 5xx, and a 4xx is JSON in Chalice's error shape {"Code", "Message"};
+- a rejection changes nothing (no storage write succeeded while it was handled);
+- bounded work: at most one JSON document parsed, at most a histogram's cap of time buckets
+  built, at most a fixed number of storage calls.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import pytest
-from hypothesis import HealthCheck, given
-from hypothesis import settings as hypothesis_settings
-from hypothesis import strategies as st
 
 import app as tally_app
 from chalicelib.core import window_params
 from tests.functional import work_meter
 from tests.functional.work_meter import Meter
 
-EXAMPLES = int(os.environ.get("TALLY_FUZZ_EXAMPLES", "300"))
 ROUTES = sorted(f"{method} {path}" for path, entries in tally_app.app.routes.items() for method in entries)
 # Every query parameter a route reads; a parameter a route does not read must be harmless too.
 QUERY_NAMES = ["window", "start", "end", "resolution", "url", "names", "limit", "source", "unknown"]
@@ -81,76 +78,6 @@ def url_quote(value: str, safe: str = "", encoding: str | None = None, errors: s
     return quote(value, safe=safe, encoding="utf-8", errors="surrogatepass")
 
 
-def text_values() -> st.SearchStrategy[str]:
-    return st.one_of(st.sampled_from(JUNK_TEXT), st.text(max_size=20))
-
-
-def path_values() -> st.SearchStrategy[str]:
-    safe = st.text(st.characters(blacklist_characters="/?#%", blacklist_categories=("Cs",)), min_size=1, max_size=30)
-    return st.one_of(st.sampled_from(NAMES), safe)
-
-
-def query_value(name: str) -> st.SearchStrategy[str]:
-    return st.one_of(st.sampled_from(GOOD_QUERY[name]), text_values())
-
-
-def scalars() -> st.SearchStrategy[Any]:
-    return st.one_of(
-        st.none(),
-        st.booleans(),
-        st.integers(min_value=-(10**45), max_value=10**45),
-        st.floats(allow_nan=False, allow_infinity=False),
-        st.sampled_from([NOW, NOW + 10**9, 1e200, 1e-200, 2**63]),
-        text_values(),
-    )
-
-
-def json_values() -> st.SearchStrategy[Any]:
-    return st.recursive(
-        scalars(),
-        lambda children: st.one_of(
-            st.lists(children, max_size=4),
-            st.dictionaries(st.one_of(text_values(), st.sampled_from(["a"])), children, max_size=4),
-        ),
-        max_leaves=12,
-    )
-
-
-def field_values() -> st.SearchStrategy[Any]:
-    good = st.sampled_from(["c", "visitors", "https://blog.example/a", "client-1", NOW, NOW - 60_000, 3600, {"a": 1}])
-    return st.one_of(good, scalars(), json_values())
-
-
-@st.composite
-def shaped(draw: Any) -> Any:
-    """A body shaped like one a route expects, some of its fields wrong."""
-    event = draw(
-        st.fixed_dictionaries(
-            {"counter": field_values()},
-            optional={
-                "id": field_values(),
-                "time": field_values(),
-                "retention": field_values(),
-                "attributes": field_values(),
-            },
-        )
-    )
-    view = draw(st.fixed_dictionaries({"url": field_values(), "time": field_values(), "clientId": field_values()}))
-    data = draw(st.one_of(field_values(), st.lists(field_values(), max_size=5)))
-    return draw(
-        st.sampled_from(
-            [event, {"events": [event, event]}, view, {"views": [view]}, {"data": data}, {"data": [data, "x"]}, {}]
-        )
-    )
-
-
-def raw_bodies() -> st.SearchStrategy[bytes]:
-    return st.one_of(
-        st.sampled_from(RAW_BODIES),
-        st.binary(max_size=40),
-    )
-
-
 RAW_BODIES: list[bytes] = [
     b"",
     b"{",
@@ -166,25 +93,6 @@ RAW_BODIES: list[bytes] = [
     b'{"counter": "c", "n": ' + b"9" * 5000 + b"}",
     b'{"views": [' + b",".join([b'{"url": "u", "time": 1795000000000, "clientId": "c"}'] * 26) + b"]}",
 ]
-
-
-def bodies() -> st.SearchStrategy[bytes]:
-    encoded = st.one_of(shaped(), json_values()).map(lambda value: json.dumps(value).encode())
-    return st.one_of(encoded, encoded, raw_bodies())
-
-
-@st.composite
-def requests(draw: Any, method: str, path: str) -> tuple[str, dict[str, str], bytes]:
-    concrete = re.sub(r"{\w+}", lambda _: url_quote(draw(path_values())), path)
-    names = draw(st.lists(st.sampled_from(QUERY_NAMES), unique=True, max_size=4))
-    params = {name: draw(query_value(name)) for name in names}
-    if params:
-        concrete += "?" + urlencode(params, quote_via=url_quote)
-    headers = {
-        "Content-Type": draw(st.sampled_from(["application/json", "text/plain", "application/x-www-form-urlencoded"]))
-    }
-    body = draw(bodies()) if method in {"POST", "PUT", "PATCH"} else b""
-    return concrete, headers, body
 
 
 def seeds(method: str, path: str) -> list[tuple[str, bytes]]:
@@ -215,7 +123,7 @@ def meter(aws: Any, app_module: Any, monkeypatch: pytest.MonkeyPatch) -> Meter:
 
 
 @pytest.mark.parametrize("route", ROUTES)
-def test_given_any_input_on_a_route_when_requested_then_no_5xx_error_shape_nothing_written_bounded_work(
+def test_given_each_known_bad_input_on_a_route_when_requested_then_no_5xx_error_shape_nothing_written_bounded_work(
     client: Any, clock: Any, meter: Meter, route: str
 ) -> None:
     method, path = route.split(" ", 1)
@@ -235,20 +143,7 @@ def test_given_any_input_on_a_route_when_requested_then_no_5xx_error_shape_nothi
         assert meter.buckets <= MAX_BUCKETS, f"{where} built {meter.buckets} buckets"
         assert len(meter.calls) <= MAX_STORAGE_CALLS, f"{where} made {len(meter.calls)} storage calls"
 
-    # Every known kind of bad input first, each on its own; then hypothesis mixes them.
     for seed_path, seed_body in seeds(method, path):
         check(seed_path, {"Content-Type": "application/json"}, seed_body)
 
-    @hypothesis_settings(
-        max_examples=EXAMPLES,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-    )
-    @given(requests(method, path))
-    def one(request: tuple[str, dict[str, str], bytes]) -> None:
-        check(*request)
-
-    one()
-    assert sum(seen.values()) >= min(EXAMPLES, 100), seen
+    assert sum(seen.values()) >= 1, seen

@@ -539,6 +539,14 @@ def test_given_names_with_items_when_listed_then_pages_in_name_order_with_last_s
         assert get(client, f"/hyperloglog?{bad}").status_code == 400, bad
 
 
+@pytest.mark.parametrize("window", ["window=24h", "window=", "start=2026-11-18T00:00:00Z", "end=1795000000000"])
+def test_given_a_window_without_names_when_listed_then_400_not_a_listing_that_ignores_it(
+    client: Any, window: str
+) -> None:
+    response = get(client, f"/hyperloglog?{window}")
+    assert response.status_code == 400 and "give names too" in response.json_body["Message"]
+
+
 # -- poison: one of each kind ------------------------------------------------------------------
 
 

@@ -1,0 +1,416 @@
+"""Every route of the API, one `Operation` each: what it reads, what it answers, which errors.
+Pure. Adding a route is one entry here (a test checks this table names exactly app.py's
+routes); its key scope comes from access.policy.ROUTES, the table the access checks use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from chalicelib.contract import schemas as s
+from chalicelib.core import quarantine, window_params
+from chalicelib.counters import reads as counter_reads
+from chalicelib.dashboard import assets
+from chalicelib.reports import api as reports_api
+from chalicelib.uniques import api as uniques_api
+
+JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    schema: s.Schema
+    description: str = ""
+    where: str = "query"  # query, path or header
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A success answer: its status, body schema (None: no body) and media type."""
+
+    status: int
+    description: str
+    schema: s.Schema | None = None
+    media: tuple[str, ...] = (JSON,)
+    headers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Link:
+    """An OpenAPI link from this operation's first answer to another operation."""
+
+    name: str
+    operation_id: str
+    parameters: dict[str, str]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    operation_id: str
+    tag: str
+    summary: str
+    answers: tuple[Answer, ...]
+    params: tuple[Param, ...] = ()
+    body: s.Schema | None = None
+    errors: tuple[int, ...] = (400,)  # besides those of its key (401, 403) and of any route (429, 503)
+    links: tuple[Link, ...] = field(default=())
+    description: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.method, self.path
+
+
+def path(name: str, schema: s.Schema, description: str = "") -> Param:
+    return Param(name, schema, description, "path", True)
+
+
+WINDOW = (
+    Param("window", s.WINDOW),
+    Param("end", s.QUERY_TIME, "the window's end (default now); with `start`, the last minute counted"),
+    Param("start", s.QUERY_TIME, "the first minute counted (with `end`, default now); not with `window`"),
+)
+PAGE = (
+    Param("limit", s.LIMIT, "entries per page"),
+    Param("cursor", s.CURSOR),
+)
+COUNTER = path("counter", s.NAME)
+UNIQUE_NAME = path("name", s.NAME)
+WINDOWED = (
+    f"A window of W minutes ending at T counts the minute buckets floor(T/60000)-W+1 .. floor(T/60000); "
+    f"`start` and `end` the buckets from floor(start) to floor(end). At most {window_params.MAX_WINDOW_DAYS} days."
+)
+HOUR_ALIGNED = "Windows are hour-aligned: the ceil(W/60) whole UTC hours up to and including the one holding `end`."
+ETAG = "ETag"
+MEDIA = {suffix: content_type.split(";")[0] for suffix, content_type in assets.CONTENT_TYPES.items()}
+
+OPERATIONS: tuple[Operation, ...] = (
+    # -- events and windowed counts
+    Operation(
+        "POST",
+        "/events",
+        "postEvents",
+        "events",
+        "Send one event, or a batch of them",
+        (Answer(201, "stored, each counted once however often it is sent", s.IDS),),
+        body=s.EVENTS_BODY,
+        errors=(400,),
+        links=(Link("countOfTheCounter", "getCounter", {"path.counter": "$request.body#/counter"}),),
+        description="A bad event refuses the whole batch. 503 `PartialWrite` names the `stored` and `failed` ids.",
+    ),
+    Operation(
+        "POST",
+        "/beacon/events",
+        "postBeaconEvents",
+        "beacon",
+        "As POST /events, from navigator.sendBeacon (an ingest-only key as `?key=`)",
+        (Answer(201, "stored", s.IDS),),
+        body=s.EVENTS_BODY,
+    ),
+    Operation(
+        "GET",
+        "/counters/{counter}",
+        "getCounter",
+        "events",
+        "A counter's count over a window",
+        (Answer(200, "the count", s.COUNT_ANSWER),),
+        params=(COUNTER, *WINDOW),
+        description=WINDOWED,
+    ),
+    Operation(
+        "GET",
+        "/counters/{counter}/histogram",
+        "getCounterHistogram",
+        "events",
+        "A counter's counts per minute, hour or day",
+        (Answer(200, "one bucket per period", s.HISTOGRAM_ANSWER),),
+        params=(
+            COUNTER,
+            *WINDOW,
+            Param("resolution", s.query_text(enum=s.RESOLUTIONS, default="hour")),
+        ),
+        description=f"{WINDOWED} At most {counter_reads.MAX_HISTOGRAM_BUCKETS} buckets.",
+    ),
+    Operation(
+        "GET",
+        "/counters",
+        "listCounters",
+        "events",
+        "The counters that exist, by name",
+        (Answer(200, "a page; `next` is the cursor of the next one (null: the last)", s.COUNTER_LISTING),),
+        params=PAGE,
+    ),
+    # -- exact view counts
+    Operation(
+        "POST",
+        "/views",
+        "postViews",
+        "views",
+        "Send one view, or a batch of them: each (url, time, clientId) counts once",
+        (Answer(202, "queued", s.ACCEPTED_VIEWS),),
+        body=s.VIEWS_BODY,
+        links=(Link("viewsOfTheUrl", "getViews", {"query.url": "$request.body#/url"}),),
+    ),
+    Operation(
+        "POST",
+        "/beacon/views",
+        "postBeaconViews",
+        "beacon",
+        "As POST /views, from navigator.sendBeacon (an ingest-only key as `?key=`)",
+        (Answer(202, "queued", s.ACCEPTED_VIEWS),),
+        body=s.VIEWS_BODY,
+    ),
+    Operation(
+        "GET",
+        "/views",
+        "getViews",
+        "views",
+        "A URL's views: of all time, or over a window",
+        (Answer(200, "the count (window fields only with a window)", s.VIEW_COUNT_ANSWER),),
+        params=(Param("url", s.query_text(minLength=1, pattern=r"\S"), required=True), *WINDOW),
+        description=WINDOWED,
+    ),
+    Operation(
+        "GET",
+        "/views/urls",
+        "listViewUrls",
+        "views",
+        "The URLs with views, with their counts",
+        (Answer(200, "a page", s.URL_LISTING),),
+        params=PAGE,
+    ),
+    # -- unique counts
+    Operation(
+        "POST",
+        "/hyperloglog/{name}",
+        "postUniqueItems",
+        "uniques",
+        "Add items to a unique count",
+        (Answer(202, "queued; the number of items", s.ACCEPTED_ITEMS),),
+        params=(UNIQUE_NAME,),
+        body=s.UNIQUE_ITEMS_BODY,
+        links=(Link("countOfTheName", "getUniqueCount", {"path.name": "$request.path.name"}),),
+    ),
+    Operation(
+        "POST",
+        "/beacon/hyperloglog/{name}",
+        "postBeaconUniqueItems",
+        "beacon",
+        "As POST /hyperloglog/{name}, from navigator.sendBeacon (an ingest-only key as `?key=`)",
+        (Answer(202, "queued", s.ACCEPTED_ITEMS),),
+        params=(UNIQUE_NAME,),
+        body=s.UNIQUE_ITEMS_BODY,
+    ),
+    Operation(
+        "GET",
+        "/hyperloglog/{name}",
+        "getUniqueCount",
+        "uniques",
+        "Distinct items of a name: of all time, or over an hour-aligned window",
+        (Answer(200, "the estimate; exact while small", s.UNIQUE_COUNT_ANSWER),),
+        params=(UNIQUE_NAME, *WINDOW),
+        description=HOUR_ALIGNED,
+    ),
+    Operation(
+        "GET",
+        "/hyperloglog/{name}/histogram",
+        "getUniqueHistogram",
+        "uniques",
+        "Distinct items per hour or day (not additive)",
+        (Answer(200, "one bucket per period", s.UNIQUE_HISTOGRAM_ANSWER),),
+        params=(
+            UNIQUE_NAME,
+            *WINDOW,
+            Param("resolution", s.query_text(enum=s.UNIQUE_RESOLUTIONS, default="day")),
+        ),
+        description=f"{HOUR_ALIGNED} At most {uniques_api.MAX_HISTOGRAM_BUCKETS} buckets.",
+    ),
+    Operation(
+        "GET",
+        "/hyperloglog",
+        "getUnionOrNames",
+        "uniques",
+        "With `names`: distinct items of their union; without: the names that exist",
+        (
+            Answer(
+                200,
+                "the union's estimate, or a page of names",
+                {"anyOf": [s.UNION_ANSWER, s.NAME_LISTING]},
+            ),
+        ),
+        params=(
+            Param(
+                "names",
+                s.query_text(minLength=1),
+                f"comma-separated names, at most {uniques_api.MAX_UNION_NAMES}",
+            ),
+            *WINDOW,
+            *PAGE,
+        ),
+        description=HOUR_ALIGNED,
+    ),
+    # -- reports
+    Operation(
+        "POST",
+        "/reports",
+        "runReports",
+        "reports",
+        "Run the scheduled report now",
+        (
+            Answer(201, "reports written", s.REPORT_RUN),
+            Answer(200, "nothing new to report", s.REPORT_RUN),
+        ),
+        errors=(),
+        links=(Link("theFirstReport", "getReport", {"path.report_id": "$response.body#/reports/0/id"}),),
+    ),
+    Operation(
+        "GET",
+        "/reports",
+        "listReports",
+        "reports",
+        "Reports, newest first",
+        (
+            Answer(
+                200,
+                "the newest reports",
+                {
+                    "type": "object",
+                    "required": ["reports"],
+                    "properties": {"reports": {"type": "array", "items": s.REPORT_SUMMARY}},
+                },
+            ),
+        ),
+        params=(Param("limit", s.query_integer(1, reports_api.MAX_LIST, 100)),),
+    ),
+    Operation(
+        "GET",
+        "/reports/{report_id}",
+        "getReport",
+        "reports",
+        "One report, as JSON or as a CSV download",
+        (
+            Answer(
+                200,
+                "the report; a CSV download (`counter,events,<attribute>...`) with format=csv or a .csv path",
+                s.REPORT,
+                media=(JSON, "text/csv"),
+            ),
+        ),
+        params=(
+            path("report_id", s.REPORT_PATH_ID),
+            Param("format", s.query_text(enum=list(reports_api.FORMATS), default="json")),
+        ),
+        errors=(400, 404),
+    ),
+    # -- the quarantine
+    Operation(
+        "GET",
+        "/quarantine",
+        "listQuarantine",
+        "operations",
+        "Records set aside by the background handlers",
+        (Answer(200, "the records", s.QUARANTINE_RECORDS),),
+        params=(Param("source", s.query_text(enum=list(quarantine.SOURCES)), "default: every source"),),
+    ),
+    Operation(
+        "GET",
+        "/quarantine/counts",
+        "countQuarantine",
+        "operations",
+        "How many records each source set aside",
+        (Answer(200, "a count per source", s.QUARANTINE_COUNTS),),
+        errors=(),
+    ),
+    # -- keys
+    Operation(
+        "POST",
+        "/keys",
+        "createKey",
+        "keys",
+        "Create a key: the only answer that shows it",
+        (Answer(201, "the new key and its record", s.NEW_KEY),),
+        body=s.NEW_KEY_BODY,
+        links=(
+            Link(
+                "useTheKey",
+                "listCounters",
+                {"header.Authorization": "Bearer {$response.body#/key}"},
+                "call the API with the new key",
+            ),
+            Link("revokeTheKey", "revokeKey", {"path.key_id": "$response.body#/id"}),
+        ),
+    ),
+    Operation(
+        "GET",
+        "/keys",
+        "listKeys",
+        "keys",
+        "Every key's record (never a key)",
+        (
+            Answer(
+                200,
+                "the records",
+                {
+                    "type": "object",
+                    "required": ["keys"],
+                    "properties": {"keys": {"type": "array", "items": s.KEY_RECORD}},
+                },
+            ),
+        ),
+        errors=(),
+    ),
+    Operation(
+        "DELETE",
+        "/keys/{key_id}",
+        "revokeKey",
+        "keys",
+        "Revoke a key (idempotent)",
+        (Answer(200, "the record, now revoked", s.KEY_RECORD),),
+        params=(path("key_id", s.KEY_ID),),
+        errors=(400, 404),
+    ),
+    # -- the dashboard and this document: no key
+    Operation(
+        "GET",
+        "/",
+        "dashboard",
+        "dashboard",
+        "The dashboard, one HTML page",
+        (Answer(200, "the page", s.string(), media=(MEDIA[".html"],), headers=(ETAG,)),),
+        errors=(),
+    ),
+    Operation(
+        "GET",
+        "/dashboard/{name}",
+        "dashboardAsset",
+        "dashboard",
+        "A file of the dashboard: immutable with the current `v`, else revalidated by ETag",
+        (
+            Answer(200, "the file", s.string(), media=tuple(MEDIA.values()), headers=(ETAG,)),
+            Answer(304, "the client's copy is current (If-None-Match)", None),
+        ),
+        params=(
+            path("name", s.string(minLength=1, examples=["dashboard.js"])),
+            Param("v", s.query_text(), "the content hash the page names"),
+            Param("If-None-Match", s.string(), where="header"),
+        ),
+        errors=(400, 404),
+    ),
+    Operation(
+        "GET",
+        "/openapi.json",
+        "openapi",
+        "dashboard",
+        "This document",
+        (Answer(200, "the OpenAPI document", s.OPENAPI),),
+        errors=(),
+    ),
+)
+
+
+def by_key() -> dict[tuple[str, str], Operation]:
+    return {operation.key: operation for operation in OPERATIONS}

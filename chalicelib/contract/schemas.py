@@ -1,0 +1,371 @@
+"""JSON Schema building blocks of the contract, each from the constant that the validation code
+checks. Pure.
+
+Patterns are Python regular expressions matched with `fullmatch`; JSON Schema's `pattern`
+searches, so `anchored` wraps each in `^(?:...)$`. Python's `\\d` matches any Unicode digit
+and ECMA-262's only 0-9: patterns written here use `[0-9]`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from chalicelib.access import keys as access_keys
+from chalicelib.access import policy
+from chalicelib.core import catalog, inputs, quarantine, timebuckets, validation, window_params
+from chalicelib.core.settings import Settings
+from chalicelib.events import ingest
+from chalicelib.reports import api as reports_api
+from chalicelib.reports import ranges as report_ranges
+from chalicelib.uniques import api as uniques_api
+from chalicelib.uniques import batches as uniques_batches
+from chalicelib.uniques import keys as uniques_keys
+from chalicelib.views import keys as view_keys
+
+Schema = dict[str, Any]
+DEFAULTS = Settings()
+
+
+def anchored(pattern: re.Pattern[str] | str) -> str:
+    text = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
+    return f"^(?:{text})$"
+
+
+def ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def string(**more: Any) -> Schema:
+    return {"type": "string", **more}
+
+
+def nullable(schema: Schema) -> Schema:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None, closed: bool = False) -> Schema:
+    """An object with these properties; `closed` when the API refuses any other field."""
+    schema: Schema = {"type": "object", "properties": {**required, **(optional or {})}, "required": list(required)}
+    if closed:
+        schema["additionalProperties"] = False
+    return schema
+
+
+ISO_TIME = string(format="date-time", description="ISO-8601 UTC with milliseconds, as Tally writes times")
+NAME = string(
+    pattern=anchored(validation.NAME_PATTERN),
+    minLength=1,
+    maxLength=200,
+    description="a counter or unique-count name",
+    examples=["signups"],
+)
+# Accepted times: epoch milliseconds, or ISO-8601 text with a zone (validation.time_ms).
+TIME_MS = {
+    "type": "integer",
+    "minimum": validation.MIN_TIME_MS,
+    "maximum": validation.MAX_TIME_MS - 1,
+    "description": "epoch milliseconds",
+}
+TIME_TEXT = string(
+    minLength=1,
+    maxLength=validation.TIME_MAX_CHARS,
+    description="epoch milliseconds in digits, or an ISO-8601 time with a zone (Z or +hh:mm), "
+    "from 2000-01-01 to 2100-01-01",
+)
+BODY_TIME = {"anyOf": [TIME_MS, TIME_TEXT], "examples": ["2026-11-18T10:00:00Z"]}
+# Optional times: null or absent mean now.
+OPTIONAL_TIME = {"anyOf": [TIME_MS, TIME_TEXT, {"type": "null"}], "examples": ["2026-11-18T10:00:00Z"]}
+
+
+def query_text(**more: Any) -> Schema:
+    """A query parameter's value: every one is text of at most inputs.MAX_QUERY_CHARS characters."""
+    return string(**{"maxLength": inputs.MAX_QUERY_CHARS, **more})
+
+
+def query_integer(low: int, high: int, default: int) -> Schema:
+    """A query integer: ASCII digits (inputs.digits), within [low, high]."""
+    return {"type": "integer", "minimum": low, "maximum": high, "default": default}
+
+
+WINDOW = query_text(
+    pattern=anchored(validation.DURATION_PATTERN),
+    description=f"a duration ending at `end` (default now): minutes, hours or days; at most "
+    f"{window_params.MAX_WINDOW_DAYS} days",
+    examples=["24h", "90m", "7d"],
+)
+QUERY_TIME = query_text(description=TIME_TEXT["description"], examples=["2026-11-18T10:00:00Z"])
+LIMIT = query_integer(1, catalog.MAX_LIMIT, catalog.DEFAULT_LIMIT)
+CURSOR = query_text(
+    maxLength=catalog.MAX_CURSOR_CHARS, description="the `next` of the previous page, unchanged (absent: first page)"
+)
+RESOLUTIONS = list(timebuckets.RESOLUTION_MINUTES)
+UNIQUE_RESOLUTIONS = list(uniques_keys.PREFIX)
+SCOPE = string(enum=list(policy.SCOPES))
+KEY_ID = string(pattern=anchored(access_keys.ID_PATTERN))
+REPORT_ID = string(pattern=anchored(report_ranges.ID_PATTERN.pattern.replace(r"\d", "[0-9]")))
+REPORT_PATH_ID = string(
+    pattern=anchored(
+        report_ranges.ID_PATTERN.pattern.replace(r"\d", "[0-9]")
+        + "(?:"
+        + "|".join(rf"\.{f}" for f in reports_api.FORMATS)
+        + ")?"
+    ),
+    description="a report id as GET /reports lists it, optionally ending in .json or .csv",
+    examples=["20261121T230000000Z-20261122T000000000Z"],
+)
+QUARANTINE_SOURCE = string(enum=list(quarantine.SOURCES))
+
+# -- bodies --------------------------------------------------------------------------------------
+
+EVENT = obj(
+    {"counter": NAME},
+    {
+        "id": nullable(
+            string(
+                minLength=1,
+                maxLength=ingest.ID_MAX_CHARS,
+                description="a client id: a retried POST with the same id counts once (null or absent: one is made)",
+            )
+        ),
+        "time": {
+            **OPTIONAL_TIME,
+            "description": f"when it happened (null or absent: now), at most MAX_FUTURE_SKEW_SECONDS "
+            f"({DEFAULTS.max_future_skew_seconds} s) ahead",
+        },
+        "retention": {
+            "type": "integer",
+            "minimum": ingest.MIN_RETENTION_SECONDS,
+            "maximum": ingest.MAX_RETENTION_SECONDS,
+            "default": DEFAULTS.default_retention_seconds,
+            "description": "seconds the event is counted",
+        },
+        "attributes": {
+            "type": "object",
+            "propertyNames": {"minLength": 1},
+            "description": f"at most {ingest.MAX_ATTRIBUTES_BYTES} bytes as JSON, nested at most "
+            f"{inputs.MAX_STORED_DEPTH} levels, no empty key at any depth (DynamoDB's naming rule); "
+            "numbers are summed in reports",
+        },
+    },
+    closed=True,
+)
+EVENTS_BODY = {
+    "anyOf": [
+        ref("Event"),
+        obj(
+            {"events": {"type": "array", "items": ref("Event"), "minItems": 1, "maxItems": ingest.MAX_BATCH}},
+            closed=True,
+        ),
+    ]
+}
+
+
+def _nonblank(max_chars: int) -> Schema:
+    # view_keys.text: 1-max characters, not only whitespace.
+    return string(minLength=1, maxLength=max_chars, pattern=r"\S")
+
+
+VIEW = obj(
+    {
+        "url": _nonblank(view_keys.URL_MAX_CHARS),
+        "time": {**BODY_TIME, "description": "when the view happened: part of what makes it unique"},
+        "clientId": _nonblank(view_keys.CLIENT_ID_MAX_CHARS),
+    },
+    closed=True,
+)
+VIEWS_BODY = {
+    "anyOf": [
+        ref("View"),
+        obj(
+            {"views": {"type": "array", "items": ref("View"), "minItems": 1, "maxItems": view_keys.MAX_BATCH}},
+            closed=True,
+        ),
+    ]
+}
+UNIQUE_ITEM = string(minLength=1, maxLength=uniques_api.MAX_ITEM_CHARS)
+UNIQUE_ITEMS_BODY = obj(
+    {
+        "data": {
+            "anyOf": [
+                UNIQUE_ITEM,
+                {"type": "array", "items": UNIQUE_ITEM, "minItems": 1, "maxItems": uniques_batches.MAX_ITEMS},
+            ]
+        }
+    },
+    {
+        "time": {
+            **OPTIONAL_TIME,
+            "description": "when the items were seen (null or absent: now)",
+        }
+    },
+    closed=True,
+)
+NEW_KEY_BODY = obj(
+    {"scopes": {"type": "array", "items": SCOPE, "minItems": 1}},
+    {
+        "prefix": nullable(
+            string(
+                minLength=1,
+                maxLength=policy.PREFIX_MAX_CHARS,
+                description="the key reaches only names (and URLs) starting with this (printable "
+                "characters); null or absent: every name",
+            )
+        ),
+        "origins": {
+            "type": "array",
+            "items": string(pattern=anchored(policy.ORIGIN_PATTERN)),
+            "maxItems": policy.MAX_ORIGINS,
+            "description": "browser origins an ingest-only key works from",
+        },
+        "note": string(maxLength=policy.NOTE_MAX_CHARS),
+    },
+    closed=True,
+)
+
+# -- answers -------------------------------------------------------------------------------------
+
+ERROR = {
+    **obj({"Code": string(examples=["BadRequestError"]), "Message": string()}),
+    "description": "Chalice's error shape; a 503 PartialWrite adds `stored` and `failed` ids",
+}
+RETENTION: dict[str, Schema] = {
+    "complete": {"type": "boolean", "description": "false when the window reaches past what is kept"},
+    "retained_from": ISO_TIME,
+    "message": string(),
+}
+WINDOW_ANSWER: dict[str, Schema] = {"start": ISO_TIME, "end": ISO_TIME, "keys_read": {"type": "integer", "minimum": 0}}
+COUNT_ANSWER = obj(
+    {"counter": NAME, "count": {"type": "integer", "minimum": 0}, **WINDOW_ANSWER, "complete": RETENTION["complete"]},
+    RETENTION,
+)
+HISTOGRAM_ANSWER = obj(
+    {
+        "counter": NAME,
+        "resolution": string(enum=RESOLUTIONS),
+        "start": ISO_TIME,
+        "end": ISO_TIME,
+        "buckets": {
+            "type": "array",
+            "items": obj({"start": ISO_TIME, "count": {"type": "integer", "minimum": 0}}),
+        },
+        "complete": RETENTION["complete"],
+    },
+    RETENTION,
+)
+ESTIMATE: dict[str, Schema] = {
+    "cardinality": {"type": "integer", "minimum": 0},
+    "lower": {"type": "integer", "minimum": 0},
+    "upper": {"type": "integer", "minimum": 0},
+    "error_rate": {"type": "number", "minimum": 0},
+    "exact": {"type": "boolean"},
+    "start": nullable(ISO_TIME),
+    "end": nullable(ISO_TIME),
+    "keys_read": {"type": "integer", "minimum": 0},
+    "complete": RETENTION["complete"],
+}
+UNIQUE_COUNT_ANSWER = obj({"name": NAME, **ESTIMATE}, RETENTION)
+UNION_ANSWER = obj({"names": {"type": "array", "items": NAME}, **ESTIMATE}, RETENTION)
+NAME_LISTING = obj(
+    {"names": {"type": "array", "items": obj({"name": NAME, "last_seen": ISO_TIME})}, "next": nullable(string())}
+)
+UNIQUE_HISTOGRAM_ANSWER = obj(
+    {
+        "name": NAME,
+        "resolution": string(enum=UNIQUE_RESOLUTIONS),
+        "start": ISO_TIME,
+        "end": ISO_TIME,
+        "additive": {"type": "boolean", "const": False},
+        "buckets": {
+            "type": "array",
+            "items": obj(
+                {"start": ISO_TIME, "cardinality": {"type": "integer", "minimum": 0}, "exact": {"type": "boolean"}}
+            ),
+        },
+        "complete": RETENTION["complete"],
+    },
+    {"aligned": string(), "retained_from": ISO_TIME},
+)
+VIEW_COUNT_ANSWER = obj(
+    {"url": string(), "views": {"type": "integer", "minimum": 0}},
+    {**WINDOW_ANSWER, **RETENTION},
+)
+REPORT_SUMMARY = obj({"id": REPORT_ID, "start": ISO_TIME, "end": ISO_TIME, "events": {"type": "integer", "minimum": 0}})
+REPORT = obj(
+    {
+        **REPORT_SUMMARY["properties"],
+        "counters": {
+            "type": "object",
+            "additionalProperties": obj({"events": {"type": "integer"}, "sums": {"type": "object"}}),
+        },
+    }
+)
+REPORT_RUN = obj(
+    {
+        "reports": {"type": "array", "items": REPORT_SUMMARY},
+        "superseded": {"type": "boolean", "description": "another run committed the range this one read"},
+    }
+)
+KEY_RECORD = obj(
+    {
+        "id": KEY_ID,
+        "scopes": {"type": "array", "items": SCOPE},
+        "prefix": nullable(string()),
+        "origins": {"type": "array", "items": string()},
+        "note": string(),
+        "created": ISO_TIME,
+        "revoked": nullable(ISO_TIME),
+    }
+)
+NEW_KEY = obj(
+    {**KEY_RECORD["properties"], "key": string(pattern=anchored(access_keys.KEY_PATTERN))},
+)
+QUARANTINE_RECORDS = obj(
+    {
+        "records": {
+            "type": "array",
+            "items": obj(
+                {
+                    "source": QUARANTINE_SOURCE,
+                    "id": string(),
+                    "reason": string(),
+                    "seen_at": ISO_TIME,
+                    "record": string(maxLength=quarantine.MAX_RECORD_CHARS),
+                }
+            ),
+        }
+    }
+)
+QUARANTINE_COUNTS = obj(
+    {
+        "sources": {
+            "type": "array",
+            "items": obj(
+                {"source": string(), "records": {"type": "integer", "minimum": 0}, "complete": {"type": "boolean"}},
+                {"approximate": {"type": "boolean"}},
+            ),
+        }
+    }
+)
+COUNTER_LISTING = obj(
+    {
+        "counters": {"type": "array", "items": obj({"name": NAME, "last_counted": ISO_TIME})},
+        "next": nullable(string()),
+    }
+)
+URL_LISTING = obj(
+    {
+        "urls": {
+            "type": "array",
+            "items": obj({"url": string(), "views": {"type": "integer", "minimum": 0}, "last_counted": ISO_TIME}),
+        },
+        "next": nullable(string()),
+    }
+)
+IDS = obj({"ids": {"type": "array", "items": string()}})
+ACCEPTED_VIEWS = obj({"accepted": {"type": "boolean", "const": True}})
+ACCEPTED_ITEMS = obj({"accepted": {"type": "integer", "minimum": 1, "maximum": uniques_batches.MAX_ITEMS}})
+OPENAPI = {"type": "object", "required": ["openapi", "paths"], "description": "this document"}
+
+# Named once in components.schemas and referred to from operations.
+COMPONENTS: dict[str, Schema] = {"Error": ERROR, "Event": EVENT, "View": VIEW}

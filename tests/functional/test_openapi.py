@@ -1,0 +1,104 @@
+"""The OpenAPI document: valid, served without a key, naming exactly the routes app.py declares
+and the README lists, its bounds the validation code's own."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from openapi_spec_validator import validate
+
+from chalicelib.access import policy
+from chalicelib.contract import document, schemas
+from chalicelib.core import validation
+from chalicelib.core.errors import ValidationError
+from tests.functional.test_app_contract import README, TABLE_ROW, declared_routes
+
+
+def operations(doc: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(method.upper(), path) for path, entries in doc["paths"].items() for method in entries}
+
+
+def test_given_the_document_when_validated_then_it_is_valid_openapi_3_1() -> None:
+    doc = document.build()
+    validate(doc)
+    assert doc["openapi"].startswith("3.1")
+
+
+def test_given_no_key_when_openapi_json_requested_then_the_document_is_answered(client: Any) -> None:
+    response = client.http.with_key(None).get("/openapi.json")
+    assert response.status_code == 200, response.body
+    served = json.loads(response.body)
+    validate(served)
+    assert served == json.loads(json.dumps(document.build()))
+
+
+def test_given_app_when_routes_listed_then_the_document_names_exactly_them(app_module: Any) -> None:
+    documented = operations(document.build())
+    declared = declared_routes(app_module.app)
+    assert sorted(declared - documented) == [], "routes missing from chalicelib/contract/routes.py"
+    assert sorted(documented - declared) == [], "the document names routes app.py does not declare"
+
+
+def test_given_readme_when_api_table_read_then_it_names_the_documents_operations() -> None:
+    table = set(TABLE_ROW.findall(README.read_text(encoding="utf-8")))
+    assert table == operations(document.build())
+
+
+def test_given_each_operation_when_its_security_read_then_it_is_the_access_tables_scope() -> None:
+    doc = document.build()
+    for (method, path), access in policy.ROUTES.items():
+        security = doc["paths"][path][method.lower()]["security"]
+        if access.beacon:
+            assert security == [{document.BEACON: []}]
+        elif access.scope is None:
+            assert security == []
+        else:
+            assert security == [{document.BEARER: [access.scope]}], f"{method} {path}"
+        responses = doc["paths"][path][method.lower()]["responses"]
+        assert ("401" in responses) == (access.scope is not None), f"{method} {path}"
+
+
+def test_given_every_error_response_when_read_then_it_is_chalices_error_shape() -> None:
+    doc = document.build()
+    error = doc["components"]["schemas"]["Error"]
+    assert error["required"] == ["Code", "Message"]
+    for name, response in doc["components"]["responses"].items():
+        assert response["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}, name
+
+
+def name_in_document(value: str) -> bool:
+    try:
+        jsonschema.validate(value, schemas.NAME)
+    except jsonschema.ValidationError:
+        return False
+    return True
+
+
+def name_in_code(value: str) -> bool:
+    try:
+        validation.name(value)
+    except ValidationError:
+        return False
+    return True
+
+
+@given(st.one_of(st.text(max_size=210), st.from_regex(validation.NAME_PATTERN, fullmatch=True)))
+def test_given_any_text_when_checked_as_a_name_then_the_document_and_the_code_agree(value: str) -> None:
+    assert name_in_document(value) == name_in_code(value)
+
+
+@pytest.mark.parametrize("value", ["24h", "90m", "7d", "1m", "24", "h", "24H", " 24h", "1234567m", "0m"])
+def test_given_a_window_when_checked_then_the_document_and_the_code_agree(value: str) -> None:
+    by_document = re.search(schemas.WINDOW["pattern"], value) is not None
+    try:
+        validation.duration_minutes(value)
+        by_code = True
+    except ValidationError as exc:
+        by_code = "at least one minute" in str(exc)  # the pattern admits 0m; the code's bound refuses it
+    assert by_document == by_code
