@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 from chalicelib.contract import schemas as s
 from chalicelib.core import quarantine, window_params
-from chalicelib.counters import reads as counter_reads
 from chalicelib.dashboard import assets
 from chalicelib.reports import api as reports_api
 from chalicelib.uniques import api as uniques_api
@@ -133,7 +132,7 @@ OPERATIONS: tuple[Operation, ...] = (
             *WINDOW,
             Param("resolution", s.query_text(enum=s.RESOLUTIONS, default="hour")),
         ),
-        description=f"{WINDOWED} At most {counter_reads.MAX_HISTOGRAM_BUCKETS} buckets.",
+        description=f"{WINDOWED} At most {window_params.MAX_HISTOGRAM_BUCKETS} buckets.",
     ),
     Operation(
         "GET",
@@ -227,7 +226,7 @@ OPERATIONS: tuple[Operation, ...] = (
             *WINDOW,
             Param("resolution", s.query_text(enum=s.UNIQUE_RESOLUTIONS, default="day")),
         ),
-        description=f"{HOUR_ALIGNED} At most {uniques_api.MAX_HISTOGRAM_BUCKETS} buckets.",
+        description=f"{HOUR_ALIGNED} At most {window_params.MAX_HISTOGRAM_BUCKETS} buckets.",
     ),
     Operation(
         "GET",
@@ -279,12 +278,12 @@ OPERATIONS: tuple[Operation, ...] = (
                 "the newest reports",
                 {
                     "type": "object",
-                    "required": ["reports"],
-                    "properties": {"reports": {"type": "array", "items": s.REPORT_SUMMARY}},
+                    "required": ["reports", "next"],
+                    "properties": {"reports": {"type": "array", "items": s.REPORT_SUMMARY}, "next": s.NEXT},
                 },
             ),
         ),
-        params=(Param("limit", s.query_integer(1, reports_api.MAX_LIST, 100)),),
+        params=PAGE,
     ),
     Operation(
         "GET",
@@ -314,7 +313,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "operations",
         "Records set aside by the background handlers",
         (Answer(200, "the records", s.QUARANTINE_RECORDS),),
-        params=(Param("source", s.query_text(enum=list(quarantine.SOURCES)), "default: every source"),),
+        params=(Param("source", s.query_text(enum=list(quarantine.SOURCES)), "default: every source"), *PAGE),
     ),
     Operation(
         "GET",
@@ -356,12 +355,12 @@ OPERATIONS: tuple[Operation, ...] = (
                 "the records",
                 {
                     "type": "object",
-                    "required": ["keys"],
-                    "properties": {"keys": {"type": "array", "items": s.KEY_RECORD}},
+                    "required": ["keys", "next"],
+                    "properties": {"keys": {"type": "array", "items": s.KEY_RECORD}, "next": s.NEXT},
                 },
             ),
         ),
-        errors=(),
+        params=PAGE,
     ),
     Operation(
         "DELETE",

@@ -13,7 +13,7 @@ from typing import Any
 
 from chalicelib.access import keys as access_keys
 from chalicelib.access import policy
-from chalicelib.core import catalog, inputs, quarantine, timebuckets, validation, window_params
+from chalicelib.core import inputs, pager, quarantine, timebuckets, times, validation, window_params
 from chalicelib.core.settings import Settings
 from chalicelib.events import ingest
 from chalicelib.reports import api as reports_api
@@ -52,6 +52,7 @@ def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None, 
     return schema
 
 
+NEXT = nullable(string(description="the cursor of the next page; null on the last page"))
 ISO_TIME = string(format="date-time", description="ISO-8601 UTC with milliseconds, as Tally writes times")
 NAME = string(
     pattern=anchored(validation.NAME_PATTERN),
@@ -63,13 +64,13 @@ NAME = string(
 # Accepted times: epoch milliseconds, or ISO-8601 text with a zone (validation.time_ms).
 TIME_MS = {
     "type": "integer",
-    "minimum": validation.MIN_TIME_MS,
-    "maximum": validation.MAX_TIME_MS - 1,
+    "minimum": times.MIN_TIME_MS,
+    "maximum": times.MAX_TIME_MS - 1,
     "description": "epoch milliseconds",
 }
 TIME_TEXT = string(
     minLength=1,
-    maxLength=validation.TIME_MAX_CHARS,
+    maxLength=times.TIME_MAX_CHARS,
     description="epoch milliseconds in digits, or an ISO-8601 time with a zone (Z or +hh:mm), "
     "from 2000-01-01 to 2100-01-01",
 )
@@ -95,9 +96,9 @@ WINDOW = query_text(
     examples=["24h", "90m", "7d"],
 )
 QUERY_TIME = query_text(description=TIME_TEXT["description"], examples=["2026-11-18T10:00:00Z"])
-LIMIT = query_integer(1, catalog.MAX_LIMIT, catalog.DEFAULT_LIMIT)
+LIMIT = query_integer(1, pager.MAX_LIMIT, pager.DEFAULT_LIMIT)
 CURSOR = query_text(
-    maxLength=catalog.MAX_CURSOR_CHARS, description="the `next` of the previous page, unchanged (absent: first page)"
+    maxLength=pager.MAX_CURSOR_CHARS, description="the `next` of the previous page, unchanged (absent: first page)"
 )
 RESOLUTIONS = list(timebuckets.RESOLUTION_MINUTES)
 UNIQUE_RESOLUTIONS = list(uniques_keys.PREFIX)
@@ -266,9 +267,7 @@ ESTIMATE: dict[str, Schema] = {
 }
 UNIQUE_COUNT_ANSWER = obj({"name": NAME, **ESTIMATE}, RETENTION)
 UNION_ANSWER = obj({"names": {"type": "array", "items": NAME}, **ESTIMATE}, RETENTION)
-NAME_LISTING = obj(
-    {"names": {"type": "array", "items": obj({"name": NAME, "last_seen": ISO_TIME})}, "next": nullable(string())}
-)
+NAME_LISTING = obj({"names": {"type": "array", "items": obj({"name": NAME, "last_seen": ISO_TIME})}, "next": NEXT})
 UNIQUE_HISTOGRAM_ANSWER = obj(
     {
         "name": NAME,
@@ -333,7 +332,8 @@ QUARANTINE_RECORDS = obj(
                     "record": string(maxLength=quarantine.MAX_RECORD_CHARS),
                 }
             ),
-        }
+        },
+        "next": NEXT,
     }
 )
 QUARANTINE_COUNTS = obj(
@@ -350,7 +350,7 @@ QUARANTINE_COUNTS = obj(
 COUNTER_LISTING = obj(
     {
         "counters": {"type": "array", "items": obj({"name": NAME, "last_counted": ISO_TIME})},
-        "next": nullable(string()),
+        "next": NEXT,
     }
 )
 URL_LISTING = obj(
@@ -359,7 +359,7 @@ URL_LISTING = obj(
             "type": "array",
             "items": obj({"url": string(), "views": {"type": "integer", "minimum": 0}, "last_counted": ISO_TIME}),
         },
-        "next": nullable(string()),
+        "next": NEXT,
     }
 )
 IDS = obj({"ids": {"type": "array", "items": string()}})

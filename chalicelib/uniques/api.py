@@ -235,8 +235,8 @@ def list_names(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]
     (core.pager) of `limit` (1-1000, default 100) after `cursor` (the `next` of the previous page).
     A window without names is refused: the listing has no window, and ignoring one would answer
     a question that was not asked."""
-    if is_windowed(params):
-        raise ValidationError(f"{', '.join(WINDOW_PARAMS)} count a union: give names too")
+    if window_params.is_windowed(params):
+        raise ValidationError(f"{', '.join(window_params.WINDOW_PARAMS)} count a union: give names too")
     request = pager.page_request(params, lambda n: validation.name(n, "cursor"))
     page = pager.query_page(
         dynamodb, settings.counts_table, keys.NAMES_PK, request, "could not read the unique-count names"
