@@ -51,6 +51,10 @@ class Settings:
     # (lets writes that were in flight when a run starts land before their range is read).
     report_interval_minutes: int = 60
     report_settle_seconds: int = 60
+    # The audit: how often it runs, and how long after an events partition's quarter hour
+    # closes it is compared (its stream records must have been counted by then).
+    audit_interval_minutes: int = 15
+    audit_settle_minutes: int = 30
     # Views: markers dedupe redelivered messages for this long; what makes a view unique
     # ("event": url + time + clientId, "client-day": url + clientId + UTC day); the queue
     # batch (more views per URL per batch share more counter updates).
@@ -143,6 +147,8 @@ class Settings:
             ),
             report_interval_minutes=integer("REPORT_INTERVAL_MINUTES", defaults.report_interval_minutes, 15, 1440),
             report_settle_seconds=integer("REPORT_SETTLE_SECONDS", defaults.report_settle_seconds, 0, 3600),
+            audit_interval_minutes=integer("AUDIT_INTERVAL_MINUTES", defaults.audit_interval_minutes, 5, 1440),
+            audit_settle_minutes=integer("AUDIT_SETTLE_MINUTES", defaults.audit_settle_minutes, 1, 1440),
             view_marker_ttl_seconds=integer(
                 "VIEW_MARKER_TTL_SECONDS", defaults.view_marker_ttl_seconds, 3600, 365 * 86400
             ),
