@@ -21,6 +21,7 @@ from chalicelib.counters import audit_runs
 from chalicelib.counters import catalog as counter_catalog
 from chalicelib.counters import reads as counters
 from chalicelib.counters import repair as counter_repair
+from chalicelib.counters import replay as counter_replay
 from chalicelib.counters import stream_apply as counting
 from chalicelib.dashboard import assets as dashboard
 from chalicelib.events import ingest as events
@@ -202,6 +203,13 @@ def get_histogram(counter: str) -> dict[str, Any]:
 @answers
 def get_quarantine() -> dict[str, Any]:
     return {"records": quarantine.list_records(aws.dynamodb, settings, query().get("source"))}
+
+
+@app.route("/quarantine/replay", methods=["POST"], authorizer=admin_key, content_types=BODY_TYPES)
+@answers
+def post_quarantine_replay() -> dict[str, Any]:
+    request = counter_replay.parse_body(json_body())
+    return counter_replay.replay(aws.dynamodb, settings, request, clock.now_ms()).as_dict()
 
 
 @app.on_dynamodb_record(

@@ -65,9 +65,7 @@ def run(dynamodb: Any, settings: Settings, now_ms: int) -> AuditResult:
     result = AuditResult()
     checkpoint = read_checkpoint(dynamodb, settings)
     result.checkpoint_ms = checkpoint
-    quarters = audit.quarters_to_audit(
-        checkpoint, now_ms, settings.audit_settle_minutes, audit.MAX_QUARTERS_PER_RUN
-    )
+    quarters = audit.quarters_to_audit(checkpoint, now_ms, settings.audit_settle_minutes, audit.MAX_QUARTERS_PER_RUN)
     for quarter in quarters:
         findings = [compare(dynamodb, settings, pk) for pk in audit.partitions(quarter, settings.event_write_shards)]
         short = [f for f in findings if not f.adds_up]
@@ -83,7 +81,9 @@ def run(dynamodb: Any, settings: Settings, now_ms: int) -> AuditResult:
 
 def compare(dynamodb: Any, settings: Settings, events_pk: str) -> audit.Finding:
     """One partition now: its stored events against its audit item."""
-    return audit.compare(events_pk, stored_count(dynamodb, settings, events_pk), read_tally(dynamodb, settings, events_pk))
+    return audit.compare(
+        events_pk, stored_count(dynamodb, settings, events_pk), read_tally(dynamodb, settings, events_pk)
+    )
 
 
 def stored_count(dynamodb: Any, settings: Settings, events_pk: str) -> int:
@@ -181,7 +181,9 @@ def recheck(dynamodb: Any, settings: Settings, partition: str, now_ms: int) -> a
     finding = compare(dynamodb, settings, partition)
     try:
         if finding.adds_up:
-            dynamodb.delete_item(TableName=settings.counts_table, Key={"pk": {"S": FINDINGS_PK}, "sk": {"S": partition}})
+            dynamodb.delete_item(
+                TableName=settings.counts_table, Key={"pk": {"S": FINDINGS_PK}, "sk": {"S": partition}}
+            )
         else:
             dynamodb.put_item(TableName=settings.counts_table, Item=finding_item(settings, finding, now_ms))
     except ClientError as exc:
@@ -245,7 +247,9 @@ def parse_partition(body: Any, settings: Settings, now_ms: int) -> str:
     except ValueError as exc:
         raise ValidationError("partition must look like 202611181415#2 (quarter hour of ingest, write shard)") from exc
     if int(partition.split("#")[1]) >= settings.event_write_shards:
-        raise ValidationError(f"partition's write shard must be below EVENT_WRITE_SHARDS ({settings.event_write_shards})")
+        raise ValidationError(
+            f"partition's write shard must be below EVENT_WRITE_SHARDS ({settings.event_write_shards})"
+        )
     if quarter + audit.QUARTER_MS > audit.settled_before(now_ms, settings.audit_settle_minutes):
         raise ValidationError(
             f"partition's quarter hour has not settled yet (AUDIT_SETTLE_MINUTES={settings.audit_settle_minutes})"

@@ -77,9 +77,7 @@ def ingest_and_count(client: Any, aws: Any, clock: Any, n: int, lose: int = 0) -
     what was delivered. Returns the partition that lost records."""
     post_events(client, [{"counter": "ab"[i % 2], "time": clock.now - i * 4 * MINUTE} for i in range(n)])
     records = [
-        r
-        for r in stored_event_records(aws.dynamodb)
-        if r["dynamodb"]["NewImage"]["ingested_at"]["N"] == str(clock.now)
+        r for r in stored_event_records(aws.dynamodb) if r["dynamodb"]["NewImage"]["ingested_at"]["N"] == str(clock.now)
     ]
     per_pk = Counter(r["dynamodb"]["Keys"]["pk"]["S"] for r in records)
     short = per_pk.most_common(1)[0][0] if lose else None
@@ -200,7 +198,15 @@ def test_given_many_findings_when_listed_then_pages_follow_the_cursor(client: An
     for q in range(2):
         for shard in range(SETTINGS.event_write_shards):
             pk = ingest.partition_key(quarter - q * audit.QUARTER_MS, shard)
-            item = {"pk": pk, "sk": f"x#{shard}", "kind": "event", "counter": "p", "id": "i", "time": 1, "retention": 60}
+            item = {
+                "pk": pk,
+                "sk": f"x#{shard}",
+                "kind": "event",
+                "counter": "p",
+                "id": "i",
+                "time": 1,
+                "retention": 60,
+            }
             aws.dynamodb.put_item(TableName=SETTINGS.events_table, Item={k: _serialize(v) for k, v in item.items()})
             expected.append(pk)
     settle(clock)
