@@ -45,6 +45,13 @@ def test_given_the_dev_stage_then_every_alarm_condition_is_there_for_every_handl
     assert by_metric["AWS/Lambda/IteratorAge"] == {lid[n] for n, k in kinds.items() if k == "DynamoDBEventConfig"}
     assert by_metric["Tally/Quarantined"] == {lid[n] for n, k in kinds.items() if k != "ScheduledEventConfig"}
     assert by_metric["AWS/SQS/ApproximateNumberOfMessagesVisible"] == {"ViewsQueueDlq", "UniquesQueueDlq"}
+    assert by_metric["Tally/Shortfall"] == {"RunAudit"}
+    (shortfall,) = [p for p in found.values() if p["MetricName"] == "Shortfall"]
+    assert (shortfall["ComparisonOperator"], shortfall["Threshold"], shortfall["Statistic"]) == (
+        "GreaterThanThreshold",
+        0,
+        "Sum",
+    )
     (missed,) = [p for p in found.values() if p["MetricName"] == "ReportRuns"]
     interval_s = stage.stage_settings(STAGE, PROJECT).report_interval_minutes * 60
     assert (missed["Period"], missed["EvaluationPeriods"], missed["TreatMissingData"]) == (interval_s, 2, "breaching")

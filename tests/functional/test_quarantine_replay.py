@@ -232,7 +232,7 @@ def test_given_a_client_id_counted_through_another_copy_when_replayed_then_only_
 
 
 def test_given_a_replayed_partition_when_audited_then_it_adds_up(client: Any, aws: Any, clock: Any) -> None:
-    bad_id, _, pk = poisoned(client, aws, clock)
+    bad_id, _, _ = poisoned(client, aws, clock)
     correct_time(aws.dynamodb, bad_id, clock.now - 2 * MINUTE)
     post_replay(client, {"source": "events-stream", "ids": [bad_id]})
     clock.now = audit.settled_before(clock.now, 0) + audit.QUARTER_MS + (SETTINGS.audit_settle_minutes + 1) * MINUTE
