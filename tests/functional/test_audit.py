@@ -337,3 +337,34 @@ def test_given_records_still_on_their_way_when_repaired_then_their_buckets_wait_
     done = post(client, "/audit/repair", {"partition": short}).json_body
     assert done["busy"] == [] and done["accounted"]
     assert buckets(aws.dynamodb, {"a", "b"}) == brute_force(aws.dynamodb)
+
+
+def test_given_a_partition_of_more_than_one_query_page_when_audited_then_every_page_is_counted(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    pk = ingest.partition_key(clock.now, 0)
+    for n in range(90):  # 90 items of about 15 KB: more than a Query's 1 MB page
+        item = {
+            "pk": pk,
+            "sk": f"s#{n:03d}",
+            "kind": "event",
+            "counter": "big",
+            "id": f"i{n}",
+            "time": 1,
+            "retention": 60,
+            "attributes": {"blob": "x" * 15_000},
+        }
+        aws.dynamodb.put_item(TableName=SETTINGS.events_table, Item={k: _serialize(v) for k, v in item.items()})
+    pages = aws.dynamodb.query(
+        TableName=SETTINGS.events_table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": pk}},
+        Select="COUNT",
+    )
+    assert "LastEvaluatedKey" in pages and pages["Count"] < 90  # one page is not the partition
+    account(aws.dynamodb, pk, clock.now, applied=90)
+    settle(clock)
+
+    result = post(client, "/audit").json_body
+
+    assert result["audited"] > 0 and result["short"] == []
