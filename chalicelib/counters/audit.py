@@ -26,8 +26,6 @@ QUARTER_MS = 15 * 60_000
 # Bounded work per run: 4 hours of quarter hours (times the write shards); a run that falls
 # behind catches up at 16 quarter hours per run.
 MAX_QUARTERS_PER_RUN = 16
-# The very first run starts this many quarter hours before the last settled one.
-FIRST_RUN_QUARTERS = 4
 EVENTS_PK = re.compile(r"[0-9]{12}#[0-9]{1,3}")
 
 
@@ -37,11 +35,14 @@ def settled_before(now_ms: int, settle_minutes: int) -> int:
     return cutoff - cutoff % QUARTER_MS
 
 
-def quarters_to_audit(checkpoint_ms: int | None, now_ms: int, settle_minutes: int, most: int) -> list[int]:
-    """Start times of the settled quarter hours from the checkpoint on, at most `most`."""
+def quarters_to_audit(checkpoint_ms: int, now_ms: int, settle_minutes: int, most: int) -> list[int]:
+    """Start times of the settled quarter hours from the checkpoint on, at most `most`.
+
+    The very first run has no checkpoint: it sets one at `settled_before(now)` and compares
+    nothing. Partitions counted before the audit items were written (a stage upgraded to them)
+    would otherwise all be reported short."""
     end = settled_before(now_ms, settle_minutes)
-    start = checkpoint_ms if checkpoint_ms is not None else end - FIRST_RUN_QUARTERS * QUARTER_MS
-    start -= start % QUARTER_MS
+    start = checkpoint_ms - checkpoint_ms % QUARTER_MS
     return list(range(start, end, QUARTER_MS))[:most]
 
 

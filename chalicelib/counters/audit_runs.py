@@ -64,6 +64,12 @@ def run(dynamodb: Any, settings: Settings, now_ms: int) -> AuditResult:
     """Compare the settled partitions no run has compared yet, then recheck open findings."""
     result = AuditResult()
     checkpoint = read_checkpoint(dynamodb, settings)
+    if checkpoint is None:  # the first run: compare from here on (counters/audit.py)
+        start = audit.settled_before(now_ms, settings.audit_settle_minutes)
+        if not _commit(dynamodb, settings, None, start, [], now_ms):
+            result.superseded = True
+            return result
+        checkpoint = start
     result.checkpoint_ms = checkpoint
     quarters = audit.quarters_to_audit(checkpoint, now_ms, settings.audit_settle_minutes, audit.MAX_QUARTERS_PER_RUN)
     for quarter in quarters:

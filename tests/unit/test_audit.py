@@ -54,7 +54,7 @@ def test_given_runs_at_any_times_when_each_moves_the_checkpoint_then_every_settl
     start: int, settle: int, steps: list[int], most: int
 ) -> None:
     now = T0 + start * 60_000
-    checkpoint: int | None = None
+    checkpoint = audit.settled_before(now, settle)  # where the first run puts it
     compared: list[int] = []
     for step in steps:
         now += step
@@ -63,7 +63,7 @@ def test_given_runs_at_any_times_when_each_moves_the_checkpoint_then_every_settl
         for q in quarters:
             assert q % Q == 0 and q + Q + settle * 60_000 <= now, "compared before it closed and settled"
         if quarters:
-            assert checkpoint is None or quarters[0] == checkpoint
+            assert quarters[0] == checkpoint
             checkpoint = quarters[-1] + Q
         compared += quarters
     assert compared == sorted(set(compared)), "a quarter hour compared twice"
@@ -71,11 +71,11 @@ def test_given_runs_at_any_times_when_each_moves_the_checkpoint_then_every_settl
         assert compared == list(range(compared[0], compared[-1] + Q, Q)), "a quarter hour skipped"
 
 
-def test_given_the_first_run_when_planned_then_it_starts_a_few_quarters_back_from_the_last_settled_one() -> None:
+def test_given_a_checkpoint_when_planned_then_the_quarters_up_to_the_last_settled_one() -> None:
     now = T0 + 45 * 60_000 + 1
-    quarters = audit.quarters_to_audit(None, now, 30, 100)
-    assert quarters[-1] == T0  # T0 closed at T0 + 15 min, settled at T0 + 45 min
-    assert len(quarters) == audit.FIRST_RUN_QUARTERS
+    assert audit.quarters_to_audit(T0 - 2 * Q, now, 30, 100) == [T0 - 2 * Q, T0 - Q, T0]
+    assert audit.quarters_to_audit(T0 + Q, now, 30, 100) == []  # not settled yet
+    assert audit.quarters_to_audit(T0 - 2 * Q, now, 30, 2) == [T0 - 2 * Q, T0 - Q]
 
 
 @given(st.integers(0, 10**7), st.integers(0, 99))
