@@ -1,6 +1,6 @@
 """Cost of the audit per events partition: Tally's Select=COUNT Query vs a Scan of the table.
 
-    python -m bench.audit [--per-partition 10 100 1000 10000] [--old 20000] [--attributes 0 1000]
+    python -m bench.audit [--per-partition 10 100 1000] [--old 5000] [--attributes 0 1000]
 
 For each number of events per partition and attribute size, on a fresh in-process moto: `old`
 events ingested over the six days before one quarter hour, then `per-partition` events in each
@@ -140,8 +140,8 @@ def measure(per_partition: int, old: int, attr_bytes: int, seed: int = 1) -> Row
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--per-partition", type=int, nargs="+", default=[10, 100, 1000, 10_000])
-    parser.add_argument("--old", type=int, default=20_000)
+    parser.add_argument("--per-partition", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--old", type=int, default=5_000)
     parser.add_argument("--attributes", type=int, nargs="+", default=[0, 1000])
     args = parser.parse_args(argv)
     moto_patches.memoize_table_order()
