@@ -18,8 +18,11 @@ from chalicelib.core.aws import AwsClients
 from chalicelib.core.errors import NotFoundError as TallyNotFound
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.settings import Settings
+from chalicelib.counters import audit_runs
 from chalicelib.counters import catalog as counter_catalog
 from chalicelib.counters import reads as counters
+from chalicelib.counters import repair as counter_repair
+from chalicelib.counters import replay as counter_replay
 from chalicelib.counters import stream_apply as counting
 from chalicelib.dashboard import assets as dashboard
 from chalicelib.events import ingest as events
@@ -204,6 +207,13 @@ def get_quarantine() -> dict[str, Any]:
     return quarantine.list_records(aws.dynamodb, settings, query())
 
 
+@app.route("/quarantine/replay", methods=["POST"], authorizer=admin_key, content_types=BODY_TYPES)
+@answers
+def post_quarantine_replay() -> dict[str, Any]:
+    request = counter_replay.parse_body(json_body())
+    return counter_replay.replay(aws.dynamodb, settings, request, clock.now_ms()).as_dict()
+
+
 @app.on_dynamodb_record(
     stream_arn=settings.events_stream_arn,
     batch_size=settings.stream_batch_size,
@@ -213,6 +223,34 @@ def on_event_records(event: Any) -> dict[str, Any]:
     records = stream_records.from_lambda_event(event.to_dict())
     result = counting.apply_stream_batch(aws.dynamodb, settings, records, clock.now_ms())
     return result.as_dict()
+
+
+# -- the audit: what was counted against what was stored (docs/counting.md) ----------------------
+
+
+@app.schedule(Rate(settings.audit_interval_minutes, unit=Rate.MINUTES))
+def run_audit(event: Any) -> dict[str, Any]:
+    return audit_runs.run(aws.dynamodb, settings, clock.now_ms()).as_dict()
+
+
+@app.route("/audit", methods=["POST"], authorizer=admin_key, content_types=BODY_TYPES)
+@answers
+def post_audit() -> dict[str, Any]:
+    return audit_runs.run(aws.dynamodb, settings, clock.now_ms()).as_dict()
+
+
+@app.route("/audit/repair", methods=["POST"], authorizer=admin_key, content_types=BODY_TYPES)
+@answers
+def post_audit_repair() -> dict[str, Any]:
+    now = clock.now_ms()
+    partition = audit_runs.parse_partition(json_body(), settings, now)
+    return counter_repair.repair(aws.dynamodb, settings, partition, now).as_dict()
+
+
+@app.route("/audit", methods=["GET"], authorizer=admin_key)
+@answers
+def get_audit() -> dict[str, Any]:
+    return audit_runs.listing(aws.dynamodb, settings, query(), clock.now_ms())
 
 
 # -- unique counts (HyperLogLog) ----------------------------------------------------------

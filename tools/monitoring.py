@@ -23,6 +23,8 @@ DASHBOARD = "Dashboard"
 # The stream handler is behind when its iterator age stays above this for 5 minutes.
 ITERATOR_AGE_LIMIT_MS = 5 * 60 * 1000
 FIVE_MINUTES = 300
+# The scheduled audit (app.py): its own alarm, on the events it finds missing.
+AUDIT_FUNCTION = "run_audit"
 
 
 def function_id(name: str) -> str:
@@ -103,7 +105,14 @@ def fragments(app: Any, res: Resources, settings: Settings, stage_name: str) -> 
                 "GreaterThanThreshold",
                 0,
             )
-        if kind == "ScheduledEventConfig":
+        if kind == "ScheduledEventConfig" and source.name == AUDIT_FUNCTION:
+            cfn[f"{lid}ShortfallAlarm"] = alarm(
+                f"Audit shortfall: {source.name} found events stored but never counted (GET /audit lists them).",
+                tally_metric("Shortfall", source.name),
+                "GreaterThanThreshold",
+                0,
+            )
+        elif kind == "ScheduledEventConfig":
             minutes = settings.report_interval_minutes
             cfn[f"{lid}MissedAlarm"] = alarm(
                 f"Report run missed: no {source.name} run completed in 2 intervals of {minutes} minutes.",
@@ -174,6 +183,7 @@ def dashboard(app: Any, res: Resources, settings: Settings, stage_name: str) -> 
             ],
         ),
         ("Reports: runs and events reported", tally(["ReportRuns", "EventsReported"], schedules)),
+        ("Audit: shortfall and open findings", tally(["Shortfall", "OpenFindings"], [AUDIT_FUNCTION])),
         ("Handler errors", [["AWS/Lambda", "Errors", "FunctionName", fn(n), {"stat": "Sum"}] for n in names]),
         (
             "Dead-letter and stream-failures queues: messages visible",

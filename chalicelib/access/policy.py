@@ -274,6 +274,10 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("GET", "/counters"): RouteAccess(READ),
     ("GET", "/views/urls"): RouteAccess(READ),
     ("GET", "/quarantine/counts"): RouteAccess(ADMIN),
+    ("POST", "/quarantine/replay"): RouteAccess(ADMIN),
+    ("GET", "/audit"): RouteAccess(ADMIN),
+    ("POST", "/audit"): RouteAccess(ADMIN),
+    ("POST", "/audit/repair"): RouteAccess(ADMIN),
 }
 
 

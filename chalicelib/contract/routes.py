@@ -324,6 +324,43 @@ OPERATIONS: tuple[Operation, ...] = (
         (Answer(200, "a count per source", s.QUARANTINE_COUNTS),),
         errors=(),
     ),
+    Operation(
+        "POST",
+        "/quarantine/replay",
+        "replayQuarantine",
+        "operations",
+        "Count set-aside stream records once, after the fault that set them aside is fixed",
+        (Answer(200, "what each record came to", s.REPLAY),),
+        body=s.REPLAY_BODY,
+    ),
+    # -- the audit
+    Operation(
+        "GET",
+        "/audit",
+        "listAudit",
+        "operations",
+        "Events partitions whose stored events and counted events do not add up",
+        (Answer(200, "the open findings, oldest partition first", s.AUDIT_LISTING),),
+        params=PAGE,
+    ),
+    Operation(
+        "POST",
+        "/audit",
+        "runAudit",
+        "operations",
+        "Run the scheduled audit now",
+        (Answer(200, "what the run compared and found", s.AUDIT_RUN),),
+        errors=(),
+    ),
+    Operation(
+        "POST",
+        "/audit/repair",
+        "repairPartition",
+        "operations",
+        "Recount the buckets a short partition's events fall in",
+        (Answer(200, "what the repair read and wrote", s.REPAIR),),
+        body=s.REPAIR_BODY,
+    ),
     # -- keys
     Operation(
         "POST",

@@ -15,6 +15,7 @@ from chalicelib.access import keys as access_keys
 from chalicelib.access import policy
 from chalicelib.core import inputs, pager, quarantine, timebuckets, times, validation, window_params
 from chalicelib.core.settings import Settings
+from chalicelib.counters import audit, audit_keys, replay
 from chalicelib.events import ingest
 from chalicelib.reports import api as reports_api
 from chalicelib.reports import ranges as report_ranges
@@ -369,3 +370,80 @@ OPENAPI = {"type": "object", "required": ["openapi", "paths"], "description": "t
 
 # Named once in components.schemas and referred to from operations.
 COMPONENTS: dict[str, Schema] = {"Error": ERROR, "Event": EVENT, "View": VIEW}
+
+
+# -- the audit and replay (counters.audit_runs, counters.repair, counters.replay) ------------------
+
+_COUNT = {"type": "integer", "minimum": 0}
+PARTITION = string(
+    pattern=anchored(audit.EVENTS_PK.pattern),
+    description="an events partition: quarter hour of ingest, `#`, write shard",
+)
+AUDIT_FINDING = obj(
+    {
+        "partition": PARTITION,
+        "stored": _COUNT,
+        **{name: _COUNT for name in audit_keys.ACCOUNTS},
+        "shortfall": {"type": "integer", "description": "stored minus accounted; negative when over"},
+    }
+)
+AUDIT_LISTING = obj(
+    {
+        "partitions": {
+            "type": "array",
+            "items": obj(
+                {"partition": PARTITION, "audited_at": ISO_TIME},
+                {"stored": _COUNT, **{name: _COUNT for name in audit_keys.ACCOUNTS}, "shortfall": {"type": "integer"}},
+            ),
+        },
+        "next": NEXT,
+    }
+)
+AUDIT_RUN = obj(
+    {
+        "audited": _COUNT,
+        "shortfall": {"type": "integer"},
+        "short": {"type": "array", "items": AUDIT_FINDING},
+        "rechecked": _COUNT,
+        "resolved": _COUNT,
+        "open": _COUNT,
+        "superseded": {"type": "boolean"},
+        "checkpoint": nullable(ISO_TIME),
+    }
+)
+REPAIR_BODY = obj({"partition": PARTITION}, closed=True)
+REPAIR = obj(
+    {
+        "partition": PARTITION,
+        "buckets": _COUNT,
+        "written": _COUNT,
+        "unchanged": _COUNT,
+        "busy": {
+            "type": "array",
+            "items": obj({"counter": NAME, "resolution": string(enum=["hour", "day"]), "start": ISO_TIME}),
+        },
+        "partitions_read": _COUNT,
+        "events_read": _COUNT,
+        "accounted": {"type": "boolean"},
+        "finding": nullable(AUDIT_FINDING),
+    }
+)
+REPLAY_BODY = obj(
+    {"source": string(enum=[replay.SOURCE])},
+    {
+        "ids": {
+            "type": "array",
+            "items": string(minLength=1, maxLength=1024),
+            "minItems": 1,
+            "maxItems": replay.MAX_REPLAY,
+        },
+        "limit": {"type": "integer", "minimum": 1, "maximum": replay.MAX_REPLAY},
+    },
+    closed=True,
+)
+REPLAY = obj(
+    {
+        name: {"type": "array", "items": string()}
+        for name in ("replayed", "already_counted", "expired", "still_bad", "not_found")
+    }
+)

@@ -9,6 +9,10 @@ capabilities can never collide and an operator can read any item's owner from it
     EVT#<counter>#<id>                   #                       marker: an event with a client id was counted
     SEQ#<events pk>                      #                       stream position counted up to (counters)
     LED#<events pk>#<ingest slice>       #                       former counting ledger, left to expire
+    AUD#<events pk>                      #                       what the counting path did with one events
+                                                                 partition's events (counters/audit_keys.py)
+    AUDIT#checkpoint                     #                       start of the next quarter hour to audit
+    AUDIT#short                          <events pk>             a partition that does not add up (counters)
     URL#<sha256 of url>                  TOTAL                   an exact view counter (views)
     URL#<sha256 of url>                  V#... | D#...           marker: one view / one client-day was counted
     VWB#<sha256 of url>                  h#<n> | d#<n> | b#<n>   views of an hour (minute counts inside), a UTC
@@ -30,6 +34,8 @@ COUNTER = "CTR#"
 EVENT_MARKER = "EVT#"
 STREAM_POSITION = "SEQ#"
 LEDGER = "LED#"  # no longer written; items of a stage upgraded from it expire by TTL
+AUDIT = "AUD#"
+AUDIT_RUN = "AUDIT#"
 VIEW_URL = "URL#"
 VIEW_BUCKET = "VWB#"
 SKETCH = "HLL#"

@@ -97,6 +97,7 @@ def query_page(
     *,
     newest_first: bool = False,
     live_at_s: int | None = None,
+    consistent: bool = False,
 ) -> Page:
     """One Query of partition `pk`: up to `page.limit` items after `page.after`, in sort-key
     order (reversed with `newest_first`). With `live_at_s`, items whose `expires_at` has passed
@@ -108,6 +109,7 @@ def query_page(
         "ExpressionAttributeValues": {":pk": {"S": pk}},
         "Limit": page.limit,
         "ScanIndexForward": not newest_first,
+        "ConsistentRead": consistent,
     }
     if live_at_s is not None:
         request["FilterExpression"] = "attribute_not_exists(expires_at) OR expires_at > :now"

@@ -57,6 +57,10 @@ class Settings:
     # (lets writes that were in flight when a run starts land before their range is read).
     report_interval_minutes: int = 60
     report_settle_seconds: int = 60
+    # The audit: how often it runs, and how long after an events partition's quarter hour
+    # closes it is compared (its stream records must have been counted by then).
+    audit_interval_minutes: int = 15
+    audit_settle_minutes: int = 30
     # Views: markers dedupe redelivered messages for this long; what makes a view unique
     # ("event": url + time + clientId, "client-day": url + clientId + UTC day); the queue
     # batch (more views per URL per batch share more counter updates).
@@ -178,6 +182,8 @@ FIELDS: dict[str, Rule] = {
     "uniques_day_retention_seconds": Integer(DAY_S, TEN_YEARS_S),
     "report_interval_minutes": Integer(15, 1440),
     "report_settle_seconds": Integer(0, 3600),
+    "audit_interval_minutes": Integer(5, 1440),
+    "audit_settle_minutes": Integer(1, 1440),
     "view_marker_ttl_seconds": Integer(3600, 365 * DAY_S),
     "view_bucket_retention_seconds": Integer(DAY_S, TEN_YEARS_S),
     "view_dedup": Choice(VIEW_DEDUP_POLICIES),

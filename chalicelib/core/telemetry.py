@@ -187,6 +187,16 @@ def metric_values(result: Mapping[str, Any], raw: Mapping[str, Any], now_s: floa
             ReportRunsSuperseded=int(bool(result.get("superseded"))),
         )
         return values
+    if "audited" in result:  # an audit run (counters/audit_runs.py)
+        values.update(
+            AuditRuns=1,
+            PartitionsAudited=float(result.get("audited", 0)),
+            Shortfall=float(result.get("shortfall", 0)),
+            ShortPartitions=float(len(result.get("short") or [])),
+            OpenFindings=float(result.get("open", 0)),
+            AuditRunsSuperseded=int(bool(result.get("superseded"))),
+        )
+        return values
     if "records" in result:
         for key, name in BATCH_METRICS.items():
             values[name] = float(result.get(key, 0))

@@ -53,6 +53,13 @@ def test_given_the_dev_stage_then_every_alarm_condition_is_there_for_every_handl
     (source,) = template["Resources"]["OnEventRecords"]["Properties"]["Events"].values()
     destination = source["Properties"]["DestinationConfig"]["OnFailure"]["Destination"]
     assert destination == {"Fn::GetAtt": [mappings.FAILURES_QUEUE_ID, "Arn"]}
+    assert by_metric["Tally/Shortfall"] == {"RunAudit"}
+    (shortfall,) = [p for p in found.values() if p["MetricName"] == "Shortfall"]
+    assert (shortfall["ComparisonOperator"], shortfall["Threshold"], shortfall["Statistic"]) == (
+        "GreaterThanThreshold",
+        0,
+        "Sum",
+    )
     (missed,) = [p for p in found.values() if p["MetricName"] == "ReportRuns"]
     interval_s = stage.stage_settings(STAGE, PROJECT).report_interval_minutes * 60
     assert (missed["Period"], missed["EvaluationPeriods"], missed["TreatMissingData"]) == (interval_s, 2, "breaching")

@@ -53,3 +53,22 @@ def every_page(client: Any, path: str, field: str, limit: int) -> tuple[list[Any
         cursor = body["next"]
         if cursor is None:
             return entries, pages
+
+
+def account(dynamodb: Any, events_pk: str, now_ms: int, applied: int = 0, set_aside: int = 0, expired: int = 0) -> None:
+    """Add to an events partition's audit item what the counting path writes for it
+    (counters/audit_keys.py): the stream handler's own writing of it is not part of this tree."""
+    from chalicelib.counters import audit_keys
+
+    dynamodb.update_item(
+        TableName=Settings().counts_table,
+        Key=audit_keys.tally_key(events_pk),
+        UpdateExpression="ADD #a :a, #s :s, #e :e SET expires_at = :exp",
+        ExpressionAttributeNames={"#a": audit_keys.APPLIED, "#s": audit_keys.SET_ASIDE, "#e": audit_keys.EXPIRED},
+        ExpressionAttributeValues={
+            ":a": {"N": str(applied)},
+            ":s": {"N": str(set_aside)},
+            ":e": {"N": str(expired)},
+            ":exp": {"N": str(now_ms // 1000 + audit_keys.AUDIT_TALLY_TTL_SECONDS)},
+        },
+    )

@@ -1,0 +1,108 @@
+"""The audit's arithmetic: which partitions to compare, and whether one adds up. Pure.
+
+An events partition (quarter hour of ingest plus write shard, events/ingest.py) is compared
+once its quarter hour has closed and a settle margin has passed (AUDIT_SETTLE_MINUTES): by then
+every record of it has been through the stream handler, which accounts for each event in the
+partition's audit item (counters/audit_keys.py). The events stored in the partition must then
+equal applied + set_aside + expired + repaired. Fewer accounted is a shortfall (events stored
+and never counted nor set aside); more is an excess (events counted that are not stored, or
+counted twice). Either is a finding.
+
+Runs move a checkpoint (the start of the next quarter hour to compare) so each run reads only
+partitions no run has read, at most MAX_QUARTERS_PER_RUN quarter hours of them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from chalicelib.counters import audit_keys
+from chalicelib.events import ingest as events
+
+QUARTER_MS = 15 * 60_000
+# Bounded work per run: 4 hours of quarter hours (times the write shards); a run that falls
+# behind catches up at 16 quarter hours per run.
+MAX_QUARTERS_PER_RUN = 16
+EVENTS_PK = re.compile(r"[0-9]{12}#[0-9]{1,3}")
+
+
+def settled_before(now_ms: int, settle_minutes: int) -> int:
+    """The end of the last quarter hour that has closed and settled at now_ms."""
+    cutoff = now_ms - settle_minutes * 60_000
+    return cutoff - cutoff % QUARTER_MS
+
+
+def quarters_to_audit(checkpoint_ms: int, now_ms: int, settle_minutes: int, most: int) -> list[int]:
+    """Start times of the settled quarter hours from the checkpoint on, at most `most`.
+
+    The very first run has no checkpoint: it sets one at `settled_before(now)` and compares
+    nothing. Partitions counted before the audit items were written (a stage upgraded to them)
+    would otherwise all be reported short."""
+    end = settled_before(now_ms, settle_minutes)
+    start = checkpoint_ms - checkpoint_ms % QUARTER_MS
+    return list(range(start, end, QUARTER_MS))[:most]
+
+
+def partitions(quarter_start_ms: int, shards: int) -> list[str]:
+    """The events partition keys of one quarter hour, one per write shard."""
+    return [events.partition_key(quarter_start_ms, shard) for shard in range(shards)]
+
+
+def quarter_of(events_pk: str) -> int:
+    """Start (epoch ms) of the quarter hour an events partition key names; ValueError if none."""
+    if not EVENTS_PK.fullmatch(events_pk):
+        raise ValueError(f"not an events partition key: {events_pk!r}")
+    moment = datetime.strptime(events_pk[:12], "%Y%m%d%H%M").replace(tzinfo=UTC)
+    if moment.minute % 15:
+        raise ValueError(f"not a quarter hour: {events_pk!r}")
+    return int(moment.timestamp()) * 1000
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One partition compared: what is stored and what the counting path accounted for."""
+
+    partition: str
+    stored: int
+    applied: int = 0
+    set_aside: int = 0
+    expired: int = 0
+    repaired: int = 0
+
+    @property
+    def accounted(self) -> int:
+        return self.applied + self.set_aside + self.expired + self.repaired
+
+    @property
+    def shortfall(self) -> int:
+        """Events stored and not accounted for (negative: accounted more than stored)."""
+        return self.stored - self.accounted
+
+    @property
+    def adds_up(self) -> bool:
+        return self.shortfall == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "stored": self.stored,
+            "applied": self.applied,
+            "set_aside": self.set_aside,
+            "expired": self.expired,
+            "repaired": self.repaired,
+            "shortfall": self.shortfall,
+        }
+
+
+def compare(partition: str, stored: int, tally_item: dict[str, Any] | None) -> Finding:
+    """The finding for one partition from its stored count and its audit item (or none)."""
+    numbers = audit_keys.accounts(tally_item)
+    return Finding(partition, stored, **numbers)
+
+
+def total_shortfall(findings: list[Finding]) -> int:
+    """Events missing over the partitions that fall short (excesses do not cancel them)."""
+    return sum(max(0, f.shortfall) for f in findings)

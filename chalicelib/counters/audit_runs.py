@@ -1,0 +1,259 @@
+"""An audit run, its findings and `GET /audit`: the storage side of counters/audit.py.
+
+A run compares the settled quarter hours from its checkpoint on (counters/audit.py): for each
+events partition, one `Select=COUNT` Query over the partition (DynamoDB still reads, and
+charges for, every item it counts) and its audit item (counters/audit_keys.py). Partitions
+that do not add up are written as findings, `AUDIT#short` / `<events pk>`, in the same
+transaction that moves the checkpoint (`AUDIT#checkpoint`) past their quarter hour, on
+condition that the checkpoint is where the run read it: a run that lost that race (a duplicate
+scheduled invocation, an operator's POST /audit at the same moment) writes nothing, so a
+partition is reported by one run only.
+
+Each run also compares again up to RECHECK_LIMIT open findings, oldest first, and removes those
+that now add up (a repair, or records the stream handler counted late); the others stay
+listed with their latest numbers. Findings expire after FINDING_TTL_SECONDS.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.core import dynamo, keyspace, pager, times, transactions, validation
+from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core.settings import Settings
+from chalicelib.counters import audit, audit_keys
+
+CHECKPOINT_KEY = {"pk": {"S": f"{keyspace.AUDIT_RUN}checkpoint"}, "sk": {"S": "#"}}
+FINDINGS_PK = f"{keyspace.AUDIT_RUN}short"
+FINDING_TTL_SECONDS = 14 * 86400
+RECHECK_LIMIT = 25
+# One transaction per quarter hour: the checkpoint plus at most this many findings (the rest,
+# with more write shards than that, are put first, on their own; a repeated put is harmless).
+FINDINGS_PER_TRANSACTION = transactions.MAX_ITEMS - 1
+_PARTITION = re.compile(audit.EVENTS_PK.pattern)
+
+
+@dataclass
+class AuditResult:
+    audited: int = 0  # partitions compared for the first time by this run
+    findings: list[audit.Finding] = field(default_factory=list)  # of those, the ones that do not add up
+    rechecked: int = 0
+    resolved: int = 0  # open findings that now add up, removed
+    open: int = 0  # findings still listed after this run (of those rechecked)
+    superseded: bool = False  # another run moved the checkpoint first; this one reported nothing
+    checkpoint_ms: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "audited": self.audited,
+            "shortfall": audit.total_shortfall(self.findings),
+            "short": [f.as_dict() for f in self.findings],
+            "rechecked": self.rechecked,
+            "resolved": self.resolved,
+            "open": self.open,
+            "superseded": self.superseded,
+            "checkpoint": None if self.checkpoint_ms is None else validation.iso(self.checkpoint_ms),
+        }
+
+
+def run(dynamodb: Any, settings: Settings, now_ms: int) -> AuditResult:
+    """Compare the settled partitions no run has compared yet, then recheck open findings."""
+    result = AuditResult()
+    checkpoint = read_checkpoint(dynamodb, settings)
+    if checkpoint is None:  # the first run: compare from here on (counters/audit.py)
+        start = audit.settled_before(now_ms, settings.audit_settle_minutes)
+        if not _commit(dynamodb, settings, None, start, [], now_ms):
+            result.superseded = True
+            return result
+        checkpoint = start
+    result.checkpoint_ms = checkpoint
+    quarters = audit.quarters_to_audit(checkpoint, now_ms, settings.audit_settle_minutes, audit.MAX_QUARTERS_PER_RUN)
+    for quarter in quarters:
+        findings = [compare(dynamodb, settings, pk) for pk in audit.partitions(quarter, settings.event_write_shards)]
+        short = [f for f in findings if not f.adds_up]
+        if not _commit(dynamodb, settings, checkpoint, quarter + audit.QUARTER_MS, short, now_ms):
+            result.superseded = True
+            break
+        checkpoint = result.checkpoint_ms = quarter + audit.QUARTER_MS
+        result.audited += len(findings)
+        result.findings += short
+    _recheck(dynamodb, settings, now_ms, result)
+    return result
+
+
+def compare(dynamodb: Any, settings: Settings, events_pk: str) -> audit.Finding:
+    """One partition now: its stored events against its audit item."""
+    return audit.compare(
+        events_pk, stored_count(dynamodb, settings, events_pk), read_tally(dynamodb, settings, events_pk)
+    )
+
+
+def stored_count(dynamodb: Any, settings: Settings, events_pk: str) -> int:
+    """Items stored under one events partition key: a paged Select=COUNT Query. Eventually
+    consistent (half the read units): the partition's quarter hour closed a settle margin ago."""
+    request = {
+        "TableName": settings.events_table,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": events_pk}},
+        "Select": "COUNT",
+    }
+    return sum(
+        int(page.get("Count", 0))
+        for page in dynamo.query_pages(dynamodb, request, "could not count an events partition")
+    )
+
+
+def read_tally(dynamodb: Any, settings: Settings, events_pk: str) -> dict[str, Any] | None:
+    try:
+        item: dict[str, Any] | None = dynamodb.get_item(
+            TableName=settings.counts_table, Key=audit_keys.tally_key(events_pk), ConsistentRead=True
+        ).get("Item")
+    except ClientError as exc:
+        raise StorageError("could not read an audit item") from exc
+    return item
+
+
+def read_checkpoint(dynamodb: Any, settings: Settings) -> int | None:
+    try:
+        item = dynamodb.get_item(TableName=settings.counts_table, Key=CHECKPOINT_KEY, ConsistentRead=True).get("Item")
+    except ClientError as exc:
+        raise StorageError("the audit checkpoint could not be read") from exc
+    return None if item is None else int(item["next_ms"]["N"])
+
+
+def finding_item(settings: Settings, finding: audit.Finding, now_ms: int) -> dict[str, Any]:
+    numbers = {name: {"N": str(value)} for name, value in finding.as_dict().items() if isinstance(value, int)}
+    return {
+        "pk": {"S": FINDINGS_PK},
+        "sk": {"S": finding.partition},
+        **numbers,
+        "audited_at": {"N": str(now_ms)},
+        "expires_at": {"N": str(now_ms // 1000 + FINDING_TTL_SECONDS)},
+    }
+
+
+def _commit(
+    dynamodb: Any, settings: Settings, checkpoint: int | None, next_ms: int, short: list[audit.Finding], now_ms: int
+) -> bool:
+    """Move the checkpoint to next_ms and write the findings, if the checkpoint is still as read."""
+    table = settings.counts_table
+    puts = [{"Put": {"TableName": table, "Item": finding_item(settings, f, now_ms)}} for f in short]
+    for extra in puts[FINDINGS_PER_TRANSACTION:]:
+        try:
+            dynamodb.put_item(**extra["Put"])
+        except ClientError as exc:
+            raise StorageError("could not record an audit finding") from exc
+    move: dict[str, Any] = {
+        "TableName": table,
+        "Key": CHECKPOINT_KEY,
+        "UpdateExpression": "SET next_ms = :next",
+        "ExpressionAttributeValues": {":next": {"N": str(next_ms)}},
+    }
+    if checkpoint is None:
+        move["ConditionExpression"] = "attribute_not_exists(pk)"
+    else:
+        move["ConditionExpression"] = "next_ms = :expected"
+        move["ExpressionAttributeValues"][":expected"] = {"N": str(checkpoint)}
+    items = [{"Update": move}, *puts[:FINDINGS_PER_TRANSACTION]]
+    try:
+        transactions.write(
+            dynamodb,
+            [next_ms],
+            lambda _: transactions.Plan(items, [None] * len(items)),
+            what="moving the audit checkpoint",
+            attempts=5,
+        )
+    except transactions.ConditionFailedError:
+        return False
+    return True
+
+
+def _recheck(dynamodb: Any, settings: Settings, now_ms: int, result: AuditResult) -> None:
+    for item in open_findings(dynamodb, settings, None, RECHECK_LIMIT, now_ms)[0]:
+        partition = item["sk"]["S"]
+        result.rechecked += 1
+        if recheck(dynamodb, settings, partition, now_ms).adds_up:
+            result.resolved += 1
+        else:
+            result.open += 1
+
+
+def recheck(dynamodb: Any, settings: Settings, partition: str, now_ms: int) -> audit.Finding:
+    """Compare one partition again: remove its finding if it adds up now, else refresh it."""
+    finding = compare(dynamodb, settings, partition)
+    try:
+        if finding.adds_up:
+            dynamodb.delete_item(
+                TableName=settings.counts_table, Key={"pk": {"S": FINDINGS_PK}, "sk": {"S": partition}}
+            )
+        else:
+            dynamodb.put_item(TableName=settings.counts_table, Item=finding_item(settings, finding, now_ms))
+    except ClientError as exc:
+        raise StorageError("could not update an audit finding") from exc
+    return finding
+
+
+def open_findings(
+    dynamodb: Any, settings: Settings, after: str | None, limit: int, now_ms: int
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Up to `limit` findings after partition `after`, oldest partition first, and the last
+    partition read if more may follow. One Query (core.pager); a finding past its expiry may
+    linger until DynamoDB deletes it: it is no longer listed."""
+    page = pager.query_page(
+        dynamodb,
+        settings.counts_table,
+        FINDINGS_PK,
+        pager.PageRequest(after, limit),
+        "could not read the audit findings",
+        live_at_s=now_ms // 1000,
+        consistent=True,
+    )
+    return page.items, page.after
+
+
+def listing(dynamodb: Any, settings: Settings, params: dict[str, str], now_ms: int) -> dict[str, Any]:
+    """`GET /audit`: `{"partitions": [...], "next"}`, partitions that do not add up, oldest
+    first, `limit` (1-1000, 100) a page, `cursor` the `next` of the previous page."""
+    request = pager.page_request(params, _check_partition)
+    items, last = open_findings(dynamodb, settings, request.after, request.limit, now_ms)
+    return {
+        "partitions": [
+            {
+                "partition": i["sk"]["S"],
+                **{name: int(i[name]["N"]) for name in ("stored", *audit_keys.ACCOUNTS, "shortfall") if name in i},
+                "audited_at": times.iso(int(i["audited_at"]["N"])),
+            }
+            for i in items
+        ],
+        "next": None if last is None else pager.encode_cursor(last),
+    }
+
+
+def _check_partition(text: str) -> None:
+    if not _PARTITION.fullmatch(text):
+        raise ValidationError("not an events partition key")
+
+
+def parse_partition(body: Any, settings: Settings, now_ms: int) -> str:
+    """The events partition a repair body names: `{"partition": "YYYYMMDDHHXX#<shard>"}`, of a
+    quarter hour that has closed and settled; ValidationError otherwise."""
+    if not isinstance(body, dict) or set(body) != {"partition"} or not isinstance(body["partition"], str):
+        raise ValidationError('the body is {"partition": "<events partition key>"} as GET /audit lists it')
+    partition = body["partition"]
+    try:
+        quarter = audit.quarter_of(partition)
+    except ValueError as exc:
+        raise ValidationError("partition must look like 202611181415#2 (quarter hour of ingest, write shard)") from exc
+    if int(partition.split("#")[1]) >= settings.event_write_shards:
+        raise ValidationError(
+            f"partition's write shard must be below EVENT_WRITE_SHARDS ({settings.event_write_shards})"
+        )
+    if quarter + audit.QUARTER_MS > audit.settled_before(now_ms, settings.audit_settle_minutes):
+        raise ValidationError(
+            f"partition's quarter hour has not settled yet (AUDIT_SETTLE_MINUTES={settings.audit_settle_minutes})"
+        )
+    return partition

@@ -1,0 +1,360 @@
+"""`POST /audit/repair`: make a short partition's buckets exact again, by recounting them.
+
+A partition the audit lists as short holds events the counting path never accounted for (a
+record skipped or lost on the way). Which of its events those are is not recorded anywhere, so
+the repair does not re-apply events: for every bucket (counter, hour or day) that one of the
+partition's events falls in, it recounts the bucket from the events table and writes the
+count, with the condition that the bucket is unchanged since it was read.
+
+What it reads, for those buckets: every events partition whose quarter hour can hold one of
+their events, from the oldest bucket's start minus MAX_FUTURE_SKEW_SECONDS (no event is
+ingested earlier than its time minus that skew) to now, every write shard; then each of those
+partitions' audit items. A bucket is recounted from the partitions whose every event is
+accounted for (applied, set aside, expired or repaired: their increments are stored, for the
+audit item is written after the bucket updates) plus the partitions listed short (their
+missing events are taken as lost: see Limits). If a partition that is neither holds events of
+a bucket (records still on their way through the stream), the bucket is left alone this time
+and named in the answer as busy; run the repair again later.
+
+Exactness under concurrency, retries and crashes:
+- the bucket is read before the partitions; a stream write landing on it meanwhile changes its
+  `n` (every increment raises it) and the conditional write fails: the bucket is read and
+  recounted again (REPAIR_ATTEMPTS times at most, then it is reported busy);
+- a write of the stream that lands after the repair's counts events the repair did not read
+  (their partition was not yet accounted for, which would have made the bucket busy, or they
+  were stored after it was read): it adds on top, as it should;
+- the recount is a function of what is stored, so a repair retried or run twice, or dying
+  half-way, writes the same values again;
+- once every bucket is written, the partition's audit item gets `repaired` = the shortfall
+  (on condition that its other numbers are still as read), and its finding is removed.
+
+Limits (docs/counting.md): the recount can only see events the events table still holds, so a
+bucket whose start lies more than EVENT_TTL_SECONDS minus the skew back is refused; a client id
+re-sent after its marker expired (MARKER_TTL_SECONDS) is counted twice by the stream but once
+here; an event whose bucket expired while its record waited in the stream is judged by its
+ingest time; records of a short partition that do reach the stream handler after the repair are
+counted again (the audit then finds the partition over, not short). Work grows with the events
+ingested over the span read: for a day bucket, up to a day and a half of events.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter as Tally
+from dataclasses import dataclass, field
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer
+from botocore.exceptions import ClientError
+
+from chalicelib.core import dynamo, keyspace, timebuckets, validation
+from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core.settings import Settings
+from chalicelib.core.timebuckets import Bucket
+from chalicelib.counters import audit, audit_keys, audit_runs
+from chalicelib.counters import keys as counter_keys
+from chalicelib.events import ingest as events_ingest
+from chalicelib.events.ingest import Event
+
+REPAIR_ATTEMPTS = 4
+_DESERIALIZER = TypeDeserializer()
+_FIELDS = ("pk", "sk", "kind", "counter", "id", "id_given", "time", "retention", "ingested_at")
+Key = tuple[str, Bucket]
+
+
+@dataclass
+class RepairResult:
+    partition: str
+    buckets: int = 0
+    written: int = 0
+    unchanged: int = 0
+    busy: list[Key] = field(default_factory=list)
+    partitions_read: int = 0
+    events_read: int = 0
+    accounted: bool = False  # the partition's audit item now adds up
+    finding: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "buckets": self.buckets,
+            "written": self.written,
+            "unchanged": self.unchanged,
+            "busy": [{"counter": c, "resolution": b.resolution, "start": _iso(b)} for c, b in self.busy],
+            "partitions_read": self.partitions_read,
+            "events_read": self.events_read,
+            "accounted": self.accounted,
+            "finding": self.finding,
+        }
+
+
+def _iso(bucket: Bucket) -> str:
+    return validation.iso(bucket.start_ms)
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """One stored event the recount may use."""
+
+    key: tuple[str, str]
+    event: Event
+    ingested_ms: int
+
+
+def repair(dynamodb: Any, settings: Settings, partition: str, now_ms: int) -> RepairResult:
+    result = RepairResult(partition)
+    own_all = _events(dynamodb, settings, partition, with_invalid=True)
+    own = [s for s in own_all if s is not None]
+    touched = {(s.event.counter, b) for s in own for b in _counted_buckets(s, now_ms)}
+    result.buckets = len(touched)
+    if touched:
+        oldest = min(b.start_ms for _, b in touched) - settings.max_future_skew_seconds * 1000
+        if oldest < now_ms - settings.event_ttl_seconds * 1000:
+            raise ValidationError(
+                "some buckets of this partition's events start before the oldest events the events table "
+                "keeps (EVENT_TTL_SECONDS): they cannot be recounted"
+            )
+    pending = set(touched)
+    for _ in range(REPAIR_ATTEMPTS):
+        if not pending:
+            break
+        pending = _attempt(dynamodb, settings, partition, pending, now_ms, result)
+    result.busy = sorted(pending, key=lambda k: (k[0], k[1].resolution, k[1].index))
+    if not pending:
+        result.accounted = _account(dynamodb, settings, partition, len(own_all), now_ms)
+        result.finding = audit_runs.recheck(dynamodb, settings, partition, now_ms).as_dict()
+    return result
+
+
+def _attempt(
+    dynamodb: Any, settings: Settings, partition: str, pending: set[Key], now_ms: int, result: RepairResult
+) -> set[Key]:
+    """One pass: read the buckets, recount them, write them; the keys still to do."""
+    stored = {key: _read_bucket(dynamodb, settings, *key) for key in pending}
+    lost = _lost_partitions(dynamodb, settings, now_ms) | {partition}
+    oldest = min(b.start_ms for _, b in pending) - settings.max_future_skew_seconds * 1000
+    counts: dict[Key, _Count] = {key: _Count() for key in pending}
+    busy: set[Key] = set()
+    quarantined: set[tuple[str, str]] | None = None
+    for quarter in range(oldest - oldest % audit.QUARTER_MS, now_ms + 1, audit.QUARTER_MS):
+        for pk in audit.partitions(quarter, settings.event_write_shards):
+            items = _events(dynamodb, settings, pk, with_invalid=True)
+            result.partitions_read += 1
+            result.events_read += len(items)
+            valid = [s for s in items if s is not None]
+            mine = [(s, k) for s in valid for k in _keys(s, pending)]
+            if not mine:
+                continue
+            tally = audit_keys.accounts(audit_runs.read_tally(dynamodb, settings, pk))
+            if pk not in lost and sum(tally.values()) < len(items):
+                busy |= {k for _, k in mine}  # records of it are still on their way
+                continue
+            if tally[audit_keys.SET_ASIDE] and quarantined is None:
+                quarantined = _quarantined_keys(dynamodb, settings)
+            for s, key in mine:
+                if quarantined and s.key in quarantined:
+                    continue  # set aside: not in the bucket until it is replayed
+                counts[key].add(s, key[1])
+    left: set[Key] = set()
+    for key in pending:
+        if key in busy:
+            left.add(key)
+            continue
+        outcome = _write_bucket(dynamodb, settings, key, stored[key], counts[key])
+        if outcome is None:
+            left.add(key)  # written to meanwhile: read and recount again
+        elif outcome:
+            result.written += 1
+        else:
+            result.unchanged += 1
+    return left
+
+
+@dataclass
+class _Count:
+    n: int = 0
+    minutes: Tally[int] = field(default_factory=Tally)
+    retention: int = 0
+    ids: set[tuple[str, str]] = field(default_factory=set)
+
+    def add(self, stored: _Stored, bucket: Bucket) -> None:
+        event = stored.event
+        if event.id_given:
+            if (event.counter, event.id) in self.ids:
+                return  # the marker counted a client id once
+            self.ids.add((event.counter, event.id))
+        self.n += 1
+        if bucket.resolution == "hour":
+            self.minutes[timebuckets.minute_of_hour(event.time_ms)] += 1
+        self.retention = max(self.retention, event.retention_seconds)
+
+
+def _counted_buckets(stored: _Stored, at_ms: int) -> list[Bucket]:
+    """The buckets the stream handler counted the event in: those live when it was counted."""
+    event = stored.event
+    return [b for b in timebuckets.buckets_for(event.time_ms) if timebuckets.live(b, event.retention_seconds, at_ms)]
+
+
+def _keys(stored: _Stored, pending: set[Key]) -> list[Key]:
+    counted = _counted_buckets(stored, stored.ingested_ms)
+    return [(stored.event.counter, b) for b in counted if (stored.event.counter, b) in pending]
+
+
+def _events(dynamodb: Any, settings: Settings, pk: str, with_invalid: bool = False) -> list[Any]:
+    """The events stored under one events partition that the counting path would count (None
+    in place of each that it would set aside, when `with_invalid`)."""
+    request = {
+        "TableName": settings.events_table,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": pk}},
+        "ProjectionExpression": ", ".join(f"#f{i}" for i in range(len(_FIELDS))),
+        "ExpressionAttributeNames": {f"#f{i}": name for i, name in enumerate(_FIELDS)},
+        "ConsistentRead": True,
+    }
+    found: list[Any] = []
+    for page in dynamo.query_pages(dynamodb, request, "could not read an events partition"):
+        for raw in page.get("Items", []):
+            parsed = _parse(raw)
+            if parsed is not None or with_invalid:
+                found.append(parsed)
+    return found
+
+
+def _parse(raw: dict[str, Any]) -> _Stored | None:
+    try:
+        item = {k: _DESERIALIZER.deserialize(v) for k, v in raw.items()}
+        if item.get("kind", "event") != "event":
+            return None
+        event = events_ingest.from_item(item)
+        ingested = int(item.get("ingested_at", 0))
+    except (ValidationError, ValueError, TypeError):
+        return None
+    return _Stored((item["pk"], item["sk"]), event, ingested)
+
+
+def _lost_partitions(dynamodb: Any, settings: Settings, now_ms: int) -> set[str]:
+    """Partitions the audit lists as short: their missing events are taken as lost."""
+    lost: set[str] = set()
+    after: str | None = None
+    while True:
+        items, after = audit_runs.open_findings(dynamodb, settings, after, 1000, now_ms)
+        lost |= {i["sk"]["S"] for i in items if int(i.get("shortfall", {}).get("N", "0")) > 0}
+        if after is None:
+            return lost
+
+
+def _quarantined_keys(dynamodb: Any, settings: Settings) -> set[tuple[str, str]]:
+    """Events-table keys of the stream records set aside (their stored copies name them)."""
+    request = {
+        "TableName": settings.counts_table,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": f"{keyspace.QUARANTINE}events-stream"}},
+        "ProjectionExpression": "#r",
+        "ExpressionAttributeNames": {"#r": "record"},
+    }
+    keys: set[tuple[str, str]] = set()
+    for page in dynamo.query_pages(dynamodb, request, "could not read the quarantine"):
+        for item in page.get("Items", []):
+            try:
+                stored = json.loads(item["record"]["S"])["dynamodb"]["Keys"]
+                keys.add((stored["pk"]["S"], stored["sk"]["S"]))
+            except (ValueError, KeyError, TypeError):
+                continue  # a copy cut short: it names no key
+    return keys
+
+
+def _read_bucket(dynamodb: Any, settings: Settings, counter: str, bucket: Bucket) -> dict[str, Any] | None:
+    try:
+        item: dict[str, Any] | None = dynamodb.get_item(
+            TableName=settings.counts_table, Key=counter_keys.bucket_key(counter, bucket), ConsistentRead=True
+        ).get("Item")
+    except ClientError as exc:
+        raise StorageError("could not read a counter bucket") from exc
+    return item
+
+
+def _write_bucket(
+    dynamodb: Any, settings: Settings, key: Key, stored: dict[str, Any] | None, count: _Count
+) -> bool | None:
+    """Write the recount if the bucket is as read: True written, False already right, None
+    changed since it was read."""
+    counter, bucket = key
+    old_minutes = {
+        int(name[1:]): int(value["N"])
+        for name, value in (stored or {}).items()
+        if len(name) == 3 and name[0] == "m" and name[1:].isdigit()
+    }
+    old_n = int(stored["n"]["N"]) if stored and "n" in stored else 0
+    if old_n == count.n and old_minutes == {m: k for m, k in count.minutes.items() if k}:
+        return False
+    names = {"#n": "n"}
+    values: dict[str, Any] = {":n": {"N": str(count.n)}}
+    sets = ["#n = :n"]
+    for minute, k in sorted(count.minutes.items()):
+        names[f"#m{minute}"] = counter_keys.minute_attribute(minute)
+        values[f":m{minute}"] = {"N": str(k)}
+        sets.append(f"#m{minute} = :m{minute}")
+    removes = [f"#m{m}" for m in sorted(set(old_minutes) - set(count.minutes))]
+    names.update({f"#m{m}": counter_keys.minute_attribute(m) for m in set(old_minutes) - set(count.minutes)})
+    if stored is None:
+        # A new bucket lives as the stream handler would have made it live.
+        names["#r"] = "retention"
+        sets += ["#r = :r", "expires_at = :exp"]
+        values[":r"] = {"N": str(count.retention)}
+        values[":exp"] = {"N": str(timebuckets.expires_at_s(bucket, count.retention))}
+        condition = "attribute_not_exists(pk)"
+    else:
+        values[":old"] = stored["n"]
+        condition = "#n = :old"
+    expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+    try:
+        dynamodb.update_item(
+            TableName=settings.counts_table,
+            Key=counter_keys.bucket_key(counter, bucket),
+            UpdateExpression=expression,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            return None
+        raise StorageError("could not write a recounted bucket") from exc
+    return True
+
+
+def _account(dynamodb: Any, settings: Settings, partition: str, stored: int, now_ms: int) -> bool:
+    """Set the partition's `repaired` to what makes it add up, if its other numbers are as read."""
+    item = audit_runs.read_tally(dynamodb, settings, partition)
+    others = {k: v for k, v in audit_keys.accounts(item).items() if k != audit_keys.REPAIRED}
+    values: dict[str, Any] = {
+        ":rep": {"N": str(stored - sum(others.values()))},
+        ":exp": {"N": str(now_ms // 1000 + audit_keys.AUDIT_TALLY_TTL_SECONDS)},
+    }
+    request: dict[str, Any] = {
+        "TableName": settings.counts_table,
+        "Key": audit_keys.tally_key(partition),
+        "UpdateExpression": "SET repaired = :rep, expires_at = if_not_exists(expires_at, :exp)",
+    }
+    if item is None:
+        request["ConditionExpression"] = "attribute_not_exists(pk)"
+    else:
+        parts = []
+        names: dict[str, str] = {}
+        for k, v in others.items():
+            names[f"#{k}"] = k
+            if k in item:
+                values[f":{k}"] = {"N": str(v)}
+                parts.append(f"#{k} = :{k}")
+            else:
+                parts.append(f"attribute_not_exists(#{k})")
+        request["ConditionExpression"] = " AND ".join(parts)
+        request["ExpressionAttributeNames"] = names
+    request["ExpressionAttributeValues"] = values
+    try:
+        dynamodb.update_item(**request)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            return False  # the stream counted some of it meanwhile: the audit's next run will say
+        raise StorageError("could not record a repair") from exc
+    return True

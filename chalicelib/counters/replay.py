@@ -1,0 +1,276 @@
+"""`POST /quarantine/replay`: count stream records that were set aside, once they are valid.
+
+A stream record is set aside (`QUARANTINE#events-stream` / <stream event id>, core/quarantine.py)
+when its content cannot be counted. After a fix (the code now accepts it, or an operator
+corrected the stored copy of the record) replay parses the stored copy again exactly as the
+stream handler does (events/stream_records, events/ingest.from_item, counters/stream_apply). A
+record that is now valid is counted in ONE TransactWriteItems (core.transactions) that
+
+- deletes its quarantine item, on condition that it still exists: a replay run twice, or two
+  runs at once, or a run retried after dying, count it once (the second finds no item, or its
+  transaction is cancelled on that condition);
+- adds its increments to its buckets with the stream handler's own update (expiry and retention
+  as the stream handler sets them: later events only extend a bucket's life);
+- for an event with a client id, puts its marker as the stream handler does; if the marker is
+  there (another copy of the event was counted) the record is only taken off the quarantine;
+- moves one from `set_aside` to `applied` on its partition's audit item, on condition that
+  `set_aside` is at least 1, so the audit still adds up (no audit item: nothing to move; an
+  audit item with nothing set aside left: the record is not replayed, and says why).
+
+A record still invalid stays set aside with the new reason. Work is bounded: at most
+MAX_REPLAY records a request, one transaction each.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.core import dynamo, inputs, keyspace, quarantine, timebuckets, transactions, validation
+from chalicelib.core.clock import Sleep
+from chalicelib.core.errors import StorageError, ValidationError, reason
+from chalicelib.core.settings import Settings
+from chalicelib.counters import audit_keys, audit_runs, stream_apply
+from chalicelib.counters import keys as counter_keys
+from chalicelib.events import stream_records
+
+SOURCE = "events-stream"
+MAX_REPLAY = 100
+QUARANTINE_PK = f"{keyspace.QUARANTINE}{SOURCE}"
+
+
+@dataclass(frozen=True)
+class ReplayRequest:
+    ids: tuple[str, ...] = ()  # these records; empty: the first `limit` of the source
+    limit: int = MAX_REPLAY
+
+
+@dataclass
+class ReplayResult:
+    replayed: list[str] = field(default_factory=list)  # counted now
+    already_counted: list[str] = field(default_factory=list)  # another copy was counted: taken off
+    expired: list[str] = field(default_factory=list)  # every bucket expired: taken off, not counted
+    still_bad: list[dict[str, str]] = field(default_factory=list)  # still set aside, with the new reason
+    not_found: list[str] = field(default_factory=list)  # not in the quarantine (replayed already?)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "replayed": self.replayed,
+            "already_counted": self.already_counted,
+            "expired": self.expired,
+            "still_bad": self.still_bad,
+            "not_found": self.not_found,
+        }
+
+
+def parse_body(body: Any) -> ReplayRequest:
+    """`{"source": "events-stream", "ids": [...]}` or `{"source": "events-stream", "limit": n}`."""
+    if not isinstance(body, dict) or not set(body) <= {"source", "ids", "limit"} or "source" not in body:
+        raise ValidationError('the body is {"source": "events-stream", "ids": [...]} or {"source": ..., "limit": n}')
+    if body["source"] != SOURCE:
+        raise ValidationError(f"source must be {SOURCE}: the only source whose records can be replayed")
+    if "ids" in body and "limit" in body:
+        raise ValidationError("give ids or a limit, not both")
+    if "ids" in body:
+        ids = body["ids"]
+        if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_REPLAY:
+            raise ValidationError(f"ids must be a list of 1 to {MAX_REPLAY} record ids")
+        if not all(isinstance(i, str) and 1 <= len(i) <= 1024 for i in ids):
+            raise ValidationError("each id is a record id as GET /quarantine lists it")
+        return ReplayRequest(ids=tuple(dict.fromkeys(inputs.text(i, "ids") for i in ids)))
+    limit = body.get("limit", MAX_REPLAY)
+    return ReplayRequest(limit=validation.integer(limit, "limit", 1, MAX_REPLAY))
+
+
+def replay(
+    dynamodb: Any, settings: Settings, request: ReplayRequest, now_ms: int, sleep: Sleep | None = None
+) -> ReplayResult:
+    result = ReplayResult()
+    for record_id, item in _selected(dynamodb, settings, request):
+        if item is None:
+            result.not_found.append(record_id)
+            continue
+        _replay_one(dynamodb, settings, record_id, item, now_ms, sleep, result)
+    return result
+
+
+def _selected(dynamodb: Any, settings: Settings, request: ReplayRequest) -> list[tuple[str, dict[str, Any] | None]]:
+    if request.ids:
+        found: list[tuple[str, dict[str, Any] | None]] = []
+        for record_id in request.ids:
+            try:
+                item = dynamodb.get_item(TableName=settings.counts_table, Key=_key(record_id), ConsistentRead=True).get(
+                    "Item"
+                )
+            except ClientError as exc:
+                raise StorageError("could not read the quarantine") from exc
+            found.append((record_id, item))
+        return found
+    query = {
+        "TableName": settings.counts_table,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": QUARANTINE_PK}},
+        "Limit": request.limit,
+        "ConsistentRead": True,
+    }
+    page = next(dynamo.query_pages(dynamodb, query, "could not read the quarantine"))
+    return [(i["sk"]["S"], i) for i in page.get("Items", [])]
+
+
+def _key(record_id: str) -> dict[str, Any]:
+    return {"pk": {"S": QUARANTINE_PK}, "sk": {"S": record_id}}
+
+
+def _parse(item: dict[str, Any], now_ms: int) -> stream_apply.Countable:
+    """The stored copy, read as the stream handler reads a record; ValidationError/ValueError if
+    it still cannot be counted."""
+    try:
+        raw = json.loads(item["record"]["S"])
+    except ValueError as exc:
+        raise ValidationError(
+            f"the stored record is not JSON (cut at {quarantine.MAX_RECORD_CHARS} characters?)"
+        ) from exc
+    record = stream_records.from_lambda_record(raw)
+    if record.event_name != "INSERT" or (record.new_image or {}).get("kind", "event") != "event":
+        raise ValidationError("the stored record is not the insert of an event")
+    countable = stream_apply.countable_from_record(record)
+    partition = (record.new_image or {}).get("pk")
+    if not isinstance(partition, str):
+        raise ValidationError("the stored record names no events partition")
+    audit_keys.tally_key(partition)
+    return replace(countable, buckets=tuple(stream_apply.live_buckets(countable.event, now_ms)))
+
+
+def _replay_one(
+    dynamodb: Any,
+    settings: Settings,
+    record_id: str,
+    item: dict[str, Any],
+    now_ms: int,
+    sleep: Sleep | None,
+    result: ReplayResult,
+) -> None:
+    try:
+        countable = _parse(item, now_ms)
+    except (ValidationError, ValueError) as exc:
+        _still_bad(dynamodb, settings, record_id, reason(exc), now_ms)
+        result.still_bad.append({"id": record_id, "reason": reason(exc)})
+        return
+    partition = str((countable.record.new_image or {})["pk"])
+    tally = audit_runs.read_tally(dynamodb, settings, partition)
+    if tally is not None and audit_keys.accounts(tally)[audit_keys.SET_ASIDE] < 1:
+        why = "its partition's audit item has no set-aside record left to replay: it was replayed already"
+        result.still_bad.append({"id": record_id, "reason": why})
+        return
+    plan = _Plan(settings, record_id, countable, now_ms, with_tally=tally is not None)
+    try:
+        outcome = transactions.write(
+            dynamodb,
+            [countable],
+            plan.build,
+            what="replaying a set-aside record",
+            duplicates=lambda failed, pending: [c for c in failed if c is not None],
+            adapt=plan.adapt,
+            sleep=sleep,
+        )
+    except transactions.ConditionFailedError:
+        result.still_bad.append({"id": record_id, "reason": "its partition's audit item changed: replay it again"})
+        return
+    if outcome.duplicates:
+        result.not_found.append(record_id)  # another replay took it off first
+    elif plan.counted_elsewhere:
+        result.already_counted.append(record_id)
+    elif not countable.buckets:
+        result.expired.append(record_id)
+    else:
+        result.replayed.append(record_id)
+
+
+class _Plan:
+    """The replay transaction of one record, and how it adapts to what it meets."""
+
+    def __init__(
+        self, settings: Settings, record_id: str, countable: stream_apply.Countable, now_ms: int, with_tally: bool
+    ) -> None:
+        self.settings, self.record_id, self.countable, self.now_ms = settings, record_id, countable, now_ms
+        self.with_tally = with_tally
+        self.counted_elsewhere = False  # the marker was there: another copy was counted
+        self.keep_stored: set[tuple[str, str]] = set()
+
+    def build(self, pending: list[stream_apply.Countable]) -> transactions.Plan[stream_apply.Countable]:
+        table, c = self.settings.counts_table, self.countable
+        now_s = self.now_ms // 1000
+        items: list[dict[str, Any]] = [
+            {"Delete": {"TableName": table, "Key": _key(self.record_id), "ConditionExpression": "attribute_exists(pk)"}}
+        ]
+        owners: list[stream_apply.Countable | None] = [c]
+        counting = bool(c.buckets) and not self.counted_elsewhere
+        if counting and c.event.id_given:
+            items.append(
+                {
+                    "Put": {
+                        "TableName": table,
+                        "Item": {
+                            "pk": {"S": counter_keys.marker_key(c.event.counter, c.event.id)["pk"]["S"]},
+                            "sk": {"S": "#"},
+                            "expires_at": {"N": str(now_s + self.settings.marker_ttl_seconds)},
+                        },
+                        "ConditionExpression": "attribute_not_exists(pk) OR expires_at < :now",
+                        "ExpressionAttributeValues": {":now": {"N": str(now_s)}},
+                    }
+                }
+            )
+            owners.append(None)
+        if counting:
+            for bucket in c.buckets:
+                update = stream_apply._BucketUpdate(n=1, retention=c.event.retention_seconds)
+                if bucket.resolution == "hour":
+                    update.minutes[timebuckets.minute_of_hour(c.event.time_ms)] += 1
+                # The stream handler's own update: one rule for a bucket's expiry and retention.
+                items.append(stream_apply._bucket_update(table, c.event.counter, bucket, update, self.keep_stored))
+                owners.append(None)
+        if self.with_tally:
+            to = audit_keys.APPLIED if c.buckets else audit_keys.EXPIRED
+            items.append(
+                {
+                    "Update": {
+                        "TableName": table,
+                        "Key": audit_keys.tally_key(str((c.record.new_image or {})["pk"])),
+                        "UpdateExpression": "ADD #to :one, #s :minus",
+                        "ConditionExpression": "#s >= :one",
+                        "ExpressionAttributeNames": {"#to": to, "#s": audit_keys.SET_ASIDE},
+                        "ExpressionAttributeValues": {":one": {"N": "1"}, ":minus": {"N": "-1"}},
+                    }
+                }
+            )
+            owners.append(None)
+        return transactions.Plan(items, owners)
+
+    def adapt(self, failed: list[dict[str, Any]]) -> bool:
+        keys = [next(iter(i.values())).get("Key") or next(iter(i.values())).get("Item") for i in failed]
+        pks = [k["pk"]["S"] for k in keys if k]
+        if any(pk.startswith(keyspace.EVENT_MARKER) for pk in pks) and not self.counted_elsewhere:
+            self.counted_elsewhere = True
+            return True
+        buckets = {(pk, k["sk"]["S"]) for pk, k in zip(pks, keys) if pk.startswith(keyspace.COUNTER)}
+        new = buckets - self.keep_stored
+        self.keep_stored |= new
+        return bool(new)
+
+
+def _still_bad(dynamodb: Any, settings: Settings, record_id: str, why: str, now_ms: int) -> None:
+    """Keep the record set aside, with the reason it fails now."""
+    try:
+        dynamodb.update_item(
+            TableName=settings.counts_table,
+            Key=_key(record_id),
+            UpdateExpression="SET reason = :r, seen_at = :t",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":r": {"S": why}, ":t": {"S": validation.iso(now_ms)}},
+        )
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            raise StorageError("could not update a set-aside record") from exc

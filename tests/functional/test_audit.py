@@ -1,0 +1,388 @@
+"""The audit and its repair on moto: a shortfall made on purpose is found, listed once, and
+closed by the repair (buckets exact against a brute-force count); a clean run finds nothing.
+
+The stream handler's writing of the audit items (counters/audit_keys.py) is not part of this
+tree: the tests write them with `helpers.account`, for exactly the records they deliver."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from chalicelib.core import keyspace, timebuckets
+from chalicelib.core.settings import Settings
+from chalicelib.counters import audit, audit_runs, repair
+from chalicelib.events import ingest
+from tests.functional.helpers import account, invoke, partition, post_events
+from tests.functional.stream_fixtures import lambda_event, stored_event_records
+
+SETTINGS = Settings()
+MINUTE = 60_000
+_deserialize = TypeDeserializer().deserialize
+_serialize = TypeSerializer().serialize
+
+
+class Killed(BaseException):
+    """The process ends mid-call (timeout, crash): nothing the code can catch."""
+
+
+def settle(clock: Any) -> None:
+    """Move the clock past the end of the current quarter hour and the audit's settle margin."""
+    end = clock.now - clock.now % audit.QUARTER_MS + audit.QUARTER_MS
+    clock.now = end + SETTINGS.audit_settle_minutes * MINUTE + MINUTE
+
+
+def stored_events(dynamodb: Any) -> list[dict[str, Any]]:
+    return [{k: _deserialize(v) for k, v in r["dynamodb"]["NewImage"].items()} for r in stored_event_records(dynamodb)]
+
+
+def brute_force(dynamodb: Any) -> dict[tuple[str, str], int]:
+    """Per (counter, bucket sort key): the events stored (generated ids: each counts once)."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for item in stored_events(dynamodb):
+        for bucket in timebuckets.buckets_for(int(item["time"])):
+            counts[(item["counter"], f"{bucket.resolution[0]}#{bucket.index:010d}")] += 1
+    return dict(counts)
+
+
+def buckets(dynamodb: Any, counters: set[str]) -> dict[tuple[str, str], int]:
+    return {
+        (c, i["sk"]["S"]): int(i["n"]["N"]) for c in counters for i in partition(dynamodb, f"{keyspace.COUNTER}{c}")
+    }
+
+
+def minutes_exact(dynamodb: Any) -> bool:
+    """Every hour bucket's minute counts add up to its n and match the stored events."""
+    truth: Counter[tuple[str, int, int]] = Counter()
+    for item in stored_events(dynamodb):
+        t = int(item["time"])
+        truth[(item["counter"], t // 3_600_000, timebuckets.minute_of_hour(t))] += 1
+    for counter in {c for c, _, _ in truth}:
+        for i in partition(dynamodb, f"{keyspace.COUNTER}{counter}"):
+            if i["sk"]["S"].startswith("h#"):
+                hour = int(i["sk"]["S"][2:])
+                minutes = {int(k[1:]): int(v["N"]) for k, v in i.items() if k[0] == "m" and k[1:].isdigit()}
+                if minutes != {m: n for (c, h, m), n in truth.items() if c == counter and h == hour}:
+                    return False
+    return True
+
+
+def ingest_and_count(client: Any, aws: Any, clock: Any, n: int, lose: int = 0) -> str | None:
+    """POST n events (counters a and b, times over the last two hours), deliver their stream
+    records but `lose` of the fullest partition's, and write each partition's audit item for
+    what was delivered. Returns the partition that lost records."""
+    post_events(client, [{"counter": "ab"[i % 2], "time": clock.now - i * 4 * MINUTE} for i in range(n)])
+    records = [
+        r for r in stored_event_records(aws.dynamodb) if r["dynamodb"]["NewImage"]["ingested_at"]["N"] == str(clock.now)
+    ]
+    per_pk = Counter(r["dynamodb"]["Keys"]["pk"]["S"] for r in records)
+    short = per_pk.most_common(1)[0][0] if lose else None
+    lost = [r for r in records if r["dynamodb"]["Keys"]["pk"]["S"] == short][:lose]
+    delivered = [r for r in records if r not in lost]
+    for start in range(0, len(delivered), 25):
+        invoke(client, "on_event_records", lambda_event(delivered[start : start + 25]))
+    for pk, k in Counter(r["dynamodb"]["Keys"]["pk"]["S"] for r in delivered).items():
+        account(aws.dynamodb, pk, clock.now, applied=k)
+    return short
+
+
+def start_audit(client: Any) -> None:
+    """The first run: it sets the checkpoint at the last settled quarter hour, compares nothing."""
+    first = post(client, "/audit").json_body
+    assert (first["audited"], first["short"], first["superseded"]) == (0, [], False)
+    assert first["checkpoint"] is not None
+
+
+def post(client: Any, path: str, body: Any = None) -> Any:
+    return client.http.post(path, headers={"Content-Type": "application/json"}, body=json.dumps(body or {}))
+
+
+def test_given_records_lost_on_the_way_when_audited_then_the_shortfall_is_found_and_the_repair_closes_it(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    start_audit(client)
+    short = ingest_and_count(client, aws, clock, 40, lose=3)
+    assert buckets(aws.dynamodb, {"a", "b"}) != brute_force(aws.dynamodb)
+    settle(clock)
+
+    found = post(client, "/audit")
+
+    assert found.status_code == 200, found.body
+    assert found.json_body["shortfall"] == 3
+    assert [f["partition"] for f in found.json_body["short"]] == [short]
+    assert found.json_body["audited"] % SETTINGS.event_write_shards == 0 and found.json_body["audited"] > 0
+    assert found.json_body["superseded"] is False
+    listed = client.http.get("/audit").json_body
+    assert [(p["partition"], p["shortfall"]) for p in listed["partitions"]] == [(short, 3)]
+
+    repaired = post(client, "/audit/repair", {"partition": short})
+
+    assert repaired.status_code == 200, repaired.body
+    assert repaired.json_body["busy"] == [] and repaired.json_body["accounted"]
+    assert repaired.json_body["written"] > 0 and repaired.json_body["finding"]["shortfall"] == 0
+    assert buckets(aws.dynamodb, {"a", "b"}) == brute_force(aws.dynamodb)
+    assert minutes_exact(aws.dynamodb)
+    assert client.http.get("/audit").json_body == {"partitions": [], "next": None}
+    again = post(client, "/audit").json_body
+    assert (again["audited"], again["shortfall"], again["open"]) == (0, 0, 0)
+    # Repairing again changes nothing.
+    assert post(client, "/audit/repair", {"partition": short}).json_body["written"] == 0
+    assert buckets(aws.dynamodb, {"a", "b"}) == brute_force(aws.dynamodb)
+
+
+def test_given_every_record_counted_when_audited_then_nothing_is_listed(client: Any, aws: Any, clock: Any) -> None:
+    start_audit(client)
+    ingest_and_count(client, aws, clock, 30)
+    settle(clock)
+
+    result = post(client, "/audit").json_body
+
+    assert (result["shortfall"], result["short"], result["superseded"]) == (0, [], False)
+    assert result["audited"] > 0
+    assert client.http.get("/audit").json_body["partitions"] == []
+
+
+def test_given_a_partition_without_its_audit_item_when_audited_then_it_is_short_by_all_its_events(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    start_audit(client)
+    post_events(client, [{"counter": "c"} for _ in range(5)])  # never reach the stream handler
+    settle(clock)
+
+    result = post(client, "/audit").json_body
+
+    assert result["shortfall"] == 5
+    assert sum(f["stored"] for f in result["short"]) == 5
+
+
+def test_given_the_schedule_fires_twice_when_audited_then_each_partition_is_reported_once(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    start_audit(client)
+    ingest_and_count(client, aws, clock, 20, lose=2)
+    settle(clock)
+    event = client.events.generate_cw_event("aws.events", "Scheduled Event", {}, [])
+
+    first = invoke(client, "run_audit", event)
+    second = invoke(client, "run_audit", event)
+
+    assert (first["shortfall"], second["shortfall"]) == (2, 0)
+    assert second["audited"] == 0 and second["open"] == 1
+    assert len(client.http.get("/audit").json_body["partitions"]) == 1
+
+
+class RacedBy:
+    """A client on which another audit run commits just before this run's first transaction."""
+
+    def __init__(self, real: Any, now_ms: int) -> None:
+        self.real, self.now_ms, self.raced = real, now_ms, None
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        if self.raced is None:
+            self.raced = audit_runs.run(self.real, SETTINGS, self.now_ms)
+        return self.real.transact_write_items(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_given_two_runs_at_once_when_both_read_the_same_partitions_then_one_reports_them(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    start_audit(client)
+    ingest_and_count(client, aws, clock, 20, lose=2)
+    settle(clock)
+    racing = RacedBy(aws.dynamodb, clock.now)
+
+    late = audit_runs.run(racing, SETTINGS, clock.now)
+
+    assert racing.raced is not None and racing.raced.as_dict()["shortfall"] == 2
+    assert late.superseded and late.as_dict()["shortfall"] == 0 and late.audited == 0
+    assert len(client.http.get("/audit").json_body["partitions"]) == 1
+
+
+def test_given_many_findings_when_listed_then_pages_follow_the_cursor(client: Any, aws: Any, clock: Any) -> None:
+    start_audit(client)
+    quarter = clock.now - clock.now % audit.QUARTER_MS
+    expected = []
+    for q in range(2):
+        for shard in range(SETTINGS.event_write_shards):
+            pk = ingest.partition_key(quarter - q * audit.QUARTER_MS, shard)
+            item = {
+                "pk": pk,
+                "sk": f"x#{shard}",
+                "kind": "event",
+                "counter": "p",
+                "id": "i",
+                "time": 1,
+                "retention": 60,
+            }
+            aws.dynamodb.put_item(TableName=SETTINGS.events_table, Item={k: _serialize(v) for k, v in item.items()})
+            expected.append(pk)
+    settle(clock)
+    assert post(client, "/audit").json_body["shortfall"] == len(expected)
+
+    pages, cursor = [], None
+    while True:
+        answer = client.http.get("/audit?limit=3" + (f"&cursor={cursor}" if cursor else ""))
+        assert answer.status_code == 200
+        pages.append([p["partition"] for p in answer.json_body["partitions"]])
+        cursor = answer.json_body["next"]
+        if cursor is None:
+            break
+
+    assert [pk for page in pages for pk in page] == sorted(expected)
+    assert all(len(page) <= 3 for page in pages) and len(pages) >= 3
+    assert client.http.get("/audit?cursor=not-one").status_code == 400
+    assert client.http.get("/audit?limit=0").status_code == 400
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"partition": 7},
+        {"partition": "2026111814#0"},
+        {"partition": "202611181410#0"},
+        {"partition": "202611181415#99"},
+        {"partition": "209911181415#0"},
+        {"partition": "202611181415#0", "more": 1},
+    ],
+)
+def test_given_a_bad_repair_body_when_posted_then_400_and_nothing_written(client: Any, aws: Any, body: Any) -> None:
+    answer = post(client, "/audit/repair", body)
+    assert answer.status_code == 400, answer.body
+    assert answer.json_body["Code"] == "BadRequestError"
+
+
+class DiesOnWrite:
+    """A client whose process ends right after its n-th conditional UpdateItem commits."""
+
+    def __init__(self, real: Any, die_on: int) -> None:
+        self.real, self.die_on, self.calls = real, die_on, 0
+
+    def update_item(self, **kwargs: Any) -> Any:
+        response = self.real.update_item(**kwargs)
+        self.calls += 1
+        if self.calls == self.die_on:
+            raise Killed
+        return response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("die_on", [1, 3])
+def test_given_the_repair_dies_half_way_when_run_again_then_exact(
+    client: Any, aws: Any, clock: Any, die_on: int
+) -> None:
+    start_audit(client)
+    short = ingest_and_count(client, aws, clock, 40, lose=4)
+    settle(clock)
+    post(client, "/audit")
+    assert short is not None
+
+    with pytest.raises(Killed):
+        repair.repair(DiesOnWrite(aws.dynamodb, die_on), SETTINGS, short, clock.now)
+    result = repair.repair(aws.dynamodb, SETTINGS, short, clock.now)
+
+    assert result.busy == [] and result.accounted
+    assert buckets(aws.dynamodb, {"a", "b"}) == brute_force(aws.dynamodb)
+    assert minutes_exact(aws.dynamodb)
+    assert client.http.get("/audit").json_body["partitions"] == []
+
+
+class StreamWritesFirst:
+    """The stream handler counts a new event of the same buckets between the repair's read of a
+    bucket and its write: the first conditional UpdateItem of a bucket meets a changed bucket."""
+
+    def __init__(self, real: Any, client: Any, clock: Any) -> None:
+        self.real, self.client, self.clock, self.done = real, client, clock, False
+
+    def update_item(self, **kwargs: Any) -> Any:
+        if not self.done and kwargs["Key"]["pk"]["S"].startswith(keyspace.COUNTER):
+            self.done = True
+            ingest_and_count(self.client, self.real_aws, self.clock, 1)
+        return self.real.update_item(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_given_live_counting_during_the_repair_when_a_bucket_changes_then_it_is_recounted_and_exact(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    start_audit(client)
+    short = ingest_and_count(client, aws, clock, 30, lose=3)
+    settle(clock)
+    post(client, "/audit")
+    assert short is not None
+    racing = StreamWritesFirst(aws.dynamodb, client, clock)
+    racing.real_aws = aws  # type: ignore[attr-defined]
+
+    result = repair.repair(racing, SETTINGS, short, clock.now)
+
+    assert racing.done and result.busy == [] and result.accounted
+    assert buckets(aws.dynamodb, {"a", "b"}) == brute_force(aws.dynamodb)
+    assert minutes_exact(aws.dynamodb)
+
+
+def test_given_records_still_on_their_way_when_repaired_then_their_buckets_wait_and_later_come_out_exact(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    start_audit(client)
+    short = ingest_and_count(client, aws, clock, 30, lose=3)
+    settle(clock)
+    post(client, "/audit")
+    assert short is not None
+    # An event of counter a in the last hour, stored, not yet through the stream.
+    post_events(client, [{"counter": "a", "time": clock.now - 50 * MINUTE}])
+    pending = [
+        r for r in stored_event_records(aws.dynamodb) if r["dynamodb"]["NewImage"]["ingested_at"]["N"] == str(clock.now)
+    ]
+
+    waiting = post(client, "/audit/repair", {"partition": short}).json_body
+
+    assert waiting["busy"] and not waiting["accounted"]
+    assert {b["counter"] for b in waiting["busy"]} == {"a"}
+    invoke(client, "on_event_records", lambda_event(pending))
+    account(aws.dynamodb, pending[0]["dynamodb"]["Keys"]["pk"]["S"], clock.now, applied=1)
+    done = post(client, "/audit/repair", {"partition": short}).json_body
+    assert done["busy"] == [] and done["accounted"]
+    assert buckets(aws.dynamodb, {"a", "b"}) == brute_force(aws.dynamodb)
+
+
+def test_given_a_partition_of_more_than_one_query_page_when_audited_then_every_page_is_counted(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    start_audit(client)
+    pk = ingest.partition_key(clock.now, 0)
+    for n in range(90):  # 90 items of about 15 KB: more than a Query's 1 MB page
+        item = {
+            "pk": pk,
+            "sk": f"s#{n:03d}",
+            "kind": "event",
+            "counter": "big",
+            "id": f"i{n}",
+            "time": 1,
+            "retention": 60,
+            "attributes": {"blob": "x" * 15_000},
+        }
+        aws.dynamodb.put_item(TableName=SETTINGS.events_table, Item={k: _serialize(v) for k, v in item.items()})
+    pages = aws.dynamodb.query(
+        TableName=SETTINGS.events_table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": pk}},
+        Select="COUNT",
+    )
+    assert "LastEvaluatedKey" in pages and pages["Count"] < 90  # one page is not the partition
+    account(aws.dynamodb, pk, clock.now, applied=90)
+    settle(clock)
+
+    result = post(client, "/audit").json_body
+
+    assert result["audited"] > 0 and result["short"] == []

@@ -1,0 +1,264 @@
+"""Replaying set-aside stream records after a fix, on moto: a record invalid when it arrived is
+counted once when replayed after its stored copy is corrected, however often (or however
+concurrently) the replay runs, and whether or not a replay died half-way; a record still
+invalid stays set aside with the new reason; the audit still adds up."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from boto3.dynamodb.types import TypeSerializer
+
+from chalicelib.core import keyspace
+from chalicelib.core.settings import Settings
+from chalicelib.counters import audit, audit_keys, replay
+from tests.functional.helpers import account, invoke, partition
+from tests.functional.stream_fixtures import lambda_event, record
+
+SETTINGS = Settings()
+MINUTE = 60_000
+_serialize = TypeSerializer().serialize
+QUARANTINE = f"{keyspace.QUARANTINE}events-stream"
+
+
+class Killed(BaseException):
+    """The process ends mid-call (timeout, crash): nothing the code can catch."""
+
+
+def event_image(clock: Any, counter: str, seq: int, time: Any, client_id: str | None = None) -> dict[str, Any]:
+    """An events-table item as a stream image; `time` as given (a wrong type makes it poison)."""
+    plain = {
+        "pk": _quarter_pk(clock.now),
+        "sk": f"2026-11-18T08:26:40.000Z#{seq:04d}",
+        "kind": "event",
+        "counter": counter,
+        "id": client_id or f"gen-{seq}",
+        "id_given": client_id is not None,
+        "time": time,
+        "retention": 90_000,
+        "ingested_at": clock.now,
+    }
+    return {k: _serialize(v) for k, v in plain.items()}
+
+
+def _quarter_pk(now_ms: int) -> str:
+    return audit.partitions(now_ms - now_ms % audit.QUARTER_MS, 1)[0]
+
+
+def stored(dynamodb: Any, item: dict[str, Any]) -> None:
+    dynamodb.put_item(TableName=SETTINGS.events_table, Item=item)
+
+
+def count_of(dynamodb: Any, counter: str) -> int:
+    """The counter's day bucket (every event here falls on one UTC day)."""
+    days = [i for i in partition(dynamodb, f"{keyspace.COUNTER}{counter}") if i["sk"]["S"].startswith("d#")]
+    return sum(int(i["n"]["N"]) for i in days)
+
+
+def quarantined(dynamodb: Any) -> dict[str, dict[str, Any]]:
+    return {i["sk"]["S"]: i for i in partition(dynamodb, QUARANTINE)}
+
+
+def tally(dynamodb: Any, pk: str) -> dict[str, int]:
+    (item,) = partition(dynamodb, audit_keys.tally_key(pk)["pk"]["S"])
+    return audit_keys.accounts(item)
+
+
+def correct_time(dynamodb: Any, record_id: str, time_ms: int) -> None:
+    """What an operator does with the stored copy: the time written as text becomes a number."""
+    item = quarantined(dynamodb)[record_id]
+    raw = json.loads(item["record"]["S"])
+    raw["dynamodb"]["NewImage"]["time"] = {"N": str(time_ms)}
+    dynamodb.update_item(
+        TableName=SETTINGS.counts_table,
+        Key={"pk": item["pk"], "sk": item["sk"]},
+        UpdateExpression="SET #r = :r",
+        ExpressionAttributeNames={"#r": "record"},
+        ExpressionAttributeValues={":r": {"S": json.dumps(raw)}},
+    )
+
+
+def poisoned(client: Any, aws: Any, clock: Any, client_id: str | None = None) -> tuple[str, str, str]:
+    """A good event and one whose time another writer stored as text go through the stream
+    handler; the partition's audit item says what the handler did. Returns (poison's record id,
+    the good record's id, the partition)."""
+    good = event_image(clock, "replayed", 1, clock.now - MINUTE)
+    bad = event_image(clock, "replayed", 2, str(clock.now - 2 * MINUTE), client_id)
+    for item in (good, bad):
+        stored(aws.dynamodb, item)
+    records = [record(good), record(bad)]
+    result = invoke(client, "on_event_records", lambda_event(records))
+    assert (result["counted"], result["quarantined"]) == (1, 1)
+    pk = good["pk"]["S"]
+    account(aws.dynamodb, pk, clock.now, applied=1, set_aside=1)
+    return records[1]["eventID"], records[0]["eventID"], pk
+
+
+def post_replay(client: Any, body: Any) -> Any:
+    return client.http.post("/quarantine/replay", headers={"Content-Type": "application/json"}, body=json.dumps(body))
+
+
+def test_given_a_record_set_aside_when_replayed_before_and_after_its_fix_then_counted_once(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    bad_id, _, pk = poisoned(client, aws, clock)
+    assert count_of(aws.dynamodb, "replayed") == 1
+
+    unfixed = post_replay(client, {"source": "events-stream", "ids": [bad_id]})
+
+    assert unfixed.status_code == 200, unfixed.body
+    assert [b["id"] for b in unfixed.json_body["still_bad"]] == [bad_id]
+    assert "time" in quarantined(aws.dynamodb)[bad_id]["reason"]["S"]
+    assert count_of(aws.dynamodb, "replayed") == 1
+
+    correct_time(aws.dynamodb, bad_id, clock.now - 2 * MINUTE)
+    fixed = post_replay(client, {"source": "events-stream", "ids": [bad_id]}).json_body
+    twice = post_replay(client, {"source": "events-stream", "ids": [bad_id]}).json_body
+    everything = post_replay(client, {"source": "events-stream", "limit": 100}).json_body
+
+    assert fixed["replayed"] == [bad_id]
+    assert twice["not_found"] == [bad_id] and twice["replayed"] == []
+    assert everything["replayed"] == []
+    assert count_of(aws.dynamodb, "replayed") == 2
+    hours = [i for i in partition(aws.dynamodb, f"{keyspace.COUNTER}replayed") if i["sk"]["S"].startswith("h#")]
+    assert sum(int(v["N"]) for i in hours for k, v in i.items() if k[0] == "m" and k[1:].isdigit()) == 2
+    assert quarantined(aws.dynamodb) == {}
+    assert tally(aws.dynamodb, pk) == {"applied": 2, "set_aside": 0, "expired": 0, "repaired": 0}
+
+
+def test_given_a_record_still_invalid_when_replayed_then_it_stays_with_the_new_reason(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    bad_id, _, pk = poisoned(client, aws, clock)
+    item = quarantined(aws.dynamodb)[bad_id]
+    raw = json.loads(item["record"]["S"])
+    raw["dynamodb"]["NewImage"]["time"] = {"N": str(clock.now)}
+    raw["dynamodb"]["NewImage"]["counter"] = {"S": "not a name"}  # a fix that made it worse
+    aws.dynamodb.update_item(
+        TableName=SETTINGS.counts_table,
+        Key={"pk": item["pk"], "sk": item["sk"]},
+        UpdateExpression="SET #r = :r",
+        ExpressionAttributeNames={"#r": "record"},
+        ExpressionAttributeValues={":r": {"S": json.dumps(raw)}},
+    )
+
+    answer = post_replay(client, {"source": "events-stream", "limit": 10}).json_body
+
+    assert [b["id"] for b in answer["still_bad"]] == [bad_id] and answer["replayed"] == []
+    assert "counter" in quarantined(aws.dynamodb)[bad_id]["reason"]["S"]
+    assert count_of(aws.dynamodb, "replayed") == 1
+    assert tally(aws.dynamodb, pk)["set_aside"] == 1
+
+
+class ReplayedMeanwhile:
+    """Another replay of the same record commits just before this one's transaction."""
+
+    def __init__(self, real: Any, now_ms: int) -> None:
+        self.real, self.now_ms = real, now_ms
+        self.other: Any = None
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        if self.other is None:
+            self.other = replay.replay(self.real, SETTINGS, replay.ReplayRequest(limit=10), self.now_ms)
+        return self.real.transact_write_items(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_given_two_replays_at_once_when_both_read_the_record_then_it_is_counted_once(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    bad_id, _, pk = poisoned(client, aws, clock)
+    correct_time(aws.dynamodb, bad_id, clock.now - 2 * MINUTE)
+    racing = ReplayedMeanwhile(aws.dynamodb, clock.now)
+
+    late = replay.replay(racing, SETTINGS, replay.ReplayRequest(ids=(bad_id,)), clock.now)
+
+    assert racing.other.replayed == [bad_id]
+    assert late.replayed == [] and late.not_found == [bad_id]
+    assert count_of(aws.dynamodb, "replayed") == 2
+    assert tally(aws.dynamodb, pk)["set_aside"] == 0
+
+
+class DiesAroundCommit:
+    def __init__(self, real: Any, after: bool) -> None:
+        self.real, self.after = real, after
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        if not self.after:
+            raise Killed
+        self.real.transact_write_items(**kwargs)
+        raise Killed  # committed, but nobody hears of it
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before-commit", "after-commit"])
+def test_given_a_replay_dying_half_way_when_retried_then_counted_once(
+    client: Any, aws: Any, clock: Any, after: bool
+) -> None:
+    bad_id, _, pk = poisoned(client, aws, clock)
+    correct_time(aws.dynamodb, bad_id, clock.now - 2 * MINUTE)
+
+    with pytest.raises(Killed):
+        replay.replay(DiesAroundCommit(aws.dynamodb, after), SETTINGS, replay.ReplayRequest(ids=(bad_id,)), clock.now)
+    retried = post_replay(client, {"source": "events-stream", "ids": [bad_id]}).json_body
+
+    assert retried["replayed" if not after else "not_found"] == [bad_id]
+    assert count_of(aws.dynamodb, "replayed") == 2
+    assert tally(aws.dynamodb, pk) == {"applied": 2, "set_aside": 0, "expired": 0, "repaired": 0}
+
+
+def test_given_a_client_id_counted_through_another_copy_when_replayed_then_only_taken_off(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    bad_id, _, pk = poisoned(client, aws, clock, client_id="order-9")
+    retry = event_image(clock, "replayed", 3, clock.now - 2 * MINUTE, "order-9")  # the client's retry, valid
+    stored(aws.dynamodb, retry)
+    invoke(client, "on_event_records", lambda_event([record(retry)]))
+    account(aws.dynamodb, pk, clock.now, applied=1)
+    correct_time(aws.dynamodb, bad_id, clock.now - 2 * MINUTE)
+
+    answer = post_replay(client, {"source": "events-stream", "ids": [bad_id]}).json_body
+
+    assert answer["already_counted"] == [bad_id]
+    assert count_of(aws.dynamodb, "replayed") == 2  # the good event and order-9 once
+    assert quarantined(aws.dynamodb) == {}
+    assert tally(aws.dynamodb, pk)["set_aside"] == 0
+
+
+def test_given_a_replayed_partition_when_audited_then_it_adds_up(client: Any, aws: Any, clock: Any) -> None:
+    first = client.http.post("/audit", headers={"Content-Type": "application/json"}, body="{}").json_body
+    assert first["audited"] == 0  # the first run only sets the checkpoint
+    bad_id, _, _ = poisoned(client, aws, clock)
+    correct_time(aws.dynamodb, bad_id, clock.now - 2 * MINUTE)
+    post_replay(client, {"source": "events-stream", "ids": [bad_id]})
+    clock.now = audit.settled_before(clock.now, 0) + audit.QUARTER_MS + (SETTINGS.audit_settle_minutes + 1) * MINUTE
+
+    found = client.http.post("/audit", headers={"Content-Type": "application/json"}, body="{}").json_body
+
+    assert found["audited"] > 0 and found["short"] == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"source": "uniques-queue", "limit": 5},
+        {"source": "events-stream", "ids": []},
+        {"source": "events-stream", "ids": [3]},
+        {"source": "events-stream", "ids": ["a"], "limit": 2},
+        {"source": "events-stream", "limit": 0},
+        {"source": "events-stream", "limit": 101},
+        {"source": "events-stream", "other": 1},
+        [],
+    ],
+)
+def test_given_a_bad_replay_body_when_posted_then_400(client: Any, body: Any) -> None:
+    answer = post_replay(client, body)
+    assert answer.status_code == 400, answer.body
+    assert answer.json_body["Code"] == "BadRequestError"

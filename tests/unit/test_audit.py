@@ -1,0 +1,105 @@
+"""The audit's arithmetic (counters/audit.py): which quarter hours a run compares, and whether a
+partition adds up, against brute force."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chalicelib.core import telemetry
+from chalicelib.counters import audit, audit_keys
+from chalicelib.events import ingest
+
+Q = audit.QUARTER_MS
+T0 = 1_795_000_000_000 - 1_795_000_000_000 % Q
+
+numbers = st.integers(0, 10_000)
+
+
+def tally_item(**values: int) -> dict[str, dict[str, str]]:
+    return {name: {"N": str(v)} for name, v in values.items()}
+
+
+@given(stored=numbers, applied=numbers, set_aside=numbers, expired=numbers, repaired=st.integers(-50, 50))
+def test_given_any_numbers_when_compared_then_short_by_exactly_what_is_unaccounted(
+    stored: int, applied: int, set_aside: int, expired: int, repaired: int
+) -> None:
+    item = tally_item(applied=applied, set_aside=set_aside, expired=expired, repaired=repaired)
+    finding = audit.compare("202611181415#0", stored, item)
+    missing = stored - applied - set_aside - expired - repaired
+    assert finding.shortfall == missing
+    assert finding.adds_up == (missing == 0)
+    assert finding.as_dict()["shortfall"] == missing
+
+
+def test_given_no_audit_item_when_compared_then_every_stored_event_is_missing() -> None:
+    assert audit.compare("202611181415#0", 7, None).shortfall == 7
+    assert audit.compare("202611181415#0", 0, None).adds_up
+
+
+@given(st.lists(st.tuples(numbers, numbers), max_size=20))
+def test_given_findings_when_summed_then_excesses_do_not_hide_shortfalls(pairs: list[tuple[int, int]]) -> None:
+    findings = [audit.compare(f"x#{i}", s, tally_item(applied=a)) for i, (s, a) in enumerate(pairs)]
+    assert audit.total_shortfall(findings) == sum(s - a for s, a in pairs if s > a)
+
+
+@given(
+    start=st.integers(0, 200),
+    settle=st.integers(1, 120),
+    steps=st.lists(st.integers(0, 400 * 60_000), min_size=1, max_size=12),
+    most=st.integers(1, 20),
+)
+def test_given_runs_at_any_times_when_each_moves_the_checkpoint_then_every_settled_quarter_is_compared_once(
+    start: int, settle: int, steps: list[int], most: int
+) -> None:
+    now = T0 + start * 60_000
+    checkpoint = audit.settled_before(now, settle)  # where the first run puts it
+    compared: list[int] = []
+    for step in steps:
+        now += step
+        quarters = audit.quarters_to_audit(checkpoint, now, settle, most)
+        assert len(quarters) <= most
+        for q in quarters:
+            assert q % Q == 0 and q + Q + settle * 60_000 <= now, "compared before it closed and settled"
+        if quarters:
+            assert quarters[0] == checkpoint
+            checkpoint = quarters[-1] + Q
+        compared += quarters
+    assert compared == sorted(set(compared)), "a quarter hour compared twice"
+    if compared:
+        assert compared == list(range(compared[0], compared[-1] + Q, Q)), "a quarter hour skipped"
+
+
+def test_given_a_checkpoint_when_planned_then_the_quarters_up_to_the_last_settled_one() -> None:
+    now = T0 + 45 * 60_000 + 1
+    assert audit.quarters_to_audit(T0 - 2 * Q, now, 30, 100) == [T0 - 2 * Q, T0 - Q, T0]
+    assert audit.quarters_to_audit(T0 + Q, now, 30, 100) == []  # not settled yet
+    assert audit.quarters_to_audit(T0 - 2 * Q, now, 30, 2) == [T0 - 2 * Q, T0 - Q]
+
+
+@given(st.integers(0, 10**7), st.integers(0, 99))
+def test_given_a_partition_key_when_read_back_then_its_quarter_hour(quarter: int, shard: int) -> None:
+    start = T0 + quarter * Q
+    pk = ingest.partition_key(start + 7 * 60_000, shard)
+    assert audit.quarter_of(pk) == start
+    assert pk in audit.partitions(start, shard + 1)
+
+
+@pytest.mark.parametrize("text", ["", "202611181410#0", "2026111814#0", "202611181415", "202611181415#x", "AUD#1"])
+def test_given_not_a_partition_key_when_read_then_value_error(text: str) -> None:
+    with pytest.raises(ValueError):
+        audit.quarter_of(text)
+
+
+def test_given_an_audit_item_key_when_built_then_it_names_the_partition_back() -> None:
+    key = audit_keys.tally_key("202611181415#3")
+    assert key == {"pk": {"S": "AUD#202611181415#3"}, "sk": {"S": "#"}}
+    assert audit_keys.events_pk_of(key["pk"]["S"]) == "202611181415#3"
+
+
+def test_given_an_audit_run_result_when_turned_into_metrics_then_shortfall_is_a_metric() -> None:
+    result = {"audited": 8, "shortfall": 3, "short": [{}, {}], "open": 2, "superseded": False}
+    values = telemetry.metric_values(result, {}, 0)
+    assert values["Shortfall"] == 3 and values["PartitionsAudited"] == 8 and values["ShortPartitions"] == 2
+    assert values["OpenFindings"] == 2 and values["AuditRuns"] == 1 and values["AuditRunsSuperseded"] == 0
