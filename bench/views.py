@@ -195,7 +195,7 @@ def store_views(dynamodb: Any, settings: Any, url: str, times: list[int], now_ms
     """What the queue handler leaves for these views (bucket items, and markers if asked), written
     directly: counting 100,000 views through moto's transactions would take the whole run."""
     if markers:
-        expires = str(now_ms // 1000 + settings.view_marker_ttl_seconds)
+        expires = str(now_ms // 1000 + settings.view_horizon_seconds)
         puts = [{"PutRequest": {"Item": marker_item(url, t, i, expires)}} for i, t in enumerate(times)]
         for start in range(0, len(puts), 25):
             dynamodb.batch_write_item(RequestItems={settings.counts_table: puts[start : start + 25]})

@@ -12,6 +12,12 @@ from dataclasses import dataclass
 
 # What makes a view unique: "event" (url + time + clientId) or "client-day" (url + clientId + UTC day).
 VIEW_DEDUP_POLICIES = ("event", "client-day")
+# SQS keeps a message at most 14 days; every dead-letter queue keeps its messages that long.
+MAX_QUEUE_RETENTION_SECONDS = 14 * 86400
+DEAD_LETTER_RETENTION_SECONDS = MAX_QUEUE_RETENTION_SECONDS
+# What the view horizon adds to the retention of the views queue and its dead-letter queue:
+# the time a redrive takes to be noticed and run, and the handler's own retries.
+VIEW_HORIZON_MARGIN_SECONDS = 86400
 
 
 class SettingsError(ValueError):
@@ -51,10 +57,15 @@ class Settings:
     # (lets writes that were in flight when a run starts land before their range is read).
     report_interval_minutes: int = 60
     report_settle_seconds: int = 60
-    # Views: markers dedupe redelivered messages for this long; what makes a view unique
-    # ("event": url + time + clientId, "client-day": url + clientId + UTC day); the queue
-    # batch (more views per URL per batch share more counter updates).
-    view_marker_ttl_seconds: int = 7 * 86400
+    # Views: how long the views queue keeps a message (set on the queue where it is created;
+    # SQS's default, 4 days), and the horizon: a view is counted only while its own time is
+    # less than this old, and its marker lives until its time plus the horizon, so every
+    # delivery of a view either finds its marker or is set aside (docs/guarantees.md). At least
+    # the queue's retention plus its dead-letter queue's plus a margin (from_env checks it).
+    views_queue_retention_seconds: int = 4 * 86400
+    view_horizon_seconds: int = 4 * 86400 + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS
+    # What makes a view unique ("event": url + time + clientId, "client-day": url + clientId +
+    # UTC day); the queue batch (more views per URL per batch share more counter updates).
     # View buckets (hour items with minute counts, day items with hour counts, 32-day blocks
     # with day counts) live this long after their end: how far back a ranged count reaches,
     # exact to the minute. 400 days: the longest window any read covers, as for day sketches.
@@ -104,6 +115,12 @@ class Settings:
         if uniques_batch_size > 10 and uniques_window == 0:
             raise SettingsError("UNIQUES_BATCH_SIZE above 10 needs UNIQUES_BATCHING_WINDOW_SECONDS above 0")
 
+        views_retention = integer(
+            "VIEWS_QUEUE_RETENTION_SECONDS", defaults.views_queue_retention_seconds, 60, MAX_QUEUE_RETENTION_SECONDS
+        )
+        horizon_floor = views_retention + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS
+        view_horizon = integer("VIEW_HORIZON_SECONDS", horizon_floor, horizon_floor, 365 * 86400)
+
         def choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
             value = text(name, default)
             if value not in allowed:
@@ -143,9 +160,8 @@ class Settings:
             ),
             report_interval_minutes=integer("REPORT_INTERVAL_MINUTES", defaults.report_interval_minutes, 15, 1440),
             report_settle_seconds=integer("REPORT_SETTLE_SECONDS", defaults.report_settle_seconds, 0, 3600),
-            view_marker_ttl_seconds=integer(
-                "VIEW_MARKER_TTL_SECONDS", defaults.view_marker_ttl_seconds, 3600, 365 * 86400
-            ),
+            views_queue_retention_seconds=views_retention,
+            view_horizon_seconds=view_horizon,
             view_bucket_retention_seconds=integer(
                 "VIEW_BUCKET_RETENTION_SECONDS", defaults.view_bucket_retention_seconds, 86400, 10 * 365 * 86400
             ),

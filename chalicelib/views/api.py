@@ -18,7 +18,13 @@ from chalicelib.views.keys import View
 WINDOW_PARAMS = ("window", "start", "end")
 
 
-def enqueue(sqs: Any, settings: Settings, views: list[View], sleep: Sleep | None = None) -> None:
+def enqueue(sqs: Any, settings: Settings, views: list[View], now_ms: int, sleep: Sleep | None = None) -> None:
+    """Queue views for counting; a view older than the horizon or too far in the future is
+    refused (ValidationError naming it), and then none of the request's views is queued."""
+    many = len(views) > 1
+    for i, view in enumerate(views):
+        where = f"views[{i}]" if many else "view"
+        view_keys.check_time(view, now_ms, settings.view_horizon_seconds, settings.max_future_skew_seconds, where)
     # A retried request cannot count twice (markers), so a partly sent batch is simply retried.
     url = queues.queue_url(sqs, settings.views_queue)
     entries = [{"Id": str(i), "MessageBody": view_keys.to_message(v)} for i, v in enumerate(views)]

@@ -11,7 +11,8 @@ import pytest
 from tests.e2e.stack import LocalStack
 
 pytestmark = pytest.mark.e2e
-T0 = 1_795_000_000_000
+# A day ago, to the minute: a view is accepted only within the views horizon of the real clock.
+T0 = (int(time.time() * 1000) - 86_400_000) // 60_000 * 60_000
 
 
 @pytest.fixture
