@@ -121,6 +121,13 @@ class Settings:
         horizon_floor = views_retention + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS
         view_horizon = integer("VIEW_HORIZON_SECONDS", horizon_floor, horizon_floor, 365 * 86400)
 
+        bucket_retention = integer(
+            "VIEW_BUCKET_RETENTION_SECONDS", defaults.view_bucket_retention_seconds, 86400, 10 * 365 * 86400
+        )
+        if bucket_retention < view_horizon:
+            # A view's day and block are copied from its hour item: that must still be there.
+            raise SettingsError("VIEW_BUCKET_RETENTION_SECONDS must be at least VIEW_HORIZON_SECONDS")
+
         def choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
             value = text(name, default)
             if value not in allowed:
@@ -162,9 +169,7 @@ class Settings:
             report_settle_seconds=integer("REPORT_SETTLE_SECONDS", defaults.report_settle_seconds, 0, 3600),
             views_queue_retention_seconds=views_retention,
             view_horizon_seconds=view_horizon,
-            view_bucket_retention_seconds=integer(
-                "VIEW_BUCKET_RETENTION_SECONDS", defaults.view_bucket_retention_seconds, 86400, 10 * 365 * 86400
-            ),
+            view_bucket_retention_seconds=bucket_retention,
             view_dedup=choice("VIEW_DEDUP", defaults.view_dedup, VIEW_DEDUP_POLICIES),
             views_batch_size=integer("VIEWS_BATCH_SIZE", defaults.views_batch_size, 1, 10000),
             views_batching_window_seconds=integer(

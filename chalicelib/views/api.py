@@ -12,7 +12,7 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.views import keys as view_keys
-from chalicelib.views import windows
+from chalicelib.views import rollup, windows
 from chalicelib.views.keys import View
 
 WINDOW_PARAMS = ("window", "start", "end")
@@ -90,7 +90,7 @@ def count_range(
 
 def _part_count(part: windows.Part, item: dict[str, Any]) -> int:
     if part.inner is None:
-        return int(item["n"]["N"])
+        return rollup.total(part.span.level, item)
     first, last = part.inner
     attributes = (windows.inner_attribute(part.span.level, i) for i in range(first, last + 1))
     return sum(int(item[name]["N"]) for name in attributes if name in item)

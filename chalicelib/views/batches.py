@@ -1,10 +1,12 @@
 """Exact view counters, the queue handler side: apply a batch of views exactly once.
 
 A view is counted when its marker is written: markers, the increment of their URL's counter
-and the increments of the URL's buckets (chalicelib.views.windows: the hours, days and blocks
-of the views' own times, with their minute, hour and day counts) go in one TransactWriteItems,
-so all happen or none does. The views of one URL in a transaction share one increment of K
-per item, which is what makes a batch cheaper than a transaction per view. A redelivered view
+and the increments of the URL's hour buckets (chalicelib.views.windows: the hours of the
+views' own times, with their minute counts) go in one TransactWriteItems, so all happen or none
+does. The views of one URL in a transaction share one increment of K per item, which is what
+makes a batch cheaper than a transaction per view. The day and block items are then brought
+up to those hours outside the transaction, by copies that only grow (chalicelib.views.rollup):
+one plain write each instead of a transactional one, exact under redelivery and races. A redelivered view
 finds its marker: it is dropped before writing when the marker is already visible, or else its
 transaction is cancelled with ConditionalCheckFailed on exactly that marker, and the
 transaction is rebuilt without it (its bucket increments shrink with it) and retried.
@@ -36,7 +38,7 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import RejectedError, StorageError, ValidationError, reason
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
-from chalicelib.views import catalog, windows
+from chalicelib.views import catalog, rollup, windows
 from chalicelib.views import keys as view_keys
 from chalicelib.views.windows import Span
 
@@ -100,16 +102,18 @@ def apply_messages(
     seen = _visible_markers(dynamodb, settings, list(distinct), now_ms, sleep)
     groups: dict[str, list[Pending]] = defaultdict(list)
     for key, pending in distinct.items():
+        pending.spans = _live_spans(settings, pending.time_ms, now_ms)
         if key in seen:
             result.duplicates += 1
             outcome.done.extend(pending.messages)
         else:
-            pending.spans = _live_spans(settings, pending.time_ms, now_ms)
             groups[key[0]].append(pending)
 
     ordered = [(pk, sorted(group, key=lambda p: (p.time_ms, p.sk))) for pk, group in sorted(groups.items())]
     for chunk in view_keys.chunks(ordered, max_items or MAX_TRANSACTION_ITEMS, _spans_of):
         _apply_chunk(dynamodb, settings, chunk, now_ms, sleep, result, outcome)
+
+    _derive_days_and_blocks(dynamodb, settings, distinct, outcome, sleep, result)
 
     if outcome.poison:
         try:
@@ -129,9 +133,40 @@ def apply_messages(
 
 
 def _live_spans(settings: Settings, time_ms: int, now_ms: int) -> tuple[Span, ...]:
-    """The buckets a view is counted in; one already expired would read as 0, so it is skipped."""
+    """The hour bucket a view is counted in by its transaction (its day and block follow from
+    it, chalicelib.views.rollup); one already expired would read as 0, so it is skipped."""
     placed = windows.spans_of(time_ms // windows.MINUTE_MS)
-    return tuple(span for span, _ in placed if timebuckets.live(span, settings.view_bucket_retention_seconds, now_ms))
+    return tuple(
+        span
+        for span, _ in placed
+        if span.level == "hour" and timebuckets.live(span, settings.view_bucket_retention_seconds, now_ms)
+    )
+
+
+def _derive_days_and_blocks(
+    dynamodb: Any,
+    settings: Settings,
+    distinct: dict[tuple[str, str], Pending],
+    outcome: _Outcome,
+    sleep: Sleep | None,
+    result: BatchResult,
+) -> None:
+    """Copy the hours of every view counted now or before (a duplicate's copies may be what a
+    handler that died left undone) into their days and blocks. If that fails, every view it
+    was for comes back with its message, and the copies are made then."""
+    failed = {id(m) for m in outcome.failed}
+    members = [
+        (pk, pending) for (pk, _), pending in distinct.items() if not any(id(m) in failed for m in pending.messages)
+    ]
+    touched = {(view_keys.bucket_pk(pk), span) for pk, pending in members for span in pending.spans}
+    try:
+        result.details["bucket_copies"] += rollup.derive(dynamodb, settings, touched, sleep)
+    except Exception as exc:  # not about any one view
+        ids = {id(m) for _, pending in members for m in pending.messages}
+        outcome.done = [m for m in outcome.done if id(m) not in ids]
+        outcome.failed.extend(m for _, pending in members for m in pending.messages)
+        result.failed += len(members)
+        outcome.error = outcome.error or exc
 
 
 def _spans_of(pending: Pending) -> tuple[Span, ...]:

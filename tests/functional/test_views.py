@@ -178,7 +178,8 @@ class FailingDynamoDB:
         return getattr(self.real, name)
 
     def batch_get_item(self, **kwargs: Any) -> Any:
-        if self.blind_reads:  # as if the markers were written after this read
+        consistent = any(request.get("ConsistentRead") for request in kwargs["RequestItems"].values())
+        if self.blind_reads and not consistent:  # the marker read, as if the markers were written after it
             return {"Responses": {}}
         return self.real.batch_get_item(**kwargs)
 
@@ -731,3 +732,30 @@ def test_given_a_counted_view_when_redriven_past_the_horizon_then_set_aside_not_
     assert views_of(client, "u") == 1
     (dead,) = receive_all(aws, f"{SETTINGS.views_queue}-dlq")
     assert dead["Body"] == messages[0]["Body"] and "horizon" in dead["MessageAttributes"]["reason"]["StringValue"]
+
+
+def test_given_handler_dies_after_its_transactions_before_the_day_and_block_copies_when_redelivered_then_ranges_exact(
+    client: Any, aws: Any, app_module: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hour = 3_600_000
+    bodies = [{"url": f"u{i % 3}", "time": clock.now - i * 7 * hour, "clientId": f"c{i}"} for i in range(24)]
+    post_all(client, bodies)
+    messages = receive_all(aws)
+    real = views_batches.rollup._raise_to
+    copies: list[int] = []
+
+    def dies_on_the_second_copy(*args: Any) -> Any:
+        copies.append(1)
+        if len(copies) == 2:
+            raise LambdaTimeout("Lambda timed out")
+        return real(*args)
+
+    monkeypatch.setattr(views_batches.rollup, "_raise_to", dies_on_the_second_copy)
+    with pytest.raises(LambdaTimeout):
+        deliver(client, messages)
+    monkeypatch.setattr(views_batches.rollup, "_raise_to", real)
+    assert sum(views_of(client, f"u{i}") for i in range(3)) == 24, "counted, with their hours"
+    again = deliver(client, messages)  # the whole batch comes back: every view a duplicate
+    assert again["duplicates"] == 24 and again["counted"] == 0 and again["bucket_copies"] > 0
+    assert_ranges_exact(client, bodies, random.Random(5))
+    assert deliver(client, messages).get("bucket_copies", 0) == 0, "copies in place: reads only"

@@ -17,14 +17,14 @@ def test_given_view_variables_when_read_then_fields_set() -> None:
         {
             "VIEW_DEDUP": "client-day",
             "VIEWS_QUEUE_RETENTION_SECONDS": "86400",
-            "VIEW_BUCKET_RETENTION_SECONDS": "172800",
+            "VIEW_BUCKET_RETENTION_SECONDS": str(30 * 86400),
             "VIEWS_BATCH_SIZE": "250",
             "VIEWS_BATCHING_WINDOW_SECONDS": "2",
         }
     )
     assert (settings.view_dedup, settings.views_queue_retention_seconds) == ("client-day", 86400)
     assert settings.view_horizon_seconds == 86400 + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS
-    assert settings.view_bucket_retention_seconds == 172800
+    assert settings.view_bucket_retention_seconds == 30 * 86400
     assert (settings.views_batch_size, settings.views_batching_window_seconds) == (250, 2)
 
 
@@ -50,6 +50,7 @@ def test_given_a_horizon_above_its_floor_when_read_then_kept() -> None:
         {"VIEW_HORIZON_SECONDS": str(7 * 86400)},  # shorter than the queues keep a view
         {"VIEWS_QUEUE_RETENTION_SECONDS": str(14 * 86400), "VIEW_HORIZON_SECONDS": str(20 * 86400)},
         {"VIEW_BUCKET_RETENTION_SECONDS": "60"},
+        {"VIEW_BUCKET_RETENTION_SECONDS": str(10 * 86400)},  # day and block copied from a gone hour
     ],
 )
 def test_given_bad_view_variable_when_read_then_settings_error(env: dict[str, str]) -> None:
