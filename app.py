@@ -347,7 +347,7 @@ def get_report(report_id: str) -> Any:
 @app.route("/beacon/views", methods=["POST"], content_types=BODY_TYPES)
 @answers
 def post_views() -> Response:
-    views_api.enqueue(aws.sqs, settings, view_keys.parse_body(json_body()))
+    views_api.enqueue(aws.sqs, settings, view_keys.parse_body(json_body()), clock.now_ms())
     return Response(body={"accepted": True}, status_code=202)
 
 

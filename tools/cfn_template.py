@@ -67,6 +67,7 @@ def resource_fragments(res: Resources, settings: Settings) -> tuple[dict[str, An
             "Properties": {
                 "QueueName": queue.name,
                 "VisibilityTimeout": queue.visibility_timeout,
+                "MessageRetentionPeriod": queue.retention_seconds,
                 "RedrivePolicy": {
                     "deadLetterTargetArn": {"Fn::GetAtt": [lid + "Dlq", "Arn"]},
                     "maxReceiveCount": queue.max_receive_count,

@@ -12,9 +12,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core.settings import Settings
+from chalicelib.core.settings import DEAD_LETTER_RETENTION_SECONDS, Settings
 
-DLQ_RETENTION_SECONDS = 14 * 86400  # SQS's maximum: time to look at what failed
+DLQ_RETENTION_SECONDS = DEAD_LETTER_RETENTION_SECONDS  # SQS's maximum: time to look at what failed
 # Every table: string partition key pk, string sort key sk, on-demand billing.
 KEY_SCHEMA = [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
 KEY_ATTRIBUTES = [{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}]
@@ -34,6 +34,8 @@ class Queue:
     visibility_timeout: int
     dead_letter_queue: str
     max_receive_count: int = 5
+    # MessageRetentionPeriod, set explicitly: the views horizon is derived from it (core.settings).
+    retention_seconds: int = 4 * 86400
     consumer: str = ""  # the app.py handler fed by this queue (its Lambda timeout bounds visibility)
 
 
@@ -61,6 +63,7 @@ def for_settings(settings: Settings) -> Resources:
                 visibility_timeout=360,
                 dead_letter_queue=f"{settings.views_queue}-dlq",
                 consumer="on_view_messages",
+                retention_seconds=settings.views_queue_retention_seconds,
             ),
             Queue(
                 settings.uniques_queue,
@@ -87,6 +90,7 @@ def ensure(dynamodb: Any, sqs: Any, s3: Any, resources: Resources, region: str) 
             queue.name,
             {
                 "VisibilityTimeout": str(queue.visibility_timeout),
+                "MessageRetentionPeriod": str(queue.retention_seconds),
                 "RedrivePolicy": json.dumps(
                     {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": queue.max_receive_count}
                 ),

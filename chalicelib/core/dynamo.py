@@ -56,6 +56,7 @@ def batch_get_items(
     attempts: int = 8,
     cap: float = 2.0,
     projection: str | None = None,
+    consistent: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """The items found for `keys`, 100 keys a call, unprocessed keys retried with backoff; a
     failed call, or keys still unprocessed after `attempts`, become StorageError(failure)."""
@@ -63,6 +64,8 @@ def batch_get_items(
         request: dict[str, Any] = {table: {"Keys": keys[start : start + 100]}}
         if projection:
             request[table]["ProjectionExpression"] = projection
+        if consistent:
+            request[table]["ConsistentRead"] = True
         for attempt in range(attempts):
             try:
                 response = dynamodb.batch_get_item(RequestItems=request)

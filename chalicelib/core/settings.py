@@ -14,6 +14,12 @@ from typing import Any
 
 # What makes a view unique: "event" (url + time + clientId) or "client-day" (url + clientId + UTC day).
 VIEW_DEDUP_POLICIES = ("event", "client-day")
+# SQS keeps a message at most 14 days; every dead-letter queue keeps its messages that long.
+MAX_QUEUE_RETENTION_SECONDS = 14 * 86400
+DEAD_LETTER_RETENTION_SECONDS = MAX_QUEUE_RETENTION_SECONDS
+# What the view horizon adds to the retention of the views queue and its dead-letter queue:
+# the time a redrive takes to be noticed and run, and the handler's own retries.
+VIEW_HORIZON_MARGIN_SECONDS = 86400
 
 
 class SettingsError(ValueError):
@@ -61,10 +67,15 @@ class Settings:
     # closes it is compared (its stream records must have been counted by then).
     audit_interval_minutes: int = 15
     audit_settle_minutes: int = 30
-    # Views: markers dedupe redelivered messages for this long; what makes a view unique
-    # ("event": url + time + clientId, "client-day": url + clientId + UTC day); the queue
-    # batch (more views per URL per batch share more counter updates).
-    view_marker_ttl_seconds: int = 7 * 86400
+    # Views: how long the views queue keeps a message (set on the queue where it is created;
+    # SQS's default, 4 days), and the horizon: a view is counted only while its own time is
+    # less than this old, and its marker lives until its time plus the horizon, so every
+    # delivery of a view either finds its marker or is set aside (docs/guarantees.md). At least
+    # the queue's retention plus its dead-letter queue's plus a margin (from_env checks it).
+    views_queue_retention_seconds: int = 4 * 86400
+    view_horizon_seconds: int = 4 * 86400 + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS  # the floor
+    # What makes a view unique ("event": url + time + clientId, "client-day": url + clientId +
+    # UTC day); the queue batch (more views per URL per batch share more counter updates).
     # View buckets (hour items with minute counts, day items with hour counts, 32-day blocks
     # with day counts) live this long after their end: how far back a ranged count reaches,
     # exact to the minute. 400 days: the longest window any read covers, as for day sketches.
@@ -92,6 +103,8 @@ class Settings:
             raw = env.get(field.name.upper()) or (env.get(_FALLBACK[field.name]) if field.name in _FALLBACK else None)
             rule = FIELDS[field.name]
             values[field.name] = getattr(defaults, field.name) if raw in (None, "") else rule.parse(field.name, raw)
+        if not env.get("VIEW_HORIZON_SECONDS"):  # unset: the shortest horizon the queues allow
+            values["view_horizon_seconds"] = view_horizon_floor(values["views_queue_retention_seconds"])
         settings = cls(**values)
         for check in CROSS_FIELD:
             check(settings)
@@ -184,8 +197,12 @@ FIELDS: dict[str, Rule] = {
     "report_settle_seconds": Integer(0, 3600),
     "audit_interval_minutes": Integer(5, 1440),
     "audit_settle_minutes": Integer(1, 1440),
-    "view_marker_ttl_seconds": Integer(3600, 365 * DAY_S),
-    "view_bucket_retention_seconds": Integer(DAY_S, TEN_YEARS_S),
+    "views_queue_retention_seconds": Integer(60, MAX_QUEUE_RETENTION_SECONDS),
+    # The low bounds are the shortest horizon any queue retention allows (see view_horizon).
+    "view_horizon_seconds": Integer(60 + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS, 365 * DAY_S),
+    "view_bucket_retention_seconds": Integer(
+        60 + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS, TEN_YEARS_S
+    ),
     "view_dedup": Choice(VIEW_DEDUP_POLICIES),
     "views_batch_size": Integer(1, 10000),
     "views_batching_window_seconds": Integer(0, 300),
@@ -219,7 +236,26 @@ def sqs_batching(size_field: str, window_field: str) -> Callable[[Settings], Non
     return check
 
 
+def view_horizon_floor(views_queue_retention_seconds: int) -> int:
+    """The shortest view horizon: a view can come back for as long as the views queue, then its
+    dead-letter queue after a redrive (which starts the message's retention anew), keep it."""
+    return views_queue_retention_seconds + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS
+
+
+def view_horizon(settings: Settings) -> None:
+    floor = view_horizon_floor(settings.views_queue_retention_seconds)
+    if settings.view_horizon_seconds < floor:
+        raise SettingsError(
+            f"VIEW_HORIZON_SECONDS must be at least {floor}: the views queue's retention, its "
+            "dead-letter queue's and a margin (docs/guarantees.md)"
+        )
+    if settings.view_bucket_retention_seconds < settings.view_horizon_seconds:
+        # A view's day and block are copied from its hour item: that must still be there.
+        raise SettingsError("VIEW_BUCKET_RETENTION_SECONDS must be at least VIEW_HORIZON_SECONDS")
+
+
 CROSS_FIELD: tuple[Callable[[Settings], None], ...] = (
     sqs_batching("uniques_batch_size", "uniques_batching_window_seconds"),
     sqs_batching("views_batch_size", "views_batching_window_seconds"),
+    view_horizon,
 )

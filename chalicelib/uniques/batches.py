@@ -13,11 +13,12 @@ keys, one key per hour or day it needs, so shards would multiply its cost (a 30-
 would need more than one call with 2 shards). Concurrent writers of the same hour retry
 instead, which the version condition makes safe.
 
-Poison: a message that fails for any reason of its own is put aside alone under
-QUARANTINE#uniques-queue on its first delivery and the rest of the batch is applied. A sketch
-write that fails for a reason that is not storage being unavailable is retried message by
-message to find the messages that fail alone; only failures of storage itself (throttling,
-unavailable, an unreadable stored sketch), or of every message alike, fail the batch.
+Poison is what a message's content causes, and only that: a message that validation refuses,
+or whose sketch write DynamoDB refuses for its data (found by retrying such a write message by
+message), is put aside alone under QUARANTINE#uniques-queue on its first delivery and the rest
+of the batch is applied. Any other failure, whatever the exception (throttling, storage
+unavailable, an unreadable stored sketch, a fault in the code), or a refusal of every message
+alike, fails the batch: Lambda leaves it in the queue, and merging again changes nothing.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from botocore.exceptions import ClientError
 from chalicelib.core import clock, quarantine, timebuckets, transactions, validation
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import StorageError, ValidationError, about_storage, reason
+from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError, ValidationError, reason
 from chalicelib.core.queues import Message
 from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
@@ -162,13 +163,14 @@ def apply_messages(
     set_aside: dict[str, str] = {}
     by_target: dict[Target, list[Items]] = defaultdict(list)
     for message in messages:
-        try:  # anything that fails here fails because of this message alone
+        try:
             items = parse_items(message, now_ms)
-            for target in targets(settings, items, now_ms):
-                by_target[target].append(items)
-        except Exception as exc:
+        except ValidationError as exc:  # the message's content: set aside, never retried
             set_aside[message.message_id] = reason(exc)
             _quarantine(dynamodb, settings, message, set_aside[message.message_id], now_ms)
+            continue
+        for target in targets(settings, items, now_ms):
+            by_target[target].append(items)
     for target, group in sorted(by_target.items(), key=lambda entry: entry[0].order()):
         group = [i for i in group if i.message.message_id not in set_aside]  # already failed alone
         if not group:
@@ -213,17 +215,13 @@ def _write_target(
     try:
         merge(b"".join(i.hashes for i in group))
         return []
-    except Exception as exc:
-        if about_storage(exc):
-            raise
+    except RejectedError as exc:  # DynamoDB refuses the data: find the messages it refuses alone
         first_failure = exc
     failed: list[tuple[Items, str]] = []
-    for items in group:  # find the messages that fail alone; merging twice changes nothing
+    for items in group:  # merging twice changes nothing
         try:
             merge(items.hashes)
-        except Exception as exc:
-            if about_storage(exc):
-                raise
+        except RejectedError as exc:
             failed.append((items, reason(exc)))
     if len(group) > 1 and len(failed) == len(group):
         raise StorageError(f"every message failed on {key['pk']['S']} {key['sk']['S']}") from first_failure
@@ -305,8 +303,11 @@ def _write_sketch(
     try:
         dynamodb.put_item(TableName=settings.counts_table, Item=item, **condition)
     except ClientError as exc:
-        if transactions.error_code(exc) == "ConditionalCheckFailedException":
+        code = transactions.error_code(exc)
+        if code == "ConditionalCheckFailedException":
             return False
+        if code in REJECTED_ERROR_CODES:
+            raise RejectedError(f"DynamoDB refused the sketch: {code}") from exc
         raise StorageError("could not write a sketch") from exc
     return True
 

@@ -13,11 +13,17 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.views import keys as view_keys
-from chalicelib.views import windows
+from chalicelib.views import rollup, windows
 from chalicelib.views.keys import View
 
 
-def enqueue(sqs: SQS, settings: Settings, views: list[View], sleep: Sleep | None = None) -> None:
+def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int, sleep: Sleep | None = None) -> None:
+    """Queue views for counting; a view older than the horizon or too far in the future is
+    refused (ValidationError naming it), and then none of the request's views is queued."""
+    many = len(views) > 1
+    for i, view in enumerate(views):
+        where = f"views[{i}]" if many else "view"
+        view_keys.check_time(view, now_ms, settings.view_horizon_seconds, settings.max_future_skew_seconds, where)
     # A retried request cannot count twice (markers), so a partly sent batch is simply retried.
     url = queues.queue_url(sqs, settings.views_queue)
     entries = [{"Id": str(i), "MessageBody": view_keys.to_message(v)} for i, v in enumerate(views)]
@@ -87,7 +93,7 @@ def count_range(
 
 def _part_count(part: windows.Part, item: dict[str, Any]) -> int:
     if part.inner is None:
-        return int(item["n"]["N"])
+        return rollup.total(part.span.level, item)
     first, last = part.inner
     attributes = (windows.inner_attribute(part.span.level, i) for i in range(first, last + 1))
     return sum(int(item[name]["N"]) for name in attributes if name in item)

@@ -1,21 +1,29 @@
 """Exact view counters, the queue handler side: apply a batch of views exactly once.
 
 A view is counted when its marker is written: markers, the increment of their URL's counter
-and the increments of the URL's buckets (chalicelib.views.windows: the hours, days and blocks
-of the views' own times, with their minute, hour and day counts) go in one TransactWriteItems,
-so all happen or none does. The views of one URL in a transaction share one increment of K
-per item, which is what makes a batch cheaper than a transaction per view. A redelivered view
+and the increments of the URL's hour buckets (chalicelib.views.windows: the hours of the
+views' own times, with their minute counts) go in one TransactWriteItems, so all happen or none
+does. The views of one URL in a transaction share one increment of K per item, which is what
+makes a batch cheaper than a transaction per view. The day and block items are then brought
+up to those hours outside the transaction, by copies that only grow (chalicelib.views.rollup):
+one plain write each instead of a transactional one, exact under redelivery and races. A redelivered view
 finds its marker: it is dropped before writing when the marker is already visible, or else its
 transaction is cancelled with ConditionalCheckFailed on exactly that marker, and the
 transaction is rebuilt without it (its bucket increments shrink with it) and retried.
 
-A batch never sinks because of one record. Whatever fails for one message, whatever the
-exception (not JSON, not a view, text that cannot be encoded, a key that cannot be built, a
-view DynamoDB refuses), sets that message aside alone in the queue's dead-letter queue with the
-reason, on its first delivery, and the rest of the batch is applied: building a view's key is
-pure, so a failure there is that view's; a transaction that fails is split in halves until the
-view it fails for is alone. Only failures that are not about any one view (storage unavailable,
-throttling that outlasts the retries) leave views for redelivery.
+At most once, whatever the path back: a marker lives until its view's own time plus the
+horizon (settings.view_horizon_seconds, longer than the queue's and the dead-letter queue's
+retention), and a message whose view is older than the horizon is set aside, not counted. So
+a delivery of a view either finds its marker or is refused, however late it comes (a redrive
+makes a new message whose retention starts again: docs/guarantees.md).
+
+Poison is what a message's content causes, and only that: a message is set aside (in the
+queue's dead-letter queue, with the reason, on its first delivery) when validation refuses it
+(not JSON, not a view, text that cannot be encoded, older than the horizon) or when DynamoDB
+refuses its data (a transaction that is refused is split in halves until the view it fails for
+is alone). Any other failure, whatever the exception (storage unavailable, throttling that
+outlasts the retries, a fault in the code), leaves the views it touched for redelivery: the
+messages that were applied or set aside are deleted and the handler raises.
 """
 
 from __future__ import annotations
@@ -27,10 +35,10 @@ from typing import Any
 from chalicelib.core import dynamo, queues, timebuckets, transactions
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import StorageError, about_storage, reason
+from chalicelib.core.errors import RejectedError, StorageError, ValidationError, reason
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
-from chalicelib.views import catalog, windows
+from chalicelib.views import catalog, rollup, windows
 from chalicelib.views import keys as view_keys
 from chalicelib.views.windows import Span
 
@@ -58,6 +66,7 @@ class _Outcome:
     done: list[Message] = field(default_factory=list)
     failed: list[Message] = field(default_factory=list)
     poison: list[tuple[Message, str]] = field(default_factory=list)
+    error: BaseException | None = None  # the first failure that left views for redelivery
 
 
 def apply_messages(
@@ -77,10 +86,11 @@ def apply_messages(
     for message in messages:
         try:
             view = view_keys.from_message(message.body)
-            key = (view_keys.url_pk(view.url), view_keys.marker_sk(view, settings.view_dedup))
-        except Exception as exc:  # pure code on one message: whatever it raised is about that message
+            view_keys.check_time(view, now_ms, settings.view_horizon_seconds, None, "message")
+        except ValidationError as exc:  # the message's content: set aside, never retried
             outcome.poison.append((message, reason(exc)))
             continue
+        key = (view_keys.url_pk(view.url), view_keys.marker_sk(view, settings.view_dedup))
         if key in distinct:
             distinct[key].messages.append(message)
             distinct[key].time_ms = min(distinct[key].time_ms, view.time_ms)
@@ -92,16 +102,18 @@ def apply_messages(
     seen = _visible_markers(dynamodb, settings, list(distinct), now_ms, sleep)
     groups: dict[str, list[Pending]] = defaultdict(list)
     for key, pending in distinct.items():
+        pending.spans = _live_spans(settings, pending.time_ms, now_ms)
         if key in seen:
             result.duplicates += 1
             outcome.done.extend(pending.messages)
         else:
-            pending.spans = _live_spans(settings, pending.time_ms, now_ms)
             groups[key[0]].append(pending)
 
     ordered = [(pk, sorted(group, key=lambda p: (p.time_ms, p.sk))) for pk, group in sorted(groups.items())]
     for chunk in view_keys.chunks(ordered, max_items or MAX_TRANSACTION_ITEMS, _spans_of):
         _apply_chunk(dynamodb, settings, chunk, now_ms, sleep, result, outcome)
+
+    _derive_days_and_blocks(dynamodb, settings, distinct, outcome, sleep, result)
 
     if outcome.poison:
         try:
@@ -116,14 +128,45 @@ def apply_messages(
         queues.delete(sqs, queues.queue_url(sqs, settings.views_queue), [m.receipt_handle for m in outcome.done], sleep)
         raise BatchIncompleteError(
             f"{len(outcome.failed)} of {len(messages)} messages must be retried: {result.as_dict()}"
-        )
+        ) from outcome.error
     return result
 
 
 def _live_spans(settings: Settings, time_ms: int, now_ms: int) -> tuple[Span, ...]:
-    """The buckets a view is counted in; one already expired would read as 0, so it is skipped."""
+    """The hour bucket a view is counted in by its transaction (its day and block follow from
+    it, chalicelib.views.rollup); one already expired would read as 0, so it is skipped."""
     placed = windows.spans_of(time_ms // windows.MINUTE_MS)
-    return tuple(span for span, _ in placed if timebuckets.live(span, settings.view_bucket_retention_seconds, now_ms))
+    return tuple(
+        span
+        for span, _ in placed
+        if span.level == "hour" and timebuckets.live(span, settings.view_bucket_retention_seconds, now_ms)
+    )
+
+
+def _derive_days_and_blocks(
+    dynamodb: Any,
+    settings: Settings,
+    distinct: dict[tuple[str, str], Pending],
+    outcome: _Outcome,
+    sleep: Sleep | None,
+    result: BatchResult,
+) -> None:
+    """Copy the hours of every view counted now or before (a duplicate's copies may be what a
+    handler that died left undone) into their days and blocks. If that fails, every view it
+    was for comes back with its message, and the copies are made then."""
+    failed = {id(m) for m in outcome.failed}
+    members = [
+        (pk, pending) for (pk, _), pending in distinct.items() if not any(id(m) in failed for m in pending.messages)
+    ]
+    touched = {(view_keys.bucket_pk(pk), span) for pk, pending in members for span in pending.spans}
+    try:
+        result.details["bucket_copies"] += rollup.derive(dynamodb, settings, touched, sleep)
+    except Exception as exc:  # not about any one view
+        ids = {id(m) for _, pending in members for m in pending.messages}
+        outcome.done = [m for m in outcome.done if id(m) not in ids]
+        outcome.failed.extend(m for _, pending in members for m in pending.messages)
+        result.failed += len(members)
+        outcome.error = outcome.error or exc
 
 
 def _spans_of(pending: Pending) -> tuple[Span, ...]:
@@ -140,14 +183,16 @@ def _apply_chunk(
     outcome: _Outcome,
 ) -> None:
     try:
-        counted, duplicates, attempts = _commit(dynamodb, settings, chunk, now_ms, sleep)
+        counted, duplicates, attempts, retries = _commit(dynamodb, settings, chunk, now_ms, sleep)
     except Exception as exc:
-        if about_storage(exc):
+        if not isinstance(exc, RejectedError):
+            # Not about any one view's data: every view here waits for redelivery.
             outcome.failed.extend(m for _, members in chunk for pending in members for m in pending.messages)
             result.failed += sum(len(members) for _, members in chunk)
+            outcome.error = outcome.error or exc
             return
-        # Some view here fails, whatever the exception: halve until it is alone, and set it
-        # aside; the others are applied.
+        # DynamoDB refuses some view's data: halve until it is alone, and set it aside; the
+        # others are applied.
         parts = view_keys.halves(chunk)
         for part in parts:
             _apply_chunk(dynamodb, settings, part, now_ms, sleep, result, outcome)
@@ -158,6 +203,7 @@ def _apply_chunk(
     result.counted += counted
     result.duplicates += duplicates
     result.transactions += attempts
+    result.retries += retries
     outcome.done.extend(m for _, members in chunk for pending in members for m in pending.messages)
 
 
@@ -199,7 +245,13 @@ def _transaction(settings: Settings, chunk: list[tuple[str, list[Pending]]], now
                     "Item": {
                         "pk": {"S": pk},
                         "sk": {"S": p.sk},
-                        "expires_at": {"N": str(now_s + settings.view_marker_ttl_seconds)},
+                        "expires_at": {
+                            "N": str(
+                                view_keys.marker_expires_at_s(
+                                    p.time_ms, settings.view_dedup, settings.view_horizon_seconds
+                                )
+                            )
+                        },
                     },
                     "ConditionExpression": "attribute_not_exists(pk) OR expires_at < :now",
                     "ExpressionAttributeValues": {":now": {"N": str(now_s)}},
@@ -253,8 +305,8 @@ def _commit(
     chunk: list[tuple[str, list[Pending]]],
     now_ms: int,
     sleep: Sleep | None,
-) -> tuple[int, int, int]:
-    """Apply one transaction's worth of groups; returns (counted, duplicates, attempts)."""
+) -> tuple[int, int, int, int]:
+    """Apply one transaction's worth of groups; returns (counted, duplicates, attempts, retries)."""
     members = [pending for _, group in chunk for pending in group]
     urls = {id(pending): pk for pk, group in chunk for pending in group}
 
@@ -284,7 +336,7 @@ def _commit(
         attempts=MAX_BACKOFFS,
         sleep=sleep,
     )
-    return len(outcome.applied), len(outcome.duplicates), outcome.attempts
+    return len(outcome.applied), len(outcome.duplicates), outcome.attempts, outcome.retries
 
 
 def _set_aside(sqs: Any, settings: Settings, poison: list[tuple[Message, str]], sleep: Sleep | None) -> None:

@@ -84,6 +84,31 @@ def text(value: Any, field: str, max_chars: int) -> str:
     return inputs.text(value, field)  # its key is a hash of its UTF-8 bytes
 
 
+def check_time(view: View, now_ms: int, horizon_s: int, future_skew_s: int | None, where: str = "view") -> None:
+    """A view is counted only while its own time is less than the horizon old (its marker lives
+    that long, so no later delivery of it can count again) and, when a skew is given (at the
+    door), not further in the future than clients' clocks may be off."""
+    age_ms = now_ms - view.time_ms
+    if age_ms >= horizon_s * 1000:
+        raise ValidationError(
+            f"{where}.time is {age_ms // 86_400_000} days old: views older than the horizon of "
+            f"{horizon_s // 86400} days (VIEW_HORIZON_SECONDS) cannot be counted exactly once"
+        )
+    if future_skew_s is not None and -age_ms > future_skew_s * 1000:
+        raise ValidationError(
+            f"{where}.time is {-age_ms // 1000} s in the future; at most {future_skew_s} s of clock "
+            "skew is allowed (MAX_FUTURE_SKEW_SECONDS)"
+        )
+
+
+def marker_expires_at_s(time_ms: int, policy: str, horizon_s: int) -> int:
+    """When a view's marker may go: the end of what it dedupes (its millisecond, or its UTC day
+    under "client-day") plus the horizon, rounded up to the second. Every view it stands for is
+    refused by check_time from that moment on, so no delivery finds it gone and counts again."""
+    end_ms = time_ms - time_ms % DAY_MS + DAY_MS if policy == "client-day" else time_ms + 1
+    return -(-(end_ms + horizon_s * 1000) // 1000)
+
+
 # -- the queue message ---------------------------------------------------------------------
 
 

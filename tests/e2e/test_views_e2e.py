@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -11,7 +12,8 @@ from tests.e2e.stack import LocalStack, wait_for
 from tools.stage import stage_settings
 
 pytestmark = pytest.mark.e2e
-T0 = 1_795_000_000_000
+# A day ago, to the minute: a view is accepted only within the views horizon of the real clock.
+T0 = (int(time.time() * 1000) - 86_400_000) // 60_000 * 60_000
 
 
 @pytest.fixture

@@ -28,6 +28,9 @@ def test_given_an_integer_setting_then_its_bounds_are_accepted_and_one_beyond_re
     env = field.upper()
     # The SQS batching pairing is its own check (below): a window of 0 is probed with a batch of 10.
     base = {"UNIQUES_BATCH_SIZE": "10", "VIEWS_BATCH_SIZE": "10"} if "batching_window" in field else {}
+    # The view horizon's floor follows the queue's retention (its own check, below): probed at the shortest.
+    if field in ("view_horizon_seconds", "view_bucket_retention_seconds"):
+        base = {"VIEWS_QUEUE_RETENTION_SECONDS": "60", "VIEW_HORIZON_SECONDS": str(rule.low)}
     for value in (rule.low, rule.high):
         assert getattr(Settings.from_env({**base, env: str(value)}), field) == value
     for bad in (str(rule.low - 1), str(rule.high + 1), "many", "1.5"):
@@ -78,3 +81,55 @@ def test_given_an_sqs_batch_size_and_window_then_accepted_only_as_lambda_accepts
     else:
         with pytest.raises(SettingsError, match=f"{queue}_BATCH_SIZE above 10"):
             Settings.from_env(env)
+
+
+# -- views: the horizon and the queues' retention --------------------------------------------
+
+
+def test_given_view_variables_when_read_then_fields_set() -> None:
+    settings = Settings.from_env(
+        {
+            "VIEW_DEDUP": "client-day",
+            "VIEWS_QUEUE_RETENTION_SECONDS": "86400",
+            "VIEW_BUCKET_RETENTION_SECONDS": str(30 * 86400),
+            "VIEWS_BATCH_SIZE": "250",
+            "VIEWS_BATCHING_WINDOW_SECONDS": "2",
+        }
+    )
+    assert (settings.view_dedup, settings.views_queue_retention_seconds) == ("client-day", 86400)
+    assert (
+        settings.view_horizon_seconds
+        == 86400 + settings_module.DEAD_LETTER_RETENTION_SECONDS + settings_module.VIEW_HORIZON_MARGIN_SECONDS
+    )
+    assert settings.view_bucket_retention_seconds == 30 * 86400
+    assert (settings.views_batch_size, settings.views_batching_window_seconds) == (250, 2)
+
+
+def test_given_no_view_variables_when_read_then_the_horizon_outlasts_both_queues_with_a_margin() -> None:
+    settings = Settings.from_env({})
+    assert settings.view_dedup == "event"
+    assert settings.views_queue_retention_seconds == 4 * 86400, "SQS's default, now set explicitly"
+    assert settings.view_horizon_seconds == (4 + 14 + 1) * 86400
+    assert settings.view_bucket_retention_seconds == 400 * 86400, "as long as the longest window"
+
+
+def test_given_a_horizon_above_its_floor_when_read_then_kept() -> None:
+    assert Settings.from_env({"VIEW_HORIZON_SECONDS": str(30 * 86400)}).view_horizon_seconds == 30 * 86400
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"VIEW_DEDUP": "per-hour"},
+        {"VIEWS_BATCH_SIZE": "0"},
+        {"VIEWS_QUEUE_RETENTION_SECONDS": "x"},
+        {"VIEWS_QUEUE_RETENTION_SECONDS": str(15 * 86400)},  # more than SQS keeps a message
+        {"VIEW_HORIZON_SECONDS": str(7 * 86400)},  # shorter than the queues keep a view
+        {"VIEWS_QUEUE_RETENTION_SECONDS": str(14 * 86400), "VIEW_HORIZON_SECONDS": str(20 * 86400)},
+        {"VIEW_BUCKET_RETENTION_SECONDS": "60"},
+        {"VIEW_BUCKET_RETENTION_SECONDS": str(10 * 86400)},  # day and block copied from a gone hour
+    ],
+)
+def test_given_bad_view_variable_when_read_then_settings_error(env: dict[str, str]) -> None:
+    with pytest.raises(SettingsError):
+        Settings.from_env(env)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from chalicelib.core import times
 from chalicelib.core.errors import ValidationError
 from chalicelib.views import keys as view_keys
-from chalicelib.views.keys import View
+from chalicelib.views.keys import View, check_time, marker_expires_at_s, marker_sk
 
 T0 = 1_795_000_000_000
 views = st.builds(
@@ -135,3 +135,28 @@ def test_given_iso_time_when_parsed_then_same_view_as_epoch_ms() -> None:
 def test_given_broken_message_when_read_then_validation_error(body: str) -> None:
     with pytest.raises(ValidationError):
         view_keys.from_message(body)
+
+
+@given(
+    st.integers(1_600_000_000_000, 1_900_000_000_000),
+    st.integers(0, 86_399_999),
+    st.integers(0, 40 * 86_400_000),
+    st.sampled_from(["event", "client-day"]),
+    st.integers(86400, 60 * 86400),
+)
+def test_given_any_view_of_a_marker_accepted_by_the_horizon_check_then_the_marker_is_still_live(
+    first_ms: int, later_in_day_ms: int, age_ms: int, policy: str, horizon_s: int
+) -> None:
+    """Every view a marker stands for (under client-day: any time of its UTC day) that the
+    handler still accepts finds the marker unexpired (expires_at >= now in seconds)."""
+    first = View("u", first_ms, "c")
+    day_start = first_ms - first_ms % 86_400_000
+    other_ms = day_start + later_in_day_ms if policy == "client-day" else first_ms
+    assert marker_sk(View("u", other_ms, "c"), policy) == marker_sk(first, policy)
+    now_ms = other_ms + age_ms
+    try:
+        check_time(View("u", other_ms, "c"), now_ms, horizon_s, None)
+    except ValidationError:
+        assert age_ms >= horizon_s * 1000
+        return
+    assert marker_expires_at_s(first_ms, policy, horizon_s) > now_ms // 1000

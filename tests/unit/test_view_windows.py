@@ -172,7 +172,7 @@ def test_given_markers_over_hours_and_days_when_packed_then_each_once_no_transac
         for pk, part in chunk:
             for p in part:
                 minute = p.time_ms // windows.MINUTE_MS
-                for level, size, inner in (("hour", 60, 1), ("day", 1440, 60), ("block", 32 * 1440, 1440)):
+                for level, size, inner in (("hour", 60, 1),):  # days and blocks follow outside (rollup)
                     key = (view_keys.bucket_pk(pk), view_keys.bucket_sk(Span(level, minute // size)))  # type: ignore[arg-type]
                     counts = expected.setdefault(key, Counter())
                     counts["n"] += 1
@@ -187,9 +187,9 @@ def test_given_views_older_than_the_bucket_retention_when_packed_then_counted_wi
     old.spans = views_batches._live_spans(short, old.time_ms, now)
     recent = views_batches.Pending("V#new", [], "u", now - 60_000, ())
     recent.spans = views_batches._live_spans(short, recent.time_ms, now)
-    assert old.spans == () and {s.level for s in recent.spans} == set(windows.LEVELS)
+    assert old.spans == () and {s.level for s in recent.spans} == {"hour"}
     items = views_batches._transaction(short, [("URL#" + "0" * 64, [old, recent])], now)
-    assert len(items) == 2 + 1 + 3
+    assert len(items) == 2 + 1 + 1
     assert all(counts["n"] == 1 for counts in bucket_increments(items).values())
 
 
@@ -197,4 +197,27 @@ def test_given_many_views_of_one_url_in_one_hour_when_packed_then_few_transactio
     now = 1_795_000_000_000 - 1_795_000_000_000 % 3_600_000
     groups = [(f"URL#{g:064x}", [pending(g, i, now + i * 1000, now) for i in range(9)]) for g in range(20)]
     chunks = view_keys.chunks(groups, 100, views_batches._spans_of)
-    assert len(chunks) == 3, "20 URLs x (9 markers + 1 counter + 3 buckets) = 260 items"
+    assert len(chunks) == 3, "20 URLs x (9 markers + 1 counter + 1 hour) = 220 items"
+
+
+@given(st.integers(0, 60_000_000))
+def test_given_any_minute_when_its_hour_and_day_are_placed_one_level_up_then_as_spans_of_places_them(
+    minute: int,
+) -> None:
+    from chalicelib.views import rollup
+
+    placed = dict(windows.spans_of(minute))
+    hour, day, block = (next(s for s in placed if s.level == level) for level in windows.LEVELS)
+    assert rollup.parent(hour) == (day, placed[day])
+    assert rollup.parent(day) == (block, placed[block])
+
+
+def test_given_day_and_block_items_of_either_layout_when_totalled_then_the_sum_of_their_inner_counts() -> None:
+    from chalicelib.views import rollup
+
+    copied = {"pk": {"S": "VWB#x"}, "sk": {"S": "d#1"}, "h03": {"N": "4"}, "h17": {"N": "2"}, "expires_at": {"N": "9"}}
+    earlier = {**copied, "n": {"N": "6"}}  # written by ADD in the counting transaction
+    assert rollup.total("day", copied) == rollup.total("day", earlier) == 6
+    assert rollup.total("block", {"d00": {"N": "5"}, "d31": {"N": "1"}, "n": {"N": "6"}}) == 6
+    assert rollup.total("hour", {"n": {"N": "7"}, "m05": {"N": "7"}}) == 7
+    assert rollup.total("day", None) == 0
