@@ -27,7 +27,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
 from tests.functional.helpers import partition
-from tests.functional.stream_fixtures import record
+from tests.functional.stream_fixtures import lambda_event, record
 
 NOW = 1_795_000_000_000
 MINUTE = 60_000
@@ -63,7 +63,7 @@ def image(
 
 
 def apply(dynamodb: Any, records: list[dict[str, Any]], now: int = NOW) -> BatchResult:
-    return counting.apply_stream_batch(dynamodb, SETTINGS, from_lambda_event({"Records": records}), now, lambda s: None)
+    return counting.apply_stream_batch(dynamodb, SETTINGS, from_lambda_event(lambda_event(records)), now, lambda s: None)
 
 
 def stored_buckets(dynamodb: Any, counter: str) -> dict[str, dict[str, Any]]:

@@ -22,7 +22,7 @@ HOUR = 60 * MINUTE
 
 
 def deliver(client: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
-    return invoke(client, "on_event_records", lambda_event(records))
+    return invoke(client, "on_event_records", lambda_event(records))["state"]
 
 
 def window_count(client: Any, counter: str, query: str) -> dict[str, Any]:
