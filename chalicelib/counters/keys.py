@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import keyspace
@@ -69,16 +70,27 @@ def sequence_position(sequence_number: str) -> str | None:
     return f"{len(sequence_number):02d}{sequence_number}"
 
 
-def stamped_position(position: str, created_s: int) -> str:
-    """What an item stores for a shard: the position, then when its record was written to the
-    stream (so a position no delivery can come back below can be pruned). It sorts against a
-    bare position exactly like the position alone: a bare position that equals it is its prefix."""
-    return f"{position}@{created_s}"
+def stamped_position(position: str, created_s: int, first: str = "", before: str = "") -> str:
+    """What an item stores for a shard: the position applied up to, when its record was written
+    to the stream (so a position no delivery can come back below can be pruned), and the range
+    of the update that set it: its first record and the position stored before it. A record
+    found between those two was never applied by it: a skip, not a redelivery. The value sorts
+    against a bare position exactly like the position alone (a bare position equal to it is its
+    prefix; positions of different lengths differ in their 2-digit length prefix)."""
+    return f"{position}@{created_s}@{first}@{before}"
 
 
-def split_stamped(value: str) -> tuple[str, int | None]:
-    position, _, created = value.partition("@")
-    return position, int(created) if created.isdigit() else None
+@dataclass(frozen=True)
+class Stamp:
+    position: str = ""
+    created_s: int | None = None
+    first: str = ""
+    before: str = ""
+
+
+def split_stamped(value: str) -> Stamp:
+    parts = (value.split("@") + ["", "", ""])[:4]
+    return Stamp(parts[0], int(parts[1]) if parts[1].isdigit() else None, parts[2], parts[3])
 
 
 def _key(pk: str, sk: str) -> dict[str, Any]:

@@ -307,14 +307,14 @@ def _apply_item(
     """Apply the records of one shard to one bucket item: one conditional UpdateItem, re-sent
     without what the item says it already holds."""
     members = sorted(members, key=lambda c: c.position)
-    batch_last = members[-1].position
+    before = ""  # the item's position for this shard, once a cancelled condition has shown it
     keep_stored = False
     key = counter_keys.bucket_key(counter, bucket)
     for _ in range(MAX_ROUNDS):
         members = [c for c in members if id(c) not in refused]
         if not members:
             return
-        request = _bucket_update(settings, key, bucket, shard, members, keep_stored)
+        request = _bucket_update(settings, key, bucket, shard, members, keep_stored, before)
         try:
             result.transactions += 1
             response = dynamodb.update_item(**request)
@@ -326,13 +326,16 @@ def _apply_item(
             if code != CONDITION_FAILED:
                 raise StorageError("could not count a bucket") from exc
             stored = _stored_item(dynamodb, settings, exc, key)
-            stored_position = counter_keys.split_stamped(stored.get(shard, {}).get("S", ""))[0]
-            applied = [c for c in members if c.position <= stored_position]
+            stamp = counter_keys.split_stamped(stored.get(shard, {}).get("S", ""))
+            applied = [c for c in members if c.position <= stamp.position]
             for c in applied:
                 progress.found_applied.add(id(c))
-                if stored_position > batch_last:
+                if stamp.before < c.position < stamp.first:
+                    # Between the position stored before the last update and that update's first
+                    # record: that update skipped it, which only a shard read out of order does.
                     progress.beyond.add(id(c))
-            members = [c for c in members if c.position > stored_position]
+            members = [c for c in members if c.position > stamp.position]
+            before = stamp.position
             stored_retention = int(stored.get("retention", {}).get("N", "0"))
             longer = stored_retention > max((c.event.retention_seconds for c in members), default=0)
             if not applied and (keep_stored or not longer):
@@ -382,6 +385,7 @@ def _bucket_update(
     shard: str,
     members: list[Countable],
     keep_stored: bool,
+    before: str,
 ) -> dict[str, Any]:
     update = _BucketUpdate()
     for c in members:
@@ -396,7 +400,9 @@ def _bucket_update(
         ":exp": {"N": str(timebuckets.expires_at_s(bucket, update.retention))},
         ":r": {"N": str(update.retention)},
         ":first": {"S": members[0].position},
-        ":pos": {"S": counter_keys.stamped_position(last.position, _created_s(last.record))},
+        ":pos": {
+            "S": counter_keys.stamped_position(last.position, _created_s(last.record), members[0].position, before)
+        },
     }
     adds = ["#n :n"]
     for minute, k in sorted(update.minutes.items()):
@@ -461,7 +467,7 @@ def _prune(
     for name, value in old.items():
         if not counter_keys.is_shard_attribute(name) or name == own or "S" not in value:
             continue
-        created = counter_keys.split_stamped(value["S"])[1]
+        created = counter_keys.split_stamped(value["S"]).created_s
         if created is not None and created < horizon:
             stale[name] = value
     if not stale:
@@ -523,7 +529,7 @@ def _apply_audit(
             if _code(exc) != CONDITION_FAILED:
                 raise StorageError("could not write the audit counters") from exc
             stored = counter_keys.split_stamped(_stored_item(dynamodb, settings, exc, key).get(shard, {}).get("S", ""))
-            remaining = [o for o in outcomes if o[0] > stored[0]]
+            remaining = [o for o in outcomes if o[0] > stored.position]
             if len(remaining) == len(outcomes):
                 raise StorageError("the audit's condition failed for no reason this code knows") from exc
             outcomes = remaining
