@@ -220,9 +220,11 @@ def post_quarantine_replay() -> dict[str, Any]:
     starting_position="TRIM_HORIZON",
 )
 def on_event_records(event: Any) -> dict[str, Any]:
+    # The mapping has a tumbling window (for `shardId`): Lambda wants `{"state": ...}` back. The
+    # state carries this invocation's counts (telemetry reads them there); nothing reads it back.
     records = stream_records.from_lambda_event(event.to_dict())
     result = counting.apply_stream_batch(aws.dynamodb, settings, records, clock.now_ms())
-    return result.as_dict()
+    return {**stream_records.window_response(), "state": result.as_dict()}
 
 
 # -- the audit: what was counted against what was stored (docs/counting.md) ----------------------

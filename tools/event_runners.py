@@ -2,8 +2,13 @@
 
 Each runner feeds one handler that app.py registered (found in `app.event_sources`) with
 Lambda-shaped events read from the emulator, following Lambda's delivery rules:
-- DynamoDB streams: batches per shard in order; a batch whose handler raises is delivered
-  again, whole, before anything after it.
+- DynamoDB streams: batches per shard in order; a batch whose handler raises (or, the mapping
+  having a tumbling window, answers without a `state`) is delivered again, whole, before
+  anything after it. Events carry what Lambda sends with a tumbling window: `shardId`,
+  `window`, `state`, `isFinalInvokeForWindow`, `isWindowTerminatedEarly`. moto has one shard
+  per table; `split` > 1 delivers it as that many shards, an item's records always through the
+  same one (AWS orders records per item and per shard, not per partition key: an adaptive
+  split sends one partition key's items through several), the later shards first.
 - SQS: a batch is deleted only when the handler returns; otherwise its messages come back
   after the queue's visibility timeout (and go to the dead-letter queue after maxReceiveCount).
 - Schedules: run on their rate or cron expression, retried twice on failure like an
@@ -16,6 +21,7 @@ import logging
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -37,13 +43,17 @@ class LambdaContext:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
-def invoke(name: str, handler: Handler, event: dict[str, Any], size: int) -> bool:
-    """Call the handler as Lambda would; True when it returned. It logs its own line (app.py's
-    telemetry middleware): the runner adds none, so each invocation is one line."""
+def invoke(name: str, handler: Handler, event: dict[str, Any], size: int, needs_state: bool = False) -> bool:
+    """Call the handler as Lambda would; True when it returned (with a `state`, when the mapping
+    has a tumbling window: Lambda counts an answer without one as a failed invocation). It logs
+    its own line (app.py's telemetry middleware): the runner adds none."""
     try:
-        handler(event, LambdaContext(name))
+        response = handler(event, LambdaContext(name))
     except Exception:  # a handler failure is an outcome, already logged, not a crash of the runner
         log.debug("%s: batch of %d failed", name, size, exc_info=True)
+        return False
+    if needs_state and not (isinstance(response, dict) and isinstance(response.get("state"), dict)):
+        log.warning("%s: answer without a state: the batch counts as failed", name)
         return False
     return True
 
@@ -78,6 +88,8 @@ class StreamRunner(Runner):
         starting_position: str,
         region: str,
         stop: threading.Event,
+        split: int = 1,
+        window_seconds: int = 60,
     ) -> None:
         super().__init__(name, stop)
         self.handler = handler
@@ -86,13 +98,29 @@ class StreamRunner(Runner):
         self.batch_size = min(batch_size, 1000)
         self.starting_position = starting_position
         self.region = region
+        self.split = max(1, split)
+        self.window_seconds = window_seconds
         self.iterators: dict[str, str | None] = {}
+        # Records read but not yet acknowledged, per delivered shard (moto's shard, or a part of it).
         self.pending: dict[str, list[dict[str, Any]]] = {}
         self.failures: dict[str, int] = {}
         self.next_try: dict[str, float] = {}
         self.last_describe = 0.0
         # Set while every shard has been read to its end and applied: a clean stop waits for it.
         self.caught_up = threading.Event()
+
+    def shards_of(self, shard_id: str) -> list[str]:
+        """The shards one of moto's is delivered as, the later ones first."""
+        if self.split == 1:
+            return [shard_id]
+        return [f"{shard_id}-part{k}" for k in reversed(range(self.split))]
+
+    def part_of(self, shard_id: str, record: dict[str, Any]) -> str:
+        if self.split == 1:
+            return shard_id
+        keys = record["dynamodb"].get("Keys", {})
+        item = repr(sorted((k, repr(v)) for k, v in keys.items()))
+        return f"{shard_id}-part{zlib.crc32(item.encode()) % self.split}"
 
     def step(self) -> bool:
         if time.monotonic() - self.last_describe > 5 or not self.iterators:
@@ -108,29 +136,49 @@ class StreamRunner(Runner):
         busy = False
         behind = False
         for shard_id, iterator in list(self.iterators.items()):
-            if not self.pending.get(shard_id):
-                if iterator is None:
-                    continue
+            parts = self.shards_of(shard_id)
+            if iterator is not None and not any(self.pending.get(p) for p in parts):
                 response = self.streams.get_records(ShardIterator=iterator, Limit=self.batch_size)
                 self.iterators[shard_id] = response.get("NextShardIterator")
-                self.pending[shard_id] = [self._lambda_record(r) for r in response.get("Records", [])]
-            batch = self.pending[shard_id]
-            behind = behind or bool(batch)
-            if not batch or time.monotonic() < self.next_try.get(shard_id, 0):
-                continue
-            busy = True
-            if invoke(self.name, self.handler, {"Records": batch}, len(batch)):
-                self.pending[shard_id] = []
-                self.failures[shard_id] = 0
-            else:
-                # Same batch again, after a growing pause: nothing later in the shard goes first.
-                self.failures[shard_id] = self.failures.get(shard_id, 0) + 1
-                self.next_try[shard_id] = time.monotonic() + min(2 ** self.failures[shard_id], 30)
+                for record in response.get("Records", []):
+                    self.pending.setdefault(self.part_of(shard_id, record), []).append(self._lambda_record(record))
+            for part in parts:  # each part in its own order; the later parts go first
+                queue = self.pending.get(part) or []
+                behind = behind or bool(queue)
+                if not queue or time.monotonic() < self.next_try.get(part, 0):
+                    continue
+                busy = True
+                batch = queue[: self.batch_size]
+                if invoke(self.name, self.handler, self._event(part, batch), len(batch), needs_state=True):
+                    self.pending[part] = queue[len(batch) :]
+                    self.failures[part] = 0
+                else:
+                    # Same batch again, after a growing pause: nothing later in the shard goes first.
+                    self.failures[part] = self.failures.get(part, 0) + 1
+                    self.next_try[part] = time.monotonic() + min(2 ** self.failures[part], 30)
         if behind:
             self.caught_up.clear()
         else:
             self.caught_up.set()
         return busy
+
+    def _event(self, shard_id: str, batch: list[dict[str, Any]]) -> dict[str, Any]:
+        """Lambda's event for a mapping with a tumbling window (Tally's)."""
+        now = int(time.time())
+        start = now - now % self.window_seconds
+        iso = "%Y-%m-%dT%H:%M:%SZ"
+        return {
+            "Records": batch,
+            "window": {
+                "start": datetime.fromtimestamp(start, UTC).strftime(iso),
+                "end": datetime.fromtimestamp(start + self.window_seconds, UTC).strftime(iso),
+            },
+            "state": {},
+            "shardId": shard_id,
+            "eventSourceARN": self.stream_arn,
+            "isFinalInvokeForWindow": False,
+            "isWindowTerminatedEarly": False,
+        }
 
     def _lambda_record(self, record: dict[str, Any]) -> dict[str, Any]:
         ddb = dict(record["dynamodb"])

@@ -116,6 +116,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="cap SQS batching windows (seconds), for quick local feedback",
     )
+    parser.add_argument(
+        "--stream-shards",
+        type=int,
+        default=1,
+        help="deliver the events stream as this many shards (an item's records in one, a partition key's across several)",
+    )
     parser.add_argument("--fresh", action="store_true", help="start empty: discard the saved data first")
     parser.add_argument("--snapshot-seconds", type=float, default=60, help="save the data this often (0: only at stop)")
     parser.add_argument("--state-dir", type=Path, default=None, help="default: .local-stack/<port>")
@@ -286,6 +292,7 @@ def start_runners(
                 source.starting_position,
                 settings.aws_region,
                 stop,
+                split=args.stream_shards,
             )
             runners.append(stream)
             streams.append(stream)

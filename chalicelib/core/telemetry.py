@@ -51,6 +51,11 @@ DETAIL_METRICS: dict[str, str] = {
     "dead_lettered": "DeadLettered",
     "conflicts": "SketchWriteConflicts",
     "expired": "Expired",
+    # Records a bucket said were applied already: by an earlier delivery of the same records
+    # (Redelivered), or by a LATER record of their shard (OutOfSequence: a skip, which Lambda's
+    # order per shard rules out; an alarm should watch it).
+    "redelivered": "Redelivered",
+    "out_of_sequence": "OutOfSequence",
 }
 # How old the newest record of a batch was when the handler finished with it.
 LAG_METRICS = {"aws:dynamodb": "StreamLag", "aws:sqs": "QueueLag"}
@@ -156,6 +161,8 @@ def invocation_line(
     )
     provider.add_dimension(DIMENSION, str(identity["function"]))
     values = result if isinstance(result, Mapping) else {}
+    if isinstance(values.get("state"), Mapping):  # a tumbling-window answer: the counts are its state
+        values = values["state"]
     for name, value in metric_values(values, raw, now_s).items():
         unit = MetricUnit.Milliseconds if name in LAG_METRICS.values() else MetricUnit.Count
         provider.add_metric(name=name, unit=unit, value=value)

@@ -1,15 +1,20 @@
 """Counts-table key layout for windowed counters. Pure.
 
 CTR#<counter> / h#<hour> | d#<day>                a bucket (index since the epoch); an hour
-                                                  item also holds m00..m59, its minutes' counts
-EVT#<counter>#<id> / #                            marker of an event with a client id
-SEQ#<events pk> / #                               stream position counted up to, per events partition
+                                                  item also holds m00..m59, its minutes' counts, and
+                                                  every bucket `s:<shard hash>`: how far each stream
+                                                  shard that wrote to it has been applied
+EVT#<counter>#<id> / #                            marker of an event with a client id; `c` names the
+                                                  stream record that claimed it (shard hash, position)
+AUD#<events pk> / #                               audit counters of one events partition
 QUARANTINE#events-stream / <stream event id>      a record that could not be counted
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import keyspace
@@ -18,7 +23,6 @@ from chalicelib.core.timebuckets import Bucket
 PREFIX = {"hour": "h", "day": "d"}
 MAX_PARTITION_KEY_BYTES = 2048  # DynamoDB's limit
 # DynamoDB stream sequence numbers are decimal strings of 21 to 40 digits (StreamRecord API).
-SEQUENCE_DIGITS = 40
 _SEQUENCE = re.compile(r"[0-9]{1,40}")
 
 
@@ -38,17 +42,55 @@ def marker_key(counter: str, event_id: str) -> dict[str, Any]:
     return _key(f"{keyspace.EVENT_MARKER}{counter}#{event_id}", "#")
 
 
-def position_key(events_pk: str) -> dict[str, Any]:
-    """The item holding how far the stream of one events partition has been counted."""
-    return _key(f"{keyspace.STREAM_POSITION}{events_pk}", "#")
+def audit_key(events_pk: str) -> dict[str, Any]:
+    """The item counting what became of the events of one events-table partition."""
+    return _key(f"{keyspace.AUDIT}{events_pk}", "#")
+
+
+SHARD_ATTRIBUTE_PREFIX = "s:"
+
+
+def shard_attribute(shard_id: str) -> str:
+    """The attribute holding one stream shard's position on an item: a short hash of the shard
+    id (32 bits: a collision between two of the few shards that write one item is negligible,
+    and would only make one shard's records look applied to the other: never an overcount)."""
+    return SHARD_ATTRIBUTE_PREFIX + hashlib.sha256(shard_id.encode("utf-8")).hexdigest()[:8]
+
+
+def is_shard_attribute(name: str) -> bool:
+    return name.startswith(SHARD_ATTRIBUTE_PREFIX)
 
 
 def sequence_position(sequence_number: str) -> str | None:
     """A stream sequence number as a string that sorts like the number (DynamoDB compares
-    strings byte by byte), or None if it is not one."""
-    if not _SEQUENCE.fullmatch(sequence_number):
+    strings byte by byte): its digit count (2 digits) then the digits, or None if it is not
+    one. Shorter than padding to 40 digits, and as exact: a number with fewer digits is smaller."""
+    if not _SEQUENCE.fullmatch(sequence_number) or (sequence_number.startswith("0") and sequence_number != "0"):
         return None
-    return sequence_number.rjust(SEQUENCE_DIGITS, "0")
+    return f"{len(sequence_number):02d}{sequence_number}"
+
+
+def stamped_position(position: str, created_s: int, first: str = "", before: str = "") -> str:
+    """What an item stores for a shard: the position applied up to, when its record was written
+    to the stream (so a position no delivery can come back below can be pruned), and the range
+    of the update that set it: its first record and the position stored before it. A record
+    found between those two was never applied by it: a skip, not a redelivery. The value sorts
+    against a bare position exactly like the position alone (a bare position equal to it is its
+    prefix; positions of different lengths differ in their 2-digit length prefix)."""
+    return f"{position}@{created_s}@{first}@{before}"
+
+
+@dataclass(frozen=True)
+class Stamp:
+    position: str = ""
+    created_s: int | None = None
+    first: str = ""
+    before: str = ""
+
+
+def split_stamped(value: str) -> Stamp:
+    parts = (value.split("@") + ["", "", ""])[:4]
+    return Stamp(parts[0], int(parts[1]) if parts[1].isdigit() else None, parts[2], parts[3])
 
 
 def _key(pk: str, sk: str) -> dict[str, Any]:

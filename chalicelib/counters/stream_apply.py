@@ -1,61 +1,52 @@
-"""Applying a DynamoDB stream batch to the windowed counters, exactly once.
+"""Applying a DynamoDB stream batch to the windowed counters, exactly once, keyed by shard.
 
-Lambda delivers stream records at least once, and a handler may die between two writes.
-Every counted event therefore leaves proof in the same TransactWriteItems as its bucket
-increments, and a transaction that finds the proof already there is cancelled for exactly
-that reason and retried without the events it names. The proof costs the same whatever the
-ingest rate, and no item grows with traffic:
+Lambda delivers stream records at least once and a handler may die between two writes. What
+AWS orders is the stream SHARD: a record appears in exactly one shard, a shard's records carry
+increasing sequence numbers, and Lambda reads a shard in order, one batch at a time
+(ParallelizationFactor 1), a failed batch again before anything after it (docs/guarantees.md).
+So the proof is kept per shard, on the items being counted:
 
-- an event whose id Tally generated is proven by its position in the stream: per events-table
-  partition key (quarter hour plus write shard) the item `SEQ#<events pk>` holds the highest
-  stream sequence number counted, set in the same transaction as the increments, on condition
-  that it is below every sequence number the transaction counts for that partition. One small
-  item per partition and transaction, whatever the number of events in it.
-- an event with a client id keeps a marker `EVT#<counter>#<id>`, so a client that retries a
-  POST (which stores a second item, with its own stream record) is still counted once.
+- every bucket item carries, for each shard that wrote to it, how far that shard has been
+  applied to it (`s:<shard hash>` = sequence position @ creation time of that record). An
+  increment and its proof are ONE conditional UpdateItem: ADD the counts, SET the position, on
+  condition that the stored position is below the first record it applies. A cancelled
+  condition returns the stored item (ReturnValuesOnConditionCheckFailure=ALL_OLD) and says how
+  far that item got; the update is re-sent with only the later records. A plain write, never a
+  transaction: no item is written twice for one batch.
+- a client-id event (two POSTs of one id store two items, two stream records) is claimed first
+  by its marker `EVT#<counter>#<id>`: one PutItem naming the record that claims it (shard hash
+  and position). Another record of the same id finds the claim and is a duplicate; the claiming
+  record delivered again finds its own claim and goes on to the buckets, whose positions say
+  what it already applied.
+- after the buckets, per events partition key P, the audit item `AUD#<P>` ADDs what became of
+  P's events (applied, set aside, expired, client-id duplicates), proven by the same per-shard
+  positions, so `applied` never runs ahead of the buckets and a redelivery adds nothing.
 
-The guarantee this relies on (docs/counting.md has the sources and where it breaks):
-  the records of one events partition key reach this handler in increasing sequence-number
-  order, and a record is only delivered after every earlier record of its partition was
-  delivered in a batch that succeeded (or is in the same batch, before it).
-DynamoDB Streams keep every item key in one shard at a time, a partition key's items live in
-one table partition, each shard's records carry increasing sequence numbers, and Lambda's
-event source mapping (ParallelizationFactor 1, Chalice's default) hands a shard's records to
-one invocation at a time, in order, parent shards before their children, retrying a failed
-batch (or, with bisection, its halves in order) before anything after it. So a record whose
-sequence number is not above its partition's position has been counted already.
+A shard's position on an item is pruned (REMOVE, on a later write that finds it) once its record
+is older than `MARKER_TTL_SECONDS` (48 h: beyond the stream's 24-hour retention), when no delivery
+can bring a record below it again: items never grow with traffic.
 
-Within a batch events are applied in stream order, chunk by chunk, so each transaction
-counts a prefix of what is left of every partition: a handler that dies between two
-transactions leaves positions that name exactly what was applied. Increments of one bucket
-within a transaction are summed into one update; a transaction takes as many events as its
-100 items allow (for a few counters, a whole batch of 1,000).
-
-A bucket lives as long as the longest retention of any event counted in it: an update raises
-its `retention` and `expires_at` on condition that the stored retention is not larger, and
-when it is, the update is retried leaving them alone.
-
-A record that cannot be counted (a malformed image, text DynamoDB will not store, a key that
-cannot be built, anything that makes DynamoDB reject its transaction, whatever the exception)
-is set aside alone under `QUARANTINE#events-stream` on its first delivery, and the rest of the
-batch is counted; a rejected transaction is split in halves until the record is found. Only a
-failure that is not about one record (storage unavailable or throttled after retries) fails
-the batch, for Lambda to deliver again.
+What is poison is decided by validation, and nothing else: a record is set aside
+(`QUARANTINE#events-stream`) only for a ValidationError (malformed image, invalid event, a key
+that cannot be built) or DynamoDB refusing its data (ValidationException, isolated by splitting
+the records of the refused update). Any other exception fails the batch, for Lambda to deliver
+again: a bug or an outage never sets good records aside.
 """
 
 from __future__ import annotations
 
 from collections import Counter as Tally
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import keyspace, quarantine, timebuckets, transactions
+from chalicelib.core import quarantine, timebuckets
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import StorageError, ValidationError, about_storage, reason
+from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError, TallyError, ValidationError
+from chalicelib.core.errors import reason as failure_reason
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import catalog
@@ -64,78 +55,135 @@ from chalicelib.events import ingest as events_ingest
 from chalicelib.events.ingest import Event
 from chalicelib.events.stream_records import StreamRecord
 
-MAX_TRANSACTION_ITEMS = transactions.MAX_ITEMS
+AUDIT_TTL_SECONDS = 8 * 86400
+CONDITION_FAILED = "ConditionalCheckFailedException"
+# An item's stored position can only move the records still to send forward: more rounds than
+# this on one item means the stored state is not what this code writes.
+MAX_ROUNDS = 8
 
 
-@dataclass(frozen=True)
+class ShardUnknownError(TallyError):
+    """The stream event does not name its shard: the event source mapping lacks the tumbling
+    window that makes Lambda send `shardId`. Counting without it could not be proven, so the
+    batch fails (Lambda keeps it; the error and iterator-age alarms fire)."""
+
+
+@dataclass(frozen=True, eq=False)
 class Countable:
     event: Event
-    record: StreamRecord = field(compare=False, repr=False)
-    marker: str | None = None  # pk of the marker proving a client-id event was counted
-    partition: str | None = None  # events-table pk whose stream position proves it
-    position: str = ""  # the record's sequence number, padded to sort as text
-    buckets: tuple[Bucket, ...] = ()  # where it is counted: its buckets not yet expired
+    record: StreamRecord
+    shard: str  # the position attribute of its shard (`s:<hash>`)
+    position: str  # its sequence number as a sortable string
+    partition: str | None  # its events-table pk (audit)
+    marker: str | None = None  # client-id events: the marker they are claimed by
+    buckets: tuple[Bucket, ...] = ()
 
-    @property
-    def identity(self) -> tuple[str, str]:
-        return ("marker", self.marker) if self.marker is not None else (f"position {self.partition}", self.position)
 
-    def items_needed(self) -> set[tuple[str, ...]]:
-        """The distinct transaction items counting this event takes."""
-        needed: set[tuple[str, ...]] = {("bucket", self.event.counter, repr(b)) for b in self.buckets}
-        needed.add(self.identity if self.marker is not None else ("position", self.partition or ""))
-        return needed
+@dataclass
+class _Audit:
+    """What became of one events partition's records of one shard in this batch."""
+
+    outcomes: list[tuple[str, str]] = field(default_factory=list)  # (position, outcome)
+
+
+@dataclass
+class _Progress:
+    """Per record: newly applied to some item now / found applied (in the batch's range, or
+    beyond it: a skip)."""
+
+    applied_now: set[int] = field(default_factory=set)
+    found_applied: set[int] = field(default_factory=set)
+    beyond: set[int] = field(default_factory=set)
 
 
 def countable_from_record(record: StreamRecord) -> Countable:
-    """What a stream record counts as; ValidationError (or ValueError) if it cannot be counted."""
+    """What a stream record counts as; ValidationError if its content cannot be counted."""
     if record.error:
         raise ValidationError(record.error)
+    position = counter_keys.sequence_position(record.sequence_number)
+    if position is None:
+        raise ValidationError("stream record has no sequence number")
     image = record.new_image or {}
     event = events_ingest.from_item(image)
-    counter, event_id = event.counter, event.id
-    partition, position = image.get("pk"), counter_keys.sequence_position(record.sequence_number)
-    if not event.id_given and isinstance(partition, str) and position is not None:
-        counter_keys.position_key(partition)  # raises if no key can be built from it
-        return Countable(event, record, partition=partition, position=position)
-    # A client id, or a stored item without a stream position (written by hand): a marker.
-    marker = counter_keys.marker_key(counter, event_id)["pk"]["S"]
-    return Countable(event, record, marker=marker)
+    partition = image.get("pk")
+    try:
+        if isinstance(partition, str):
+            counter_keys.audit_key(partition)
+        marker = counter_keys.marker_key(event.counter, event.id)["pk"]["S"] if event.id_given else None
+        for bucket in timebuckets.buckets_for(event.time_ms):
+            counter_keys.bucket_key(event.counter, bucket)
+    except ValueError as exc:  # a key DynamoDB would refuse: this record's content
+        raise ValidationError(f"no key can be built for it: {exc}") from exc
+    return Countable(
+        event,
+        record,
+        counter_keys.shard_attribute(record.shard),
+        position,
+        partition if isinstance(partition, str) else None,
+        marker,
+    )
 
 
 def apply_stream_batch(
     dynamodb: Any, settings: Settings, records: Iterable[StreamRecord], now_ms: int, sleep: Sleep | None = None
 ) -> BatchResult:
+    """Count one Lambda batch (of one shard) exactly once; raises when the batch must be retried."""
+    del sleep  # plain writes: the SDK's own retries cover throttling
     records = list(records)
     result = BatchResult(records=len(records))
-    pending: list[Countable] = []  # in stream order: each chunk must be a prefix per partition
-    identities: set[tuple[str, str]] = set()
-    last_position: dict[str, str] = {}
-    for record in records:
+    if any(not r.shard for r in records):
+        raise ShardUnknownError("stream event without shardId: the mapping needs TumblingWindowInSeconds")
+    result.details.update(redelivered=0, out_of_sequence=0)  # emitted as metrics even when 0
+    audits: dict[tuple[str, str], _Audit] = {}
+    pending: list[Countable] = []
+    seen: set[tuple[str, str]] = set()
+    last: dict[str, str] = {}
+    for record in _in_sequence(records, result):
+        if record.event_name != "INSERT" or (record.new_image or {}).get("kind", "event") != "event":
+            result.details["skipped"] += 1  # not an event: counted nowhere, not even in the audit
+            continue
         try:
-            if record.event_name != "INSERT" or (record.new_image or {}).get("kind", "event") != "event":
-                result.details["skipped"] += 1
-                continue
             countable = countable_from_record(record)
             buckets = live_buckets(countable.event, now_ms)
-        except Exception as exc:  # whatever it is, it is about this record alone
-            _set_aside(dynamodb, settings, result, record, exc, now_ms)
+        except ValidationError as exc:
+            _set_aside(dynamodb, settings, result, record, exc, now_ms, audits)
             continue
-        if countable.partition is not None:
-            if countable.position < last_position.get(countable.partition, ""):
-                # The order relied on is broken (docs/counting.md): make it visible in the log line.
-                result.details["out_of_sequence"] += 1
-            last_position[countable.partition] = max(countable.position, last_position.get(countable.partition, ""))
-        if countable.identity in identities:
-            result.duplicates += 1
-        elif not buckets:
+        if (countable.shard, countable.position) in seen:
+            result.duplicates += 1  # the same record twice in one batch
+            continue
+        seen.add((countable.shard, countable.position))
+        if countable.position < last.get(countable.shard, ""):
+            result.details["unsorted"] += 1
+        last[countable.shard] = max(countable.position, last.get(countable.shard, ""))
+        if not buckets:
             result.details["expired"] += 1
-        else:
-            identities.add(countable.identity)
-            pending.append(replace(countable, buckets=tuple(buckets)))
+            _note(audits, countable, "expired")
+            continue
+        pending.append(_with_buckets(countable, tuple(buckets)))
+    pending = _claim_client_ids(dynamodb, settings, pending, now_ms, result, audits)
     catalog.record(dynamodb, settings, (c.event for c in pending), now_ms)  # GET /counters
-    for chunk in chunks(pending):
-        _apply_isolating(dynamodb, settings, chunk, now_ms, sleep, result)
+    progress = _Progress()
+    refused: dict[int, Exception] = {}  # records whose own data DynamoDB refused
+    for (counter, bucket, shard), members in _by_item(pending).items():
+        _apply_item(dynamodb, settings, counter, bucket, shard, members, now_ms, result, progress, refused)
+    for countable in pending:
+        if id(countable) in refused:
+            continue  # set aside: it is audited as such
+        _note(audits, countable, "applied")
+    for c in pending:
+        key = id(c)
+        if key in refused:
+            _set_aside(dynamodb, settings, result, c.record, refused[key], now_ms, audits, c)
+        elif key in progress.applied_now:
+            result.counted += 1
+        else:
+            result.duplicates += 1
+        if key in progress.beyond:
+            result.details["out_of_sequence"] += 1  # found applied by a LATER record of its shard
+        elif key in progress.found_applied:
+            result.details["redelivered"] += 1
+    for (partition, shard), audit in sorted(audits.items()):
+        _apply_audit(dynamodb, settings, partition, shard, audit, now_ms, result)
     return result
 
 
@@ -144,44 +192,183 @@ def live_buckets(event: Event, now_ms: int) -> list[Bucket]:
     return [b for b in timebuckets.buckets_for(event.time_ms) if timebuckets.live(b, event.retention_seconds, now_ms)]
 
 
-def chunks(countables: list[Countable]) -> Iterable[list[Countable]]:
-    """Consecutive runs of events (stream order kept) whose items fit in one TransactWriteItems."""
-    chunk: list[Countable] = []
-    items: set[tuple[str, ...]] = set()
-    for countable in countables:
-        needed = countable.items_needed()
-        if chunk and len(items | needed) > MAX_TRANSACTION_ITEMS:
-            yield chunk
-            chunk, items = [], set()
-        chunk.append(countable)
-        items |= needed
-    if chunk:
-        yield chunk
+def _with_buckets(countable: Countable, buckets: tuple[Bucket, ...]) -> Countable:
+    return Countable(
+        countable.event,
+        countable.record,
+        countable.shard,
+        countable.position,
+        countable.partition,
+        countable.marker,
+        buckets,
+    )
 
 
-def _apply_isolating(
-    dynamodb: Any, settings: Settings, chunk: list[Countable], now_ms: int, sleep: Sleep | None, result: BatchResult
+def _in_sequence(records: list[StreamRecord], result: BatchResult) -> list[StreamRecord]:
+    """A batch's records in stream order per shard (Lambda sends them so; sorting costs nothing
+    and keeps every item's updates contiguous). Records without a sequence number keep their place
+    at the front, to be set aside."""
+
+    def order(record: StreamRecord) -> tuple[str, str]:
+        return record.shard, counter_keys.sequence_position(record.sequence_number) or ""
+
+    ordered = sorted(records, key=order)
+    if ordered != records:
+        result.details["reordered"] += 1
+    return ordered
+
+
+def _note(audits: dict[tuple[str, str], _Audit], countable: Countable, outcome: str) -> None:
+    if countable.partition is not None:
+        audits.setdefault((countable.partition, countable.shard), _Audit()).outcomes.append(
+            (countable.position, outcome)
+        )
+
+
+# -- client ids -------------------------------------------------------------------------------
+
+
+def _claim_client_ids(
+    dynamodb: Any,
+    settings: Settings,
+    pending: list[Countable],
+    now_ms: int,
+    result: BatchResult,
+    audits: dict[tuple[str, str], _Audit],
+) -> list[Countable]:
+    """Claim each client-id event's marker for its record; the records that lose are duplicates."""
+    now_s = now_ms // 1000
+    kept: list[Countable] = []
+    claimed: set[str] = set()
+    for c in pending:
+        if c.marker is None:
+            kept.append(c)
+            continue
+        if c.marker in claimed:  # a second record of the same id in this batch
+            result.duplicates += 1
+            _note(audits, c, "duplicates")
+            continue
+        claim = f"{c.shard}:{c.position}"
+        try:
+            result.transactions += 1
+            dynamodb.put_item(
+                TableName=settings.counts_table,
+                Item={
+                    "pk": {"S": c.marker},
+                    "sk": {"S": "#"},
+                    "c": {"S": claim},
+                    "expires_at": {"N": str(now_s + settings.marker_ttl_seconds)},
+                },
+                # Free, expired (lingering until TTL deletes it), or claimed by this very record
+                # on an earlier delivery. A marker of the former layout has no claim: its event
+                # was counted in the transaction that wrote it.
+                ConditionExpression="attribute_not_exists(pk) OR expires_at < :now OR c = :claim",
+                ExpressionAttributeValues={":now": {"N": str(now_s)}, ":claim": {"S": claim}},
+            )
+        except ClientError as exc:
+            code = _code(exc)
+            if code == CONDITION_FAILED:
+                claimed.add(c.marker)
+                result.duplicates += 1
+                _note(audits, c, "duplicates")
+                continue
+            if code in REJECTED_ERROR_CODES:
+                _set_aside(dynamodb, settings, result, c.record, RejectedError(code), now_ms, audits, c)
+                continue
+            raise StorageError("could not claim a client id") from exc
+        claimed.add(c.marker)
+        kept.append(c)
+    return kept
+
+
+# -- buckets ----------------------------------------------------------------------------------
+
+
+def _by_item(pending: list[Countable]) -> dict[tuple[str, Bucket, str], list[Countable]]:
+    items: dict[tuple[str, Bucket, str], list[Countable]] = {}
+    for c in pending:
+        for bucket in c.buckets:
+            items.setdefault((c.event.counter, bucket, c.shard), []).append(c)
+    return dict(sorted(items.items(), key=lambda kv: (kv[0][0], kv[0][1].resolution, kv[0][1].index, kv[0][2])))
+
+
+def _apply_item(
+    dynamodb: Any,
+    settings: Settings,
+    counter: str,
+    bucket: Bucket,
+    shard: str,
+    members: list[Countable],
+    now_ms: int,
+    result: BatchResult,
+    progress: _Progress,
+    refused: dict[int, Exception],
 ) -> None:
-    """Apply a chunk; if its data is refused, split it until the records to blame are found alone."""
-    try:
-        outcome = _commit(dynamodb, settings, chunk, now_ms, sleep)
-    except Exception as exc:
-        if about_storage(exc):
-            raise  # not about a record: the batch fails and Lambda delivers it again
-        failure: Exception = exc  # a refusal of the data, a value the SDK cannot send: about some record
-    else:
-        result.counted += len(outcome.applied)
-        result.duplicates += len(outcome.duplicates)
-        result.transactions += outcome.attempts
-        result.retries += outcome.retries
+    """Apply the records of one shard to one bucket item: one conditional UpdateItem, re-sent
+    without what the item says it already holds."""
+    members = sorted(members, key=lambda c: c.position)
+    before = ""  # the item's position for this shard, once a cancelled condition has shown it
+    keep_stored = False
+    key = counter_keys.bucket_key(counter, bucket)
+    for _ in range(MAX_ROUNDS):
+        members = [c for c in members if id(c) not in refused]
+        if not members:
+            return
+        request = _bucket_update(settings, key, bucket, shard, members, keep_stored, before)
+        try:
+            result.transactions += 1
+            response = dynamodb.update_item(**request)
+        except ClientError as exc:
+            code = _code(exc)
+            if code in REJECTED_ERROR_CODES:
+                _isolate(dynamodb, settings, counter, bucket, shard, members, now_ms, result, progress, refused, exc)
+                return
+            if code != CONDITION_FAILED:
+                raise StorageError("could not count a bucket") from exc
+            stored = _stored_item(dynamodb, settings, exc, key)
+            stamp = counter_keys.split_stamped(stored.get(shard, {}).get("S", ""))
+            applied = [c for c in members if c.position <= stamp.position]
+            for c in applied:
+                progress.found_applied.add(id(c))
+                if stamp.before < c.position < stamp.first:
+                    # Between the position stored before the last update and that update's first
+                    # record: that update skipped it, which only a shard read out of order does.
+                    progress.beyond.add(id(c))
+            members = [c for c in members if c.position > stamp.position]
+            before = stamp.position
+            stored_retention = int(stored.get("retention", {}).get("N", "0"))
+            longer = stored_retention > max((c.event.retention_seconds for c in members), default=0)
+            if not applied and (keep_stored or not longer):
+                raise StorageError("a bucket's condition failed for no reason this code knows") from exc
+            keep_stored = keep_stored or longer
+            continue
+        for c in members:
+            progress.applied_now.add(id(c))
+        _prune(dynamodb, settings, key, response.get("Attributes", {}), shard, now_ms, result)
         return
-    result.transactions += 1
-    if len(chunk) == 1:
-        _set_aside(dynamodb, settings, result, chunk[0].record, failure, now_ms)
+    raise StorageError("a bucket's position kept moving")
+
+
+def _isolate(
+    dynamodb: Any,
+    settings: Settings,
+    counter: str,
+    bucket: Bucket,
+    shard: str,
+    members: list[Countable],
+    now_ms: int,
+    result: BatchResult,
+    progress: _Progress,
+    refused: dict[int, Exception],
+    exc: ClientError,
+) -> None:
+    """DynamoDB refused an update's data: split its records (in order) until the one to blame is alone."""
+    if len(members) == 1:
+        refused[id(members[0])] = RejectedError(f"DynamoDB refused its update: {_code(exc)}")
         return
-    half = len(chunk) // 2  # halves in stream order keep each transaction a prefix per partition
-    _apply_isolating(dynamodb, settings, chunk[:half], now_ms, sleep, result)
-    _apply_isolating(dynamodb, settings, chunk[half:], now_ms, sleep, result)
+    half = len(members) // 2
+    for part in (members[:half], members[half:]):
+        _apply_item(dynamodb, settings, counter, bucket, shard, part, now_ms, result, progress, refused)
 
 
 @dataclass
@@ -191,154 +378,199 @@ class _BucketUpdate:
     retention: int = 0
 
 
-def _transaction(
-    settings: Settings, chunk: list[Countable], now_ms: int, keep_stored: set[tuple[str, str]]
-) -> transactions.Plan[Countable]:
-    """The items of one counting transaction. A marker is owned by its event, a partition's
-    position by the first of its events in the chunk, a bucket by none. Buckets in
-    `keep_stored` are known to hold a longer retention than this chunk brings."""
-    now_s = now_ms // 1000
-    table = settings.counts_table
-    expires = str(now_s + settings.marker_ttl_seconds)
-    items: list[dict[str, Any]] = []
-    owners: list[Countable | None] = []
-    partitions: dict[str, list[Countable]] = {}
-    for c in chunk:
-        if c.marker is None:
-            partitions.setdefault(c.partition or "", []).append(c)
-            continue
-        items.append(
-            {
-                "Put": {
-                    "TableName": table,
-                    "Item": {"pk": {"S": c.marker}, "sk": {"S": "#"}, "expires_at": {"N": expires}},
-                    # A marker past its expiry may linger until DynamoDB deletes it: it no longer counts.
-                    "ConditionExpression": "attribute_not_exists(pk) OR expires_at < :now",
-                    "ExpressionAttributeValues": {":now": {"N": str(now_s)}},
-                }
-            }
-        )
-        owners.append(c)
-    for partition, members in sorted(partitions.items()):
-        positions = [c.position for c in members]
-        items.append(
-            {
-                "Update": {
-                    "TableName": table,
-                    "Key": counter_keys.position_key(partition),
-                    "UpdateExpression": "SET #s = :last, expires_at = :exp",
-                    "ConditionExpression": "attribute_not_exists(#s) OR #s < :first",
-                    "ExpressionAttributeNames": {"#s": "seq"},
-                    "ExpressionAttributeValues": {
-                        ":first": {"S": min(positions)},
-                        ":last": {"S": max(positions)},
-                        ":exp": {"N": expires},
-                    },
-                }
-            }
-        )
-        owners.append(members[0])
-    updates: dict[tuple[str, Bucket], _BucketUpdate] = {}
-    for c in chunk:
-        for bucket in c.buckets:
-            update = updates.setdefault((c.event.counter, bucket), _BucketUpdate())
-            update.n += 1
-            if bucket.resolution == "hour":
-                update.minutes[timebuckets.minute_of_hour(c.event.time_ms)] += 1
-            update.retention = max(update.retention, c.event.retention_seconds)
-    for (counter, bucket), update in sorted(updates.items()):
-        items.append(_bucket_update(table, counter, bucket, update, keep_stored))
-        owners.append(None)
-    return transactions.Plan(items, owners)
-
-
 def _bucket_update(
-    table: str, counter: str, bucket: Bucket, update: _BucketUpdate, keep_stored: set[tuple[str, str]]
+    settings: Settings,
+    key: dict[str, Any],
+    bucket: Bucket,
+    shard: str,
+    members: list[Countable],
+    keep_stored: bool,
+    before: str,
 ) -> dict[str, Any]:
-    key = counter_keys.bucket_key(counter, bucket)
-    names = {"#n": "n", "#r": "retention"}
+    update = _BucketUpdate()
+    for c in members:
+        update.n += 1
+        if bucket.resolution == "hour":
+            update.minutes[timebuckets.minute_of_hour(c.event.time_ms)] += 1
+        update.retention = max(update.retention, c.event.retention_seconds)
+    last = members[-1]
+    names = {"#n": "n", "#r": "retention", "#p": shard}
     values = {
         ":n": {"N": str(update.n)},
         ":exp": {"N": str(timebuckets.expires_at_s(bucket, update.retention))},
         ":r": {"N": str(update.retention)},
+        ":first": {"S": members[0].position},
+        ":pos": {
+            "S": counter_keys.stamped_position(last.position, _created_s(last.record), members[0].position, before)
+        },
     }
     adds = ["#n :n"]
     for minute, k in sorted(update.minutes.items()):
         names[f"#m{minute}"] = counter_keys.minute_attribute(minute)
         values[f":m{minute}"] = {"N": str(k)}
         adds.append(f"#m{minute} :m{minute}")
-    request: dict[str, Any] = {"TableName": table, "Key": key, "ExpressionAttributeNames": names}
-    if (key["pk"]["S"], key["sk"]["S"]) in keep_stored:
+    position_ok = "(attribute_not_exists(#p) OR #p < :first)"
+    if keep_stored:
         # The stored retention is longer: count, and leave the expiry it set.
-        request["UpdateExpression"] = (
-            f"ADD {', '.join(adds)} SET expires_at = if_not_exists(expires_at, :exp), #r = if_not_exists(#r, :r)"
-        )
+        expression = f"ADD {', '.join(adds)} SET #p = :pos, expires_at = if_not_exists(expires_at, :exp), #r = if_not_exists(#r, :r)"
+        condition = position_ok
     else:
         # Later events can only extend a bucket's life: the condition keeps the longer one.
-        request["UpdateExpression"] = f"ADD {', '.join(adds)} SET expires_at = :exp, #r = :r"
-        request["ConditionExpression"] = "attribute_not_exists(#r) OR #r <= :r"
-    request["ExpressionAttributeValues"] = values
-    return {"Update": request}
+        expression = f"ADD {', '.join(adds)} SET #p = :pos, expires_at = :exp, #r = :r"
+        condition = f"{position_ok} AND (attribute_not_exists(#r) OR #r <= :r)"
+    return {
+        "TableName": settings.counts_table,
+        "Key": key,
+        "UpdateExpression": expression,
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        # The old item comes back at no read cost: it shows positions to prune.
+        "ReturnValues": "ALL_OLD",
+        # A cancelled condition returns the item, which says how far it got.
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
 
 
-def _commit(
-    dynamodb: Any, settings: Settings, chunk: list[Countable], now_ms: int, sleep: Sleep | None
-) -> transactions.Outcome[Countable]:
-    keep_stored: set[tuple[str, str]] = set()
-
-    def already_counted(failed: list[Countable | None], pending: list[Countable]) -> list[Countable]:
-        seen = [c for c in failed if c is not None and c.marker is not None]
-        for partition in {c.partition for c in failed if c is not None and c.partition is not None}:
-            counted_up_to = _position(dynamodb, settings, partition)
-            if counted_up_to is not None:
-                seen += [c for c in pending if c.partition == partition and c.position <= counted_up_to]
-        return seen
-
-    def keep_longer_retention(failed_items: list[dict[str, Any]]) -> bool:
-        buckets = {
-            (key["pk"]["S"], key["sk"]["S"])
-            for item in failed_items
-            if (key := item.get("Update", {}).get("Key", {})) and key["pk"]["S"].startswith(keyspace.COUNTER)
-        }
-        new = buckets - keep_stored
-        keep_stored.update(new)
-        return bool(new)
-
-    return transactions.write(
-        dynamodb,
-        chunk,
-        lambda pending: _transaction(settings, pending, now_ms, keep_stored),
-        what="counting transaction",
-        duplicates=already_counted,
-        adapt=keep_longer_retention,
-        attempts=6,
-        sleep=sleep,
-    )
+def _created_s(record: StreamRecord) -> int:
+    return int(record.created_s) if record.created_s is not None else 0
 
 
-def _position(dynamodb: Any, settings: Settings, partition: str) -> str | None:
-    """How far the stream of one events partition has been counted (padded sequence number)."""
+def _stored_item(dynamodb: Any, settings: Settings, exc: ClientError, key: dict[str, Any]) -> dict[str, Any]:
+    """The item a cancelled condition found: returned with the error (ReturnValuesOnCondition
+    CheckFailure=ALL_OLD, which moto 5.2.5 supports for UpdateItem too); should a response lack
+    it, one consistent GetItem reads it."""
+    item = exc.response.get("Item")
+    if isinstance(item, dict):
+        return item
     try:
-        response = dynamodb.get_item(
+        response = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True)
+    except ClientError as read_exc:
+        raise StorageError("could not read an item's positions") from read_exc
+    found = response.get("Item", {})
+    return found if isinstance(found, dict) else {}
+
+
+def _prune(
+    dynamodb: Any,
+    settings: Settings,
+    key: dict[str, Any],
+    old: dict[str, Any],
+    own: str,
+    now_ms: int,
+    result: BatchResult,
+) -> None:
+    """Remove the positions of shards no delivery can bring back below (their record is older
+    than the stream's retention plus margin): one extra write, once per such shard and item."""
+    horizon = now_ms // 1000 - settings.marker_ttl_seconds
+    stale = {}
+    for name, value in old.items():
+        if not counter_keys.is_shard_attribute(name) or name == own or "S" not in value:
+            continue
+        created = counter_keys.split_stamped(value["S"]).created_s
+        if created is not None and created < horizon:
+            stale[name] = value
+    if not stale:
+        return
+    names = {f"#s{i}": name for i, name in enumerate(sorted(stale))}
+    values = {f":s{i}": stale[name] for i, name in enumerate(sorted(stale))}
+    try:
+        result.transactions += 1
+        dynamodb.update_item(
             TableName=settings.counts_table,
-            Key=counter_keys.position_key(partition),
-            ConsistentRead=True,
-            ProjectionExpression="#s",
-            ExpressionAttributeNames={"#s": "seq"},
+            Key=key,
+            UpdateExpression="REMOVE " + ", ".join(names),
+            ConditionExpression=" AND ".join(f"{n} = :{n[1:]}" for n in names),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
         )
+        result.details["positions_pruned"] += len(stale)
     except ClientError as exc:
-        raise StorageError("could not read a counting position") from exc
-    value = response.get("Item", {}).get("seq", {}).get("S")
-    return value if isinstance(value, str) else None
+        if _code(exc) != CONDITION_FAILED:  # moved on meanwhile: the next write prunes it
+            raise StorageError("could not prune positions") from exc
+
+
+# -- audit ------------------------------------------------------------------------------------
+
+
+def _apply_audit(
+    dynamodb: Any, settings: Settings, partition: str, shard: str, audit: _Audit, now_ms: int, result: BatchResult
+) -> None:
+    """ADD what became of one partition's records of one shard, once, after their buckets."""
+    outcomes = sorted(audit.outcomes)
+    key = counter_keys.audit_key(partition)
+    for _ in range(MAX_ROUNDS):
+        if not outcomes:
+            return
+        tally = Tally(outcome for _, outcome in outcomes)
+        last_position = outcomes[-1][0]
+        request = {
+            "TableName": settings.counts_table,
+            "Key": key,
+            "UpdateExpression": "ADD applied :a, set_aside :s, expired :e, duplicates :d SET #p = :pos, expires_at = :exp",
+            "ConditionExpression": "attribute_not_exists(#p) OR #p < :first",
+            "ExpressionAttributeNames": {"#p": shard},
+            "ExpressionAttributeValues": {
+                ":a": {"N": str(tally["applied"])},
+                ":s": {"N": str(tally["set_aside"])},
+                ":e": {"N": str(tally["expired"])},
+                ":d": {"N": str(tally["duplicates"])},
+                ":first": {"S": outcomes[0][0]},
+                ":pos": {"S": counter_keys.stamped_position(last_position, now_ms // 1000)},
+                ":exp": {"N": str(now_ms // 1000 + AUDIT_TTL_SECONDS)},
+            },
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        try:
+            result.transactions += 1
+            dynamodb.update_item(**request)
+            return
+        except ClientError as exc:
+            if _code(exc) != CONDITION_FAILED:
+                raise StorageError("could not write the audit counters") from exc
+            stored = counter_keys.split_stamped(_stored_item(dynamodb, settings, exc, key).get(shard, {}).get("S", ""))
+            remaining = [o for o in outcomes if o[0] > stored.position]
+            if len(remaining) == len(outcomes):
+                raise StorageError("the audit's condition failed for no reason this code knows") from exc
+            outcomes = remaining
+    raise StorageError("the audit's position kept moving")
+
+
+# -- poison -----------------------------------------------------------------------------------
 
 
 def _set_aside(
-    dynamodb: Any, settings: Settings, result: BatchResult, record: StreamRecord, exc: Exception, now_ms: int
+    dynamodb: Any,
+    settings: Settings,
+    result: BatchResult,
+    record: StreamRecord,
+    exc: Exception,
+    now_ms: int,
+    audits: dict[tuple[str, str], _Audit],
+    countable: Countable | None = None,
 ) -> None:
     """Put one record that cannot be counted aside, keyed by its stream event id, with the reason."""
     record_id = record.event_id or record.sequence_number
-    quarantine.put(dynamodb, settings, "events-stream", _text(record_id), record.raw_json(), reason(exc), now_ms)
+    quarantine.put(
+        dynamodb, settings, "events-stream", _text(record_id), record.raw_json(), failure_reason(exc), now_ms
+    )
     result.quarantined.append(record_id)
+    partition = (record.new_image or {}).get("pk") if isinstance(record.new_image, dict) else None
+    position = counter_keys.sequence_position(record.sequence_number)
+    if countable is not None:
+        _note(audits, countable, "set_aside")
+    elif isinstance(partition, str) and position is not None and record.shard:
+        try:
+            counter_keys.audit_key(partition)
+        except ValueError:
+            return  # no audit item can be keyed by it
+        audits.setdefault((partition, counter_keys.shard_attribute(record.shard)), _Audit()).outcomes.append(
+            (position, "set_aside")
+        )
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 def _text(value: str) -> str:

@@ -1,4 +1,11 @@
-"""DynamoDB stream records, deserialized once at the edge into plain Python values."""
+"""DynamoDB stream records, deserialized once at the edge into plain Python values.
+
+Lambda names the stream shard a batch was read from (`shardId`) only when the event source
+mapping has a tumbling window (`TumblingWindowInSeconds`); the event then also carries
+`window`, `state`, `isFinalInvokeForWindow` and `isWindowTerminatedEarly`, and the function must
+answer `{"state": {...}}` (docs/guarantees.md quotes both). Each record keeps the shard it came
+through: counting proves what it applied per shard, the unit AWS orders.
+"""
 
 from __future__ import annotations
 
@@ -19,20 +26,34 @@ class StreamRecord:
     new_image: dict[str, Any] | None
     raw: dict[str, Any] = field(repr=False, compare=False)
     error: str | None = None  # set when the image could not be deserialized
+    shard: str = ""  # the stream shard it was read from ("" when the event did not say)
+    created_s: float | None = None  # ApproximateCreationDateTime, epoch seconds
 
     def raw_json(self) -> str:
         return json.dumps(self.raw, default=str, sort_keys=True)
 
 
 def from_lambda_event(event: dict[str, Any]) -> list[StreamRecord]:
-    return [from_lambda_record(record) for record in event.get("Records", [])]
+    shard = event.get("shardId")
+    shard = shard if isinstance(shard, str) else ""
+    return [from_lambda_record(record, shard) for record in event.get("Records") or []]
 
 
-def from_lambda_record(record: Any) -> StreamRecord:
+def window_response() -> dict[str, Any]:
+    """What a function answers Lambda with a tumbling window (`TimeWindowEventResponse`): a
+    `state` (Lambda hands it to the next invocation of the window; counting keeps its proof in
+    the counts table, so it reads none) and no `batchItemFailures` (a batch succeeds or fails
+    whole)."""
+    return {"state": {}, "batchItemFailures": []}
+
+
+def from_lambda_record(record: Any, shard: str = "") -> StreamRecord:
     """One Lambda stream record; whatever is wrong with it is kept in `error`, never raised, so
     one bad record cannot fail its batch."""
     if not isinstance(record, dict):
-        return StreamRecord("", "", "", None, raw={"record": record}, error="stream record is not an object")
+        return StreamRecord(
+            "", "", "", None, raw={"record": record}, error="stream record is not an object", shard=shard
+        )
     ddb = record.get("dynamodb")
     ddb = ddb if isinstance(ddb, dict) else {}
     image = ddb.get("NewImage")
@@ -43,6 +64,7 @@ def from_lambda_record(record: Any) -> StreamRecord:
             new_image = {k: _DESERIALIZER.deserialize(v) for k, v in image.items()}
         except Exception as exc:  # any failure to read an image is this record's alone
             error = f"image cannot be deserialized: {type(exc).__name__}: {exc}"
+    created = ddb.get("ApproximateCreationDateTime")
     return StreamRecord(
         event_id=str(record.get("eventID", "")),
         event_name=str(record.get("eventName", "")),
@@ -50,4 +72,6 @@ def from_lambda_record(record: Any) -> StreamRecord:
         new_image=new_image,
         raw=record,
         error=error,
+        shard=shard,
+        created_s=float(created) if isinstance(created, int | float) and not isinstance(created, bool) else None,
     )

@@ -1,6 +1,8 @@
 """Lambda-shaped DynamoDB stream events built from what is in the events table.
 
-Chalice's test client has no DynamoDB-stream generator; these mirror what Lambda delivers.
+Chalice's test client has no DynamoDB-stream generator; these mirror what Lambda delivers to a
+mapping with a tumbling window (Tally's): the batch's `shardId`, `window`, `state` and the
+window flags beside `Records` (docs/guarantees.md quotes the shape).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 from chalicelib.core.settings import Settings
 
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/tally-events/stream/2026-11-21T00:00:00.000"
+SHARD = "shardId-00000001795000000000-0a1b2c3d"
 _sequence = itertools.count(100_000_000_000_000_000_000)
 
 
@@ -37,8 +40,16 @@ def record(image: dict[str, Any], event_name: str = "INSERT") -> dict[str, Any]:
     }
 
 
-def lambda_event(records: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"Records": records}
+def lambda_event(records: list[dict[str, Any]], shard: str = SHARD) -> dict[str, Any]:
+    return {
+        "Records": records,
+        "window": {"start": "2026-11-18T08:25:00Z", "end": "2026-11-18T08:30:00Z"},
+        "state": {},
+        "shardId": shard,
+        "eventSourceARN": STREAM_ARN,
+        "isFinalInvokeForWindow": False,
+        "isWindowTerminatedEarly": False,
+    }
 
 
 def stored_event_records(dynamodb: Any, settings: Settings | None = None) -> list[dict[str, Any]]:

@@ -1,10 +1,11 @@
 """Exactly-once windowed counting under Lambda's delivery rules, on moto.
 
-Generated-id events are proven counted by a stream position per events partition, so these
-tests deliver batches the ways Lambda may (again, cut differently, after a handler died
-between or just after transactions, several shards at once on one hot counter) and compare
-every bucket with the truth. One test breaks the order guarantee on purpose and shows that the
-count then comes out wrong: that is the guarantee the design relies on.
+Every bucket item carries how far each stream shard has been applied to it, so these tests
+deliver batches the ways Lambda may (again, cut differently, after a handler died after any
+number of writes, several shards at once on one hot counter, one partition key's records
+through two shards in any order, parent then child shards) and compare every bucket with the
+truth (brute force). One test breaks the order guarantee on purpose (one shard read out of
+order) and shows that the count then comes out short and the `out_of_sequence` metric says so.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from hypothesis import strategies as st
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.settings import Settings
+from chalicelib.counters import keys as counter_keys
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
 from tests.functional.helpers import partition
-from tests.functional.stream_fixtures import record
+from tests.functional.stream_fixtures import SHARD, lambda_event, record
 
 NOW = 1_795_000_000_000
 MINUTE = 60_000
@@ -62,8 +64,11 @@ def image(
     return {k: _serializer.serialize(v) for k, v in plain.items()}
 
 
-def apply(dynamodb: Any, records: list[dict[str, Any]], now: int = NOW) -> BatchResult:
-    return counting.apply_stream_batch(dynamodb, SETTINGS, from_lambda_event({"Records": records}), now, lambda s: None)
+def apply(dynamodb: Any, records: list[dict[str, Any]], now: int = NOW, shard: str = SHARD) -> BatchResult:
+    """One Lambda batch of one stream shard."""
+    return counting.apply_stream_batch(
+        dynamodb, SETTINGS, from_lambda_event(lambda_event(records, shard)), now, lambda s: None
+    )
 
 
 def stored_buckets(dynamodb: Any, counter: str) -> dict[str, dict[str, Any]]:
@@ -95,23 +100,30 @@ def assert_exact(dynamodb: Any, images: list[dict[str, Any]]) -> None:
     assert stored == truth
 
 
+WRITES = ("update_item", "put_item", "transact_write_items")
+
+
 class Dying:
-    """A client whose handler dies before (or right after) its n-th TransactWriteItems."""
+    """A client whose handler dies before (or right after) its n-th write (any kind)."""
 
     def __init__(self, real: Any, die_on: int, after: bool = False) -> None:
         self.real, self.die_on, self.after, self.calls = real, die_on, after, 0
 
-    def transact_write_items(self, **kwargs: Any) -> Any:
-        self.calls += 1
-        if self.calls == self.die_on and not self.after:
-            raise Killed
-        response = self.real.transact_write_items(**kwargs)
-        if self.calls == self.die_on:
-            raise Killed  # committed, but the handler never reports success
-        return response
-
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
+        method = getattr(self.real, name)
+        if name not in WRITES:
+            return method
+
+        def write(**kwargs: Any) -> Any:
+            self.calls += 1
+            if self.calls == self.die_on and not self.after:
+                raise Killed
+            response = method(**kwargs)
+            if self.calls == self.die_on:
+                raise Killed  # written, but the handler never reports success
+            return response
+
+        return write
 
 
 def hour_spread_images(partitions: list[str], counters: list[str], n: int) -> list[dict[str, Any]]:
@@ -125,18 +137,18 @@ def test_given_generated_ids_when_every_batch_delivered_twice_and_recut_then_exa
         batch = records[start : start + 25]
         assert apply(aws.dynamodb, batch).counted == len(batch)
         again = apply(aws.dynamodb, batch)
-        assert (again.counted, again.duplicates) == (0, len(batch))
+        assert (again.counted, again.duplicates, again.details["redelivered"]) == (0, len(batch), len(batch))
     for start in range(0, len(records), 40):  # the whole stream again, cut differently
         assert apply(aws.dynamodb, records[start : start + 40]).counted == 0
     assert_exact(aws.dynamodb, images)
 
 
-@pytest.mark.parametrize("after", [False, True], ids=["before-commit", "after-commit"])
-@pytest.mark.parametrize("die_on", [1, 2, 3])
-def test_given_handler_dies_between_transactions_when_batch_redelivered_then_exact(
+@pytest.mark.parametrize("after", [False, True], ids=["before-write", "after-write"])
+@pytest.mark.parametrize("die_on", [1, 2, 3, 50, 200])
+def test_given_handler_dies_after_k_writes_when_batch_redelivered_then_exact(
     aws: Any, die_on: int, after: bool
 ) -> None:
-    # 300 events over 55 hours, 4 counters: about 230 buckets, so the batch takes 3 transactions.
+    # 300 events over 55 hours, 4 counters: about 230 bucket items, one UpdateItem each.
     images = [image(f"p2#{i % 2}", "cdef"[i % 4], NOW - i * 11 * MINUTE) for i in range(300)]
     records = [record(i) for i in images]
     dying = Dying(aws.dynamodb, die_on, after)
@@ -144,11 +156,12 @@ def test_given_handler_dies_between_transactions_when_batch_redelivered_then_exa
         apply(dying, records)
     result = apply(aws.dynamodb, records)
     assert result.counted + result.duplicates == len(records)
-    assert result.duplicates > 0 or (die_on == 1 and not after)
+    assert result.details["out_of_sequence"] == 0
     assert_exact(aws.dynamodb, images)
+    assert audit(aws.dynamodb, "p2#0")["applied"] == 150 and audit(aws.dynamodb, "p2#1")["applied"] == 150
 
 
-def test_given_batch_holding_whole_stream_prefix_when_partly_applied_then_positions_name_exactly_what_was(
+def test_given_batch_holding_whole_stream_prefix_when_partly_applied_then_items_name_exactly_what_was(
     aws: Any,
 ) -> None:
     images = [image("p3#0", "e", NOW - i * MINUTE) for i in range(10)]
@@ -156,108 +169,190 @@ def test_given_batch_holding_whole_stream_prefix_when_partly_applied_then_positi
     apply(aws.dynamodb, records[:4])
     # Lambda retries from its checkpoint with a longer batch: the first four are known.
     result = apply(aws.dynamodb, records)
-    assert (result.counted, result.duplicates) == (6, 4)
-    assert result.transactions == 2  # cancelled once on the position, then the rest
+    assert (result.counted, result.duplicates, result.details["redelivered"]) == (6, 4, 4)
     assert_exact(aws.dynamodb, images)
 
 
-class ConflictingSometimes:
-    """Like DynamoDB when another invocation writes the same bucket: every other transaction of
-    each invocation is cancelled with TransactionConflict on its bucket items."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-        self.conflicts = 0
-        self.lock = threading.Lock()
-        self.local = threading.local()
-
-    def transact_write_items(self, **kwargs: Any) -> Any:
-        self.local.calls = getattr(self.local, "calls", 0) + 1
-        conflict = self.local.calls % 2 == 1
-        with self.lock:
-            self.conflicts += conflict
-        if conflict:
-            reasons = [{"Code": "TransactionConflict" if "CTR#" in str(e) else "None"} for e in kwargs["TransactItems"]]
-            raise ClientError(
-                {"Error": {"Code": "TransactionCanceledException"}, "CancellationReasons": reasons},
-                "TransactWriteItems",
-            )
-        return self.real.transact_write_items(**kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-
-def test_given_shards_applied_concurrently_on_one_hot_counter_when_conflicting_then_exact(aws: Any) -> None:
+def test_given_shards_applied_concurrently_on_one_hot_counter_when_redelivered_then_exact(aws: Any) -> None:
     shards = {w: [image(f"p4#{w}", "hot", NOW - i * 1000) for i in range(60)] for w in range(4)}
     records = {w: [record(i) for i in imgs] for w, imgs in shards.items()}
-    conflicting = ConflictingSometimes(aws.dynamodb)
     errors: list[BaseException] = []
 
-    def run(shard: list[dict[str, Any]]) -> None:
+    def run(shard: str, stream: list[dict[str, Any]]) -> None:
         try:
-            for start in range(0, len(shard), 15):
-                batch = shard[start : start + 15]
-                apply(conflicting, batch)
-                apply(conflicting, batch)  # and again: at least once
+            for start in range(0, len(stream), 15):
+                batch = stream[start : start + 15]
+                apply(aws.dynamodb, batch, shard=shard)
+                apply(aws.dynamodb, batch, shard=shard)  # and again: at least once
         except BaseException as exc:  # reported below, not lost in the thread
             errors.append(exc)
 
-    threads = [threading.Thread(target=run, args=(r,)) for r in records.values()]
+    threads = [threading.Thread(target=run, args=(f"shardId-{w}", r)) for w, r in records.items()]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert errors == []
-    assert conflicting.conflicts > 0
     assert_exact(aws.dynamodb, [i for imgs in shards.values() for i in imgs])
 
 
-def test_given_partition_delivered_out_of_sequence_when_applied_then_count_is_short(aws: Any) -> None:
-    """The guarantee relied on: a partition's records arrive in sequence order. Break it (a later
-    batch of the partition first, as a second concurrent reader of one shard could) and the
-    earlier records are taken for already counted: the count comes out short."""
+# -- one events partition key through two shards (adaptive capacity split it by sort key) --------
+
+PARENT, CHILD_A, CHILD_B = "shardId-00000001795000000000-aaaa0001", "shardId-0002-b", "shardId-0003-c"
+
+
+def split_partition(n: int, counters: str = "uv") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One partition key's events, split at a sort key: the lower half in one shard, the upper
+    half in another (records numbered in write order across both, as DynamoDB may)."""
+    images = [image("split#0", counters[i % len(counters)], NOW - (i % 50) * MINUTE, seq=i) for i in range(n)]
+    records = [record(i) for i in images]
+    return images, records
+
+
+@pytest.mark.parametrize("order", ["later-shard-first", "interleaved", "redelivered"])
+def test_given_one_partition_key_through_two_shards_when_applied_in_any_order_then_exact(aws: Any, order: str) -> None:
+    images, records = split_partition(93 + 101)
+    low, high = records[: len(records) // 2], records[len(records) // 2 :]
+    shard_of = {id(r): CHILD_A for r in low} | {id(r): CHILD_B for r in high}
+    a_batches = [low[i : i + 20] for i in range(0, len(low), 20)]
+    b_batches = [high[i : i + 20] for i in range(0, len(high), 20)]
+    if order == "later-shard-first":
+        plan = [(CHILD_B, b) for b in b_batches] + [(CHILD_A, b) for b in a_batches]
+    elif order == "interleaved":
+        plan = [p for pair in itertools.zip_longest(a_batches, b_batches) for p in pair if p]
+        plan = [(shard_of[id(b[0])], b) for b in plan]
+    else:
+        plan = [(CHILD_A, b) for b in a_batches for _ in range(2)] + [(CHILD_B, b) for b in b_batches for _ in range(2)]
+    skipped = 0
+    for shard, batch in plan:
+        skipped += apply(aws.dynamodb, batch, shard=shard).details["out_of_sequence"]
+    assert skipped == 0
+    assert_exact(aws.dynamodb, images)
+    for batch in b_batches:  # a shard replayed by hand after it was done: counted nowhere again
+        assert apply(aws.dynamodb, batch, shard=CHILD_B).counted == 0
+    assert_exact(aws.dynamodb, images)
+    assert audit(aws.dynamodb, "split#0")["applied"] == len(images)
+
+
+def test_given_parent_shard_then_its_children_when_applied_then_exact(aws: Any) -> None:
+    """Lambda finishes a parent shard before its children; each keeps its own position."""
+    images, records = split_partition(90)
+    apply(aws.dynamodb, records[:30], shard=PARENT)
+    apply(aws.dynamodb, records[30:60], shard=CHILD_A)
+    apply(aws.dynamodb, records[60:], shard=CHILD_B)
+    apply(aws.dynamodb, records[30:60], shard=CHILD_A)  # a child's batch again
+    assert_exact(aws.dynamodb, images)
+
+
+def test_given_one_shard_read_out_of_its_order_when_applied_then_count_short_and_it_shows(aws: Any) -> None:
+    """The guarantee relied on: ONE SHARD's records arrive in sequence order (ParallelizationFactor
+    1). Break it (a later batch of the shard first, as a second concurrent reader would) and the
+    earlier records look applied: the count comes out short, and `out_of_sequence` says so."""
     images = [image("p5#0", "order", NOW - i * MINUTE) for i in range(10)]
     records = [record(i) for i in images]
     apply(aws.dynamodb, records[5:])
     late = apply(aws.dynamodb, records[:5])
-    assert late.duplicates == 5 and late.counted == 0
+    assert late.duplicates == 5 and late.counted == 0 and late.details["out_of_sequence"] == 5
     with pytest.raises(AssertionError):
         assert_exact(aws.dynamodb, images)
-    # Within one batch the handler can see it, and says so.
-    mixed = [image("p5#2", "order3", NOW - i * MINUTE) for i in range(3)]
-    shuffled = [record(i) for i in mixed]
-    assert apply(aws.dynamodb, [shuffled[2], shuffled[0], shuffled[1]]).details["out_of_sequence"] == 2
-    # The same records in sequence order, elsewhere: exact.
-    again = [image("p5#1", "order2", NOW - i * MINUTE) for i in range(10)]
-    ordered = [record(i) for i in again]
-    apply(aws.dynamodb, ordered[:5])
-    apply(aws.dynamodb, ordered[5:])
-    assert_exact(aws.dynamodb, again)
+    # A real redelivery is told apart: the positions it meets are its own.
+    again = apply(aws.dynamodb, records[5:])
+    assert again.details["redelivered"] == 5 and again.details["out_of_sequence"] == 0
 
 
-def test_given_client_ids_retried_across_batches_and_partitions_when_applied_then_counted_once(aws: Any) -> None:
+def test_given_client_ids_retried_across_batches_partitions_and_shards_when_applied_then_counted_once(
+    aws: Any,
+) -> None:
     first = image("p6#0", "orders", NOW - MINUTE, client_id="order-1")
     retried = dict(first, pk={"S": "p6#3"}, sk={"S": "2026-11-18T08:27:00.000Z#retry"})
     other = image("p6#1", "orders", NOW - 2 * MINUTE)
     apply(aws.dynamodb, [record(first), record(other)])
-    result = apply(aws.dynamodb, [record(retried)])
-    assert result.duplicates == 1
+    assert apply(aws.dynamodb, [record(retried)], shard=CHILD_B).duplicates == 1
     assert_exact(aws.dynamodb, [first, other])
+    assert audit(aws.dynamodb, "p6#3") == {"applied": 0, "set_aside": 0, "expired": 0, "duplicates": 1}
+
+
+def test_given_client_id_claimed_when_handler_died_before_its_buckets_then_redelivery_counts_it(aws: Any) -> None:
+    img = image("p6#5", "claims", NOW - MINUTE, client_id="order-9")
+    rec = record(img)
+    with pytest.raises(Killed):
+        apply(Dying(aws.dynamodb, 2), [rec])  # the claim is written, the buckets are not
+    assert apply(aws.dynamodb, [rec]).counted == 1
+    assert apply(aws.dynamodb, [rec]).duplicates == 1
+    assert_exact(aws.dynamodb, [img])
+
+
+def test_given_marker_of_the_former_layout_when_its_event_comes_again_then_not_counted(aws: Any) -> None:
+    img = image("p6#6", "legacy", NOW - MINUTE, client_id="order-7")
+    aws.dynamodb.put_item(  # what the transaction of the former layout left: no claim
+        TableName=SETTINGS.counts_table,
+        Item={
+            "pk": {"S": f"{keyspace.EVENT_MARKER}legacy#order-7"},
+            "sk": {"S": "#"},
+            "expires_at": {"N": "9999999999"},
+        },
+    )
+    assert apply(aws.dynamodb, [record(img)]).duplicates == 1
+    assert stored_buckets(aws.dynamodb, "legacy") == {}
+
+
+def test_given_bucket_of_the_former_layout_when_counted_again_then_it_keeps_its_count(aws: Any) -> None:
+    img = image("p6#7", "old", NOW - MINUTE)
+    hour = timebuckets.buckets_for(NOW - MINUTE)[0]
+    aws.dynamodb.put_item(  # a bucket written before shard positions: no `s:` attributes
+        TableName=SETTINGS.counts_table,
+        Item={
+            "pk": {"S": f"{keyspace.COUNTER}old"},
+            "sk": {"S": f"h#{hour.index:010d}"},
+            "n": {"N": "5"},
+            "retention": {"N": str(7 * 86400)},
+            "expires_at": {"N": "9999999999"},
+        },
+    )
+    apply(aws.dynamodb, [record(img)])
+    assert int(stored_buckets(aws.dynamodb, "old")[f"h#{hour.index:010d}"]["n"]["N"]) == 6
+
+
+def test_given_stream_event_without_shard_id_when_applied_then_batch_fails_and_nothing_written(aws: Any) -> None:
+    event = lambda_event([record(image("p6#8", "noshard", NOW))])
+    del event["shardId"]
+    with pytest.raises(counting.ShardUnknownError):
+        counting.apply_stream_batch(aws.dynamodb, SETTINGS, from_lambda_event(event), NOW)
+    assert stored_buckets(aws.dynamodb, "noshard") == {}
+
+
+def test_given_position_older_than_the_stream_can_redeliver_when_item_written_again_then_pruned(aws: Any) -> None:
+    first = record(image("p6#9", "prune", NOW - MINUTE))
+    first["dynamodb"]["ApproximateCreationDateTime"] = (NOW // 1000) - 3 * 86400
+    apply(aws.dynamodb, [first], shard=PARENT)
+    later = image("p6#9", "prune", NOW - MINUTE)
+    result = apply(aws.dynamodb, [record(later)], shard=CHILD_A)
+    assert result.details["positions_pruned"] == 2  # the hour and the day item
+    for item in stored_buckets(aws.dynamodb, "prune").values():
+        shards = [name for name in item if name.startswith("s:")]
+        assert shards == [counter_keys.shard_attribute(CHILD_A)]
+        assert item["n"]["N"] == "2"
+
+
+def audit(dynamodb: Any, events_pk: str) -> dict[str, int]:
+    (item,) = partition(dynamodb, f"{keyspace.AUDIT}{events_pk}")
+    return {k: int(item[k]["N"]) for k in ("applied", "set_aside", "expired", "duplicates")}
 
 
 @st.composite
 def deliveries(draw: Any) -> tuple[list[dict[str, Any]], list[tuple[int, int, int | None, bool, bool]]]:
-    """Events over a few partitions (one stream shard each) and a schedule Lambda's rules allow:
-    a shard's records in order from its checkpoint, in batches of any size; a batch may die
-    before or right after any of its transactions; a checkpoint may fail to advance after a
-    success (the batch comes again); shards interleave freely."""
+    """Events of a few partition keys, each record in one of a few stream shards whatever its
+    partition key (a split partition), and a schedule Lambda's rules allow: a shard's records
+    in order from its checkpoint, in batches of any size; a batch may die before or right after
+    any of its writes; a checkpoint may fail to advance after a success (the batch comes
+    again); shards interleave freely, a later shard before an earlier one."""
     example = next(_names)
     shard_count = draw(st.integers(1, 3))
     n = draw(st.integers(1, 30))
-    images = []
+    images: list[dict[str, Any]] = []
     for i in range(n):
         shard = draw(st.integers(0, shard_count - 1))
+        pk = f"q{example}#{draw(st.integers(0, 1))}"
         counter = draw(st.sampled_from(["x", "y"]))
         t = NOW - draw(st.integers(0, 50 * 60)) * MINUTE
         if draw(st.integers(0, 3)) == 0:  # a client id; sometimes one the client sent before
@@ -266,18 +361,18 @@ def deliveries(draw: Any) -> tuple[list[dict[str, Any]], list[tuple[int, int, in
             ]
             if earlier and draw(st.booleans()):
                 twin = draw(st.sampled_from(earlier))
-                images.append(dict(twin, pk={"S": f"q{example}#{shard}"}, sk={"S": f"retry-{i}"}))
+                images.append(dict(twin, pk={"S": pk}, sk={"S": f"retry-{i}"}, stream_shard=shard))
                 continue
-            images.append(image(f"q{example}#{shard}", f"{counter}{example}", t, client_id=f"id-{i}", seq=i))
+            images.append(dict(image(pk, f"{counter}{example}", t, client_id=f"id-{i}", seq=i), stream_shard=shard))
         else:
-            images.append(image(f"q{example}#{shard}", f"{counter}{example}", t, seq=i))
+            images.append(dict(image(pk, f"{counter}{example}", t, seq=i), stream_shard=shard))
     schedule = draw(
         st.lists(
             st.tuples(
                 st.integers(0, shard_count - 1),  # which shard's poller runs
                 st.integers(1, 12),  # batch size
-                st.one_of(st.none(), st.integers(1, 3)),  # dies on this transaction
-                st.booleans(),  # ...after it committed
+                st.one_of(st.none(), st.integers(1, 8)),  # dies on this write
+                st.booleans(),  # ...after it was written
                 st.booleans(),  # checkpoint saved after a success
             ),
             max_size=25,
@@ -286,14 +381,17 @@ def deliveries(draw: Any) -> tuple[list[dict[str, Any]], list[tuple[int, int, in
     return images, schedule
 
 
-def test_given_any_lambda_delivery_schedule_when_stream_drained_then_every_bucket_exact(aws: Any) -> None:
+def test_given_any_lambda_delivery_schedule_over_split_partitions_when_drained_then_every_bucket_exact(
+    aws: Any,
+) -> None:
     @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(deliveries())
     def check(case: tuple[list[dict[str, Any]], list[tuple[int, int, int | None, bool, bool]]]) -> None:
-        images, schedule = case
+        tagged, schedule = case
+        images = [{k: v for k, v in img.items() if k != "stream_shard"} for img in tagged]
         by_shard: dict[int, list[dict[str, Any]]] = {}
-        for img in images:  # the stream: each record once, in write order, in its shard
-            by_shard.setdefault(int(img["pk"]["S"].split("#")[1]), []).append(record(img))
+        for img, plain in zip(tagged, images, strict=True):  # each record once, in write order, in its shard
+            by_shard.setdefault(img["stream_shard"], []).append(record(plain))
         checkpoint = dict.fromkeys(by_shard, 0)
         for shard, size, die_on, after, saved in schedule:
             if shard not in by_shard:
@@ -301,8 +399,9 @@ def test_given_any_lambda_delivery_schedule_when_stream_drained_then_every_bucke
             batch = by_shard[shard][checkpoint[shard] : checkpoint[shard] + size]
             if not batch:
                 continue
+            client = aws.dynamodb if die_on is None else Dying(aws.dynamodb, die_on, after)
             try:
-                apply(aws.dynamodb if die_on is None else Dying(aws.dynamodb, die_on, after), batch)
+                apply(client, batch, shard=f"shard-{shard}")
             except Killed:
                 continue  # Lambda delivers from the checkpoint again
             if saved:
@@ -310,9 +409,13 @@ def test_given_any_lambda_delivery_schedule_when_stream_drained_then_every_bucke
         for shard, records in by_shard.items():  # Lambda keeps going until each shard is done
             while checkpoint[shard] < len(records):
                 batch = records[checkpoint[shard] : checkpoint[shard] + 7]
-                apply(aws.dynamodb, batch)
+                assert apply(aws.dynamodb, batch, shard=f"shard-{shard}").details["out_of_sequence"] == 0
                 checkpoint[shard] += len(batch)
         assert_exact(aws.dynamodb, images)
+        distinct = {(i["counter"]["S"], i["id"]["S"]) for i in images}
+        audited = [audit(aws.dynamodb, pk) for pk in {i["pk"]["S"] for i in images}]
+        assert sum(a["applied"] for a in audited) == len(distinct)
+        assert sum(a["applied"] + a["duplicates"] for a in audited) == len(images)
 
     check()
 
@@ -368,16 +471,16 @@ def test_given_any_mix_of_retentions_and_arrivals_when_counted_then_expiry_is_en
 
 
 class RejectsCounter:
-    """DynamoDB refusing a transaction because of one record's data (here: any transaction that
-    counts the counter `refused`), as it does for data moto accepts."""
+    """DynamoDB refusing an update because of one record's data (here: any write to the counter
+    `refused`), as it does for data moto accepts."""
 
     def __init__(self, real: Any) -> None:
         self.real = real
 
-    def transact_write_items(self, **kwargs: Any) -> Any:
-        if "CTR#refused" in str(kwargs["TransactItems"]):
-            raise ClientError({"Error": {"Code": "ValidationException", "Message": "refused"}}, "TransactWriteItems")
-        return self.real.transact_write_items(**kwargs)
+    def update_item(self, **kwargs: Any) -> Any:
+        if "CTR#refused" in str(kwargs["Key"]):
+            raise ClientError({"Error": {"Code": "ValidationException", "Message": "refused"}}, "UpdateItem")
+        return self.real.update_item(**kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
@@ -392,7 +495,7 @@ def test_given_one_poison_record_of_each_kind_when_batch_delivered_then_good_cou
     bad_counter = image("p7#0", "mixed", NOW)
     bad_counter["counter"] = {"S": "mi\udc00xed"}
     bad_id = image("p7#1", "mixed", NOW, client_id="order-\udc00x")
-    no_key = image("p" * 2100, "mixed", NOW)  # its stream position's key would be too long
+    no_key = image("p" * 2100, "mixed", NOW)  # its audit item's key would be too long
     refused = image("p7#1", "refused", NOW)
     poison = [undeserializable, bad_counter, bad_id, no_key, refused]
     records = [record(i) for i in [good[0], good[1], *poison[:3], good[2], good[3], *poison[3:], good[4], good[5]]]
@@ -408,12 +511,14 @@ def test_given_one_poison_record_of_each_kind_when_batch_delivered_then_good_cou
     assert all(reason for reason in stored.values())
     assert "deserialized" in stored[records[2]["eventID"]]
     assert "counter" in stored[records[3]["eventID"]]
-    assert "rejected" in stored[records[8]["eventID"]]
+    assert "refused" in stored[records[8]["eventID"]]
+    assert audit(aws.dynamodb, "p7#1")["set_aside"] == 2 and audit(aws.dynamodb, "p7#1")["applied"] == 3
 
     again = apply(client, records)  # redelivered: nothing counted twice, nothing set aside twice
     assert again.counted == 0 and again.duplicates == len(good)
     assert_exact(aws.dynamodb, good)
     assert quarantined(aws.dynamodb) == stored
+    assert audit(aws.dynamodb, "p7#1")["set_aside"] == 2 and audit(aws.dynamodb, "p7#1")["applied"] == 3
 
 
 def quarantined(dynamodb: Any) -> dict[str, str]:
@@ -422,8 +527,8 @@ def quarantined(dynamodb: Any) -> dict[str, str]:
 
 def test_given_storage_unavailable_when_batch_applied_then_batch_fails_and_nothing_set_aside(aws: Any) -> None:
     class Unavailable:
-        def transact_write_items(self, **kwargs: Any) -> Any:
-            raise ClientError({"Error": {"Code": "ServiceUnavailable"}}, "TransactWriteItems")
+        def update_item(self, **kwargs: Any) -> Any:
+            raise ClientError({"Error": {"Code": "ServiceUnavailable"}}, "UpdateItem")
 
         def __getattr__(self, name: str) -> Any:
             return getattr(aws.dynamodb, name)
@@ -433,3 +538,26 @@ def test_given_storage_unavailable_when_batch_applied_then_batch_fails_and_nothi
     with pytest.raises(StorageError):
         apply(Unavailable(), [record(image("p8#0", "down", NOW))])
     assert quarantined(aws.dynamodb) == {}
+
+
+def test_given_a_bug_raising_key_error_in_a_storage_call_when_batch_applied_then_it_fails_and_nothing_set_aside(
+    aws: Any,
+) -> None:
+    """Poison is what a record's content causes: a KeyError from a storage call (a bug, a bad
+    deploy) fails the batch for Lambda to deliver again; once fixed, the redelivery is exact."""
+    images = [image(f"p9#{i % 3}", "bug", NOW - i * MINUTE) for i in range(100)]
+    records = [record(i) for i in images]
+
+    def broken(**_: Any) -> None:
+        raise KeyError("Attributes")
+
+    aws.dynamodb.meta.events.register("before-call.dynamodb.UpdateItem", broken)
+    try:
+        with pytest.raises(KeyError):
+            apply(aws.dynamodb, records)
+    finally:
+        aws.dynamodb.meta.events.unregister("before-call.dynamodb.UpdateItem", broken)
+    assert quarantined(aws.dynamodb) == {}
+    result = apply(aws.dynamodb, records)
+    assert result.counted == 100 and result.quarantined == []
+    assert_exact(aws.dynamodb, images)

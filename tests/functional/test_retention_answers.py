@@ -24,7 +24,7 @@ def ingest_live(client: Any, app_module: Any, aws: Any, clock: Any, times: list[
         response = client.http.post("/events", headers={"Content-Type": "application/json"}, body=body)
         assert response.status_code == 201, response.json_body
         records = stored_event_records(aws.dynamodb)
-        assert invoke(client, "on_event_records", lambda_event(records[applied:]))["counted"] == 1
+        assert invoke(client, "on_event_records", lambda_event(records[applied:]))["state"]["counted"] == 1
         applied = len(records)
 
 
