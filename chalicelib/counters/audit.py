@@ -70,11 +70,12 @@ class Finding:
     applied: int = 0
     set_aside: int = 0
     expired: int = 0
+    duplicates: int = 0
     repaired: int = 0
 
     @property
     def accounted(self) -> int:
-        return self.applied + self.set_aside + self.expired + self.repaired
+        return self.applied + self.set_aside + self.expired + self.duplicates + self.repaired
 
     @property
     def shortfall(self) -> int:
@@ -92,6 +93,7 @@ class Finding:
             "applied": self.applied,
             "set_aside": self.set_aside,
             "expired": self.expired,
+            "duplicates": self.duplicates,
             "repaired": self.repaired,
             "shortfall": self.shortfall,
         }

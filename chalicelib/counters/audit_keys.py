@@ -25,21 +25,24 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.core import keyspace
+from chalicelib.counters import keys
 
 SORT_KEY = "#"
 APPLIED = "applied"
 SET_ASIDE = "set_aside"
 EXPIRED = "expired"
 REPAIRED = "repaired"
-ACCOUNTS = (APPLIED, SET_ASIDE, EXPIRED, REPAIRED)
+# The second copy of a client id (a retried POST stores two items): stored, counted once.
+DUPLICATES = "duplicates"
+ACCOUNTS = (APPLIED, SET_ASIDE, EXPIRED, DUPLICATES, REPAIRED)
 # Longer than the stream's 24-hour retention plus the audit's settle margin and a week of
 # operator reaction; the audit reads an item long before it expires.
 AUDIT_TALLY_TTL_SECONDS = 8 * 86400
 
 
 def tally_key(events_pk: str) -> dict[str, Any]:
-    """The audit item of one events partition key."""
-    return {"pk": {"S": f"{keyspace.AUDIT}{events_pk}"}, "sk": {"S": SORT_KEY}}
+    """The audit item of one events partition key (ValueError if DynamoDB would refuse the key)."""
+    return keys.audit_key(events_pk)
 
 
 def events_pk_of(tally_pk: str) -> str:

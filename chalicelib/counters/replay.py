@@ -29,7 +29,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import dynamo, inputs, keyspace, quarantine, timebuckets, transactions, validation
+from chalicelib.core import dynamo, inputs, keyspace, quarantine, transactions, validation
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError, reason
 from chalicelib.core.settings import Settings
@@ -226,11 +226,12 @@ class _Plan:
             owners.append(None)
         if counting:
             for bucket in c.buckets:
-                update = stream_apply._BucketUpdate(n=1, retention=c.event.retention_seconds)
-                if bucket.resolution == "hour":
-                    update.minutes[timebuckets.minute_of_hour(c.event.time_ms)] += 1
-                # The stream handler's own update: one rule for a bucket's expiry and retention.
-                items.append(stream_apply._bucket_update(table, c.event.counter, bucket, update, self.keep_stored))
+                update = stream_apply.BucketUpdate()
+                update.add(bucket, c.event)
+                key = counter_keys.bucket_key(c.event.counter, bucket)
+                keep = (key["pk"]["S"], key["sk"]["S"]) in self.keep_stored
+                # The stream handler's own increment: one rule for a bucket's expiry and retention.
+                items.append({"Update": stream_apply.increment(self.settings, key, bucket, update, keep)})
                 owners.append(None)
         if self.with_tally:
             to = audit_keys.APPLIED if c.buckets else audit_keys.EXPIRED

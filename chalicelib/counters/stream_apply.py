@@ -49,13 +49,12 @@ from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageE
 from chalicelib.core.errors import reason as failure_reason
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import catalog
+from chalicelib.counters import audit_keys, catalog
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest as events_ingest
 from chalicelib.events.ingest import Event
 from chalicelib.events.stream_records import StreamRecord
 
-AUDIT_TTL_SECONDS = 8 * 86400
 CONDITION_FAILED = "ConditionalCheckFailedException"
 # An item's stored position can only move the records still to send forward: more rounds than
 # this on one item means the stored state is not what this code writes.
@@ -372,10 +371,18 @@ def _isolate(
 
 
 @dataclass
-class _BucketUpdate:
+class BucketUpdate:
+    """What a set of events adds to one bucket item."""
+
     n: int = 0
     minutes: Tally[int] = field(default_factory=Tally)
     retention: int = 0
+
+    def add(self, bucket: Bucket, event: Event) -> None:
+        self.n += 1
+        if bucket.resolution == "hour":
+            self.minutes[timebuckets.minute_of_hour(event.time_ms)] += 1
+        self.retention = max(self.retention, event.retention_seconds)
 
 
 def _bucket_update(
@@ -387,49 +394,59 @@ def _bucket_update(
     keep_stored: bool,
     before: str,
 ) -> dict[str, Any]:
-    update = _BucketUpdate()
+    update = BucketUpdate()
     for c in members:
-        update.n += 1
-        if bucket.resolution == "hour":
-            update.minutes[timebuckets.minute_of_hour(c.event.time_ms)] += 1
-        update.retention = max(update.retention, c.event.retention_seconds)
+        update.add(bucket, c.event)
     last = members[-1]
-    names = {"#n": "n", "#r": "retention", "#p": shard}
+    request = increment(settings, key, bucket, update, keep_stored)
+    request["ExpressionAttributeNames"]["#p"] = shard
+    request["ExpressionAttributeValues"][":first"] = {"S": members[0].position}
+    request["ExpressionAttributeValues"][":pos"] = {
+        "S": counter_keys.stamped_position(last.position, _created_s(last.record), members[0].position, before)
+    }
+    request["UpdateExpression"] += ", #p = :pos"
+    position_ok = "(attribute_not_exists(#p) OR #p < :first)"
+    retention_ok = request.get("ConditionExpression")
+    request["ConditionExpression"] = f"{position_ok} AND {retention_ok}" if retention_ok else position_ok
+    # The old item comes back at no read cost: it shows positions to prune.
+    request["ReturnValues"] = "ALL_OLD"
+    # A cancelled condition returns the item, which says how far it got.
+    request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+    return request
+
+
+def increment(
+    settings: Settings, key: dict[str, Any], bucket: Bucket, update: BucketUpdate, keep_stored: bool
+) -> dict[str, Any]:
+    """The UpdateItem request that adds `update` to a bucket item, with the one rule for its
+    life: later events can only extend it (a condition keeps the longer retention; with
+    `keep_stored` the stored one is known to be longer and is left alone). The stream handler
+    adds its shard position to it; the quarantine replay sends it in its transaction."""
+    names = {"#n": "n", "#r": "retention"}
     values = {
         ":n": {"N": str(update.n)},
         ":exp": {"N": str(timebuckets.expires_at_s(bucket, update.retention))},
         ":r": {"N": str(update.retention)},
-        ":first": {"S": members[0].position},
-        ":pos": {
-            "S": counter_keys.stamped_position(last.position, _created_s(last.record), members[0].position, before)
-        },
     }
     adds = ["#n :n"]
     for minute, k in sorted(update.minutes.items()):
         names[f"#m{minute}"] = counter_keys.minute_attribute(minute)
         values[f":m{minute}"] = {"N": str(k)}
         adds.append(f"#m{minute} :m{minute}")
-    position_ok = "(attribute_not_exists(#p) OR #p < :first)"
-    if keep_stored:
-        # The stored retention is longer: count, and leave the expiry it set.
-        expression = f"ADD {', '.join(adds)} SET #p = :pos, expires_at = if_not_exists(expires_at, :exp), #r = if_not_exists(#r, :r)"
-        condition = position_ok
-    else:
-        # Later events can only extend a bucket's life: the condition keeps the longer one.
-        expression = f"ADD {', '.join(adds)} SET #p = :pos, expires_at = :exp, #r = :r"
-        condition = f"{position_ok} AND (attribute_not_exists(#r) OR #r <= :r)"
-    return {
+    request: dict[str, Any] = {
         "TableName": settings.counts_table,
         "Key": key,
-        "UpdateExpression": expression,
-        "ConditionExpression": condition,
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
-        # The old item comes back at no read cost: it shows positions to prune.
-        "ReturnValues": "ALL_OLD",
-        # A cancelled condition returns the item, which says how far it got.
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
+    if keep_stored:
+        request["UpdateExpression"] = (
+            f"ADD {', '.join(adds)} SET expires_at = if_not_exists(expires_at, :exp), #r = if_not_exists(#r, :r)"
+        )
+    else:
+        request["UpdateExpression"] = f"ADD {', '.join(adds)} SET expires_at = :exp, #r = :r"
+        request["ConditionExpression"] = "(attribute_not_exists(#r) OR #r <= :r)"
+    return request
 
 
 def _created_s(record: StreamRecord) -> int:
@@ -498,7 +515,7 @@ def _apply_audit(
 ) -> None:
     """ADD what became of one partition's records of one shard, once, after their buckets."""
     outcomes = sorted(audit.outcomes)
-    key = counter_keys.audit_key(partition)
+    key = audit_keys.tally_key(partition)
     for _ in range(MAX_ROUNDS):
         if not outcomes:
             return
@@ -507,7 +524,10 @@ def _apply_audit(
         request = {
             "TableName": settings.counts_table,
             "Key": key,
-            "UpdateExpression": "ADD applied :a, set_aside :s, expired :e, duplicates :d SET #p = :pos, expires_at = :exp",
+            "UpdateExpression": (
+                f"ADD {audit_keys.APPLIED} :a, {audit_keys.SET_ASIDE} :s, {audit_keys.EXPIRED} :e, "
+                f"{audit_keys.DUPLICATES} :d SET #p = :pos, expires_at = :exp"
+            ),
             "ConditionExpression": "attribute_not_exists(#p) OR #p < :first",
             "ExpressionAttributeNames": {"#p": shard},
             "ExpressionAttributeValues": {
@@ -517,7 +537,7 @@ def _apply_audit(
                 ":d": {"N": str(tally["duplicates"])},
                 ":first": {"S": outcomes[0][0]},
                 ":pos": {"S": counter_keys.stamped_position(last_position, now_ms // 1000)},
-                ":exp": {"N": str(now_ms // 1000 + AUDIT_TTL_SECONDS)},
+                ":exp": {"N": str(now_ms // 1000 + audit_keys.AUDIT_TALLY_TTL_SECONDS)},
             },
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
