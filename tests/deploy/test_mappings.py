@@ -240,11 +240,6 @@ def test_given_the_template_fragment_then_the_stream_source_carries_the_pinned_s
     assert queue["QueueName"] == resources.stream_failures_queue(settings)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the stream handler answers {'state': ...} only with the shard-keyed proof (issue 23); until then "
-    "the pinned tumbling window would make Lambda fail every invocation on AWS",
-)
 def test_given_the_tumbling_window_pinned_then_the_stream_handler_answers_state(app_module: Any) -> None:
     """Lambda: with a tumbling window the response must contain `state`, else the invocation
     counts as failed (docs/guarantees.md, Tumbling windows)."""

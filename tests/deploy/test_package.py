@@ -240,7 +240,8 @@ def test_given_the_zip_alone_when_a_clean_python_imports_app_then_a_stream_batch
             HANDLER_RUN,
             str(lambda_dir),
             json.dumps(modules),
-            json.dumps({"Records": [record]}),
+            # The pinned tumbling window makes Lambda name the shard (docs/guarantees.md).
+            json.dumps({"Records": [record], "shardId": "shardId-00000001795000000000-00000001", "state": {}}),
         ],
         cwd=tmp_path,
         env=env,

@@ -93,7 +93,7 @@ def test_given_a_poison_stream_record_when_handled_then_quarantined_metric(
 def test_given_views_with_a_poison_message_when_handled_then_dead_lettered_and_no_payload_logged(
     client: Any, aws: Any, app_module: Any, clock: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    view = {"url": f"https://blog.example/{SECRET}", "time": "2026-11-21T10:15:00Z", "clientId": SECRET}
+    view = {"url": f"https://blog.example/{SECRET}", "time": clock.now - 60_000, "clientId": SECRET}
     assert post(client, "/views", view).status_code == 202
     url = aws.sqs.get_queue_url(QueueName=SETTINGS.views_queue)["QueueUrl"]
     (message,) = aws.sqs.receive_message(QueueUrl=url, AttributeNames=["All"]).get("Messages", [])

@@ -10,7 +10,6 @@ import random
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
 from chalicelib.core.settings import Settings
 from chalicelib.counters import stream_apply as counting
@@ -225,76 +224,33 @@ def test_given_events_when_histogram_read_then_buckets_match_brute_force(
         assert sum(b["count"] for b in buckets) >= brute_force(times, start, end)
 
 
-class ConflictsOnce:
-    def __init__(self, real: Any) -> None:
-        self.real = real
-        self.calls = 0
-
-    def transact_write_items(self, **kwargs: Any) -> Any:
-        self.calls += 1
-        if self.calls == 1:
-            reasons = [{"Code": "None"}] * (len(kwargs["TransactItems"]) - 1) + [{"Code": "TransactionConflict"}]
-            raise ClientError(
-                {
-                    "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
-                    "CancellationReasons": reasons,
-                },
-                "TransactWriteItems",
-            )
-        return self.real.transact_write_items(**kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-
-def test_given_transaction_conflict_when_applying_then_retried_not_treated_as_duplicate(
-    client: Any, aws: Any, clock: Any
-) -> None:
-    post_events(client, [{"counter": "busy", "time": clock.now} for _ in range(3)])
-    from chalicelib.events.stream_records import from_lambda_event
-    from tests.functional.stream_fixtures import stored_event_records as records_of
-
-    conflicting = ConflictsOnce(aws.dynamodb)
-    result = counting.apply_stream_batch(
-        conflicting,
-        Settings(),
-        from_lambda_event(lambda_event(records_of(aws.dynamodb))),
-        clock.now,
-        sleep=lambda s: None,
-    )
-    assert conflicting.calls == 2
-    assert (result.counted, result.duplicates) == (3, 0)
-    assert window_count(client, "busy", "window=5m")["count"] == 3
-
-
 def test_given_same_bucket_events_in_batch_when_applied_then_one_update_per_bucket(
     client: Any, aws: Any, clock: Any
 ) -> None:
     post_events(client, [{"counter": "dense", "time": clock.now} for _ in range(20)])
-    calls: list[dict[str, Any]] = []
+    updates: list[dict[str, Any]] = []
+    transactions: list[dict[str, Any]] = []
 
     from chalicelib.events.stream_records import from_lambda_event
 
+    recorded = recording(recording(aws.dynamodb, "transact_write_items", transactions), "update_item", updates)
     counting.apply_stream_batch(
-        recording(aws.dynamodb, "transact_write_items", calls),
-        Settings(),
-        from_lambda_event(lambda_event(stored_event_records(aws.dynamodb))),
-        clock.now,
+        recorded, Settings(), from_lambda_event(lambda_event(stored_event_records(aws.dynamodb))), clock.now
     )
-    sent = [item for call in calls for item in call["TransactItems"]]
-    updates = [item["Update"] for item in sent if "Update" in item]
     buckets = [u for u in updates if u["Key"]["pk"]["S"].startswith("CTR#")]
     assert len(buckets) == 2  # one hour bucket (with its minute's count inside) and one day bucket
     assert {u["ExpressionAttributeValues"][":n"]["N"] for u in buckets} == {"20"}
     (hour,) = [u for u in buckets if u["Key"]["sk"]["S"].startswith("h#")]
     minute_counts = [v["N"] for k, v in hour["ExpressionAttributeValues"].items() if k.startswith(":m")]
     assert minute_counts == ["20"]
-    # Generated ids: proof is one stream position per events partition (write shard), whatever
-    # the number of events; together they span the batch's sequence numbers.
-    positions = [u for u in updates if u["Key"]["pk"]["S"].startswith("SEQ#")]
-    assert 1 <= len(positions) <= Settings().event_write_shards
-    assert len(sent) == len(buckets) + len(positions)
-    assert [item for item in sent if "Put" in item] == []
+    # Generated ids: the proof is the shard's position on each bucket item, in the same
+    # UpdateItem; no transaction, and one audit update per events partition of the batch.
+    assert transactions == []
+    audits = [u for u in updates if u["Key"]["pk"]["S"].startswith("AUD#")]
+    assert 1 <= len(audits) <= Settings().event_write_shards
+    catalog = [u for u in updates if u["Key"]["pk"]["S"].startswith("CATALOG#")]
+    assert len(catalog) == 1  # GET /counters: one write per counter and hour
+    assert len(updates) == len(buckets) + len(audits) + len(catalog)
 
 
 def test_given_unprocessed_keys_when_window_read_then_retried_and_exact(
