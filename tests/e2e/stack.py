@@ -138,7 +138,12 @@ def running_stack(
     `state_dir` (default: a fresh one in log_dir), so a later stack can restart from it."""
     port, aws_port = free_port(), free_port()
     state_dir = state_dir or log_dir / "state"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    # Stage variables exported earlier in this process (the deploy tests build the dev stage's
+    # template, which exports its variables) must not override the local stage's.
+    from chalicelib.core.settings import FIELDS
+
+    stage_variables = {name.upper() for name in FIELDS}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k not in stage_variables}
     env.update(environment)
     log_path = log_dir / log_name
     with log_path.open("wb") as log:
