@@ -209,15 +209,3 @@ def chunks(
 def transaction_items(chunk: list[tuple[str, list[M]]], spans: Callable[[M], Iterable[Hashable]]) -> int:
     """How many items `chunks` counts for a transaction of these groups."""
     return sum(len(members) + 1 + len({s for m in members for s in spans(m)}) for _, members in chunk)
-
-
-def halves(chunk: list[tuple[str, list[M]]]) -> list[list[tuple[str, list[M]]]]:
-    """A transaction's groups split in two (a lone group's members, if it is alone); [] for one member."""
-    if len(chunk) > 1:
-        middle = len(chunk) // 2
-        return [chunk[:middle], chunk[middle:]]
-    ((key, members),) = chunk
-    if len(members) > 1:
-        middle = len(members) // 2
-        return [[(key, members[:middle])], [(key, members[middle:])]]
-    return []

@@ -78,21 +78,6 @@ def test_given_groups_when_chunked_then_each_member_once_and_no_transaction_too_
         assert all(part for _, part in chunk)
 
 
-@given(st.lists(st.integers(1, 30), min_size=1, max_size=10))
-def test_given_chunk_when_halved_repeatedly_then_members_kept_and_ends_at_single_views(sizes: list[int]) -> None:
-    chunk = [(f"u{i}", [(i, j) for j in range(n)]) for i, n in enumerate(sizes)]
-    pending, singles = [chunk], []
-    while pending:
-        current = pending.pop()
-        parts = view_keys.halves(current)
-        if not parts:
-            singles.append(current)
-        assert all(0 < sum(len(m) for _, m in part) < sum(len(m) for _, m in current) for part in parts)
-        pending.extend(parts)
-    assert all(len(s) == 1 and len(s[0][1]) == 1 for s in singles)
-    assert sorted(m for s in singles for _, part in s for m in part) == sorted(m for _, g in chunk for m in g)
-
-
 def test_given_groups_when_chunked_then_fewer_transactions_than_views() -> None:
     groups = [(f"u{i}", list(range(9))) for i in range(20)]  # 20 URLs x 9 views = 200 items
     assert len(view_keys.chunks(groups, 100, lambda member: ())) == 2
