@@ -252,7 +252,8 @@ def merge_into(
             return 0, conflicts
         if _write_sketch(dynamodb, settings, key, merged, version, now_ms, expires_at_s):
             return 1, conflicts
-        (sleep or clock.sleep)(backoff(conflicts, cap=1.0))
+        if conflicts < MAX_WRITE_ATTEMPTS - 1:  # no pause after the last attempt
+            (sleep or clock.sleep)(backoff(conflicts, cap=1.0))
     where = f"{key['pk']['S']} {key['sk']['S']}"
     raise ContendedError(f"sketch {where} kept changing under us; the batch will be retried")
 

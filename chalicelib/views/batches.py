@@ -46,6 +46,9 @@ from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
 from chalicelib.views import catalog, rollup, windows
 from chalicelib.views import keys as view_keys
+from chalicelib.views import messages as view_messages
+from chalicelib.views import packing as view_packing
+from chalicelib.views import validation as view_input
 from chalicelib.views.windows import Span
 
 MAX_TRANSACTION_ITEMS = 100
@@ -95,8 +98,8 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         return self._sink
 
     def parse(self, raw: Message) -> list[Pending]:
-        view = view_keys.from_message(raw.body)
-        view_keys.check_time(view, self.now_ms, self.settings.view_horizon_seconds, None, "message")
+        view = view_messages.from_message(raw.body)
+        view_input.check_time(view, self.now_ms, self.settings.view_horizon_seconds, None, "message")
         sk = view_keys.marker_sk(view, self.settings.view_dedup)
         return [Pending(sk, [raw], view.url, view.time_ms, _live_spans(self.settings, view.time_ms, self.now_ms))]
 
@@ -127,7 +130,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         ordered = [(pk, sorted(group, key=lambda p: (p.time_ms, p.sk))) for pk, group in sorted(groups.items())]
         return [
             Write([p for _, group in chunk for p in group], self._commit)
-            for chunk in view_keys.chunks(ordered, self.max_items, _spans_of)
+            for chunk in view_packing.chunks(ordered, self.max_items, _spans_of)
         ]
 
     def _commit(self, members: list[Pending]) -> Sent[Pending]:
