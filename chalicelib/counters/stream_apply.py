@@ -344,7 +344,7 @@ def apply_item(
             if code != CONDITION_FAILED:
                 raise StorageError("could not count a bucket") from exc
             stored = _stored_item(dynamodb, settings, exc, key)
-            stamp = counter_keys.split_stamped(stored.get(shard, {}).get("S", ""))
+            stamp = stored.stamp(shard)
             applied = [c for c in members if c.position <= stamp.position]
             seen.found += applied
             # Between the position stored before the last update and that update's first record:
@@ -352,8 +352,7 @@ def apply_item(
             seen.beyond += [c for c in applied if stamp.before < c.position < stamp.first]
             members = [c for c in members if c.position > stamp.position]
             before = stamp.position
-            stored_retention = int(stored.get("retention", {}).get("N", "0"))
-            longer = stored_retention > max((c.event.retention_seconds for c in members), default=0)
+            longer = stored.retention > max((c.event.retention_seconds for c in members), default=0)
             if not applied and (keep_stored or not longer):
                 raise StorageError("a bucket's condition failed for no reason this code knows") from exc
             keep_stored = keep_stored or longer
@@ -454,19 +453,39 @@ def _created_s(record: StreamRecord) -> int:
     return int(record.created_s) if record.created_s is not None else 0
 
 
-def _stored_item(dynamodb: DynamoDB, settings: Settings, exc: ClientError, key: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class StoredPositions:
+    """A bucket or audit item as read back for its proof: each shard's stamped position (by
+    its `s:<hash>` attribute) and the retention it keeps."""
+
+    positions: dict[str, str]
+    retention: int
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> StoredPositions:
+        positions = {
+            name: str(value["S"])
+            for name, value in item.items()
+            if counter_keys.is_shard_attribute(name) and isinstance(value, dict) and "S" in value
+        }
+        return cls(positions, int(item.get("retention", {}).get("N", "0")))
+
+    def stamp(self, shard: str) -> counter_keys.Stamp:
+        return counter_keys.split_stamped(self.positions.get(shard, ""))
+
+
+def _stored_item(dynamodb: DynamoDB, settings: Settings, exc: ClientError, key: dict[str, Any]) -> StoredPositions:
     """The item a cancelled condition found: returned with the error (ReturnValuesOnCondition
     CheckFailure=ALL_OLD, which moto 5.2.5 supports for UpdateItem too); should a response lack
     it, one consistent GetItem reads it."""
     item = exc.response.get("Item")
     if isinstance(item, dict):
-        return item
+        return StoredPositions.from_item(item)
     try:
         response = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True)
     except ClientError as read_exc:
         raise StorageError("could not read an item's positions") from read_exc
-    found = response.get("Item", {})
-    return found if isinstance(found, dict) else {}
+    return StoredPositions.from_item(dict(response.get("Item", {})))
 
 
 def _prune(
@@ -476,17 +495,15 @@ def _prune(
     than the stream's retention plus margin): one extra write, once per such shard and item.
     Returns how many were removed, None when there was nothing to remove (no call made)."""
     horizon = now_ms // 1000 - settings.marker_ttl_seconds
-    stale = {}
-    for name, value in old.items():
-        if not counter_keys.is_shard_attribute(name) or name == own or "S" not in value:
-            continue
-        created = counter_keys.split_stamped(value["S"]).created_s
-        if created is not None and created < horizon:
-            stale[name] = value
+    stale = {
+        name: value
+        for name, value in StoredPositions.from_item(old).positions.items()
+        if name != own and (created := counter_keys.split_stamped(value).created_s) is not None and created < horizon
+    }
     if not stale:
         return None
     names = {f"#s{i}": name for i, name in enumerate(sorted(stale))}
-    values = {f":s{i}": stale[name] for i, name in enumerate(sorted(stale))}
+    values = {f":s{i}": {"S": stale[name]} for i, name in enumerate(sorted(stale))}
     try:
         dynamodb.update_item(
             TableName=settings.counts_table,
@@ -545,7 +562,7 @@ def apply_audit(
         except ClientError as exc:
             if _code(exc) != CONDITION_FAILED:
                 raise StorageError("could not write the audit counters") from exc
-            stored = counter_keys.split_stamped(_stored_item(dynamodb, settings, exc, key).get(shard, {}).get("S", ""))
+            stored = _stored_item(dynamodb, settings, exc, key).stamp(shard)
             remaining = [o for o in outcomes if o[0] > stored.position]
             if len(remaining) == len(outcomes):
                 raise StorageError("the audit's condition failed for no reason this code knows") from exc
