@@ -52,8 +52,9 @@ class Summary:
         for name, amount in sums.items():
             entry.sums[name] = EXACT.add(entry.sums.get(name, Decimal(0)), amount)
 
-    def fit(self, max_bytes: int = MAX_BYTES) -> int:
-        """Evict the smallest entries until the encoding fits in max_bytes; returns how many went."""
+    def fit(self, max_bytes: int | None = None) -> int:
+        """Evict the smallest entries until the encoding fits in max_bytes (MAX_BYTES); returns how many went."""
+        max_bytes = MAX_BYTES if max_bytes is None else max_bytes
         size = len(encode(self).encode("utf-8"))
         if size <= max_bytes:
             return 0
