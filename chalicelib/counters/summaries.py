@@ -49,19 +49,24 @@ class Target:
 
 
 def targets(countable: Countable) -> list[tuple[Target, str]]:
-    """The summary items one event is merged into, with its value of each dimension."""
+    """The summary items one event is merged into, with its entry in each: its value of the
+    dimension (hours, days), or the minute and the value (quarter hours)."""
     found = []
     event = countable.event
     for bucket in countable.buckets:
-        spans = [(bucket.resolution, bucket.index)]
-        if bucket.resolution == "hour":
-            spans.append(("minute", timebuckets.minute_of(event.time_ms)))
-        for resolution, index in spans:
-            for dimension, value in sorted(event.dimensions.items()):
-                part = dimension_keys.part_of(value, resolution)
-                found.append(
-                    (Target(event.counter, dimension, resolution, index, part, countable.shard, bucket), value)
+        minute = timebuckets.minute_of(event.time_ms)
+        for dimension, value in sorted(event.dimensions.items()):
+            part = dimension_keys.part_of(value, bucket.resolution)
+            found.append(
+                (
+                    Target(event.counter, dimension, bucket.resolution, bucket.index, part, countable.shard, bucket),
+                    value,
                 )
+            )
+            if bucket.resolution == "hour":
+                quarter = minute // dimension_keys.QUARTER_MINUTES
+                entry = dimension_keys.quarter_entry(minute, value)
+                found.append((Target(event.counter, dimension, "quarter", quarter, 0, countable.shard, bucket), entry))
     return found
 
 

@@ -95,6 +95,31 @@ def decode(text: str) -> Summary:
     return summary
 
 
+def within(summary: Summary, first: int, last: int) -> Summary:
+    """A quarter-hour summary (entries: 2-digit minute, then the value) cut to minutes
+    first..last of its quarter, as a summary of values. A (minute, value) not listed had at most
+    `floor` events: a value's count adds that for each minute of the range it is not listed in,
+    and the floor of the cut is `floor` times the minutes of the range."""
+    span = last - first + 1
+    cut = Summary(floor=summary.floor * span)
+    listed_minutes: dict[str, int] = {}
+    for key, entry in summary.entries.items():
+        minute, value = int(key[:2]), key[2:]
+        if not first <= minute <= last:
+            continue
+        listed_minutes[value] = listed_minutes.get(value, 0) + 1
+        into = cut.entries.setdefault(value, Entry(0))
+        into.count += entry.count
+        into.err += entry.err
+        for name, amount in entry.sums.items():
+            into.sums[name] = EXACT.add(into.sums.get(name, Decimal(0)), amount)
+    for value, into in cut.entries.items():
+        unlisted = summary.floor * (span - listed_minutes[value])
+        into.count += unlisted
+        into.err += unlisted
+    return cut
+
+
 # -- a window ----------------------------------------------------------------------------------
 
 

@@ -79,6 +79,16 @@ def test_given_hour_item_with_minute_sums_when_read_then_the_minutes_asked() -> 
 @given(st.integers(0, 10_000_000), st.integers(0, 400 * 1440))
 def test_given_any_window_up_to_400_days_when_planned_then_summary_keys_bounded(first: int, length: int) -> None:
     groups = breakdowns.summary_keys("c", "d", first, first + length)
-    # days + hours of two partial days + minutes of two partial hours
-    assert len(groups) <= 401 + 2 * 23 + 2 * 59
-    assert sum(len(g) for g in groups) <= (401 + 46) * dimension_keys.SUMMARY_PARTS + 118
+    # days + hours of two partial days + the quarter hours of two partial hours
+    assert len(groups) <= 401 + 2 * 23 + 2 * 4
+    assert sum(len(keys) for keys, _ in groups) <= (401 + 46) * dimension_keys.SUMMARY_PARTS + 8
+    covered = set()
+    for keys, span in groups:
+        sk = keys[0]["sk"]["S"]
+        kind, index = sk[0], int(sk.split("#")[1])
+        size = {"d": 1440, "h": 60, "q": 15}[kind]
+        lo, hi = span if span is not None else (0, size - 1)
+        minutes = set(range(index * size + lo, index * size + hi + 1))
+        assert not minutes & covered
+        covered |= minutes
+    assert covered == set(range(first, first + length + 1))

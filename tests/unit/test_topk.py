@@ -66,3 +66,30 @@ def test_given_a_heavy_value_among_many_when_capacity_is_small_then_it_stays_lis
     assert summary.floor > 0
     ranking = topk.rank([[summary]])
     assert ranking.values[0].value == "value-7" and ranking.values[0].low >= 400
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 14), st.integers(0, 40)), max_size=120),
+    st.integers(0, 14),
+    st.integers(0, 14),
+    st.sampled_from([150, 400, 1_000_000]),
+)
+def test_given_a_quarter_summary_when_cut_to_some_minutes_then_counts_within_its_bounds(
+    events: list[tuple[int, int]], a: int, b: int, max_bytes: int
+) -> None:
+    first, last = min(a, b), max(a, b)
+    summary = topk.Summary()
+    for start in range(0, len(events), 9):
+        for minute, v in events[start : start + 9]:
+            summary.add(f"{minute:02d}v{v}", 1, {})
+        summary.fit(max_bytes)
+    cut = topk.within(summary, first, last)
+    truth = Counter(f"v{v}" for minute, v in events if first <= minute <= last)
+    for value, n in truth.items():
+        if value in cut.entries:
+            entry = cut.entries[value]
+            assert entry.count - entry.err <= n <= entry.count
+        else:
+            assert n <= cut.floor
+    if summary.floor == 0:
+        assert {v: e.count for v, e in cut.entries.items()} == dict(truth)
