@@ -137,24 +137,8 @@ def finding_item(settings: Settings, finding: audit.Finding, now_ms: int) -> dic
     }
 
 
-def _commit(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    checkpoint: int | None,
-    next_ms: int,
-    short: list[audit.Finding],
-    now_ms: int,
-) -> bool:
-    """Move the checkpoint to next_ms and write the findings, if the checkpoint is still as read."""
-    table = settings.counts_table
-    puts: list[dict[str, Any]] = [
-        {"Put": {"TableName": table, "Item": finding_item(settings, f, now_ms)}} for f in short
-    ]
-    for extra in short[FINDINGS_PER_TRANSACTION:]:
-        try:
-            dynamodb.put_item(TableName=table, Item=finding_item(settings, extra, now_ms))
-        except ClientError as exc:
-            raise StorageError("could not record an audit finding") from exc
+def _checkpoint_move(table: str, checkpoint: int | None, next_ms: int) -> dict[str, Any]:
+    """The update that moves the checkpoint to next_ms if it is still `checkpoint` (None: unset)."""
     move: dict[str, Any] = {
         "TableName": table,
         "Key": CHECKPOINT_KEY,
@@ -166,7 +150,29 @@ def _commit(
     else:
         move["ConditionExpression"] = "next_ms = :expected"
         move["ExpressionAttributeValues"][":expected"] = {"N": str(checkpoint)}
-    items = [{"Update": move}, *puts[:FINDINGS_PER_TRANSACTION]]
+    return move
+
+
+def _commit(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    checkpoint: int | None,
+    next_ms: int,
+    short: list[audit.Finding],
+    now_ms: int,
+) -> bool:
+    """Move the checkpoint to next_ms and write the findings, if the checkpoint is still as read."""
+    table = settings.counts_table
+    for extra in short[FINDINGS_PER_TRANSACTION:]:
+        try:
+            dynamodb.put_item(TableName=table, Item=finding_item(settings, extra, now_ms))
+        except ClientError as exc:
+            raise StorageError("could not record an audit finding") from exc
+    move = _checkpoint_move(table, checkpoint, next_ms)
+    items: list[dict[str, Any]] = [{"Update": move}] + [
+        {"Put": {"TableName": table, "Item": finding_item(settings, f, now_ms)}}
+        for f in short[:FINDINGS_PER_TRANSACTION]
+    ]
     try:
         transactions.write(
             dynamodb,

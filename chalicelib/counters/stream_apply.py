@@ -43,7 +43,7 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
@@ -328,13 +328,19 @@ def _place(record: StreamRecord) -> tuple[str, str, str] | None:
 
 
 @dataclass
-class _Round:
-    """What the rounds of one item's update found: the records applied before (in the batch's
-    range, or beyond it: a skip) and the calls made."""
+class _Rounds:
+    """What the rounds of one item's update have learnt: the item's position for this shard
+    (once a cancelled condition has shown it), whether its stored retention is the longer, the
+    records it held already (in the batch's range, or beyond it: a skip) and the calls made."""
 
+    before: str = ""
+    keep_stored: bool = False
     found: list[Countable] = field(default_factory=list)
     beyond: list[Countable] = field(default_factory=list)
     calls: int = 0
+
+    def marks(self) -> dict[str, Sequence[Countable]]:
+        return {"found_applied": self.found, "beyond": self.beyond}
 
 
 def apply_item(
@@ -344,48 +350,59 @@ def apply_item(
     without what the item says it already holds. RejectedError when DynamoDB refuses the data
     (the batch processor then halves the records to find the one to blame)."""
     members = sorted(members, key=lambda c: c.position)
-    before = ""  # the item's position for this shard, once a cancelled condition has shown it
-    keep_stored = False
     key = touch.key()
-    seen = _Round()
+    rounds = _Rounds()
     for _ in range(MAX_ROUNDS):
         if not members:
-            break
-        request = _bucket_update(settings, key, touch.bucket, shard, members, keep_stored, before)
+            return Sent(found=rounds.found, calls=rounds.calls, marks=rounds.marks())
+        request = _bucket_update(settings, key, touch.bucket, shard, members, rounds.keep_stored, rounds.before)
         try:
-            seen.calls += 1
+            rounds.calls += 1
             response = dynamodb.update_item(**request)
         except ClientError as exc:
-            code = _code(exc)
-            if code in REJECTED_ERROR_CODES:
-                raise RejectedError(f"DynamoDB refused its update: {code}") from exc
-            if code != CONDITION_FAILED:
-                raise StorageError("could not count a bucket") from exc
-            stored = _stored_item(dynamodb, settings, exc, key)
-            stamp = stored.stamp(shard)
-            applied = [c for c in members if c.position <= stamp.position]
-            seen.found += applied
-            # Between the position stored before the last update and that update's first record:
-            # that update skipped it, which only a shard read out of order does.
-            seen.beyond += [c for c in applied if stamp.before < c.position < stamp.first]
-            members = [c for c in members if c.position > stamp.position]
-            before = stamp.position
-            longer = stored.retention > max((c.event.retention_seconds for c in members), default=0)
-            if not applied and (keep_stored or not longer):
-                raise StorageError("a bucket's condition failed for no reason this code knows") from exc
-            keep_stored = keep_stored or longer
+            members = _not_held(dynamodb, settings, exc, key, shard, members, rounds)
             continue
         pruned = _prune(dynamodb, settings, key, response.get("Attributes", {}), shard, now_ms)
         return Sent(
             applied=members,
-            found=seen.found,
-            calls=seen.calls + (1 if pruned is not None else 0),
-            marks={"found_applied": seen.found, "beyond": seen.beyond},
+            found=rounds.found,
+            calls=rounds.calls + (1 if pruned is not None else 0),
+            marks=rounds.marks(),
             details=Counter(positions_pruned=pruned) if pruned else Counter(),
         )
-    else:
-        raise StorageError("a bucket's position kept moving")
-    return Sent(found=seen.found, calls=seen.calls, marks={"found_applied": seen.found, "beyond": seen.beyond})
+    raise StorageError("a bucket's position kept moving")
+
+
+def _not_held(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    exc: ClientError,
+    key: dict[str, Any],
+    shard: str,
+    members: list[Countable],
+    rounds: _Rounds,
+) -> list[Countable]:
+    """After a failed update: the records the item does not hold yet (its cancelled condition
+    returned how far this shard got), noting the others in `rounds`."""
+    code = _code(exc)
+    if code in REJECTED_ERROR_CODES:
+        raise RejectedError(f"DynamoDB refused its update: {code}") from exc
+    if code != CONDITION_FAILED:
+        raise StorageError("could not count a bucket") from exc
+    stored = _stored_item(dynamodb, settings, exc, key)
+    stamp = stored.stamp(shard)
+    applied = [c for c in members if c.position <= stamp.position]
+    rounds.found += applied
+    # Between the position stored before the last update and that update's first record: that
+    # update skipped it, which only a shard read out of order does.
+    rounds.beyond += [c for c in applied if stamp.before < c.position < stamp.first]
+    members = [c for c in members if c.position > stamp.position]
+    rounds.before = stamp.position
+    longer = stored.retention > max((c.event.retention_seconds for c in members), default=0)
+    if not applied and (rounds.keep_stored or not longer):
+        raise StorageError("a bucket's condition failed for no reason this code knows") from exc
+    rounds.keep_stored = rounds.keep_stored or longer
+    return members
 
 
 @dataclass
