@@ -36,7 +36,7 @@ again: a bug or an outage never sets good records aside.
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,7 @@ from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import audit_keys, catalog
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest as events_ingest
+from chalicelib.events import packs, stream_records
 from chalicelib.events.ingest import Event
 from chalicelib.events.stream_records import StreamRecord
 
@@ -96,10 +97,11 @@ class _Progress:
 
 
 def countable_from_record(record: StreamRecord) -> Countable:
-    """What a stream record counts as; ValidationError if its content cannot be counted."""
+    """What the record of one event (stream_records.events_of) counts as; ValidationError if
+    its content cannot be counted."""
     if record.error:
         raise ValidationError(record.error)
-    position = counter_keys.sequence_position(record.sequence_number)
+    position = counter_keys.event_position(record.sequence_number, record.pack_index)
     if position is None:
         raise ValidationError("stream record has no sequence number")
     image = record.new_image or {}
@@ -137,10 +139,7 @@ def apply_stream_batch(
     pending: list[Countable] = []
     seen: set[tuple[str, str]] = set()
     last: dict[str, str] = {}
-    for record in _in_sequence(records, result):
-        if record.event_name != "INSERT" or (record.new_image or {}).get("kind", "event") != "event":
-            result.details["skipped"] += 1  # not an event: counted nowhere, not even in the audit
-            continue
+    for record in _events(_in_sequence(records, result), result):
         try:
             countable = countable_from_record(record)
             buckets = live_buckets(countable.event, now_ms)
@@ -184,6 +183,17 @@ def apply_stream_batch(
     for (partition, shard), audit in sorted(audits.items()):
         _apply_audit(dynamodb, settings, partition, shard, audit, now_ms, result)
     return result
+
+
+def _events(records: list[StreamRecord], result: BatchResult) -> Iterator[StreamRecord]:
+    """The records of the events the batch's records carry, in stream order then pack order
+    (stream_records.events_of); records that are not the insert of an event or a pack are
+    counted nowhere, not even in the audit."""
+    for record in records:
+        if record.event_name != "INSERT" or (record.new_image or {}).get("kind", packs.EVENT_KIND) not in packs.KINDS:
+            result.details["skipped"] += 1
+            continue
+        yield from stream_records.events_of(record)
 
 
 def live_buckets(event: Event, now_ms: int) -> list[Bucket]:
@@ -576,7 +586,7 @@ def _set_aside(
     )
     result.quarantined.append(record_id)
     partition = (record.new_image or {}).get("pk") if isinstance(record.new_image, dict) else None
-    position = counter_keys.sequence_position(record.sequence_number)
+    position = counter_keys.event_position(record.sequence_number, record.pack_index)
     if countable is not None:
         _note(audits, countable, "set_aside")
     elif isinstance(partition, str) and position is not None and record.shard:
