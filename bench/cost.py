@@ -53,7 +53,7 @@ from moto import mock_aws  # noqa: E402
 from bench import counters as counters_bench  # noqa: E402
 from bench import uniques as uniques_bench  # noqa: E402
 from bench import views as views_bench  # noqa: E402
-from bench.metering import Meter, MotoProbe  # noqa: E402
+from bench.metering import Meter, MotoProbe, item_size  # noqa: E402
 from chalicelib.core.aws import AwsClients  # noqa: E402
 from chalicelib.core.queues import Message  # noqa: E402
 from chalicelib.core.settings import Settings  # noqa: E402
@@ -330,6 +330,67 @@ def _seed_items(body: dict[str, Any], settings: Settings) -> list[dict[str, Any]
     ]
 
 
+# -- the events table alone: packed against one item per event ------------------------------------
+
+INGEST_REQUEST_SIZES = (1, 5, 25)
+INGEST_EVENT_BYTES = (150, 1000, 16_000)
+
+
+def sized_event(rng: random.Random, counter: str, target_bytes: int) -> dict[str, Any]:
+    """An event whose JSON is about `target_bytes` long (a note pads the attributes)."""
+    body = server_event(rng, counter, T0)
+    pad = target_bytes - len(json.dumps(body, separators=(",", ":")))
+    if pad > 10:
+        body["attributes"]["note"] = "x" * (pad - 10)
+    return body
+
+
+def ingest_units(n: int) -> list[dict[str, Any]]:
+    """Write units of the events table per 1,000 events, from stored item sizes, for requests of
+    1, 5 and 25 events of about 150 bytes, 1 KB and 16 KB: as stored now (events/packs.py) and
+    as stored before packs (one item per event, the one-event layout), in the same run."""
+    rows = []
+    rng = random.Random(3)
+    for event_bytes in INGEST_EVENT_BYTES:
+        for size in INGEST_REQUEST_SIZES:
+            requests = max(1, n // size) if event_bytes < 10_000 else max(2, n // (size * 10))
+            bodies = [
+                {"events": [sized_event(rng, f"jobs.provider-{i % 30:02d}", event_bytes) for i in range(size)]}
+                for _ in range(requests)
+            ]
+            with stack() as (settings, _clients, probe):
+                packed, single = Meter(probe), Meter(probe)
+                packed_client = packed.attach(AwsClients(settings).dynamodb)
+                single_client = single.attach(AwsClients(settings).dynamodb)
+                for body in bodies:
+                    batch = events.parse_body(body, T0, settings)
+                    events.store(packed_client, settings, batch, T0)
+                    items = [
+                        {k: counters_bench._SERIALIZER.serialize(v) for k, v in events.to_item(e, T0, settings).items()}
+                        for e in batch
+                    ]
+                    single_client.batch_write_item(
+                        RequestItems={settings.events_table: [{"PutRequest": {"Item": i}} for i in items]}
+                    )
+                stored = counters_bench.scan_all(probe, settings.events_table)
+                largest = max(item_size(i) for i in stored)
+            sent = size * requests
+            now, before = packed.total(), single.total()
+            rows.append(
+                {
+                    "event_bytes": event_bytes,
+                    "events_per_request": size,
+                    "events": sent,
+                    "items_per_request": now.items_written / requests,
+                    "write_units_per_1000": now.write_units * 1000 / sent,
+                    "before_write_units_per_1000": before.write_units * 1000 / sent,
+                    "ratio": now.write_units / before.write_units,
+                    "largest_item_bytes": largest,
+                }
+            )
+    return rows
+
+
 # -- views ---------------------------------------------------------------------------------------
 
 
@@ -491,6 +552,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "ratio": totals["tally"] / totals["seed"],
             "notes": notes,
         }
+    out["events_table"] = ingest_units(args.events)
     out["seconds"] = round(time.perf_counter() - began, 1)
     return out
 
@@ -513,6 +575,20 @@ def print_table(out: dict[str, Any]) -> None:
         parts = ", ".join(f"{k}: {v}" for k, v in work["notes"].items())
         dollars = ", ".join(f"{k} {v:.3f}" for k, v in work["designs"]["tally"]["dollars"].items() if v)
         print(f"- {name}: {parts}; Tally's dollars by service: {dollars}")
+    print(
+        "\nThe events table alone, write units per 1,000 events from stored item sizes: packed (one item "
+        "per request, events/packs.py) against one item per event (the layout before packs), same events\n"
+    )
+    print(
+        "| event JSON, bytes | events per request | items per request | write units | before | ratio | largest item, bytes |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for row in out["events_table"]:
+        print(
+            f"| {row['event_bytes']:,} | {row['events_per_request']} | {row['items_per_request']:g} | "
+            f"{row['write_units_per_1000']:,.0f} | {row['before_write_units_per_1000']:,.0f} | {row['ratio']:.3f}x | "
+            f"{row['largest_item_bytes']:,} |"
+        )
     print(f"\n{out['seconds']} s")
 
 
