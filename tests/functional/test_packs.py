@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
 
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit_keys, replay
+from chalicelib.counters import audit, audit_keys, repair, replay
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events import ingest, packs
 from chalicelib.events.stream_records import from_lambda_event
@@ -322,3 +323,41 @@ def test_given_every_pack_counted_when_audited_then_every_partition_adds_up(clie
     assert Decimal(107) == sum(
         Decimal(accounts(aws.dynamodb, pk)["applied"]) for pk in {r["dynamodb"]["Keys"]["pk"]["S"] for r in records}
     )
+
+
+class RejectsCounter:
+    """DynamoDB refusing any update of the counter `refused` (data it will not take)."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def update_item(self, **kwargs: Any) -> Any:
+        if "CTR#refused" in str(kwargs["Key"]):
+            raise ClientError({"Error": {"Code": "ValidationException", "Message": "refused"}}, "UpdateItem")
+        return self.real.update_item(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_given_a_pack_event_set_aside_and_a_lost_pack_when_repaired_then_recount_skips_exactly_that_event(
+    aws: Any,
+) -> None:
+    ingested = NOW - 60 * MINUTE
+    pk = audit.partitions(ingested - ingested % audit.QUARTER_MS, SETTINGS.event_write_shards)[0]
+    kept = [event("fine", ingested - 3 * MINUTE), event("refused", ingested - 2 * MINUTE), event("fine", ingested)]
+    lost = [event("fine", ingested - k * MINUTE - 7) for k in range(4)]
+    images = [pack_image(kept, pk, ingested), pack_image(lost, pk, ingested + 1)]
+    for image in images:
+        aws.dynamodb.put_item(TableName=SETTINGS.events_table, Item=image)
+    result = apply(RejectsCounter(aws.dynamodb), [record(images[0])], NOW)
+    assert (result.counted, result.quarantined) == (2, [result.quarantined[0]])
+    assert result.quarantined[0].endswith("#1")
+
+    repaired = repair.repair(aws.dynamodb, SETTINGS, pk, NOW)
+
+    assert repaired.busy == [] and repaired.accounted
+    assert stored_counts(aws.dynamodb, {"fine"}) == truth([kept[0], kept[2], *lost])
+    assert stored_counts(aws.dynamodb, {"refused"}) == {}  # set aside: not in its bucket until replayed
+    numbers = accounts(aws.dynamodb, pk)
+    assert (numbers["applied"], numbers["set_aside"], numbers["repaired"]) == (2, 1, 4)
