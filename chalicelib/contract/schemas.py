@@ -16,6 +16,7 @@ from chalicelib.access import policy
 from chalicelib.core import inputs, pager, quarantine, timebuckets, times, validation, window_params
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit, audit_keys, replay
+from chalicelib.events import dimensions as event_dimensions
 from chalicelib.events import ingest
 from chalicelib.reports import api as reports_api
 from chalicelib.reports import ranges as report_ranges
@@ -118,6 +119,13 @@ REPORT_PATH_ID = string(
 )
 QUARANTINE_SOURCE = string(enum=list(quarantine.SOURCES))
 
+DIMENSION_NAME = string(
+    pattern=anchored(event_dimensions.NAME_PATTERN),
+    minLength=1,
+    maxLength=event_dimensions.NAME_MAX_CHARS,
+    description="a dimension or value name",
+)
+
 # -- bodies --------------------------------------------------------------------------------------
 
 EVENT = obj(
@@ -148,6 +156,24 @@ EVENT = obj(
             "description": f"at most {ingest.MAX_ATTRIBUTES_BYTES} bytes as JSON, nested at most "
             f"{inputs.MAX_STORED_DEPTH} levels, no empty key at any depth (DynamoDB's naming rule); "
             "numbers are summed in reports",
+        },
+        "dimensions": {
+            "type": "object",
+            "maxProperties": event_dimensions.MAX_DIMENSIONS,
+            "propertyNames": DIMENSION_NAME,
+            "additionalProperties": string(minLength=1, maxLength=event_dimensions.DIMENSION_VALUE_MAX_CHARS),
+            "description": f"at most {event_dimensions.MAX_DIMENSIONS} dimensions, each a string value: counts "
+            "and sums are kept per value (GET /counters/{counter}/breakdown) and filter with `where`",
+            "examples": [{"provider": "p2", "region": "eu"}],
+        },
+        "values": {
+            "type": "object",
+            "maxProperties": event_dimensions.MAX_VALUES,
+            "propertyNames": DIMENSION_NAME,
+            "additionalProperties": {"type": "number", "description": "a number DynamoDB can store (38 digits)"},
+            "description": f"at most {event_dimensions.MAX_VALUES} numbers, each summed exactly (in decimal) "
+            "beside every count (`sums`)",
+            "examples": [{"amount": 12.5, "bytes": 1024}],
         },
     },
     closed=True,
@@ -237,10 +263,63 @@ RETENTION: dict[str, Schema] = {
     "message": string(),
 }
 WINDOW_ANSWER: dict[str, Schema] = {"start": ISO_TIME, "end": ISO_TIME, "keys_read": {"type": "integer", "minimum": 0}}
+SUMS = {
+    "type": "object",
+    "propertyNames": DIMENSION_NAME,
+    "additionalProperties": {"type": "number"},
+    "description": "per value name, the exact sum of that value over the events counted",
+}
+WHERE_ECHO = {"type": "object", "additionalProperties": string(), "description": "the filter applied"}
 COUNT_ANSWER = obj(
-    {"counter": NAME, "count": {"type": "integer", "minimum": 0}, **WINDOW_ANSWER, "complete": RETENTION["complete"]},
-    RETENTION,
+    {
+        "counter": NAME,
+        "count": {"type": "integer", "minimum": 0},
+        "sums": SUMS,
+        **WINDOW_ANSWER,
+        "complete": RETENTION["complete"],
+    },
+    {**RETENTION, "where": WHERE_ECHO},
 )
+BREAKDOWN_ANSWER = obj(
+    {
+        "counter": NAME,
+        "by": DIMENSION_NAME,
+        **WINDOW_ANSWER,
+        "complete": RETENTION["complete"],
+        "exact": {"type": "boolean", "description": "true: the ranking, counts and sums are exact"},
+        "values": {
+            "type": "array",
+            "items": obj({"value": string(), "count": {"type": "integer", "minimum": 1}, "sums": SUMS}),
+        },
+        "others": obj(
+            {
+                "values": {"type": "integer", "minimum": 0, "description": "distinct values not listed"},
+                "count": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "events not in the list (other values, or without the dimension)",
+                },
+            }
+        ),
+    },
+    {
+        **RETENTION,
+        "where": WHERE_ECHO,
+        "bound": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "when not exact: the most events a value not listed can have in the window",
+        },
+    },
+)
+WHERE = {
+    "type": "array",
+    "items": query_text(pattern="^[A-Za-z0-9_.-]{1,64}:.{1,128}$"),
+    "maxItems": event_dimensions.MAX_DIMENSIONS,
+    "description": "name:value (the value may hold colons); repeatable, every clause must hold: "
+    "only the events having those dimension values",
+    "examples": [["provider:p2"]],
+}
 HISTOGRAM_ANSWER = obj(
     {
         "counter": NAME,
@@ -249,11 +328,11 @@ HISTOGRAM_ANSWER = obj(
         "end": ISO_TIME,
         "buckets": {
             "type": "array",
-            "items": obj({"start": ISO_TIME, "count": {"type": "integer", "minimum": 0}}),
+            "items": obj({"start": ISO_TIME, "count": {"type": "integer", "minimum": 0}, "sums": SUMS}),
         },
         "complete": RETENTION["complete"],
     },
-    RETENTION,
+    {**RETENTION, "where": WHERE_ECHO},
 )
 ESTIMATE: dict[str, Schema] = {
     "cardinality": {"type": "integer", "minimum": 0},

@@ -45,6 +45,7 @@ from collections import Counter
 from collections import Counter as Tally
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -58,7 +59,7 @@ from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageE
 from chalicelib.core.poison import QuarantineSink
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import audit_keys, catalog
+from chalicelib.counters import audit_keys, catalog, dimension_keys, summaries, topk
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest as events_ingest
 from chalicelib.events import packs, stream_records
@@ -90,17 +91,18 @@ class Countable:
 
 @dataclass(frozen=True)
 class Touch:
-    """One item a countable event adds to: a counter's bucket. Which items an event touches is
-    `touches`; what it adds to each is `BucketUpdate.add`."""
+    """One item a countable event adds to: a bucket of its counter, or of one of its filter
+    counters (`pk`: dimension_keys). Which items an event touches is `touches`; what it adds to
+    each is `BucketUpdate.add`."""
 
-    counter: str
+    pk: str
     bucket: Bucket
 
     def order(self) -> tuple[str, str, int]:
-        return self.counter, self.bucket.resolution, self.bucket.index
+        return self.pk, self.bucket.resolution, self.bucket.index
 
     def key(self) -> dict[str, Any]:
-        return counter_keys.bucket_key(self.counter, self.bucket)
+        return dimension_keys.bucket_item_key(self.pk, self.bucket)
 
 
 def countable_from_record(record: StreamRecord) -> Countable:
@@ -142,8 +144,14 @@ def countables(record: StreamRecord, now_ms: int) -> list[Countable]:
 
 
 def touches(countable: Countable) -> list[Touch]:
-    """The items one countable event adds to: its counter's live buckets."""
-    return [Touch(countable.event.counter, bucket) for bucket in countable.buckets]
+    """The items one countable event adds to: the live buckets of its counter and of a filter
+    counter per subset of its dimensions."""
+    event = countable.event
+    return [
+        Touch(pk, bucket)
+        for pk in dimension_keys.count_pks(event.counter, event.dimensions)
+        for bucket in countable.buckets
+    ]
 
 
 def live_buckets(event: Event, now_ms: int) -> list[Bucket]:
@@ -261,7 +269,12 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
         return apply_item(self.dynamodb, self.settings, touch, shard, members, self.now_ms)
 
     def follow_ups(self, outcome: Outcome) -> list[Write[Countable]]:
-        """The audit items: what became of each events partition's records of each shard."""
+        """The breakdown summaries of the records in the buckets (summaries.py), then the audit
+        items: what became of each events partition's records of each shard."""
+        merged = [
+            Write((), functools.partial(self._summary, target, members))
+            for target, members in summaries.plan(outcome.settled())
+        ]
         audits: dict[tuple[str, str], list[tuple[str, str]]] = {}
         noted = [(c, "duplicates") for c in outcome.checked] + [(c, "applied") for c in outcome.settled()]
         noted += [(c, "expired") for c in outcome.unwritten]
@@ -272,10 +285,15 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
             place = _place(poison.raw) if parsed is None else (parsed.partition, parsed.shard, parsed.position)
             if place is not None and place[0] is not None:
                 audits.setdefault((place[0], place[1]), []).append((place[2], "set_aside"))
-        return [
+        return merged + [
             Write((), functools.partial(self._audit, partition, shard, sorted(outcomes)))
             for (partition, shard), outcomes in sorted(audits.items())
         ]
+
+    def _summary(
+        self, target: summaries.Target, members: list[tuple[Countable, str]], _: list[Countable]
+    ) -> Sent[Countable]:
+        return Sent(calls=summaries.write(self.dynamodb, self.settings, target, members, self.now_ms))
 
     def _audit(
         self, partition: str, shard: str, outcomes: list[tuple[str, str]], _: list[Countable]
@@ -385,12 +403,23 @@ class BucketUpdate:
     n: int = 0
     minutes: Tally[int] = field(default_factory=Tally)
     retention: int = 0
+    sums: dict[str, Decimal] = field(default_factory=dict)  # attribute name -> amount to ADD
+    names: dict[str, str] = field(default_factory=dict)  # attribute name -> value name
 
     def add(self, bucket: Bucket, event: Event) -> None:
         self.n += 1
+        minute = timebuckets.minute_of_hour(event.time_ms)
         if bucket.resolution == "hour":
-            self.minutes[timebuckets.minute_of_hour(event.time_ms)] += 1
+            self.minutes[minute] += 1
         self.retention = max(self.retention, event.retention_seconds)
+        for name, amount in event.values.items():
+            self.names[dimension_keys.name_attribute(name)] = name
+            attribute = (
+                dimension_keys.minute_sum_attribute(minute, name)
+                if bucket.resolution == "hour"
+                else dimension_keys.total_attribute(name)
+            )
+            self.sums[attribute] = topk.EXACT.add(self.sums.get(attribute, Decimal(0)), amount)
 
 
 def _bucket_update(
@@ -441,6 +470,15 @@ def increment(
         names[f"#m{minute}"] = counter_keys.minute_attribute(minute)
         values[f":m{minute}"] = {"N": str(k)}
         adds.append(f"#m{minute} :m{minute}")
+    sets = []
+    for i, (attribute, amount) in enumerate(sorted(update.sums.items())):
+        names[f"#v{i}"] = attribute
+        values[f":v{i}"] = {"N": str(amount)}
+        adds.append(f"#v{i} :v{i}")
+    for i, (attribute, value_name) in enumerate(sorted(update.names.items())):
+        names[f"#w{i}"] = attribute
+        values[f":w{i}"] = {"S": value_name}
+        sets.append(f", #w{i} = :w{i}")
     request: dict[str, Any] = {
         "TableName": settings.counts_table,
         "Key": key,
@@ -450,9 +488,10 @@ def increment(
     if keep_stored:
         request["UpdateExpression"] = (
             f"ADD {', '.join(adds)} SET expires_at = if_not_exists(expires_at, :exp), #r = if_not_exists(#r, :r)"
+            + "".join(sets)
         )
     else:
-        request["UpdateExpression"] = f"ADD {', '.join(adds)} SET expires_at = :exp, #r = :r"
+        request["UpdateExpression"] = f"ADD {', '.join(adds)} SET expires_at = :exp, #r = :r" + "".join(sets)
         request["ConditionExpression"] = "(attribute_not_exists(#r) OR #r <= :r)"
     return request
 

@@ -40,7 +40,16 @@ KINDS = (EVENT_KIND, PACK_KIND)
 # the pack's own fields.
 PACK_MAX_BYTES = 360_000
 PACK_LEVEL = ("pk", "sk", "kind", "ingested_at", "expires_at")
-SHORT_NAMES = {"counter": "c", "id": "i", "id_given": "g", "time": "t", "retention": "r", "attributes": "a"}
+SHORT_NAMES = {
+    "counter": "c",
+    "id": "i",
+    "id_given": "g",
+    "time": "t",
+    "retention": "r",
+    "attributes": "a",
+    "dimensions": "d",
+    "values": "v",
+}
 LONG_NAMES = {short: name for name, short in SHORT_NAMES.items()}
 EXPIRES = "x"
 EVENTS = "e"

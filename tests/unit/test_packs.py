@@ -41,6 +41,8 @@ events_strategy = st.lists(
             st.sampled_from(["a", "region", "n"]), st.integers(-1000, 1000) | st.text(max_size=5)
         ),
         id_given=st.booleans(),
+        dimensions=st.dictionaries(st.sampled_from(["provider", "region"]), st.sampled_from(["p1", "eu:west"])),
+        values=st.dictionaries(st.sampled_from(["amount", "qty"]), st.decimals(-1000, 1000, places=2)),
     ),
     min_size=1,
     max_size=25,
