@@ -62,6 +62,7 @@ from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import audit_keys, catalog, dimension_keys, summaries, topk
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest as events_ingest
+from chalicelib.events import packs, stream_records
 from chalicelib.events.ingest import Event
 from chalicelib.events.stream_records import StreamRecord
 
@@ -105,10 +106,11 @@ class Touch:
 
 
 def countable_from_record(record: StreamRecord) -> Countable:
-    """What a stream record counts as; ValidationError if its content cannot be counted."""
+    """What the record of one event (stream_records.events_of) counts as; ValidationError if
+    its content cannot be counted."""
     if record.error:
         raise ValidationError(record.error)
-    position = counter_keys.sequence_position(record.sequence_number)
+    position = counter_keys.event_position(record.sequence_number, record.pack_index)
     if position is None:
         raise ValidationError("stream record has no sequence number")
     image = record.new_image or {}
@@ -135,7 +137,7 @@ def countable_from_record(record: StreamRecord) -> Countable:
 def countables(record: StreamRecord, now_ms: int) -> list[Countable]:
     """The countable events one stream record carries ([] for a record that is not the insert of
     an event); ValidationError if its content cannot be counted."""
-    if record.event_name != "INSERT" or (record.new_image or {}).get("kind", "event") != "event":
+    if record.event_name != "INSERT" or (record.new_image or {}).get("kind", packs.EVENT_KIND) not in packs.KINDS:
         return []  # not an event: counted nowhere, not even in the audit
     countable = countable_from_record(record)
     return [replace(countable, buckets=tuple(live_buckets(countable.event, now_ms)))]
@@ -166,7 +168,12 @@ def apply_stream_batch(
     if any(not r.shard for r in records):
         raise ShardUnknownError("stream event without shardId: the mapping needs TumblingWindowInSeconds")
     ordered = _in_sequence(records)
-    return batch_processor.process(StreamCounting(dynamodb, settings, now_ms, ordered != records), ordered)
+    # Each event a record carries is the processor's record (stream_records.events_of): a poison
+    # event of a pack is set aside alone, and each event has its own position.
+    carried = [e for r in ordered for e in (stream_records.events_of(r) if r.event_name == "INSERT" else [r])]
+    result = batch_processor.process(StreamCounting(dynamodb, settings, now_ms, ordered != records), carried)
+    result.records = len(records)  # stream records delivered; `counted` and the rest are events
+    return result
 
 
 def _in_sequence(records: list[StreamRecord]) -> list[StreamRecord]:
@@ -314,7 +321,7 @@ def _place(record: StreamRecord) -> tuple[str, str, str] | None:
     """(events partition, shard attribute, position) of a record that could not be parsed, for
     its audit item; None when it names none an audit item can be keyed by."""
     partition = (record.new_image or {}).get("pk") if isinstance(record.new_image, dict) else None
-    position = counter_keys.sequence_position(record.sequence_number)
+    position = counter_keys.event_position(record.sequence_number, record.pack_index)
     if not isinstance(partition, str) or position is None or not record.shard:
         return None
     try:
