@@ -12,7 +12,10 @@ record that is now valid is counted in ONE TransactWriteItems (core.transactions
 - adds its increments to its buckets with the stream handler's own update (expiry and retention
   as the stream handler sets them: later events only extend a bucket's life);
 - for an event with a client id, puts its marker as the stream handler does; if the marker is
-  there (another copy of the event was counted) the record is only taken off the quarantine;
+  there (another copy of the event was counted) the record is only taken off the quarantine. A
+  marker claimed by this very record (the stream handler claims before its bucket writes, and
+  DynamoDB refused those) is its own: the record is counted. The set-aside copy keeps the shard
+  it came through (stream_records.SHARD_FIELD), which the claim names;
 - moves one from `set_aside` to `applied` on its partition's audit item, on condition that
   `set_aside` is at least 1, so the audit still adds up (no audit item: nothing to move; an
   audit item with nothing set aside left: the record is not replayed, and says why).
@@ -136,7 +139,8 @@ def _parse(item: dict[str, Any], now_ms: int) -> stream_apply.Countable:
         raise ValidationError(
             f"the stored record is not JSON (cut at {quarantine.MAX_RECORD_CHARS} characters?)"
         ) from exc
-    record = stream_records.from_lambda_record(raw)
+    shard = raw.get(stream_records.SHARD_FIELD) if isinstance(raw, dict) else None
+    record = stream_records.from_lambda_record(raw, shard if isinstance(shard, str) else "")
     if record.event_name != "INSERT" or (record.new_image or {}).get("kind", packs.EVENT_KIND) not in packs.KINDS:
         raise ValidationError("the stored record is not the insert of an event")
     # An event set aside from a pack kept its record narrowed to it (events/stream_records.py).
@@ -217,17 +221,29 @@ class _Plan:
         owners: list[stream_apply.Countable | None] = [c]
         counting = bool(c.buckets) and not self.counted_elsewhere
         if counting and c.event.id_given:
+            marker: dict[str, Any] = {
+                "pk": {"S": counter_keys.marker_key(c.event.counter, c.event.id)["pk"]["S"]},
+                "sk": {"S": "#"},
+                "expires_at": {"N": str(now_s + self.settings.marker_ttl_seconds)},
+            }
+            condition = "attribute_not_exists(pk) OR expires_at < :now"
+            values = {":now": {"N": str(now_s)}}
+            if c.record.shard:
+                # The stream handler claims the marker before the bucket writes: a record set
+                # aside because DynamoDB refused those writes still holds its claim, and was
+                # counted nowhere. Its own claim (stream_apply's `<shard>:<position>`) is no
+                # other copy's.
+                claim = f"{c.shard}:{c.position}"
+                marker["c"] = {"S": claim}
+                condition += " OR c = :claim"
+                values[":claim"] = {"S": claim}
             items.append(
                 {
                     "Put": {
                         "TableName": table,
-                        "Item": {
-                            "pk": {"S": counter_keys.marker_key(c.event.counter, c.event.id)["pk"]["S"]},
-                            "sk": {"S": "#"},
-                            "expires_at": {"N": str(now_s + self.settings.marker_ttl_seconds)},
-                        },
-                        "ConditionExpression": "attribute_not_exists(pk) OR expires_at < :now",
-                        "ExpressionAttributeValues": {":now": {"N": str(now_s)}},
+                        "Item": marker,
+                        "ConditionExpression": condition,
+                        "ExpressionAttributeValues": values,
                     }
                 }
             )

@@ -24,6 +24,10 @@ from chalicelib.events import packs
 _DESERIALIZER = TypeDeserializer()
 
 
+# In a set-aside copy of a record: the shard it was read from.
+SHARD_FIELD = "shardId"
+
+
 @dataclass(frozen=True)
 class StreamRecord:
     event_id: str
@@ -38,7 +42,10 @@ class StreamRecord:
     pack_index: int | None = None
 
     def raw_json(self) -> str:
-        return json.dumps(self.raw, default=str, sort_keys=True)
+        """The record as set aside: Lambda's record plus the shard it came through (`shardId`,
+        which Lambda names once per event), so a replay knows the claims it made."""
+        copy = {**self.raw, SHARD_FIELD: self.shard} if self.shard else self.raw
+        return json.dumps(copy, default=str, sort_keys=True)
 
 
 def from_lambda_event(event: dict[str, Any]) -> list[StreamRecord]:

@@ -14,7 +14,10 @@ from boto3.dynamodb.types import TypeSerializer
 from chalicelib.core import keyspace
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit, audit_keys, replay
-from tests.fakes import Dying, Killed
+from chalicelib.counters import keys as counter_keys
+from chalicelib.counters import stream_apply as counting
+from chalicelib.events.stream_records import from_lambda_event
+from tests.fakes import Dying, Killed, failing
 from tests.functional.helpers import account, invoke, partition
 from tests.functional.stream_fixtures import lambda_event, record
 
@@ -216,6 +219,41 @@ def test_given_a_client_id_counted_through_another_copy_when_replayed_then_only_
     assert count_of(aws.dynamodb, "replayed") == 2  # the good event and order-9 once
     assert quarantined(aws.dynamodb) == {}
     assert tally(aws.dynamodb, pk)["set_aside"] == 0
+
+
+def test_given_a_client_id_record_refused_after_claiming_its_marker_when_replayed_then_counted_once(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    """The stream handler claims a client id's marker before its bucket writes; DynamoDB then
+    refuses the writes for the record's data, so the record is set aside holding the claim. The
+    marker names this very record: replay counts it (once), it was not counted elsewhere."""
+    good = event_image(clock, "replayed", 1, clock.now - MINUTE)
+    claimed = event_image(clock, "refused", 2, clock.now - 2 * MINUTE, "order-7")
+    for item in (good, claimed):
+        stored(aws.dynamodb, item)
+    records = [record(good), record(claimed)]
+    refusing = failing(aws.dynamodb, "update_item", "ValidationException", lambda kw: "CTR#refused" in str(kw["Key"]))
+    result = counting.apply_stream_batch(refusing, SETTINGS, from_lambda_event(lambda_event(records)), clock.now)
+    assert (result.counted, len(result.quarantined)) == (1, 1)
+    set_aside = records[1]["eventID"]
+    assert set(quarantined(aws.dynamodb)) == {set_aside}
+    marker = counter_keys.marker_key("refused", "order-7")
+    assert "Item" in aws.dynamodb.get_item(TableName=SETTINGS.counts_table, Key=marker)  # claimed by the record
+    assert count_of(aws.dynamodb, "refused") == 0
+    pk = good["pk"]["S"]
+
+    answer = post_replay(client, {"source": "events-stream", "ids": [set_aside]}).json_body
+    again = post_replay(client, {"source": "events-stream", "ids": [set_aside]}).json_body
+
+    assert answer["replayed"] == [set_aside] and answer["already_counted"] == []
+    assert again["not_found"] == [set_aside]
+    assert count_of(aws.dynamodb, "refused") == 1
+    assert tally(aws.dynamodb, pk) == {"applied": 2, "set_aside": 0, "expired": 0, "duplicates": 0, "repaired": 0}
+    # The client's retry of order-7 (another copy) is still a duplicate: the marker holds.
+    retry = event_image(clock, "refused", 3, clock.now - 2 * MINUTE, "order-7")
+    stored(aws.dynamodb, retry)
+    invoke(client, "on_event_records", lambda_event([record(retry)]))
+    assert count_of(aws.dynamodb, "refused") == 1
 
 
 def test_given_a_replayed_partition_when_audited_then_it_adds_up(client: Any, aws: Any, clock: Any) -> None:
