@@ -14,7 +14,7 @@ event), a backfill whose event times spread over 30 hours, and a hot counter (90
 traffic on one counter, one stream shard per write shard applied concurrently by threads).
 
 Columns: write units per 1,000 events and their ratio to the seed's, and of those the catalog's
-(`GET /counters`: one write per counter and hour, not per event); writes (requests) per 1,000
+(`GET /counters`: one write per counter and day, when its day bucket is created, not per event); writes (requests) per 1,000
 events; the largest item in the counts table (bytes); the most writes one item takes per
 second of ingest (DynamoDB allows 1,000 write units per second per partition); whether every
 bucket is exact after every batch was delivered twice.

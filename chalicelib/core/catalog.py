@@ -99,6 +99,28 @@ def touch(
     return len(fresh)
 
 
+def extend(dynamodb: DynamoDB, settings: Settings, kind: str, names: Mapping[str, int], now_ms: int) -> int:
+    """Record that `names` were seen now, each living until at least its expiry (epoch s): one
+    write per name, which changes nothing when the stored entry already lives longer (its expiry
+    only moves forward). For callers that know when a name needs listing; returns the writes."""
+    for name, expires in sorted(names.items()):
+        try:
+            dynamodb.update_item(
+                TableName=settings.counts_table,
+                Key={"pk": {"S": catalog_pk(kind)}, "sk": {"S": name}},
+                UpdateExpression="SET last_seen = :t, expires_at = :exp",
+                # Concurrent writers: the expiry only grows, and last_seen only moves forward.
+                ConditionExpression=(
+                    "attribute_not_exists(expires_at) OR expires_at < :exp OR (expires_at = :exp AND last_seen < :t)"
+                ),
+                ExpressionAttributeValues={":t": {"N": str(now_ms)}, ":exp": {"N": str(expires)}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise StorageError(f"could not update the {kind} catalog") from exc
+    return len(names)
+
+
 # -- reads ---------------------------------------------------------------------------------
 
 

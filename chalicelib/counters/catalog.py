@@ -1,35 +1,31 @@
 """Which counters exist: `GET /counters`, written as counters are counted.
 
-The stream handler calls `record` once per batch with the events it is about to count. A
-counter's catalog item (`CATALOG#counters` / `<counter>`) is written at most once per hour per
-process, whatever the event rate, and expires with the latest-expiring bucket of the batch that
-wrote it (its day's end plus the event's retention), so the listing shows the counters a window
-can still find events for. (A batch of older events written in a later hour may shorten that
-expiry; the counter is listed again as soon as it is counted again.)
+A counter's catalog item (`CATALOG#counters` / `<counter>`) lives as long as its latest-expiring
+day bucket (the day's end plus the longest retention of its events), so the listing shows every
+counter a window can still find events for. The stream handler writes it when a counter's day
+bucket is created or made to live longer, which the bucket's own UpdateItem says (it returns
+the old item), and again for a day bucket whose records it found applied (a redelivery: the
+delivery that created the bucket may have died before listing it). So a counter costs one
+catalog write per day it is counted in, whatever the event rate or the number of processes,
+and `last_counted` is the time its latest day was first counted: accurate to the day.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.core import catalog, pager, timebuckets, times, validation
+from chalicelib.core import catalog, pager, times, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.settings import Settings
-from chalicelib.events.ingest import Event
 
 KIND = "counters"
-_recent = catalog.Recent()
 
 
-def record(dynamodb: DynamoDB, settings: Settings, events: Iterable[Event], now_ms: int) -> int:
-    """Note the counters of `events` as counted now; returns the writes made (usually 0)."""
-    expiry: dict[str, int | None] = {}
-    for event in events:
-        _, day = timebuckets.buckets_for(event.time_ms)
-        expires = day.end_ms // 1000 + event.retention_seconds
-        expiry[event.counter] = max(expiry.get(event.counter) or 0, expires)
-    return catalog.touch(dynamodb, settings, KIND, _recent, expiry, now_ms)
+def list_counters(dynamodb: DynamoDB, settings: Settings, expiry: Mapping[str, int], now_ms: int) -> int:
+    """List each counter of `expiry` (counter -> its day bucket's expiry, epoch s) as counted
+    now; an entry that already lives longer is left alone. Returns the writes made."""
+    return catalog.extend(dynamodb, settings, KIND, expiry, now_ms)
 
 
 def listing(dynamodb: DynamoDB, settings: Settings, params: dict[str, str], now_ms: int) -> dict[str, Any]:

@@ -50,7 +50,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import batch_processor, timebuckets
+from chalicelib.core import batch_processor, keyspace, timebuckets
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.batch_processor import Sent, Write
 from chalicelib.core.batch_result import BatchResult
@@ -256,14 +256,19 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
             for touch in touches(c):
                 items.setdefault((touch, c.shard), []).append(c)
         ordered = sorted(items.items(), key=lambda kv: (*kv[0][0].order(), kv[0][1]))
-        return [Write((), functools.partial(self._catalog, counted))] + [
+        return [
             Write(sorted(members, key=lambda c: c.position), functools.partial(self._apply_item, touch, shard))
             for (touch, shard), members in ordered
         ]
 
-    def _catalog(self, counted: list[Countable], _: list[Countable]) -> Sent[Countable]:
-        catalog.record(self.dynamodb, self.settings, (c.event for c in counted), self.now_ms)  # GET /counters
-        return Sent()
+    def _catalog(self, listed: list[Countable], _: list[Countable]) -> Sent[Countable]:
+        """GET /counters: the counters whose day bucket this batch created or made live longer."""
+        expiry: dict[str, int] = {}
+        for c in listed:
+            day = max(c.buckets, key=lambda b: b.end_ms)
+            expires = timebuckets.expires_at_s(day, c.event.retention_seconds)
+            expiry[c.event.counter] = max(expiry.get(c.event.counter, 0), expires)
+        return Sent(calls=catalog.list_counters(self.dynamodb, self.settings, expiry, self.now_ms))
 
     def _apply_item(self, touch: Touch, shard: str, members: list[Countable]) -> Sent[Countable]:
         return apply_item(self.dynamodb, self.settings, touch, shard, members, self.now_ms)
@@ -275,6 +280,8 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
             Write((), functools.partial(self._summary, target, members))
             for target, members in summaries.plan(outcome.settled())
         ]
+        if outcome.marks.get(LISTED):
+            merged.append(Write((), functools.partial(self._catalog, list(outcome.marks[LISTED]))))
         audits: dict[tuple[str, str], list[tuple[str, str]]] = {}
         noted = [(c, "duplicates") for c in outcome.checked] + [(c, "applied") for c in outcome.settled()]
         noted += [(c, "expired") for c in outcome.unwritten]
@@ -333,6 +340,9 @@ def _place(record: StreamRecord) -> tuple[str, str, str] | None:
 
 # -- buckets ----------------------------------------------------------------------------------
 
+# The mark of the records whose counter's listing a batch writes (follow_ups).
+LISTED = "listed"
+
 
 @dataclass
 class _Rounds:
@@ -346,8 +356,21 @@ class _Rounds:
     beyond: list[Countable] = field(default_factory=list)
     calls: int = 0
 
-    def marks(self) -> dict[str, Sequence[Countable]]:
-        return {"found_applied": self.found, "beyond": self.beyond}
+    def marks(self, listed: bool = False, applied: Sequence[Countable] = ()) -> dict[str, Sequence[Countable]]:
+        marks: dict[str, Sequence[Countable]] = {"found_applied": self.found, "beyond": self.beyond}
+        if listed:
+            marks[LISTED] = [*self.found, *applied]
+        return marks
+
+
+def _needs_listing(old: dict[str, Any], request: dict[str, Any], rounds: _Rounds) -> bool:
+    """Whether the counter's listing must be written after this update of its day bucket: the
+    update created the item, or made it live longer, or some of its records were found applied
+    (a redelivery: the delivery that applied them may have died before writing the listing)."""
+    if not old or rounds.found:
+        return True
+    expires = request["ExpressionAttributeValues"][":exp"]["N"]
+    return int(old.get("expires_at", {}).get("N", "0")) < int(expires)
 
 
 def apply_item(
@@ -359,9 +382,11 @@ def apply_item(
     members = sorted(members, key=lambda c: c.position)
     key = touch.key()
     rounds = _Rounds()
+    # A counter's own day bucket decides its listing (GET /counters, catalog.py).
+    lists = touch.bucket.resolution == "day" and touch.pk.startswith(keyspace.COUNTER)
     for _ in range(MAX_ROUNDS):
         if not members:
-            return Sent(found=rounds.found, calls=rounds.calls, marks=rounds.marks())
+            return Sent(found=rounds.found, calls=rounds.calls, marks=rounds.marks(listed=lists))
         request = _bucket_update(settings, key, touch.bucket, shard, members, rounds.keep_stored, rounds.before)
         try:
             rounds.calls += 1
@@ -369,12 +394,14 @@ def apply_item(
         except ClientError as exc:
             members = _not_held(dynamodb, settings, exc, key, shard, members, rounds)
             continue
-        pruned = _prune(dynamodb, settings, key, response.get("Attributes", {}), shard, now_ms)
+        old = response.get("Attributes", {})
+        pruned = _prune(dynamodb, settings, key, old, shard, now_ms)
+        marks = rounds.marks(listed=lists and _needs_listing(old, request, rounds), applied=members)
         return Sent(
             applied=members,
             found=rounds.found,
             calls=rounds.calls + (1 if pruned is not None else 0),
-            marks=rounds.marks(),
+            marks=marks,
             details=Counter(positions_pruned=pruned) if pruned else Counter(),
         )
     raise StorageError("a bucket's position kept moving")

@@ -9,21 +9,26 @@ from typing import Any
 import pytest
 
 from chalicelib.core import catalog, times
+from chalicelib.core.errors import StorageError
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
 from chalicelib.counters import catalog as counter_catalog
+from chalicelib.counters import stream_apply as counting
 from chalicelib.dashboard import assets
-from chalicelib.events.ingest import Event
+from chalicelib.events.stream_records import from_lambda_event
 from chalicelib.views import batches as views_batches
 from chalicelib.views.messages import to_message
 from chalicelib.views.validation import View
+from tests.fakes import failing, recording
 from tests.functional.helpers import every_page, invoke
 from tests.functional.stream_fixtures import lambda_event, record, stored_event_records
+from tests.functional.test_counting_exactly_once import image
 from tests.functional.test_windowed_counts import post_events
 
 SETTINGS = Settings()
 MINUTE = 60_000
 HOUR = 60 * MINUTE
+DAY = 24 * HOUR
 
 
 def count_stored(client: Any, aws: Any) -> None:
@@ -97,32 +102,85 @@ def test_given_counted_events_when_listed_in_pages_then_every_counter_once_in_na
     assert first["last_counted"].startswith("2026-11-")
 
 
-def test_given_a_counter_counted_again_in_the_same_hour_then_no_catalog_write_and_next_hour_one(
-    aws: Any, clock: Any
+def listed(client: Any) -> list[str]:
+    return [e["name"] for e in get(client, "/counters").json_body["counters"]]
+
+
+def count(dynamodb: Any, images: list[dict[str, Any]], now: int) -> int:
+    """One stream batch of `images`; returns the listing writes it made."""
+    calls: list[dict[str, Any]] = []
+    records = from_lambda_event(lambda_event([record(i) for i in images]))
+    counting.apply_stream_batch(recording(dynamodb, "update_item", calls), SETTINGS, records, now)
+    return sum(1 for c in calls if c["Key"]["pk"]["S"] == catalog.catalog_pk(counter_catalog.KIND))
+
+
+def test_given_counters_counted_all_day_when_the_stream_counts_them_then_one_listing_write_per_counter_and_day(
+    client: Any, aws: Any, clock: Any
 ) -> None:
-    events = [Event(f"c{i % 3}", f"id-{i}", clock.now, 90_000) for i in range(300)]
-    assert counter_catalog.record(aws.dynamodb, SETTINGS, events, clock.now) == 3
-    assert counter_catalog.record(aws.dynamodb, SETTINGS, events, clock.now + 1000) == 0
-    clock.advance(HOUR)
-    assert counter_catalog.record(aws.dynamodb, SETTINGS, events[:1], clock.now) == 1
+    day_start = clock.now - clock.now % DAY
+    writes = [
+        count(
+            aws.dynamodb, [image("p#0", f"c{i % 3}", day_start + h * HOUR + i) for i in range(30)], day_start + h * HOUR
+        )
+        for h in range(0, 24, 3)
+    ]
+    assert writes == [3, 0, 0, 0, 0, 0, 0, 0]
+    assert listed(client) == ["c0", "c1", "c2"]
+    # The next day: each counter's new day bucket lists it once more.
+    assert (
+        count(aws.dynamodb, [image("p#0", f"c{i % 3}", day_start + DAY + i) for i in range(30)], clock.now + DAY) == 3
+    )
 
 
-def test_given_counters_past_their_retention_when_listed_then_not_shown(aws: Any, client: Any, clock: Any) -> None:
-    counter_catalog.record(aws.dynamodb, SETTINGS, [Event("short", "a", clock.now, 60)], clock.now)
-    counter_catalog.record(aws.dynamodb, SETTINGS, [Event("long", "b", clock.now, 30 * 86400)], clock.now)
-    # Later in the same hour, a longer retention: the item's expiry follows it.
-    counter_catalog.record(aws.dynamodb, SETTINGS, [Event("grown", "c", clock.now, 60)], clock.now)
-    counter_catalog.record(aws.dynamodb, SETTINGS, [Event("grown", "d", clock.now, 30 * 86400)], clock.now + 1000)
-    clock.advance(3 * 86400 * 1000)
-    assert [e["name"] for e in get(client, "/counters").json_body["counters"]] == ["grown", "long"]
+def test_given_a_batch_dying_before_its_listing_when_redelivered_then_the_counter_is_listed(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    records = [record(image("p#0", "late.listed", clock.now - i * MINUTE)) for i in range(5)]
+    catalog_down = failing(
+        aws.dynamodb, "update_item", "ServiceUnavailable", lambda kw: kw["Key"]["pk"]["S"].startswith("CATALOG#")
+    )
+    with pytest.raises(StorageError):
+        counting.apply_stream_batch(catalog_down, SETTINGS, from_lambda_event(lambda_event(records)), clock.now)
+    assert listed(client) == []  # the buckets are written, the listing is not
+
+    again = counting.apply_stream_batch(aws.dynamodb, SETTINGS, from_lambda_event(lambda_event(records)), clock.now)
+
+    assert again.counted == 0 and listed(client) == ["late.listed"]
+    assert get(client, "/counters/late.listed?window=1h").json_body["count"] == 5
+
+
+def test_given_a_counter_counted_only_in_an_old_day_when_listed_then_shown_while_a_window_can_find_it(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    old = clock.now - 5 * DAY
+    count(aws.dynamodb, [image("p#0", "old.only", old, retention=10 * 86400)], clock.now)
+    count(aws.dynamodb, [image("p#0", "both", clock.now, retention=30 * 86400)], clock.now)
+    # An old day counted later must not shorten the life of the listing of a counter counted today.
+    count(aws.dynamodb, [image("p#0", "both", old, retention=10 * 86400)], clock.now)
+    assert listed(client) == ["both", "old.only"]
+    assert get(client, f"/counters/old.only?window=7d&end={clock.now}").json_body["count"] == 1
+
+    clock.advance(6 * DAY + HOUR)  # the old day's bucket has expired (its end + 10 days): no window finds it
+    assert listed(client) == ["both"]
+
+
+def test_given_a_longer_retention_later_in_the_day_when_listed_then_the_listing_lives_as_long(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    count(aws.dynamodb, [image("p#0", "short", clock.now, retention=60)], clock.now)
+    count(aws.dynamodb, [image("p#0", "grown", clock.now, retention=60)], clock.now)
+    assert count(aws.dynamodb, [image("p#0", "grown", clock.now, retention=30 * 86400)], clock.now + 1000) == 1
+    assert count(aws.dynamodb, [image("p#0", "grown", clock.now, retention=60)], clock.now + 2000) == 0
+    clock.advance(3 * DAY)
+    assert listed(client) == ["grown"]
 
 
 def test_given_an_older_write_when_it_lands_after_a_newer_one_then_last_counted_does_not_go_back(
     aws: Any, client: Any, clock: Any
 ) -> None:
-    counter_catalog.record(aws.dynamodb, SETTINGS, [Event("x", "a", clock.now, 90_000)], clock.now + HOUR)
-    recent = catalog.Recent()  # another process, still in the earlier hour
-    catalog.touch(aws.dynamodb, SETTINGS, counter_catalog.KIND, recent, {"x": None}, clock.now)
+    expiry = {"x": clock.now // 1000 + 86400}
+    counter_catalog.list_counters(aws.dynamodb, SETTINGS, expiry, clock.now + HOUR)
+    counter_catalog.list_counters(aws.dynamodb, SETTINGS, expiry, clock.now)  # another process, earlier
     (entry,) = get(client, "/counters").json_body["counters"]
     assert entry["last_counted"] == times.iso(clock.now + HOUR)
 

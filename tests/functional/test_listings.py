@@ -11,7 +11,6 @@ import pytest
 from chalicelib.core import pager, quarantine
 from chalicelib.core.settings import Settings
 from chalicelib.counters import catalog as counter_catalog
-from chalicelib.events.ingest import Event
 from chalicelib.reports.runs import INDEX_PK
 from chalicelib.uniques import keys as unique_keys
 from chalicelib.views.validation import View
@@ -26,7 +25,7 @@ COUNT = 7
 
 def seed_counters(aws: Any, now: int) -> set[str]:
     names = {f"jobs.p{i}" for i in range(COUNT)}
-    counter_catalog.record(aws.dynamodb, SETTINGS, [Event(n, n, now, 90_000) for n in names], now)
+    counter_catalog.list_counters(aws.dynamodb, SETTINGS, {n: now // 1000 + 90_000 for n in names}, now)
     return names
 
 

@@ -181,7 +181,7 @@ def test_given_same_bucket_events_in_batch_when_applied_then_one_update_per_buck
     audits = [u for u in updates if u["Key"]["pk"]["S"].startswith("AUD#")]
     assert 1 <= len(audits) <= Settings().event_write_shards
     catalog = [u for u in updates if u["Key"]["pk"]["S"].startswith("CATALOG#")]
-    assert len(catalog) == 1  # GET /counters: one write per counter and hour
+    assert len(catalog) == 1  # GET /counters: one write per counter and day (its day bucket created)
     assert len(updates) == len(buckets) + len(audits) + len(catalog)
 
 
