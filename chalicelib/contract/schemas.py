@@ -48,7 +48,7 @@ def nullable(schema: Schema) -> Schema:
 
 def nullable_object(schema: Schema) -> Schema:
     """An optional object that may also be null (null or absent: none), its description outside."""
-    described = {k: schema.pop(k) for k in ("description", "examples") if k in schema}
+    described: Schema = {k: schema.pop(k) for k in ("description", "examples") if k in schema}
     return {**nullable(schema), **described}
 
 
