@@ -16,6 +16,7 @@ from chalicelib.access import policy
 from chalicelib.core import inputs, pager, quarantine, timebuckets, times, validation, window_params
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit, audit_keys, replay
+from chalicelib.events import dimensions as event_dimensions
 from chalicelib.events import ingest
 from chalicelib.reports import api as reports_api
 from chalicelib.reports import ranges as report_ranges
@@ -118,6 +119,13 @@ REPORT_PATH_ID = string(
 )
 QUARANTINE_SOURCE = string(enum=list(quarantine.SOURCES))
 
+DIMENSION_NAME = string(
+    pattern=anchored(event_dimensions.NAME_PATTERN),
+    minLength=1,
+    maxLength=event_dimensions.NAME_MAX_CHARS,
+    description="a dimension or value name",
+)
+
 # -- bodies --------------------------------------------------------------------------------------
 
 EVENT = obj(
@@ -148,6 +156,24 @@ EVENT = obj(
             "description": f"at most {ingest.MAX_ATTRIBUTES_BYTES} bytes as JSON, nested at most "
             f"{inputs.MAX_STORED_DEPTH} levels, no empty key at any depth (DynamoDB's naming rule); "
             "numbers are summed in reports",
+        },
+        "dimensions": {
+            "type": "object",
+            "maxProperties": event_dimensions.MAX_DIMENSIONS,
+            "propertyNames": DIMENSION_NAME,
+            "additionalProperties": string(minLength=1, maxLength=event_dimensions.DIMENSION_VALUE_MAX_CHARS),
+            "description": f"at most {event_dimensions.MAX_DIMENSIONS} dimensions, each a string value: counts "
+            "and sums are kept per value (GET /counters/{counter}/breakdown) and filter with `where`",
+            "examples": [{"provider": "p2", "region": "eu"}],
+        },
+        "values": {
+            "type": "object",
+            "maxProperties": event_dimensions.MAX_VALUES,
+            "propertyNames": DIMENSION_NAME,
+            "additionalProperties": {"type": "number", "description": "a number DynamoDB can store (38 digits)"},
+            "description": f"at most {event_dimensions.MAX_VALUES} numbers, each summed exactly (in decimal) "
+            "beside every count (`sums`)",
+            "examples": [{"amount": 12.5, "bytes": 1024}],
         },
     },
     closed=True,
