@@ -29,6 +29,7 @@ from chalicelib.events import ingest as events
 from chalicelib.events import stream_records
 from chalicelib.reports import api as reports_api
 from chalicelib.reports import runs as reports_runs
+from chalicelib.sites import beacon as site_beacon
 from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
 from chalicelib.views import api as views_api
@@ -371,6 +372,20 @@ def on_view_messages(event: Any) -> dict[str, int]:
     messages = queues.from_lambda_event(event.to_dict())
     result = views_batches.apply_messages(aws.dynamodb, aws.sqs, settings, messages, clock.now_ms())
     return result.as_dict()
+
+
+# -- site analytics: the tracker's beacon (docs/tracker.md) ----------------------------------
+
+
+@app.route("/beacon/pageview", methods=["POST"], content_types=BODY_TYPES)
+@answers
+def post_pageview() -> Response:
+    now = clock.now_ms()
+    beacon = site_beacon.parse_body(json_body(), now, settings)
+    ip = str(request().context.get("identity", {}).get("sourceIp", ""))
+    agent = request().headers.get("user-agent")
+    outcome = site_beacon.count(aws.dynamodb, aws.sqs, settings, beacon, ip, agent, now)
+    return Response(body=outcome.as_dict(), status_code=202)
 
 
 # -- the dashboard: its page and assets (no key needed), and the listings it reads ----------------

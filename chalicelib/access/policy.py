@@ -253,6 +253,9 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("POST", "/beacon/events"): RouteAccess(INGEST, Names(body="counter", batch="events"), beacon=True),
     ("POST", "/beacon/views"): RouteAccess(INGEST, Names(body="url", batch="views"), beacon=True),
     ("POST", "/beacon/hyperloglog/{name}"): RouteAccess(INGEST, Names(path="name"), beacon=True),
+    # The tracker's page views: the names (site:<host>, the page URL) come from the server, so a
+    # prefix-limited key is refused; the key's origins limit which sites may send.
+    ("POST", "/beacon/pageview"): RouteAccess(INGEST, EVERY_NAME, beacon=True),
     ("GET", "/counters/{counter}"): RouteAccess(READ, Names(path="counter")),
     ("GET", "/counters/{counter}/histogram"): RouteAccess(READ, Names(path="counter")),
     ("GET", "/hyperloglog/{name}"): RouteAccess(READ, Names(path="name")),

@@ -111,6 +111,17 @@ OPERATIONS: tuple[Operation, ...] = (
         body=s.EVENTS_BODY,
     ),
     Operation(
+        "POST",
+        "/beacon/pageview",
+        "postPageview",
+        "sites",
+        "A page view (or custom event) from tally.js, counted without cookies (docs/tracker.md)",
+        (Answer(202, "counted, or not (a known bot: `counted` false)", s.PAGEVIEW_OUTCOME),),
+        body=s.PAGEVIEW_BODY,
+        description="The visitor id is a keyed hash of a daily salt, the site, the client's IP address and user "
+        "agent, never stored. A resent beacon (same url, time and visitor) counts once.",
+    ),
+    Operation(
         "GET",
         "/counters/{counter}",
         "getCounter",

@@ -473,3 +473,30 @@ REPLAY = obj(
         for name in ("replayed", "already_counted", "expired", "still_bad", "not_found")
     }
 )
+
+# -- site analytics (sites/: the tracker's beacon, site summaries) ---------------------------------
+# Bounds as sites/beacon.py declares them (tests/functional/test_sites.py checks they agree).
+BEACON_WIDTH_MAX = 100_000
+PAGEVIEW_BODY = obj(
+    {
+        "url": _nonblank(view_keys.URL_MAX_CHARS),
+        "time": {
+            **BODY_TIME,
+            "description": "when the page was viewed (the script's clock): with the URL and the visitor it makes "
+            "the page view unique; at most a day old",
+        },
+    },
+    {
+        "referrer": nullable(string(maxLength=view_keys.URL_MAX_CHARS)),
+        "width": nullable({"type": "integer", "minimum": 0, "maximum": BEACON_WIDTH_MAX}),
+        "site": nullable({**NAME, "description": "the site counted (default: the URL's host)"}),
+        "event": nullable({**NAME, "description": "a custom event's name (absent: a page view)"}),
+        "dimensions": nullable(EVENT["properties"]["dimensions"]),
+        "values": nullable(EVENT["properties"]["values"]),
+    },
+    closed=True,
+)
+PAGEVIEW_OUTCOME = obj(
+    {"counted": {"type": "boolean"}, "site": nullable(NAME)},
+    {"reason": string(enum=["bot"], description="why nothing was counted")},
+)

@@ -1,0 +1,163 @@
+"""POST /beacon/pageview: page views counted through views, unique counts and counters, once
+under resends; bots not counted; the key's origins enforced; bad input refused, nothing queued."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from chalicelib.contract import schemas
+from chalicelib.sites import beacon as site_beacon
+from tests.conftest import create_key
+from tests.functional.site_helpers import FIREFOX, GOOGLEBOT, SETTINGS, Counting, beacon
+
+SITE = "blog.example"
+ORIGIN = "https://blog.example"
+
+
+@pytest.fixture
+def key(aws: Any) -> str:
+    return create_key(aws, ["ingest"], origins=[ORIGIN])
+
+
+@pytest.fixture
+def counting(client: Any, aws: Any) -> Counting:
+    return Counting(client, aws)
+
+
+def view(clock: Any, path: str = "/posts/1", ago_ms: int = 0, **more: Any) -> dict[str, Any]:
+    return {"url": f"{ORIGIN}{path}", "time": clock.now - ago_ms, "referrer": "", "width": 1280, **more}
+
+
+def views_of(client: Any, url: str) -> int:
+    return int(client.http.get(f"/views?url={quote(url, safe='')}").json_body["views"])
+
+
+def pageviews(client: Any, counter: str = f"site:{SITE}") -> int:
+    return int(client.http.get(f"/counters/{counter}?window=1d").json_body["count"])
+
+
+def visitors(client: Any) -> int:
+    return int(client.http.get(f"/hyperloglog/site:{SITE}?window=1d").json_body["cardinality"])
+
+
+def queued(aws: Any) -> int:
+    total = 0
+    for queue in (SETTINGS.views_queue, SETTINGS.uniques_queue):
+        url = aws.sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+        attributes = aws.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+        total += int(attributes["Attributes"]["ApproximateNumberOfMessages"])
+    return total + len(aws.dynamodb.scan(TableName=SETTINGS.events_table)["Items"])
+
+
+def test_given_a_page_view_when_beaconed_then_counted_as_a_view_a_visitor_and_a_pageview_event(
+    client: Any, aws: Any, clock: Any, key: str, counting: Counting
+) -> None:
+    answer = beacon(client, key, view(clock), origin=ORIGIN)
+    assert answer.status_code == 202, answer.body
+    assert answer.json_body == {"counted": True, "site": SITE}
+    counting.process()
+    assert views_of(client, f"{ORIGIN}/posts/1") == 1
+    assert pageviews(client) == 1
+    assert visitors(client) == 1
+
+
+def test_given_a_resent_beacon_when_counted_then_it_counts_once_on_every_path(
+    client: Any, aws: Any, clock: Any, key: str, counting: Counting
+) -> None:
+    body = view(clock, "/a?utm_source=news&utm_medium=email&utm_campaign=launch")
+    for _ in range(3):
+        assert beacon(client, key, body, origin=ORIGIN).status_code == 202
+        counting.process()
+        counting.redeliver()
+    assert views_of(client, f"{ORIGIN}/a") == 1
+    assert pageviews(client) == 1
+    assert pageviews(client, f"site-utm:{SITE}") == 1
+    assert visitors(client) == 1
+
+
+def test_given_a_reload_and_a_second_visitor_when_counted_then_views_add_and_visitors_are_two(
+    client: Any, aws: Any, clock: Any, key: str, counting: Counting
+) -> None:
+    beacon(client, key, view(clock, ago_ms=5000), origin=ORIGIN)
+    beacon(client, key, view(clock), origin=ORIGIN)  # the same visitor reloads
+    beacon(client, key, view(clock), agent=FIREFOX, origin=ORIGIN)  # another visitor, the same moment
+    beacon(client, key, view(clock, "/posts/2"), agent=FIREFOX, origin=ORIGIN)
+    counting.process()
+    assert views_of(client, f"{ORIGIN}/posts/1") == 3
+    assert pageviews(client) == 4
+    assert visitors(client) == 2
+
+
+def test_given_a_known_bot_when_it_beacons_then_nothing_is_counted(client: Any, aws: Any, clock: Any, key: str) -> None:
+    for agent in (GOOGLEBOT, "curl/8.5.0", ""):
+        answer = beacon(client, key, view(clock), agent=agent, origin=ORIGIN)
+        assert answer.status_code == 202
+        assert answer.json_body == {"counted": False, "site": None, "reason": "bot"}
+    assert queued(aws) == 0
+
+
+def test_given_an_origin_the_key_does_not_list_when_it_beacons_then_403_and_nothing_counted(
+    client: Any, aws: Any, clock: Any, key: str
+) -> None:
+    answer = beacon(client, key, view(clock), origin="https://elsewhere.example")
+    assert answer.status_code == 403
+    assert set(answer.json_body) == {"Code", "Message"}
+    assert beacon(client, "not-a-key", view(clock), origin=ORIGIN).status_code == 401
+    read_key = create_key(aws, ["read"])
+    assert beacon(client, read_key, view(clock), origin=ORIGIN).status_code == 403
+    assert queued(aws) == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "names"),
+    [
+        ({"url": "ftp://blog.example/", "time": 0}, "url"),
+        ({"url": "/relative", "time": 0}, "url"),
+        ({"time": 0}, "url"),
+        ({"url": f"{ORIGIN}/"}, "time"),
+        ({"url": f"{ORIGIN}/", "time": -2 * 86_400_000}, "day old"),
+        ({"url": f"{ORIGIN}/", "time": 3_600_000}, "future"),
+        ({"url": f"{ORIGIN}/", "time": 0, "width": -1}, "width"),
+        ({"url": f"{ORIGIN}/", "time": 0, "site": "a b"}, "site"),
+        ({"url": f"{ORIGIN}/", "time": 0, "cookie": "x"}, "unknown"),
+        ({"url": f"{ORIGIN}/", "time": 0, "dimensions": {"a": "b"}}, "custom events"),
+        ({"url": f"{ORIGIN}/", "time": 0, "event": "signup", "dimensions": {"a": 1}}, "dimensions"),
+    ],
+)
+def test_given_bad_input_when_beaconed_then_400_in_chalices_shape_and_nothing_counted(
+    client: Any, aws: Any, clock: Any, key: str, body: dict[str, Any], names: str
+) -> None:
+    if "time" in body:
+        body = {**body, "time": clock.now + body["time"]}
+    answer = beacon(client, key, body, origin=ORIGIN)
+    assert answer.status_code == 400, answer.body
+    assert answer.json_body["Code"] == "BadRequestError"
+    assert names in answer.json_body["Message"]
+    assert queued(aws) == 0
+
+
+def test_given_a_custom_event_when_beaconed_then_counted_once_with_its_dimensions_and_values(
+    client: Any, aws: Any, clock: Any, key: str, counting: Counting
+) -> None:
+    body = view(clock, event="signup", dimensions={"plan": "pro"}, values={"amount": 12.5})
+    assert beacon(client, key, body, origin=ORIGIN).status_code == 202
+    assert beacon(client, key, body, origin=ORIGIN).status_code == 202
+    counting.process()
+    answer = client.http.get(f"/counters/site-event:{SITE}:signup?window=1d").json_body
+    assert answer["count"] == 1
+    assert pageviews(client) == 0 and visitors(client) == 0
+
+
+def test_given_data_site_when_beaconed_then_counted_under_that_site(
+    client: Any, aws: Any, clock: Any, key: str, counting: Counting
+) -> None:
+    assert beacon(client, key, view(clock, site="docs.example"), origin=ORIGIN).json_body["site"] == "docs.example"
+    counting.process()
+    assert pageviews(client, "site:docs.example") == 1
+
+
+def test_given_the_contract_when_read_then_its_beacon_bounds_are_the_codes() -> None:
+    assert schemas.BEACON_WIDTH_MAX == site_beacon.MAX_WIDTH
