@@ -18,6 +18,7 @@ from chalicelib.core.aws import AwsClients
 from chalicelib.core.errors import NotFoundError as TallyNotFound
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.settings import Settings
+from chalicelib.core.static import Asset
 from chalicelib.counters import audit_runs
 from chalicelib.counters import catalog as counter_catalog
 from chalicelib.counters import reads as counters
@@ -30,6 +31,7 @@ from chalicelib.events import stream_records
 from chalicelib.reports import api as reports_api
 from chalicelib.reports import runs as reports_runs
 from chalicelib.sites import beacon as site_beacon
+from chalicelib.sites import script as site_script
 from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
 from chalicelib.views import api as views_api
@@ -388,6 +390,12 @@ def post_pageview() -> Response:
     return Response(body=outcome.as_dict(), status_code=202)
 
 
+@app.route("/tally.js", methods=["GET"])
+@answers
+def tracker_script() -> Response:
+    return static_answer(site_script.script(), query().get("v"))
+
+
 # -- the dashboard: its page and assets (no key needed), and the listings it reads ----------------
 
 
@@ -409,7 +417,7 @@ def openapi_document() -> dict[str, Any]:
     return contract.document()
 
 
-def static_answer(asset: dashboard.Asset, version: str | None = None) -> Response:
+def static_answer(asset: Asset, version: str | None = None) -> Response:
     status, headers, body = asset.answer(request().headers.get("if-none-match"), version)
     return Response(body=body, status_code=status, headers=headers)
 

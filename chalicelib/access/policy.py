@@ -274,6 +274,7 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("GET", "/"): RouteAccess(None),
     ("GET", "/dashboard/{name}"): RouteAccess(None),
     ("GET", "/openapi.json"): RouteAccess(None),
+    ("GET", "/tally.js"): RouteAccess(None),  # the tracker script, loaded by any site's page
     ("GET", "/counters"): RouteAccess(READ),
     ("GET", "/views/urls"): RouteAccess(READ),
     ("GET", "/quarantine/counts"): RouteAccess(ADMIN),

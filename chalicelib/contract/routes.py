@@ -449,6 +449,22 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "GET",
+        "/tally.js",
+        "trackerScript",
+        "sites",
+        "The tracker script a site links (docs/tracker.md): cached an hour, or a year with the current `v`",
+        (
+            Answer(200, "the script", s.string(), media=(MEDIA[".js"],), headers=(ETAG,)),
+            Answer(304, "the client's copy is current (If-None-Match)", None),
+        ),
+        params=(
+            Param("v", s.query_text(), "the script's content hash"),
+            Param("If-None-Match", s.string(), where="header"),
+        ),
+        errors=(),
+    ),
+    Operation(
+        "GET",
         "/openapi.json",
         "openapi",
         "dashboard",

@@ -161,3 +161,12 @@ def test_given_data_site_when_beaconed_then_counted_under_that_site(
 
 def test_given_the_contract_when_read_then_its_beacon_bounds_are_the_codes() -> None:
     assert schemas.BEACON_WIDTH_MAX == site_beacon.MAX_WIDTH
+
+
+def test_given_no_key_when_tally_js_requested_then_the_script_with_its_etag(client: Any) -> None:
+    answer = client.http.with_key(None).get("/tally.js")
+    assert answer.status_code == 200
+    assert answer.headers["Content-Type"].startswith("text/javascript")
+    assert "sendBeacon" in answer.body.decode()
+    again = client.http.with_key(None).get("/tally.js", headers={"If-None-Match": answer.headers["ETag"]})
+    assert again.status_code == 304
