@@ -31,6 +31,7 @@ from chalicelib.events import stream_records
 from chalicelib.reports import api as reports_api
 from chalicelib.reports import runs as reports_runs
 from chalicelib.sites import beacon as site_beacon
+from chalicelib.sites import listing as site_listing
 from chalicelib.sites import script as site_script
 from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
@@ -388,6 +389,12 @@ def post_pageview() -> Response:
     agent = request().headers.get("user-agent")
     outcome = site_beacon.count(aws.dynamodb, aws.sqs, settings, beacon, ip, agent, now)
     return Response(body=outcome.as_dict(), status_code=202)
+
+
+@app.route("/sites", methods=["GET"], authorizer=read_key)
+@answers
+def list_sites() -> dict[str, Any]:
+    return site_listing.listing(aws.dynamodb, settings, query(), clock.now_ms())
 
 
 @app.route("/tally.js", methods=["GET"])

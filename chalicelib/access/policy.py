@@ -277,6 +277,7 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("GET", "/tally.js"): RouteAccess(None),  # the tracker script, loaded by any site's page
     ("GET", "/counters"): RouteAccess(READ),
     ("GET", "/views/urls"): RouteAccess(READ),
+    ("GET", "/sites"): RouteAccess(READ),
     ("GET", "/quarantine/counts"): RouteAccess(ADMIN),
     ("POST", "/quarantine/replay"): RouteAccess(ADMIN),
     ("GET", "/audit"): RouteAccess(ADMIN),

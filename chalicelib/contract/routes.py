@@ -449,6 +449,15 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "GET",
+        "/sites",
+        "listSites",
+        "sites",
+        "The sites that sent page views, by name",
+        (Answer(200, "a page of sites", s.SITE_LISTING),),
+        params=PAGE,
+    ),
+    Operation(
+        "GET",
         "/tally.js",
         "trackerScript",
         "sites",

@@ -500,3 +500,9 @@ PAGEVIEW_OUTCOME = obj(
     {"counted": {"type": "boolean"}, "site": nullable(NAME)},
     {"reason": string(enum=["bot"], description="why nothing was counted")},
 )
+SITE_LISTING = obj(
+    {
+        "sites": {"type": "array", "items": obj({"site": NAME, "last_seen": ISO_TIME})},
+        "next": NEXT,
+    }
+)

@@ -170,3 +170,14 @@ def test_given_no_key_when_tally_js_requested_then_the_script_with_its_etag(clie
     assert "sendBeacon" in answer.body.decode()
     again = client.http.with_key(None).get("/tally.js", headers={"If-None-Match": answer.headers["ETag"]})
     assert again.status_code == 304
+
+
+def test_given_page_views_of_two_sites_when_sites_listed_then_each_once_by_name(
+    client: Any, aws: Any, clock: Any, key: str
+) -> None:
+    beacon(client, key, view(clock), origin=ORIGIN)
+    beacon(client, key, view(clock, "/b"), origin=ORIGIN)
+    beacon(client, key, view(clock, site="docs.example"), origin=ORIGIN)
+    answer = client.http.get("/sites").json_body
+    assert [entry["site"] for entry in answer["sites"]] == ["blog.example", "docs.example"]
+    assert answer["next"] is None
