@@ -181,3 +181,48 @@ def test_given_page_views_of_two_sites_when_sites_listed_then_each_once_by_name(
     answer = client.http.get("/sites").json_body
     assert [entry["site"] for entry in answer["sites"]] == ["blog.example", "docs.example"]
     assert answer["next"] is None
+
+
+PATH_VALUES = {
+    "counter": f"site:{SITE}",
+    "name": f"site:{SITE}",
+    "site": SITE,
+    "report_id": "20261118T000000000Z-20261118T010000000Z",
+    "key_id": "0" * 16,
+}
+
+
+def test_given_a_days_salt_when_every_route_is_read_then_no_answer_holds_it(
+    client: Any, aws: Any, clock: Any, key: str, counting: Counting, app_module: Any
+) -> None:
+    import base64
+
+    from chalicelib.sites import keys as site_keys
+    from tests.functional.helpers import partition
+
+    beacon(client, key, view(clock, "/?utm_source=news"), origin=ORIGIN)
+    counting.process()
+    (item,) = partition(aws.dynamodb, site_keys.SALT_PK)
+    salt = bytes(item["salt"]["B"])
+    forms = [
+        salt.hex(),
+        salt.hex().upper(),
+        base64.b64encode(salt).decode(),
+        base64.urlsafe_b64encode(salt).decode().rstrip("="),
+        site_keys.SALT_PK,
+    ]
+    read = 0
+    for path, methods in app_module.app.routes.items():
+        if "GET" not in methods:
+            continue
+        filled = path.replace("/dashboard/{name}", "/dashboard/dashboard.js")
+        for param, value in PATH_VALUES.items():
+            filled = filled.replace("{" + param + "}", quote(value, safe=":"))
+        for query in ("", "?window=1d", "?url=" + quote(f"{ORIGIN}/", safe="")):
+            answer = client.http.get(filled + query)
+            body = answer.body.decode("latin-1") if isinstance(answer.body, bytes) else str(answer.body)
+            assert not any(form in body for form in forms), (filled, query)
+            read += answer.status_code == 200
+    again = beacon(client, key, view(clock, "/b"), origin=ORIGIN)
+    assert not any(form in again.body.decode("latin-1") for form in forms)
+    assert read >= 40  # most routes answered with data, not a refusal
