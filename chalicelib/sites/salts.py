@@ -3,7 +3,8 @@
 One salt per UTC day: 32 random bytes, created by the first page view that needs it (a
 conditional put; a concurrent creator's salt wins and is read back), expiring two days after
 its day starts (`expires_at`, the table's TTL). DynamoDB deletes expired items only eventually
-(docs/guarantees.md), so a read ignores a salt past its expiry as if it were gone. Nothing
+(docs/guarantees.md), so a read ignores a salt past its expiry as if it were gone, and the
+first page view of a day deletes the salt that has just expired. Nothing
 but `visitor_id` ever sees a salt: no route answers one.
 """
 
@@ -88,6 +89,21 @@ def _read(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int) -> bytes
     return bytes(item["salt"]["B"])
 
 
+def _delete_expired(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int) -> None:
+    """Delete an expired salt now rather than when TTL gets to it (DynamoDB deletes expired items
+    only within days, docs/guarantees.md). Done by the first page view of each day; should it
+    fail, the salt is still ignored by every read and TTL deletes it."""
+    try:
+        dynamodb.delete_item(
+            TableName=settings.counts_table,
+            Key=keys.salt_key(day),
+            ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
+            ExpressionAttributeValues={":now": {"N": str(now_s)}},
+        )
+    except ClientError:
+        pass
+
+
 def _create(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int, salt: bytes) -> bytes:
     try:
         dynamodb.put_item(
@@ -97,6 +113,7 @@ def _create(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int, salt: 
             ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
             ExpressionAttributeValues={":now": {"N": str(now_s)}},
         )
+        _delete_expired(dynamodb, settings, day - SALT_DAYS, now_s)
         return salt
     except ClientError as exc:
         if error_code(exc) != "ConditionalCheckFailedException":

@@ -59,3 +59,13 @@ def test_given_a_day_past_its_two_days_when_asked_then_refused(aws: Any) -> None
     with pytest.raises(ValueError):
         salts.salt_for_day(aws.dynamodb, SETTINGS, DAY - 2, NOON)
     assert partition(aws.dynamodb, keys.SALT_PK) == []
+
+
+def test_given_a_new_days_salt_when_created_then_the_salt_that_just_expired_is_deleted(aws: Any) -> None:
+    salts.salt_for_day(aws.dynamodb, SETTINGS, DAY, NOON)
+    salts.salt_for_day(aws.dynamodb, SETTINGS, DAY + 1, NOON + times.DAY_MS)
+    assert len(partition(aws.dynamodb, keys.SALT_PK)) == 2
+    # Two days after DAY starts its salt has expired; the first page view of DAY + 2 deletes it.
+    salts.salt_for_day(aws.dynamodb, SETTINGS, DAY + 2, NOON + 2 * times.DAY_MS)
+    left = sorted(item["sk"]["S"] for item in partition(aws.dynamodb, keys.SALT_PK))
+    assert left == [keys.salt_key(DAY + 1)["sk"]["S"], keys.salt_key(DAY + 2)["sk"]["S"]]
