@@ -12,14 +12,14 @@ from chalice.app import AuthRequest, BadRequestError, Chalice, NotFoundError, Ra
 from chalicelib.access import gate, policy
 from chalicelib.access import store as key_store
 from chalicelib.contract import document as contract
-from chalicelib.core import clock, inputs, quarantine, queues, telemetry, validation
+from chalicelib.core import clock, inputs, pager, quarantine, queues, telemetry, validation
 from chalicelib.core import window_params as windows
 from chalicelib.core.aws import AwsClients
 from chalicelib.core.errors import NotFoundError as TallyNotFound
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.static import Asset
-from chalicelib.counters import audit_runs
+from chalicelib.counters import audit_runs, breakdowns, dimension_keys
 from chalicelib.counters import catalog as counter_catalog
 from chalicelib.counters import reads as counters
 from chalicelib.counters import repair as counter_repair
@@ -86,6 +86,12 @@ def json_body() -> Any:
 
 def query() -> dict[str, str]:
     return inputs.query(request().query_params)
+
+
+def where() -> dict[str, str]:
+    """The `where=name:value` filters of the request (repeatable)."""
+    params = request().query_params
+    return dimension_keys.parse_where(params.getlist("where") if params and "where" in params else [])
 
 
 # -- access: keys and scopes (docs/access.md) ----------------------------------------------
@@ -192,7 +198,7 @@ def get_counter(counter: str) -> dict[str, Any]:
     now = clock.now_ms()
     first, last = windows.minute_range(query(), now)
     name = validation.name(counter, "counter")
-    return counters.count_window(aws.dynamodb, settings, name, first, last, now).as_dict()
+    return counters.count_window(aws.dynamodb, settings, name, first, last, now, where=where()).as_dict()
 
 
 @app.route("/counters/{counter}/histogram", methods=["GET"], authorizer=read_key)
@@ -202,7 +208,19 @@ def get_histogram(counter: str) -> dict[str, Any]:
     params = query()
     first, last = windows.minute_range(params, now)
     name = validation.name(counter, "counter")
-    return counters.histogram(aws.dynamodb, settings, name, first, last, windows.resolution(params), now)
+    resolution = windows.resolution(params)
+    return counters.histogram(aws.dynamodb, settings, name, first, last, resolution, now, where())
+
+
+@app.route("/counters/{counter}/breakdown", methods=["GET"], authorizer=read_key)
+@answers
+def get_breakdown(counter: str) -> dict[str, Any]:
+    now = clock.now_ms()
+    params = query()
+    first, last = windows.minute_range(params, now)
+    name = validation.name(counter, "counter")
+    limit = pager.page_limit(params.get("limit"), breakdowns.DEFAULT_LIMIT, breakdowns.MAX_LIMIT)
+    return breakdowns.breakdown(aws.dynamodb, settings, name, params.get("by", ""), first, last, limit, where(), now)
 
 
 @app.route("/quarantine", methods=["GET"], authorizer=admin_key)

@@ -258,6 +258,7 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("POST", "/beacon/pageview"): RouteAccess(INGEST, EVERY_NAME, beacon=True),
     ("GET", "/counters/{counter}"): RouteAccess(READ, Names(path="counter")),
     ("GET", "/counters/{counter}/histogram"): RouteAccess(READ, Names(path="counter")),
+    ("GET", "/counters/{counter}/breakdown"): RouteAccess(READ, Names(path="counter")),
     ("GET", "/hyperloglog/{name}"): RouteAccess(READ, Names(path="name")),
     ("GET", "/hyperloglog/{name}/histogram"): RouteAccess(READ, Names(path="name")),
     # Without `names` it lists every name: not for a prefix-limited key.

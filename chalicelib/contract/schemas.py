@@ -263,10 +263,63 @@ RETENTION: dict[str, Schema] = {
     "message": string(),
 }
 WINDOW_ANSWER: dict[str, Schema] = {"start": ISO_TIME, "end": ISO_TIME, "keys_read": {"type": "integer", "minimum": 0}}
+SUMS = {
+    "type": "object",
+    "propertyNames": DIMENSION_NAME,
+    "additionalProperties": {"type": "number"},
+    "description": "per value name, the exact sum of that value over the events counted",
+}
+WHERE_ECHO = {"type": "object", "additionalProperties": string(), "description": "the filter applied"}
 COUNT_ANSWER = obj(
-    {"counter": NAME, "count": {"type": "integer", "minimum": 0}, **WINDOW_ANSWER, "complete": RETENTION["complete"]},
-    RETENTION,
+    {
+        "counter": NAME,
+        "count": {"type": "integer", "minimum": 0},
+        "sums": SUMS,
+        **WINDOW_ANSWER,
+        "complete": RETENTION["complete"],
+    },
+    {**RETENTION, "where": WHERE_ECHO},
 )
+BREAKDOWN_ANSWER = obj(
+    {
+        "counter": NAME,
+        "by": DIMENSION_NAME,
+        **WINDOW_ANSWER,
+        "complete": RETENTION["complete"],
+        "exact": {"type": "boolean", "description": "true: the ranking, counts and sums are exact"},
+        "values": {
+            "type": "array",
+            "items": obj({"value": string(), "count": {"type": "integer", "minimum": 1}, "sums": SUMS}),
+        },
+        "others": obj(
+            {
+                "values": {"type": "integer", "minimum": 0, "description": "distinct values not listed"},
+                "count": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "events not in the list (other values, or without the dimension)",
+                },
+            }
+        ),
+    },
+    {
+        **RETENTION,
+        "where": WHERE_ECHO,
+        "bound": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "when not exact: the most events a value not listed can have in the window",
+        },
+    },
+)
+WHERE = {
+    "type": "array",
+    "items": query_text(pattern="^[A-Za-z0-9_.-]{1,64}:.{1,128}$"),
+    "maxItems": event_dimensions.MAX_DIMENSIONS,
+    "description": "name:value (the value may hold colons); repeatable, every clause must hold: "
+    "only the events having those dimension values",
+    "examples": [["provider:p2"]],
+}
 HISTOGRAM_ANSWER = obj(
     {
         "counter": NAME,
@@ -275,11 +328,11 @@ HISTOGRAM_ANSWER = obj(
         "end": ISO_TIME,
         "buckets": {
             "type": "array",
-            "items": obj({"start": ISO_TIME, "count": {"type": "integer", "minimum": 0}}),
+            "items": obj({"start": ISO_TIME, "count": {"type": "integer", "minimum": 0}, "sums": SUMS}),
         },
         "complete": RETENTION["complete"],
     },
-    RETENTION,
+    {**RETENTION, "where": WHERE_ECHO},
 )
 ESTIMATE: dict[str, Schema] = {
     "cardinality": {"type": "integer", "minimum": 0},

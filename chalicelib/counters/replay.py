@@ -33,7 +33,7 @@ from chalicelib.core import dynamo, inputs, keyspace, quarantine, transactions, 
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError, reason
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit_keys, audit_runs, stream_apply
+from chalicelib.counters import audit_keys, audit_runs, dimension_keys, stream_apply
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import stream_records
 
@@ -225,14 +225,16 @@ class _Plan:
             )
             owners.append(None)
         if counting:
-            for bucket in c.buckets:
-                update = stream_apply.BucketUpdate()
-                update.add(bucket, c.event)
-                key = counter_keys.bucket_key(c.event.counter, bucket)
-                keep = (key["pk"]["S"], key["sk"]["S"]) in self.keep_stored
-                # The stream handler's own increment: one rule for a bucket's expiry and retention.
-                items.append({"Update": stream_apply.increment(self.settings, key, bucket, update, keep)})
-                owners.append(None)
+            # Its counter's buckets and its filters' (breakdown summaries are not replayed).
+            for pk in dimension_keys.count_pks(c.event.counter, c.event.dimensions):
+                for bucket in c.buckets:
+                    update = stream_apply.BucketUpdate()
+                    update.add(bucket, c.event)
+                    key = dimension_keys.bucket_item_key(pk, bucket)
+                    keep = (key["pk"]["S"], key["sk"]["S"]) in self.keep_stored
+                    # The stream handler's own increment: one rule for a bucket's expiry and retention.
+                    items.append({"Update": stream_apply.increment(self.settings, key, bucket, update, keep)})
+                    owners.append(None)
         if self.with_tally:
             to = audit_keys.APPLIED if c.buckets else audit_keys.EXPIRED
             items.append(
@@ -256,7 +258,7 @@ class _Plan:
         if any(pk.startswith(keyspace.EVENT_MARKER) for pk in pks) and not self.counted_elsewhere:
             self.counted_elsewhere = True
             return True
-        buckets = {(pk, k["sk"]["S"]) for pk, k in zip(pks, keys) if pk.startswith(keyspace.COUNTER)}
+        buckets = {(pk, k["sk"]["S"]) for pk, k in zip(pks, keys) if pk.startswith((keyspace.COUNTER, keyspace.FILTER))}
         new = buckets - self.keep_stored
         self.keep_stored |= new
         return bool(new)

@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -49,7 +50,7 @@ from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageE
 from chalicelib.core.errors import reason as failure_reason
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import audit_keys, catalog
+from chalicelib.counters import audit_keys, catalog, dimension_keys, summaries, topk
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest as events_ingest
 from chalicelib.events.ingest import Event
@@ -163,8 +164,9 @@ def apply_stream_batch(
     catalog.record(dynamodb, settings, (c.event for c in pending), now_ms)  # GET /counters
     progress = _Progress()
     refused: dict[int, Exception] = {}  # records whose own data DynamoDB refused
-    for (counter, bucket, shard), members in _by_item(pending).items():
-        _apply_item(dynamodb, settings, counter, bucket, shard, members, now_ms, result, progress, refused)
+    for (pk, bucket, shard), members in _by_item(pending).items():
+        _apply_item(dynamodb, settings, pk, bucket, shard, members, now_ms, result, progress, refused)
+    summaries.apply(dynamodb, settings, (c for c in pending if id(c) not in refused), now_ms, result)
     for countable in pending:
         if id(countable) in refused:
             continue  # set aside: it is audited as such
@@ -284,17 +286,20 @@ def _claim_client_ids(
 
 
 def _by_item(pending: list[Countable]) -> dict[tuple[str, Bucket, str], list[Countable]]:
+    """Per bucket item (counter or filter partition key, bucket, shard): the records it counts.
+    An event with dimensions is counted in a filter counter per subset of them (dimension_keys)."""
     items: dict[tuple[str, Bucket, str], list[Countable]] = {}
     for c in pending:
-        for bucket in c.buckets:
-            items.setdefault((c.event.counter, bucket, c.shard), []).append(c)
+        for pk in dimension_keys.count_pks(c.event.counter, c.event.dimensions):
+            for bucket in c.buckets:
+                items.setdefault((pk, bucket, c.shard), []).append(c)
     return dict(sorted(items.items(), key=lambda kv: (kv[0][0], kv[0][1].resolution, kv[0][1].index, kv[0][2])))
 
 
 def _apply_item(
     dynamodb: Any,
     settings: Settings,
-    counter: str,
+    pk: str,
     bucket: Bucket,
     shard: str,
     members: list[Countable],
@@ -308,7 +313,7 @@ def _apply_item(
     members = sorted(members, key=lambda c: c.position)
     before = ""  # the item's position for this shard, once a cancelled condition has shown it
     keep_stored = False
-    key = counter_keys.bucket_key(counter, bucket)
+    key = dimension_keys.bucket_item_key(pk, bucket)
     for _ in range(MAX_ROUNDS):
         members = [c for c in members if id(c) not in refused]
         if not members:
@@ -320,7 +325,7 @@ def _apply_item(
         except ClientError as exc:
             code = _code(exc)
             if code in REJECTED_ERROR_CODES:
-                _isolate(dynamodb, settings, counter, bucket, shard, members, now_ms, result, progress, refused, exc)
+                _isolate(dynamodb, settings, pk, bucket, shard, members, now_ms, result, progress, refused, exc)
                 return
             if code != CONDITION_FAILED:
                 raise StorageError("could not count a bucket") from exc
@@ -351,7 +356,7 @@ def _apply_item(
 def _isolate(
     dynamodb: Any,
     settings: Settings,
-    counter: str,
+    pk: str,
     bucket: Bucket,
     shard: str,
     members: list[Countable],
@@ -367,7 +372,7 @@ def _isolate(
         return
     half = len(members) // 2
     for part in (members[:half], members[half:]):
-        _apply_item(dynamodb, settings, counter, bucket, shard, part, now_ms, result, progress, refused)
+        _apply_item(dynamodb, settings, pk, bucket, shard, part, now_ms, result, progress, refused)
 
 
 @dataclass
@@ -377,12 +382,23 @@ class BucketUpdate:
     n: int = 0
     minutes: Tally[int] = field(default_factory=Tally)
     retention: int = 0
+    sums: dict[str, Decimal] = field(default_factory=dict)  # attribute name -> amount to ADD
+    names: dict[str, str] = field(default_factory=dict)  # attribute name -> value name
 
     def add(self, bucket: Bucket, event: Event) -> None:
         self.n += 1
+        minute = timebuckets.minute_of_hour(event.time_ms)
         if bucket.resolution == "hour":
-            self.minutes[timebuckets.minute_of_hour(event.time_ms)] += 1
+            self.minutes[minute] += 1
         self.retention = max(self.retention, event.retention_seconds)
+        for name, amount in event.values.items():
+            self.names[dimension_keys.name_attribute(name)] = name
+            attribute = (
+                dimension_keys.minute_sum_attribute(minute, name)
+                if bucket.resolution == "hour"
+                else dimension_keys.total_attribute(name)
+            )
+            self.sums[attribute] = topk.EXACT.add(self.sums.get(attribute, Decimal(0)), amount)
 
 
 def _bucket_update(
@@ -433,6 +449,15 @@ def increment(
         names[f"#m{minute}"] = counter_keys.minute_attribute(minute)
         values[f":m{minute}"] = {"N": str(k)}
         adds.append(f"#m{minute} :m{minute}")
+    sets = []
+    for i, (attribute, amount) in enumerate(sorted(update.sums.items())):
+        names[f"#v{i}"] = attribute
+        values[f":v{i}"] = {"N": str(amount)}
+        adds.append(f"#v{i} :v{i}")
+    for i, (attribute, value_name) in enumerate(sorted(update.names.items())):
+        names[f"#w{i}"] = attribute
+        values[f":w{i}"] = {"S": value_name}
+        sets.append(f", #w{i} = :w{i}")
     request: dict[str, Any] = {
         "TableName": settings.counts_table,
         "Key": key,
@@ -442,9 +467,10 @@ def increment(
     if keep_stored:
         request["UpdateExpression"] = (
             f"ADD {', '.join(adds)} SET expires_at = if_not_exists(expires_at, :exp), #r = if_not_exists(#r, :r)"
+            + "".join(sets)
         )
     else:
-        request["UpdateExpression"] = f"ADD {', '.join(adds)} SET expires_at = :exp, #r = :r"
+        request["UpdateExpression"] = f"ADD {', '.join(adds)} SET expires_at = :exp, #r = :r" + "".join(sets)
         request["ConditionExpression"] = "(attribute_not_exists(#r) OR #r <= :r)"
     return request
 
