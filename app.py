@@ -33,6 +33,7 @@ from chalicelib.reports import runs as reports_runs
 from chalicelib.sites import beacon as site_beacon
 from chalicelib.sites import listing as site_listing
 from chalicelib.sites import script as site_script
+from chalicelib.sites import summary as site_summary
 from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
 from chalicelib.views import api as views_api
@@ -413,6 +414,15 @@ def post_pageview() -> Response:
 @answers
 def list_sites() -> dict[str, Any]:
     return site_listing.listing(aws.dynamodb, settings, query(), clock.now_ms())
+
+
+@app.route("/sites/{site}/summary", methods=["GET"], authorizer=read_key)
+@answers
+def get_site_summary(site: str) -> dict[str, Any]:
+    now = clock.now_ms()
+    params = query()
+    minutes, hours = windows.minute_range(params, now), windows.hour_range(params, now)
+    return site_summary.summary(aws.dynamodb, settings, site, minutes, hours, site_summary.parse_limit(params), now)
 
 
 @app.route("/tally.js", methods=["GET"])

@@ -279,6 +279,9 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("GET", "/counters"): RouteAccess(READ),
     ("GET", "/views/urls"): RouteAccess(READ),
     ("GET", "/sites"): RouteAccess(READ),
+    # A site's summary reads counters site:<site> and site-utm:<site> and the unique count
+    # site:<site>: a prefix-limited key reaches it when its prefix covers all three ("site").
+    ("GET", "/sites/{site}/summary"): RouteAccess(READ),
     ("GET", "/quarantine/counts"): RouteAccess(ADMIN),
     ("POST", "/quarantine/replay"): RouteAccess(ADMIN),
     ("GET", "/audit"): RouteAccess(ADMIN),

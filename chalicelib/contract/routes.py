@@ -481,6 +481,23 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "GET",
+        "/sites/{site}/summary",
+        "getSiteSummary",
+        "sites",
+        "A site's visitors, page views, top pages, referrers, sources and devices over a window",
+        (Answer(200, "the summary", s.SITE_SUMMARY),),
+        params=(
+            path(
+                "site", {**s.NAME, "maxLength": s.SITE_MAX_CHARS}, "the site: its hostname, or the script's data-site"
+            ),
+            *WINDOW,
+            Param("limit", s.query_integer(1, 1000, 10), "the longest list"),
+        ),
+        description=WINDOWED
+        + " Visitors are counted over whole UTC hours (`visitors_start`, `visitors_end`), as unique counts are.",
+    ),
+    Operation(
+        "GET",
         "/tally.js",
         "trackerScript",
         "sites",

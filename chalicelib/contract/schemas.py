@@ -530,6 +530,7 @@ REPLAY = obj(
 # -- site analytics (sites/: the tracker's beacon, site summaries) ---------------------------------
 # Bounds as sites/beacon.py declares them (tests/functional/test_sites.py checks they agree).
 BEACON_WIDTH_MAX = 100_000
+SITE_MAX_CHARS = 180
 PAGEVIEW_BODY = obj(
     {
         "url": _nonblank(view_keys.URL_MAX_CHARS),
@@ -542,7 +543,9 @@ PAGEVIEW_BODY = obj(
     {
         "referrer": nullable(string(maxLength=view_keys.URL_MAX_CHARS)),
         "width": nullable({"type": "integer", "minimum": 0, "maximum": BEACON_WIDTH_MAX}),
-        "site": nullable({**NAME, "description": "the site counted (default: the URL's host)"}),
+        "site": nullable(
+            {**NAME, "maxLength": SITE_MAX_CHARS, "description": "the site counted (default: the URL's host)"}
+        ),
         "event": nullable({**NAME, "description": "a custom event's name (absent: a page view)"}),
         "dimensions": nullable(EVENT["properties"]["dimensions"]),
         "values": nullable(EVENT["properties"]["values"]),
@@ -558,4 +561,44 @@ SITE_LISTING = obj(
         "sites": {"type": "array", "items": obj({"site": NAME, "last_seen": ISO_TIME})},
         "next": NEXT,
     }
+)
+
+
+def _ranked(label: str) -> Schema:
+    return {
+        "type": "array",
+        "items": obj({label: string(), "pageviews": {"type": "integer", "minimum": 0}}),
+        "description": "sorted by page views, most first, at most `limit`",
+    }
+
+
+SITE_SUMMARY = obj(
+    {
+        "site": NAME,
+        "start": ISO_TIME,
+        "end": ISO_TIME,
+        "visitors": {"type": "integer", "minimum": 0},
+        "pageviews": {"type": "integer", "minimum": 0},
+        "pages": _ranked("path"),
+        "referrers": _ranked("referrer"),
+        "sources": _ranked("source"),
+        "devices": _ranked("device"),
+        "mediums": _ranked("medium"),
+        "campaigns": _ranked("campaign"),
+        "others": {
+            "type": "object",
+            "description": "per list, what it leaves out: how many values and their page views",
+            "additionalProperties": obj(
+                {"values": {"type": "integer", "minimum": 0}, "pageviews": {"type": "integer", "minimum": 0}}
+            ),
+        },
+        "complete": {"type": "boolean"},
+        "exact": {"type": "boolean"},
+        "keys_read": {"type": "integer", "minimum": 0},
+    },
+    {
+        "visitors_exact": {"type": "boolean"},
+        "visitors_start": ISO_TIME,
+        "visitors_end": ISO_TIME,
+    },
 )

@@ -16,11 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.core import keyspace, validation
+from chalicelib.core.errors import ValidationError
 
 CATALOG_KIND = "sites"
 PAGEVIEW_DIMENSIONS = ("page", "referrer", "source", "device")
 UTM_DIMENSIONS = ("source", "medium", "campaign")
 SALT_PK = keyspace.SALT
+SITE_MAX_CHARS = 180  # so that every name made from a site (the longest prefix is 9) is a name
 
 
 def salt_key(day: int) -> dict[str, Any]:
@@ -28,8 +30,11 @@ def salt_key(day: int) -> dict[str, Any]:
 
 
 def site_name(value: Any, field: str = "site") -> str:
-    """A site as names go: 1-200 of `A-Z a-z 0-9 _ . : -` (a hostname is one)."""
-    return validation.name(value, field)
+    """A site as names go: 1-180 of `A-Z a-z 0-9 _ . : -` (a hostname is one)."""
+    name = validation.name(value, field)
+    if len(name) > SITE_MAX_CHARS:
+        raise ValidationError(f"{field} must be at most {SITE_MAX_CHARS} characters")
+    return name
 
 
 def pageview_counter(site: str) -> str:

@@ -122,6 +122,7 @@ def test_given_an_origin_the_key_does_not_list_when_it_beacons_then_403_and_noth
         ({"url": f"{ORIGIN}/", "time": 3_600_000}, "future"),
         ({"url": f"{ORIGIN}/", "time": 0, "width": -1}, "width"),
         ({"url": f"{ORIGIN}/", "time": 0, "site": "a b"}, "site"),
+        ({"url": f"{ORIGIN}/", "time": 0, "site": "s" * 181}, "site"),
         ({"url": f"{ORIGIN}/", "time": 0, "cookie": "x"}, "unknown"),
         ({"url": f"{ORIGIN}/", "time": 0, "dimensions": {"a": "b"}}, "custom events"),
         ({"url": f"{ORIGIN}/", "time": 0, "event": "signup", "dimensions": {"a": 1}}, "dimensions"),
@@ -160,7 +161,10 @@ def test_given_data_site_when_beaconed_then_counted_under_that_site(
 
 
 def test_given_the_contract_when_read_then_its_beacon_bounds_are_the_codes() -> None:
+    from chalicelib.sites import keys as site_keys
+
     assert schemas.BEACON_WIDTH_MAX == site_beacon.MAX_WIDTH
+    assert schemas.SITE_MAX_CHARS == site_keys.SITE_MAX_CHARS
 
 
 def test_given_no_key_when_tally_js_requested_then_the_script_with_its_etag(client: Any) -> None:
@@ -226,3 +230,60 @@ def test_given_a_days_salt_when_every_route_is_read_then_no_answer_holds_it(
     again = beacon(client, key, view(clock, "/b"), origin=ORIGIN)
     assert not any(form in again.body.decode("latin-1") for form in forms)
     assert read >= 40  # most routes answered with data, not a refusal
+
+
+def test_given_page_views_when_the_summary_is_read_then_each_list_is_the_brute_force_ranking(
+    client: Any, aws: Any, clock: Any, key: str, counting: Counting
+) -> None:
+    import collections
+    import random
+
+    rng = random.Random(19)
+    agents = [f"Mozilla/5.0 (X11; Linux x86_64) Firefox/{n}.0" for n in range(5)]
+    referrers = ["", "https://www.news.example/a", "https://search.example/?q=x", f"{ORIGIN}/home"]
+    sent = []
+    for i in range(40):
+        path, source = f"/p{rng.randrange(6)}", rng.choice(["", "news", "mail"])
+        url = path + (f"?utm_source={source}&utm_campaign=c{i % 2}" if source else "")
+        body = view(
+            clock, url, ago_ms=i * 1000, referrer=rng.choice(referrers), width=rng.choice([400, 800, 1300, 2000])
+        )
+        agent = rng.choice(agents)
+        assert beacon(client, key, body, agent=agent, origin=ORIGIN).json_body["counted"]
+        sent.append((path, body, source, agent))
+        if i % 7 == 0:  # resent
+            beacon(client, key, body, agent=agent, origin=ORIGIN)
+    counting.process()
+    counting.redeliver()
+    got = client.http.get(f"/sites/{SITE}/summary?window=1h&limit=3").json_body
+    assert (got["site"], got["pageviews"], got["visitors"]) == (SITE, 40, len({a for *_, a in sent}))
+
+    host = {"": "(direct)", referrers[1]: "news.example", referrers[2]: "search.example", referrers[3]: "(direct)"}
+    devices = {400: "mobile", 800: "tablet", 1300: "laptop", 2000: "desktop"}
+    expected = {
+        "pages": ("path", [p for p, *_ in sent]),
+        "referrers": ("referrer", [host[b["referrer"]] for _, b, *_ in sent]),
+        "sources": ("source", [s or "(none)" for _, _, s, _ in sent]),
+        "devices": ("device", [devices[b["width"]] for _, b, *_ in sent]),
+        "campaigns": ("campaign", [f"c{i % 2}" for i, (_, _, s, _) in enumerate(sent) if s]),
+    }
+    for field, (label, values) in expected.items():
+        listed = got[field]
+        counts = [entry["pageviews"] for entry in listed]
+        assert counts == sorted(counts, reverse=True) and len(listed) <= 3
+        truth = collections.Counter(values)
+        for entry in listed:
+            assert truth[entry[label]] == entry["pageviews"], (field, entry)
+        assert sum(counts) + got["others"][field]["pageviews"] == len(values), field
+        assert len(listed) + got["others"][field]["values"] == len(truth), field
+        assert min(counts) >= max([n for v, n in truth.items() if v not in {e[label] for e in listed}], default=0)
+
+
+@pytest.mark.parametrize("query", ["window=1x", "limit=0", "limit=1001", "window=1d&start=2026-01-01T00:00:00Z"])
+def test_given_bad_summary_parameters_when_read_then_400(client: Any, query: str) -> None:
+    answer = client.http.get(f"/sites/{SITE}/summary?{query}")
+    assert answer.status_code == 400 and set(answer.json_body) == {"Code", "Message"}
+
+
+def test_given_a_bad_site_name_when_its_summary_is_read_then_400(client: Any) -> None:
+    assert client.http.get("/sites/a%20b/summary").status_code == 400
