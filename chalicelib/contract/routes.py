@@ -510,7 +510,7 @@ OPERATIONS: tuple[Operation, ...] = (
             Param("v", s.query_text(), "the script's content hash"),
             Param("If-None-Match", s.string(), where="header"),
         ),
-        errors=(),
+        errors=(400,),  # a query string past the bounds every route shares (core.inputs)
     ),
     Operation(
         "GET",
