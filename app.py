@@ -39,7 +39,7 @@ from chalicelib.uniques import batches as uniques_batches
 from chalicelib.views import api as views_api
 from chalicelib.views import batches as views_batches
 from chalicelib.views import catalog as view_catalog
-from chalicelib.views import keys as view_keys
+from chalicelib.views import validation as view_input
 
 app = Chalice(app_name="tally")
 app.log.setLevel(logging.INFO)
@@ -372,7 +372,7 @@ def get_report(report_id: str) -> Any:
 @app.route("/beacon/views", methods=["POST"], content_types=BODY_TYPES)
 @answers
 def post_views() -> Response:
-    views_api.enqueue(aws.sqs, settings, view_keys.parse_body(json_body()), clock.now_ms())
+    views_api.enqueue(aws.sqs, settings, view_input.parse_body(json_body()), clock.now_ms())
     return Response(body={"accepted": True}, status_code=202)
 
 

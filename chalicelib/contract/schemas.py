@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chalicelib.access import keys as access_keys
+from chalicelib.access import api_keys as access_keys
 from chalicelib.access import policy
 from chalicelib.core import inputs, pager, quarantine, timebuckets, times, validation, window_params
 from chalicelib.core.settings import Settings
@@ -23,7 +23,7 @@ from chalicelib.reports import ranges as report_ranges
 from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
 from chalicelib.uniques import keys as uniques_keys
-from chalicelib.views import keys as view_keys
+from chalicelib.views import validation as view_input
 
 Schema = dict[str, Any]
 DEFAULTS = Settings()
@@ -190,15 +190,15 @@ EVENTS_BODY = {
 
 
 def _nonblank(max_chars: int) -> Schema:
-    # view_keys.text: 1-max characters, not only whitespace.
+    # view_input.text: 1-max characters, not only whitespace.
     return string(minLength=1, maxLength=max_chars, pattern=r"\S")
 
 
 VIEW = obj(
     {
-        "url": _nonblank(view_keys.URL_MAX_CHARS),
+        "url": _nonblank(view_input.URL_MAX_CHARS),
         "time": {**BODY_TIME, "description": "when the view happened: part of what makes it unique"},
-        "clientId": _nonblank(view_keys.CLIENT_ID_MAX_CHARS),
+        "clientId": _nonblank(view_input.CLIENT_ID_MAX_CHARS),
     },
     closed=True,
 )
@@ -206,7 +206,7 @@ VIEWS_BODY = {
     "anyOf": [
         ref("View"),
         obj(
-            {"views": {"type": "array", "items": ref("View"), "minItems": 1, "maxItems": view_keys.MAX_BATCH}},
+            {"views": {"type": "array", "items": ref("View"), "minItems": 1, "maxItems": view_input.MAX_BATCH}},
             closed=True,
         ),
     ]

@@ -8,7 +8,7 @@ capabilities can never collide and an operator can read any item's owner from it
     CTR#<counter>                        h#<hour> | d#<day>      a windowed-count bucket (counters)
     FLT#<counter>#<subset hash>          h#<hour> | d#<day>      the buckets of the events having some dimension values
                                                                  (counters/dimension_keys.py)
-    TOP#<counter>#<dimension>            m#|h#|d#<n>#<part>      a breakdown summary: values with counts and sums
+    TOP#<counter>#<dimension>            q#|h#|d#<n>#<part>      a breakdown summary: values with counts and sums
                                                                  (counters/topk.py)
     EVT#<counter>#<id>                   #                       marker: an event with a client id was counted
     SEQ#<events pk>                      #                       former stream position per events partition, left to expire

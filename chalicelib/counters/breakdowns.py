@@ -2,7 +2,8 @@
 
 `breakdown` reads, for the window's parts (timebuckets.plan: whole days, whole hours, and the
 minutes of at most two partial hours), the breakdown summaries of the dimension (counters/topk.py:
-SUMMARY_PARTS items per day or hour, one per minute), merges them and ranks the values:
+SUMMARY_PARTS items per day or hour, one per quarter hour of a partial hour, cut to the minutes
+the window holds), merges them and ranks the values:
 
 - every summary read is exact (nothing was ever evicted from it): the ranking, the counts and
   the sums are exact, `exact: true`;
@@ -37,28 +38,33 @@ MAX_LIMIT = 1000
 MAX_CANDIDATES = 1000
 
 
-def summary_keys(counter: str, by: str, first_minute: int, last_minute: int) -> list[list[dict[str, Any]]]:
+Group = tuple[list[dict[str, Any]], tuple[int, int] | None]
+
+
+def summary_keys(counter: str, by: str, first_minute: int, last_minute: int) -> list[Group]:
     """Per part of the window (timebuckets.plan), the keys of the summaries that cover it: a
-    whole bucket's parts, or each minute of a partial hour. Pure."""
-    groups: list[list[dict[str, Any]]] = []
+    whole bucket's parts, or for a partial hour each quarter hour it overlaps, with the minutes
+    of that quarter it needs. Pure."""
+    groups: list[Group] = []
+    quarter = dimension_keys.QUARTER_MINUTES
     for part in timebuckets.plan(first_minute, last_minute):
         bucket = part.bucket
         if part.minutes is None:
-            groups.append(
-                [
-                    dimension_keys.summary_key(counter, by, bucket.resolution, bucket.index, p)
-                    for p in range(dimension_keys.PARTS[bucket.resolution])
-                ]
-            )
+            keys = [
+                dimension_keys.summary_key(counter, by, bucket.resolution, bucket.index, p)
+                for p in range(dimension_keys.PARTS[bucket.resolution])
+            ]
+            groups.append((keys, None))
             continue
-        first, last = part.minutes
-        for minute in range(bucket.first_minute + first, bucket.first_minute + last + 1):
-            groups.append(
-                [
-                    dimension_keys.summary_key(counter, by, "minute", minute, p)
-                    for p in range(dimension_keys.PARTS["minute"])
-                ]
-            )
+        first = bucket.first_minute + part.minutes[0]
+        last = bucket.first_minute + part.minutes[1]
+        for q in range(first // quarter, last // quarter + 1):
+            start = q * quarter
+            span = (max(first, start) - start, min(last, start + quarter - 1) - start)
+            keys = [
+                dimension_keys.summary_key(counter, by, "quarter", q, p) for p in range(dimension_keys.PARTS["quarter"])
+            ]
+            groups.append((keys, span))
     return groups
 
 
@@ -87,7 +93,7 @@ def breakdown(
     probe = reads.count_window(dynamodb, settings, counter, first_minute, last_minute, now_ms, where=where)
     from_minute = max(first_minute, probe.retained_from_ms // timebuckets.MINUTE_MS)
     groups = summary_keys(counter, by, from_minute, last_minute) if from_minute <= last_minute else []
-    flat = [key for group in groups for key in group]
+    flat = [key for keys, _ in groups for key in keys]
     found = {
         (item["pk"]["S"], item["sk"]["S"]): item
         for item in dynamo.batch_get_items(
@@ -97,12 +103,14 @@ def breakdown(
     keys_read = len(flat)
     now_s = now_ms // 1000
 
-    def summaries(group: list[dict[str, Any]]) -> list[topk.Summary]:
+    def summaries(group: Group) -> list[topk.Summary]:
+        keys, span = group
         out = []
-        for key in group:
+        for key in keys:
             item = found.get((key["pk"]["S"], key["sk"]["S"]))
             if item is not None and "e" in item and (dynamo.stored_expiry(item) or now_s + 1) > now_s:
-                out.append(topk.decode(item["e"]["S"]))
+                summary = topk.decode(item["e"]["S"])
+                out.append(summary if span is None else topk.within(summary, *span))
         return out
 
     ranking = topk.rank(summaries(group) for group in groups)

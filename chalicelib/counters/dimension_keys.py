@@ -8,7 +8,8 @@ An event of counter C with dimensions D (at most 4) and values V (at most 8) is 
   with their minutes, day items, sums, shard positions). A filter `where` is answered from the
   one filter counter of its clauses, exactly, at the bounded cost of a count;
 - one breakdown summary per dimension d in D: `TOP#<C>#<d>`, hour and day items split into
-  SUMMARY_PARTS parts by a hash of the value, and minute items (one part) (counters/topk.py).
+  SUMMARY_PARTS parts by a hash of the value, and quarter-hour items (one part) whose entries
+  are (minute of the quarter, value), for the partial hours of a window (counters/topk.py).
 
 Sums live beside counts as attributes named from a short hash of the value name (`<h>`, 6 hex):
 `w<h>` = the name, `t<h>` = its sum over the bucket (day items), `v<mm><h>` = its sum in minute
@@ -34,9 +35,10 @@ FILTER = keyspace.FILTER
 SUMMARY = keyspace.SUMMARY
 # Parts of an hour or day summary (by value hash): each item holds what fits in SUMMARY_ITEM_BYTES.
 SUMMARY_PARTS = 8
-MINUTE_SUMMARY_PARTS = 1
-PARTS = {"minute": MINUTE_SUMMARY_PARTS, "hour": SUMMARY_PARTS, "day": SUMMARY_PARTS}
-SUMMARY_PREFIX = {"minute": "m", "hour": "h", "day": "d"}
+QUARTER_SUMMARY_PARTS = 1
+QUARTER_MINUTES = 15
+PARTS = {"quarter": QUARTER_SUMMARY_PARTS, "hour": SUMMARY_PARTS, "day": SUMMARY_PARTS}
+SUMMARY_PREFIX = {"quarter": "q", "hour": "h", "day": "d"}
 MAX_WHERE = event_dimensions.MAX_DIMENSIONS
 
 
@@ -127,6 +129,16 @@ def sums_of(item: Mapping[str, Any], minutes: tuple[int, int] | None, resolution
 
 def part_of(value: str, resolution: str) -> int:
     return int(_digest(value)[:8], 16) % PARTS[resolution]
+
+
+def quarter_entry(minute: int, value: str) -> str:
+    """The entry of a value in one minute of a quarter-hour summary: the minute of the quarter
+    (2 digits), then the value."""
+    return f"{minute % QUARTER_MINUTES:02d}{value}"
+
+
+def split_quarter_entry(entry: str) -> tuple[int, str]:
+    return int(entry[:2]), entry[2:]
 
 
 def summary_pk(counter: str, dimension: str) -> str:

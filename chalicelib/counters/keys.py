@@ -7,7 +7,7 @@ CTR#<counter> / h#<hour> | d#<day>                a bucket (index since the epoc
                                                   sums of event values (counters/dimension_keys.py)
 FLT#<counter>#<subset hash> / h#.. | d#..         the same buckets for the events with some dimension
                                                   values (a filter; counters/dimension_keys.py)
-TOP#<counter>#<dimension> / m#|h#|d#<n>#<part>    a breakdown summary (counters/topk.py)
+TOP#<counter>#<dimension> / q#|h#|d#<n>#<part>    a breakdown summary (counters/topk.py)
 EVT#<counter>#<id> / #                            marker of an event with a client id; `c` names the
                                                   stream record that claimed it (shard hash, position)
 AUD#<events pk> / #                               audit counters of one events partition

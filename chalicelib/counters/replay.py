@@ -30,6 +30,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import dynamo, inputs, keyspace, quarantine, transactions, validation
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError, reason
 from chalicelib.core.settings import Settings
@@ -86,7 +87,7 @@ def parse_body(body: Any) -> ReplayRequest:
 
 
 def replay(
-    dynamodb: Any, settings: Settings, request: ReplayRequest, now_ms: int, sleep: Sleep | None = None
+    dynamodb: DynamoDB, settings: Settings, request: ReplayRequest, now_ms: int, sleep: Sleep | None = None
 ) -> ReplayResult:
     result = ReplayResult()
     for record_id, item in _selected(dynamodb, settings, request):
@@ -97,7 +98,9 @@ def replay(
     return result
 
 
-def _selected(dynamodb: Any, settings: Settings, request: ReplayRequest) -> list[tuple[str, dict[str, Any] | None]]:
+def _selected(
+    dynamodb: DynamoDB, settings: Settings, request: ReplayRequest
+) -> list[tuple[str, dict[str, Any] | None]]:
     if request.ids:
         found: list[tuple[str, dict[str, Any] | None]] = []
         for record_id in request.ids:
@@ -145,7 +148,7 @@ def _parse(item: dict[str, Any], now_ms: int) -> stream_apply.Countable:
 
 
 def _replay_one(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     record_id: str,
     item: dict[str, Any],
@@ -264,7 +267,7 @@ class _Plan:
         return bool(new)
 
 
-def _still_bad(dynamodb: Any, settings: Settings, record_id: str, why: str, now_ms: int) -> None:
+def _still_bad(dynamodb: DynamoDB, settings: Settings, record_id: str, why: str, now_ms: int) -> None:
     """Keep the record set aside, with the reason it fails now."""
     try:
         dynamodb.update_item(

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import timebuckets
-from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
@@ -49,50 +48,52 @@ class Target:
 
 
 def targets(countable: Countable) -> list[tuple[Target, str]]:
-    """The summary items one event is merged into, with its value of each dimension."""
+    """The summary items one event is merged into, with its entry in each: its value of the
+    dimension (hours, days), or the minute and the value (quarter hours)."""
     found = []
     event = countable.event
     for bucket in countable.buckets:
-        spans = [(bucket.resolution, bucket.index)]
-        if bucket.resolution == "hour":
-            spans.append(("minute", timebuckets.minute_of(event.time_ms)))
-        for resolution, index in spans:
-            for dimension, value in sorted(event.dimensions.items()):
-                part = dimension_keys.part_of(value, resolution)
-                found.append(
-                    (Target(event.counter, dimension, resolution, index, part, countable.shard, bucket), value)
+        minute = timebuckets.minute_of(event.time_ms)
+        for dimension, value in sorted(event.dimensions.items()):
+            part = dimension_keys.part_of(value, bucket.resolution)
+            found.append(
+                (
+                    Target(event.counter, dimension, bucket.resolution, bucket.index, part, countable.shard, bucket),
+                    value,
                 )
+            )
+            if bucket.resolution == "hour":
+                quarter = minute // dimension_keys.QUARTER_MINUTES
+                entry = dimension_keys.quarter_entry(minute, value)
+                found.append((Target(event.counter, dimension, "quarter", quarter, 0, countable.shard, bucket), entry))
     return found
 
 
-def apply(dynamodb: Any, settings: Settings, pending: Iterable[Countable], now_ms: int, result: BatchResult) -> None:
+def plan(counted: Iterable[Countable]) -> list[tuple[Target, list[tuple[Countable, str]]]]:
+    """The summary items a batch's counted records go to, in key order, each with its records
+    and their entries."""
     groups: dict[Target, list[tuple[Countable, str]]] = {}
-    for countable in pending:
+    for countable in counted:
         for target, value in targets(countable):
             groups.setdefault(target, []).append((countable, value))
-    for target in sorted(groups):
-        _apply_one(dynamodb, settings, target, groups[target], now_ms, result)
+    return sorted(groups.items())
 
 
-def _apply_one(
-    dynamodb: Any,
-    settings: Settings,
-    target: Target,
-    members: list[tuple[Countable, str]],
-    now_ms: int,
-    result: BatchResult,
-) -> None:
+def write(dynamodb: Any, settings: Settings, target: Target, members: list[tuple[Countable, str]], now_ms: int) -> int:
+    """Merge the records of one shard into one summary item, exactly once; returns the calls made."""
+    calls = 0
     key = dimension_keys.summary_key(target.counter, target.dimension, target.resolution, target.index, target.part)
     members = sorted(members, key=lambda m: m[0].position)
     for _ in range(MAX_ROUNDS):
         try:
+            calls += 1
             stored = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
         except ClientError as exc:
             raise StorageError("could not read a breakdown summary") from exc
         stamp = counter_keys.split_stamped((stored or {}).get(target.shard, {}).get("S", ""))
         later = [m for m in members if m[0].position > stamp.position]
         if not later:
-            return
+            return calls
         item = _merged(settings, key, target, stored, later, now_ms)
         request: dict[str, Any] = {"TableName": settings.counts_table, "Item": item}
         if stored is None:
@@ -101,9 +102,9 @@ def _apply_one(
             request["ConditionExpression"] = "ver = :ver"
             request["ExpressionAttributeValues"] = {":ver": stored["ver"]}
         try:
-            result.transactions += 1
+            calls += 1
             dynamodb.put_item(**request)
-            return
+            return calls
         except ClientError as exc:
             if str(exc.response.get("Error", {}).get("Code", "")) != CONDITION_FAILED:
                 raise StorageError("could not write a breakdown summary") from exc

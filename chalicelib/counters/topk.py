@@ -52,8 +52,9 @@ class Summary:
         for name, amount in sums.items():
             entry.sums[name] = EXACT.add(entry.sums.get(name, Decimal(0)), amount)
 
-    def fit(self, max_bytes: int = MAX_BYTES) -> int:
-        """Evict the smallest entries until the encoding fits in max_bytes; returns how many went."""
+    def fit(self, max_bytes: int | None = None) -> int:
+        """Evict the smallest entries until the encoding fits in max_bytes (MAX_BYTES); returns how many went."""
+        max_bytes = MAX_BYTES if max_bytes is None else max_bytes
         size = len(encode(self).encode("utf-8"))
         if size <= max_bytes:
             return 0
@@ -92,6 +93,31 @@ def decode(text: str) -> Summary:
         sums = {k: Decimal(v) for k, v in (row[3] if len(row) > 3 else {}).items()}
         summary.entries[row[0]] = Entry(int(row[1]), int(row[2]), sums)
     return summary
+
+
+def within(summary: Summary, first: int, last: int) -> Summary:
+    """A quarter-hour summary (entries: 2-digit minute, then the value) cut to minutes
+    first..last of its quarter, as a summary of values. A (minute, value) not listed had at most
+    `floor` events: a value's count adds that for each minute of the range it is not listed in,
+    and the floor of the cut is `floor` times the minutes of the range."""
+    span = last - first + 1
+    cut = Summary(floor=summary.floor * span)
+    listed_minutes: dict[str, int] = {}
+    for key, entry in summary.entries.items():
+        minute, value = int(key[:2]), key[2:]
+        if not first <= minute <= last:
+            continue
+        listed_minutes[value] = listed_minutes.get(value, 0) + 1
+        into = cut.entries.setdefault(value, Entry(0))
+        into.count += entry.count
+        into.err += entry.err
+        for name, amount in entry.sums.items():
+            into.sums[name] = EXACT.add(into.sums.get(name, Decimal(0)), amount)
+    for value, into in cut.entries.items():
+        unlisted = summary.floor * (span - listed_minutes[value])
+        into.count += unlisted
+        into.err += unlisted
+    return cut
 
 
 # -- a window ----------------------------------------------------------------------------------

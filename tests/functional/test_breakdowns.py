@@ -169,3 +169,66 @@ def test_given_events_with_dimensions_under_any_delivery_when_read_over_random_w
                 assert {k: Decimal(str(v)) for k, v in listed["sums"].items()} == value_sums
 
     check()
+
+
+def test_given_more_values_than_summaries_hold_when_broken_down_then_listed_exact_and_bound_honest(
+    aws: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(topk, "MAX_BYTES", 400)  # a few entries per summary item
+    heavy = ["h1", "h2", "h3"]
+    images = []
+    for i in range(240):
+        value = heavy[i % 3] if i % 2 else f"rare-{i}"
+        dims = {"provider": value}
+        images.append(image("q#0", "wide", NOW - (i % 90) * MINUTE, dims, {"amount": Decimal(1)}))
+    records = [record(img) for img in images]
+    for start in range(0, len(records), 40):
+        apply(aws.dynamodb, records[start : start + 40], "shard-0")
+    first, last = NOW // MINUTE - 120, NOW // MINUTE
+    answer = breakdowns.breakdown(aws.dynamodb, SETTINGS, "wide", "provider", first, last, 3, {}, NOW)
+    count, _, per = brute(images, first, last, {})
+    assert answer["exact"] is False
+    assert [(v["value"], v["count"]) for v in answer["values"]] == [(h, per[h]) for h in sorted(heavy)]
+    assert all(v["sums"] == {"amount": per[v["value"]]} for v in answer["values"])
+    assert sum(v["count"] for v in answer["values"]) + answer["others"]["count"] == count
+    assert max(n for v, n in per.items() if v not in heavy) <= answer["bound"]
+
+
+def test_given_events_posted_with_dimensions_when_read_over_http_then_counts_sums_filters_and_breakdown(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    from tests.functional.helpers import invoke, post_events
+    from tests.functional.stream_fixtures import stored_event_records
+
+    events = [
+        {"counter": "jobs", "dimensions": {"provider": "p2", "region": "eu"}, "values": {"amount": 12.5}},
+        {"counter": "jobs", "dimensions": {"provider": "p3", "region": "eu"}, "values": {"amount": 0.1}},
+        {"counter": "jobs", "dimensions": {"provider": "p2", "region": "us"}, "values": {"amount": 0.2}},
+        {"counter": "jobs", "dimensions": {"provider": "a:b:c"}},
+        {"counter": "jobs"},
+    ]
+    post_events(client, events)
+    invoke(client, "on_event_records", lambda_event(stored_event_records(aws.dynamodb)))
+    whole = client.http.get("/counters/jobs").json_body
+    assert (whole["count"], whole["sums"]) == (5, {"amount": 12.8})
+    eu = client.http.get("/counters/jobs?where=region:eu").json_body
+    assert (eu["count"], eu["sums"], eu["where"]) == (2, {"amount": 12.6}, {"region": "eu"})
+    both = client.http.get("/counters/jobs?where=region:eu&where=provider:p2").json_body
+    assert (both["count"], both["sums"]) == (1, {"amount": 12.5})
+    colons = client.http.get("/counters/jobs?where=provider:a:b:c").json_body
+    assert colons["count"] == 1 and colons["sums"] == {}
+    histogram = client.http.get("/counters/jobs/histogram?window=2h&where=provider:p2").json_body
+    assert sum(b["count"] for b in histogram["buckets"]) == 2
+    assert [b["sums"] for b in histogram["buckets"] if b["count"]] == [{"amount": 12.7}]
+    answer = client.http.get("/counters/jobs/breakdown?by=provider&limit=1").json_body
+    assert answer["values"] == [{"value": "p2", "count": 2, "sums": {"amount": 12.7}}]
+    assert answer["others"] == {"values": 2, "count": 3} and answer["exact"] is True
+    assert set(answer) == {"counter", "by", "start", "end", "complete", "keys_read", "exact", "values", "others"}
+    filtered = client.http.get("/counters/jobs/breakdown?by=provider&where=region:eu").json_body
+    assert [(v["value"], v["count"]) for v in filtered["values"]] == [("p2", 1), ("p3", 1)]
+    assert filtered["others"] == {"values": 0, "count": 0}
+    for bad in ("by=", "by=a:b", "by=provider&limit=0", "by=provider&limit=1001", "by=provider&where=nocolon"):
+        response = client.http.get(f"/counters/jobs/breakdown?{bad}")
+        assert response.status_code == 400, bad
+        assert set(response.json_body) == {"Code", "Message"}
+    assert client.http.get("/counters/jobs?where=a:1&where=a:2").status_code == 400
