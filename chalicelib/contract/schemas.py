@@ -533,7 +533,7 @@ BEACON_WIDTH_MAX = 100_000
 SITE_MAX_CHARS = 180
 PAGEVIEW_BODY = obj(
     {
-        "url": _nonblank(view_keys.URL_MAX_CHARS),
+        "url": _nonblank(view_input.URL_MAX_CHARS),
         "time": {
             **BODY_TIME,
             "description": "when the page was viewed (the script's clock): with the URL and the visitor it makes "
@@ -541,7 +541,7 @@ PAGEVIEW_BODY = obj(
         },
     },
     {
-        "referrer": nullable(string(maxLength=view_keys.URL_MAX_CHARS)),
+        "referrer": nullable(string(maxLength=view_input.URL_MAX_CHARS)),
         "width": nullable({"type": "integer", "minimum": 0, "maximum": BEACON_WIDTH_MAX}),
         "site": nullable(
             {**NAME, "maxLength": SITE_MAX_CHARS, "description": "the site counted (default: the URL's host)"}

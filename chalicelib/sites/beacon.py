@@ -28,10 +28,10 @@ from chalicelib.events import ingest as events
 from chalicelib.sites import keys, privacy, salts
 from chalicelib.uniques import api as uniques_api
 from chalicelib.views import api as views_api
-from chalicelib.views import keys as view_keys
+from chalicelib.views import validation as view_input
 
 FIELDS = {"url", "referrer", "width", "time", "site", "event", "dimensions", "values"}
-URL_MAX_CHARS = view_keys.URL_MAX_CHARS
+URL_MAX_CHARS = view_input.URL_MAX_CHARS
 MAX_WIDTH = 100_000
 # A beacon's time picks the salt of its UTC day; a salt lives two days from its day's start,
 # so a beacon up to a day old (one resent after midnight) still finds its day's salt.
@@ -72,7 +72,7 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> Beacon:
     unknown = sorted(set(body) - FIELDS)
     if unknown:
         raise ValidationError(f"unknown fields: {', '.join(unknown)[:200]}")
-    url = view_keys.text(body.get("url"), "url", URL_MAX_CHARS)
+    url = view_input.text(body.get("url"), "url", URL_MAX_CHARS)
     referrer = body.get("referrer")
     if referrer is not None and (not isinstance(referrer, str) or len(referrer) > URL_MAX_CHARS):
         raise ValidationError(f"referrer must be a string of at most {URL_MAX_CHARS} characters")
@@ -131,7 +131,7 @@ def count(
         return Outcome(True, site)
     # Checked first: a refused event must leave nothing queued.
     batch = events.parse_body({"events": pageview_events(site, page, beacon, view_url, visitor)}, now_ms, settings)
-    view = view_keys.View(view_url, beacon.time_ms, _derived("view", view_url, str(beacon.time_ms), visitor))
+    view = view_input.View(view_url, beacon.time_ms, _derived("view", view_url, str(beacon.time_ms), visitor))
     views_api.enqueue(sqs, settings, [view], now_ms)
     uniques_api.enqueue(sqs, settings, keys.visitors_name(site), uniques_api.Post([visitor], beacon.time_ms))
     events.store(dynamodb, settings, batch, now_ms)
