@@ -280,7 +280,7 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("GET", "/views/urls"): RouteAccess(READ),
     ("GET", "/sites"): RouteAccess(READ),
     # A site's summary reads counters site:<site> and site-utm:<site> and the unique count
-    # site:<site>: a prefix-limited key reaches it when its prefix covers all three ("site").
+    # site:<site>, names the path does not spell: not for a prefix-limited key.
     ("GET", "/sites/{site}/summary"): RouteAccess(READ),
     ("GET", "/quarantine/counts"): RouteAccess(ADMIN),
     ("POST", "/quarantine/replay"): RouteAccess(ADMIN),

@@ -287,3 +287,9 @@ def test_given_bad_summary_parameters_when_read_then_400(client: Any, query: str
 
 def test_given_a_bad_site_name_when_its_summary_is_read_then_400(client: Any) -> None:
     assert client.http.get("/sites/a%20b/summary").status_code == 400
+
+
+def test_given_a_prefix_limited_read_key_when_a_summary_or_the_sites_are_read_then_403(client: Any, aws: Any) -> None:
+    limited = create_key(aws, ["read"], prefix="site:")
+    for path in (f"/sites/{SITE}/summary", "/sites"):
+        assert client.http.with_key(limited).get(path).status_code == 403
