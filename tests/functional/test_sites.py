@@ -293,3 +293,22 @@ def test_given_a_prefix_limited_read_key_when_a_summary_or_the_sites_are_read_th
     limited = create_key(aws, ["read"], prefix="site:")
     for path in (f"/sites/{SITE}/summary", "/sites"):
         assert client.http.with_key(limited).get(path).status_code == 403
+
+
+def test_given_a_page_view_when_beaconed_then_the_route_does_bounded_work(
+    client: Any, aws: Any, clock: Any, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.functional import work_meter
+
+    beacon(client, key, view(clock, "/first"), origin=ORIGIN)  # the day's salt and the site's catalog item
+    meter = work_meter.install(aws, monkeypatch)
+    for i in range(20):
+        assert beacon(client, key, view(clock, f"/p{i}?utm_source=s{i}"), origin=ORIGIN).status_code == 202
+    # Per page view: the view and the visitor queued, its two events stored; the salt and the
+    # catalog are read or written once per process and day or hour.
+    assert sorted(set(meter.writes)) == ["batch_write_item", "send_message", "send_message_batch"]
+    assert len(meter.writes) == 20 * 3
+    others = sorted(c for c in meter.calls if c not in {"batch_write_item", "send_message", "send_message_batch"})
+    # Once per process (this meter wraps the client anew, so its caches start empty): the two
+    # queues' URLs, the day's salt, the site in the catalog (once an hour).
+    assert others == ["get_item", "get_queue_url", "get_queue_url", "update_item"], others
