@@ -312,3 +312,39 @@ def test_given_a_page_view_when_beaconed_then_the_route_does_bounded_work(
     # Once per process (this meter wraps the client anew, so its caches start empty): the two
     # queues' URLs, the day's salt, the site in the catalog (once an hour).
     assert others == ["get_item", "get_queue_url", "get_queue_url", "update_item"], others
+
+
+@pytest.mark.parametrize(
+    ("views", "pages", "utm", "most_per_view"),
+    [(1, 1, False, 60), (1, 1, True, 90), (100, 5, False, 6), (50, 50, False, 25)],
+)
+def test_given_page_views_when_counted_then_the_writes_per_view_are_bounded(
+    client: Any,
+    aws: Any,
+    clock: Any,
+    key: str,
+    counting: Counting,
+    monkeypatch: pytest.MonkeyPatch,
+    views: int,
+    pages: int,
+    utm: bool,
+    most_per_view: int,
+) -> None:
+    """DynamoDB item writes (PutItem, UpdateItem, transactions) of the background handlers per
+    page view, all paths together (views, uniques, counters with their filters and breakdown
+    summaries); docs/tracker.md quotes what `-s` prints."""
+    import collections
+
+    from tests.functional import work_meter
+
+    query = "?utm_source=news&utm_medium=email" if utm else ""
+    for i in range(views):
+        body = view(clock, f"/p{i % pages}{query}", ago_ms=i * 100, width=300 + i * 37 % 2000)
+        assert beacon(client, key, body, origin=ORIGIN).status_code == 202
+    meter = work_meter.install(aws, monkeypatch)
+    counting.process()
+    writes = collections.Counter(w for w in meter.writes if w in {"put_item", "update_item", "transact_write_items"})
+    per_view = sum(writes.values()) / views
+    print(f"\n{views} page views of {pages} pages, utm={utm}: {dict(writes)}, {per_view:.1f} item writes a view")
+    assert pageviews(client) == views
+    assert per_view <= most_per_view
