@@ -157,6 +157,8 @@ def test_given_two_visitors_in_chromium_when_they_browse_the_site_and_its_app_th
                 assert page.evaluate("window.sent.length") == 4
                 assert page.evaluate("document.cookie") == ""
                 assert page.evaluate("localStorage.length + sessionStorage.length") == 0
+                page.evaluate("tally('signup', {dimensions: {plan: 'pro'}, values: {amount: 12.5}})")
+                page.wait_for_function("window.sent.length === 5")  # a custom event, not a page view
 
                 second = browser.new_context(user_agent=AGENTS[1], viewport={"width": 390, "height": 844})
                 other = second.new_page()
@@ -183,6 +185,8 @@ def test_given_two_visitors_in_chromium_when_they_browse_the_site_and_its_app_th
         assert {p["path"]: p["pageviews"] for p in after["pages"]} == dict(made)
         views = stack.get("/views", params={"url": f"{origin}/index.html"}).json()
         assert views["views"] == 2
+        signups = stack.get(f"/counters/site-event:{site}:signup", params={"window": "1h"}).json()
+        assert (signups["count"], signups["sums"]) == (1, {"amount": 12.5})
 
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
