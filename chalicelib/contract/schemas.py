@@ -593,8 +593,6 @@ SITE_SUMMARY = obj(
         "referrers": _ranked("referrer"),
         "sources": _ranked("source"),
         "devices": _ranked("device"),
-        "mediums": _ranked("medium"),
-        "campaigns": _ranked("campaign"),
         "others": {
             "type": "object",
             "description": "per list, what it leaves out: how many values and their page views",
