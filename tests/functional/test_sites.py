@@ -350,3 +350,20 @@ def test_given_page_views_when_counted_then_the_writes_per_view_are_bounded(
     print(f"\n{views} page views of {pages} pages, utm={utm}: {dict(writes)}, {per_view:.1f} item writes a view")
     assert pageviews(client) == views
     assert per_view <= most_per_view
+
+
+def test_given_a_beacon_resent_after_midnight_when_counted_then_once_and_a_new_days_view_is_a_new_visitor(
+    client: Any, aws: Any, clock: Any, key: str, counting: Counting
+) -> None:
+    day_ms = 86_400_000
+    clock.now = (clock.now // day_ms + 1) * day_ms - 60_000  # 23:59 UTC
+    body = view(clock, "/late")
+    assert beacon(client, key, body, origin=ORIGIN).json_body["counted"]
+    clock.advance(120_000)  # 00:01 the next day: the same beacon again, with its own time
+    assert beacon(client, key, body, origin=ORIGIN).json_body["counted"]
+    assert beacon(client, key, view(clock, "/late"), origin=ORIGIN).json_body["counted"]  # a new view today
+    counting.process()
+    assert views_of(client, f"{ORIGIN}/late") == 2
+    assert pageviews(client) == 2
+    # The same browser on two days: two visitor ids (each day's salt), so two in a window over both.
+    assert visitors(client) == 2
