@@ -152,12 +152,19 @@ def test_given_packs_and_one_event_items_when_redelivered_whole_and_recut_then_e
 
 
 @pytest.mark.parametrize("after", [False, True], ids=["before-write", "after-write"])
-@pytest.mark.parametrize("die_on", [1, 2, 7, 20, 40])
+@pytest.mark.parametrize("die_on", [1, 2, 7, 17, 20, 40, 75])
 def test_given_handler_dies_part_way_through_a_pack_when_redelivered_then_it_resumes_exactly(
     aws: Any, die_on: int, after: bool
 ) -> None:
-    # Two packs of 25 events over 50 hours, 2 counters: about 60 bucket items, one UpdateItem each.
-    requests = [[event("cd"[i % 2], NOW - (r * 25 + i) * 60 * MINUTE) for i in range(25)] for r in range(2)]
+    # Two packs of 25 events over 50 hours, 2 counters, every third event with a client id (a claim
+    # first): about 60 bucket items, one UpdateItem each, and 17 claims.
+    requests = [
+        [
+            event("cd"[i % 2], NOW - (r * 25 + i) * 60 * MINUTE, client_id=f"o-{r}-{i}" if i % 3 == 0 else None)
+            for i in range(25)
+        ]
+        for r in range(2)
+    ]
     records = [record(pack_image(r, "P3#0")) for r in requests]
     every = [e for r in requests for e in r]
     dying = Dying(aws.dynamodb, die_on, after)

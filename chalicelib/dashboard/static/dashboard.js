@@ -438,6 +438,7 @@
     views: loadViews,
     reports: loadReports,
     quarantine: loadQuarantine,
+    sites: () => document.dispatchEvent(new CustomEvent("tally:show", { detail: "sites" })), // sites.js
   };
   const tabs = [...document.querySelectorAll('[role="tab"]')];
 
@@ -485,6 +486,9 @@
     show(document.body.dataset.view || "counters");
     if (state.counter) showCounter(state.counter);
   });
+
+  // What other tabs' scripts (sites.js) share.
+  window.tallyDashboard = { getJson, say, failure, cell, enc };
 
   keyFromFragment();
   show("counters");
