@@ -38,7 +38,7 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import RejectedError, StorageError, ValidationError, reason
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
-from chalicelib.views import catalog, rollup, windows
+from chalicelib.views import catalog, rollup, top_store, windows
 from chalicelib.views import keys as view_keys
 from chalicelib.views.windows import Span
 
@@ -160,7 +160,9 @@ def _derive_days_and_blocks(
     ]
     touched = {(view_keys.bucket_pk(pk), span) for pk, pending in members for span in pending.spans}
     try:
-        result.details["bucket_copies"] += rollup.derive(dynamodb, settings, touched, sleep)
+        observed = top_store.Observations()  # the top URLs' summaries take the counts read here
+        result.details["bucket_copies"] += rollup.derive(dynamodb, settings, touched, sleep, observed.add)
+        result.details["top_writes"] += top_store.record(dynamodb, settings, observed, sleep)
     except Exception as exc:  # not about any one view
         ids = {id(m) for _, pending in members for m in pending.messages}
         outcome.done = [m for m in outcome.done if id(m) not in ids]
