@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from chalicelib.views.windows import BLOCK_DAYS, Level, Span
 
 CAPACITY = 1000
+DEFAULT_LIMIT, MAX_LIMIT = 10, 1000  # URLs one answer lists
 DIGEST_BYTES = 8
 COUNT_BYTES = 5  # counts up to 2**40 - 1 views per URL and bucket
 ENTRY_BYTES = DIGEST_BYTES + COUNT_BYTES

@@ -37,8 +37,6 @@ from chalicelib.views.windows import Span
 SUMMARY_SK = "S"
 MAX_ATTEMPTS = 8
 EXTRA_EXAMINED = 100
-DEFAULT_TOP = 10
-MAX_TOP = 1000
 
 
 def summary_key(span: Span) -> dict[str, Any]:
@@ -101,9 +99,11 @@ def record(dynamodb: DynamoDB, settings: Settings, observed: Observations, sleep
 
 def _parse(item: dict[str, Any] | None) -> tuple[top.Summary, int | None]:
     if not item:
-        return top.Summary(), None
+        return top.Summary(capacity=top.CAPACITY), None
     packed = item["e"]["B"] if "e" in item else b""
-    return top.Summary.decode(bytes(packed), int(item.get("f", {"N": "0"})["N"])), int(item["v"]["N"])
+    summary = top.Summary.decode(bytes(packed), int(item.get("f", {"N": "0"})["N"]))
+    summary.capacity = top.CAPACITY
+    return summary, int(item["v"]["N"])
 
 
 def _get(dynamodb: DynamoDB, settings: Settings, span: Span) -> dict[str, Any] | None:
@@ -137,7 +137,7 @@ def _put(dynamodb: DynamoDB, settings: Settings, span: Span, summary: top.Summar
 
 def parse_query(params: Mapping[str, str]) -> tuple[int, str | None]:
     """`limit` (1-1000, default 10) and the optional URL `prefix` of GET /views/top."""
-    limit = pager.page_limit(params.get("limit"), DEFAULT_TOP, MAX_TOP)
+    limit = pager.page_limit(params.get("limit"), top.DEFAULT_LIMIT, top.MAX_LIMIT)
     prefix = params.get("prefix")
     return limit, None if prefix is None else view_keys.text(prefix, "prefix", view_keys.URL_MAX_CHARS)
 
