@@ -12,13 +12,13 @@ from chalice.app import AuthRequest, BadRequestError, Chalice, NotFoundError, Ra
 from chalicelib.access import gate, policy
 from chalicelib.access import store as key_store
 from chalicelib.contract import document as contract
-from chalicelib.core import clock, inputs, quarantine, queues, telemetry, validation
+from chalicelib.core import clock, inputs, pager, quarantine, queues, telemetry, validation
 from chalicelib.core import window_params as windows
 from chalicelib.core.aws import AwsClients
 from chalicelib.core.errors import NotFoundError as TallyNotFound
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit_runs
+from chalicelib.counters import audit_runs, breakdowns, dimension_keys
 from chalicelib.counters import catalog as counter_catalog
 from chalicelib.counters import reads as counters
 from chalicelib.counters import repair as counter_repair
@@ -34,8 +34,8 @@ from chalicelib.uniques import batches as uniques_batches
 from chalicelib.views import api as views_api
 from chalicelib.views import batches as views_batches
 from chalicelib.views import catalog as view_catalog
-from chalicelib.views import keys as view_keys
 from chalicelib.views import top_store as top_views
+from chalicelib.views import validation as view_input
 
 app = Chalice(app_name="tally")
 app.log.setLevel(logging.INFO)
@@ -83,6 +83,12 @@ def json_body() -> Any:
 
 def query() -> dict[str, str]:
     return inputs.query(request().query_params)
+
+
+def where() -> dict[str, str]:
+    """The `where=name:value` filters of the request (repeatable)."""
+    params = request().query_params
+    return dimension_keys.parse_where(params.getlist("where") if params and "where" in params else [])
 
 
 # -- access: keys and scopes (docs/access.md) ----------------------------------------------
@@ -189,7 +195,7 @@ def get_counter(counter: str) -> dict[str, Any]:
     now = clock.now_ms()
     first, last = windows.minute_range(query(), now)
     name = validation.name(counter, "counter")
-    return counters.count_window(aws.dynamodb, settings, name, first, last, now).as_dict()
+    return counters.count_window(aws.dynamodb, settings, name, first, last, now, where=where()).as_dict()
 
 
 @app.route("/counters/{counter}/histogram", methods=["GET"], authorizer=read_key)
@@ -199,7 +205,19 @@ def get_histogram(counter: str) -> dict[str, Any]:
     params = query()
     first, last = windows.minute_range(params, now)
     name = validation.name(counter, "counter")
-    return counters.histogram(aws.dynamodb, settings, name, first, last, windows.resolution(params), now)
+    resolution = windows.resolution(params)
+    return counters.histogram(aws.dynamodb, settings, name, first, last, resolution, now, where())
+
+
+@app.route("/counters/{counter}/breakdown", methods=["GET"], authorizer=read_key)
+@answers
+def get_breakdown(counter: str) -> dict[str, Any]:
+    now = clock.now_ms()
+    params = query()
+    first, last = windows.minute_range(params, now)
+    name = validation.name(counter, "counter")
+    limit = pager.page_limit(params.get("limit"), breakdowns.DEFAULT_LIMIT, breakdowns.MAX_LIMIT)
+    return breakdowns.breakdown(aws.dynamodb, settings, name, params.get("by", ""), first, last, limit, where(), now)
 
 
 @app.route("/quarantine", methods=["GET"], authorizer=admin_key)
@@ -350,7 +368,7 @@ def get_report(report_id: str) -> Any:
 @app.route("/beacon/views", methods=["POST"], content_types=BODY_TYPES)
 @answers
 def post_views() -> Response:
-    views_api.enqueue(aws.sqs, settings, view_keys.parse_body(json_body()), clock.now_ms())
+    views_api.enqueue(aws.sqs, settings, view_input.parse_body(json_body()), clock.now_ms())
     return Response(body={"accepted": True}, status_code=202)
 
 

@@ -41,8 +41,9 @@ from chalicelib.core.queues import Message  # noqa: E402
 from chalicelib.views import api as views_api  # noqa: E402
 from chalicelib.views import batches as views_batches  # noqa: E402
 from chalicelib.views import keys as view_keys  # noqa: E402
+from chalicelib.views import messages as view_messages  # noqa: E402
 from chalicelib.views import windows  # noqa: E402
-from chalicelib.views.keys import View  # noqa: E402
+from chalicelib.views.validation import View  # noqa: E402
 
 T0 = 1_795_000_000_000
 SEED_TABLE = "bench-seed-views"
@@ -107,7 +108,9 @@ def seed_design(dynamodb: Any, plain: Any, batches: list[list[View]]) -> dict[st
 
 def tally_design(dynamodb: Any, plain: Any, sqs: Any, settings: Any, batches: list[list[View]]) -> dict[str, int]:
     for number, batch in enumerate(batches):
-        messages = [Message(f"{number}-{i}", f"r-{number}-{i}", view_keys.to_message(v)) for i, v in enumerate(batch)]
+        messages = [
+            Message(f"{number}-{i}", f"r-{number}-{i}", view_messages.to_message(v)) for i, v in enumerate(batch)
+        ]
         views_batches.apply_messages(dynamodb, sqs, settings, messages, T0)
     urls = {v.url for batch in batches for v in batch}
     return {url: views_api.count(plain, settings, url, None, T0)["views"] for url in urls}

@@ -20,7 +20,7 @@ from typing import Any
 
 import boto3
 
-from chalicelib.access import keys, policy
+from chalicelib.access import api_keys, policy
 from chalicelib.access import store as key_store
 from chalicelib.core import clock
 from chalicelib.core.settings import Settings
@@ -49,8 +49,8 @@ def local_admin_key(dynamodb: Any, settings: Settings, path: Path = LOCAL_ADMIN_
         key = path.read_text().strip()
     except FileNotFoundError:
         key = ""
-    if not keys.is_well_formed(key):
-        key = keys.generate()
+    if not api_keys.is_well_formed(key):
+        key = api_keys.generate()
         try:
             with open(path, "x") as out:  # two stacks starting at once keep one key
                 out.write(key + "\n")

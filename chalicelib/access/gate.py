@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.access import keys
+from chalicelib.access import api_keys
 from chalicelib.access.policy import (
     ALLOWED,
     INGEST,
@@ -47,7 +47,7 @@ def authorize(find_key: FindKey, token: str | None, method_arn: str, need: str) 
     by the route-level check (`check_request`, 403 with the reason), which sees the scope the
     route needs (`need` is checked again there, with the rest of the request).
     """
-    key = keys.from_bearer(token)
+    key = api_keys.from_bearer(token)
     record = find_key(key) if key is not None else None
     if gateway_decision(record, need).status == 401:
         raise Unauthorized()
@@ -129,7 +129,7 @@ def check_request(
     if access.beacon:
         key = query.get("key")
         try:
-            record = find_key(key) if key is not None and keys.is_well_formed(key) else None
+            record = find_key(key) if key is not None and api_keys.is_well_formed(key) else None
         except StorageError:
             return Outcome(KEY_CHECK_FAILED, cors_origin(origin, stage_origins, access.scope, None))
     else:

@@ -255,6 +255,7 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("POST", "/beacon/hyperloglog/{name}"): RouteAccess(INGEST, Names(path="name"), beacon=True),
     ("GET", "/counters/{counter}"): RouteAccess(READ, Names(path="counter")),
     ("GET", "/counters/{counter}/histogram"): RouteAccess(READ, Names(path="counter")),
+    ("GET", "/counters/{counter}/breakdown"): RouteAccess(READ, Names(path="counter")),
     ("GET", "/hyperloglog/{name}"): RouteAccess(READ, Names(path="name")),
     ("GET", "/hyperloglog/{name}/histogram"): RouteAccess(READ, Names(path="name")),
     # Without `names` it lists every name: not for a prefix-limited key.

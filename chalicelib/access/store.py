@@ -13,7 +13,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.access import keys
+from chalicelib.access import api_keys
 from chalicelib.access.policy import KeyRecord, NewKey
 from chalicelib.core import dynamo, keyspace, pager
 from chalicelib.core.aws import DynamoDB
@@ -26,9 +26,9 @@ def create(
 ) -> tuple[str, KeyRecord]:
     """Store a new key (a fresh one, or `key` when given and not stored yet); the plain key is
     returned to show once. Storing a given key again changes nothing."""
-    key = key or keys.generate()
-    digest = keys.digest(key)
-    record = KeyRecord(keys.key_id(digest), new.scopes, new.prefix, new.origins, new.note, now_ms)
+    key = key or api_keys.generate()
+    digest = api_keys.digest(key)
+    record = KeyRecord(api_keys.key_id(digest), new.scopes, new.prefix, new.origins, new.note, now_ms)
     item: dict[str, Any] = {
         "pk": {"S": keyspace.ACCESS_KEY},
         "sk": {"S": digest},
@@ -54,12 +54,12 @@ def create(
 
 def find(dynamodb: DynamoDB, settings: Settings, key: str) -> KeyRecord | None:
     """The record of a well-formed key, or None."""
-    if not keys.is_well_formed(key):
+    if not api_keys.is_well_formed(key):
         return None
     try:
         response = dynamodb.get_item(
             TableName=settings.counts_table,
-            Key={"pk": {"S": keyspace.ACCESS_KEY}, "sk": {"S": keys.digest(key)}},
+            Key={"pk": {"S": keyspace.ACCESS_KEY}, "sk": {"S": api_keys.digest(key)}},
             ConsistentRead=True,
         )
     except ClientError as exc:
@@ -88,13 +88,13 @@ def all_keys(dynamodb: DynamoDB, settings: Settings) -> Iterator[KeyRecord]:
 
 
 def _digest(position: str) -> None:
-    if not keys.DIGEST_PATTERN.fullmatch(position):
+    if not api_keys.DIGEST_PATTERN.fullmatch(position):
         raise ValidationError("not a key hash")
 
 
 def revoke(dynamodb: DynamoDB, settings: Settings, key_id: str, now_ms: int) -> KeyRecord:
     """Mark a key revoked (idempotent: the first revocation time stays)."""
-    if not keys.ID_PATTERN.fullmatch(key_id):
+    if not api_keys.ID_PATTERN.fullmatch(key_id):
         raise ValidationError("a key id is 16 hex digits, as GET /keys lists them")
     request = {
         "TableName": settings.counts_table,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from chalicelib.contract import schemas as s
 from chalicelib.core import quarantine, window_params
+from chalicelib.counters import breakdowns
 from chalicelib.dashboard import assets
 from chalicelib.reports import api as reports_api
 from chalicelib.uniques import api as uniques_api
@@ -78,6 +79,8 @@ PAGE = (
     Param("cursor", s.CURSOR),
 )
 COUNTER = path("counter", s.NAME)
+WHERE = Param("where", s.WHERE, "a filter: name:value, repeatable")
+FILTERED = "`where=name:value` (repeatable, all must hold) counts only the events having those dimension values."
 UNIQUE_NAME = path("name", s.NAME)
 WINDOWED = (
     f"A window of W minutes ending at T counts the minute buckets floor(T/60000)-W+1 .. floor(T/60000); "
@@ -116,9 +119,9 @@ OPERATIONS: tuple[Operation, ...] = (
         "getCounter",
         "events",
         "A counter's count over a window",
-        (Answer(200, "the count", s.COUNT_ANSWER),),
-        params=(COUNTER, *WINDOW),
-        description=WINDOWED,
+        (Answer(200, "the count and the sums of its values", s.COUNT_ANSWER),),
+        params=(COUNTER, *WINDOW, WHERE),
+        description=f"{WINDOWED} {FILTERED}",
     ),
     Operation(
         "GET",
@@ -131,8 +134,28 @@ OPERATIONS: tuple[Operation, ...] = (
             COUNTER,
             *WINDOW,
             Param("resolution", s.query_text(enum=s.RESOLUTIONS, default="hour")),
+            WHERE,
         ),
-        description=f"{WINDOWED} At most {window_params.MAX_HISTOGRAM_BUCKETS} buckets.",
+        description=f"{WINDOWED} At most {window_params.MAX_HISTOGRAM_BUCKETS} buckets. {FILTERED}",
+    ),
+    Operation(
+        "GET",
+        "/counters/{counter}/breakdown",
+        "getCounterBreakdown",
+        "events",
+        "A counter's count and sums per value of one dimension, most frequent first",
+        (Answer(200, "the values, and what the list leaves out", s.BREAKDOWN_ANSWER),),
+        params=(
+            COUNTER,
+            Param("by", s.DIMENSION_NAME, "the dimension", required=True),
+            *WINDOW,
+            Param("limit", s.query_integer(1, breakdowns.MAX_LIMIT, breakdowns.DEFAULT_LIMIT), "values listed"),
+            WHERE,
+        ),
+        description=f"{WINDOWED} {FILTERED} The list's counts plus `others.count` are the window's count. "
+        "Exact (`exact: true`) while every breakdown summary read holds all its values (up to about 1,000 "
+        "distinct values in a window); beyond that the listed counts and sums are still exact and `bound` "
+        "says how many events a value not listed can have.",
     ),
     Operation(
         "GET",

@@ -11,19 +11,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chalicelib.access import keys as access_keys
+from chalicelib.access import api_keys as access_keys
 from chalicelib.access import policy
 from chalicelib.core import inputs, pager, quarantine, timebuckets, times, validation, window_params
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit, audit_keys, replay
+from chalicelib.events import dimensions as event_dimensions
 from chalicelib.events import ingest
 from chalicelib.reports import api as reports_api
 from chalicelib.reports import ranges as report_ranges
 from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
 from chalicelib.uniques import keys as uniques_keys
-from chalicelib.views import keys as view_keys
 from chalicelib.views import top as view_top
+from chalicelib.views import validation as view_input
 
 Schema = dict[str, Any]
 DEFAULTS = Settings()
@@ -119,6 +120,13 @@ REPORT_PATH_ID = string(
 )
 QUARANTINE_SOURCE = string(enum=list(quarantine.SOURCES))
 
+DIMENSION_NAME = string(
+    pattern=anchored(event_dimensions.NAME_PATTERN),
+    minLength=1,
+    maxLength=event_dimensions.NAME_MAX_CHARS,
+    description="a dimension or value name",
+)
+
 # -- bodies --------------------------------------------------------------------------------------
 
 EVENT = obj(
@@ -150,6 +158,24 @@ EVENT = obj(
             f"{inputs.MAX_STORED_DEPTH} levels, no empty key at any depth (DynamoDB's naming rule); "
             "numbers are summed in reports",
         },
+        "dimensions": {
+            "type": "object",
+            "maxProperties": event_dimensions.MAX_DIMENSIONS,
+            "propertyNames": DIMENSION_NAME,
+            "additionalProperties": string(minLength=1, maxLength=event_dimensions.DIMENSION_VALUE_MAX_CHARS),
+            "description": f"at most {event_dimensions.MAX_DIMENSIONS} dimensions, each a string value: counts "
+            "and sums are kept per value (GET /counters/{counter}/breakdown) and filter with `where`",
+            "examples": [{"provider": "p2", "region": "eu"}],
+        },
+        "values": {
+            "type": "object",
+            "maxProperties": event_dimensions.MAX_VALUES,
+            "propertyNames": DIMENSION_NAME,
+            "additionalProperties": {"type": "number", "description": "a number DynamoDB can store (38 digits)"},
+            "description": f"at most {event_dimensions.MAX_VALUES} numbers, each summed exactly (in decimal) "
+            "beside every count (`sums`)",
+            "examples": [{"amount": 12.5, "bytes": 1024}],
+        },
     },
     closed=True,
 )
@@ -165,15 +191,15 @@ EVENTS_BODY = {
 
 
 def _nonblank(max_chars: int) -> Schema:
-    # view_keys.text: 1-max characters, not only whitespace.
+    # view_input.text: 1-max characters, not only whitespace.
     return string(minLength=1, maxLength=max_chars, pattern=r"\S")
 
 
 VIEW = obj(
     {
-        "url": _nonblank(view_keys.URL_MAX_CHARS),
+        "url": _nonblank(view_input.URL_MAX_CHARS),
         "time": {**BODY_TIME, "description": "when the view happened: part of what makes it unique"},
-        "clientId": _nonblank(view_keys.CLIENT_ID_MAX_CHARS),
+        "clientId": _nonblank(view_input.CLIENT_ID_MAX_CHARS),
     },
     closed=True,
 )
@@ -181,7 +207,7 @@ VIEWS_BODY = {
     "anyOf": [
         ref("View"),
         obj(
-            {"views": {"type": "array", "items": ref("View"), "minItems": 1, "maxItems": view_keys.MAX_BATCH}},
+            {"views": {"type": "array", "items": ref("View"), "minItems": 1, "maxItems": view_input.MAX_BATCH}},
             closed=True,
         ),
     ]
@@ -238,10 +264,63 @@ RETENTION: dict[str, Schema] = {
     "message": string(),
 }
 WINDOW_ANSWER: dict[str, Schema] = {"start": ISO_TIME, "end": ISO_TIME, "keys_read": {"type": "integer", "minimum": 0}}
+SUMS = {
+    "type": "object",
+    "propertyNames": DIMENSION_NAME,
+    "additionalProperties": {"type": "number"},
+    "description": "per value name, the exact sum of that value over the events counted",
+}
+WHERE_ECHO = {"type": "object", "additionalProperties": string(), "description": "the filter applied"}
 COUNT_ANSWER = obj(
-    {"counter": NAME, "count": {"type": "integer", "minimum": 0}, **WINDOW_ANSWER, "complete": RETENTION["complete"]},
-    RETENTION,
+    {
+        "counter": NAME,
+        "count": {"type": "integer", "minimum": 0},
+        "sums": SUMS,
+        **WINDOW_ANSWER,
+        "complete": RETENTION["complete"],
+    },
+    {**RETENTION, "where": WHERE_ECHO},
 )
+BREAKDOWN_ANSWER = obj(
+    {
+        "counter": NAME,
+        "by": DIMENSION_NAME,
+        **WINDOW_ANSWER,
+        "complete": RETENTION["complete"],
+        "exact": {"type": "boolean", "description": "true: the ranking, counts and sums are exact"},
+        "values": {
+            "type": "array",
+            "items": obj({"value": string(), "count": {"type": "integer", "minimum": 1}, "sums": SUMS}),
+        },
+        "others": obj(
+            {
+                "values": {"type": "integer", "minimum": 0, "description": "distinct values not listed"},
+                "count": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "events not in the list (other values, or without the dimension)",
+                },
+            }
+        ),
+    },
+    {
+        **RETENTION,
+        "where": WHERE_ECHO,
+        "bound": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "when not exact: the most events a value not listed can have in the window",
+        },
+    },
+)
+WHERE = {
+    "type": "array",
+    "items": query_text(pattern="^[A-Za-z0-9_.-]{1,64}:.{1,128}$"),
+    "maxItems": event_dimensions.MAX_DIMENSIONS,
+    "description": "name:value (the value may hold colons); repeatable, every clause must hold: "
+    "only the events having those dimension values",
+    "examples": [["provider:p2"]],
+}
 HISTOGRAM_ANSWER = obj(
     {
         "counter": NAME,
@@ -250,11 +329,11 @@ HISTOGRAM_ANSWER = obj(
         "end": ISO_TIME,
         "buckets": {
             "type": "array",
-            "items": obj({"start": ISO_TIME, "count": {"type": "integer", "minimum": 0}}),
+            "items": obj({"start": ISO_TIME, "count": {"type": "integer", "minimum": 0}, "sums": SUMS}),
         },
         "complete": RETENTION["complete"],
     },
-    RETENTION,
+    {**RETENTION, "where": WHERE_ECHO},
 )
 ESTIMATE: dict[str, Schema] = {
     "cardinality": {"type": "integer", "minimum": 0},
@@ -292,7 +371,7 @@ VIEW_COUNT_ANSWER = obj(
     {**WINDOW_ANSWER, **RETENTION},
 )
 _VIEWS = {"type": "integer", "minimum": 0}
-TOP_PREFIX = query_text(minLength=1, maxLength=view_keys.URL_MAX_CHARS, pattern=r"\S")
+TOP_PREFIX = query_text(minLength=1, maxLength=view_input.URL_MAX_CHARS, pattern=r"\S")
 TOP_LIMIT = query_integer(1, view_top.MAX_LIMIT, view_top.DEFAULT_LIMIT)
 TOP_VIEWS_ANSWER = obj(
     {

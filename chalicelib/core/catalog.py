@@ -40,13 +40,13 @@ class Recent:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._seen: weakref.WeakKeyDictionary[Any, tuple[int, dict[str, int | None]]] = weakref.WeakKeyDictionary()
+        self._seen: weakref.WeakKeyDictionary[DynamoDB, tuple[int, dict[str, int | None]]] = weakref.WeakKeyDictionary()
 
-    def _written(self, client: Any, hour: int) -> dict[str, int | None]:
+    def _written(self, client: DynamoDB, hour: int) -> dict[str, int | None]:
         seen_hour, written = self._seen.get(client, (hour, {}))
         return written if seen_hour == hour else {}
 
-    def fresh(self, client: Any, names: Mapping[str, int | None], hour: int) -> list[str]:
+    def fresh(self, client: DynamoDB, names: Mapping[str, int | None], hour: int) -> list[str]:
         """Names not written this hour, or written with an earlier expiry than they need now."""
         with self._lock:
             written = self._written(client, hour)
@@ -56,7 +56,7 @@ class Recent:
             if name not in written or (expires is not None and expires > (written[name] or 0))
         )
 
-    def mark(self, client: Any, names: Mapping[str, int | None], hour: int) -> None:
+    def mark(self, client: DynamoDB, names: Mapping[str, int | None], hour: int) -> None:
         with self._lock:
             written = self._written(client, hour)
             written.update(names)

@@ -75,6 +75,7 @@ def batch_get_items(
             request = response.get("UnprocessedKeys") or {}
             if not request:
                 break
-            (sleep or clock.sleep)(backoff(attempt, cap))
+            if attempt < attempts - 1:  # no pause after the last attempt
+                (sleep or clock.sleep)(backoff(attempt, cap))
         else:
             raise StorageError(failure)

@@ -6,6 +6,10 @@ capabilities can never collide and an operator can read any item's owner from it
 
     pk                                   sk                      what
     CTR#<counter>                        h#<hour> | d#<day>      a windowed-count bucket (counters)
+    FLT#<counter>#<subset hash>          h#<hour> | d#<day>      the buckets of the events having some dimension values
+                                                                 (counters/dimension_keys.py)
+    TOP#<counter>#<dimension>            q#|h#|d#<n>#<part>      a breakdown summary: values with counts and sums
+                                                                 (counters/topk.py)
     EVT#<counter>#<id>                   #                       marker: an event with a client id was counted
     SEQ#<events pk>                      #                       former stream position per events partition, left to expire
     AUD#<events pk>                      #                       audit counters: events of that partition applied, set
@@ -36,6 +40,8 @@ capabilities can never collide and an operator can read any item's owner from it
 from __future__ import annotations
 
 COUNTER = "CTR#"
+FILTER = "FLT#"
+SUMMARY = "TOP#"
 EVENT_MARKER = "EVT#"
 STREAM_POSITION = "SEQ#"  # no longer written; items of a stage upgraded from it expire by TTL
 AUDIT = "AUD#"

@@ -23,6 +23,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import dynamo, keyspace, pager, times, transactions, validation
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit, audit_keys
@@ -60,7 +61,7 @@ class AuditResult:
         }
 
 
-def run(dynamodb: Any, settings: Settings, now_ms: int) -> AuditResult:
+def run(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> AuditResult:
     """Compare the settled partitions no run has compared yet, then recheck open findings."""
     result = AuditResult()
     checkpoint = read_checkpoint(dynamodb, settings)
@@ -85,14 +86,14 @@ def run(dynamodb: Any, settings: Settings, now_ms: int) -> AuditResult:
     return result
 
 
-def compare(dynamodb: Any, settings: Settings, events_pk: str) -> audit.Finding:
+def compare(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> audit.Finding:
     """One partition now: its stored events against its audit item."""
     return audit.compare(
         events_pk, stored_count(dynamodb, settings, events_pk), read_tally(dynamodb, settings, events_pk)
     )
 
 
-def stored_count(dynamodb: Any, settings: Settings, events_pk: str) -> int:
+def stored_count(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> int:
     """Items stored under one events partition key: a paged Select=COUNT Query. Eventually
     consistent (half the read units): the partition's quarter hour closed a settle margin ago."""
     request = {
@@ -107,7 +108,7 @@ def stored_count(dynamodb: Any, settings: Settings, events_pk: str) -> int:
     )
 
 
-def read_tally(dynamodb: Any, settings: Settings, events_pk: str) -> dict[str, Any] | None:
+def read_tally(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> dict[str, Any] | None:
     try:
         item: dict[str, Any] | None = dynamodb.get_item(
             TableName=settings.counts_table, Key=audit_keys.tally_key(events_pk), ConsistentRead=True
@@ -117,7 +118,7 @@ def read_tally(dynamodb: Any, settings: Settings, events_pk: str) -> dict[str, A
     return item
 
 
-def read_checkpoint(dynamodb: Any, settings: Settings) -> int | None:
+def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:
     try:
         item = dynamodb.get_item(TableName=settings.counts_table, Key=CHECKPOINT_KEY, ConsistentRead=True).get("Item")
     except ClientError as exc:
@@ -137,14 +138,21 @@ def finding_item(settings: Settings, finding: audit.Finding, now_ms: int) -> dic
 
 
 def _commit(
-    dynamodb: Any, settings: Settings, checkpoint: int | None, next_ms: int, short: list[audit.Finding], now_ms: int
+    dynamodb: DynamoDB,
+    settings: Settings,
+    checkpoint: int | None,
+    next_ms: int,
+    short: list[audit.Finding],
+    now_ms: int,
 ) -> bool:
     """Move the checkpoint to next_ms and write the findings, if the checkpoint is still as read."""
     table = settings.counts_table
-    puts = [{"Put": {"TableName": table, "Item": finding_item(settings, f, now_ms)}} for f in short]
-    for extra in puts[FINDINGS_PER_TRANSACTION:]:
+    puts: list[dict[str, Any]] = [
+        {"Put": {"TableName": table, "Item": finding_item(settings, f, now_ms)}} for f in short
+    ]
+    for extra in short[FINDINGS_PER_TRANSACTION:]:
         try:
-            dynamodb.put_item(**extra["Put"])
+            dynamodb.put_item(TableName=table, Item=finding_item(settings, extra, now_ms))
         except ClientError as exc:
             raise StorageError("could not record an audit finding") from exc
     move: dict[str, Any] = {
@@ -172,7 +180,7 @@ def _commit(
     return True
 
 
-def _recheck(dynamodb: Any, settings: Settings, now_ms: int, result: AuditResult) -> None:
+def _recheck(dynamodb: DynamoDB, settings: Settings, now_ms: int, result: AuditResult) -> None:
     for item in open_findings(dynamodb, settings, None, RECHECK_LIMIT, now_ms)[0]:
         partition = item["sk"]["S"]
         result.rechecked += 1
@@ -182,7 +190,7 @@ def _recheck(dynamodb: Any, settings: Settings, now_ms: int, result: AuditResult
             result.open += 1
 
 
-def recheck(dynamodb: Any, settings: Settings, partition: str, now_ms: int) -> audit.Finding:
+def recheck(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int) -> audit.Finding:
     """Compare one partition again: remove its finding if it adds up now, else refresh it."""
     finding = compare(dynamodb, settings, partition)
     try:
@@ -198,7 +206,7 @@ def recheck(dynamodb: Any, settings: Settings, partition: str, now_ms: int) -> a
 
 
 def open_findings(
-    dynamodb: Any, settings: Settings, after: str | None, limit: int, now_ms: int
+    dynamodb: DynamoDB, settings: Settings, after: str | None, limit: int, now_ms: int
 ) -> tuple[list[dict[str, Any]], str | None]:
     """Up to `limit` findings after partition `after`, oldest partition first, and the last
     partition read if more may follow. One Query (core.pager); a finding past its expiry may
@@ -215,7 +223,7 @@ def open_findings(
     return page.items, page.after
 
 
-def listing(dynamodb: Any, settings: Settings, params: dict[str, str], now_ms: int) -> dict[str, Any]:
+def listing(dynamodb: DynamoDB, settings: Settings, params: dict[str, str], now_ms: int) -> dict[str, Any]:
     """`GET /audit`: `{"partitions": [...], "next"}`, partitions that do not add up, oldest
     first, `limit` (1-1000, 100) a page, `cursor` the `next` of the previous page."""
     request = pager.page_request(params, _check_partition)

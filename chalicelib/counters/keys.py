@@ -3,7 +3,11 @@
 CTR#<counter> / h#<hour> | d#<day>                a bucket (index since the epoch); an hour
                                                   item also holds m00..m59, its minutes' counts, and
                                                   every bucket `s:<shard hash>`: how far each stream
-                                                  shard that wrote to it has been applied
+                                                  shard that wrote to it has been applied, and the
+                                                  sums of event values (counters/dimension_keys.py)
+FLT#<counter>#<subset hash> / h#.. | d#..         the same buckets for the events with some dimension
+                                                  values (a filter; counters/dimension_keys.py)
+TOP#<counter>#<dimension> / q#|h#|d#<n>#<part>    a breakdown summary (counters/topk.py)
 EVT#<counter>#<id> / #                            marker of an event with a client id; `c` names the
                                                   stream record that claimed it (shard hash, position)
 AUD#<events pk> / #                               audit counters of one events partition
@@ -91,6 +95,11 @@ class Stamp:
 def split_stamped(value: str) -> Stamp:
     parts = (value.split("@") + ["", "", ""])[:4]
     return Stamp(parts[0], int(parts[1]) if parts[1].isdigit() else None, parts[2], parts[3])
+
+
+def item_key(pk: str, sk: str) -> dict[str, Any]:
+    """A key DynamoDB will take (see _key): for the modules that build other counters' keys."""
+    return _key(pk, sk)
 
 
 def _key(pk: str, sk: str) -> dict[str, Any]:

@@ -22,14 +22,16 @@ says it is the window's start. So `count` is always the number of events in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from chalicelib.core import dynamo, keyspace, timebuckets, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.settings import Settings
+from chalicelib.counters import dimension_keys, topk
 from chalicelib.counters import keys as counter_keys
 
 # -- reads -------------------------------------------------------------------------------
@@ -44,17 +46,28 @@ class WindowCount:
     keys_read: int
     complete: bool
     retained_from_ms: int
+    sums: dict[str, Decimal] = field(default_factory=dict)
+    where: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         answer: dict[str, Any] = {
             "counter": self.counter,
             "count": self.count,
+            "sums": json_sums(self.sums),
             "start": times.iso(self.first_minute * timebuckets.MINUTE_MS),
             "end": times.iso((self.last_minute + 1) * timebuckets.MINUTE_MS),
             "keys_read": self.keys_read,
             **completeness(self.complete, self.retained_from_ms),
         }
+        if self.where:
+            answer["where"] = dict(self.where)
         return answer
+
+
+def json_sums(sums: Mapping[str, Decimal]) -> dict[str, Any]:
+    """Sums as JSON numbers: integers exactly; others as decimals (a JSON number; readers that
+    parse numbers as doubles see 15 significant digits of them)."""
+    return {name: int(v) if v == v.to_integral_value() else v for name, v in sorted(sums.items())}
 
 
 def completeness(complete: bool, retained_from_ms: int) -> dict[str, Any]:
@@ -76,20 +89,34 @@ def count_window(
     last_minute: int,
     now_ms: int,
     sleep: Sleep | None = None,
+    where: Mapping[str, str] | None = None,
 ) -> WindowCount:
+    """The count and sums of a counter's events in minutes first..last; with `where`, of its
+    events having every one of those dimension values (read from their filter counter: the same
+    keys, so the same bound)."""
     window_params.check_minutes(first_minute, last_minute)
     parts = timebuckets.plan(first_minute, last_minute)
-    keys = [counter_keys.bucket_key(counter, p.bucket) for p in parts]
+    pk = dimension_keys.read_pk(counter, where or {})
+    keys = [dimension_keys.bucket_item_key(pk, p.bucket) for p in parts]
     found = _batch_get(dynamodb, settings, keys, sleep)
     items = [found.get((key["pk"]["S"], key["sk"]["S"])) for key in keys]
     assumed = _assumed_retention(items, settings)
     now_s = now_ms // 1000
     flags = [timebuckets.kept(p.bucket, dynamo.stored_expiry(item), assumed, now_s) for p, item in zip(parts, items)]
     first = timebuckets.kept_from(flags)
-    total = sum(_part_count(item, part) for part, item in zip(parts[first:], items[first:]) if item is not None)
+    total = 0
+    sums: dict[str, Decimal] = {}
+    for part, item in zip(parts[first:], items[first:]):
+        if item is None:
+            continue
+        total += _part_count(item, part)
+        for name, amount in dimension_keys.sums_of(item, part.minutes, part.bucket.resolution).items():
+            sums[name] = topk.EXACT.add(sums.get(name, Decimal(0)), amount)
     end_ms = (last_minute + 1) * timebuckets.MINUTE_MS
     retained_from = _part_start_ms(parts[first]) if first < len(parts) else end_ms
-    return WindowCount(counter, total, first_minute, last_minute, len(keys), first == 0, retained_from)
+    return WindowCount(
+        counter, total, first_minute, last_minute, len(keys), first == 0, retained_from, sums, dict(where or {})
+    )
 
 
 def _assumed_retention(items: Iterable[dict[str, Any] | None], settings: Settings) -> int:
@@ -125,13 +152,16 @@ def histogram(
     last_minute: int,
     resolution: timebuckets.Resolution,
     now_ms: int,
+    where: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """Counts and sums per bucket; with `where`, of the events having those dimension values."""
     window_params.check_histogram(timebuckets.bucket_count(first_minute, last_minute, resolution))
     buckets = timebuckets.buckets_between(first_minute, last_minute, resolution)
     # Minutes live inside their hour items: a minute series is read from hour items.
     stored: timebuckets.Resolution = "hour" if resolution == "minute" else resolution
     size = timebuckets.RESOLUTION_MINUTES[stored]
-    items = dict(_query_buckets(dynamodb, settings, counter, stored, buckets[0], buckets[-1]))
+    pk = dimension_keys.read_pk(counter, where or {})
+    items = dict(_query_buckets(dynamodb, settings, pk, stored, buckets[0], buckets[-1]))
     assumed = _assumed_retention(items.values(), settings)
     now_s = now_ms // 1000
 
@@ -151,30 +181,38 @@ def histogram(
     ]
     first = timebuckets.kept_from(flags)
     counts: dict[int, int] = {}
+    sums: dict[int, dict[str, Decimal]] = {}
     for bucket in buckets[first:]:
         item = items.get(stored_bucket(bucket).index)
         if item is None:
             continue
         if resolution == "minute":
-            value = item.get(counter_keys.minute_attribute(bucket.first_minute % 60))
+            minute = bucket.first_minute % 60
+            value = item.get(counter_keys.minute_attribute(minute))
             counts[bucket.index] = int(value["N"]) if value is not None else 0
+            sums[bucket.index] = dimension_keys.sums_of(item, (minute, minute), "hour")
         else:
             counts[bucket.index] = int(item["n"]["N"])
+            sums[bucket.index] = dimension_keys.sums_of(item, None, resolution)
     retained_from = buckets[first].start_ms if first < len(buckets) else buckets[-1].end_ms
     return {
         "counter": counter,
         "resolution": resolution,
         "start": times.iso(buckets[0].start_ms),
         "end": times.iso(buckets[-1].end_ms),
-        "buckets": [{"start": times.iso(b.start_ms), "count": counts.get(b.index, 0)} for b in buckets],
+        "buckets": [
+            {"start": times.iso(b.start_ms), "count": counts.get(b.index, 0), "sums": json_sums(sums.get(b.index, {}))}
+            for b in buckets
+        ],
         **completeness(first == 0, retained_from),
+        **({"where": dict(where)} if where else {}),
     }
 
 
 def _query_buckets(
     dynamodb: DynamoDB,
     settings: Settings,
-    counter: str,
+    pk: str,
     resolution: timebuckets.Resolution,
     first: timebuckets.Bucket,
     last: timebuckets.Bucket,
@@ -185,7 +223,7 @@ def _query_buckets(
     items = dynamo.query_sort_range(
         dynamodb,
         settings.counts_table,
-        f"{keyspace.COUNTER}{counter}",
+        pk,
         counter_keys.bucket_sort_key(resolution, lo),
         counter_keys.bucket_sort_key(resolution, hi),
         "could not read the counts",

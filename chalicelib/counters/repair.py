@@ -48,6 +48,7 @@ from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from chalicelib.core import dynamo, keyspace, timebuckets, validation
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
@@ -101,7 +102,7 @@ class _Stored:
     ingested_ms: int
 
 
-def repair(dynamodb: Any, settings: Settings, partition: str, now_ms: int) -> RepairResult:
+def repair(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int) -> RepairResult:
     result = RepairResult(partition)
     own_all = _events(dynamodb, settings, partition, with_invalid=True)
     own = [s for s in own_all if s is not None]
@@ -127,7 +128,7 @@ def repair(dynamodb: Any, settings: Settings, partition: str, now_ms: int) -> Re
 
 
 def _attempt(
-    dynamodb: Any, settings: Settings, partition: str, pending: set[Key], now_ms: int, result: RepairResult
+    dynamodb: DynamoDB, settings: Settings, partition: str, pending: set[Key], now_ms: int, result: RepairResult
 ) -> set[Key]:
     """One pass: read the buckets, recount them, write them; the keys still to do."""
     stored = {key: _read_bucket(dynamodb, settings, *key) for key in pending}
@@ -200,7 +201,7 @@ def _keys(stored: _Stored, pending: set[Key]) -> list[Key]:
     return [(stored.event.counter, b) for b in counted if (stored.event.counter, b) in pending]
 
 
-def _events(dynamodb: Any, settings: Settings, pk: str, with_invalid: bool = False) -> list[Any]:
+def _events(dynamodb: DynamoDB, settings: Settings, pk: str, with_invalid: bool = False) -> list[Any]:
     """The events stored under one events partition that the counting path would count (None
     in place of each that it would set aside, when `with_invalid`)."""
     request = {
@@ -232,7 +233,7 @@ def _parse(raw: dict[str, Any]) -> _Stored | None:
     return _Stored((item["pk"], item["sk"]), event, ingested)
 
 
-def _lost_partitions(dynamodb: Any, settings: Settings, now_ms: int) -> set[str]:
+def _lost_partitions(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> set[str]:
     """Partitions the audit lists as short: their missing events are taken as lost."""
     lost: set[str] = set()
     after: str | None = None
@@ -243,7 +244,7 @@ def _lost_partitions(dynamodb: Any, settings: Settings, now_ms: int) -> set[str]
             return lost
 
 
-def _quarantined_keys(dynamodb: Any, settings: Settings) -> set[tuple[str, str]]:
+def _quarantined_keys(dynamodb: DynamoDB, settings: Settings) -> set[tuple[str, str]]:
     """Events-table keys of the stream records set aside (their stored copies name them)."""
     request = {
         "TableName": settings.counts_table,
@@ -263,7 +264,7 @@ def _quarantined_keys(dynamodb: Any, settings: Settings) -> set[tuple[str, str]]
     return keys
 
 
-def _read_bucket(dynamodb: Any, settings: Settings, counter: str, bucket: Bucket) -> dict[str, Any] | None:
+def _read_bucket(dynamodb: DynamoDB, settings: Settings, counter: str, bucket: Bucket) -> dict[str, Any] | None:
     try:
         item: dict[str, Any] | None = dynamodb.get_item(
             TableName=settings.counts_table, Key=counter_keys.bucket_key(counter, bucket), ConsistentRead=True
@@ -274,7 +275,7 @@ def _read_bucket(dynamodb: Any, settings: Settings, counter: str, bucket: Bucket
 
 
 def _write_bucket(
-    dynamodb: Any, settings: Settings, key: Key, stored: dict[str, Any] | None, count: _Count
+    dynamodb: DynamoDB, settings: Settings, key: Key, stored: dict[str, Any] | None, count: _Count
 ) -> bool | None:
     """Write the recount if the bucket is as read: True written, False already right, None
     changed since it was read."""
@@ -323,7 +324,7 @@ def _write_bucket(
     return True
 
 
-def _account(dynamodb: Any, settings: Settings, partition: str, stored: int, now_ms: int) -> bool:
+def _account(dynamodb: DynamoDB, settings: Settings, partition: str, stored: int, now_ms: int) -> bool:
     """Set the partition's `repaired` to what makes it add up, if its other numbers are as read."""
     item = audit_runs.read_tally(dynamodb, settings, partition)
     others = {k: v for k, v in audit_keys.accounts(item).items() if k != audit_keys.REPAIRED}

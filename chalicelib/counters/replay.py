@@ -30,10 +30,11 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import dynamo, inputs, keyspace, quarantine, transactions, validation
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError, reason
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit_keys, audit_runs, stream_apply
+from chalicelib.counters import audit_keys, audit_runs, dimension_keys, stream_apply
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import stream_records
 
@@ -86,7 +87,7 @@ def parse_body(body: Any) -> ReplayRequest:
 
 
 def replay(
-    dynamodb: Any, settings: Settings, request: ReplayRequest, now_ms: int, sleep: Sleep | None = None
+    dynamodb: DynamoDB, settings: Settings, request: ReplayRequest, now_ms: int, sleep: Sleep | None = None
 ) -> ReplayResult:
     result = ReplayResult()
     for record_id, item in _selected(dynamodb, settings, request):
@@ -97,7 +98,9 @@ def replay(
     return result
 
 
-def _selected(dynamodb: Any, settings: Settings, request: ReplayRequest) -> list[tuple[str, dict[str, Any] | None]]:
+def _selected(
+    dynamodb: DynamoDB, settings: Settings, request: ReplayRequest
+) -> list[tuple[str, dict[str, Any] | None]]:
     if request.ids:
         found: list[tuple[str, dict[str, Any] | None]] = []
         for record_id in request.ids:
@@ -145,7 +148,7 @@ def _parse(item: dict[str, Any], now_ms: int) -> stream_apply.Countable:
 
 
 def _replay_one(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     record_id: str,
     item: dict[str, Any],
@@ -225,14 +228,16 @@ class _Plan:
             )
             owners.append(None)
         if counting:
-            for bucket in c.buckets:
-                update = stream_apply.BucketUpdate()
-                update.add(bucket, c.event)
-                key = counter_keys.bucket_key(c.event.counter, bucket)
-                keep = (key["pk"]["S"], key["sk"]["S"]) in self.keep_stored
-                # The stream handler's own increment: one rule for a bucket's expiry and retention.
-                items.append({"Update": stream_apply.increment(self.settings, key, bucket, update, keep)})
-                owners.append(None)
+            # Its counter's buckets and its filters' (breakdown summaries are not replayed).
+            for pk in dimension_keys.count_pks(c.event.counter, c.event.dimensions):
+                for bucket in c.buckets:
+                    update = stream_apply.BucketUpdate()
+                    update.add(bucket, c.event)
+                    key = dimension_keys.bucket_item_key(pk, bucket)
+                    keep = (key["pk"]["S"], key["sk"]["S"]) in self.keep_stored
+                    # The stream handler's own increment: one rule for a bucket's expiry and retention.
+                    items.append({"Update": stream_apply.increment(self.settings, key, bucket, update, keep)})
+                    owners.append(None)
         if self.with_tally:
             to = audit_keys.APPLIED if c.buckets else audit_keys.EXPIRED
             items.append(
@@ -256,13 +261,13 @@ class _Plan:
         if any(pk.startswith(keyspace.EVENT_MARKER) for pk in pks) and not self.counted_elsewhere:
             self.counted_elsewhere = True
             return True
-        buckets = {(pk, k["sk"]["S"]) for pk, k in zip(pks, keys) if pk.startswith(keyspace.COUNTER)}
+        buckets = {(pk, k["sk"]["S"]) for pk, k in zip(pks, keys) if pk.startswith((keyspace.COUNTER, keyspace.FILTER))}
         new = buckets - self.keep_stored
         self.keep_stored |= new
         return bool(new)
 
 
-def _still_bad(dynamodb: Any, settings: Settings, record_id: str, why: str, now_ms: int) -> None:
+def _still_bad(dynamodb: DynamoDB, settings: Settings, record_id: str, why: str, now_ms: int) -> None:
     """Keep the record set aside, with the reason it fails now."""
     try:
         dynamodb.update_item(

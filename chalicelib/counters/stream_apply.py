@@ -26,30 +26,40 @@ A shard's position on an item is pruned (REMOVE, on a later write that finds it)
 is older than `MARKER_TTL_SECONDS` (48 h: beyond the stream's 24-hour retention), when no delivery
 can bring a record below it again: items never grow with traffic.
 
+The batch runs through core.batch_processor (StreamCounting says what is the stream's own).
 What is poison is decided by validation, and nothing else: a record is set aside
 (`QUARANTINE#events-stream`) only for a ValidationError (malformed image, invalid event, a key
-that cannot be built) or DynamoDB refusing its data (ValidationException, isolated by splitting
-the records of the refused update). Any other exception fails the batch, for Lambda to deliver
-again: a bug or an outage never sets good records aside.
+that cannot be built) or DynamoDB refusing its data (ValidationException, isolated by the
+processor halving the records of the refused update). Any other exception fails the batch, for
+Lambda to deliver again: a bug or an outage never sets good records aside.
+
+Where more items per event or more events per record come in: `countables` turns one record
+into its countable events, `touches` says which items an event adds to, and `BucketUpdate.add`
+what it adds to each.
 """
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
 from collections import Counter as Tally
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import quarantine, timebuckets
+from chalicelib.core import batch_processor, timebuckets
+from chalicelib.core.aws import DynamoDB
+from chalicelib.core.batch_processor import Sent, Write
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError, TallyError, ValidationError
-from chalicelib.core.errors import reason as failure_reason
+from chalicelib.core.poison import QuarantineSink
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import audit_keys, catalog
+from chalicelib.counters import audit_keys, catalog, dimension_keys, summaries, topk
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest as events_ingest
 from chalicelib.events.ingest import Event
@@ -75,24 +85,23 @@ class Countable:
     position: str  # its sequence number as a sortable string
     partition: str | None  # its events-table pk (audit)
     marker: str | None = None  # client-id events: the marker they are claimed by
-    buckets: tuple[Bucket, ...] = ()
+    buckets: tuple[Bucket, ...] = ()  # its live buckets (expired ones would read as 0)
 
 
-@dataclass
-class _Audit:
-    """What became of one events partition's records of one shard in this batch."""
+@dataclass(frozen=True)
+class Touch:
+    """One item a countable event adds to: a bucket of its counter, or of one of its filter
+    counters (`pk`: dimension_keys). Which items an event touches is `touches`; what it adds to
+    each is `BucketUpdate.add`."""
 
-    outcomes: list[tuple[str, str]] = field(default_factory=list)  # (position, outcome)
+    pk: str
+    bucket: Bucket
 
+    def order(self) -> tuple[str, str, int]:
+        return self.pk, self.bucket.resolution, self.bucket.index
 
-@dataclass
-class _Progress:
-    """Per record: newly applied to some item now / found applied (in the batch's range, or
-    beyond it: a skip)."""
-
-    applied_now: set[int] = field(default_factory=set)
-    found_applied: set[int] = field(default_factory=set)
-    beyond: set[int] = field(default_factory=set)
+    def key(self) -> dict[str, Any]:
+        return dimension_keys.bucket_item_key(self.pk, self.bucket)
 
 
 def countable_from_record(record: StreamRecord) -> Countable:
@@ -123,67 +132,24 @@ def countable_from_record(record: StreamRecord) -> Countable:
     )
 
 
-def apply_stream_batch(
-    dynamodb: Any, settings: Settings, records: Iterable[StreamRecord], now_ms: int, sleep: Sleep | None = None
-) -> BatchResult:
-    """Count one Lambda batch (of one shard) exactly once; raises when the batch must be retried."""
-    del sleep  # plain writes: the SDK's own retries cover throttling
-    records = list(records)
-    result = BatchResult(records=len(records))
-    if any(not r.shard for r in records):
-        raise ShardUnknownError("stream event without shardId: the mapping needs TumblingWindowInSeconds")
-    result.details.update(redelivered=0, out_of_sequence=0)  # emitted as metrics even when 0
-    audits: dict[tuple[str, str], _Audit] = {}
-    pending: list[Countable] = []
-    seen: set[tuple[str, str]] = set()
-    last: dict[str, str] = {}
-    for record in _in_sequence(records, result):
-        if record.event_name != "INSERT" or (record.new_image or {}).get("kind", "event") != "event":
-            result.details["skipped"] += 1  # not an event: counted nowhere, not even in the audit
-            continue
-        try:
-            countable = countable_from_record(record)
-            buckets = live_buckets(countable.event, now_ms)
-        except ValidationError as exc:
-            _set_aside(dynamodb, settings, result, record, exc, now_ms, audits)
-            continue
-        if (countable.shard, countable.position) in seen:
-            result.duplicates += 1  # the same record twice in one batch
-            continue
-        seen.add((countable.shard, countable.position))
-        if countable.position < last.get(countable.shard, ""):
-            result.details["unsorted"] += 1
-        last[countable.shard] = max(countable.position, last.get(countable.shard, ""))
-        if not buckets:
-            result.details["expired"] += 1
-            _note(audits, countable, "expired")
-            continue
-        pending.append(_with_buckets(countable, tuple(buckets)))
-    pending = _claim_client_ids(dynamodb, settings, pending, now_ms, result, audits)
-    catalog.record(dynamodb, settings, (c.event for c in pending), now_ms)  # GET /counters
-    progress = _Progress()
-    refused: dict[int, Exception] = {}  # records whose own data DynamoDB refused
-    for (counter, bucket, shard), members in _by_item(pending).items():
-        _apply_item(dynamodb, settings, counter, bucket, shard, members, now_ms, result, progress, refused)
-    for countable in pending:
-        if id(countable) in refused:
-            continue  # set aside: it is audited as such
-        _note(audits, countable, "applied")
-    for c in pending:
-        key = id(c)
-        if key in refused:
-            _set_aside(dynamodb, settings, result, c.record, refused[key], now_ms, audits, c)
-        elif key in progress.applied_now:
-            result.counted += 1
-        else:
-            result.duplicates += 1
-        if key in progress.beyond:
-            result.details["out_of_sequence"] += 1  # found applied by a LATER record of its shard
-        elif key in progress.found_applied:
-            result.details["redelivered"] += 1
-    for (partition, shard), audit in sorted(audits.items()):
-        _apply_audit(dynamodb, settings, partition, shard, audit, now_ms, result)
-    return result
+def countables(record: StreamRecord, now_ms: int) -> list[Countable]:
+    """The countable events one stream record carries ([] for a record that is not the insert of
+    an event); ValidationError if its content cannot be counted."""
+    if record.event_name != "INSERT" or (record.new_image or {}).get("kind", "event") != "event":
+        return []  # not an event: counted nowhere, not even in the audit
+    countable = countable_from_record(record)
+    return [replace(countable, buckets=tuple(live_buckets(countable.event, now_ms)))]
+
+
+def touches(countable: Countable) -> list[Touch]:
+    """The items one countable event adds to: the live buckets of its counter and of a filter
+    counter per subset of its dimensions."""
+    event = countable.event
+    return [
+        Touch(pk, bucket)
+        for pk in dimension_keys.count_pks(event.counter, event.dimensions)
+        for bucket in countable.buckets
+    ]
 
 
 def live_buckets(event: Event, now_ms: int) -> list[Bucket]:
@@ -191,19 +157,19 @@ def live_buckets(event: Event, now_ms: int) -> list[Bucket]:
     return [b for b in timebuckets.buckets_for(event.time_ms) if timebuckets.live(b, event.retention_seconds, now_ms)]
 
 
-def _with_buckets(countable: Countable, buckets: tuple[Bucket, ...]) -> Countable:
-    return Countable(
-        countable.event,
-        countable.record,
-        countable.shard,
-        countable.position,
-        countable.partition,
-        countable.marker,
-        buckets,
-    )
+def apply_stream_batch(
+    dynamodb: DynamoDB, settings: Settings, records: Iterable[StreamRecord], now_ms: int, sleep: Sleep | None = None
+) -> BatchResult:
+    """Count one Lambda batch (of one shard) exactly once; raises when the batch must be retried."""
+    del sleep  # plain writes: the SDK's own retries cover throttling
+    records = list(records)
+    if any(not r.shard for r in records):
+        raise ShardUnknownError("stream event without shardId: the mapping needs TumblingWindowInSeconds")
+    ordered = _in_sequence(records)
+    return batch_processor.process(StreamCounting(dynamodb, settings, now_ms, ordered != records), ordered)
 
 
-def _in_sequence(records: list[StreamRecord], result: BatchResult) -> list[StreamRecord]:
+def _in_sequence(records: list[StreamRecord]) -> list[StreamRecord]:
     """A batch's records in stream order per shard (Lambda sends them so; sorting costs nothing
     and keeps every item's updates contiguous). Records without a sequence number keep their place
     at the front, to be set aside."""
@@ -211,52 +177,55 @@ def _in_sequence(records: list[StreamRecord], result: BatchResult) -> list[Strea
     def order(record: StreamRecord) -> tuple[str, str]:
         return record.shard, counter_keys.sequence_position(record.sequence_number) or ""
 
-    ordered = sorted(records, key=order)
-    if ordered != records:
-        result.details["reordered"] += 1
-    return ordered
+    return sorted(records, key=order)
 
 
-def _note(audits: dict[tuple[str, str], _Audit], countable: Countable, outcome: str) -> None:
-    if countable.partition is not None:
-        audits.setdefault((countable.partition, countable.shard), _Audit()).outcomes.append(
-            (countable.position, outcome)
+Outcome = batch_processor.Outcome[StreamRecord, Countable]
+
+
+class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
+    """The events stream for the batch processor: a record is an event; the same shard position
+    twice is one; a client id is checked by claiming its marker; the writes are one conditional
+    UpdateItem per bucket item and shard, whose stored position says what it holds already; the
+    audit items follow."""
+
+    def __init__(self, dynamodb: DynamoDB, settings: Settings, now_ms: int, reordered: bool) -> None:
+        self.dynamodb, self.settings, self.now_ms, self.reordered = dynamodb, settings, now_ms, reordered
+        self._sink: QuarantineSink[StreamRecord] = QuarantineSink(
+            dynamodb, settings, "events-stream", _record_id, StreamRecord.raw_json, now_ms
         )
 
+    @property
+    def sink(self) -> QuarantineSink[StreamRecord]:
+        return self._sink
 
-# -- client ids -------------------------------------------------------------------------------
+    def parse(self, raw: StreamRecord) -> list[Countable]:
+        return countables(raw, self.now_ms)
 
+    def key(self, record: Countable) -> tuple[str, str]:
+        return record.shard, record.position
 
-def _claim_client_ids(
-    dynamodb: Any,
-    settings: Settings,
-    pending: list[Countable],
-    now_ms: int,
-    result: BatchResult,
-    audits: dict[tuple[str, str], _Audit],
-) -> list[Countable]:
-    """Claim each client-id event's marker for its record; the records that lose are duplicates."""
-    now_s = now_ms // 1000
-    kept: list[Countable] = []
-    claimed: set[str] = set()
-    for c in pending:
-        if c.marker is None:
-            kept.append(c)
-            continue
-        if c.marker in claimed:  # a second record of the same id in this batch
-            result.duplicates += 1
-            _note(audits, c, "duplicates")
-            continue
+    def checks(self, records: list[Countable]) -> list[Write[Countable]]:
+        """One claim per client id among the events still to count (their buckets live)."""
+        by_marker: dict[str, list[Countable]] = {}
+        for c in records:
+            if c.marker is not None and c.buckets:
+                by_marker.setdefault(c.marker, []).append(c)
+        return [Write(members, self._claim) for members in by_marker.values()]
+
+    def _claim(self, members: list[Countable]) -> Sent[Countable]:
+        """Claim a client id's marker for the first of its records; the others are duplicates."""
+        c = members[0]
+        now_s = self.now_ms // 1000
         claim = f"{c.shard}:{c.position}"
         try:
-            result.transactions += 1
-            dynamodb.put_item(
-                TableName=settings.counts_table,
+            self.dynamodb.put_item(
+                TableName=self.settings.counts_table,
                 Item={
-                    "pk": {"S": c.marker},
+                    "pk": {"S": c.marker or ""},
                     "sk": {"S": "#"},
                     "c": {"S": claim},
-                    "expires_at": {"N": str(now_s + settings.marker_ttl_seconds)},
+                    "expires_at": {"N": str(now_s + self.settings.marker_ttl_seconds)},
                 },
                 # Free, expired (lingering until TTL deletes it), or claimed by this very record
                 # on an earlier delivery. A marker of the former layout has no claim: its event
@@ -267,72 +236,138 @@ def _claim_client_ids(
         except ClientError as exc:
             code = _code(exc)
             if code == CONDITION_FAILED:
-                claimed.add(c.marker)
-                result.duplicates += 1
-                _note(audits, c, "duplicates")
-                continue
+                return Sent(found=members, calls=1)
             if code in REJECTED_ERROR_CODES:
-                _set_aside(dynamodb, settings, result, c.record, RejectedError(code), now_ms, audits, c)
-                continue
+                raise RejectedError(code) from exc
             raise StorageError("could not claim a client id") from exc
-        claimed.add(c.marker)
-        kept.append(c)
-    return kept
+        return Sent(applied=members[:1], found=members[1:], calls=1)
+
+    def writes(self, records: list[Countable]) -> list[Write[Countable]]:
+        counted = [c for c in records if c.buckets]
+        items: dict[tuple[Touch, str], list[Countable]] = {}
+        for c in counted:
+            for touch in touches(c):
+                items.setdefault((touch, c.shard), []).append(c)
+        ordered = sorted(items.items(), key=lambda kv: (*kv[0][0].order(), kv[0][1]))
+        return [Write((), functools.partial(self._catalog, counted))] + [
+            Write(sorted(members, key=lambda c: c.position), functools.partial(self._apply_item, touch, shard))
+            for (touch, shard), members in ordered
+        ]
+
+    def _catalog(self, counted: list[Countable], _: list[Countable]) -> Sent[Countable]:
+        catalog.record(self.dynamodb, self.settings, (c.event for c in counted), self.now_ms)  # GET /counters
+        return Sent()
+
+    def _apply_item(self, touch: Touch, shard: str, members: list[Countable]) -> Sent[Countable]:
+        return apply_item(self.dynamodb, self.settings, touch, shard, members, self.now_ms)
+
+    def follow_ups(self, outcome: Outcome) -> list[Write[Countable]]:
+        """The breakdown summaries of the records in the buckets (summaries.py), then the audit
+        items: what became of each events partition's records of each shard."""
+        merged = [
+            Write((), functools.partial(self._summary, target, members))
+            for target, members in summaries.plan(outcome.settled())
+        ]
+        audits: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        noted = [(c, "duplicates") for c in outcome.checked] + [(c, "applied") for c in outcome.settled()]
+        noted += [(c, "expired") for c in outcome.unwritten]
+        for c, what in noted:
+            if c.partition is not None:
+                audits.setdefault((c.partition, c.shard), []).append((c.position, what))
+        for poison, parsed in outcome.poison:
+            place = _place(poison.raw) if parsed is None else (parsed.partition, parsed.shard, parsed.position)
+            if place is not None and place[0] is not None:
+                audits.setdefault((place[0], place[1]), []).append((place[2], "set_aside"))
+        return merged + [
+            Write((), functools.partial(self._audit, partition, shard, sorted(outcomes)))
+            for (partition, shard), outcomes in sorted(audits.items())
+        ]
+
+    def _summary(
+        self, target: summaries.Target, members: list[tuple[Countable, str]], _: list[Countable]
+    ) -> Sent[Countable]:
+        return Sent(calls=summaries.write(self.dynamodb, self.settings, target, members, self.now_ms))
+
+    def _audit(
+        self, partition: str, shard: str, outcomes: list[tuple[str, str]], _: list[Countable]
+    ) -> Sent[Countable]:
+        calls = apply_audit(self.dynamodb, self.settings, partition, shard, outcomes, self.now_ms)
+        return Sent(calls=calls)
+
+    def summarize(self, outcome: Outcome) -> Counter[str]:
+        beyond = {id(c) for c in outcome.marks.get("beyond", [])}
+        found = {id(c) for c in outcome.marks.get("found_applied", [])}
+        # emitted as metrics even when 0
+        details = Counter(redelivered=len(found - beyond), out_of_sequence=len(beyond))
+        if outcome.unwritten:
+            details["expired"] = len(outcome.unwritten)
+        if self.reordered:
+            details["reordered"] = 1
+        return details
+
+
+def _record_id(record: StreamRecord) -> str:
+    return _text(record.event_id or record.sequence_number)
+
+
+def _place(record: StreamRecord) -> tuple[str, str, str] | None:
+    """(events partition, shard attribute, position) of a record that could not be parsed, for
+    its audit item; None when it names none an audit item can be keyed by."""
+    partition = (record.new_image or {}).get("pk") if isinstance(record.new_image, dict) else None
+    position = counter_keys.sequence_position(record.sequence_number)
+    if not isinstance(partition, str) or position is None or not record.shard:
+        return None
+    try:
+        counter_keys.audit_key(partition)
+    except ValueError:
+        return None
+    return partition, counter_keys.shard_attribute(record.shard), position
 
 
 # -- buckets ----------------------------------------------------------------------------------
 
 
-def _by_item(pending: list[Countable]) -> dict[tuple[str, Bucket, str], list[Countable]]:
-    items: dict[tuple[str, Bucket, str], list[Countable]] = {}
-    for c in pending:
-        for bucket in c.buckets:
-            items.setdefault((c.event.counter, bucket, c.shard), []).append(c)
-    return dict(sorted(items.items(), key=lambda kv: (kv[0][0], kv[0][1].resolution, kv[0][1].index, kv[0][2])))
+@dataclass
+class _Round:
+    """What the rounds of one item's update found: the records applied before (in the batch's
+    range, or beyond it: a skip) and the calls made."""
+
+    found: list[Countable] = field(default_factory=list)
+    beyond: list[Countable] = field(default_factory=list)
+    calls: int = 0
 
 
-def _apply_item(
-    dynamodb: Any,
-    settings: Settings,
-    counter: str,
-    bucket: Bucket,
-    shard: str,
-    members: list[Countable],
-    now_ms: int,
-    result: BatchResult,
-    progress: _Progress,
-    refused: dict[int, Exception],
-) -> None:
+def apply_item(
+    dynamodb: DynamoDB, settings: Settings, touch: Touch, shard: str, members: list[Countable], now_ms: int
+) -> Sent[Countable]:
     """Apply the records of one shard to one bucket item: one conditional UpdateItem, re-sent
-    without what the item says it already holds."""
+    without what the item says it already holds. RejectedError when DynamoDB refuses the data
+    (the batch processor then halves the records to find the one to blame)."""
     members = sorted(members, key=lambda c: c.position)
     before = ""  # the item's position for this shard, once a cancelled condition has shown it
     keep_stored = False
-    key = counter_keys.bucket_key(counter, bucket)
+    key = touch.key()
+    seen = _Round()
     for _ in range(MAX_ROUNDS):
-        members = [c for c in members if id(c) not in refused]
         if not members:
-            return
-        request = _bucket_update(settings, key, bucket, shard, members, keep_stored, before)
+            break
+        request = _bucket_update(settings, key, touch.bucket, shard, members, keep_stored, before)
         try:
-            result.transactions += 1
+            seen.calls += 1
             response = dynamodb.update_item(**request)
         except ClientError as exc:
             code = _code(exc)
             if code in REJECTED_ERROR_CODES:
-                _isolate(dynamodb, settings, counter, bucket, shard, members, now_ms, result, progress, refused, exc)
-                return
+                raise RejectedError(f"DynamoDB refused its update: {code}") from exc
             if code != CONDITION_FAILED:
                 raise StorageError("could not count a bucket") from exc
             stored = _stored_item(dynamodb, settings, exc, key)
             stamp = counter_keys.split_stamped(stored.get(shard, {}).get("S", ""))
             applied = [c for c in members if c.position <= stamp.position]
-            for c in applied:
-                progress.found_applied.add(id(c))
-                if stamp.before < c.position < stamp.first:
-                    # Between the position stored before the last update and that update's first
-                    # record: that update skipped it, which only a shard read out of order does.
-                    progress.beyond.add(id(c))
+            seen.found += applied
+            # Between the position stored before the last update and that update's first record:
+            # that update skipped it, which only a shard read out of order does.
+            seen.beyond += [c for c in applied if stamp.before < c.position < stamp.first]
             members = [c for c in members if c.position > stamp.position]
             before = stamp.position
             stored_retention = int(stored.get("retention", {}).get("N", "0"))
@@ -341,33 +376,17 @@ def _apply_item(
                 raise StorageError("a bucket's condition failed for no reason this code knows") from exc
             keep_stored = keep_stored or longer
             continue
-        for c in members:
-            progress.applied_now.add(id(c))
-        _prune(dynamodb, settings, key, response.get("Attributes", {}), shard, now_ms, result)
-        return
-    raise StorageError("a bucket's position kept moving")
-
-
-def _isolate(
-    dynamodb: Any,
-    settings: Settings,
-    counter: str,
-    bucket: Bucket,
-    shard: str,
-    members: list[Countable],
-    now_ms: int,
-    result: BatchResult,
-    progress: _Progress,
-    refused: dict[int, Exception],
-    exc: ClientError,
-) -> None:
-    """DynamoDB refused an update's data: split its records (in order) until the one to blame is alone."""
-    if len(members) == 1:
-        refused[id(members[0])] = RejectedError(f"DynamoDB refused its update: {_code(exc)}")
-        return
-    half = len(members) // 2
-    for part in (members[:half], members[half:]):
-        _apply_item(dynamodb, settings, counter, bucket, shard, part, now_ms, result, progress, refused)
+        pruned = _prune(dynamodb, settings, key, response.get("Attributes", {}), shard, now_ms)
+        return Sent(
+            applied=members,
+            found=seen.found,
+            calls=seen.calls + (1 if pruned is not None else 0),
+            marks={"found_applied": seen.found, "beyond": seen.beyond},
+            details=Counter(positions_pruned=pruned) if pruned else Counter(),
+        )
+    else:
+        raise StorageError("a bucket's position kept moving")
+    return Sent(found=seen.found, calls=seen.calls, marks={"found_applied": seen.found, "beyond": seen.beyond})
 
 
 @dataclass
@@ -377,12 +396,23 @@ class BucketUpdate:
     n: int = 0
     minutes: Tally[int] = field(default_factory=Tally)
     retention: int = 0
+    sums: dict[str, Decimal] = field(default_factory=dict)  # attribute name -> amount to ADD
+    names: dict[str, str] = field(default_factory=dict)  # attribute name -> value name
 
     def add(self, bucket: Bucket, event: Event) -> None:
         self.n += 1
+        minute = timebuckets.minute_of_hour(event.time_ms)
         if bucket.resolution == "hour":
-            self.minutes[timebuckets.minute_of_hour(event.time_ms)] += 1
+            self.minutes[minute] += 1
         self.retention = max(self.retention, event.retention_seconds)
+        for name, amount in event.values.items():
+            self.names[dimension_keys.name_attribute(name)] = name
+            attribute = (
+                dimension_keys.minute_sum_attribute(minute, name)
+                if bucket.resolution == "hour"
+                else dimension_keys.total_attribute(name)
+            )
+            self.sums[attribute] = topk.EXACT.add(self.sums.get(attribute, Decimal(0)), amount)
 
 
 def _bucket_update(
@@ -433,6 +463,15 @@ def increment(
         names[f"#m{minute}"] = counter_keys.minute_attribute(minute)
         values[f":m{minute}"] = {"N": str(k)}
         adds.append(f"#m{minute} :m{minute}")
+    sets = []
+    for i, (attribute, amount) in enumerate(sorted(update.sums.items())):
+        names[f"#v{i}"] = attribute
+        values[f":v{i}"] = {"N": str(amount)}
+        adds.append(f"#v{i} :v{i}")
+    for i, (attribute, value_name) in enumerate(sorted(update.names.items())):
+        names[f"#w{i}"] = attribute
+        values[f":w{i}"] = {"S": value_name}
+        sets.append(f", #w{i} = :w{i}")
     request: dict[str, Any] = {
         "TableName": settings.counts_table,
         "Key": key,
@@ -442,9 +481,10 @@ def increment(
     if keep_stored:
         request["UpdateExpression"] = (
             f"ADD {', '.join(adds)} SET expires_at = if_not_exists(expires_at, :exp), #r = if_not_exists(#r, :r)"
+            + "".join(sets)
         )
     else:
-        request["UpdateExpression"] = f"ADD {', '.join(adds)} SET expires_at = :exp, #r = :r"
+        request["UpdateExpression"] = f"ADD {', '.join(adds)} SET expires_at = :exp, #r = :r" + "".join(sets)
         request["ConditionExpression"] = "(attribute_not_exists(#r) OR #r <= :r)"
     return request
 
@@ -453,7 +493,7 @@ def _created_s(record: StreamRecord) -> int:
     return int(record.created_s) if record.created_s is not None else 0
 
 
-def _stored_item(dynamodb: Any, settings: Settings, exc: ClientError, key: dict[str, Any]) -> dict[str, Any]:
+def _stored_item(dynamodb: DynamoDB, settings: Settings, exc: ClientError, key: dict[str, Any]) -> dict[str, Any]:
     """The item a cancelled condition found: returned with the error (ReturnValuesOnCondition
     CheckFailure=ALL_OLD, which moto 5.2.5 supports for UpdateItem too); should a response lack
     it, one consistent GetItem reads it."""
@@ -469,16 +509,11 @@ def _stored_item(dynamodb: Any, settings: Settings, exc: ClientError, key: dict[
 
 
 def _prune(
-    dynamodb: Any,
-    settings: Settings,
-    key: dict[str, Any],
-    old: dict[str, Any],
-    own: str,
-    now_ms: int,
-    result: BatchResult,
-) -> None:
+    dynamodb: DynamoDB, settings: Settings, key: dict[str, Any], old: dict[str, Any], own: str, now_ms: int
+) -> int | None:
     """Remove the positions of shards no delivery can bring back below (their record is older
-    than the stream's retention plus margin): one extra write, once per such shard and item."""
+    than the stream's retention plus margin): one extra write, once per such shard and item.
+    Returns how many were removed, None when there was nothing to remove (no call made)."""
     horizon = now_ms // 1000 - settings.marker_ttl_seconds
     stale = {}
     for name, value in old.items():
@@ -488,11 +523,10 @@ def _prune(
         if created is not None and created < horizon:
             stale[name] = value
     if not stale:
-        return
+        return None
     names = {f"#s{i}": name for i, name in enumerate(sorted(stale))}
     values = {f":s{i}": stale[name] for i, name in enumerate(sorted(stale))}
     try:
-        result.transactions += 1
         dynamodb.update_item(
             TableName=settings.counts_table,
             Key=key,
@@ -501,50 +535,52 @@ def _prune(
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
         )
-        result.details["positions_pruned"] += len(stale)
     except ClientError as exc:
         if _code(exc) != CONDITION_FAILED:  # moved on meanwhile: the next write prunes it
             raise StorageError("could not prune positions") from exc
+        return 0
+    return len(stale)
 
 
 # -- audit ------------------------------------------------------------------------------------
 
 
-def _apply_audit(
-    dynamodb: Any, settings: Settings, partition: str, shard: str, audit: _Audit, now_ms: int, result: BatchResult
-) -> None:
-    """ADD what became of one partition's records of one shard, once, after their buckets."""
-    outcomes = sorted(audit.outcomes)
+def apply_audit(
+    dynamodb: DynamoDB, settings: Settings, partition: str, shard: str, outcomes: list[tuple[str, str]], now_ms: int
+) -> int:
+    """ADD what became of one partition's records of one shard (`(position, outcome)`), once,
+    after their buckets; returns the calls made."""
+    outcomes = sorted(outcomes)
     key = audit_keys.tally_key(partition)
+    calls = 0
     for _ in range(MAX_ROUNDS):
         if not outcomes:
-            return
+            return calls
         tally = Tally(outcome for _, outcome in outcomes)
         last_position = outcomes[-1][0]
-        request = {
-            "TableName": settings.counts_table,
-            "Key": key,
-            "UpdateExpression": (
-                f"ADD {audit_keys.APPLIED} :a, {audit_keys.SET_ASIDE} :s, {audit_keys.EXPIRED} :e, "
-                f"{audit_keys.DUPLICATES} :d SET #p = :pos, expires_at = :exp"
-            ),
-            "ConditionExpression": "attribute_not_exists(#p) OR #p < :first",
-            "ExpressionAttributeNames": {"#p": shard},
-            "ExpressionAttributeValues": {
-                ":a": {"N": str(tally["applied"])},
-                ":s": {"N": str(tally["set_aside"])},
-                ":e": {"N": str(tally["expired"])},
-                ":d": {"N": str(tally["duplicates"])},
-                ":first": {"S": outcomes[0][0]},
-                ":pos": {"S": counter_keys.stamped_position(last_position, now_ms // 1000)},
-                ":exp": {"N": str(now_ms // 1000 + audit_keys.AUDIT_TALLY_TTL_SECONDS)},
-            },
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
         try:
-            result.transactions += 1
-            dynamodb.update_item(**request)
-            return
+            calls += 1
+            dynamodb.update_item(
+                TableName=settings.counts_table,
+                Key=key,
+                UpdateExpression=(
+                    f"ADD {audit_keys.APPLIED} :a, {audit_keys.SET_ASIDE} :s, {audit_keys.EXPIRED} :e, "
+                    f"{audit_keys.DUPLICATES} :d SET #p = :pos, expires_at = :exp"
+                ),
+                ConditionExpression="attribute_not_exists(#p) OR #p < :first",
+                ExpressionAttributeNames={"#p": shard},
+                ExpressionAttributeValues={
+                    ":a": {"N": str(tally["applied"])},
+                    ":s": {"N": str(tally["set_aside"])},
+                    ":e": {"N": str(tally["expired"])},
+                    ":d": {"N": str(tally["duplicates"])},
+                    ":first": {"S": outcomes[0][0]},
+                    ":pos": {"S": counter_keys.stamped_position(last_position, now_ms // 1000)},
+                    ":exp": {"N": str(now_ms // 1000 + audit_keys.AUDIT_TALLY_TTL_SECONDS)},
+                },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return calls
         except ClientError as exc:
             if _code(exc) != CONDITION_FAILED:
                 raise StorageError("could not write the audit counters") from exc
@@ -554,39 +590,6 @@ def _apply_audit(
                 raise StorageError("the audit's condition failed for no reason this code knows") from exc
             outcomes = remaining
     raise StorageError("the audit's position kept moving")
-
-
-# -- poison -----------------------------------------------------------------------------------
-
-
-def _set_aside(
-    dynamodb: Any,
-    settings: Settings,
-    result: BatchResult,
-    record: StreamRecord,
-    exc: Exception,
-    now_ms: int,
-    audits: dict[tuple[str, str], _Audit],
-    countable: Countable | None = None,
-) -> None:
-    """Put one record that cannot be counted aside, keyed by its stream event id, with the reason."""
-    record_id = record.event_id or record.sequence_number
-    quarantine.put(
-        dynamodb, settings, "events-stream", _text(record_id), record.raw_json(), failure_reason(exc), now_ms
-    )
-    result.quarantined.append(record_id)
-    partition = (record.new_image or {}).get("pk") if isinstance(record.new_image, dict) else None
-    position = counter_keys.sequence_position(record.sequence_number)
-    if countable is not None:
-        _note(audits, countable, "set_aside")
-    elif isinstance(partition, str) and position is not None and record.shard:
-        try:
-            counter_keys.audit_key(partition)
-        except ValueError:
-            return  # no audit item can be keyed by it
-        audits.setdefault((partition, counter_keys.shard_attribute(record.shard)), _Audit()).outcomes.append(
-            (position, "set_aside")
-        )
 
 
 def _code(exc: ClientError) -> str:

@@ -24,6 +24,7 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
+from chalicelib.events import dimensions as event_dimensions
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import WriteRequestTypeDef
@@ -33,7 +34,7 @@ ID_MAX_CHARS = 128
 MIN_RETENTION_SECONDS = 60
 MAX_RETENTION_SECONDS = 10 * 365 * 86400
 MAX_ATTRIBUTES_BYTES = 16_384
-EVENT_FIELDS = {"counter", "id", "time", "retention", "attributes"}
+EVENT_FIELDS = {"counter", "id", "time", "retention", "attributes", "dimensions", "values"}
 _SERIALIZER = TypeSerializer()
 
 
@@ -45,6 +46,8 @@ class Event:
     retention_seconds: int
     attributes: dict[str, Any] = field(default_factory=dict)
     id_given: bool = True  # False when Tally generated the id
+    dimensions: dict[str, str] = field(default_factory=dict)  # events/dimensions.py
+    values: dict[str, Decimal] = field(default_factory=dict)
 
 
 def parse_body(body: Any, now_ms: int, settings: Settings) -> list[Event]:
@@ -83,6 +86,8 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
         )
     retention = raw.get("retention", settings.default_retention_seconds)
     retention = validation.integer(retention, f"{where}.retention", MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS)
+    dims = event_dimensions.dimensions(raw.get("dimensions"), f"{where}.dimensions")
+    sums = event_dimensions.values(raw.get("values"), f"{where}.values")
     attributes = raw.get("attributes", {})
     if not isinstance(attributes, dict):
         raise ValidationError(f"{where}.attributes must be a JSON object")
@@ -101,7 +106,7 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
         _SERIALIZER.serialize(attributes)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"{where}.attributes cannot be stored: {exc}") from exc
-    return Event(counter, event_id, t_ms, retention, attributes, id_given)
+    return Event(counter, event_id, t_ms, retention, attributes, id_given, dims, sums)
 
 
 def _has_empty_name(value: Any) -> bool:
@@ -151,12 +156,21 @@ def from_item(item: dict[str, Any]) -> Event:
     if not isinstance(retention, Decimal) or retention != retention.to_integral_value():
         raise ValidationError("retention must be an integer number of seconds")
     retention_s = validation.integer(int(retention), "retention", MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS)
-    return Event(counter, event_id, times.parse(int(t)), retention_s, id_given=item.get("id_given") is not False)
+    return Event(
+        counter,
+        event_id,
+        times.parse(int(t)),
+        retention_s,
+        id_given=item.get("id_given") is not False,
+        dimensions=event_dimensions.dimensions(item.get("dimensions"), "dimensions"),
+        values=event_dimensions.values(item.get("values"), "values"),
+    )
 
 
 def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:
-    """The events-table item (plain Python values) for an event ingested at ingest_ms."""
-    return {
+    """The events-table item (plain Python values) for an event ingested at ingest_ms; dimensions
+    and values only when the event has them (an event without them is stored as before)."""
+    item: dict[str, Any] = {
         "pk": partition_key(ingest_ms, secrets.randbelow(settings.event_write_shards)),
         "sk": sort_key(ingest_ms, secrets.token_urlsafe(9)),
         "kind": "event",
@@ -169,6 +183,11 @@ def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:
         "attributes": event.attributes,
         "expires_at": ingest_ms // 1000 + settings.event_ttl_seconds,
     }
+    if event.dimensions:
+        item["dimensions"] = dict(event.dimensions)
+    if event.values:
+        item["values"] = dict(event.values)
+    return item
 
 
 def store(

@@ -13,30 +13,35 @@ keys, one key per hour or day it needs, so shards would multiply its cost (a 30-
 would need more than one call with 2 shards). Concurrent writers of the same hour retry
 instead, which the version condition makes safe.
 
-Poison is what a message's content causes, and only that: a message that validation refuses,
-or whose sketch write DynamoDB refuses for its data (found by retrying such a write message by
-message), is put aside alone under QUARANTINE#uniques-queue on its first delivery and the rest
-of the batch is applied. Any other failure, whatever the exception (throttling, storage
-unavailable, an unreadable stored sketch, a fault in the code), or a refusal of every message
-alike, fails the batch: Lambda leaves it in the queue, and merging again changes nothing.
+The batch runs through core.batch_processor, which decides poison the same way for every source:
+a message that validation refuses, or whose sketch write DynamoDB refuses for its data (found by
+halving the refused write), is put aside alone under QUARANTINE#uniques-queue on its first
+delivery and the rest of the batch is applied. Any other failure, whatever the exception
+(throttling, storage unavailable, an unreadable stored sketch, a fault in the code), or a
+refusal of every message alike, fails the batch: Lambda leaves it in the queue, and merging
+again changes nothing.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import zlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.core import clock, quarantine, timebuckets, transactions, validation
+from chalicelib.core import batch_processor, clock, timebuckets, transactions, validation
+from chalicelib.core.aws import DynamoDB
+from chalicelib.core.batch_processor import Sent, Write
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError, ValidationError, reason
+from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError, ValidationError
+from chalicelib.core.poison import QuarantineSink
 from chalicelib.core.queues import Message
 from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
@@ -149,87 +154,72 @@ def retention_s(settings: Settings, bucket: Bucket | None) -> int | None:
     )
 
 
+class UniqueItems(batch_processor.Capability[Message, Items]):
+    """The uniques queue for the batch processor: a message is one request's items; its writes
+    merge them into each sketch they touch (days, hours, then the all-time shard), and merging
+    what a sketch holds already changes nothing, so every write applies all its messages."""
+
+    def __init__(self, dynamodb: DynamoDB, settings: Settings, now_ms: int, shard: int, sleep: Sleep | None) -> None:
+        self.dynamodb, self.settings, self.now_ms, self.shard, self.sleep = dynamodb, settings, now_ms, shard, sleep
+        self._sink: QuarantineSink[Message] = QuarantineSink(
+            dynamodb, settings, SOURCE, lambda m: m.message_id, _record_text, now_ms
+        )
+
+    @property
+    def sink(self) -> QuarantineSink[Message]:
+        return self._sink
+
+    def parse(self, raw: Message) -> list[Items]:
+        return [parse_items(raw, self.now_ms)]
+
+    def writes(self, records: list[Items]) -> list[Write[Items]]:
+        by_target: dict[Target, list[Items]] = defaultdict(list)
+        for items in records:
+            for target in targets(self.settings, items, self.now_ms):
+                by_target[target].append(items)
+        return [
+            Write(group, functools.partial(self._merge, target))
+            for target, group in sorted(by_target.items(), key=lambda entry: entry[0].order())
+        ]
+
+    def _merge(self, target: Target, group: list[Items]) -> Sent[Items]:
+        """Merge a group's items into one sketch (RejectedError when DynamoDB refuses it)."""
+        key, retention = target.key(self.shard), retention_s(self.settings, target.bucket)
+        expires = (
+            None if target.bucket is None or retention is None else timebuckets.expires_at_s(target.bucket, retention)
+        )
+        hashes = b"".join(i.hashes for i in group)
+        written, conflicts = merge_into(self.dynamodb, self.settings, key, hashes, self.now_ms, expires, self.sleep)
+        details = Counter(writes=written, unchanged=1 - written, conflicts=conflicts)
+        return Sent(applied=group, calls=1 + conflicts, retries=conflicts, details=details)
+
+    def follow_ups(self, outcome: batch_processor.Outcome[Message, Items]) -> list[Write[Items]]:
+        names = sorted({i.name for i in outcome.counted})
+        return [Write((), functools.partial(self._touch, name)) for name in names]
+
+    def _touch(self, name: str, _: list[Items]) -> Sent[Items]:
+        _touch_name(self.dynamodb, self.settings, name, self.now_ms)
+        return Sent(details=Counter(names=1))
+
+    def summarize(self, outcome: batch_processor.Outcome[Message, Items]) -> Counter[str]:
+        items = sum(len(i.hashes) // sketches.HASH_BYTES for i in outcome.counted)
+        return Counter(shard=self.shard, items=items)
+
+
 def apply_messages(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     messages: list[Message],
     now_ms: int,
     sleep: Sleep | None = None,
 ) -> BatchResult:
     """Merge a batch of queue messages into the sketches; bad ones are set aside, not retried."""
-    result = BatchResult(records=len(messages))
     shard = choose_shard(messages, settings.uniques_shards)
-    result.details["shard"] = shard
-    set_aside: dict[str, str] = {}
-    by_target: dict[Target, list[Items]] = defaultdict(list)
-    for message in messages:
-        try:
-            items = parse_items(message, now_ms)
-        except ValidationError as exc:  # the message's content: set aside, never retried
-            set_aside[message.message_id] = reason(exc)
-            _quarantine(dynamodb, settings, message, set_aside[message.message_id], now_ms)
-            continue
-        for target in targets(settings, items, now_ms):
-            by_target[target].append(items)
-    for target, group in sorted(by_target.items(), key=lambda entry: entry[0].order()):
-        group = [i for i in group if i.message.message_id not in set_aside]  # already failed alone
-        if not group:
-            continue
-        failed = _write_target(dynamodb, settings, target, shard, group, now_ms, sleep, result)
-        for items, why in failed:
-            if items.message.message_id not in set_aside:
-                set_aside[items.message.message_id] = why
-                _quarantine(dynamodb, settings, items.message, why, now_ms)
-    applied = {i.message.message_id: i for g in by_target.values() for i in g if i.message.message_id not in set_aside}
-    result.quarantined = list(set_aside)
-    result.counted = len(applied)
-    result.details["items"] += sum(len(i.hashes) // sketches.HASH_BYTES for i in applied.values())
-    for name in sorted({i.name for i in applied.values()}):
-        _touch_name(dynamodb, settings, name, now_ms)
-        result.details["names"] += 1
-    return result
-
-
-def _write_target(
-    dynamodb: Any,
-    settings: Settings,
-    target: Target,
-    shard: int,
-    group: list[Items],
-    now_ms: int,
-    sleep: Sleep | None,
-    result: BatchResult,
-) -> list[tuple[Items, str]]:
-    """Merge a group's items into one sketch; the messages that cannot be merged even alone."""
-    key, retention = target.key(shard), retention_s(settings, target.bucket)
-    expires = None if target.bucket is None or retention is None else timebuckets.expires_at_s(target.bucket, retention)
-
-    def merge(hashes: bytes) -> None:
-        written, conflicts = merge_into(dynamodb, settings, key, hashes, now_ms, expires, sleep)
-        result.transactions += 1 + conflicts
-        result.retries += conflicts
-        result.details["writes"] += written
-        result.details["unchanged"] += 1 - written
-        result.details["conflicts"] += conflicts
-
-    try:
-        merge(b"".join(i.hashes for i in group))
-        return []
-    except RejectedError as exc:  # DynamoDB refuses the data: find the messages it refuses alone
-        first_failure = exc
-    failed: list[tuple[Items, str]] = []
-    for items in group:  # merging twice changes nothing
-        try:
-            merge(items.hashes)
-        except RejectedError as exc:
-            failed.append((items, reason(exc)))
-    if len(group) > 1 and len(failed) == len(group):
-        raise StorageError(f"every message failed on {key['pk']['S']} {key['sk']['S']}") from first_failure
-    return failed
+    return batch_processor.process(UniqueItems(dynamodb, settings, now_ms, shard, sleep), messages)
 
 
 def merge_into_shard(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     name: str,
     shard: int,
@@ -242,7 +232,7 @@ def merge_into_shard(
 
 
 def merge_into(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     key: dict[str, Any],
     hashes: bytes,
@@ -262,12 +252,13 @@ def merge_into(
             return 0, conflicts
         if _write_sketch(dynamodb, settings, key, merged, version, now_ms, expires_at_s):
             return 1, conflicts
-        (sleep or clock.sleep)(backoff(conflicts, cap=1.0))
+        if conflicts < MAX_WRITE_ATTEMPTS - 1:  # no pause after the last attempt
+            (sleep or clock.sleep)(backoff(conflicts, cap=1.0))
     where = f"{key['pk']['S']} {key['sk']['S']}"
     raise ContendedError(f"sketch {where} kept changing under us; the batch will be retried")
 
 
-def _read_sketch(dynamodb: Any, settings: Settings, key: dict[str, Any]) -> tuple[sketches.Sketch | None, int]:
+def _read_sketch(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> tuple[sketches.Sketch | None, int]:
     try:
         item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
     except ClientError as exc:
@@ -278,7 +269,7 @@ def _read_sketch(dynamodb: Any, settings: Settings, key: dict[str, Any]) -> tupl
 
 
 def _write_sketch(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     key: dict[str, Any],
     sketch: sketches.Sketch,
@@ -312,7 +303,7 @@ def _write_sketch(
     return True
 
 
-def _touch_name(dynamodb: Any, settings: Settings, name: str, now_ms: int) -> None:
+def _touch_name(dynamodb: DynamoDB, settings: Settings, name: str, now_ms: int) -> None:
     """Record that a name has items (one small write per name per batch; never moves back)."""
     try:
         dynamodb.update_item(
@@ -335,7 +326,6 @@ def decode_item(item: dict[str, Any]) -> sketches.Sketch:
         raise StorageError(f"stored sketch {where} is unreadable: {exc}") from exc
 
 
-def _quarantine(dynamodb: Any, settings: Settings, message: Message, reason: str, now_ms: int) -> None:
-    """Set a message that cannot be applied aside, keyed by its message id."""
-    record = json.dumps({"messageId": message.message_id, "body": message.body})  # ASCII: surrogates escaped
-    quarantine.put(dynamodb, settings, SOURCE, message.message_id, record, reason, now_ms)
+def _record_text(message: Message) -> str:
+    """A message as set aside: ASCII JSON, so lone surrogates are escaped."""
+    return json.dumps({"messageId": message.message_id, "body": message.body})

@@ -14,8 +14,10 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.views import keys as view_keys
+from chalicelib.views import messages as view_messages
 from chalicelib.views import rollup, windows
-from chalicelib.views.keys import View
+from chalicelib.views import validation as view_input
+from chalicelib.views.validation import View
 
 
 def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int, sleep: Sleep | None = None) -> None:
@@ -24,16 +26,16 @@ def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int, sleep:
     many = len(views) > 1
     for i, view in enumerate(views):
         where = f"views[{i}]" if many else "view"
-        view_keys.check_time(view, now_ms, settings.view_horizon_seconds, settings.max_future_skew_seconds, where)
+        view_input.check_time(view, now_ms, settings.view_horizon_seconds, settings.max_future_skew_seconds, where)
     # A retried request cannot count twice (markers), so a partly sent batch is simply retried.
     url = queues.queue_url(sqs, settings.views_queue)
-    entries = [{"Id": str(i), "MessageBody": view_keys.to_message(v)} for i, v in enumerate(views)]
+    entries = [{"Id": str(i), "MessageBody": view_messages.to_message(v)} for i, v in enumerate(views)]
     queues.send(sqs, url, entries, sleep)
 
 
 def parse_url(params: Mapping[str, str]) -> str:
     """The `url` query parameter of a views read."""
-    return view_keys.text(params.get("url"), "url", view_keys.URL_MAX_CHARS)
+    return view_input.text(params.get("url"), "url", view_input.URL_MAX_CHARS)
 
 
 def count(

@@ -17,8 +17,9 @@ retention), and a message whose view is older than the horizon is set aside, not
 a delivery of a view either finds its marker or is refused, however late it comes (a redrive
 makes a new message whose retention starts again: docs/guarantees.md).
 
+The batch runs through core.batch_processor (ViewMessages says what is the views' own).
 Poison is what a message's content causes, and only that: a message is set aside (in the
-queue's dead-letter queue, with the reason, on its first delivery) when validation refuses it
+queue's dead-letter queue, core.poison, with the reason, on its first delivery) when validation refuses it
 (not JSON, not a view, text that cannot be encoded, older than the horizon) or when DynamoDB
 refuses its data (a transaction that is refused is split in halves until the view it fails for
 is alone). Any other failure, whatever the exception (storage unavailable, throttling that
@@ -28,26 +29,32 @@ messages that were applied or set aside are deleted and the handler raises.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass, field
+import functools
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import dynamo, queues, timebuckets, transactions
+from chalicelib.core import batch_processor, dynamo, queues, timebuckets, transactions
+from chalicelib.core.aws import SQS, DynamoDB
+from chalicelib.core.batch_processor import BatchIncompleteError, Sent, Write
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import RejectedError, StorageError, ValidationError, reason
+from chalicelib.core.errors import StorageError
+from chalicelib.core.poison import DeadLetterSink
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
 from chalicelib.views import catalog, rollup, top_store, windows
 from chalicelib.views import keys as view_keys
+from chalicelib.views import messages as view_messages
+from chalicelib.views import packing as view_packing
+from chalicelib.views import validation as view_input
 from chalicelib.views.windows import Span
 
 MAX_TRANSACTION_ITEMS = 100
 MAX_BACKOFFS = 6
 
-
-class BatchIncompleteError(StorageError):
-    """Some views of a batch could not be counted; the others were removed from the queue."""
+__all__ = ["BatchIncompleteError", "Pending", "ViewMessages", "apply_messages", "commit"]
 
 
 @dataclass
@@ -60,18 +67,97 @@ class Pending:
     time_ms: int = 0  # counted in the buckets of this time (a client-day: its earliest view's)
     spans: tuple[Span, ...] = ()  # those buckets, the ones not expired yet
 
+    @property
+    def pk(self) -> str:
+        return view_keys.url_pk(self.url)
 
-@dataclass
-class _Outcome:
-    done: list[Message] = field(default_factory=list)
-    failed: list[Message] = field(default_factory=list)
-    poison: list[tuple[Message, str]] = field(default_factory=list)
-    error: BaseException | None = None  # the first failure that left views for redelivery
+
+class ViewMessages(batch_processor.Capability[Message, Pending]):
+    """The views queue for the batch processor: a message is one view; views with the same
+    marker are one; a marker already visible, or one a transaction's condition finds, is a view
+    counted before. The handler deletes what it applied itself (core.queues), so a failure
+    leaves only its own views for redelivery."""
+
+    partial = True
+
+    def __init__(
+        self,
+        dynamodb: DynamoDB,
+        sqs: SQS,
+        settings: Settings,
+        now_ms: int,
+        sleep: Sleep | None,
+        max_items: int | None,
+    ) -> None:
+        self.dynamodb, self.sqs, self.settings, self.now_ms, self.sleep = dynamodb, sqs, settings, now_ms, sleep
+        self.max_items = max_items or MAX_TRANSACTION_ITEMS
+        self._sink = DeadLetterSink(sqs, settings.views_queue, sleep)
+
+    @property
+    def sink(self) -> DeadLetterSink:
+        return self._sink
+
+    def parse(self, raw: Message) -> list[Pending]:
+        view = view_messages.from_message(raw.body)
+        view_input.check_time(view, self.now_ms, self.settings.view_horizon_seconds, None, "message")
+        sk = view_keys.marker_sk(view, self.settings.view_dedup)
+        return [Pending(sk, [raw], view.url, view.time_ms, _live_spans(self.settings, view.time_ms, self.now_ms))]
+
+    def key(self, record: Pending) -> tuple[str, str]:
+        return record.pk, record.sk
+
+    def combine(self, kept: Pending, again: Pending) -> Pending:
+        time_ms = min(kept.time_ms, again.time_ms)
+        spans = _live_spans(self.settings, time_ms, self.now_ms)
+        return Pending(kept.sk, kept.messages + again.messages, kept.url, time_ms, spans)
+
+    def checks(self, records: list[Pending]) -> list[Write[Pending]]:
+        urls = {p.pk for p in records}
+        return [Write((), functools.partial(self._catalog, urls)), Write(records, self._visible)]
+
+    def _catalog(self, urls: set[str], _: list[Pending]) -> Sent[Pending]:
+        catalog.record(self.dynamodb, self.settings, urls, self.now_ms)  # GET /views/urls
+        return Sent()
+
+    def _visible(self, records: list[Pending]) -> Sent[Pending]:
+        seen = _visible_markers(self.dynamodb, self.settings, [(p.pk, p.sk) for p in records], self.now_ms, self.sleep)
+        return Sent(found=[p for p in records if (p.pk, p.sk) in seen])
+
+    def writes(self, records: list[Pending]) -> list[Write[Pending]]:
+        groups: dict[str, list[Pending]] = defaultdict(list)
+        for pending in records:
+            groups[pending.pk].append(pending)
+        ordered = [(pk, sorted(group, key=lambda p: (p.time_ms, p.sk))) for pk, group in sorted(groups.items())]
+        return [
+            Write([p for _, group in chunk for p in group], self._commit)
+            for chunk in view_packing.chunks(ordered, self.max_items, _spans_of)
+        ]
+
+    def _commit(self, members: list[Pending]) -> Sent[Pending]:
+        outcome = commit(self.dynamodb, self.settings, members, self.now_ms, self.sleep)
+        return Sent(applied=outcome.applied, found=outcome.duplicates, calls=outcome.attempts, retries=outcome.retries)
+
+    def follow_ups(self, outcome: batch_processor.Outcome[Message, Pending]) -> list[Write[Pending]]:
+        return [Write(outcome.settled() + outcome.checked, self._derive)]
+
+    def _derive(self, members: list[Pending]) -> Sent[Pending]:
+        """Copy the hours of every view counted now or before (a duplicate's copies may be what
+        a handler that died left undone) into their days and blocks. If that fails, every view
+        it was for comes back with its message, and the copies are made then."""
+        touched = {(view_keys.bucket_pk(p.pk), span) for p in members for span in p.spans}
+        observed = top_store.Observations()  # the top URLs' summaries take the counts read here
+        copies = rollup.derive(self.dynamodb, self.settings, touched, self.sleep, observed.add)
+        summaries = top_store.record(self.dynamodb, self.settings, observed, self.sleep)
+        return Sent(details=Counter(bucket_copies=copies, top_writes=summaries))
+
+    def acknowledge(self, done: Sequence[Message]) -> None:
+        queue = queues.queue_url(self.sqs, self.settings.views_queue)
+        queues.delete(self.sqs, queue, [m.receipt_handle for m in done], self.sleep)
 
 
 def apply_messages(
-    dynamodb: Any,
-    sqs: Any,
+    dynamodb: DynamoDB,
+    sqs: SQS,
     settings: Settings,
     messages: list[Message],
     now_ms: int,
@@ -80,56 +166,7 @@ def apply_messages(
 ) -> BatchResult:
     """Count a batch; raises BatchIncompleteError, after removing every other message from the
     queue, when some views could not be written (they come back with the batch)."""
-    result = BatchResult(records=len(messages))
-    outcome = _Outcome()
-    distinct: dict[tuple[str, str], Pending] = {}
-    for message in messages:
-        try:
-            view = view_keys.from_message(message.body)
-            view_keys.check_time(view, now_ms, settings.view_horizon_seconds, None, "message")
-        except ValidationError as exc:  # the message's content: set aside, never retried
-            outcome.poison.append((message, reason(exc)))
-            continue
-        key = (view_keys.url_pk(view.url), view_keys.marker_sk(view, settings.view_dedup))
-        if key in distinct:
-            distinct[key].messages.append(message)
-            distinct[key].time_ms = min(distinct[key].time_ms, view.time_ms)
-            result.duplicates += 1
-        else:
-            distinct[key] = Pending(key[1], [message], view.url, view.time_ms)
-
-    catalog.record(dynamodb, settings, {pk for pk, _ in distinct}, now_ms)  # GET /views/urls
-    seen = _visible_markers(dynamodb, settings, list(distinct), now_ms, sleep)
-    groups: dict[str, list[Pending]] = defaultdict(list)
-    for key, pending in distinct.items():
-        pending.spans = _live_spans(settings, pending.time_ms, now_ms)
-        if key in seen:
-            result.duplicates += 1
-            outcome.done.extend(pending.messages)
-        else:
-            groups[key[0]].append(pending)
-
-    ordered = [(pk, sorted(group, key=lambda p: (p.time_ms, p.sk))) for pk, group in sorted(groups.items())]
-    for chunk in view_keys.chunks(ordered, max_items or MAX_TRANSACTION_ITEMS, _spans_of):
-        _apply_chunk(dynamodb, settings, chunk, now_ms, sleep, result, outcome)
-
-    _derive_days_and_blocks(dynamodb, settings, distinct, outcome, sleep, result)
-
-    if outcome.poison:
-        try:
-            _set_aside(sqs, settings, outcome.poison, sleep)
-            outcome.done.extend(message for message, _ in outcome.poison)
-            result.quarantined += [message.message_id for message, _ in outcome.poison]
-            result.details["dead_lettered"] += len(outcome.poison)
-        except StorageError:
-            # Left in the queue: its redrive policy moves it to the dead-letter queue in the end.
-            outcome.failed.extend(message for message, _ in outcome.poison)
-    if outcome.failed:
-        queues.delete(sqs, queues.queue_url(sqs, settings.views_queue), [m.receipt_handle for m in outcome.done], sleep)
-        raise BatchIncompleteError(
-            f"{len(outcome.failed)} of {len(messages)} messages must be retried: {result.as_dict()}"
-        ) from outcome.error
-    return result
+    return batch_processor.process(ViewMessages(dynamodb, sqs, settings, now_ms, sleep, max_items), messages)
 
 
 def _live_spans(settings: Settings, time_ms: int, now_ms: int) -> tuple[Span, ...]:
@@ -143,74 +180,12 @@ def _live_spans(settings: Settings, time_ms: int, now_ms: int) -> tuple[Span, ..
     )
 
 
-def _derive_days_and_blocks(
-    dynamodb: Any,
-    settings: Settings,
-    distinct: dict[tuple[str, str], Pending],
-    outcome: _Outcome,
-    sleep: Sleep | None,
-    result: BatchResult,
-) -> None:
-    """Copy the hours of every view counted now or before (a duplicate's copies may be what a
-    handler that died left undone) into their days and blocks. If that fails, every view it
-    was for comes back with its message, and the copies are made then."""
-    failed = {id(m) for m in outcome.failed}
-    members = [
-        (pk, pending) for (pk, _), pending in distinct.items() if not any(id(m) in failed for m in pending.messages)
-    ]
-    touched = {(view_keys.bucket_pk(pk), span) for pk, pending in members for span in pending.spans}
-    try:
-        observed = top_store.Observations()  # the top URLs' summaries take the counts read here
-        result.details["bucket_copies"] += rollup.derive(dynamodb, settings, touched, sleep, observed.add)
-        result.details["top_writes"] += top_store.record(dynamodb, settings, observed, sleep)
-    except Exception as exc:  # not about any one view
-        ids = {id(m) for _, pending in members for m in pending.messages}
-        outcome.done = [m for m in outcome.done if id(m) not in ids]
-        outcome.failed.extend(m for _, pending in members for m in pending.messages)
-        result.failed += len(members)
-        outcome.error = outcome.error or exc
-
-
 def _spans_of(pending: Pending) -> tuple[Span, ...]:
     return pending.spans
 
 
-def _apply_chunk(
-    dynamodb: Any,
-    settings: Settings,
-    chunk: list[tuple[str, list[Pending]]],
-    now_ms: int,
-    sleep: Sleep | None,
-    result: BatchResult,
-    outcome: _Outcome,
-) -> None:
-    try:
-        counted, duplicates, attempts, retries = _commit(dynamodb, settings, chunk, now_ms, sleep)
-    except Exception as exc:
-        if not isinstance(exc, RejectedError):
-            # Not about any one view's data: every view here waits for redelivery.
-            outcome.failed.extend(m for _, members in chunk for pending in members for m in pending.messages)
-            result.failed += sum(len(members) for _, members in chunk)
-            outcome.error = outcome.error or exc
-            return
-        # DynamoDB refuses some view's data: halve until it is alone, and set it aside; the
-        # others are applied.
-        parts = view_keys.halves(chunk)
-        for part in parts:
-            _apply_chunk(dynamodb, settings, part, now_ms, sleep, result, outcome)
-        if not parts:
-            ((_, (lone,)),) = chunk
-            outcome.poison.extend((message, reason(exc)) for message in lone.messages)
-        return
-    result.counted += counted
-    result.duplicates += duplicates
-    result.transactions += attempts
-    result.retries += retries
-    outcome.done.extend(m for _, members in chunk for pending in members for m in pending.messages)
-
-
 def _visible_markers(
-    dynamodb: Any, settings: Settings, keys: list[tuple[str, str]], now_ms: int, sleep: Sleep | None
+    dynamodb: DynamoDB, settings: Settings, keys: list[tuple[str, str]], now_ms: int, sleep: Sleep | None
 ) -> set[tuple[str, str]]:
     """Markers already written and live. Reads are cheaper than cancelled transactions; if this
     read fails the transactions' conditions still catch every duplicate."""
@@ -301,21 +276,16 @@ def _bucket_update(settings: Settings, pk: str, span: Span, increment: windows.I
     }
 
 
-def _commit(
-    dynamodb: Any,
-    settings: Settings,
-    chunk: list[tuple[str, list[Pending]]],
-    now_ms: int,
-    sleep: Sleep | None,
-) -> tuple[int, int, int, int]:
-    """Apply one transaction's worth of groups; returns (counted, duplicates, attempts, retries)."""
-    members = [pending for _, group in chunk for pending in group]
-    urls = {id(pending): pk for pk, group in chunk for pending in group}
+def commit(
+    dynamodb: DynamoDB, settings: Settings, members: list[Pending], now_ms: int, sleep: Sleep | None
+) -> transactions.Outcome[Pending]:
+    """Apply views in one transaction (their markers, counters and hour buckets), or learn that
+    an earlier delivery did: a marker's failed condition names its view as a duplicate."""
 
     def plan(pending: list[Pending]) -> transactions.Plan[Pending]:
         groups: dict[str, list[Pending]] = defaultdict(list)
         for member in pending:
-            groups[urls[id(member)]].append(member)
+            groups[member.pk].append(member)
         regrouped = list(groups.items())
         items = _transaction(settings, regrouped, now_ms)
         # Item order is each group's markers, then its counter and bucket updates (owned by no one view).
@@ -329,7 +299,7 @@ def _commit(
     def already_counted(failed: list[Pending | None], pending: list[Pending]) -> list[Pending]:
         return [member for member in failed if member is not None]
 
-    outcome = transactions.write(
+    return transactions.write(
         dynamodb,
         members,
         plan,
@@ -338,22 +308,3 @@ def _commit(
         attempts=MAX_BACKOFFS,
         sleep=sleep,
     )
-    return len(outcome.applied), len(outcome.duplicates), outcome.attempts, outcome.retries
-
-
-def _set_aside(sqs: Any, settings: Settings, poison: list[tuple[Message, str]], sleep: Sleep | None) -> None:
-    entries = [
-        {
-            "Id": str(i),
-            "MessageBody": queues.sendable(message.body) or "(empty)",
-            "MessageAttributes": {
-                "reason": {"DataType": "String", "StringValue": queues.sendable(why[:1000])},
-                "source_message_id": {
-                    "DataType": "String",
-                    "StringValue": queues.sendable(message.message_id) or "unknown",
-                },
-            },
-        }
-        for i, (message, why) in enumerate(poison)
-    ]
-    queues.send(sqs, queues.dead_letter_url(sqs, settings.views_queue), entries, sleep)

@@ -34,6 +34,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import dynamo, timebuckets, transactions
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
@@ -53,7 +54,7 @@ def total(level: str, item: dict[str, Any] | None) -> int:
 
 
 def derive(
-    dynamodb: Any,
+    dynamodb: DynamoDB,
     settings: Settings,
     touched: Iterable[tuple[str, Span]],
     sleep: Sleep | None = None,
@@ -121,7 +122,9 @@ def _key(pk: str, span: Span) -> dict[str, Any]:
     return {"pk": {"S": pk}, "sk": {"S": view_keys.bucket_sk(span)}}
 
 
-def _raise_to(dynamodb: Any, settings: Settings, pk: str, span: Span, attribute: str, value: int) -> dict[str, Any]:
+def _raise_to(
+    dynamodb: DynamoDB, settings: Settings, pk: str, span: Span, attribute: str, value: int
+) -> dict[str, Any]:
     """Set `attribute` of a bucket item to `value` unless it already holds as much; the item as
     it stands afterwards."""
     expires = timebuckets.expires_at_s(span, settings.view_bucket_retention_seconds)

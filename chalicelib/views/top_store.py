@@ -32,6 +32,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.views import api, top, windows
 from chalicelib.views import catalog as view_catalog
 from chalicelib.views import keys as view_keys
+from chalicelib.views import validation as view_input
 from chalicelib.views.windows import Span
 
 SUMMARY_SK = "S"
@@ -139,7 +140,7 @@ def parse_query(params: Mapping[str, str]) -> tuple[int, str | None]:
     """`limit` (1-1000, default 10) and the optional URL `prefix` of GET /views/top."""
     limit = pager.page_limit(params.get("limit"), top.DEFAULT_LIMIT, top.MAX_LIMIT)
     prefix = params.get("prefix")
-    return limit, None if prefix is None else view_keys.text(prefix, "prefix", view_keys.URL_MAX_CHARS)
+    return limit, None if prefix is None else view_input.text(prefix, "prefix", view_input.URL_MAX_CHARS)
 
 
 def top_urls(

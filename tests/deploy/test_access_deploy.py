@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 import pytest
 
-from chalicelib.access import keys
+from chalicelib.access import api_keys
 from chalicelib.access import store as key_store
 from tests.deploy.conftest import app_imports_isolated
 from tools import cfn_template, gateway, provision, stage
@@ -84,7 +84,7 @@ def test_given_a_new_stage_when_provisioned_twice_then_one_admin_key_printed_onc
     key = line.rsplit(" ", 1)[-1]
     stored = list(key_store.all_keys(moto.client("dynamodb"), stage.stage_settings(STAGE, project)))
     assert "admin key" not in second
-    assert [(r.id, r.scopes) for r in stored] == [(keys.key_id(keys.digest(key)), frozenset({"admin"}))]
+    assert [(r.id, r.scopes) for r in stored] == [(api_keys.key_id(api_keys.digest(key)), frozenset({"admin"}))]
 
 
 def test_given_the_template_fragment_then_gateway_responses_throttling_and_authorizer_environment(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.access import keys, policy
+from chalicelib.access import api_keys, policy
 from chalicelib.core import keyspace
 from chalicelib.core.settings import Settings
 from tests.conftest import create_key
@@ -82,7 +82,7 @@ def test_given_every_route_when_called_with_each_kind_of_key_then_the_expected_s
     app = app_module.app
     other_scopes = {policy.INGEST: ["read"], policy.READ: ["ingest"], policy.ADMIN: ["ingest", "read"]}
     revoked = create_key(aws, ["admin"])
-    assert client.http.delete(f"/keys/{keys.key_id(keys.digest(revoked))}").status_code == 200
+    assert client.http.delete(f"/keys/{api_keys.key_id(api_keys.digest(revoked))}").status_code == 200
     failures, checked = [], 0
     for method, path in routes(app):
         access = access_of(app, method, path)
@@ -96,7 +96,7 @@ def test_given_every_route_when_called_with_each_kind_of_key_then_the_expected_s
             # (case, key, name, origin, expected statuses; None: allowed, i.e. not 401/403/5xx)
             ("no key", None, INSIDE, None, {401}),
             ("malformed key", "tly_not-a-key", INSIDE, None, {401}),
-            ("unknown key", keys.generate(), INSIDE, None, {401}),
+            ("unknown key", api_keys.generate(), INSIDE, None, {401}),
             ("revoked key", revoked, INSIDE, None, {401}),
             ("wrong scope", create_key(aws, other_scopes[access.scope]), INSIDE, None, {403}),
             ("wrong prefix", prefixed, OUTSIDE, None, {403}),
@@ -140,13 +140,13 @@ def test_given_a_key_created_over_http_then_shown_once_listed_without_secret_and
     assert created.status_code == 201
     body = json.loads(created.body)
     key = body["key"]
-    assert keys.is_well_formed(key) and body["scopes"] == ["read"] and body["prefix"] == "blog."
+    assert api_keys.is_well_formed(key) and body["scopes"] == ["read"] and body["prefix"] == "blog."
     reader = client.http.with_key(key)
     assert reader.get("/counters/blog.a").status_code == 200
 
     listed = json.loads(client.http.get("/keys").body)["keys"]
     assert body["id"] in [k["id"] for k in listed]
-    assert key not in json.dumps(listed) and keys.digest(key) not in json.dumps(listed)
+    assert key not in json.dumps(listed) and api_keys.digest(key) not in json.dumps(listed)
 
     assert client.http.delete(f"/keys/{body['id']}").status_code == 200
     # API Gateway keeps the key's cached answer for KEY_CACHE_SECONDS (the local gateway too).
@@ -274,8 +274,8 @@ def test_given_keys_stored_when_the_table_is_read_then_it_holds_hashes_never_a_p
 
     stored = json.dumps(items)
     assert len(items) == 3
-    assert {item["sk"]["S"] for item in items} == {keys.digest(key) for key in plain}
-    assert not any(key in stored or key[len(keys.KEY_PREFIX) :] in stored for key in plain)
+    assert {item["sk"]["S"] for item in items} == {api_keys.digest(key) for key in plain}
+    assert not any(key in stored or key[len(api_keys.KEY_PREFIX) :] in stored for key in plain)
 
 
 # -- browsers ----------------------------------------------------------------------------------

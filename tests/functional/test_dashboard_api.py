@@ -15,7 +15,8 @@ from chalicelib.counters import catalog as counter_catalog
 from chalicelib.dashboard import assets
 from chalicelib.events.ingest import Event
 from chalicelib.views import batches as views_batches
-from chalicelib.views.keys import View, to_message
+from chalicelib.views.messages import to_message
+from chalicelib.views.validation import View
 from tests.functional.helpers import every_page, invoke
 from tests.functional.stream_fixtures import lambda_event, record, stored_event_records
 from tests.functional.test_windowed_counts import post_events

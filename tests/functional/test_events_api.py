@@ -135,3 +135,40 @@ def test_given_an_empty_attribute_name_at_any_depth_when_posted_then_400_and_not
     assert response.status_code == 400, response.body
     assert "empty name" in json.loads(response.body)["Message"]
     assert aws.dynamodb.scan(TableName=Settings().events_table)["Items"] == []
+
+
+def test_given_event_with_dimensions_and_values_when_posted_then_stored_on_the_item(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    body = {"counter": "jobs", "dimensions": {"provider": "p:2", "region": "eu"}, "values": {"amount": 12.5, "n": 3}}
+    response = post(client, body)
+    assert response.status_code == 201
+    (item,) = stored_events(aws)
+    assert item["dimensions"] == {"M": {"provider": {"S": "p:2"}, "region": {"S": "eu"}}}
+    assert item["values"] == {"M": {"amount": {"N": "12.5"}, "n": {"N": "3"}}}
+    post(client, {"counter": "plain"})
+    plain = next(i for i in stored_events(aws) if i["counter"]["S"] == "plain")
+    assert "dimensions" not in plain and "values" not in plain
+
+
+def test_given_bad_dimensions_or_values_in_a_batch_when_posted_then_400_names_the_field_and_nothing_written(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    cases = [
+        ({"provider": "x" * 129}, None, "events[1].dimensions.provider"),
+        ({f"d{i}": "v" for i in range(5)}, None, "events[1].dimensions"),
+        ({"a:b": "v"}, None, "events[1].dimensions"),
+        (None, {"amount": "12"}, "events[1].values.amount"),
+        (None, {f"v{i}": 1 for i in range(9)}, "events[1].values"),
+        (None, {"amount": 1e300}, "events[1].values.amount"),
+    ]
+    for dims, values, named in cases:
+        bad: dict[str, Any] = {"counter": "jobs"}
+        if dims is not None:
+            bad["dimensions"] = dims
+        if values is not None:
+            bad["values"] = values
+        response = post(client, {"events": [{"counter": "jobs"}, bad]})
+        assert response.status_code == 400, (dims, values)
+        assert named in response.json_body["Message"]
+    assert stored_events(aws) == []

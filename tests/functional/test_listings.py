@@ -14,7 +14,7 @@ from chalicelib.counters import catalog as counter_catalog
 from chalicelib.events.ingest import Event
 from chalicelib.reports.runs import INDEX_PK
 from chalicelib.uniques import keys as unique_keys
-from chalicelib.views.keys import View
+from chalicelib.views.validation import View
 from tests.conftest import create_key
 from tests.functional.helpers import every_page
 from tests.functional.test_dashboard_api import deliver_views, get

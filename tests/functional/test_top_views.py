@@ -42,7 +42,9 @@ def iso_ms(text: str) -> int:
     return times.parse(text, "time")
 
 
-def assert_top_exact(client: Any, bodies: list[dict[str, Any]], limit: int, prefix: str | None = None, **window: Any) -> Any:
+def assert_top_exact(
+    client: Any, bodies: list[dict[str, Any]], limit: int, prefix: str | None = None, **window: Any
+) -> Any:
     params = {**window, "limit": limit, **({"prefix": prefix} if prefix else {})}
     answer = top_answer(client, **params)
     truth = brute(bodies, iso_ms(answer["start"]), iso_ms(answer["end"]), prefix)
@@ -70,7 +72,9 @@ def views_over(rng: random.Random, now: int, urls: int, n: int, days: int) -> li
             continue
         i = rng.choices(range(urls), weights)[0]
         site = "https://blog.example/" if i % 2 else "https://shop.example/"
-        bodies.append({"url": f"{site}{i}", "time": now - rng.randrange(days * DAY), "clientId": f"c{rng.randrange(9)}"})
+        bodies.append(
+            {"url": f"{site}{i}", "time": now - rng.randrange(days * DAY), "clientId": f"c{rng.randrange(9)}"}
+        )
     return bodies
 
 

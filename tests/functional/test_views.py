@@ -21,7 +21,9 @@ from chalicelib.core.settings import Settings
 from chalicelib.views import api as views_api
 from chalicelib.views import batches as views_batches
 from chalicelib.views import windows
-from chalicelib.views.keys import View, url_pk
+from chalicelib.views.keys import url_pk
+from chalicelib.views.messages import to_message
+from chalicelib.views.validation import View
 from tests.functional import work_meter
 from tests.functional.helpers import invoke
 
@@ -544,8 +546,6 @@ def test_given_views_over_hours_when_range_read_then_the_minutes_from_start_to_e
 
 def test_given_client_day_policy_when_same_client_views_twice_a_day_then_counted_once(aws: Any, clock: Any) -> None:
     from dataclasses import replace
-
-    from chalicelib.views.keys import to_message
 
     settings = replace(SETTINGS, view_dedup="client-day")
     day = [View("u", T0 + i * 60_000, "c") for i in range(3)] + [View("u", T0 + 86_400_000, "c")]

@@ -9,7 +9,11 @@ from hypothesis import strategies as st
 from chalicelib.core import times
 from chalicelib.core.errors import ValidationError
 from chalicelib.views import keys as view_keys
-from chalicelib.views.keys import View, check_time, marker_expires_at_s, marker_sk
+from chalicelib.views import messages as view_messages
+from chalicelib.views import packing as view_packing
+from chalicelib.views import validation as view_input
+from chalicelib.views.keys import marker_expires_at_s, marker_sk
+from chalicelib.views.validation import View, check_time
 
 T0 = 1_795_000_000_000
 views = st.builds(
@@ -22,7 +26,7 @@ views = st.builds(
 
 @given(views)
 def test_given_any_view_when_sent_as_message_then_read_back_equal(view: View) -> None:
-    assert view_keys.from_message(view_keys.to_message(view)) == view
+    assert view_messages.from_message(view_messages.to_message(view)) == view
 
 
 @given(views, views)
@@ -68,34 +72,19 @@ def test_given_groups_when_chunked_then_each_member_once_and_no_transaction_too_
     def spans(member: tuple[int, int]) -> list[int]:  # a few buckets, shared by neighbours
         return [member[1] // 7 + k * 1000 for k in range(spans_each)]
 
-    chunks = view_keys.chunks(groups, max_items, spans)
+    chunks = view_packing.chunks(groups, max_items, spans)
     members = [m for chunk in chunks for _, part in chunk for m in part]
     assert sorted(members) == sorted(m for _, g in groups for m in g)
     for chunk in chunks:
         keys = [key for key, _ in chunk]
         assert len(keys) == len(set(keys)), "one counter updated twice in a transaction"
-        assert view_keys.transaction_items(chunk, spans) <= max_items
+        assert view_packing.transaction_items(chunk, spans) <= max_items
         assert all(part for _, part in chunk)
-
-
-@given(st.lists(st.integers(1, 30), min_size=1, max_size=10))
-def test_given_chunk_when_halved_repeatedly_then_members_kept_and_ends_at_single_views(sizes: list[int]) -> None:
-    chunk = [(f"u{i}", [(i, j) for j in range(n)]) for i, n in enumerate(sizes)]
-    pending, singles = [chunk], []
-    while pending:
-        current = pending.pop()
-        parts = view_keys.halves(current)
-        if not parts:
-            singles.append(current)
-        assert all(0 < sum(len(m) for _, m in part) < sum(len(m) for _, m in current) for part in parts)
-        pending.extend(parts)
-    assert all(len(s) == 1 and len(s[0][1]) == 1 for s in singles)
-    assert sorted(m for s in singles for _, part in s for m in part) == sorted(m for _, g in chunk for m in g)
 
 
 def test_given_groups_when_chunked_then_fewer_transactions_than_views() -> None:
     groups = [(f"u{i}", list(range(9))) for i in range(20)]  # 20 URLs x 9 views = 200 items
-    assert len(view_keys.chunks(groups, 100, lambda member: ())) == 2
+    assert len(view_packing.chunks(groups, 100, lambda member: ())) == 2
 
 
 @pytest.mark.parametrize(
@@ -117,24 +106,24 @@ def test_given_groups_when_chunked_then_fewer_transactions_than_views() -> None:
 )
 def test_given_bad_body_when_parsed_then_validation_error(body: object) -> None:
     with pytest.raises(ValidationError):
-        view_keys.parse_body(body)
+        view_input.parse_body(body)
 
 
 def test_given_batch_with_bad_view_when_parsed_then_error_names_it() -> None:
     body = {"views": [{"url": "a", "time": T0, "clientId": "c"}, {"url": "a", "time": T0, "clientId": ""}]}
     with pytest.raises(ValidationError, match=r"views\[1\]\.clientId"):
-        view_keys.parse_body(body)
+        view_input.parse_body(body)
 
 
 def test_given_iso_time_when_parsed_then_same_view_as_epoch_ms() -> None:
-    iso = view_keys.parse_view({"url": "a", "time": times.iso(T0), "clientId": "c"})
-    assert iso == view_keys.parse_view({"url": "a", "time": T0, "clientId": "c"})
+    iso = view_input.parse_view({"url": "a", "time": times.iso(T0), "clientId": "c"})
+    assert iso == view_input.parse_view({"url": "a", "time": T0, "clientId": "c"})
 
 
 @pytest.mark.parametrize("body", ["not json", "[]", '{"url": "a"}', ""])
 def test_given_broken_message_when_read_then_validation_error(body: str) -> None:
     with pytest.raises(ValidationError):
-        view_keys.from_message(body)
+        view_messages.from_message(body)
 
 
 @given(

@@ -146,9 +146,7 @@ def test_given_random_buckets_when_top_selected_then_counts_exact_and_exact_true
     def resolve(digests: Sequence[bytes]) -> dict[bytes, list[tuple[str, int]]]:
         resolved.extend(digests)
         return {
-            d: [(by_digest[d], totals[by_digest[d]])]
-            if prefix is None or by_digest[d].startswith(prefix)
-            else []
+            d: [(by_digest[d], totals[by_digest[d]])] if prefix is None or by_digest[d].startswith(prefix) else []
             for d in digests
         }
 

@@ -14,6 +14,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.views import api as views_api
 from chalicelib.views import batches as views_batches
 from chalicelib.views import keys as view_keys
+from chalicelib.views import packing as view_packing
 from chalicelib.views import windows
 from chalicelib.views.windows import Part, Span
 
@@ -161,13 +162,13 @@ def test_given_markers_over_hours_and_days_when_packed_then_each_once_no_transac
         (f"URL#{g:064x}", [pending(g, i, now + offset, now) for i, offset in enumerate(offsets)])
         for g, offsets in enumerate(groups_offsets)
     ]
-    chunks = view_keys.chunks(groups, max_items, views_batches._spans_of)
+    chunks = view_packing.chunks(groups, max_items, views_batches._spans_of)
     seen = [p.sk for chunk in chunks for _, part in chunk for p in part]
     assert sorted(seen) == sorted(p.sk for _, members in groups for p in members), "every marker exactly once"
     for chunk in chunks:
         assert all(part for _, part in chunk)
         items = views_batches._transaction(SETTINGS, chunk, now)
-        assert len(items) == view_keys.transaction_items(chunk, views_batches._spans_of) <= max_items
+        assert len(items) == view_packing.transaction_items(chunk, views_batches._spans_of) <= max_items
         expected: dict[tuple[str, str], Counter[str]] = {}
         for pk, part in chunk:
             for p in part:
@@ -196,7 +197,7 @@ def test_given_views_older_than_the_bucket_retention_when_packed_then_counted_wi
 def test_given_many_views_of_one_url_in_one_hour_when_packed_then_few_transactions() -> None:
     now = 1_795_000_000_000 - 1_795_000_000_000 % 3_600_000
     groups = [(f"URL#{g:064x}", [pending(g, i, now + i * 1000, now) for i in range(9)]) for g in range(20)]
-    chunks = view_keys.chunks(groups, 100, views_batches._spans_of)
+    chunks = view_packing.chunks(groups, 100, views_batches._spans_of)
     assert len(chunks) == 3, "20 URLs x (9 markers + 1 counter + 1 hour) = 220 items"
 
 

@@ -1,0 +1,233 @@
+"""Breakdowns by dimension against today's workaround, in one run on moto.
+
+    python -m bench.breakdowns [--events 5000] [--values 10,100,1000,10000,100000] [--batch 100]
+                               [--dimensions 1,4]
+
+The workaround users have today: one client-named counter per value (`jobs.<provider>`), and a
+ranking made by listing the counters (`GET /counters`) and reading every one's count over the
+window. Tally: one counter `jobs` whose events carry `"dimensions": {"provider": ...}` (and, in
+the 4-dimension rows, three more dimensions of a few values each), ranked by
+`GET /counters/jobs/breakdown?by=provider`.
+
+Per row the same events (times spread over the last 24 hours, in ingest order, values drawn
+from a Zipf distribution over the value space, `"values": {"amount": ...}` on every one) go
+through the stream handler in batches, every batch is then delivered a second time, and:
+
+- write units per 1,000 events (bench.metering: item sizes, AWS's pricing rules), the largest
+  counts-table item, and whether every count, sum and filter is exact after the redelivery;
+- one 24-hour breakdown (top 10): requests, items read (keys), read units, and the ranking's
+  accuracy against brute force: the share of the true top 10 listed with their exact counts,
+  and whether the answer said `exact`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import time
+from collections import Counter
+from decimal import Decimal
+from typing import Any
+
+from bench import env
+
+env.prepare()
+
+import boto3  # noqa: E402
+from boto3.dynamodb.types import TypeSerializer  # noqa: E402
+from moto import mock_aws  # noqa: E402
+
+from bench.counters import scan_all, stream_batches  # noqa: E402
+from bench.metering import Meter, MotoProbe, item_size  # noqa: E402
+from chalicelib.core.settings import Settings  # noqa: E402
+from chalicelib.counters import breakdowns, catalog, reads, topk  # noqa: E402
+from chalicelib.counters import stream_apply as counting  # noqa: E402
+from chalicelib.events import ingest as events  # noqa: E402
+from chalicelib.events import stream_records  # noqa: E402
+from tools import resources  # noqa: E402
+
+SHARD = "shardId-00000001795000000000-bench0001"
+START = 1_795_000_000_000
+DAY_MS = 86_400_000
+TOP = 10
+_SERIALIZER = TypeSerializer()
+
+
+def zipf_values(count: int, space: int, rng: random.Random) -> list[str]:
+    weights = list(itertools.accumulate(1 / (k**1.1) for k in range(1, space + 1)))
+    return [f"p{k}" for k in rng.choices(range(space), cum_weights=weights, k=count)]
+
+
+def make_events(count: int, space: int, dimensions: int, workaround: bool, seed: int = 7) -> list[events.Event]:
+    rng = random.Random(seed)
+    providers = zipf_values(count, space, rng)
+    made = []
+    for i, provider in enumerate(providers):
+        t = START + i * (DAY_MS - 60_000) // count
+        amount = {"amount": Decimal(rng.randrange(1, 100_000)) / 100}
+        if workaround:
+            made.append(events.Event(f"jobs.{provider}", f"e{i}", t, 7 * 86400, id_given=False, values=amount))
+            continue
+        dims = {"provider": provider}
+        for d in range(1, dimensions):
+            dims[f"d{d}"] = f"v{rng.randrange(3)}"
+        made.append(events.Event("jobs", f"e{i}", t, 7 * 86400, id_given=False, dimensions=dims, values=amount))
+    return made
+
+
+def items_of(made: list[events.Event], settings: Settings) -> list[dict[str, Any]]:
+    return [{k: _SERIALIZER.serialize(v) for k, v in events.to_item(e, e.time_ms, settings).items()} for e in made]
+
+
+def deliver(client: Any, settings: Settings, batch: list[dict[str, Any]], now: int) -> None:
+    counting.apply_stream_batch(
+        client, settings, stream_records.from_lambda_event({"Records": batch, "shardId": SHARD, "state": {}}), now
+    )
+
+
+def stack(settings: Settings) -> tuple[Any, Any, Any]:
+    session = boto3.session.Session(region_name="us-east-1")
+    plain = session.client("dynamodb")
+    resources.ensure(plain, session.client("sqs"), session.client("s3"), resources.for_settings(settings), "us-east-1")
+    return session, plain, MotoProbe(plain)
+
+
+def run(space: int, count: int, batch: int, dimensions: int, workaround: bool) -> dict[str, Any]:
+    settings = Settings.from_env({})
+    made = make_events(count, space, dimensions, workaround)
+    now = START + DAY_MS
+    last = now // 60_000 - 1
+    first = last - 1439
+    with mock_aws():
+        session, plain, probe = stack(settings)
+        writer = session.client("dynamodb")
+        meter = Meter(probe)
+        meter.attach(writer)
+        items = items_of(made, settings)
+        began = time.perf_counter()
+        for records in stream_batches(items, batch):
+            deliver(writer, settings, records, now)
+        seconds = time.perf_counter() - began
+        written = meter.total()
+        for records in stream_batches(items, batch):  # at least once: every batch again
+            deliver(plain, settings, records, now)
+        largest = max(item_size(i) for i in scan_all(plain, settings.counts_table))
+        truth = Counter(e.dimensions.get("provider") or e.counter.split(".", 1)[1] for e in made)
+        sums: dict[str, Decimal] = {}
+        for e in made:
+            key = e.dimensions.get("provider") or e.counter.split(".", 1)[1]
+            sums[key] = topk.EXACT.add(sums.get(key, Decimal(0)), e.values["amount"])
+        reader = session.client("dynamodb")
+        read_meter = Meter(probe)
+        read_meter.attach(reader)
+        if workaround:
+            ranking, exact_flag = rank_workaround(reader, settings, first, last, now)
+        else:
+            answer = breakdowns.breakdown(reader, settings, "jobs", "provider", first, last, TOP, {}, now)
+            ranking = [(v["value"], v["count"], Decimal(str(v["sums"].get("amount", 0)))) for v in answer["values"]]
+            exact_flag = answer["exact"]
+            assert sum(v["count"] for v in answer["values"]) + answer["others"]["count"] == count
+        read = read_meter.total()
+        true_top = sorted(truth.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]
+        hits = sum(1 for (v, n), (lv, ln, _) in zip(true_top, ranking) if (v, n) == (lv, ln))
+        exact_sums = all(s == sums[v] for v, _, s in ranking)
+        checked = exact_counts(plain, settings, made, truth, sums, first, last, now, workaround)
+    return {
+        "distinct": len(truth),
+        "write_units": written.write_units * 1000 / count,
+        "writes": written.requests * 1000 / count,
+        "largest": largest,
+        "exact_after_twice": checked,
+        "read_requests": read.requests,
+        "items_read": read.items_read,
+        "read_units": read.read_units,
+        "top_hits": hits / len(true_top),
+        "exact_sums": exact_sums,
+        "said_exact": exact_flag,
+        "seconds": seconds,
+    }
+
+
+def rank_workaround(
+    reader: Any, settings: Settings, first: int, last: int, now: int
+) -> tuple[list[tuple[str, int, Decimal]], bool]:
+    """List every counter (GET /counters, page by page), read each one's 24-hour count, sort."""
+    names: list[str] = []
+    params: dict[str, str] = {"limit": "1000"}
+    while True:
+        page = catalog.listing(reader, settings, params, now)
+        names += [c["name"] for c in page["counters"]]
+        if page["next"] is None:
+            break
+        params = {"limit": "1000", "cursor": page["next"]}
+    counted = []
+    for name in names:
+        window = reads.count_window(reader, settings, name, first, last, now)
+        counted.append((name.split(".", 1)[1], window.count, window.sums.get("amount", Decimal(0))))
+    counted.sort(key=lambda v: (-v[1], v[0]))
+    return counted[:TOP], True
+
+
+def exact_counts(
+    dynamodb: Any,
+    settings: Settings,
+    made: list[events.Event],
+    truth: Counter[str],
+    sums: dict[str, Decimal],
+    first: int,
+    last: int,
+    now: int,
+    workaround: bool,
+) -> bool:
+    """The whole count and the 5 most frequent values' counts and sums (filters, or their own
+    counters) equal brute force after every batch was delivered twice."""
+    top = [v for v, _ in truth.most_common(5)]
+    if workaround:
+        windows = [reads.count_window(dynamodb, settings, f"jobs.{v}", first, last, now) for v in top]
+        return all((w.count, w.sums.get("amount")) == (truth[v], sums[v]) for w, v in zip(windows, top))
+    whole = reads.count_window(dynamodb, settings, "jobs", first, last, now)
+    if whole.count != len(made):
+        return False
+    for v in top:
+        w = reads.count_window(dynamodb, settings, "jobs", first, last, now, where={"provider": v})
+        if (w.count, w.sums.get("amount")) != (truth[v], sums[v]):
+            return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=5_000)
+    parser.add_argument("--values", default="10,100,1000,10000,100000", help="sizes of the value space to sweep")
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--dimensions", default="1,4", help="dimensions per event (Tally rows)")
+    args = parser.parse_args(argv)
+    spaces = [int(v) for v in args.values.split(",") if v]
+    dims = [int(d) for d in args.dimensions.split(",") if d]
+    print(f"## {args.events:,} events over 24 hours, stream batches of {args.batch}; a 24-hour top {TOP}\n")
+    print(
+        "| value space | distinct seen | design | write units / 1,000 events | writes / 1,000 | largest item, bytes "
+        "| exact after every batch twice | breakdown requests | items read | read units | top-10 right "
+        "| sums exact | said exact | seconds |"
+    )
+    print("|" + "---|" * 14)
+    for space in spaces:
+        rows = [("workaround: a counter per value", True, 1)] + [
+            (f"Tally, {d} dimension{'s' if d > 1 else ''}", False, d) for d in dims
+        ]
+        for label, workaround, d in rows:
+            r = run(space, args.events, args.batch, d, workaround)
+            print(
+                f"| {space:,} | {r['distinct']:,} | {label} | {r['write_units']:,.0f} | {r['writes']:,.0f} "
+                f"| {r['largest']:,} | {'yes' if r['exact_after_twice'] else 'NO'} | {r['read_requests']:,} "
+                f"| {r['items_read']:,} | {r['read_units']:,.1f} | {r['top_hits']:.0%} "
+                f"| {'yes' if r['exact_sums'] else 'no'} | {'yes' if r['said_exact'] else 'no'} "
+                f"| {r['seconds']:.0f} |",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""Where a background handler's poison goes: the two sinks of core.batch_processor.
+
+One decision for every source (docs/design.md): poison is set aside as a quarantine item
+(`QUARANTINE#<source>`, core.quarantine: listed by GET /quarantine, kept 30 days), except the
+views queue, whose poison goes to its own dead-letter queue: a view is counted at most once only
+while it is younger than the view horizon, which is derived from the queues' retention
+(settings.view_horizon_seconds); a quarantine item outliving the queues would hold views that
+can never be counted again, while a message redriven from the dead-letter queue is either
+counted once or refused by the horizon.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from chalicelib.core import quarantine, queues
+from chalicelib.core.aws import SQS, DynamoDB
+from chalicelib.core.batch_processor import Poison
+from chalicelib.core.clock import Sleep
+from chalicelib.core.errors import reason
+from chalicelib.core.settings import Settings
+
+S = TypeVar("S")
+
+REASON_MAX_CHARS = 1000
+
+
+@dataclass(frozen=True)
+class QuarantineSink(Generic[S]):
+    """Each poison record as one quarantine item of `source`, keyed by its id, with its reason."""
+
+    dynamodb: DynamoDB
+    settings: Settings
+    source: str
+    identify: Callable[[S], str]  # the record's id (the item's sort key)
+    text: Callable[[S], str]  # the record as stored
+    now_ms: int
+
+    def record_id(self, raw: S) -> str:
+        return self.identify(raw)
+
+    def put(self, poison: Sequence[Poison[S]]) -> Counter[str]:
+        for p in poison:
+            quarantine.put(
+                self.dynamodb,
+                self.settings,
+                self.source,
+                self.identify(p.raw),
+                self.text(p.raw),
+                reason(p.exception),
+                self.now_ms,
+            )
+        return Counter()
+
+
+@dataclass(frozen=True)
+class DeadLetterSink:
+    """Each poison message sent to `queue`'s dead-letter queue as it came, with its reason."""
+
+    sqs: SQS
+    queue: str
+    sleep: Sleep | None = None
+
+    def record_id(self, raw: queues.Message) -> str:
+        return raw.message_id
+
+    def put(self, poison: Sequence[Poison[queues.Message]]) -> Counter[str]:
+        entries: list[dict[str, Any]] = [
+            {
+                "Id": str(i),
+                "MessageBody": queues.sendable(p.raw.body) or "(empty)",
+                "MessageAttributes": {
+                    "reason": {
+                        "DataType": "String",
+                        "StringValue": queues.sendable(reason(p.exception)[:REASON_MAX_CHARS]),
+                    },
+                    "source_message_id": {
+                        "DataType": "String",
+                        "StringValue": queues.sendable(p.raw.message_id) or "unknown",
+                    },
+                },
+            }
+            for i, p in enumerate(poison)
+        ]
+        queues.send(self.sqs, queues.dead_letter_url(self.sqs, self.queue), entries, self.sleep)
+        return Counter(dead_lettered=len(poison))

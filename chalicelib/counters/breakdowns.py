@@ -1,0 +1,160 @@
+"""Breakdowns: a counter's count and sums per value of one dimension, over any window.
+
+`breakdown` reads, for the window's parts (timebuckets.plan: whole days, whole hours, and the
+minutes of at most two partial hours), the breakdown summaries of the dimension (counters/topk.py:
+SUMMARY_PARTS items per day or hour, one per quarter hour of a partial hour, cut to the minutes
+the window holds), merges them and ranks the values:
+
+- every summary read is exact (nothing was ever evicted from it): the ranking, the counts and
+  the sums are exact, `exact: true`;
+- otherwise the listed values' counts and sums are read exactly from their filter counters
+  (`where by=value`: the keys of a count each) and `exact: false` says so, with `bound`: the
+  most events a value not listed can have in the window.
+
+With `where`, the candidates are the values the dimension's summaries list, each counted
+exactly from the filter counter of `where` plus that value (the keys of a count per candidate,
+at most MAX_CANDIDATES candidates).
+
+`others` covers the rest of the window's count: values not listed and events without the
+dimension, so the listed counts plus `others.count` are the window's count. That count is read
+last: the stream handler writes a counter's buckets before its filters' and its summaries, so
+what the list holds is always within it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from chalicelib.core import dynamo, timebuckets, times, window_params
+from chalicelib.core.aws import DynamoDB
+from chalicelib.core.errors import ValidationError
+from chalicelib.core.settings import Settings
+from chalicelib.counters import dimension_keys, reads, topk
+from chalicelib.events import dimensions as event_dimensions
+
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 1000
+MAX_CANDIDATES = 1000
+
+
+Group = tuple[list[dict[str, Any]], tuple[int, int] | None]
+
+
+def summary_keys(counter: str, by: str, first_minute: int, last_minute: int) -> list[Group]:
+    """Per part of the window (timebuckets.plan), the keys of the summaries that cover it: a
+    whole bucket's parts, or for a partial hour each quarter hour it overlaps, with the minutes
+    of that quarter it needs. Pure."""
+    groups: list[Group] = []
+    quarter = dimension_keys.QUARTER_MINUTES
+    for part in timebuckets.plan(first_minute, last_minute):
+        bucket = part.bucket
+        if part.minutes is None:
+            keys = [
+                dimension_keys.summary_key(counter, by, bucket.resolution, bucket.index, p)
+                for p in range(dimension_keys.PARTS[bucket.resolution])
+            ]
+            groups.append((keys, None))
+            continue
+        first = bucket.first_minute + part.minutes[0]
+        last = bucket.first_minute + part.minutes[1]
+        for q in range(first // quarter, last // quarter + 1):
+            start = q * quarter
+            span = (max(first, start) - start, min(last, start + quarter - 1) - start)
+            keys = [
+                dimension_keys.summary_key(counter, by, "quarter", q, p) for p in range(dimension_keys.PARTS["quarter"])
+            ]
+            groups.append((keys, span))
+    return groups
+
+
+def breakdown(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    counter: str,
+    by: str,
+    first_minute: int,
+    last_minute: int,
+    limit: int,
+    where: Mapping[str, str],
+    now_ms: int,
+) -> dict[str, Any]:
+    """The answer of GET /counters/{counter}/breakdown (its JSON body)."""
+    window_params.check_minutes(first_minute, last_minute)
+    if not isinstance(by, str) or not event_dimensions.NAME_PATTERN.fullmatch(by):
+        raise ValidationError(
+            f"by must be a dimension name: 1-{event_dimensions.NAME_MAX_CHARS} characters of A-Z a-z 0-9 _ . -"
+        )
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise ValidationError(f"limit must be an integer from 1 to {MAX_LIMIT}")
+    where = dict(where)
+    # Which part of the window is retained is what a count of it says; the summaries are read
+    # for that part only (they live exactly as long as the counter's buckets).
+    probe = reads.count_window(dynamodb, settings, counter, first_minute, last_minute, now_ms, where=where)
+    from_minute = max(first_minute, probe.retained_from_ms // timebuckets.MINUTE_MS)
+    groups = summary_keys(counter, by, from_minute, last_minute) if from_minute <= last_minute else []
+    flat = [key for keys, _ in groups for key in keys]
+    found = {
+        (item["pk"]["S"], item["sk"]["S"]): item
+        for item in dynamo.batch_get_items(
+            dynamodb, settings.counts_table, flat, "could not read the breakdown summaries"
+        )
+    }
+    keys_read = len(flat)
+    now_s = now_ms // 1000
+
+    def summaries(group: Group) -> list[topk.Summary]:
+        keys, span = group
+        out = []
+        for key in keys:
+            item = found.get((key["pk"]["S"], key["sk"]["S"]))
+            if item is not None and "e" in item and (dynamo.stored_expiry(item) or now_s + 1) > now_s:
+                summary = topk.decode(item["e"]["S"])
+                out.append(summary if span is None else topk.within(summary, *span))
+        return out
+
+    ranking = topk.rank(summaries(group) for group in groups)
+    exact = ranking.exact
+    listed: list[dict[str, Any]]
+    if where or not exact:
+        candidates = ranking.values
+        if by in where:
+            candidates = [r for r in candidates if r.value == where[by]]
+        if where and len(candidates) > MAX_CANDIDATES:
+            exact = False
+        if not where:
+            candidates = candidates[:limit]
+        counted = []
+        for ranked in candidates[:MAX_CANDIDATES]:
+            window = reads.count_window(
+                dynamodb, settings, counter, from_minute, last_minute, now_ms, where={**where, by: ranked.value}
+            )
+            keys_read += window.keys_read
+            if window.count:
+                counted.append((ranked.value, window.count, window.sums))
+        counted.sort(key=lambda v: (-v[1], v[0]))
+        listed = [{"value": v, "count": n, "sums": reads.json_sums(s)} for v, n, s in counted[:limit]]
+        distinct = len(counted)
+    else:
+        listed = [{"value": r.value, "count": r.count, "sums": reads.json_sums(r.sums)} for r in ranking.values[:limit]]
+        distinct = len(ranking.values)
+    total = reads.count_window(dynamodb, settings, counter, first_minute, last_minute, now_ms, where=where)
+    keys_read += total.keys_read + probe.keys_read
+    others = total.count - sum(v["count"] for v in listed)
+    answer: dict[str, Any] = {
+        "counter": counter,
+        "by": by,
+        "start": times.iso(first_minute * timebuckets.MINUTE_MS),
+        "end": times.iso((last_minute + 1) * timebuckets.MINUTE_MS),
+        **reads.completeness(total.complete, total.retained_from_ms),
+        "keys_read": keys_read,
+        "exact": exact,
+        "values": listed,
+        "others": {"values": max(0, distinct - len(listed)), "count": others},
+    }
+    if where:
+        answer["where"] = where
+    if not exact:
+        beyond = [r.count for r in ranking.values if r.value not in {v["value"] for v in listed}]
+        answer["bound"] = max([ranking.missed_at_most, *beyond[:1]])
+    return answer

@@ -1,0 +1,172 @@
+"""Key layout and attribute names for dimensions, values and filters. Pure.
+
+An event of counter C with dimensions D (at most 4) and values V (at most 8) is counted in:
+
+- C's own buckets (`CTR#<C>`), which also hold the sums of V;
+- one FILTER counter per non-empty subset S of D (at most 2^4 - 1 = 15):
+  `FLT#<C>#<32 hex of sha256 of S>` with exactly the bucket layout of a counter (hour items
+  with their minutes, day items, sums, shard positions). A filter `where` is answered from the
+  one filter counter of its clauses, exactly, at the bounded cost of a count;
+- one breakdown summary per dimension d in D: `TOP#<C>#<d>`, hour and day items split into
+  SUMMARY_PARTS parts by a hash of the value, and quarter-hour items (one part) whose entries
+  are (minute of the quarter, value), for the partial hours of a window (counters/topk.py).
+
+Sums live beside counts as attributes named from a short hash of the value name (`<h>`, 6 hex):
+`w<h>` = the name, `t<h>` = its sum over the bucket (day items), `v<mm><h>` = its sum in minute
+mm (hour items).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from decimal import Decimal
+from itertools import combinations
+from typing import Any
+
+from chalicelib.core import keyspace
+from chalicelib.core.errors import ValidationError
+from chalicelib.core.timebuckets import Bucket
+from chalicelib.counters import keys as counter_keys
+from chalicelib.events import dimensions as event_dimensions
+
+FILTER = keyspace.FILTER
+SUMMARY = keyspace.SUMMARY
+# Parts of an hour or day summary (by value hash): each item holds what fits in SUMMARY_ITEM_BYTES.
+SUMMARY_PARTS = 8
+QUARTER_SUMMARY_PARTS = 1
+QUARTER_MINUTES = 15
+PARTS = {"quarter": QUARTER_SUMMARY_PARTS, "hour": SUMMARY_PARTS, "day": SUMMARY_PARTS}
+SUMMARY_PREFIX = {"quarter": "q", "hour": "h", "day": "d"}
+MAX_WHERE = event_dimensions.MAX_DIMENSIONS
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def subset_id(subset: Mapping[str, str]) -> str:
+    """A subset of dimensions as 32 hex characters: the same for the same pairs in any order."""
+    return _digest(json.dumps(sorted(subset.items()), ensure_ascii=False, separators=(",", ":")))[:32]
+
+
+def filter_pk(counter: str, subset: Mapping[str, str]) -> str:
+    return f"{FILTER}{counter}#{subset_id(subset)}"
+
+
+def counter_pk(counter: str) -> str:
+    return f"{keyspace.COUNTER}{counter}"
+
+
+def subsets(dimensions: Mapping[str, str]) -> Iterator[dict[str, str]]:
+    """Every non-empty subset of an event's dimensions (2^k - 1 of them)."""
+    pairs = sorted(dimensions.items())
+    for size in range(1, len(pairs) + 1):
+        for chosen in combinations(pairs, size):
+            yield dict(chosen)
+
+
+def count_pks(counter: str, dimensions: Mapping[str, str]) -> list[str]:
+    """The partition keys of every counter an event is counted in: its own, then its filters."""
+    return [counter_pk(counter)] + [filter_pk(counter, s) for s in subsets(dimensions)]
+
+
+def read_pk(counter: str, where: Mapping[str, str]) -> str:
+    """The counter a (possibly filtered) count is read from."""
+    return filter_pk(counter, where) if where else counter_pk(counter)
+
+
+def bucket_item_key(pk: str, bucket: Bucket) -> dict[str, Any]:
+    return counter_keys.item_key(pk, counter_keys.bucket_sort_key(bucket.resolution, bucket.index))
+
+
+# -- sums ----------------------------------------------------------------------------------
+
+
+def value_hash(name: str) -> str:
+    return _digest(name)[:6]
+
+
+def name_attribute(name: str) -> str:
+    return f"w{value_hash(name)}"
+
+
+def total_attribute(name: str) -> str:
+    return f"t{value_hash(name)}"
+
+
+def minute_sum_attribute(minute_of_hour: int, name: str) -> str:
+    return f"v{minute_of_hour:02d}{value_hash(name)}"
+
+
+def sums_of(item: Mapping[str, Any], minutes: tuple[int, int] | None, resolution: str) -> dict[str, Decimal]:
+    """The sums a stored bucket item holds: the whole bucket (minutes None), or minutes
+    first..last of an hour item."""
+    names = {k[1:]: v["S"] for k, v in item.items() if len(k) == 7 and k[0] == "w" and "S" in v}
+    sums: dict[str, Decimal] = {}
+    for h, name in names.items():
+        if resolution == "day":
+            value = item.get(f"t{h}")
+            if value is not None:
+                sums[name] = Decimal(value["N"])
+            continue
+        first, last = minutes if minutes is not None else (0, 59)
+        total = Decimal(0)
+        found = False
+        for m in range(first, last + 1):
+            value = item.get(f"v{m:02d}{h}")
+            if value is not None:
+                total += Decimal(value["N"])
+                found = True
+        if found:
+            sums[name] = total
+    return sums
+
+
+# -- breakdown summaries ---------------------------------------------------------------------
+
+
+def part_of(value: str, resolution: str) -> int:
+    return int(_digest(value)[:8], 16) % PARTS[resolution]
+
+
+def quarter_entry(minute: int, value: str) -> str:
+    """The entry of a value in one minute of a quarter-hour summary: the minute of the quarter
+    (2 digits), then the value."""
+    return f"{minute % QUARTER_MINUTES:02d}{value}"
+
+
+def split_quarter_entry(entry: str) -> tuple[int, str]:
+    return int(entry[:2]), entry[2:]
+
+
+def summary_pk(counter: str, dimension: str) -> str:
+    return f"{SUMMARY}{counter}#{dimension}"
+
+
+def summary_sk(resolution: str, index: int, part: int) -> str:
+    return f"{keyspace.index_sort_key(SUMMARY_PREFIX[resolution], index)}#{part}"
+
+
+def summary_key(counter: str, dimension: str, resolution: str, index: int, part: int) -> dict[str, Any]:
+    return counter_keys.item_key(summary_pk(counter, dimension), summary_sk(resolution, index, part))
+
+
+# -- filters ---------------------------------------------------------------------------------
+
+
+def parse_where(raw: list[str] | None) -> dict[str, str]:
+    """`where=name:value` clauses (the value may hold colons) as {name: value}; all must hold."""
+    where: dict[str, str] = {}
+    for clause in raw or []:
+        name, colon, value = clause.partition(":")
+        if not colon:
+            raise ValidationError(f"where must be name:value, got {clause[:80]!r}")
+        event_dimensions.dimensions({name: value}, "where")
+        if name in where and where[name] != value:
+            raise ValidationError(f"where names {name} twice with different values: no event can match")
+        where[name] = value
+    if len(where) > MAX_WHERE:
+        raise ValidationError(f"where holds at most {MAX_WHERE} clauses (an event has at most {MAX_WHERE} dimensions)")
+    return where

@@ -1,0 +1,166 @@
+"""Breakdown summaries: values of one dimension with their counts and sums, bounded in bytes,
+mergeable over a window. Pure.
+
+One summary covers one bucket (minute, hour or day) of one counter's dimension, or one part of
+it (values are split into parts by a hash: dimension_keys.part_of). It is a Space-Saving
+summary whose capacity is measured in bytes rather than entries:
+
+- entries: value -> (count, err, sums). While nothing has been evicted (`floor` 0) every count
+  and sum is exact and every value of the bucket is listed.
+- when the encoded summary would exceed MAX_BYTES, the entries with the smallest counts are
+  evicted and `floor` becomes the largest count evicted. A value not listed then occurred at
+  most `floor` times in the bucket; a value added after that starts at floor + its count
+  (err = floor), so `count - err <= true count <= count` holds for every entry.
+
+Merging a window's summaries adds, per value, its count where it is listed and the part's
+`floor` where it is not (an upper bound), and its count - err where it is listed (a lower
+bound). The ranking is exact when every summary read has floor 0.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Context, Decimal
+
+# The encoded summary, with the item's key, positions and expiry, stays under DynamoDB's
+# 16 KB write-price ceiling this design promises (an UpdateItem/PutItem is priced by item size).
+MAX_BYTES = 14_000
+# Sums are exact: DynamoDB numbers have 38 digits, the sums of a summary are kept as text with
+# this precision (the sum of many 38-digit numbers of different exponents needs more).
+EXACT = Context(prec=200)
+
+
+@dataclass
+class Entry:
+    count: int
+    err: int = 0
+    sums: dict[str, Decimal] = field(default_factory=dict)
+
+
+@dataclass
+class Summary:
+    entries: dict[str, Entry] = field(default_factory=dict)
+    floor: int = 0
+
+    def add(self, value: str, count: int, sums: Mapping[str, Decimal]) -> None:
+        entry = self.entries.get(value)
+        if entry is None:
+            entry = self.entries[value] = Entry(self.floor, self.floor)
+        entry.count += count
+        for name, amount in sums.items():
+            entry.sums[name] = EXACT.add(entry.sums.get(name, Decimal(0)), amount)
+
+    def fit(self, max_bytes: int | None = None) -> int:
+        """Evict the smallest entries until the encoding fits in max_bytes (MAX_BYTES); returns how many went."""
+        max_bytes = MAX_BYTES if max_bytes is None else max_bytes
+        size = len(encode(self).encode("utf-8"))
+        if size <= max_bytes:
+            return 0
+        order = sorted(self.entries.items(), key=lambda kv: (kv[1].count, kv[0]))
+        evicted = 0
+        for value, entry in order:
+            if size <= max_bytes:
+                break
+            size -= len(_entry_json(value, entry).encode("utf-8")) + 1
+            del self.entries[value]
+            self.floor = max(self.floor, entry.count)
+            evicted += 1
+        return evicted
+
+
+def _entry_json(value: str, entry: Entry) -> str:
+    row: list[object] = [value, entry.count, entry.err]
+    if entry.sums:
+        row.append({k: _text(v) for k, v in sorted(entry.sums.items())})
+    return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+
+
+def _text(amount: Decimal) -> str:
+    return format(amount.normalize(EXACT), "f") if amount == amount.to_integral_value() else str(amount)
+
+
+def encode(summary: Summary) -> str:
+    rows = ",".join(_entry_json(v, e) for v, e in sorted(summary.entries.items()))
+    return f'{{"f":{summary.floor},"e":[{rows}]}}'
+
+
+def decode(text: str) -> Summary:
+    raw = json.loads(text)
+    summary = Summary(floor=int(raw["f"]))
+    for row in raw["e"]:
+        sums = {k: Decimal(v) for k, v in (row[3] if len(row) > 3 else {}).items()}
+        summary.entries[row[0]] = Entry(int(row[1]), int(row[2]), sums)
+    return summary
+
+
+def within(summary: Summary, first: int, last: int) -> Summary:
+    """A quarter-hour summary (entries: 2-digit minute, then the value) cut to minutes
+    first..last of its quarter, as a summary of values. A (minute, value) not listed had at most
+    `floor` events: a value's count adds that for each minute of the range it is not listed in,
+    and the floor of the cut is `floor` times the minutes of the range."""
+    span = last - first + 1
+    cut = Summary(floor=summary.floor * span)
+    listed_minutes: dict[str, int] = {}
+    for key, entry in summary.entries.items():
+        minute, value = int(key[:2]), key[2:]
+        if not first <= minute <= last:
+            continue
+        listed_minutes[value] = listed_minutes.get(value, 0) + 1
+        into = cut.entries.setdefault(value, Entry(0))
+        into.count += entry.count
+        into.err += entry.err
+        for name, amount in entry.sums.items():
+            into.sums[name] = EXACT.add(into.sums.get(name, Decimal(0)), amount)
+    for value, into in cut.entries.items():
+        unlisted = summary.floor * (span - listed_minutes[value])
+        into.count += unlisted
+        into.err += unlisted
+    return cut
+
+
+# -- a window ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ranked:
+    value: str
+    count: int  # an upper bound; exact when the ranking is exact
+    low: int  # a lower bound
+    sums: dict[str, Decimal]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    values: list[Ranked]  # every value seen in some summary, by count descending, then value
+    exact: bool
+    missed_at_most: int  # the most events a value listed in no summary can have
+
+
+def rank(buckets: Iterable[Iterable[Summary]]) -> Ranking:
+    """Merge a window's summaries: `buckets` yields, per bucket, the summaries of its parts (a
+    part not stored is no summary). A value listed in no part of a bucket may have up to the
+    bucket's largest floor there; its upper bound adds that, its lower bound nothing."""
+    listed: dict[str, list[int]] = {}  # value -> [count, low, floors of the buckets listing it]
+    sums: dict[str, dict[str, Decimal]] = {}
+    floors_total = 0
+    for bucket in buckets:
+        parts = list(bucket)
+        floor = max((summary.floor for summary in parts), default=0)
+        floors_total += floor
+        for summary in parts:
+            for value, entry in summary.entries.items():
+                found = listed.setdefault(value, [0, 0, 0])
+                found[0] += entry.count
+                found[1] += entry.count - entry.err
+                found[2] += floor
+                into = sums.setdefault(value, {})
+                for name, amount in entry.sums.items():
+                    into[name] = EXACT.add(into.get(name, Decimal(0)), amount)
+    ranked = [
+        Ranked(value, count + floors_total - floors_listed, low, sums[value])
+        for value, (count, low, floors_listed) in listed.items()
+    ]
+    ranked.sort(key=lambda r: (-r.count, r.value))
+    return Ranking(ranked, floors_total == 0, floors_total)

@@ -1,0 +1,73 @@
+"""View events as clients send them: the one view shape, its bounds and the horizon. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.core import inputs, validation
+from chalicelib.core.errors import ValidationError
+
+MAX_BATCH = 25
+URL_MAX_CHARS = 2048
+CLIENT_ID_MAX_CHARS = 256
+VIEW_FIELDS = {"url", "time", "clientId"}
+
+
+@dataclass(frozen=True)
+class View:
+    url: str
+    time_ms: int
+    client_id: str
+
+
+def parse_body(body: Any) -> list[View]:
+    """One view or {"views": [...]}; one bad view rejects the whole request."""
+    if not isinstance(body, dict):
+        raise ValidationError('the body must be a JSON object: one view or {"views": [...]}')
+    if "views" in body:
+        if set(body) != {"views"}:
+            raise ValidationError('a batch body holds only "views"')
+        raw = body["views"]
+        if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_BATCH:
+            raise ValidationError(f"views must be a list of 1 to {MAX_BATCH} views")
+        return [parse_view(item, f"views[{i}]") for i, item in enumerate(raw)]
+    return [parse_view(body, "view")]
+
+
+def parse_view(raw: Any, where: str = "view") -> View:
+    if not isinstance(raw, dict):
+        raise ValidationError(f"{where} must be a JSON object")
+    unknown = sorted(set(raw) - VIEW_FIELDS)
+    if unknown:
+        raise ValidationError(f"{where} has unknown fields: {', '.join(unknown)}")
+    url = text(raw.get("url"), f"{where}.url", URL_MAX_CHARS)
+    if "time" not in raw:
+        # The time is part of what makes a view unique: a default of "now" would count retries.
+        raise ValidationError(f"{where}.time is required")
+    t_ms = validation.time_ms(raw["time"], f"{where}.time")
+    client_id = text(raw.get("clientId"), f"{where}.clientId", CLIENT_ID_MAX_CHARS)
+    return View(url, t_ms, client_id)
+
+
+def text(value: Any, field: str, max_chars: int) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= max_chars or not value.strip():
+        raise ValidationError(f"{field} must be a non-blank string of 1-{max_chars} characters")
+    return inputs.text(value, field)  # its key is a hash of its UTF-8 bytes
+
+
+def check_time(view: View, now_ms: int, horizon_s: int, future_skew_s: int | None, where: str = "view") -> None:
+    """A view is counted only while its own time is less than the horizon old (its marker lives
+    that long, so no later delivery of it can count again) and, when a skew is given (at the
+    door), not further in the future than clients' clocks may be off."""
+    age_ms = now_ms - view.time_ms
+    if age_ms >= horizon_s * 1000:
+        raise ValidationError(
+            f"{where}.time is {age_ms // 86_400_000} days old: views older than the horizon of "
+            f"{horizon_s // 86400} days (VIEW_HORIZON_SECONDS) cannot be counted exactly once"
+        )
+    if future_skew_s is not None and -age_ms > future_skew_s * 1000:
+        raise ValidationError(
+            f"{where}.time is {-age_ms // 1000} s in the future; at most {future_skew_s} s of clock "
+            "skew is allowed (MAX_FUTURE_SKEW_SECONDS)"
+        )

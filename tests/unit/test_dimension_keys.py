@@ -1,0 +1,94 @@
+"""Filter counters, sums attributes and `where` parsing (counters/dimension_keys.py)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chalicelib.core.errors import ValidationError
+from chalicelib.counters import breakdowns, dimension_keys
+
+DIMS = st.dictionaries(
+    st.from_regex(r"[a-z]{1,5}", fullmatch=True), st.text(min_size=1, max_size=10), min_size=0, max_size=4
+)
+
+
+@given(DIMS)
+def test_given_dimensions_when_subsets_taken_then_every_nonempty_subset_once(dims: dict[str, str]) -> None:
+    found = list(dimension_keys.subsets(dims))
+    assert len(found) == 2 ** len(dims) - 1
+    assert len({dimension_keys.subset_id(s) for s in found}) == len(found)
+    assert all(set(s.items()) <= set(dims.items()) and s for s in found)
+    # An event is counted in exactly the filter counters a where over its own values reads.
+    pks = dimension_keys.count_pks("c", dims)
+    for s in found:
+        assert dimension_keys.read_pk("c", s) in pks
+    assert dimension_keys.read_pk("c", {}) == pks[0] == "CTR#c"
+
+
+def test_given_the_same_pairs_in_another_order_when_keyed_then_same_filter() -> None:
+    a = dimension_keys.filter_pk("jobs", {"provider": "p2", "region": "eu"})
+    b = dimension_keys.filter_pk("jobs", {"region": "eu", "provider": "p2"})
+    assert a == b != dimension_keys.filter_pk("jobs", {"provider": "p2"})
+    assert dimension_keys.filter_pk("jobs", {"a": "b#c"}) != dimension_keys.filter_pk("jobs", {"a#b": "c"})
+
+
+def test_given_where_clauses_when_parsed_then_value_keeps_its_colons() -> None:
+    assert dimension_keys.parse_where(["url:https://x.example:8080/a", "region:eu"]) == {
+        "url": "https://x.example:8080/a",
+        "region": "eu",
+    }
+    assert dimension_keys.parse_where(["a:b", "a:b"]) == {"a": "b"}
+    assert dimension_keys.parse_where(None) == {}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["provider"],
+        [":p2"],
+        ["provider:"],
+        ["a b:c"],
+        ["p:" + "x" * 129],
+        ["a:1", "a:2"],
+        [f"d{i}:v" for i in range(5)],
+    ],
+)
+def test_given_bad_where_when_parsed_then_400(bad: list[str]) -> None:
+    with pytest.raises(ValidationError):
+        dimension_keys.parse_where(bad)
+
+
+def test_given_hour_item_with_minute_sums_when_read_then_the_minutes_asked() -> None:
+    item = {
+        dimension_keys.name_attribute("amount"): {"S": "amount"},
+        dimension_keys.minute_sum_attribute(3, "amount"): {"N": "1.5"},
+        dimension_keys.minute_sum_attribute(40, "amount"): {"N": "2"},
+    }
+    assert dimension_keys.sums_of(item, None, "hour") == {"amount": 3.5}
+    assert dimension_keys.sums_of(item, (0, 10), "hour") == {"amount": 1.5}
+    assert dimension_keys.sums_of(item, (5, 10), "hour") == {}
+    day = {
+        dimension_keys.name_attribute("amount"): {"S": "amount"},
+        dimension_keys.total_attribute("amount"): {"N": "7"},
+    }
+    assert dimension_keys.sums_of(day, None, "day") == {"amount": 7}
+
+
+@given(st.integers(0, 10_000_000), st.integers(0, 400 * 1440))
+def test_given_any_window_up_to_400_days_when_planned_then_summary_keys_bounded(first: int, length: int) -> None:
+    groups = breakdowns.summary_keys("c", "d", first, first + length)
+    # days + hours of two partial days + the quarter hours of two partial hours
+    assert len(groups) <= 401 + 2 * 23 + 2 * 4
+    assert sum(len(keys) for keys, _ in groups) <= (401 + 46) * dimension_keys.SUMMARY_PARTS + 8
+    covered = set()
+    for keys, span in groups:
+        sk = keys[0]["sk"]["S"]
+        kind, index = sk[0], int(sk.split("#")[1])
+        size = {"d": 1440, "h": 60, "q": 15}[kind]
+        lo, hi = span if span is not None else (0, size - 1)
+        minutes = set(range(index * size + lo, index * size + hi + 1))
+        assert not minutes & covered
+        covered |= minutes
+    assert covered == set(range(first, first + length + 1))
