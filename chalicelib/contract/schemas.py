@@ -315,7 +315,7 @@ BREAKDOWN_ANSWER = obj(
 )
 WHERE = {
     "type": "array",
-    "items": query_text(pattern="^[A-Za-z0-9_.-]{1,64}:.{1,128}$"),
+    "items": query_text(pattern=r"^[A-Za-z0-9_.-]{1,64}:[\s\S]{1,128}$"),
     "maxItems": event_dimensions.MAX_DIMENSIONS,
     "description": "name:value (the value may hold colons); repeatable, every clause must hold: "
     "only the events having those dimension values",

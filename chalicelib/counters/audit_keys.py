@@ -17,7 +17,8 @@ the same records: when the item says an event was applied, its increments are st
 
 Every stored event of P ends up in exactly one of the four numbers, so once P's quarter hour
 has closed and its records have been through the stream, applied + set_aside + expired +
-repaired equals the number of items stored under P; the audit (counters/audit.py) checks that.
+repaired equals the number of events stored under P (a pack counts its `n`); the audit
+(counters/audit.py) checks that.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """An audit run, its findings and `GET /audit`: the storage side of counters/audit.py.
 
 A run compares the settled quarter hours from its checkpoint on (counters/audit.py): for each
-events partition, one `Select=COUNT` Query over the partition (DynamoDB still reads, and
+events partition, one Query over the partition reading each item's number of events (DynamoDB reads, and
 charges for, every item it counts) and its audit item (counters/audit_keys.py). Partitions
 that do not add up are written as findings, `AUDIT#short` / `<events pk>`, in the same
 transaction that moves the checkpoint (`AUDIT#checkpoint`) past their quarter hour, on
@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from chalicelib.core import dynamo, keyspace, pager, times, transactions, validation
@@ -27,6 +28,7 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit, audit_keys
+from chalicelib.events import packs
 
 CHECKPOINT_KEY = {"pk": {"S": f"{keyspace.AUDIT_RUN}checkpoint"}, "sk": {"S": "#"}}
 FINDINGS_PK = f"{keyspace.AUDIT_RUN}short"
@@ -36,6 +38,7 @@ RECHECK_LIMIT = 25
 # with more write shards than that, are put first, on their own; a repeated put is harmless).
 FINDINGS_PER_TRANSACTION = transactions.MAX_ITEMS - 1
 _PARTITION = re.compile(audit.EVENTS_PK.pattern)
+_DESERIALIZER = TypeDeserializer()
 
 
 @dataclass
@@ -94,17 +97,22 @@ def compare(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> audit.Fin
 
 
 def stored_count(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> int:
-    """Items stored under one events partition key: a paged Select=COUNT Query. Eventually
-    consistent (half the read units): the partition's quarter hour closed a settle margin ago."""
+    """Events stored under one events partition key: a paged Query reading each item's kind and
+    number of events (a pack holds `n`, an item of the one-event layout one: events/packs.py).
+    DynamoDB charges a Query by the size of the items it reads whatever it returns, so this
+    costs what a `Select=COUNT` did. Eventually consistent (half the read units): the
+    partition's quarter hour closed a settle margin ago."""
     request = {
         "TableName": settings.events_table,
         "KeyConditionExpression": "pk = :pk",
         "ExpressionAttributeValues": {":pk": {"S": events_pk}},
-        "Select": "COUNT",
+        "ProjectionExpression": "#k, #n",
+        "ExpressionAttributeNames": {"#k": "kind", "#n": packs.COUNT},
     }
     return sum(
-        int(page.get("Count", 0))
+        packs.count({k: _DESERIALIZER.deserialize(v) for k, v in item.items()})
         for page in dynamo.query_pages(dynamodb, request, "could not count an events partition")
+        for item in page.get("Items", [])
     )
 
 
@@ -137,24 +145,8 @@ def finding_item(settings: Settings, finding: audit.Finding, now_ms: int) -> dic
     }
 
 
-def _commit(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    checkpoint: int | None,
-    next_ms: int,
-    short: list[audit.Finding],
-    now_ms: int,
-) -> bool:
-    """Move the checkpoint to next_ms and write the findings, if the checkpoint is still as read."""
-    table = settings.counts_table
-    puts: list[dict[str, Any]] = [
-        {"Put": {"TableName": table, "Item": finding_item(settings, f, now_ms)}} for f in short
-    ]
-    for extra in short[FINDINGS_PER_TRANSACTION:]:
-        try:
-            dynamodb.put_item(TableName=table, Item=finding_item(settings, extra, now_ms))
-        except ClientError as exc:
-            raise StorageError("could not record an audit finding") from exc
+def _checkpoint_move(table: str, checkpoint: int | None, next_ms: int) -> dict[str, Any]:
+    """The update that moves the checkpoint to next_ms if it is still `checkpoint` (None: unset)."""
     move: dict[str, Any] = {
         "TableName": table,
         "Key": CHECKPOINT_KEY,
@@ -166,7 +158,29 @@ def _commit(
     else:
         move["ConditionExpression"] = "next_ms = :expected"
         move["ExpressionAttributeValues"][":expected"] = {"N": str(checkpoint)}
-    items = [{"Update": move}, *puts[:FINDINGS_PER_TRANSACTION]]
+    return move
+
+
+def _commit(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    checkpoint: int | None,
+    next_ms: int,
+    short: list[audit.Finding],
+    now_ms: int,
+) -> bool:
+    """Move the checkpoint to next_ms and write the findings, if the checkpoint is still as read."""
+    table = settings.counts_table
+    for extra in short[FINDINGS_PER_TRANSACTION:]:
+        try:
+            dynamodb.put_item(TableName=table, Item=finding_item(settings, extra, now_ms))
+        except ClientError as exc:
+            raise StorageError("could not record an audit finding") from exc
+    move = _checkpoint_move(table, checkpoint, next_ms)
+    items: list[dict[str, Any]] = [{"Update": move}] + [
+        {"Put": {"TableName": table, "Item": finding_item(settings, f, now_ms)}}
+        for f in short[:FINDINGS_PER_TRANSACTION]
+    ]
     try:
         transactions.write(
             dynamodb,

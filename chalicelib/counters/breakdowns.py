@@ -134,7 +134,8 @@ def breakdown(
                 counted.append((ranked.value, window.count, window.sums))
         counted.sort(key=lambda v: (-v[1], v[0]))
         listed = [{"value": v, "count": n, "sums": reads.json_sums(s)} for v, n, s in counted[:limit]]
-        distinct = len(counted)
+        # Without `where`, every value the summaries list is one (those not read are not listed).
+        distinct = len(counted) if where else max(len(counted), len(ranking.values))
     else:
         listed = [{"value": r.value, "count": r.count, "sums": reads.json_sums(r.sums)} for r in ranking.values[:limit]]
         distinct = len(ranking.values)

@@ -158,6 +158,8 @@ def summary_key(counter: str, dimension: str, resolution: str, index: int, part:
 
 def parse_where(raw: list[str] | None) -> dict[str, str]:
     """`where=name:value` clauses (the value may hold colons) as {name: value}; all must hold."""
+    if len(raw or []) > MAX_WHERE:
+        raise ValidationError(f"where holds at most {MAX_WHERE} clauses (an event has at most {MAX_WHERE} dimensions)")
     where: dict[str, str] = {}
     for clause in raw or []:
         name, colon, value = clause.partition(":")
@@ -167,6 +169,4 @@ def parse_where(raw: list[str] | None) -> dict[str, str]:
         if name in where and where[name] != value:
             raise ValidationError(f"where names {name} twice with different values: no event can match")
         where[name] = value
-    if len(where) > MAX_WHERE:
-        raise ValidationError(f"where holds at most {MAX_WHERE} clauses (an event has at most {MAX_WHERE} dimensions)")
     return where

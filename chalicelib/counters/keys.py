@@ -74,6 +74,25 @@ def sequence_position(sequence_number: str) -> str | None:
     return f"{len(sequence_number):02d}{sequence_number}"
 
 
+PACK_INDEX_DIGITS = 3  # a pack holds at most 25 events (events/packs.py)
+
+
+def event_position(sequence_number: str, pack_index: int | None) -> str | None:
+    """The position of one event of a stream record: the record's own position for an item of
+    one event (so positions stored before packs existed still mean what they meant), and for
+    the event at `pack_index` of a pack the record's position followed by the index in fixed
+    width. Every position of a record sorts after every position of an earlier record and
+    before every position of a later one (the same length prefix, then the record's digits
+    decide), and a pack's events in pack order: a redelivered pack finds each event applied or
+    not, and a pack cut by a failure resumes at the first event not applied."""
+    position = sequence_position(sequence_number)
+    if position is None or pack_index is None:
+        return position
+    if not 0 <= pack_index < 10**PACK_INDEX_DIGITS:
+        return None
+    return f"{position}{pack_index:0{PACK_INDEX_DIGITS}d}"
+
+
 def stamped_position(position: str, created_s: int, first: str = "", before: str = "") -> str:
     """What an item stores for a shard: the position applied up to, when its record was written
     to the stream (so a position no delivery can come back below can be pruned), and the range

@@ -55,11 +55,13 @@ from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import audit, audit_keys, audit_runs
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest as events_ingest
+from chalicelib.events import packs
 from chalicelib.events.ingest import Event
 
 REPAIR_ATTEMPTS = 4
 _DESERIALIZER = TypeDeserializer()
-_FIELDS = ("pk", "sk", "kind", "counter", "id", "id_given", "time", "retention", "ingested_at")
+_FIELDS = ("pk", "sk", "kind", "counter", "id", "id_given", "time", "retention", "ingested_at", "expires_at")
+_PACK_FIELDS = (packs.EVENTS, packs.OFFSET)
 Key = tuple[str, Bucket]
 
 
@@ -97,7 +99,7 @@ def _iso(bucket: Bucket) -> str:
 class _Stored:
     """One stored event the recount may use."""
 
-    key: tuple[str, str]
+    key: tuple[str, str, int | None]  # events-table key, and index in its pack (None: one-event item)
     event: Event
     ingested_ms: int
 
@@ -136,7 +138,7 @@ def _attempt(
     oldest = min(b.start_ms for _, b in pending) - settings.max_future_skew_seconds * 1000
     counts: dict[Key, _Count] = {key: _Count() for key in pending}
     busy: set[Key] = set()
-    quarantined: set[tuple[str, str]] | None = None
+    quarantined: set[tuple[str, str, int | None]] | None = None
     for quarter in range(oldest - oldest % audit.QUARTER_MS, now_ms + 1, audit.QUARTER_MS):
         for pk in audit.partitions(quarter, settings.event_write_shards):
             items = _events(dynamodb, settings, pk, with_invalid=True)
@@ -203,34 +205,49 @@ def _keys(stored: _Stored, pending: set[Key]) -> list[Key]:
 
 def _events(dynamodb: DynamoDB, settings: Settings, pk: str, with_invalid: bool = False) -> list[Any]:
     """The events stored under one events partition that the counting path would count (None
-    in place of each that it would set aside, when `with_invalid`)."""
+    in place of each that it would set aside, when `with_invalid`): every event of a pack,
+    an item of the one-event layout as one."""
+    fields = (*_FIELDS, *_PACK_FIELDS)
     request = {
         "TableName": settings.events_table,
         "KeyConditionExpression": "pk = :pk",
         "ExpressionAttributeValues": {":pk": {"S": pk}},
-        "ProjectionExpression": ", ".join(f"#f{i}" for i in range(len(_FIELDS))),
-        "ExpressionAttributeNames": {f"#f{i}": name for i, name in enumerate(_FIELDS)},
+        "ProjectionExpression": ", ".join(f"#f{i}" for i in range(len(fields))),
+        "ExpressionAttributeNames": {f"#f{i}": name for i, name in enumerate(fields)},
         "ConsistentRead": True,
     }
     found: list[Any] = []
     for page in dynamo.query_pages(dynamodb, request, "could not read an events partition"):
         for raw in page.get("Items", []):
-            parsed = _parse(raw)
-            if parsed is not None or with_invalid:
-                found.append(parsed)
+            for parsed in _parse(raw):
+                if parsed is not None or with_invalid:
+                    found.append(parsed)
     return found
 
 
-def _parse(raw: dict[str, Any]) -> _Stored | None:
+def _parse(raw: dict[str, Any]) -> list[_Stored | None]:
+    """The events of one stored item, as the stream handler reads them (None for each it would
+    set aside: a pack it cannot read is one)."""
     try:
         item = {k: _DESERIALIZER.deserialize(v) for k, v in raw.items()}
-        if item.get("kind", "event") != "event":
-            return None
+    except (TypeError, ValueError):
+        return [None]
+    if item.get("kind", packs.EVENT_KIND) not in packs.KINDS:
+        return []
+    try:
+        unpacked = packs.unpack(item)
+    except packs.PackFormatError:
+        return [None]
+    return [_stored(event, index) for index, event in unpacked]
+
+
+def _stored(item: dict[str, Any], index: int | None) -> _Stored | None:
+    try:
         event = events_ingest.from_item(item)
         ingested = int(item.get("ingested_at", 0))
     except (ValidationError, ValueError, TypeError):
         return None
-    return _Stored((item["pk"], item["sk"]), event, ingested)
+    return _Stored((item["pk"], item["sk"], index), event, ingested)
 
 
 def _lost_partitions(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> set[str]:
@@ -244,7 +261,7 @@ def _lost_partitions(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> set
             return lost
 
 
-def _quarantined_keys(dynamodb: DynamoDB, settings: Settings) -> set[tuple[str, str]]:
+def _quarantined_keys(dynamodb: DynamoDB, settings: Settings) -> set[tuple[str, str, int | None]]:
     """Events-table keys of the stream records set aside (their stored copies name them)."""
     request = {
         "TableName": settings.counts_table,
@@ -253,12 +270,16 @@ def _quarantined_keys(dynamodb: DynamoDB, settings: Settings) -> set[tuple[str, 
         "ProjectionExpression": "#r",
         "ExpressionAttributeNames": {"#r": "record"},
     }
-    keys: set[tuple[str, str]] = set()
+    keys: set[tuple[str, str, int | None]] = set()
     for page in dynamo.query_pages(dynamodb, request, "could not read the quarantine"):
         for item in page.get("Items", []):
             try:
-                stored = json.loads(item["record"]["S"])["dynamodb"]["Keys"]
-                keys.add((stored["pk"]["S"], stored["sk"]["S"]))
+                ddb = json.loads(item["record"]["S"])["dynamodb"]
+                stored = ddb["Keys"]
+                image = ddb.get("NewImage") or {}
+                # A pack's event keeps its record narrowed to it: `o` is its index in the pack.
+                index = int(image[packs.OFFSET]["N"]) if image.get("kind", {}).get("S") == packs.PACK_KIND else None
+                keys.add((stored["pk"]["S"], stored["sk"]["S"], index))
             except (ValueError, KeyError, TypeError):
                 continue  # a copy cut short: it names no key
     return keys

@@ -36,7 +36,7 @@ from chalicelib.core.errors import StorageError, ValidationError, reason
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit_keys, audit_runs, dimension_keys, stream_apply
 from chalicelib.counters import keys as counter_keys
-from chalicelib.events import stream_records
+from chalicelib.events import packs, stream_records
 
 SOURCE = "events-stream"
 MAX_REPLAY = 100
@@ -137,8 +137,13 @@ def _parse(item: dict[str, Any], now_ms: int) -> stream_apply.Countable:
             f"the stored record is not JSON (cut at {quarantine.MAX_RECORD_CHARS} characters?)"
         ) from exc
     record = stream_records.from_lambda_record(raw)
-    if record.event_name != "INSERT" or (record.new_image or {}).get("kind", "event") != "event":
+    if record.event_name != "INSERT" or (record.new_image or {}).get("kind", packs.EVENT_KIND) not in packs.KINDS:
         raise ValidationError("the stored record is not the insert of an event")
+    # An event set aside from a pack kept its record narrowed to it (events/stream_records.py).
+    carried = stream_records.events_of(record)
+    if len(carried) != 1:
+        raise ValidationError(f"the stored record carries {len(carried)} events, not one")
+    (record,) = carried
     countable = stream_apply.countable_from_record(record)
     partition = (record.new_image or {}).get("pk")
     if not isinstance(partition, str):

@@ -43,7 +43,7 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
@@ -62,6 +62,7 @@ from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import audit_keys, catalog, dimension_keys, summaries, topk
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest as events_ingest
+from chalicelib.events import packs, stream_records
 from chalicelib.events.ingest import Event
 from chalicelib.events.stream_records import StreamRecord
 
@@ -105,10 +106,11 @@ class Touch:
 
 
 def countable_from_record(record: StreamRecord) -> Countable:
-    """What a stream record counts as; ValidationError if its content cannot be counted."""
+    """What the record of one event (stream_records.events_of) counts as; ValidationError if
+    its content cannot be counted."""
     if record.error:
         raise ValidationError(record.error)
-    position = counter_keys.sequence_position(record.sequence_number)
+    position = counter_keys.event_position(record.sequence_number, record.pack_index)
     if position is None:
         raise ValidationError("stream record has no sequence number")
     image = record.new_image or {}
@@ -135,7 +137,7 @@ def countable_from_record(record: StreamRecord) -> Countable:
 def countables(record: StreamRecord, now_ms: int) -> list[Countable]:
     """The countable events one stream record carries ([] for a record that is not the insert of
     an event); ValidationError if its content cannot be counted."""
-    if record.event_name != "INSERT" or (record.new_image or {}).get("kind", "event") != "event":
+    if record.event_name != "INSERT" or (record.new_image or {}).get("kind", packs.EVENT_KIND) not in packs.KINDS:
         return []  # not an event: counted nowhere, not even in the audit
     countable = countable_from_record(record)
     return [replace(countable, buckets=tuple(live_buckets(countable.event, now_ms)))]
@@ -166,7 +168,12 @@ def apply_stream_batch(
     if any(not r.shard for r in records):
         raise ShardUnknownError("stream event without shardId: the mapping needs TumblingWindowInSeconds")
     ordered = _in_sequence(records)
-    return batch_processor.process(StreamCounting(dynamodb, settings, now_ms, ordered != records), ordered)
+    # Each event a record carries is the processor's record (stream_records.events_of): a poison
+    # event of a pack is set aside alone, and each event has its own position.
+    carried = [e for r in ordered for e in (stream_records.events_of(r) if r.event_name == "INSERT" else [r])]
+    result = batch_processor.process(StreamCounting(dynamodb, settings, now_ms, ordered != records), carried)
+    result.records = len(records)  # stream records delivered; `counted` and the rest are events
+    return result
 
 
 def _in_sequence(records: list[StreamRecord]) -> list[StreamRecord]:
@@ -314,7 +321,7 @@ def _place(record: StreamRecord) -> tuple[str, str, str] | None:
     """(events partition, shard attribute, position) of a record that could not be parsed, for
     its audit item; None when it names none an audit item can be keyed by."""
     partition = (record.new_image or {}).get("pk") if isinstance(record.new_image, dict) else None
-    position = counter_keys.sequence_position(record.sequence_number)
+    position = counter_keys.event_position(record.sequence_number, record.pack_index)
     if not isinstance(partition, str) or position is None or not record.shard:
         return None
     try:
@@ -328,13 +335,19 @@ def _place(record: StreamRecord) -> tuple[str, str, str] | None:
 
 
 @dataclass
-class _Round:
-    """What the rounds of one item's update found: the records applied before (in the batch's
-    range, or beyond it: a skip) and the calls made."""
+class _Rounds:
+    """What the rounds of one item's update have learnt: the item's position for this shard
+    (once a cancelled condition has shown it), whether its stored retention is the longer, the
+    records it held already (in the batch's range, or beyond it: a skip) and the calls made."""
 
+    before: str = ""
+    keep_stored: bool = False
     found: list[Countable] = field(default_factory=list)
     beyond: list[Countable] = field(default_factory=list)
     calls: int = 0
+
+    def marks(self) -> dict[str, Sequence[Countable]]:
+        return {"found_applied": self.found, "beyond": self.beyond}
 
 
 def apply_item(
@@ -344,49 +357,59 @@ def apply_item(
     without what the item says it already holds. RejectedError when DynamoDB refuses the data
     (the batch processor then halves the records to find the one to blame)."""
     members = sorted(members, key=lambda c: c.position)
-    before = ""  # the item's position for this shard, once a cancelled condition has shown it
-    keep_stored = False
     key = touch.key()
-    seen = _Round()
+    rounds = _Rounds()
     for _ in range(MAX_ROUNDS):
         if not members:
-            break
-        request = _bucket_update(settings, key, touch.bucket, shard, members, keep_stored, before)
+            return Sent(found=rounds.found, calls=rounds.calls, marks=rounds.marks())
+        request = _bucket_update(settings, key, touch.bucket, shard, members, rounds.keep_stored, rounds.before)
         try:
-            seen.calls += 1
+            rounds.calls += 1
             response = dynamodb.update_item(**request)
         except ClientError as exc:
-            code = _code(exc)
-            if code in REJECTED_ERROR_CODES:
-                raise RejectedError(f"DynamoDB refused its update: {code}") from exc
-            if code != CONDITION_FAILED:
-                raise StorageError("could not count a bucket") from exc
-            stored = _stored_item(dynamodb, settings, exc, key)
-            stamp = counter_keys.split_stamped(stored.get(shard, {}).get("S", ""))
-            applied = [c for c in members if c.position <= stamp.position]
-            seen.found += applied
-            # Between the position stored before the last update and that update's first record:
-            # that update skipped it, which only a shard read out of order does.
-            seen.beyond += [c for c in applied if stamp.before < c.position < stamp.first]
-            members = [c for c in members if c.position > stamp.position]
-            before = stamp.position
-            stored_retention = int(stored.get("retention", {}).get("N", "0"))
-            longer = stored_retention > max((c.event.retention_seconds for c in members), default=0)
-            if not applied and (keep_stored or not longer):
-                raise StorageError("a bucket's condition failed for no reason this code knows") from exc
-            keep_stored = keep_stored or longer
+            members = _not_held(dynamodb, settings, exc, key, shard, members, rounds)
             continue
         pruned = _prune(dynamodb, settings, key, response.get("Attributes", {}), shard, now_ms)
         return Sent(
             applied=members,
-            found=seen.found,
-            calls=seen.calls + (1 if pruned is not None else 0),
-            marks={"found_applied": seen.found, "beyond": seen.beyond},
+            found=rounds.found,
+            calls=rounds.calls + (1 if pruned is not None else 0),
+            marks=rounds.marks(),
             details=Counter(positions_pruned=pruned) if pruned else Counter(),
         )
-    else:
-        raise StorageError("a bucket's position kept moving")
-    return Sent(found=seen.found, calls=seen.calls, marks={"found_applied": seen.found, "beyond": seen.beyond})
+    raise StorageError("a bucket's position kept moving")
+
+
+def _not_held(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    exc: ClientError,
+    key: dict[str, Any],
+    shard: str,
+    members: list[Countable],
+    rounds: _Rounds,
+) -> list[Countable]:
+    """After a failed update: the records the item does not hold yet (its cancelled condition
+    returned how far this shard got), noting the others in `rounds`."""
+    code = _code(exc)
+    if code in REJECTED_ERROR_CODES:
+        raise RejectedError(f"DynamoDB refused its update: {code}") from exc
+    if code != CONDITION_FAILED:
+        raise StorageError("could not count a bucket") from exc
+    stored = _stored_item(dynamodb, settings, exc, key)
+    stamp = stored.stamp(shard)
+    applied = [c for c in members if c.position <= stamp.position]
+    rounds.found += applied
+    # Between the position stored before the last update and that update's first record: that
+    # update skipped it, which only a shard read out of order does.
+    rounds.beyond += [c for c in applied if stamp.before < c.position < stamp.first]
+    members = [c for c in members if c.position > stamp.position]
+    rounds.before = stamp.position
+    longer = stored.retention > max((c.event.retention_seconds for c in members), default=0)
+    if not applied and (rounds.keep_stored or not longer):
+        raise StorageError("a bucket's condition failed for no reason this code knows") from exc
+    rounds.keep_stored = rounds.keep_stored or longer
+    return members
 
 
 @dataclass
@@ -493,19 +516,39 @@ def _created_s(record: StreamRecord) -> int:
     return int(record.created_s) if record.created_s is not None else 0
 
 
-def _stored_item(dynamodb: DynamoDB, settings: Settings, exc: ClientError, key: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class StoredPositions:
+    """A bucket or audit item as read back for its proof: each shard's stamped position (by
+    its `s:<hash>` attribute) and the retention it keeps."""
+
+    positions: dict[str, str]
+    retention: int
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> StoredPositions:
+        positions = {
+            name: str(value["S"])
+            for name, value in item.items()
+            if counter_keys.is_shard_attribute(name) and isinstance(value, dict) and "S" in value
+        }
+        return cls(positions, int(item.get("retention", {}).get("N", "0")))
+
+    def stamp(self, shard: str) -> counter_keys.Stamp:
+        return counter_keys.split_stamped(self.positions.get(shard, ""))
+
+
+def _stored_item(dynamodb: DynamoDB, settings: Settings, exc: ClientError, key: dict[str, Any]) -> StoredPositions:
     """The item a cancelled condition found: returned with the error (ReturnValuesOnCondition
     CheckFailure=ALL_OLD, which moto 5.2.5 supports for UpdateItem too); should a response lack
     it, one consistent GetItem reads it."""
     item = exc.response.get("Item")
     if isinstance(item, dict):
-        return item
+        return StoredPositions.from_item(item)
     try:
         response = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True)
     except ClientError as read_exc:
         raise StorageError("could not read an item's positions") from read_exc
-    found = response.get("Item", {})
-    return found if isinstance(found, dict) else {}
+    return StoredPositions.from_item(dict(response.get("Item", {})))
 
 
 def _prune(
@@ -515,17 +558,15 @@ def _prune(
     than the stream's retention plus margin): one extra write, once per such shard and item.
     Returns how many were removed, None when there was nothing to remove (no call made)."""
     horizon = now_ms // 1000 - settings.marker_ttl_seconds
-    stale = {}
-    for name, value in old.items():
-        if not counter_keys.is_shard_attribute(name) or name == own or "S" not in value:
-            continue
-        created = counter_keys.split_stamped(value["S"]).created_s
-        if created is not None and created < horizon:
-            stale[name] = value
+    stale = {
+        name: value
+        for name, value in StoredPositions.from_item(old).positions.items()
+        if name != own and (created := counter_keys.split_stamped(value).created_s) is not None and created < horizon
+    }
     if not stale:
         return None
     names = {f"#s{i}": name for i, name in enumerate(sorted(stale))}
-    values = {f":s{i}": stale[name] for i, name in enumerate(sorted(stale))}
+    values = {f":s{i}": {"S": stale[name]} for i, name in enumerate(sorted(stale))}
     try:
         dynamodb.update_item(
             TableName=settings.counts_table,
@@ -584,7 +625,7 @@ def apply_audit(
         except ClientError as exc:
             if _code(exc) != CONDITION_FAILED:
                 raise StorageError("could not write the audit counters") from exc
-            stored = counter_keys.split_stamped(_stored_item(dynamodb, settings, exc, key).get(shard, {}).get("S", ""))
+            stored = _stored_item(dynamodb, settings, exc, key).stamp(shard)
             remaining = [o for o in outcomes if o[0] > stored.position]
             if len(remaining) == len(outcomes):
                 raise StorageError("the audit's condition failed for no reason this code knows") from exc

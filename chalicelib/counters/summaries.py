@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import timebuckets
+from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
@@ -79,7 +80,9 @@ def plan(counted: Iterable[Countable]) -> list[tuple[Target, list[tuple[Countabl
     return sorted(groups.items())
 
 
-def write(dynamodb: Any, settings: Settings, target: Target, members: list[tuple[Countable, str]], now_ms: int) -> int:
+def write(
+    dynamodb: DynamoDB, settings: Settings, target: Target, members: list[tuple[Countable, str]], now_ms: int
+) -> int:
     """Merge the records of one shard into one summary item, exactly once; returns the calls made."""
     calls = 0
     key = dimension_keys.summary_key(target.counter, target.dimension, target.resolution, target.index, target.part)

@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import ClientError
 
-from chalicelib.core import clock, inputs, times, validation
+from chalicelib.core import clock, inputs, item_sizes, times, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
 from chalicelib.events import dimensions as event_dimensions
+from chalicelib.events import packs
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import WriteRequestTypeDef
@@ -190,6 +191,25 @@ def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:
     return item
 
 
+def to_items(events: list[Event], ingest_ms: int, settings: Settings) -> list[tuple[dict[str, Any], list[Event]]]:
+    """The items (plain Python values) that store one request's events, each with the events it
+    holds: one item for the request when it fits under packs.PACK_MAX_BYTES, else the fewest
+    packs in order (events/packs.py); a request of one event is one item of the one-event layout."""
+    singles = [to_item(e, ingest_ms, settings) for e in events]
+    if len(singles) > 1:
+        pk, sk = singles[0]["pk"], singles[0]["sk"]
+        singles = [{**item, "pk": pk, "sk": sk} for item in singles]  # one pack: one key
+    runs = packs.split(singles, lambda item: item_sizes.item_size(_serialize(item)))
+    stored = []
+    for number, run in enumerate(runs):
+        items = [singles[i] for i in run]
+        if number:  # every further pack its own key, as the seed's layout draws it
+            fresh = to_item(events[run[0]], ingest_ms, settings)
+            items = [{**item, "pk": fresh["pk"], "sk": fresh["sk"]} for item in items]
+        stored.append((packs.pack(items), [events[i] for i in run]))
+    return stored
+
+
 def store(
     dynamodb: DynamoDB,
     settings: Settings,
@@ -198,39 +218,46 @@ def store(
     sleep: Sleep | None = None,
     attempts: int = 6,
 ) -> list[str]:
-    """Write the events with BatchWriteItem, retrying unprocessed items; returns their ids."""
-    pending = [(e, _serialize(to_item(e, ingest_ms, settings))) for e in events]
+    """Write the events' items (to_items) with BatchWriteItem, retrying unprocessed items;
+    returns the events' ids. An item is written whole or not at all, so its events are stored
+    or failed together."""
+    pending = [(held, _serialize(item)) for item, held in to_items(events, ingest_ms, settings)]
+
+    def left() -> list[str]:
+        return [e.id for held, _ in pending for e in held]
+
+    def stored() -> list[str]:
+        failed = {id(e) for held, _ in pending for e in held}
+        return [e.id for e in events if id(e) not in failed]
+
     for attempt in range(attempts):
         requests: list[WriteRequestTypeDef] = [{"PutRequest": {"Item": item}} for _, item in pending]
         try:
             response = dynamodb.batch_write_item(RequestItems={settings.events_table: requests})
         except ClientError as exc:
             # The SDK already retried throttling; what is left will not pass by retrying.
-            stored = [e.id for e in events if all(e is not p for p, _ in pending)]
-            if not stored and exc.response.get("Error", {}).get("Code") == "ValidationException":
+            done = stored()
+            if not done and exc.response.get("Error", {}).get("Code") == "ValidationException":
                 raise RejectedError(
                     "DynamoDB refused the events (ValidationException): a field holds a value it cannot "
                     "store (counter, id, time or attributes); the same request will be refused again"
                 ) from exc
-            if not stored:
+            if not done:
                 raise StorageError("the events could not be stored; retry the request") from exc
             raise PartialWriteError(
-                "some events could not be stored; retry those listed in failed",
-                stored,
-                [e.id for e, _ in pending],
+                "some events could not be stored; retry those listed in failed", done, left()
             ) from exc
         unprocessed = response.get("UnprocessedItems", {}).get(settings.events_table, [])
-        left = {_item_key(r["PutRequest"]["Item"]) for r in unprocessed}
-        pending = [(e, item) for e, item in pending if _item_key(item) in left]
+        keys = {_item_key(r["PutRequest"]["Item"]) for r in unprocessed}
+        pending = [(held, item) for held, item in pending if _item_key(item) in keys]
         if not pending:
             return [e.id for e in events]
         if attempt < attempts - 1:
             (sleep or clock.sleep)(backoff(attempt, cap=1.0))
-    failed = [e.id for e, _ in pending]
-    stored = [e.id for e in events if all(e is not p for p, _ in pending)]
-    if not stored:
+    done = stored()
+    if not done:
         raise StorageError("the events could not be stored; retry the request")
-    raise PartialWriteError("some events could not be stored; retry those listed in failed", stored, failed)
+    raise PartialWriteError("some events could not be stored; retry those listed in failed", done, left())
 
 
 def _serialize(item: dict[str, Any]) -> dict[str, Any]:

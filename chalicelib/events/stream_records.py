@@ -5,15 +5,21 @@ mapping has a tumbling window (`TumblingWindowInSeconds`); the event then also c
 `window`, `state`, `isFinalInvokeForWindow` and `isWindowTerminatedEarly`, and the function must
 answer `{"state": {...}}` (docs/guarantees.md quotes both). Each record keeps the shard it came
 through: counting proves what it applied per shard, the unit AWS orders.
+
+A record is one events-table item, and an item may be a pack of several events
+(events/packs.py): `events_of` turns one record into the records of the events it carries, each
+with its index in the pack (`pack_index`), from which counting gives each its own position.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
+
+from chalicelib.events import packs
 
 _DESERIALIZER = TypeDeserializer()
 
@@ -28,6 +34,8 @@ class StreamRecord:
     error: str | None = None  # set when the image could not be deserialized
     shard: str = ""  # the stream shard it was read from ("" when the event did not say)
     created_s: float | None = None  # ApproximateCreationDateTime, epoch seconds
+    # The event's index in the pack the record carries; None for an item of one event.
+    pack_index: int | None = None
 
     def raw_json(self) -> str:
         return json.dumps(self.raw, default=str, sort_keys=True)
@@ -75,3 +83,46 @@ def from_lambda_record(record: Any, shard: str = "") -> StreamRecord:
         shard=shard,
         created_s=float(created) if isinstance(created, int | float) and not isinstance(created, bool) else None,
     )
+
+
+def events_of(record: StreamRecord) -> list[StreamRecord]:
+    """The records of the events one stream record carries, in pack order: the record itself
+    for an item of the one-event layout (or anything that is not a pack), else one per event of
+    the pack, each with the event's one-event image, its `pack_index`, `<eventID>#<index>` as
+    its id and, as its raw copy, the record narrowed to that event (what a set-aside event
+    keeps: the replay reads it back through this same function). A pack whose list of events
+    cannot be read is one record with the error."""
+    image = record.new_image
+    if record.error or image is None or not packs.is_pack(image):
+        return [record]
+    try:
+        unpacked = packs.unpack(image)
+    except packs.PackFormatError as exc:
+        return [replace(record, error=f"pack cannot be read: {exc}")]
+    return [
+        replace(
+            record,
+            event_id=f"{record.event_id}#{index}",
+            new_image=event,
+            raw=_narrowed(record.raw, image, index),
+            pack_index=index,
+        )
+        for index, event in unpacked
+        if index is not None
+    ]
+
+
+def _narrowed(raw: dict[str, Any], image: dict[str, Any], index: int) -> dict[str, Any]:
+    """The raw record with its pack cut down to the event at `index` (DynamoDB JSON)."""
+    found = raw.get("dynamodb")
+    ddb: dict[str, Any] = found if isinstance(found, dict) else {}
+    stored = ddb.get("NewImage", {})
+    entries = stored.get(packs.EVENTS, {}).get("L", [])
+    offset = int(image.get(packs.OFFSET, 0))
+    narrowed_image = {
+        **stored,
+        packs.COUNT: {"N": "1"},
+        packs.OFFSET: {"N": str(index)},
+        packs.EVENTS: {"L": entries[index - offset : index - offset + 1]},
+    }
+    return {**raw, "dynamodb": {**ddb, "NewImage": narrowed_image}}

@@ -15,6 +15,7 @@ from chalicelib.core import dynamo, keyspace, times, transactions
 from chalicelib.core.aws import S3, DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
+from chalicelib.events import packs
 from chalicelib.reports import ranges as report_ranges
 from chalicelib.reports.content import Report
 
@@ -52,7 +53,7 @@ def run(dynamodb: DynamoDB, s3: S3, settings: Settings, now_ms: int) -> RunResul
             return result
         end = min(cutoff, start + MAX_REPORT_SPAN_MS)
         report = Report(report_ranges.report_id(start, end), start, end)
-        report.add(read_events(dynamodb, settings, start, end))
+        report.add(read_events(dynamodb, settings, start, end, now_ms))
         _put_objects(s3, settings, report)
         if not _commit(dynamodb, settings, checkpoint, report):
             _discard_unless_committed(dynamodb, s3, settings, report.id)
@@ -70,23 +71,27 @@ def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:
     return None if item is None else int(item["end_ms"]["N"])
 
 
-def read_events(dynamodb: DynamoDB, settings: Settings, start_ms: int, end_ms: int) -> Iterator[dict[str, Any]]:
-    """The events ingested in [start_ms, end_ms), by strongly consistent, paginated Queries."""
+def read_events(
+    dynamodb: DynamoDB, settings: Settings, start_ms: int, end_ms: int, now_ms: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """The events ingested in [start_ms, end_ms), by strongly consistent, paginated Queries:
+    every event of every item once, packs unpacked (events/packs.py), items of the one-event
+    layout as they are; with `now_ms`, none past its own retention in the events table."""
+    now_s = None if now_ms is None else now_ms // 1000
     for query in report_ranges.partition_queries(start_ms, end_ms, settings.event_write_shards):
         condition, values = query.key_condition()
         request: dict[str, Any] = {
             "TableName": settings.events_table,
             "KeyConditionExpression": condition,
             "ExpressionAttributeValues": values,
-            "ExpressionAttributeNames": {"#c": "counter", "#a": "attributes", "#k": "kind"},
-            "ProjectionExpression": "#c, #a, #k",
             "ConsistentRead": True,
         }
         for page in dynamo.query_pages(dynamodb, request, "the events of the report could not be read"):
             for raw in page.get("Items", []):
                 item = {k: _DESERIALIZER.deserialize(v) for k, v in raw.items()}
-                if item.get("kind") == "event" and "counter" in item:
-                    yield item
+                for event in packs.events_in(item, now_s):
+                    if event.get("kind") == packs.EVENT_KIND and "counter" in event:
+                        yield event
 
 
 def _object_keys(report_id: str) -> dict[str, str]:

@@ -9,13 +9,14 @@ from chalicelib.core.dynamo import query_pages
 from chalicelib.core.settings import Settings
 
 
-def post_events(client: Any, events: list[dict[str, Any]]) -> None:
-    """POST events in batches of 25 (the API's limit); every batch must be stored."""
-    for start in range(0, len(events), 25):
+def post_events(client: Any, events: list[dict[str, Any]], per_request: int = 25) -> None:
+    """POST events in batches of `per_request` (25: the API's limit; a batch is stored as one
+    pack, a single event as one item of the one-event layout); every batch must be stored."""
+    for start in range(0, len(events), per_request):
         response = client.http.post(
             "/events",
             headers={"Content-Type": "application/json"},
-            body=json.dumps({"events": events[start : start + 25]}),
+            body=json.dumps({"events": events[start : start + per_request]}),
         )
         assert response.status_code == 201, response.body
 

@@ -69,3 +69,13 @@ def stored_event_records(dynamodb: Any, settings: Settings | None = None) -> lis
 
 def batches(records: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
     return [records[i : i + size] for i in range(0, len(records), size)]
+
+
+def carried(records: list[dict[str, Any]]) -> int:
+    """Events the records carry: a pack's `n`, one for an item of the one-event layout."""
+    return sum(
+        int(r["dynamodb"]["NewImage"].get("n", {}).get("N", "1"))
+        if r["dynamodb"].get("NewImage", {}).get("kind", {}).get("S") == "pack"
+        else 1
+        for r in records
+    )

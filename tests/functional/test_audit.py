@@ -74,8 +74,10 @@ def minutes_exact(dynamodb: Any) -> bool:
 def ingest_and_count(client: Any, aws: Any, clock: Any, n: int, lose: int = 0) -> str | None:
     """POST n events (counters a and b, times over the last two hours), deliver their stream
     records but `lose` of the fullest partition's (the stream handler writes each partition's
-    audit item for what it was given). Returns the partition that lost records."""
-    post_events(client, [{"counter": "ab"[i % 2], "time": clock.now - i * 4 * MINUTE} for i in range(n)])
+    audit item for what it was given). Each event is sent alone (an item of the one-event
+    layout, one record per event); packs are audited in test_packs.py. Returns the partition
+    that lost records."""
+    post_events(client, [{"counter": "ab"[i % 2], "time": clock.now - i * 4 * MINUTE} for i in range(n)], 1)
     records = [
         r for r in stored_event_records(aws.dynamodb) if r["dynamodb"]["NewImage"]["ingested_at"]["N"] == str(clock.now)
     ]

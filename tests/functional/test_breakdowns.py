@@ -192,6 +192,7 @@ def test_given_more_values_than_summaries_hold_when_broken_down_then_listed_exac
     assert all(v["sums"] == {"amount": per[v["value"]]} for v in answer["values"])
     assert sum(v["count"] for v in answer["values"]) + answer["others"]["count"] == count
     assert max(n for v, n in per.items() if v not in heavy) <= answer["bound"]
+    assert 0 < answer["others"]["values"] <= len(per) - 3
 
 
 def test_given_events_posted_with_dimensions_when_read_over_http_then_counts_sums_filters_and_breakdown(

@@ -148,8 +148,12 @@ def test_given_generated_ids_when_every_batch_delivered_twice_and_recut_then_exa
 def test_given_handler_dies_after_k_writes_when_batch_redelivered_then_exact(
     aws: Any, die_on: int, after: bool
 ) -> None:
-    # 300 events over 55 hours, 4 counters: about 230 bucket items, one UpdateItem each.
-    images = [image(f"p2#{i % 2}", "cdef"[i % 4], NOW - i * 11 * MINUTE) for i in range(300)]
+    # 300 events over 55 hours, 4 counters: about 230 bucket items, one UpdateItem each; a
+    # third carry client ids, so the handler may also die between a claim and its buckets.
+    images = [
+        image(f"p2#{i % 2}", "cdef"[i % 4], NOW - i * 11 * MINUTE, client_id=f"order-{i}" if i % 3 == 0 else None)
+        for i in range(300)
+    ]
     records = [record(i) for i in images]
     dying = Dying(aws.dynamodb, die_on, after)
     with pytest.raises(Killed):
@@ -497,8 +501,14 @@ def test_given_one_poison_record_of_each_kind_when_batch_delivered_then_good_cou
     bad_id = image("p7#1", "mixed", NOW, client_id="order-\udc00x")
     no_key = image("p" * 2100, "mixed", NOW)  # its audit item's key would be too long
     refused = image("p7#1", "refused", NOW)
-    poison = [undeserializable, bad_counter, bad_id, no_key, refused]
-    records = [record(i) for i in [good[0], good[1], *poison[:3], good[2], good[3], *poison[3:], good[4], good[5]]]
+    bad_time = {**image("p7#0", "mixed", NOW), "time": {"S": "not a time"}}
+    no_counter = {k: v for k, v in image("p7#0", "mixed", NOW).items() if k != "counter"}
+    garbage = {"pk": {"Q": "?"}, "sk": {"S": "?"}}  # not an image DynamoDB writes: no partition to audit
+    poison = [undeserializable, bad_counter, bad_id, no_key, refused, bad_time, no_counter, garbage]
+    records = [
+        record(i)
+        for i in [good[0], good[1], *poison[:3], good[2], good[3], *poison[3:5], good[4], *poison[5:], good[5]]
+    ]
     client = RejectsCounter(aws.dynamodb)
 
     result = apply(client, records)
@@ -513,6 +523,9 @@ def test_given_one_poison_record_of_each_kind_when_batch_delivered_then_good_cou
     assert "counter" in stored[records[3]["eventID"]]
     assert "refused" in stored[records[8]["eventID"]]
     assert audit(aws.dynamodb, "p7#1")["set_aside"] == 2 and audit(aws.dynamodb, "p7#1")["applied"] == 3
+    # p7#0: the bad counter, the bad time and the missing counter; the image that cannot be
+    # deserialized names no partition, so no audit item can count it.
+    assert audit(aws.dynamodb, "p7#0")["set_aside"] == 3 and audit(aws.dynamodb, "p7#0")["applied"] == 3
 
     again = apply(client, records)  # redelivered: nothing counted twice, nothing set aside twice
     assert again.counted == 0 and again.duplicates == len(good)

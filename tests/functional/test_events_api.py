@@ -6,8 +6,10 @@ import json
 from typing import Any
 
 import pytest
+from boto3.dynamodb.types import TypeDeserializer
 
 from chalicelib.core.settings import Settings
+from chalicelib.events import packs
 from tests.fakes import unprocessed_writes
 
 
@@ -17,6 +19,13 @@ def post(client: Any, body: Any) -> Any:
 
 def stored_events(aws: Any) -> list[dict[str, Any]]:
     return aws.dynamodb.scan(TableName=Settings().events_table)["Items"]
+
+
+def stored_ids(aws: Any) -> list[str]:
+    """The ids of every event stored, packs unpacked."""
+    deserialize = TypeDeserializer().deserialize
+    items = [{k: deserialize(v) for k, v in i.items()} for i in stored_events(aws)]
+    return sorted(str(event["id"]) for item in items for event in packs.events_in(item))
 
 
 def test_given_one_event_when_posted_then_201_with_its_id_and_one_item_stored(
@@ -75,15 +84,27 @@ def test_given_bad_bodies_when_posted_then_400_and_nothing_written(client: Any, 
     assert stored_events(aws) == []
 
 
-def test_given_batch_of_25_when_posted_then_all_stored_across_write_shards(client: Any, aws: Any, clock: Any) -> None:
+def test_given_batch_of_25_when_posted_then_one_pack_holds_them_in_order(client: Any, aws: Any, clock: Any) -> None:
     response = post(client, {"events": [{"counter": f"c{i % 3}", "attributes": {"amount": 1.5}} for i in range(25)]})
     assert response.status_code == 201
+    (item,) = stored_events(aws)
+    assert item["kind"]["S"] == "pack" and item["n"]["N"] == "25"
+    assert [e["M"]["i"]["S"] for e in item["e"]["L"]] == response.json_body["ids"]
+    assert [e["M"]["c"]["S"] for e in item["e"]["L"]] == [f"c{i % 3}" for i in range(25)]
+    assert stored_ids(aws) == sorted(response.json_body["ids"])
+
+
+def test_given_batches_when_posted_then_spread_across_write_shards_of_one_quarter_hour(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    for _ in range(40):
+        assert post(client, {"events": [{"counter": "c"}, {"counter": "d"}]}).status_code == 201
     items = stored_events(aws)
-    assert len(items) == 25
+    assert len(items) == 40
     quarter = {item["pk"]["S"].split("#")[0] for item in items}
     assert len(quarter) == 1 and len(next(iter(quarter))) == 12
-    assert {int(item["pk"]["S"].split("#")[1]) for item in items} <= set(range(Settings().event_write_shards))
-    assert len({item["sk"]["S"] for item in items}) == 25
+    assert {int(item["pk"]["S"].split("#")[1]) for item in items} == set(range(Settings().event_write_shards))
+    assert len({item["sk"]["S"] for item in items}) == 40
 
 
 def test_given_bad_query_when_counter_read_then_400(client: Any, clock: Any) -> None:
@@ -102,6 +123,7 @@ def test_given_bad_query_when_counter_read_then_400(client: Any, clock: Any) -> 
 def test_given_unprocessed_items_once_when_posted_then_retried_and_all_stored(
     client: Any, app_module: Any, aws: Any, clock: Any, monkeypatch: Any
 ) -> None:
+    monkeypatch.setattr(packs, "PACK_MAX_BYTES", 1)  # one item per event: several items to leave unprocessed
     monkeypatch.setattr(app_module.aws, "dynamodb", unprocessed_writes(aws.dynamodb, stuck=3, times=2), raising=False)
     response = post(client, {"events": [{"counter": "jobs", "id": f"e{i}"} for i in range(10)]})
     assert response.status_code == 201
@@ -111,6 +133,7 @@ def test_given_unprocessed_items_once_when_posted_then_retried_and_all_stored(
 def test_given_items_that_stay_unprocessed_when_posted_then_503_says_which_were_stored(
     client: Any, app_module: Any, aws: Any, clock: Any, monkeypatch: Any
 ) -> None:
+    monkeypatch.setattr(packs, "PACK_MAX_BYTES", 1)  # one item per event
     monkeypatch.setattr(app_module.aws, "dynamodb", unprocessed_writes(aws.dynamodb, stuck=2, times=100), raising=False)
     response = post(client, {"events": [{"counter": "jobs", "id": f"e{i}"} for i in range(5)]})
     assert response.status_code == 503

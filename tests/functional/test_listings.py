@@ -125,5 +125,6 @@ def test_given_one_quarantine_source_when_listed_then_a_cursor_of_another_source
     body = get(client, "/quarantine?limit=1").json_body
     assert body["records"][0]["source"] == quarantine.SOURCES[0]
     assert get(client, f"/quarantine?source={quarantine.SOURCES[1]}&cursor={body['next']}", 400)
+    assert get(client, "/quarantine?source=elsewhere", 400)
     paged, _ = every_page(client, f"/quarantine?source={quarantine.SOURCES[1]}", "records", 1)
     assert {r["source"] for r in paged} == {quarantine.SOURCES[1]} and len(paged) == COUNT // 2

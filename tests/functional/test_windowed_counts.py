@@ -97,51 +97,6 @@ def test_given_every_batch_delivered_again_when_counted_then_exact(
     assert_windows_exact(client, spread_events, clock.now)
 
 
-class DiesOnTransaction:
-    """A DynamoDB client that raises before its n-th write (any kind), as a killed handler would."""
-
-    def __init__(self, real: Any, die_on: int) -> None:
-        self.real = real
-        self.die_on = die_on
-        self.transactions = 0
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.real, name)
-        if name not in ("update_item", "put_item", "transact_write_items"):
-            return method
-
-        def write(**kwargs: Any) -> Any:
-            self.transactions += 1
-            if self.transactions == self.die_on:
-                raise TimeoutError("handler killed")
-            return method(**kwargs)
-
-        return write
-
-
-@pytest.mark.parametrize("die_on", [2, 40, 120])
-def test_given_handler_dies_half_way_when_batch_redelivered_then_exact(
-    client: Any,
-    app_module: Any,
-    aws: Any,
-    clock: Any,
-    spread_events: dict[str, list[int]],
-    monkeypatch: pytest.MonkeyPatch,
-    die_on: int,
-) -> None:
-    post_events(client, as_posts(spread_events, with_ids=True))
-    records = stored_event_records(aws.dynamodb)
-    dying = DiesOnTransaction(aws.dynamodb, die_on)
-    monkeypatch.setattr(app_module.aws, "dynamodb", dying, raising=False)
-    with pytest.raises(TimeoutError):
-        deliver(client, records)  # one big batch: claims, then one UpdateItem per bucket item
-    assert dying.transactions == die_on
-    monkeypatch.setattr(app_module.aws, "dynamodb", dying.real, raising=False)
-    result = deliver(client, records)
-    assert result["counted"] + result["duplicates"] == len(records)
-    assert_windows_exact(client, spread_events, clock.now)
-
-
 def test_given_client_retries_post_with_same_id_when_counted_then_once(
     client: Any, app_module: Any, aws: Any, clock: Any
 ) -> None:
@@ -164,30 +119,6 @@ def test_given_modify_and_remove_records_when_delivered_then_ignored(
     result = deliver(client, [record(image, "MODIFY"), record(image, "REMOVE"), insert])
     assert result["skipped"] == 2 and result["counted"] == 1
     assert window_count(client, "ttl", "window=5m")["count"] == 1
-
-
-def test_given_poison_records_in_batch_when_delivered_then_good_ones_counted_and_bad_set_aside(
-    client: Any, app_module: Any, aws: Any, clock: Any
-) -> None:
-    post_events(client, [{"counter": "mixed", "time": clock.now} for _ in range(4)])
-    good = stored_event_records(aws.dynamodb)
-    bad_image = dict(good[0]["dynamodb"]["NewImage"])
-    bad_image["time"] = {"S": "not a time"}
-    no_counter = {k: v for k, v in good[1]["dynamodb"]["NewImage"].items() if k != "counter"}
-    garbage = record(good[2]["dynamodb"]["NewImage"])
-    garbage["dynamodb"]["NewImage"] = {"pk": {"Q": "?"}}
-    batch = [good[0], record(bad_image), good[1], record(no_counter), good[2], garbage, good[3]]
-    result = deliver(client, batch)
-    assert result["counted"] == 4 and result["quarantined"] == 3
-    assert window_count(client, "mixed", "window=5m")["count"] == 4
-    quarantine = client.http.get("/quarantine?source=events-stream").json_body["records"]
-    assert len(quarantine) == 3
-    assert {q["id"] for q in quarantine} == {batch[1]["eventID"], batch[3]["eventID"], batch[5]["eventID"]}
-    assert client.http.get("/quarantine?source=elsewhere").status_code == 400
-    # Delivered again: still 4, and the quarantine does not grow.
-    deliver(client, batch)
-    assert window_count(client, "mixed", "window=5m")["count"] == 4
-    assert len(client.http.get("/quarantine").json_body["records"]) == 3
 
 
 def test_given_buckets_past_retention_when_read_then_ignored_and_window_flagged(

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chalicelib.access import gate, keys, policy
+from chalicelib.access import api_keys, gate, policy
 from chalicelib.access.policy import ADMIN, INGEST, READ, KeyRecord
 from chalicelib.core.errors import StorageError, ValidationError
 
@@ -89,13 +89,16 @@ def test_given_any_key_when_passed_through_the_authorizer_context_then_the_decis
 
 
 def test_given_generated_keys_then_recognisable_random_and_hashed_to_a_public_id() -> None:
-    generated = {keys.generate() for _ in range(200)}
+    generated = {api_keys.generate() for _ in range(200)}
 
     assert len(generated) == 200
-    assert all(keys.is_well_formed(k) and k.startswith("tly_") for k in generated)
+    assert all(api_keys.is_well_formed(k) and k.startswith("tly_") for k in generated)
     key = generated.pop()
     assert len(key) - len("tly_") == 43  # 32 random bytes, URL-safe base64
-    assert re.fullmatch(r"[0-9a-f]{64}", keys.digest(key)) and keys.key_id(keys.digest(key)) == keys.digest(key)[:16]
+    assert (
+        re.fullmatch(r"[0-9a-f]{64}", api_keys.digest(key))
+        and api_keys.key_id(api_keys.digest(key)) == api_keys.digest(key)[:16]
+    )
 
 
 @pytest.mark.parametrize(
@@ -114,15 +117,15 @@ def test_given_generated_keys_then_recognisable_random_and_hashed_to_a_public_id
 def test_given_an_authorization_header_then_the_key_is_read_only_from_the_bearer_form(
     header: str | None, found: bool
 ) -> None:
-    key = keys.generate()
+    key = api_keys.generate()
 
-    result = keys.from_bearer(header.replace("{k}", key) if header is not None else None)
+    result = api_keys.from_bearer(header.replace("{k}", key) if header is not None else None)
 
     assert result == (key if found else None)
 
 
 def test_given_a_known_key_then_the_authorizer_allows_every_route_with_the_key_in_context_whatever_its_scope() -> None:
-    key = keys.generate()
+    key = api_keys.generate()
     record = KeyRecord("0123456789abcdef", frozenset({READ}), prefix="blog.")
 
     answers = [gate.authorize({key: record}.get, f"Bearer {key}", ARN, need) for need in (READ, ADMIN, INGEST)]
@@ -180,7 +183,7 @@ def test_given_a_policy_made_for_one_request_then_it_allows_every_later_route_of
     names: list[str], routes: list[tuple[str, str]]
 ) -> None:
     """What API Gateway's cache does: the answer to the first request decides the later ones."""
-    key = keys.generate()
+    key = api_keys.generate()
     record = KeyRecord("0123456789abcdef", frozenset({ADMIN}))
 
     def arn(name: str, route: tuple[str, str]) -> str:
@@ -208,7 +211,7 @@ def test_given_a_policy_made_for_one_request_then_it_allows_every_later_route_of
     ],
 )
 def test_given_something_that_is_not_a_method_arn_then_the_authorizer_fails_instead_of_guessing(arn: str) -> None:
-    key = keys.generate()
+    key = api_keys.generate()
     record = KeyRecord("0123456789abcdef", frozenset({READ}))
 
     with pytest.raises(gate.MalformedArn):
@@ -222,7 +225,7 @@ def test_given_no_or_an_unknown_key_then_the_authorizer_raises_lambdas_unauthori
 
 
 def test_given_a_revoked_key_then_the_authorizer_raises_unauthorized() -> None:
-    key = keys.generate()
+    key = api_keys.generate()
     record = KeyRecord("0123456789abcdef", frozenset({ADMIN}), revoked_ms=5)
 
     with pytest.raises(gate.Unauthorized):
@@ -297,7 +300,7 @@ def test_given_the_key_store_failing_when_a_beacon_arrives_then_503_in_chalices_
 
     access = policy.ROUTES[("POST", "/beacon/views")]
 
-    outcome = gate.check_request(access, {}, {"key": keys.generate()}, b"{}", None, None, failing, ())
+    outcome = gate.check_request(access, {}, {"key": api_keys.generate()}, b"{}", None, None, failing, ())
 
     assert (outcome.decision.allowed, outcome.decision.status) == (False, 503)
     assert gate.error_body(outcome.decision)["Code"] == "ServiceUnavailable"

@@ -1,0 +1,191 @@
+"""The events-table item format: a request's events packed into as few items as fit. Pure.
+
+DynamoDB charges a write by the started kilobyte of the item, and an event is typically 100-200
+bytes: one item per event pays a whole write unit for each. A `POST /events` request is
+therefore stored as ONE item holding all its events (a pack) whenever that item stays under
+PACK_MAX_BYTES, and as the fewest packs under it otherwise (an event's attributes may take
+16 KB, so 25 of them can pass DynamoDB's 400 KB item limit). One item per request is the
+fewest write units there can be (ceil(total / 1 KB)); cutting packs at one kilobyte instead
+would add the rounding of every pack. What bounds the consumers is the item size, not the
+number of events: a pack holds at most MAX_BATCH (25) events, a stream record at most one
+item, and the report's Query pages stay 1 MB.
+
+Two layouts, told apart by `kind`:
+
+- `kind = "event"`: one event per item (the earlier layout, and still how a request of one
+  event is stored: a pack of one would save nothing). Fields: pk, sk, counter, id, id_given,
+  time, retention, attributes, ingested_at, expires_at.
+- `kind = "pack"`: pk, sk, ingested_at, expires_at (the latest of its events' own expiry:
+  a pack lives as long as its longest-lived event), `n` (number of events: the audit counts
+  events by it), `o` (the index of its first event, 0 unless a copy narrowed to one event) and
+  `e`, the list of events. Each event is its one-event item without the pack's fields, with
+  short names (SHORT_NAMES; a field without one keeps its name), `t` its time as an offset
+  from `ingested_at`, `g` only when the id was given, and `x` its own expiry only when
+  earlier than the pack's.
+
+Older code reads only `kind = "event"`: a pack is invisible to it (neither counted nor
+reported) rather than misread, and the audit shows the gap (docs/counting.md: deploy order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from decimal import Decimal
+from typing import Any
+
+EVENT_KIND = "event"
+PACK_KIND = "pack"
+KINDS = (EVENT_KIND, PACK_KIND)
+# DynamoDB's item limit is 400 KB (409,600 bytes); the margin covers the estimate below and
+# the pack's own fields.
+PACK_MAX_BYTES = 360_000
+PACK_LEVEL = ("pk", "sk", "kind", "ingested_at", "expires_at")
+SHORT_NAMES = {
+    "counter": "c",
+    "id": "i",
+    "id_given": "g",
+    "time": "t",
+    "retention": "r",
+    "attributes": "a",
+    "dimensions": "d",
+    "values": "v",
+}
+LONG_NAMES = {short: name for name, short in SHORT_NAMES.items()}
+EXPIRES = "x"
+EVENTS = "e"
+COUNT = "n"
+OFFSET = "o"
+
+
+class PackFormatError(ValueError):
+    """A pack item that does not hold a list of events."""
+
+
+def pack(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One item holding the events of `items` (one-event items of one request: same pk, sk,
+    ingest time); a single item is returned as it is."""
+    if len(items) == 1:
+        return dict(items[0])
+    first = items[0]
+    ingested = int(first["ingested_at"])
+    expires = max(int(i["expires_at"]) for i in items)
+    return {
+        "pk": first["pk"],
+        "sk": first["sk"],
+        "kind": PACK_KIND,
+        "ingested_at": ingested,
+        "expires_at": expires,
+        COUNT: len(items),
+        EVENTS: [_entry(i, ingested, expires) for i in items],
+    }
+
+
+def _entry(item: dict[str, Any], ingested: int, pack_expires: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {}
+    for name, value in item.items():
+        if name in PACK_LEVEL:
+            continue
+        if name == "id_given":
+            if value is True:
+                entry["g"] = True
+        elif name == "time":
+            entry["t"] = int(value) - ingested
+        elif name == "attributes" and not value:
+            continue
+        else:
+            entry[SHORT_NAMES.get(name, name)] = value
+    if int(item["expires_at"]) < pack_expires:
+        entry[EXPIRES] = int(item["expires_at"])
+    return entry
+
+
+def split(
+    items: Sequence[dict[str, Any]], size: Callable[[dict[str, Any]], int], limit: int | None = None
+) -> list[list[int]]:
+    """The indexes of `items` cut into runs, in order, each of whose pack `size` says is at most
+    `limit` bytes (PACK_MAX_BYTES by default; an item alone always makes a run)."""
+    limit = PACK_MAX_BYTES if limit is None else limit
+    if len(items) <= 1 or size(pack(items)) <= limit:
+        return [list(range(len(items)))]  # the usual case: sized once
+    runs: list[list[int]] = []
+    current: list[int] = []
+    for index in range(len(items)):
+        trial = [*current, index]
+        if current and size(pack([items[i] for i in trial])) > limit:
+            runs.append(current)
+            trial = [index]
+        current = trial
+    if current:
+        runs.append(current)
+    return runs
+
+
+def is_pack(item: dict[str, Any]) -> bool:
+    return item.get("kind") == PACK_KIND
+
+
+def count(item: dict[str, Any]) -> int:
+    """Events an item holds: `n` of a pack, one for an item of the one-event layout."""
+    n = item.get(COUNT)
+    if is_pack(item) and isinstance(n, int | Decimal) and not isinstance(n, bool) and n >= 0:
+        return int(n)
+    return 1
+
+
+def unpack(item: dict[str, Any]) -> list[tuple[int | None, dict[str, Any]]]:
+    """The events an item holds, each as its one-event item (plain values, as deserialized)
+    with its index in the pack (None for an item of the one-event layout). PackFormatError if
+    the pack's list cannot be read; an entry that is not a map comes back as an empty event,
+    for the validation of each event to refuse."""
+    if not is_pack(item):
+        return [(None, item)]
+    entries = item.get(EVENTS)
+    if not isinstance(entries, list):
+        raise PackFormatError("a pack holds no list of events")
+    offset = item.get(OFFSET, 0)
+    if not isinstance(offset, int | Decimal) or isinstance(offset, bool) or offset < 0:
+        raise PackFormatError("a pack's first index is not a count")
+    ingested = item.get("ingested_at")
+    if not isinstance(ingested, int | Decimal) or isinstance(ingested, bool):
+        raise PackFormatError("a pack has no ingest time")
+    return [(int(offset) + k, _event(item, entry, int(ingested))) for k, entry in enumerate(entries)]
+
+
+def _event(item: dict[str, Any], entry: Any, ingested: int) -> dict[str, Any]:
+    event: dict[str, Any] = {name: item[name] for name in PACK_LEVEL if name in item}
+    event["kind"] = EVENT_KIND
+    if not isinstance(entry, dict):
+        return event
+    event["id_given"] = entry.get("g") is True
+    event["attributes"] = {}
+    for name, value in entry.items():
+        if name == "g":
+            continue
+        if name == "t":
+            event["time"] = (
+                value + ingested if isinstance(value, int | Decimal) and not isinstance(value, bool) else value
+            )
+        elif name == EXPIRES:
+            event["expires_at"] = value
+        else:
+            event[LONG_NAMES.get(str(name), str(name))] = value
+    return event
+
+
+def live(event: dict[str, Any], now_s: int) -> bool:
+    """Whether an event (as unpacked) is within its own retention in the events table: readers
+    skip an event past it even while its pack, kept for a longer-lived event, is still stored."""
+    expires = event.get("expires_at")
+    return not isinstance(expires, int | Decimal) or isinstance(expires, bool) or expires >= now_s
+
+
+def events_in(item: dict[str, Any], now_s: int | None = None) -> Iterator[dict[str, Any]]:
+    """Every event of an item that can be read, as its one-event item; with `now_s`, only those
+    within their own retention. A pack whose list cannot be read yields nothing."""
+    try:
+        unpacked = unpack(item)
+    except PackFormatError:
+        return
+    for _, event in unpacked:
+        if now_s is None or live(event, now_s):
+            yield event
