@@ -1,5 +1,8 @@
 """GET /views/top on moto against brute force: random windows, redelivery, a handler dying
-half-way, concurrent summary updates, and summaries too small to hold every URL."""
+half-way, concurrent summary updates, and summaries too small to hold every URL.
+
+Kept small: moto answers a Query by comparing every item of the table, and a top read makes
+one Query per candidate it examines (DynamoDB reads only the items of the key range)."""
 
 from __future__ import annotations
 
@@ -83,7 +86,7 @@ def count_in_phases(client: Any, aws: Any, clock: Any, rng: random.Random, phase
     delivered in shuffled parts and then all over again."""
     every: list[dict[str, Any]] = []
     for _ in range(phases):
-        bodies = views_over(rng, clock.now, urls=20, n=70, days=12)
+        bodies = views_over(rng, clock.now, urls=15, n=50, days=12)
         post_all(client, bodies)
         messages = receive_all(aws)
         rng.shuffle(messages)
@@ -104,10 +107,10 @@ def test_given_views_over_five_weeks_when_random_windows_read_then_top_urls_equa
     low = min(b["time"] for b in bodies) - DAY
     assert_top_exact(client, bodies, 10, window="40d")
     assert_top_exact(client, bodies, 3, prefix="https://blog.example/", window="40d")
-    assert_top_exact(client, bodies, 30, prefix="https://blog.example/", window="40d")
-    for _ in range(5):
+    assert_top_exact(client, bodies, 10, prefix="https://blog.example/", window="40d")
+    for _ in range(4):
         start, end = sorted(rng.randrange(low, clock.now) for _ in range(2))
-        limit = rng.choice([1, 3, 30])
+        limit = rng.choice([1, 3, 8])
         assert_top_exact(client, bodies, limit, rng.choice([None, "https://shop.example/"]), start=start, end=end)
 
 
