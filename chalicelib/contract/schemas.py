@@ -47,6 +47,12 @@ def nullable(schema: Schema) -> Schema:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
+def nullable_object(schema: Schema) -> Schema:
+    """An optional object that may also be null (null or absent: none), its description outside."""
+    described: Schema = {k: schema.pop(k) for k in ("description", "examples") if k in schema}
+    return {**nullable(schema), **described}
+
+
 def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None, closed: bool = False) -> Schema:
     """An object with these properties; `closed` when the API refuses any other field."""
     schema: Schema = {"type": "object", "properties": {**required, **(optional or {})}, "required": list(required)}
@@ -158,24 +164,28 @@ EVENT = obj(
             f"{inputs.MAX_STORED_DEPTH} levels, no empty key at any depth (DynamoDB's naming rule); "
             "numbers are summed in reports",
         },
-        "dimensions": {
-            "type": "object",
-            "maxProperties": event_dimensions.MAX_DIMENSIONS,
-            "propertyNames": DIMENSION_NAME,
-            "additionalProperties": string(minLength=1, maxLength=event_dimensions.DIMENSION_VALUE_MAX_CHARS),
-            "description": f"at most {event_dimensions.MAX_DIMENSIONS} dimensions, each a string value: counts "
-            "and sums are kept per value (GET /counters/{counter}/breakdown) and filter with `where`",
-            "examples": [{"provider": "p2", "region": "eu"}],
-        },
-        "values": {
-            "type": "object",
-            "maxProperties": event_dimensions.MAX_VALUES,
-            "propertyNames": DIMENSION_NAME,
-            "additionalProperties": {"type": "number", "description": "a number DynamoDB can store (38 digits)"},
-            "description": f"at most {event_dimensions.MAX_VALUES} numbers, each summed exactly (in decimal) "
-            "beside every count (`sums`)",
-            "examples": [{"amount": 12.5, "bytes": 1024}],
-        },
+        "dimensions": nullable_object(
+            {
+                "type": "object",
+                "maxProperties": event_dimensions.MAX_DIMENSIONS,
+                "propertyNames": DIMENSION_NAME,
+                "additionalProperties": string(minLength=1, maxLength=event_dimensions.DIMENSION_VALUE_MAX_CHARS),
+                "description": f"at most {event_dimensions.MAX_DIMENSIONS} dimensions, each a string value: counts "
+                "and sums are kept per value (GET /counters/{counter}/breakdown) and filter with `where`",
+                "examples": [{"provider": "p2", "region": "eu"}],
+            }
+        ),
+        "values": nullable_object(
+            {
+                "type": "object",
+                "maxProperties": event_dimensions.MAX_VALUES,
+                "propertyNames": DIMENSION_NAME,
+                "additionalProperties": {"type": "number", "description": "a number DynamoDB can store (38 digits)"},
+                "description": f"at most {event_dimensions.MAX_VALUES} numbers, each summed exactly (in decimal) "
+                "beside every count (`sums`)",
+                "examples": [{"amount": 12.5, "bytes": 1024}],
+            }
+        ),
     },
     closed=True,
 )
