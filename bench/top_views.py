@@ -95,14 +95,18 @@ def run(urls: int, per_url: int, limit: int) -> list[tuple[str, str, dict[str, f
             ]
             views_batches.apply_messages(handler, clients.sqs, settings, messages, NOW)
         summaries = writes.total("PutItem")
-        largest = max(
-            item_size(i)
-            for i in clients.dynamodb.scan(
-                TableName=settings.counts_table,
-                FilterExpression="begins_with(pk, :p)",
-                ExpressionAttributeValues={":p": {"S": keyspace.VIEW_TOP}},
-            )["Items"]
-        )
+        scan: dict[str, Any] = {
+            "TableName": settings.counts_table,
+            "FilterExpression": "begins_with(pk, :p)",
+            "ExpressionAttributeValues": {":p": {"S": keyspace.VIEW_TOP}},
+        }
+        largest = 0
+        while True:  # every page: a filtered Scan page may hold none of them
+            page = clients.dynamodb.scan(**scan)
+            largest = max([largest, *(item_size(i) for i in page["Items"])])
+            if "LastEvaluatedKey" not in page:
+                break
+            scan["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         write_note = (
             f"summaries: {summaries.write_units * 1000 / len(views):.1f} WCU per 1,000 views, largest {largest:,} B"
         )
