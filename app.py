@@ -18,6 +18,7 @@ from chalicelib.core.aws import AwsClients
 from chalicelib.core.errors import NotFoundError as TallyNotFound
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.settings import Settings
+from chalicelib.core.static import Asset
 from chalicelib.counters import audit_runs, breakdowns, dimension_keys
 from chalicelib.counters import catalog as counter_catalog
 from chalicelib.counters import reads as counters
@@ -29,6 +30,10 @@ from chalicelib.events import ingest as events
 from chalicelib.events import stream_records
 from chalicelib.reports import api as reports_api
 from chalicelib.reports import runs as reports_runs
+from chalicelib.sites import beacon as site_beacon
+from chalicelib.sites import listing as site_listing
+from chalicelib.sites import script as site_script
+from chalicelib.sites import summary as site_summary
 from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
 from chalicelib.views import api as views_api
@@ -402,6 +407,41 @@ def on_view_messages(event: Any) -> dict[str, int]:
     return result.as_dict()
 
 
+# -- site analytics: the tracker's beacon (docs/tracker.md) ----------------------------------
+
+
+@app.route("/beacon/pageview", methods=["POST"], content_types=BODY_TYPES)
+@answers
+def post_pageview() -> Response:
+    now = clock.now_ms()
+    beacon = site_beacon.parse_body(json_body(), now, settings)
+    ip = str(request().context.get("identity", {}).get("sourceIp", ""))
+    agent = request().headers.get("user-agent")
+    outcome = site_beacon.count(aws.dynamodb, aws.sqs, settings, beacon, ip, agent, now)
+    return Response(body=outcome.as_dict(), status_code=202)
+
+
+@app.route("/sites", methods=["GET"], authorizer=read_key)
+@answers
+def list_sites() -> dict[str, Any]:
+    return site_listing.listing(aws.dynamodb, settings, query(), clock.now_ms())
+
+
+@app.route("/sites/{site}/summary", methods=["GET"], authorizer=read_key)
+@answers
+def get_site_summary(site: str) -> dict[str, Any]:
+    now = clock.now_ms()
+    params = query()
+    minutes, hours = windows.minute_range(params, now), windows.hour_range(params, now)
+    return site_summary.summary(aws.dynamodb, settings, site, minutes, hours, site_summary.parse_limit(params), now)
+
+
+@app.route("/tally.js", methods=["GET"])
+@answers
+def tracker_script() -> Response:
+    return static_answer(site_script.script(), query().get("v"))
+
+
 # -- the dashboard: its page and assets (no key needed), and the listings it reads ----------------
 
 
@@ -423,7 +463,7 @@ def openapi_document() -> dict[str, Any]:
     return contract.document()
 
 
-def static_answer(asset: dashboard.Asset, version: str | None = None) -> Response:
+def static_answer(asset: Asset, version: str | None = None) -> Response:
     status, headers, body = asset.answer(request().headers.get("if-none-match"), version)
     return Response(body=body, status_code=status, headers=headers)
 

@@ -65,7 +65,8 @@ from chalicelib.uniques import batches as uniques_batches  # noqa: E402
 from chalicelib.uniques import sketches  # noqa: E402
 from chalicelib.views import api as views_api  # noqa: E402
 from chalicelib.views import batches as views_batches  # noqa: E402
-from chalicelib.views import keys as view_keys  # noqa: E402
+from chalicelib.views import messages as view_messages  # noqa: E402
+from chalicelib.views import validation as view_validation  # noqa: E402
 from tools import resources  # noqa: E402
 
 MILLION = 1_000_000
@@ -403,14 +404,16 @@ def views_workload(n: int) -> tuple[dict[str, Bill], dict[str, Any]]:
         now = max(v.time_ms for v in deliveries) + 1000
         for view in deliveries:
             with api.invocation():
-                views_api.enqueue(sqs, settings, view_keys.parse_body(json.loads(view_keys.to_message(view))), now)
+                views_api.enqueue(
+                    sqs, settings, view_validation.parse_body(json.loads(view_messages.to_message(view))), now
+                )
         handler, counting = Handler("on_view_messages"), Meter(probe)
         client = counting.attach(AwsClients(settings).dynamodb)
         size = settings.views_batch_size
         batches = [deliveries[i : i + size] for i in range(0, len(deliveries), size)]
         for number, batch in enumerate(batches):
             messages = [
-                Message(f"{number}-{i}", f"r-{number}-{i}", view_keys.to_message(v)) for i, v in enumerate(batch)
+                Message(f"{number}-{i}", f"r-{number}-{i}", view_messages.to_message(v)) for i, v in enumerate(batch)
             ]
             with handler.invocation():
                 views_batches.apply_messages(client, sqs, settings, messages, views_bench.T0)
@@ -552,7 +555,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "ratio": totals["tally"] / totals["seed"],
             "notes": notes,
         }
-    out["events_table"] = ingest_units(args.events)
+    out["events_table"] = ingest_units(args.ingest_events)
     out["seconds"] = round(time.perf_counter() - began, 1)
     return out
 
@@ -598,6 +601,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=2000, help="counters workload: events simulated")
     parser.add_argument("--views", type=int, default=2000, help="views workload: deliveries simulated")
     parser.add_argument("--minutes", type=int, default=3, help="uniques workload: minutes simulated")
+    parser.add_argument(
+        "--ingest-events",
+        type=int,
+        default=500,
+        help="events-table sweep: events per row (every request of a row is stored alike: a few suffice)",
+    )
     args = parser.parse_args(argv)
     out = run(args)
     if args.json:

@@ -253,6 +253,9 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("POST", "/beacon/events"): RouteAccess(INGEST, Names(body="counter", batch="events"), beacon=True),
     ("POST", "/beacon/views"): RouteAccess(INGEST, Names(body="url", batch="views"), beacon=True),
     ("POST", "/beacon/hyperloglog/{name}"): RouteAccess(INGEST, Names(path="name"), beacon=True),
+    # The tracker's page views: the names (site:<host>, the page URL) come from the server, so a
+    # prefix-limited key is refused; the key's origins limit which sites may send.
+    ("POST", "/beacon/pageview"): RouteAccess(INGEST, EVERY_NAME, beacon=True),
     ("GET", "/counters/{counter}"): RouteAccess(READ, Names(path="counter")),
     ("GET", "/counters/{counter}/histogram"): RouteAccess(READ, Names(path="counter")),
     ("GET", "/counters/{counter}/breakdown"): RouteAccess(READ, Names(path="counter")),
@@ -274,8 +277,13 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("GET", "/"): RouteAccess(None),
     ("GET", "/dashboard/{name}"): RouteAccess(None),
     ("GET", "/openapi.json"): RouteAccess(None),
+    ("GET", "/tally.js"): RouteAccess(None),  # the tracker script, loaded by any site's page
     ("GET", "/counters"): RouteAccess(READ),
     ("GET", "/views/urls"): RouteAccess(READ),
+    ("GET", "/sites"): RouteAccess(READ),
+    # A site's summary reads counters site:<site> and site-utm:<site> and the unique count
+    # site:<site>, names the path does not spell: not for a prefix-limited key.
+    ("GET", "/sites/{site}/summary"): RouteAccess(READ),
     ("GET", "/quarantine/counts"): RouteAccess(ADMIN),
     ("POST", "/quarantine/replay"): RouteAccess(ADMIN),
     ("GET", "/audit"): RouteAccess(ADMIN),

@@ -114,6 +114,17 @@ OPERATIONS: tuple[Operation, ...] = (
         body=s.EVENTS_BODY,
     ),
     Operation(
+        "POST",
+        "/beacon/pageview",
+        "postPageview",
+        "sites",
+        "A page view (or custom event) from tally.js, counted without cookies (docs/tracker.md)",
+        (Answer(202, "counted, or not (a known bot: `counted` false)", s.PAGEVIEW_OUTCOME),),
+        body=s.PAGEVIEW_BODY,
+        description="The visitor id is a keyed hash of a daily salt, the site, the client's IP address and user "
+        "agent, never stored. A resent beacon (same url, time and visitor) counts once.",
+    ),
+    Operation(
         "GET",
         "/counters/{counter}",
         "getCounter",
@@ -473,6 +484,48 @@ OPERATIONS: tuple[Operation, ...] = (
             Param("If-None-Match", s.string(), where="header"),
         ),
         errors=(400, 404),
+    ),
+    Operation(
+        "GET",
+        "/sites",
+        "listSites",
+        "sites",
+        "The sites that sent page views, by name",
+        (Answer(200, "a page of sites", s.SITE_LISTING),),
+        params=PAGE,
+    ),
+    Operation(
+        "GET",
+        "/sites/{site}/summary",
+        "getSiteSummary",
+        "sites",
+        "A site's visitors, page views, top pages, referrers, sources and devices over a window",
+        (Answer(200, "the summary", s.SITE_SUMMARY),),
+        params=(
+            path(
+                "site", {**s.NAME, "maxLength": s.SITE_MAX_CHARS}, "the site: its hostname, or the script's data-site"
+            ),
+            *WINDOW,
+            Param("limit", s.query_integer(1, 1000, 10), "the longest list"),
+        ),
+        description=WINDOWED
+        + " Visitors are counted over whole UTC hours (`visitors_start`, `visitors_end`), as unique counts are.",
+    ),
+    Operation(
+        "GET",
+        "/tally.js",
+        "trackerScript",
+        "sites",
+        "The tracker script a site links (docs/tracker.md): cached an hour, or a year with the current `v`",
+        (
+            Answer(200, "the script", s.string(), media=(MEDIA[".js"],), headers=(ETAG,)),
+            Answer(304, "the client's copy is current (If-None-Match)", None),
+        ),
+        params=(
+            Param("v", s.query_text(), "the script's content hash"),
+            Param("If-None-Match", s.string(), where="header"),
+        ),
+        errors=(400,),  # a query string past the bounds every route shares (core.inputs)
     ),
     Operation(
         "GET",

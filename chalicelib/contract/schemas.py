@@ -560,3 +560,77 @@ REPLAY = obj(
         for name in ("replayed", "already_counted", "expired", "still_bad", "not_found")
     }
 )
+
+# -- site analytics (sites/: the tracker's beacon, site summaries) ---------------------------------
+# Bounds as sites/beacon.py declares them (tests/functional/test_sites.py checks they agree).
+BEACON_WIDTH_MAX = 100_000
+SITE_MAX_CHARS = 180
+PAGEVIEW_BODY = obj(
+    {
+        "url": _nonblank(view_input.URL_MAX_CHARS),
+        "time": {
+            **BODY_TIME,
+            "description": "when the page was viewed (the script's clock): with the URL and the visitor it makes "
+            "the page view unique; at most a day old",
+        },
+    },
+    {
+        "referrer": nullable(string(maxLength=view_input.URL_MAX_CHARS)),
+        "width": nullable({"type": "integer", "minimum": 0, "maximum": BEACON_WIDTH_MAX}),
+        "site": nullable(
+            {**NAME, "maxLength": SITE_MAX_CHARS, "description": "the site counted (default: the URL's host)"}
+        ),
+        "event": nullable({**NAME, "description": "a custom event's name (absent: a page view)"}),
+        "dimensions": nullable(EVENT["properties"]["dimensions"]),
+        "values": nullable(EVENT["properties"]["values"]),
+    },
+    closed=True,
+)
+PAGEVIEW_OUTCOME = obj(
+    {"counted": {"type": "boolean"}, "site": nullable(NAME)},
+    {"reason": string(enum=["bot"], description="why nothing was counted")},
+)
+SITE_LISTING = obj(
+    {
+        "sites": {"type": "array", "items": obj({"site": NAME, "last_seen": ISO_TIME})},
+        "next": NEXT,
+    }
+)
+
+
+def _ranked(label: str) -> Schema:
+    return {
+        "type": "array",
+        "items": obj({label: string(), "pageviews": {"type": "integer", "minimum": 0}}),
+        "description": "sorted by page views, most first, at most `limit`",
+    }
+
+
+SITE_SUMMARY = obj(
+    {
+        "site": NAME,
+        "start": ISO_TIME,
+        "end": ISO_TIME,
+        "visitors": {"type": "integer", "minimum": 0},
+        "pageviews": {"type": "integer", "minimum": 0},
+        "pages": _ranked("path"),
+        "referrers": _ranked("referrer"),
+        "sources": _ranked("source"),
+        "devices": _ranked("device"),
+        "others": {
+            "type": "object",
+            "description": "per list, what it leaves out: how many values and their page views",
+            "additionalProperties": obj(
+                {"values": {"type": "integer", "minimum": 0}, "pageviews": {"type": "integer", "minimum": 0}}
+            ),
+        },
+        "complete": {"type": "boolean"},
+        "exact": {"type": "boolean"},
+        "keys_read": {"type": "integer", "minimum": 0},
+    },
+    {
+        "visitors_exact": {"type": "boolean"},
+        "visitors_start": ISO_TIME,
+        "visitors_end": ISO_TIME,
+    },
+)

@@ -35,6 +35,10 @@ capabilities can never collide and an operator can read any item's owner from it
     KEY#                                 <sha256 of the key>     an access key: scopes, prefix, origins (access)
     CATALOG#counters                     <counter>               a counter exists; when last counted (counters)
     CATALOG#views                        <sha256 of url>         a URL has a view counter (views)
+    CATALOG#sites                        <site>                  a site sent page views; when last seen (sites)
+    SALT#                                d#<day>                 the visitor-id salt of one UTC day: 32 random
+                                                                 bytes, expires two days after the day starts and
+                                                                 never leaves the table (sites/salts.py)
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ REPORT = "REPORT#"
 QUARANTINE = "QUARANTINE#"
 ACCESS_KEY = "KEY#"
 CATALOG = "CATALOG#"
+SALT = "SALT#"
 
 
 def index_sort_key(prefix: str, index: int) -> str:

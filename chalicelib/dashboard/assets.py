@@ -11,11 +11,12 @@ the Content-Security-Policy says so.
 from __future__ import annotations
 
 import functools
-import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 
 from chalicelib.core.errors import NotFoundError
+from chalicelib.core.static import IMMUTABLE, REVALIDATE, Asset
+
+__all__ = ["IMMUTABLE", "REVALIDATE", "Asset", "asset", "page"]
 
 HERE = Path(__file__).resolve().parent
 DIRECTORIES = (HERE / "static", HERE / "vendor")
@@ -26,8 +27,6 @@ CONTENT_TYPES = {
     ".css": "text/css; charset=utf-8",
     ".LICENSE": "text/plain; charset=utf-8",
 }
-IMMUTABLE = "public, max-age=31536000, immutable"
-REVALIDATE = "no-cache"
 # Scripts and styles only from this origin; uPlot sizes its elements with inline styles.
 SECURITY = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -35,36 +34,6 @@ SECURITY = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
-
-
-@dataclass(frozen=True)
-class Asset:
-    name: str
-    body: str
-    content_type: str
-
-    @functools.cached_property
-    def version(self) -> str:
-        return hashlib.sha256(self.body.encode("utf-8")).hexdigest()[:16]
-
-    @property
-    def etag(self) -> str:
-        return f'"{self.version}"'
-
-    def answer(
-        self, if_none_match: str | None, version: str | None = None
-    ) -> tuple[int, dict[str, str | list[str]], str]:
-        """Status, headers and body: 304 when the client's copy is current."""
-        cache = IMMUTABLE if version == self.version else REVALIDATE
-        headers: dict[str, str | list[str]] = {
-            "Content-Type": self.content_type,
-            "Cache-Control": cache,
-            "ETag": self.etag,
-            **SECURITY,
-        }
-        if if_none_match is not None and self.etag in [tag.strip() for tag in if_none_match.split(",")]:
-            return 304, headers, ""
-        return 200, headers, self.body
 
 
 def _content_type(name: str) -> str | None:
@@ -83,7 +52,7 @@ def asset(name: str) -> Asset:
     for directory in DIRECTORIES:
         path = directory / name
         if path.is_file():
-            return Asset(name, path.read_text(encoding="utf-8"), content_type)
+            return Asset(name, path.read_text(encoding="utf-8"), content_type, SECURITY)
     raise NotFoundError(f"no dashboard asset {name}")
 
 
@@ -101,4 +70,4 @@ def page() -> Asset:
             raise NotFoundError(f"the dashboard's {name} is missing: run `make vendor`") from exc
         text = text[:start] + f"/dashboard/{name}?v={version}" + text[end + 2 :]
         start = text.find("{{asset:", start)
-    return Asset(PAGE, text, CONTENT_TYPES[".html"])
+    return Asset(PAGE, text, CONTENT_TYPES[".html"], SECURITY)

@@ -285,8 +285,9 @@ def test_given_the_zip_when_unpacked_then_the_dashboard_and_its_vendored_library
     for pinned in vendor.load_pins():
         for output in pinned["files"].values():
             assert f"chalicelib/dashboard/vendor/{output}" in names, f"{output} missing: run `make vendor` first"
-    for static in ("index.html", "dashboard.js", "dashboard.css"):
+    for static in ("index.html", "dashboard.js", "dashboard.css", "sites.js"):
         assert f"chalicelib/dashboard/static/{static}" in names
+    assert "chalicelib/sites/static/tally.js" in names  # GET /tally.js
     # The page is assembled from the unpacked files alone, by a Python that sees nothing else.
     script = "from chalicelib.dashboard import assets; print(assets.page().body)"
     shown = subprocess.run(

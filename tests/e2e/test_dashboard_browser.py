@@ -362,7 +362,7 @@ def test_given_a_keyboard_only_when_moving_through_tabs_then_each_view_is_reache
     page.goto(page_url(stack))
     page.locator("#counter-list tbody tr").first.wait_for()
     page.get_by_role("tab", name="Counters").focus()
-    for name in ("Unique counts", "Views", "Reports", "Quarantine", "Counters"):
+    for name in ("Unique counts", "Views", "Reports", "Quarantine", "Sites", "Counters"):
         page.keyboard.press("ArrowRight")
         assert page.evaluate("document.activeElement.textContent") == name
         assert page.get_by_role("tab", name=name).get_attribute("aria-selected") == "true"

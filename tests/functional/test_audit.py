@@ -17,6 +17,7 @@ from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit, audit_runs, repair
 from chalicelib.events import ingest
+from tests.fakes import Dying, Killed
 from tests.functional.helpers import account, invoke, partition, post_events
 from tests.functional.stream_fixtures import lambda_event, stored_event_records
 
@@ -24,10 +25,6 @@ SETTINGS = Settings()
 MINUTE = 60_000
 _deserialize = TypeDeserializer().deserialize
 _serialize = TypeSerializer().serialize
-
-
-class Killed(BaseException):
-    """The process ends mid-call (timeout, crash): nothing the code can catch."""
 
 
 def settle(clock: Any) -> None:
@@ -259,23 +256,6 @@ def test_given_a_bad_repair_body_when_posted_then_400_and_nothing_written(client
     assert answer.json_body["Code"] == "BadRequestError"
 
 
-class DiesOnWrite:
-    """A client whose process ends right after its n-th conditional UpdateItem commits."""
-
-    def __init__(self, real: Any, die_on: int) -> None:
-        self.real, self.die_on, self.calls = real, die_on, 0
-
-    def update_item(self, **kwargs: Any) -> Any:
-        response = self.real.update_item(**kwargs)
-        self.calls += 1
-        if self.calls == self.die_on:
-            raise Killed
-        return response
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-
 @pytest.mark.parametrize("die_on", [1, 3])
 def test_given_the_repair_dies_half_way_when_run_again_then_exact(
     client: Any, aws: Any, clock: Any, die_on: int
@@ -287,7 +267,7 @@ def test_given_the_repair_dies_half_way_when_run_again_then_exact(
     assert short is not None
 
     with pytest.raises(Killed):
-        repair.repair(DiesOnWrite(aws.dynamodb, die_on), SETTINGS, short, clock.now)
+        repair.repair(Dying(aws.dynamodb, die_on, after=True, methods=("update_item",)), SETTINGS, short, clock.now)
     result = repair.repair(aws.dynamodb, SETTINGS, short, clock.now)
 
     assert result.busy == [] and result.accounted

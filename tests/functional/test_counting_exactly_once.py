@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 from boto3.dynamodb.types import TypeSerializer
-from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +27,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.counters import keys as counter_keys
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
+from tests.fakes import Dying, Killed, failing
 from tests.functional.helpers import partition
 from tests.functional.stream_fixtures import SHARD, lambda_event, record
 
@@ -36,10 +36,6 @@ MINUTE = 60_000
 SETTINGS = Settings()
 _serializer = TypeSerializer()
 _names = itertools.count()
-
-
-class Killed(BaseException):
-    """The handler's process ends (timeout, crash): not an exception the handler can see."""
 
 
 def image(
@@ -98,32 +94,6 @@ def assert_exact(dynamodb: Any, images: list[dict[str, Any]]) -> None:
         for sk, item in stored_buckets(dynamodb, counter).items()
     }
     assert stored == truth
-
-
-WRITES = ("update_item", "put_item", "transact_write_items")
-
-
-class Dying:
-    """A client whose handler dies before (or right after) its n-th write (any kind)."""
-
-    def __init__(self, real: Any, die_on: int, after: bool = False) -> None:
-        self.real, self.die_on, self.after, self.calls = real, die_on, after, 0
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.real, name)
-        if name not in WRITES:
-            return method
-
-        def write(**kwargs: Any) -> Any:
-            self.calls += 1
-            if self.calls == self.die_on and not self.after:
-                raise Killed
-            response = method(**kwargs)
-            if self.calls == self.die_on:
-                raise Killed  # written, but the handler never reports success
-            return response
-
-        return write
 
 
 def hour_spread_images(partitions: list[str], counters: list[str], n: int) -> list[dict[str, Any]]:
@@ -474,20 +444,10 @@ def test_given_any_mix_of_retentions_and_arrivals_when_counted_then_expiry_is_en
 # -- poison records: set aside alone on first delivery, the rest counted ---------------------------
 
 
-class RejectsCounter:
+def rejects_counter(real: Any) -> Any:
     """DynamoDB refusing an update because of one record's data (here: any write to the counter
     `refused`), as it does for data moto accepts."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-
-    def update_item(self, **kwargs: Any) -> Any:
-        if "CTR#refused" in str(kwargs["Key"]):
-            raise ClientError({"Error": {"Code": "ValidationException", "Message": "refused"}}, "UpdateItem")
-        return self.real.update_item(**kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
+    return failing(real, "update_item", "ValidationException", lambda kwargs: "CTR#refused" in str(kwargs["Key"]))
 
 
 def test_given_one_poison_record_of_each_kind_when_batch_delivered_then_good_counted_and_each_set_aside_once(
@@ -509,7 +469,7 @@ def test_given_one_poison_record_of_each_kind_when_batch_delivered_then_good_cou
         record(i)
         for i in [good[0], good[1], *poison[:3], good[2], good[3], *poison[3:5], good[4], *poison[5:], good[5]]
     ]
-    client = RejectsCounter(aws.dynamodb)
+    client = rejects_counter(aws.dynamodb)
 
     result = apply(client, records)
     assert result.counted == len(good)
@@ -539,17 +499,10 @@ def quarantined(dynamodb: Any) -> dict[str, str]:
 
 
 def test_given_storage_unavailable_when_batch_applied_then_batch_fails_and_nothing_set_aside(aws: Any) -> None:
-    class Unavailable:
-        def update_item(self, **kwargs: Any) -> Any:
-            raise ClientError({"Error": {"Code": "ServiceUnavailable"}}, "UpdateItem")
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(aws.dynamodb, name)
-
     from chalicelib.core.errors import StorageError
 
     with pytest.raises(StorageError):
-        apply(Unavailable(), [record(image("p8#0", "down", NOW))])
+        apply(failing(aws.dynamodb, "update_item", "ServiceUnavailable"), [record(image("p8#0", "down", NOW))])
     assert quarantined(aws.dynamodb) == {}
 
 

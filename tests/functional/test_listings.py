@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core import pager, quarantine
+from chalicelib.core import catalog, pager, quarantine
 from chalicelib.core.settings import Settings
 from chalicelib.counters import catalog as counter_catalog
 from chalicelib.events.ingest import Event
 from chalicelib.reports.runs import INDEX_PK
+from chalicelib.sites import keys as site_keys
 from chalicelib.uniques import keys as unique_keys
 from chalicelib.views.validation import View
 from tests.conftest import create_key
@@ -74,6 +75,12 @@ def seed_quarantine(aws: Any, now: int) -> set[str]:
     return ids
 
 
+def seed_sites(aws: Any, now: int) -> set[str]:
+    names = {f"site{i}.example" for i in range(COUNT)}
+    catalog.touch(aws.dynamodb, SETTINGS, site_keys.CATALOG_KIND, catalog.Recent(), dict.fromkeys(names), now)
+    return names
+
+
 Seed = Callable[[Any, int], set[str]]
 LISTINGS: list[tuple[str, str, str, Seed]] = [
     ("/counters", "counters", "name", seed_counters),
@@ -82,6 +89,7 @@ LISTINGS: list[tuple[str, str, str, Seed]] = [
     ("/reports", "reports", "id", seed_reports),
     ("/keys", "keys", "id", seed_keys),
     ("/quarantine", "records", "id", seed_quarantine),
+    ("/sites", "sites", "site", seed_sites),
 ]
 IDS = [path for path, *_ in LISTINGS]
 

@@ -24,7 +24,7 @@ from chalicelib.counters import audit, audit_keys, repair, replay
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events import ingest, packs
 from chalicelib.events.stream_records import from_lambda_event
-from tests.fakes import unprocessed_writes
+from tests.fakes import Dying, Killed, unprocessed_writes
 from tests.functional.helpers import invoke, partition, post_events
 from tests.functional.stream_fixtures import carried, lambda_event, record, stored_event_records
 from tests.functional.test_audit import post, settle, start_audit
@@ -36,33 +36,6 @@ SETTINGS = Settings()
 _serialize = TypeSerializer().serialize
 _deserialize = TypeDeserializer().deserialize
 QUARANTINE = f"{keyspace.QUARANTINE}events-stream"
-
-
-class Killed(BaseException):
-    """The handler's process ends (timeout, crash): not an exception the handler can see."""
-
-
-class Dying:
-    """A client whose handler dies before (or right after) its n-th write."""
-
-    def __init__(self, real: Any, die_on: int, after: bool) -> None:
-        self.real, self.die_on, self.after, self.calls = real, die_on, after, 0
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.real, name)
-        if name not in ("update_item", "put_item", "transact_write_items"):
-            return method
-
-        def write(**kwargs: Any) -> Any:
-            self.calls += 1
-            if self.calls == self.die_on and not self.after:
-                raise Killed
-            response = method(**kwargs)
-            if self.calls == self.die_on:
-                raise Killed
-            return response
-
-        return write
 
 
 def pack_image(events: list[ingest.Event], pk: str, ingest_ms: int = NOW) -> dict[str, Any]:
@@ -179,12 +152,19 @@ def test_given_packs_and_one_event_items_when_redelivered_whole_and_recut_then_e
 
 
 @pytest.mark.parametrize("after", [False, True], ids=["before-write", "after-write"])
-@pytest.mark.parametrize("die_on", [1, 2, 7, 20, 40])
+@pytest.mark.parametrize("die_on", [1, 2, 7, 17, 20, 40, 75])
 def test_given_handler_dies_part_way_through_a_pack_when_redelivered_then_it_resumes_exactly(
     aws: Any, die_on: int, after: bool
 ) -> None:
-    # Two packs of 25 events over 50 hours, 2 counters: about 60 bucket items, one UpdateItem each.
-    requests = [[event("cd"[i % 2], NOW - (r * 25 + i) * 60 * MINUTE) for i in range(25)] for r in range(2)]
+    # Two packs of 25 events over 50 hours, 2 counters, every third event with a client id (a claim
+    # first): about 60 bucket items, one UpdateItem each, and 17 claims.
+    requests = [
+        [
+            event("cd"[i % 2], NOW - (r * 25 + i) * 60 * MINUTE, client_id=f"o-{r}-{i}" if i % 3 == 0 else None)
+            for i in range(25)
+        ]
+        for r in range(2)
+    ]
     records = [record(pack_image(r, "P3#0")) for r in requests]
     every = [e for r in requests for e in r]
     dying = Dying(aws.dynamodb, die_on, after)

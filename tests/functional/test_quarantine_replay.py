@@ -14,6 +14,7 @@ from boto3.dynamodb.types import TypeSerializer
 from chalicelib.core import keyspace
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit, audit_keys, replay
+from tests.fakes import Dying, Killed
 from tests.functional.helpers import account, invoke, partition
 from tests.functional.stream_fixtures import lambda_event, record
 
@@ -21,10 +22,6 @@ SETTINGS = Settings()
 MINUTE = 60_000
 _serialize = TypeSerializer().serialize
 QUARANTINE = f"{keyspace.QUARANTINE}events-stream"
-
-
-class Killed(BaseException):
-    """The process ends mid-call (timeout, crash): nothing the code can catch."""
 
 
 def event_image(clock: Any, counter: str, seq: int, time: Any, client_id: str | None = None) -> dict[str, Any]:
@@ -182,20 +179,6 @@ def test_given_two_replays_at_once_when_both_read_the_record_then_it_is_counted_
     assert tally(aws.dynamodb, pk)["set_aside"] == 0
 
 
-class DiesAroundCommit:
-    def __init__(self, real: Any, after: bool) -> None:
-        self.real, self.after = real, after
-
-    def transact_write_items(self, **kwargs: Any) -> Any:
-        if not self.after:
-            raise Killed
-        self.real.transact_write_items(**kwargs)
-        raise Killed  # committed, but nobody hears of it
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-
 @pytest.mark.parametrize("after", [False, True], ids=["before-commit", "after-commit"])
 def test_given_a_replay_dying_half_way_when_retried_then_counted_once(
     client: Any, aws: Any, clock: Any, after: bool
@@ -204,7 +187,12 @@ def test_given_a_replay_dying_half_way_when_retried_then_counted_once(
     correct_time(aws.dynamodb, bad_id, clock.now - 2 * MINUTE)
 
     with pytest.raises(Killed):
-        replay.replay(DiesAroundCommit(aws.dynamodb, after), SETTINGS, replay.ReplayRequest(ids=(bad_id,)), clock.now)
+        replay.replay(
+            Dying(aws.dynamodb, 1, after, methods=("transact_write_items",)),
+            SETTINGS,
+            replay.ReplayRequest(ids=(bad_id,)),
+            clock.now,
+        )
     retried = post_replay(client, {"source": "events-stream", "ids": [bad_id]}).json_body
 
     assert retried["replayed" if not after else "not_found"] == [bad_id]

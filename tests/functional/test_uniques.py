@@ -20,6 +20,7 @@ from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
 from chalicelib.uniques import keys as uniques_keys
 from chalicelib.uniques import sketches
+from tests.fakes import checking
 from tests.functional.helpers import invoke, partition
 
 SETTINGS = Settings()
@@ -190,21 +191,6 @@ class Died(BaseException):
     """The function was stopped here (a timeout or a crash): nothing in the handler catches it."""
 
 
-class PutsThrough:
-    """A DynamoDB client whose put_item first shows the request to `check`, which may raise."""
-
-    def __init__(self, real: Any, check: Callable[[dict[str, Any]], None]) -> None:
-        self.real = real
-        self.check = check
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-    def put_item(self, **kwargs: Any) -> Any:
-        self.check(kwargs)
-        return self.real.put_item(**kwargs)
-
-
 def dies_after(allowed: int) -> Callable[[dict[str, Any]], None]:
     """A put check that lets `allowed` puts through, dies once, then lets every put through."""
     left = [allowed]
@@ -224,12 +210,12 @@ def test_given_handler_dies_half_way_when_batch_redelivered_then_as_if_applied_o
     for name, data in groups.items():
         post(client, name, {"data": data})
     records = receive_all(aws)
-    monkeypatch.setattr(app_module.aws, "dynamodb", PutsThrough(aws.dynamodb, dies_after(3)))
+    monkeypatch.setattr(app_module.aws, "dynamodb", checking(aws.dynamodb, "put_item", dies_after(3)))
     with pytest.raises(Died):
         deliver(client, records)  # wrote a's day, hour and all-time sketches, then died
     assert len(window_items(aws, "a")) == 2 and sketch_items(aws, "a")
     assert not window_items(aws, "b") and not sketch_items(aws, "b")
-    monkeypatch.setattr(app_module.aws, "dynamodb", PutsThrough(aws.dynamodb, lambda _: None))
+    monkeypatch.setattr(app_module.aws, "dynamodb", checking(aws.dynamodb, "put_item", lambda _: None))
     deliver(client, records)
     deliver(client, records)
     for name, data in groups.items():
@@ -247,7 +233,7 @@ def test_given_a_batch_over_several_hours_when_applied_then_each_name_all_time_s
             post_at(client, name, items(name, hours_ago, hours_ago + 5), clock.now - hours_ago * HOUR_MS)
     puts: list[str] = []
     monkeypatch.setattr(
-        app_module.aws, "dynamodb", PutsThrough(aws.dynamodb, lambda kw: puts.append(kw["Item"]["pk"]["S"]))
+        app_module.aws, "dynamodb", checking(aws.dynamodb, "put_item", lambda kw: puts.append(kw["Item"]["pk"]["S"]))
     )
     deliver(client, receive_all(aws))
     for name in ("a", "b"):
@@ -559,7 +545,7 @@ def test_given_one_poison_message_of_each_kind_when_delivered_then_good_applied_
     monkeypatch.setattr(
         app_module.aws,
         "dynamodb",
-        PutsThrough(aws.dynamodb, rejects_writes_holding(sketches.item_hash("storage-says-no"))),
+        checking(aws.dynamodb, "put_item", rejects_writes_holding(sketches.item_hash("storage-says-no"))),
     )
     first = deliver(client, batch)  # returns: Lambda deletes the batch, nothing is redriven
     assert first["quarantined"] == len(poison) and first["counted"] == 2 and first["items"] == 25
@@ -590,7 +576,7 @@ def test_given_storage_throttles_when_delivered_then_the_batch_fails_and_nothing
 ) -> None:
     batch = [record("m-1", body("visitors", items("t", 0, 5))), record("m-2", body("visitors", ["t-9"]))]
     real = aws.dynamodb
-    monkeypatch.setattr(app_module.aws, "dynamodb", PutsThrough(real, throttled))
+    monkeypatch.setattr(app_module.aws, "dynamodb", checking(real, "put_item", throttled))
     with pytest.raises(StorageError):
         deliver(client, batch)
     monkeypatch.setattr(app_module.aws, "dynamodb", real)
@@ -625,7 +611,7 @@ def test_given_any_batches_redelivered_reordered_or_dying_half_way_then_every_wi
     deliveries = data.draw(st.permutations(deliveries))
     for index in deliveries:
         dies_at = data.draw(st.none() | st.integers(0, 4))
-        dynamodb = aws.dynamodb if dies_at is None else PutsThrough(aws.dynamodb, dies_after(dies_at))
+        dynamodb = aws.dynamodb if dies_at is None else checking(aws.dynamodb, "put_item", dies_after(dies_at))
         try:
             uniques_batches.apply_messages(
                 dynamodb, SETTINGS, queues.from_lambda_event({"Records": batches[index]}), clock.now

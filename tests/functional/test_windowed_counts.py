@@ -86,9 +86,10 @@ def test_given_every_batch_delivered_again_when_counted_then_exact(
     post_events(client, as_posts(spread_events, with_ids))
     records = stored_event_records(aws.dynamodb)
     for batch in batches(records, 100):
-        for _ in range(times):
-            result = deliver(client, batch)
-        assert result["counted"] == 0 and result["duplicates"] == len(batch)
+        results = [deliver(client, batch) for _ in range(times)]
+        # A stream record may carry several events (a pack): every event of it is a duplicate.
+        events = results[0]["counted"] + results[0]["duplicates"]
+        assert events >= len(batch) and all(r["counted"] == 0 and r["duplicates"] == events for r in results[1:])
     # Redelivery in other shapes: shuffled, overlapping, smaller batches.
     shuffled = records[:]
     random.Random(1).shuffle(shuffled)
@@ -104,7 +105,7 @@ def test_given_client_retries_post_with_same_id_when_counted_then_once(
     post_events(client, [event])
     post_events(client, [event, event])
     records = stored_event_records(aws.dynamodb)
-    assert len(records) == 3
+    assert len(records) == 2, "the second POST's two events travel in one stream record"
     deliver(client, records[:1])
     deliver(client, records[1:])
     assert window_count(client, "retry", "window=1h")["count"] == 1

@@ -659,6 +659,7 @@
     views: loadViews,
     reports: loadReports,
     quarantine: loadQuarantine,
+    sites: () => document.dispatchEvent(new CustomEvent("tally:show", { detail: "sites" })), // sites.js
   };
   const tabs = [...document.querySelectorAll('[role="tab"]')];
 

@@ -1,0 +1,183 @@
+"""`POST /beacon/pageview`: one page view (or custom event) from the tracker script, counted
+through Tally's own paths. The visitor id is derived here and handed on only as values made
+from it (docs/tracker.md, "What is stored").
+
+A page view is counted
+- as an exact view of its page (views: url, time and a per-view client id made from the
+  visitor id, url and time, so a resent beacon counts once and a reload counts again; the
+  stored marker cannot link one visitor's views of different pages);
+- as the visitor, in the site's unique counts (uniques, hour and day sketches);
+- as an event of counter `site:<site>` with dimensions page, referrer, source and device, and
+  when it carries UTM fields one of `site-utm:<site>` with source, medium and campaign (events;
+  the event id is made from the same three, so a resent beacon counts once there too).
+Every path is idempotent under a resend, so a request that failed half-way may simply be sent again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from chalicelib.core import catalog, times, validation
+from chalicelib.core.aws import SQS, DynamoDB
+from chalicelib.core.errors import ValidationError
+from chalicelib.core.settings import Settings
+from chalicelib.events import ingest as events
+from chalicelib.sites import keys, privacy, salts
+from chalicelib.uniques import api as uniques_api
+from chalicelib.views import api as views_api
+from chalicelib.views import validation as view_input
+
+FIELDS = {"url", "referrer", "width", "time", "site", "event", "dimensions", "values"}
+URL_MAX_CHARS = view_input.URL_MAX_CHARS
+MAX_WIDTH = 100_000
+# A beacon's time picks the salt of its UTC day; a salt lives two days from its day's start,
+# so a beacon up to a day old (one resent after midnight) still finds its day's salt.
+MAX_AGE_MS = times.DAY_MS
+PAGEVIEW = "pageview"
+_recent = catalog.Recent()
+
+
+@dataclass(frozen=True)
+class Beacon:
+    url: str
+    referrer: str | None
+    width: int | None
+    time_ms: int
+    site: str | None
+    event: str
+    dimensions: Any = None
+    values: Any = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    counted: bool
+    site: str | None = None
+    reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        answer: dict[str, Any] = {"counted": self.counted, "site": self.site}
+        if self.reason:
+            answer["reason"] = self.reason
+        return answer
+
+
+def parse_body(body: Any, now_ms: int, settings: Settings) -> Beacon:
+    """`{"url", "time", "referrer"?, "width"?, "site"?, "event"?, "dimensions"?, "values"?}`."""
+    if not isinstance(body, dict):
+        raise ValidationError('the body must be a JSON object: {"url", "time", "referrer"?, "width"?, "site"?}')
+    unknown = sorted(set(body) - FIELDS)
+    if unknown:
+        raise ValidationError(f"unknown fields: {', '.join(unknown)[:200]}")
+    url = view_input.text(body.get("url"), "url", URL_MAX_CHARS)
+    referrer = body.get("referrer")
+    if referrer is not None and (not isinstance(referrer, str) or len(referrer) > URL_MAX_CHARS):
+        raise ValidationError(f"referrer must be a string of at most {URL_MAX_CHARS} characters")
+    width = body.get("width")
+    if width is not None:
+        width = validation.integer(width, "width", 0, MAX_WIDTH)
+    if "time" not in body:
+        raise ValidationError("time is required: with the url and the visitor it makes a page view unique")
+    time_ms = times.parse(body["time"], "time")
+    if time_ms < now_ms - MAX_AGE_MS:
+        raise ValidationError("time is more than a day old: a page view is counted within a day")
+    if time_ms > now_ms + settings.max_future_skew_seconds * 1000:
+        raise ValidationError(
+            f"time is in the future; at most {settings.max_future_skew_seconds} s of clock skew "
+            "is allowed (MAX_FUTURE_SKEW_SECONDS)"
+        )
+    site = None if body.get("site") is None else keys.site_name(body["site"], "site")
+    event = PAGEVIEW if body.get("event") is None else validation.name(body["event"], "event")
+    if event == PAGEVIEW and (body.get("dimensions") is not None or body.get("values") is not None):
+        raise ValidationError("dimensions and values belong to custom events: give event too")
+    return Beacon(url, referrer or None, width, time_ms, site, event, body.get("dimensions"), body.get("values"))
+
+
+def count(
+    dynamodb: DynamoDB,
+    sqs: SQS,
+    settings: Settings,
+    beacon: Beacon,
+    ip: str,
+    user_agent: str | None,
+    now_ms: int,
+) -> Outcome:
+    """Count one beacon (nothing for a known bot); ValidationError for a URL that is not a page's."""
+    if privacy.is_bot(user_agent):
+        return Outcome(False, None, "bot")
+    assert user_agent is not None
+    try:
+        page = privacy.page(beacon.url, beacon.referrer)
+    except ValueError as exc:
+        raise ValidationError("url must be an http(s) URL with a host") from exc
+    site = beacon.site or keys.site_name(page.host, "url's host")
+    salt = salts.salt_for_day(dynamodb, settings, beacon.time_ms // times.DAY_MS, now_ms)
+    visitor = privacy.visitor_id(salt, site, ip, user_agent)
+    view_url = page_url(beacon.url)
+    if beacon.event != PAGEVIEW:
+        counter = validation.name(keys.event_counter(site, beacon.event), "event (with the site, at most 200)")
+        body = {
+            "counter": counter,
+            "id": _derived("event", beacon.event, view_url, str(beacon.time_ms), visitor),
+            "time": beacon.time_ms,
+            "dimensions": beacon.dimensions,
+            "values": beacon.values,
+        }
+        events.store(dynamodb, settings, events.parse_body(body, now_ms, settings), now_ms)
+        _note_site(dynamodb, settings, site, now_ms)
+        return Outcome(True, site)
+    # Checked first: a refused event must leave nothing queued.
+    batch = events.parse_body({"events": pageview_events(site, page, beacon, view_url, visitor)}, now_ms, settings)
+    view = view_input.View(view_url, beacon.time_ms, _derived("view", view_url, str(beacon.time_ms), visitor))
+    views_api.enqueue(sqs, settings, [view], now_ms)
+    uniques_api.enqueue(sqs, settings, keys.visitors_name(site), uniques_api.Post([visitor], beacon.time_ms))
+    events.store(dynamodb, settings, batch, now_ms)
+    _note_site(dynamodb, settings, site, now_ms)
+    return Outcome(True, site)
+
+
+def pageview_events(site: str, page: privacy.Page, beacon: Beacon, view_url: str, visitor: str) -> list[dict[str, Any]]:
+    """The events one page view is counted as (at most 4 dimensions an event: two counters)."""
+    device = privacy.device(beacon.width)
+    event_id = _derived("pageview", view_url, str(beacon.time_ms), visitor)
+    found: list[dict[str, Any]] = [
+        {
+            "counter": keys.pageview_counter(site),
+            "id": event_id,
+            "time": beacon.time_ms,
+            "dimensions": {"page": page.path, "referrer": page.referrer, "source": page.utm_source, "device": device},
+        }
+    ]
+    if page.has_utm:
+        found.append(
+            {
+                "counter": keys.utm_counter(site),
+                "id": event_id,
+                "time": beacon.time_ms,
+                "dimensions": {"source": page.utm_source, "medium": page.utm_medium, "campaign": page.utm_campaign},
+            }
+        )
+    return found
+
+
+def page_url(url: str) -> str:
+    """The URL a page's views are counted under: without its query (UTM fields and the like)."""
+    parts = urlsplit(url)
+    fragment = f"#{parts.fragment}" if parts.fragment else ""
+    return f"{parts.scheme}://{parts.netloc}{parts.path or '/'}{fragment}"
+
+
+def _derived(*parts: str) -> str:
+    """An id made from the parts (length-prefixed), 128 bits in hex: it names one page view
+    and nothing about the visitor can be read back from it."""
+    data = b"".join(len(b).to_bytes(4, "big") + b for b in (p.encode("utf-8") for p in parts))
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def _note_site(dynamodb: DynamoDB, settings: Settings, site: str, now_ms: int) -> None:
+    """The site in the catalog of sites (one write per site and hour per process)."""
+    expires = now_ms // 1000 + settings.default_retention_seconds + times.DAY_MS // 1000
+    catalog.touch(dynamodb, settings, keys.CATALOG_KIND, _recent, {site: expires}, now_ms)

@@ -1,0 +1,53 @@
+"""The names and keys of site analytics, in one place. Pure.
+
+A site (its hostname, or the script's `data-site`) is counted under Tally's own names:
+    counter  site:<site>               one event per page view, dimensions page, referrer,
+                                       source (utm_source) and device
+    counter  site-utm:<site>           one event per page view that carries UTM fields,
+                                       dimensions source, medium, campaign
+    counter  site-event:<site>:<name>  custom events (`tally(name, ...)`), the caller's dimensions
+    unique   site:<site>               the site's visitors (hour and day sketches)
+    views    the page's URL            exact page views per URL
+The counts table holds the salts (SALT# / d#<day>) and the catalog of sites (CATALOG#sites).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.core import keyspace, validation
+from chalicelib.core.errors import ValidationError
+
+CATALOG_KIND = "sites"
+PAGEVIEW_DIMENSIONS = ("page", "referrer", "source", "device")
+UTM_DIMENSIONS = ("source", "medium", "campaign")
+SALT_PK = keyspace.SALT
+SITE_MAX_CHARS = 180  # so that every name made from a site (the longest prefix is 9) is a name
+
+
+def salt_key(day: int) -> dict[str, Any]:
+    return {"pk": {"S": SALT_PK}, "sk": {"S": keyspace.index_sort_key("d", day)}}
+
+
+def site_name(value: Any, field: str = "site") -> str:
+    """A site as names go: 1-180 of `A-Z a-z 0-9 _ . : -` (a hostname is one)."""
+    name = validation.name(value, field)
+    if len(name) > SITE_MAX_CHARS:
+        raise ValidationError(f"{field} must be at most {SITE_MAX_CHARS} characters")
+    return name
+
+
+def pageview_counter(site: str) -> str:
+    return f"site:{site}"
+
+
+def utm_counter(site: str) -> str:
+    return f"site-utm:{site}"
+
+
+def event_counter(site: str, name: str) -> str:
+    return f"site-event:{site}:{name}"
+
+
+def visitors_name(site: str) -> str:
+    return f"site:{site}"

@@ -1,0 +1,134 @@
+"""What a page-view beacon becomes before anything is counted. Pure.
+
+- The visitor id, as Plausible documents it: a keyed hash of a daily random salt, the site,
+  the client's IP address and its user agent. It is never stored: the counting paths receive
+  only values derived from it (docs/tracker.md says which), and once the day's salt is deleted
+  nothing can recompute it, so a visitor cannot be followed from one day to the next.
+- Known bots, by user agent: a short documented list of patterns (BOT_PATTERNS).
+- The device class, from the viewport width alone (no screen size, no fingerprint).
+- The page path, the referrer's host and the UTM fields, from the URLs the script sends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from dataclasses import dataclass
+from urllib.parse import parse_qs, urlsplit
+
+SALT_BYTES = 32
+VISITOR_ID_BYTES = 16
+NONE = "(none)"
+DIRECT = "(direct)"
+UNKNOWN = "(unknown)"
+DIMENSION_MAX_CHARS = 128  # a dimension value's bound (events)
+
+# Substrings (case-insensitive) of the user agents of crawlers, link previewers, monitors,
+# headless browsers and HTTP libraries. A page view whose user agent holds one, or has none,
+# is not counted. Kept short on purpose: the common self-declared bots; a bot that poses as a
+# browser is counted as one.
+BOT_PATTERNS = (
+    "bot",  # Googlebot, bingbot, AhrefsBot, Applebot, DuckDuckBot, YandexBot, Twitterbot ...
+    "crawl",  # crawler, Crawl
+    "spider",  # Baiduspider, spider
+    "slurp",  # Yahoo
+    "headless",  # HeadlessChrome
+    "lighthouse",  # Chrome-Lighthouse, PageSpeed
+    "pingdom",
+    "uptime",
+    "monitor",
+    "preview",  # BingPreview, link previews
+    "facebookexternalhit",
+    "embedly",
+    "mediapartners",  # Google AdSense
+    "feedfetcher",
+    "phantomjs",
+    "curl/",
+    "wget/",
+    "python-",  # python-requests, python-urllib, python-httpx
+    "go-http-client",
+    "java/",
+    "okhttp",
+    "axios/",
+    "node-fetch",
+    "httpclient",
+    "scrapy",
+)
+_BOT = re.compile("|".join(re.escape(p) for p in BOT_PATTERNS), re.IGNORECASE)
+
+# Device classes by viewport width in CSS pixels, as Plausible's script groups them.
+DEVICE_CLASSES = ((576, "mobile"), (992, "tablet"), (1440, "laptop"))
+LARGEST_DEVICE = "desktop"
+UTM_FIELDS = ("utm_source", "utm_medium", "utm_campaign")
+
+
+def visitor_id(salt: bytes, site: str, ip: str, user_agent: str) -> str:
+    """HMAC-SHA256 keyed with the day's salt over the site, IP and user agent, 128 bits in hex.
+    Each part is length-prefixed, so no two different inputs hash the same text."""
+    if len(salt) < SALT_BYTES:
+        raise ValueError("a salt is 32 random bytes")
+    message = b"".join(len(p).to_bytes(4, "big") + p for p in (s.encode("utf-8") for s in (site, ip, user_agent)))
+    return hmac.new(salt, message, hashlib.sha256).hexdigest()[: VISITOR_ID_BYTES * 2]
+
+
+def is_bot(user_agent: str | None) -> bool:
+    """True for no user agent, or one holding a BOT_PATTERNS entry."""
+    return not user_agent or not user_agent.strip() or _BOT.search(user_agent) is not None
+
+
+def device(width: int | None) -> str:
+    """mobile (< 576 px), tablet (< 992), laptop (< 1440), desktop; (unknown) without a width."""
+    if width is None:
+        return UNKNOWN
+    for bound, name in DEVICE_CLASSES:
+        if width < bound:
+            return name
+    return LARGEST_DEVICE
+
+
+@dataclass(frozen=True)
+class Page:
+    """What one page URL (and its referrer) tells: the site's host, the path, the referrer's
+    host (DIRECT when none, or the site itself) and the UTM fields (NONE when absent)."""
+
+    host: str
+    path: str
+    referrer: str
+    utm_source: str
+    utm_medium: str
+    utm_campaign: str
+
+    @property
+    def has_utm(self) -> bool:
+        return any(v != NONE for v in (self.utm_source, self.utm_medium, self.utm_campaign))
+
+
+def clip(value: str) -> str:
+    return value[:DIMENSION_MAX_CHARS]
+
+
+def page(url: str, referrer: str | None) -> Page:
+    """The page a URL names; ValueError when it is not an http(s) URL with a host. The path
+    keeps the fragment (the script sends one only in hash routing) and drops the query."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("http", "https") or not host:
+        raise ValueError("not an http(s) URL with a host")
+    path = (parts.path or "/") + (f"#{parts.fragment}" if parts.fragment else "")
+    query = parse_qs(parts.query)
+    utm = [clip(query[name][0].strip()) if query.get(name) and query[name][0].strip() else NONE for name in UTM_FIELDS]
+    return Page(host, clip(path), referrer_host(referrer, host), *utm)
+
+
+def referrer_host(referrer: str | None, own_host: str) -> str:
+    """The referrer's host without `www.`; DIRECT for none, an unparsable one or the site itself."""
+    if not referrer:
+        return DIRECT
+    try:
+        host = (urlsplit(referrer).hostname or "").lower()
+    except ValueError:
+        return DIRECT
+    if not host or host == own_host:
+        return DIRECT
+    return clip(host.removeprefix("www."))

@@ -1,0 +1,124 @@
+"""The daily salt of visitor ids, kept in the counts table (keyspace SALT#, sites.keys).
+
+One salt per UTC day: 32 random bytes, created by the first page view that needs it (a
+conditional put; a concurrent creator's salt wins and is read back), expiring two days after
+its day starts (`expires_at`, the table's TTL). DynamoDB deletes expired items only eventually
+(docs/guarantees.md), so a read ignores a salt past its expiry as if it were gone, and the
+first page view of a day deletes the salt that has just expired. Nothing
+but `visitor_id` ever sees a salt: no route answers one.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.core import times
+from chalicelib.core.aws import DynamoDB
+from chalicelib.core.errors import StorageError
+from chalicelib.core.settings import Settings
+from chalicelib.core.transactions import error_code
+from chalicelib.sites import keys
+from chalicelib.sites.privacy import SALT_BYTES
+
+SALT_DAYS = 2  # a salt lives this many days from its day's start
+
+
+def expires_at_s(day: int) -> int:
+    return (day + SALT_DAYS) * times.DAY_MS // 1000
+
+
+class _Cache:
+    """Salts this process read, per DynamoDB client (a test's emulator starts afresh), each
+    used only until its expiry."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._salts: weakref.WeakKeyDictionary[Any, dict[int, bytes]] = weakref.WeakKeyDictionary()
+
+    def get(self, client: Any, day: int) -> bytes | None:
+        with self._lock:
+            return self._salts.get(client, {}).get(day)
+
+    def put(self, client: Any, day: int, salt: bytes, now_s: int) -> None:
+        with self._lock:
+            held = {d: s for d, s in self._salts.get(client, {}).items() if expires_at_s(d) > now_s}
+            held[day] = salt
+            self._salts[client] = held
+
+
+_cache = _Cache()
+
+
+def salt_for_day(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    day: int,
+    now_ms: int,
+    new_salt: Callable[[], bytes] = lambda: secrets.token_bytes(SALT_BYTES),
+) -> bytes:
+    """The salt of UTC day `day` (days since the epoch), created if the day has none yet.
+    ValueError for a day whose salt has expired (or would be created already expired)."""
+    now_s = now_ms // 1000
+    if expires_at_s(day) <= now_s:
+        raise ValueError("that day's salt is gone: its visitors can no longer be told apart")
+    cached = _cache.get(dynamodb, day)
+    if cached is not None:
+        return cached
+    salt = _read(dynamodb, settings, day, now_s)
+    if salt is None:
+        salt = _create(dynamodb, settings, day, now_s, new_salt())
+    _cache.put(dynamodb, day, salt, now_s)
+    return salt
+
+
+def _read(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int) -> bytes | None:
+    try:
+        item = dynamodb.get_item(TableName=settings.counts_table, Key=keys.salt_key(day), ConsistentRead=True).get(
+            "Item"
+        )
+    except ClientError as exc:
+        raise StorageError("could not read the day's salt") from exc
+    if item is None or int(item["expires_at"]["N"]) <= now_s:
+        return None
+    return bytes(item["salt"]["B"])
+
+
+def _delete_expired(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int) -> None:
+    """Delete an expired salt now rather than when TTL gets to it (DynamoDB deletes expired items
+    only within days, docs/guarantees.md). Done by the first page view of each day; should it
+    fail, the salt is still ignored by every read and TTL deletes it."""
+    try:
+        dynamodb.delete_item(
+            TableName=settings.counts_table,
+            Key=keys.salt_key(day),
+            ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
+            ExpressionAttributeValues={":now": {"N": str(now_s)}},
+        )
+    except ClientError:
+        pass
+
+
+def _create(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int, salt: bytes) -> bytes:
+    try:
+        dynamodb.put_item(
+            TableName=settings.counts_table,
+            Item={**keys.salt_key(day), "salt": {"B": salt}, "expires_at": {"N": str(expires_at_s(day))}},
+            # Another request may have created it meanwhile: its salt wins (read back below).
+            ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
+            ExpressionAttributeValues={":now": {"N": str(now_s)}},
+        )
+        _delete_expired(dynamodb, settings, day - SALT_DAYS, now_s)
+        return salt
+    except ClientError as exc:
+        if error_code(exc) != "ConditionalCheckFailedException":
+            raise StorageError("could not store the day's salt") from exc
+    stored = _read(dynamodb, settings, day, now_s)
+    if stored is None:
+        raise StorageError("the day's salt was neither created nor found")
+    return stored

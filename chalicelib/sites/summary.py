@@ -1,0 +1,81 @@
+"""`GET /sites/{site}/summary`: a site's visitors, page views and top pages, referrers,
+sources and devices over a window, each list a breakdown of the site's counters (sites.keys).
+
+Reads: the visitors' hour and day sketches (uniques, one BatchGetItem), and four breakdowns
+(counters.breakdowns: page, referrer, source and device of `site:<site>`), each a bounded read
+whatever the number of page views or pages: at most 53 storage calls for a 400-day window. The
+UTM mediums and campaigns are breakdowns of `site-utm:<site>`
+(`GET /counters/site-utm:<site>/breakdown?by=medium`), left out here to keep that bound."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from chalicelib.core import pager, times
+from chalicelib.core.aws import DynamoDB
+from chalicelib.core.settings import Settings
+from chalicelib.counters import breakdowns
+from chalicelib.sites import keys
+from chalicelib.uniques import api as uniques_api
+
+DEFAULT_LIMIT = 10
+# Each list: the summary's name for it, the counter it is a breakdown of, the dimension, the
+# name of a value in the list.
+LISTS = (
+    ("pages", keys.pageview_counter, "page", "path"),
+    ("referrers", keys.pageview_counter, "referrer", "referrer"),
+    ("sources", keys.pageview_counter, "source", "source"),
+    ("devices", keys.pageview_counter, "device", "device"),
+)
+
+
+def parse_limit(params: Mapping[str, str]) -> int:
+    """`limit`: the longest list (1-1000, default 10), as a breakdown's."""
+    return pager.page_limit(params.get("limit"), DEFAULT_LIMIT, breakdowns.MAX_LIMIT)
+
+
+def summary(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    site: str,
+    minutes: tuple[int, int],
+    hours: tuple[int, int],
+    limit: int,
+    now_ms: int,
+) -> dict[str, Any]:
+    """The summary of `site` over minutes first..last; its visitors over the hours holding them
+    (unique counts are hour-aligned: `visitors_start`, `visitors_end`)."""
+    site = keys.site_name(site)
+    first, last = minutes
+    visitors = uniques_api.window_cardinality(dynamodb, settings, [keys.visitors_name(site)], hours, now_ms)
+    answer: dict[str, Any] = {
+        "site": site,
+        "start": times.iso(first * times.MINUTE_MS),
+        "end": times.iso((last + 1) * times.MINUTE_MS),
+        "visitors": visitors["cardinality"],
+        "visitors_exact": visitors["exact"],
+        "visitors_start": visitors["start"],
+        "visitors_end": visitors["end"],
+    }
+    complete, exact, keys_read, pageviews = True, True, visitors["keys_read"], 0
+    others: dict[str, Any] = {}
+    for name, counter, dimension, label in LISTS:
+        found = breakdowns.breakdown(dynamodb, settings, counter(site), dimension, first, last, limit, {}, now_ms)
+        answer[name] = [{label: entry["value"], "pageviews": entry["count"]} for entry in found["values"]]
+        others[name] = {"values": found["others"]["values"], "pageviews": found["others"]["count"]}
+        if name == "pages":  # every page view has a page: the list and what it leaves out are all of them
+            pageviews = sum(entry["count"] for entry in found["values"]) + found["others"]["count"]
+        complete = complete and found["complete"]
+        exact = exact and found["exact"]
+        keys_read += found["keys_read"]
+    answer.update(
+        {
+            "others": others,
+            "pageviews": pageviews,
+            "complete": complete and visitors["complete"],
+            "exact": exact,
+            "keys_read": keys_read,
+        }
+    )
+    return answer
