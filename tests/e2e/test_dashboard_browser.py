@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 import requests
@@ -130,17 +131,17 @@ def loaded(stack: LocalStack, api: requests.Session) -> dict[str, Any]:
         "dash.signups": [now - k * 7 * MINUTE for k in range(5)],  # all within the last hour
         "dash.orders": [now - 2 * MINUTE, now - 90 * MINUTE],
         "dash.refunds": [now - 3 * 60 * MINUTE],  # none in the last hour
-        "dash.jobs": [now - k * MINUTE for k in range(1, 4)],  # with dimensions and values
+        "dash:jobs": [now - k * MINUTE for k in range(1, 4)],  # with dimensions and values
     }
     events = [
         {"counter": c, "time": t, "attributes": {"amount": 2}}
         for c, times in sent.items()
         for t in times
-        if c != "dash.jobs"
+        if c != "dash:jobs"
     ]
     events += [
-        {"counter": "dash.jobs", "time": t, "dimensions": {"provider": p}, "values": {"price": 1.5}}
-        for t, p in zip(sent["dash.jobs"], ["p1", "p2", "p1"])
+        {"counter": "dash:jobs", "time": t, "dimensions": {"provider": p}, "values": {"price": 1.5}}
+        for t, p in zip(sent["dash:jobs"], ["p1", "p2", "p1"])
     ]
     post(api, f"{stack.url}/events", {"events": events}, 201)
     views = {"https://shop.example/a": 3, "https://shop.example/b?x=1&y=2": 1}
@@ -300,13 +301,13 @@ def test_given_a_fresh_page_when_opened_then_a_chart_then_a_breakdown_and_top_ur
     shot(page, "opened")
 
     # A counter's breakdown by a dimension its events carry: the API's values and counts.
-    page.get_by_role("button", name="dash.jobs", exact=True).click()
+    page.get_by_role("button", name="dash:jobs", exact=True).click()
     page.fill("#breakdown-by", "provider")
     page.get_by_role("button", name="Break down").click()
     rows = page.locator('#breakdown-tables table[data-by="provider"] tbody tr')
     rows.first.wait_for()
     shown = rows.evaluate_all("rows => rows.map(r => [r.cells[0].textContent, r.cells[1].textContent])")
-    answer = api.get(f"{stack.url}/counters/dash.jobs/breakdown", params={"by": "provider", "window": "24h"}).json()
+    answer = api.get(f"{stack.url}/counters/dash:jobs/breakdown", params={"by": "provider", "window": "24h"}).json()
     assert shown == [[v["value"], str(v["count"])] for v in answer["values"]] == [["p1", "2"], ["p2", "1"]]
     assert "price 3" in rows.first.inner_text()  # the exact sum of the values
     shot(page, "breakdown")
@@ -332,8 +333,8 @@ def test_given_a_fresh_page_when_opened_then_a_chart_then_a_breakdown_and_top_ur
 
     # A copied URL reopens the same view: tab, window, URL, and the counter with its dimension.
     copied = page.url
-    for part in ("view=views", "window=7d", "counter=dash.jobs", "by=provider", "url="):
-        assert part in copied, (part, copied)
+    for part in ("view=views", "window=7d", "counter=dash:jobs", "by=provider", "url="):
+        assert part in unquote(copied), (part, copied)
     again = context.new_page()
     again_console = Console(again)
     key = getattr(stack, "admin_key", None)
@@ -343,7 +344,7 @@ def test_given_a_fresh_page_when_opened_then_a_chart_then_a_breakdown_and_top_ur
         " && document.getElementById('window').value === '7d'"
         " && document.getElementById('view-chart').dataset.url === 'https://shop.example/a'"
         " && document.querySelector('#view-chart canvas') !== null"
-        " && document.getElementById('counter-chart').dataset.counter === 'dash.jobs'"
+        " && document.getElementById('counter-chart').dataset.counter === 'dash:jobs'"
         " && document.querySelector('#breakdown-tables table[data-by=\"provider\"] tbody tr') !== null"
     )
     assert "key=" not in again.url

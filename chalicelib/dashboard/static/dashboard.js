@@ -103,6 +103,10 @@
 
   const getJson = async (path) => (await api(path)).json();
   const enc = encodeURIComponent;
+  // A name in a path: its characters (A-Z a-z 0-9 _ . : -) need no escape. API Gateway's REST
+  // APIs hand path parameters to the function still percent-encoded, so a `%3A` would reach the
+  // name check as three characters and be refused.
+  const segment = (name) => enc(name).replace(/%3A/gi, ":");
 
   // -- the view in the address bar: #view=...&window=...&counter=...&by=...&url=...&name=... --
 
@@ -270,7 +274,7 @@
     if (!names.length) return;
     const counts = await Promise.all(
       names.map((name) =>
-        getJson(`/counters/${enc(name)}?window=${state.window}`).then(
+        getJson(`/counters/${segment(name)}?window=${state.window}`).then(
           (body) => body.count,
           () => -1,
         ),
@@ -307,8 +311,8 @@
     say("counter-total", "Loading…");
     try {
       const [count, histogram] = await Promise.all([
-        getJson(`/counters/${enc(name)}?${query}`),
-        getJson(`/counters/${enc(name)}/histogram?${query}&resolution=${spec.resolution}`),
+        getJson(`/counters/${segment(name)}?${query}`),
+        getJson(`/counters/${segment(name)}/histogram?${query}&resolution=${spec.resolution}`),
       ]);
       if (state.counter !== name) return;
       chart.dataset.counter = name;
@@ -387,7 +391,7 @@
     else tables.append(table);
     try {
       const query = `by=${enc(by)}&window=${state.window}&limit=${TOP_VALUES}`;
-      const body = await getJson(`/counters/${enc(counter)}/breakdown?${query}`);
+      const body = await getJson(`/counters/${segment(counter)}/breakdown?${query}`);
       if (state.counter !== counter) return;
       for (const entry of body.values) {
         const row = tbody.insertRow();
@@ -464,7 +468,7 @@
     say("unique-total", "Loading…");
     $("unique-empty").hidden = true;
     try {
-      const count = await getJson(`/hyperloglog/${enc(name)}?window=${state.window}`);
+      const count = await getJson(`/hyperloglog/${segment(name)}?window=${state.window}`);
       if (state.unique !== name) return;
       const windowed = "window" in count || "start" in count;
       const n = Math.round(count.cardinality).toLocaleString();
@@ -481,7 +485,7 @@
     }
     try {
       const resolution = spec.resolution === "day" ? "day" : "hour";
-      const series = await getJson(`/hyperloglog/${enc(name)}/histogram?resolution=${resolution}&window=${state.window}`);
+      const series = await getJson(`/hyperloglog/${segment(name)}/histogram?resolution=${resolution}&window=${state.window}`);
       if (state.unique !== name) return;
       const buckets = series.buckets || [];
       const valueOf = (b) => Math.round(b.cardinality ?? b.count ?? 0);
@@ -720,6 +724,7 @@
     failure,
     cell,
     enc,
+    segment,
     drawChart,
     clearChart,
     state,
