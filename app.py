@@ -39,6 +39,7 @@ from chalicelib.uniques import batches as uniques_batches
 from chalicelib.views import api as views_api
 from chalicelib.views import batches as views_batches
 from chalicelib.views import catalog as view_catalog
+from chalicelib.views import top_store as top_views
 from chalicelib.views import validation as view_input
 
 app = Chalice(app_name="tally")
@@ -383,6 +384,16 @@ def get_views() -> dict[str, Any]:
     params = query()
     minutes = windows.optional_minute_range(params, now)
     return views_api.count(aws.dynamodb, settings, views_api.parse_url(params), minutes, now)
+
+
+@app.route("/views/top", methods=["GET"], authorizer=read_key)
+@answers
+def get_top_views() -> dict[str, Any]:
+    now = clock.now_ms()
+    params = query()
+    hours = windows.hour_range(params, now)
+    limit, prefix = top_views.parse_query(params)
+    return top_views.top_urls(aws.dynamodb, settings, hours, limit, prefix, now)
 
 
 @app.on_sqs_message(

@@ -264,6 +264,8 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     # Without `names` it lists every name: not for a prefix-limited key.
     ("GET", "/hyperloglog"): RouteAccess(READ, Names(query="names", sep=",", listing_without_query=True)),
     ("GET", "/views"): RouteAccess(READ, Names(query="url")),
+    # Its `prefix` is a URL prefix: a prefix-limited key may ask for one inside its own.
+    ("GET", "/views/top"): RouteAccess(READ, Names(query="prefix", listing_without_query=True)),
     ("GET", "/reports"): RouteAccess(READ),
     ("GET", "/reports/{report_id}"): RouteAccess(READ),
     ("POST", "/reports"): RouteAccess(ADMIN),

@@ -209,6 +209,21 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "GET",
+        "/views/top",
+        "getTopViews",
+        "views",
+        "The most viewed URLs of a window, with their exact views",
+        (Answer(200, "the top URLs, most viewed first", s.TOP_VIEWS_ANSWER),),
+        params=(
+            *WINDOW,
+            Param("limit", s.TOP_LIMIT, "URLs listed"),
+            Param("prefix", s.TOP_PREFIX, "only URLs starting with it"),
+        ),
+        description=HOUR_ALIGNED + " The ranking is exact whenever every hour, day or 32-day block in the window holds "
+        "at most 1,000 distinct URLs; otherwise `exact` says whether it is, and `bound` what a URL left out can have.",
+    ),
+    Operation(
+        "GET",
         "/views/urls",
         "listViewUrls",
         "views",

@@ -23,6 +23,7 @@ from chalicelib.reports import ranges as report_ranges
 from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
 from chalicelib.uniques import keys as uniques_keys
+from chalicelib.views import top as view_top
 from chalicelib.views import validation as view_input
 
 Schema = dict[str, Any]
@@ -378,6 +379,29 @@ UNIQUE_HISTOGRAM_ANSWER = obj(
 VIEW_COUNT_ANSWER = obj(
     {"url": string(), "views": {"type": "integer", "minimum": 0}},
     {**WINDOW_ANSWER, **RETENTION},
+)
+_VIEWS = {"type": "integer", "minimum": 0}
+TOP_PREFIX = query_text(minLength=1, maxLength=view_input.URL_MAX_CHARS, pattern=r"\S")
+TOP_LIMIT = query_integer(1, view_top.MAX_LIMIT, view_top.DEFAULT_LIMIT)
+TOP_VIEWS_ANSWER = obj(
+    {
+        **WINDOW_ANSWER,
+        "complete": RETENTION["complete"],
+        "exact": {
+            "type": "boolean",
+            "description": "true when no URL left out can have more views than the last one listed",
+        },
+        "bound": {**_VIEWS, "description": "the most views a URL not listed can have in the window"},
+        "urls": {"type": "array", "items": obj({"url": string(), "views": _VIEWS})},
+        "others": obj(
+            {
+                "urls": _VIEWS,
+                "views": _VIEWS,
+                "complete": {"type": "boolean", "description": "false: at least these URLs and views"},
+            }
+        ),
+    },
+    {**RETENTION, "prefix": string()},
 )
 REPORT_SUMMARY = obj({"id": REPORT_ID, "start": ISO_TIME, "end": ISO_TIME, "events": {"type": "integer", "minimum": 0}})
 REPORT = obj(

@@ -24,6 +24,8 @@ capabilities can never collide and an operator can read any item's owner from it
     URL#<sha256 of url>                  V#... | D#...           marker: one view / one client-day was counted
     VWB#<sha256 of url>                  h#<n> | d#<n> | b#<n>   views of an hour (minute counts inside), a UTC
                                                                  day (hour counts), a 32-day block (day counts)
+    VTOP#<h|d|b>#<n>                     S                       the most viewed URLs of an hour, day or block: a
+                                                                 heavy-hitters summary of URL digests (views)
     HLL#<name>                           shard#<nn>              an all-time unique-count sketch shard (uniques)
     HLW#<name>                           h#<hour> | d#<day>      a unique-count sketch of one hour / UTC day
     HLN#index                            <name>                  a unique-count name and when it was last seen
@@ -52,6 +54,7 @@ AUDIT = "AUD#"
 AUDIT_RUN = "AUDIT#"
 VIEW_URL = "URL#"
 VIEW_BUCKET = "VWB#"
+VIEW_TOP = "VTOP#"
 SKETCH = "HLL#"
 SKETCH_WINDOW = "HLW#"
 SKETCH_NAMES = "HLN#"

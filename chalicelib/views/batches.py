@@ -44,7 +44,7 @@ from chalicelib.core.errors import StorageError
 from chalicelib.core.poison import DeadLetterSink
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
-from chalicelib.views import catalog, rollup, windows
+from chalicelib.views import catalog, rollup, top_store, windows
 from chalicelib.views import keys as view_keys
 from chalicelib.views import messages as view_messages
 from chalicelib.views import packing as view_packing
@@ -145,7 +145,10 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         a handler that died left undone) into their days and blocks. If that fails, every view
         it was for comes back with its message, and the copies are made then."""
         touched = {(view_keys.bucket_pk(p.pk), span) for p in members for span in p.spans}
-        return Sent(details=Counter(bucket_copies=rollup.derive(self.dynamodb, self.settings, touched, self.sleep)))
+        observed = top_store.Observations()  # the top URLs' summaries take the counts read here
+        copies = rollup.derive(self.dynamodb, self.settings, touched, self.sleep, observed.add)
+        summaries = top_store.record(self.dynamodb, self.settings, observed, self.sleep)
+        return Sent(details=Counter(bucket_copies=copies, top_writes=summaries))
 
     def acknowledge(self, done: Sequence[Message]) -> None:
         queue = queues.queue_url(self.sqs, self.settings.views_queue)

@@ -28,7 +28,7 @@ counts, so they read the same.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -58,10 +58,13 @@ def derive(
     settings: Settings,
     touched: Iterable[tuple[str, Span]],
     sleep: Sleep | None = None,
+    observe: Callable[[str, Span, int], None] | None = None,
 ) -> int:
     """Bring the day and block items of these (bucket partition, hour) pairs up to their hours;
     returns the writes made. Raises StorageError if storage fails (the caller's messages then
-    come back, and the copies are made on redelivery)."""
+    come back, and the copies are made on redelivery). `observe` is told each hour's, day's
+    and block's total as read here: a snapshot of a count that only grows, taken after the
+    batch's own writes (the top URLs summaries take them, chalicelib.views.top)."""
     hours = sorted(set(touched))
     if not hours:
         return 0
@@ -80,6 +83,8 @@ def derive(
     }
     for pk, hour in hours:
         n = total("hour", stored.get((pk, view_keys.bucket_sk(hour))))
+        if observe is not None:
+            observe(pk, hour, n)
         day, position = parent(hour)
         attribute = windows.inner_attribute("day", position)
         if n and _inner(day_items[(pk, day)], attribute) < n:
@@ -89,12 +94,16 @@ def derive(
     for pk, day in days:
         block, position = parent(day)
         block_sums[(pk, block)][windows.inner_attribute("block", position)] = total("day", day_items[(pk, day)])
+        if observe is not None:
+            observe(pk, day, total("day", day_items[(pk, day)]))
     for (pk, block), sums in sorted(block_sums.items()):
         item = stored.get((pk, view_keys.bucket_sk(block)))
         for attribute, value in sorted(sums.items()):
             if value and _inner(item, attribute) < value:
                 item = _raise_to(dynamodb, settings, pk, block, attribute, value)
                 writes += 1
+        if observe is not None:
+            observe(pk, block, total("block", item))
     return writes
 
 

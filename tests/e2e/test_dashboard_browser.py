@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 import requests
@@ -130,8 +131,18 @@ def loaded(stack: LocalStack, api: requests.Session) -> dict[str, Any]:
         "dash.signups": [now - k * 7 * MINUTE for k in range(5)],  # all within the last hour
         "dash.orders": [now - 2 * MINUTE, now - 90 * MINUTE],
         "dash.refunds": [now - 3 * 60 * MINUTE],  # none in the last hour
+        "dash:jobs": [now - k * MINUTE for k in range(1, 4)],  # with dimensions and values
     }
-    events = [{"counter": c, "time": t, "attributes": {"amount": 2}} for c, times in sent.items() for t in times]
+    events = [
+        {"counter": c, "time": t, "attributes": {"amount": 2}}
+        for c, times in sent.items()
+        for t in times
+        if c != "dash:jobs"
+    ]
+    events += [
+        {"counter": "dash:jobs", "time": t, "dimensions": {"provider": p}, "values": {"price": 1.5}}
+        for t, p in zip(sent["dash:jobs"], ["p1", "p2", "p1"])
+    ]
     post(api, f"{stack.url}/events", {"events": events}, 201)
     views = {"https://shop.example/a": 3, "https://shop.example/b?x=1&y=2": 1}
     post(
@@ -155,7 +166,8 @@ def loaded(stack: LocalStack, api: requests.Session) -> dict[str, Any]:
         if api.get(f"{stack.url}/hyperloglog/dash.visitors", timeout=5).json()["cardinality"] == 0:
             return False
         listed = api.get(f"{stack.url}/views/urls", timeout=5).json()["urls"]
-        return {u["url"]: u["views"] for u in listed} == views
+        top = api.get(f"{stack.url}/views/top", params={"window": "24h"}, timeout=5).json()["urls"]
+        return {u["url"]: u["views"] for u in listed} == views == {u["url"]: u["views"] for u in top}
 
     wait_for(counted, 120, "events and views to be counted")
     post(api, f"{stack.url}/reports", {}, 201)
@@ -270,6 +282,77 @@ def test_given_data_sent_through_the_api_when_the_dashboard_is_opened_then_every
 
     assert page.locator("#key-panel").is_hidden()  # nothing asked for a key it does not need
     assert console.errors == []
+
+
+def test_given_a_fresh_page_when_opened_then_a_chart_then_a_breakdown_and_top_urls_and_a_copied_url_reopens_the_view(
+    stack: LocalStack, api: requests.Session, context: Any, loaded: dict[str, Any]
+) -> None:
+    page = context.new_page()
+    console = Console(page)
+    page.goto(page_url(stack))
+
+    # It opens on something to look at: the chart of the busiest counter of the window.
+    page.wait_for_function(
+        "() => document.getElementById('counter-chart').dataset.counter === 'dash.signups'"
+        " && document.querySelector('#counter-chart canvas') !== null"
+    )
+    assert page.locator("#counter-title").inner_text() == "dash.signups"
+    assert "counter=dash.signups" in page.url
+    shot(page, "opened")
+
+    # A counter's breakdown by a dimension its events carry: the API's values and counts.
+    page.get_by_role("button", name="dash:jobs", exact=True).click()
+    page.fill("#breakdown-by", "provider")
+    page.get_by_role("button", name="Break down").click()
+    rows = page.locator('#breakdown-tables table[data-by="provider"] tbody tr')
+    rows.first.wait_for()
+    shown = rows.evaluate_all("rows => rows.map(r => [r.cells[0].textContent, r.cells[1].textContent])")
+    answer = api.get(f"{stack.url}/counters/dash:jobs/breakdown", params={"by": "provider", "window": "24h"}).json()
+    assert shown == [[v["value"], str(v["count"])] for v in answer["values"]] == [["p1", "2"], ["p2", "1"]]
+    assert "price 3" in rows.first.inner_text()  # the exact sum of the values
+    shot(page, "breakdown")
+
+    # The Views tab follows the window: the top URLs of the last 7 days, and one URL's series.
+    page.select_option("#window", "7d")
+    open_tab(page, "Views")
+    page.wait_for_function("() => document.getElementById('view-list').dataset.window === '7d'")
+    cells = page.locator("#view-list tbody tr").evaluate_all(
+        "rows => rows.map(r => [r.cells[0].textContent, r.cells[1].textContent])"
+    )
+    top = api.get(f"{stack.url}/views/top", params={"window": "7d"}).json()
+    assert cells == [[u["url"], str(u["views"])] for u in top["urls"]]
+    assert [c[0] for c in cells] == ["https://shop.example/a", "https://shop.example/b?x=1&y=2"]
+    page.get_by_role("button", name="https://shop.example/a", exact=True).click()
+    page.wait_for_function(
+        "() => { const el = document.getElementById('view-chart');"
+        " return el.dataset.url === 'https://shop.example/a' && el.dataset.window === '7d'"
+        " && el.querySelector('canvas') !== null; }"
+    )
+    assert page.locator("#view-chart").get_attribute("data-total") == "3"
+    shot(page, "views-top")
+
+    # A copied URL reopens the same view: tab, window, URL, and the counter with its dimension.
+    copied = page.url
+    for part in ("view=views", "window=7d", "counter=dash:jobs", "by=provider", "url="):
+        assert part in unquote(copied), (part, copied)
+    again = context.new_page()
+    again_console = Console(again)
+    key = getattr(stack, "admin_key", None)
+    again.goto(copied + (f"&key={key}" if key else ""))  # a new tab has no key yet: the link carries it
+    again.wait_for_function(
+        "() => document.getElementById('tab-views').getAttribute('aria-selected') === 'true'"
+        " && document.getElementById('window').value === '7d'"
+        " && document.getElementById('view-chart').dataset.url === 'https://shop.example/a'"
+        " && document.querySelector('#view-chart canvas') !== null"
+        " && document.getElementById('counter-chart').dataset.counter === 'dash:jobs'"
+        " && document.querySelector('#breakdown-tables table[data-by=\"provider\"] tbody tr') !== null"
+    )
+    assert "key=" not in again.url
+    assert again.locator("#view-chart").get_attribute("data-total") == "3"
+    again.get_by_role("tab", name="Counters").click()
+    assert again.locator('#breakdown-tables table[data-by="provider"]').is_visible()
+    shot(again, "reopened")
+    assert console.errors == [] and again_console.errors == []
 
 
 def test_given_a_keyboard_only_when_moving_through_tabs_then_each_view_is_reached(

@@ -59,6 +59,12 @@ def test_given_views_with_duplicates_when_posted_over_http_then_each_distinct_vi
         first, last = start // 60_000, end // 60_000
         expected_range = sum(1 for v in distinct if v["url"] == urls[0] and first <= v["time"] // 60_000 <= last)
         assert views(api, urls[0], start=start, end=end) == expected_range, (start, end)
+    # The top URLs of the last 7 days under the prefix (the README's line): exact, most viewed first.
+    response = api.get("/views/top", params={"window": "7d", "prefix": "https://blog.example/e2e/"}, timeout=5)
+    assert response.status_code == 200, response.text
+    top = response.json()
+    ranked = sorted(expected.items(), key=lambda uv: (-uv[1], uv[0]))
+    assert [(u["url"], u["views"]) for u in top["urls"]] == ranked and top["exact"] is True
 
 
 def test_given_bad_view_when_posted_over_http_then_400_in_chalice_error_shape(api: LocalStack) -> None:

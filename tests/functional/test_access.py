@@ -30,6 +30,7 @@ SAMPLES: dict[tuple[str, str], tuple[dict[str, str], Any]] = {
     ("POST", "/beacon/hyperloglog/{name}"): ({}, {"data": "visitor-1"}),
     ("GET", "/hyperloglog"): ({"names": "{n}"}, None),
     ("GET", "/views"): ({"url": "{n}"}, None),
+    ("GET", "/views/top"): ({"prefix": "{n}"}, None),
     ("POST", "/keys"): ({}, {"scopes": ["read"]}),
 }
 

@@ -9,9 +9,25 @@
     "7d": { resolution: "hour", label: "7 d" },
     "30d": { resolution: "day", label: "30 d" },
   };
-  const UNIQUE_DAYS = "30d";
+  const MINUTE = 60_000;
+  const HOUR = 60 * MINUTE;
+  const DAY = 24 * HOUR;
+  // A URL's views over the window are drawn from this many ranged counts (GET /views).
+  const VIEW_SERIES = {
+    "1h": { buckets: 12, ms: 5 * MINUTE, label: "5 min" },
+    "24h": { buckets: 24, ms: HOUR, label: "hour" },
+    "7d": { buckets: 28, ms: 6 * HOUR, label: "6 h" },
+    "30d": { buckets: 30, ms: DAY, label: "day" },
+  };
+  const TOP_URLS = 100;
+  const TOP_VALUES = 10;
+  const BUSIEST_OF = 20; // the dashboard opens on the busiest of the first counters listed
+  const DIMENSIONS_STORAGE = "tally.dimensions";
   const $ = (id) => document.getElementById(id);
-  const state = { window: "24h", counter: null, unique: null, shown: new Set(), cursors: {} };
+  // What is shown: the tab (document.body.dataset.view), the window, the counter and the
+  // dimension it is broken down by, the URL and the unique-count name. All of it is kept in
+  // the address bar's fragment (see "the view in the address bar"), so a copied URL reopens it.
+  const state = { window: "24h", counter: null, by: null, url: null, unique: null, shown: new Set(), cursors: {} };
 
   class ApiError extends Error {
     constructor(status, message) {
@@ -87,6 +103,33 @@
 
   const getJson = async (path) => (await api(path)).json();
   const enc = encodeURIComponent;
+  // A name in a path: its characters (A-Z a-z 0-9 _ . : -) need no escape. API Gateway's REST
+  // APIs hand path parameters to the function still percent-encoded, so a `%3A` would reach the
+  // name check as three characters and be refused.
+  const segment = (name) => enc(name).replace(/%3A/gi, ":");
+
+  // -- the view in the address bar: #view=...&window=...&counter=...&by=...&url=...&name=... --
+
+  const LINKED = ["view", "window", "counter", "by", "url", "name"];
+
+  function linkedView() {
+    const params = new URLSearchParams(location.hash.slice(1));
+    return Object.fromEntries(LINKED.filter((k) => params.get(k)).map((k) => [k, params.get(k)]));
+  }
+
+  function link() {
+    const values = {
+      view: document.body.dataset.view,
+      window: state.window,
+      counter: state.counter,
+      by: state.by,
+      url: state.url,
+      name: state.unique,
+    };
+    const params = new URLSearchParams();
+    for (const k of LINKED) if (values[k]) params.set(k, values[k]);
+    history.replaceState(null, "", location.pathname + location.search + "#" + params.toString());
+  }
 
   // -- small helpers -----------------------------------------------------------------------
 
@@ -204,7 +247,7 @@
 
   // -- counters -----------------------------------------------------------------------------
 
-  const loadCounters = pager("counters", {
+  const loadCounterPage = pager("counters", {
     path: "/counters?limit=100",
     field: "counters",
     table: "counter-list",
@@ -212,14 +255,54 @@
     message: "counters-message",
     empty: "No counters yet: send an event with POST /events and it shows here once counted.",
     row: (row, entry) => {
+      row.dataset.name = entry.name;
       pickButton(row, entry.name, () => showCounter(entry.name));
       cell(row, when(entry.last_counted));
       if (entry.name === state.counter) row.setAttribute("aria-current", "true");
     },
   });
 
+  async function loadCounters() {
+    await loadCounterPage();
+    if (!state.counter) await showBusiest();
+  }
+
+  // Something to look at from the start: the chart of the busiest counter in the window.
+  async function showBusiest() {
+    const rows = [...$("counter-list").tBodies[0].rows].slice(0, BUSIEST_OF);
+    const names = rows.map((row) => row.dataset.name);
+    if (!names.length) return;
+    const counts = await Promise.all(
+      names.map((name) =>
+        getJson(`/counters/${segment(name)}?window=${state.window}`).then(
+          (body) => body.count,
+          () => -1,
+        ),
+      ),
+    );
+    if (state.counter) return; // chosen meanwhile
+    let best = 0;
+    counts.forEach((count, i) => {
+      if (count > counts[best]) best = i;
+    });
+    showCounter(names[best]);
+  }
+
+  function markCurrent(tableId, attribute, value) {
+    for (const row of $(tableId).tBodies[0].rows) {
+      if (row.dataset[attribute] === value) row.setAttribute("aria-current", "true");
+      else row.removeAttribute("aria-current");
+    }
+  }
+
   async function showCounter(name) {
-    state.counter = name;
+    if (state.counter !== name) {
+      state.by = state.counter === null ? state.by : null; // a linked dimension belongs to its counter
+      state.counter = name;
+    }
+    link();
+    markCurrent("counter-list", "name", name);
+    showBreakdowns(name);
     const spec = WINDOWS[state.window];
     const chart = $("counter-chart");
     const end = Date.now();
@@ -228,8 +311,8 @@
     say("counter-total", "Loading…");
     try {
       const [count, histogram] = await Promise.all([
-        getJson(`/counters/${enc(name)}?${query}`),
-        getJson(`/counters/${enc(name)}/histogram?${query}&resolution=${spec.resolution}`),
+        getJson(`/counters/${segment(name)}?${query}`),
+        getJson(`/counters/${segment(name)}/histogram?${query}&resolution=${spec.resolution}`),
       ]);
       if (state.counter !== name) return;
       chart.dataset.counter = name;
@@ -250,6 +333,98 @@
       failure("counter-total", err);
     }
   }
+
+  // -- a counter's breakdowns: one table per dimension it was broken down by -----------------
+  //
+  // The API does not list a counter's dimensions: the page offers the ones that gave values
+  // for it before (kept in this browser), the linked one, and any the user types.
+
+  function seenDimensions() {
+    try {
+      return JSON.parse(localStorage.getItem(DIMENSIONS_STORAGE) || "{}");
+    } catch (err) {
+      return {};
+    }
+  }
+
+  function rememberDimension(counter, by) {
+    const seen = seenDimensions();
+    const dims = seen[counter] || [];
+    if (dims.includes(by)) return;
+    seen[counter] = [...dims, by].slice(-8);
+    localStorage.setItem(DIMENSIONS_STORAGE, JSON.stringify(seen));
+  }
+
+  function dimensionsOf(counter) {
+    const dims = [...(seenDimensions()[counter] || [])];
+    if (state.by && !dims.includes(state.by)) dims.unshift(state.by);
+    return dims;
+  }
+
+  async function showBreakdowns(counter) {
+    $("breakdown").hidden = false;
+    const list = $("breakdown-dimensions");
+    list.textContent = "";
+    for (const by of new Set(Object.values(seenDimensions()).flat())) list.append(new Option(by));
+    const tables = $("breakdown-tables");
+    tables.textContent = "";
+    const dims = dimensionsOf(counter);
+    say("breakdown-message", dims.length ? "" : "Type a dimension its events carry (for example provider) to break it down.");
+    await Promise.all(dims.map((by) => showBreakdown(counter, by, tables)));
+  }
+
+  function sumsText(sums) {
+    return Object.entries(sums || {})
+      .map(([name, value]) => `${name} ${Number(value).toLocaleString()}`)
+      .join(", ");
+  }
+
+  async function showBreakdown(counter, by, tables) {
+    const table = document.createElement("table");
+    table.dataset.by = by;
+    table.className = "breakdown";
+    table.createCaption().textContent = `By ${by}: loading…`;
+    table.createTHead().innerHTML = '<tr><th scope="col"></th><th scope="col" class="num">Events</th><th scope="col">Sums</th></tr>';
+    table.tHead.rows[0].cells[0].textContent = by;
+    const tbody = table.createTBody();
+    if (by === state.by) tables.prepend(table);
+    else tables.append(table);
+    try {
+      const query = `by=${enc(by)}&window=${state.window}&limit=${TOP_VALUES}`;
+      const body = await getJson(`/counters/${segment(counter)}/breakdown?${query}`);
+      if (state.counter !== counter) return;
+      for (const entry of body.values) {
+        const row = tbody.insertRow();
+        row.dataset.value = entry.value;
+        cell(row, entry.value);
+        cell(row, entry.count.toLocaleString(), "num");
+        cell(row, sumsText(entry.sums));
+      }
+      if (body.others && body.others.count > 0) {
+        const row = tbody.insertRow();
+        row.className = "others";
+        cell(row, body.others.values ? `${body.others.values.toLocaleString()} other values or none` : "without it");
+        cell(row, body.others.count.toLocaleString(), "num");
+        cell(row, "");
+      }
+      const exact = body.exact === false ? ` (ranking approximate: a value not listed has at most ${body.bound} events)` : "";
+      table.caption.textContent = `By ${by}, in the last ${WINDOWS[state.window].label}${exact}`;
+      if (body.values.length) rememberDimension(counter, by);
+      else table.caption.textContent = `By ${by}: no events with this dimension in the last ${WINDOWS[state.window].label}`;
+    } catch (err) {
+      table.caption.textContent = `By ${by}: could not load (${err.message})`;
+    }
+  }
+
+  $("breakdown-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const by = $("breakdown-by").value.trim();
+    if (!by || !state.counter) return;
+    state.by = by;
+    $("breakdown-by").value = "";
+    link();
+    showBreakdowns(state.counter);
+  });
 
   // -- unique counts ------------------------------------------------------------------------
 
@@ -286,13 +461,14 @@
 
   async function showUnique(name) {
     state.unique = name;
+    link();
     const spec = WINDOWS[state.window];
     const chart = $("unique-chart");
     $("unique-title").textContent = name;
     say("unique-total", "Loading…");
     $("unique-empty").hidden = true;
     try {
-      const count = await getJson(`/hyperloglog/${enc(name)}?window=${state.window}`);
+      const count = await getJson(`/hyperloglog/${segment(name)}?window=${state.window}`);
       if (state.unique !== name) return;
       const windowed = "window" in count || "start" in count;
       const n = Math.round(count.cardinality).toLocaleString();
@@ -308,20 +484,23 @@
       return;
     }
     try {
-      const series = await getJson(`/hyperloglog/${enc(name)}/histogram?resolution=day&window=${UNIQUE_DAYS}`);
+      const resolution = spec.resolution === "day" ? "day" : "hour";
+      const series = await getJson(`/hyperloglog/${segment(name)}/histogram?resolution=${resolution}&window=${state.window}`);
       if (state.unique !== name) return;
       const buckets = series.buckets || [];
       const valueOf = (b) => Math.round(b.cardinality ?? b.count ?? 0);
       const empty = buckets.every((b) => valueOf(b) === 0);
       $("unique-empty").hidden = !empty;
-      $("unique-empty").textContent = empty ? "No unique items for this name in the last 30 d." : "";
+      $("unique-empty").textContent = empty ? `No unique items for this name in the last ${spec.label}.` : "";
+      chart.dataset.name = name;
+      chart.dataset.window = state.window;
       if (empty) clearChart(chart);
-      else drawChart(chart, buckets, valueOf, "different per day");
+      else drawChart(chart, buckets, valueOf, `different per ${resolution}`);
     } catch (err) {
       clearChart(chart);
       $("unique-empty").hidden = false;
       if (err instanceof ApiError && (err.status === 400 || err.status === 404)) {
-        $("unique-empty").textContent = "Unique counts per day are not available on this server yet.";
+        $("unique-empty").textContent = "Unique counts over time are not available on this server yet.";
       } else {
         $("unique-empty").textContent = `Could not load the unique counts per day: ${err.message}`;
       }
@@ -334,25 +513,69 @@
     if (name) showUnique(name);
   });
 
-  // -- views --------------------------------------------------------------------------------
+  // -- views: the top URLs of the window, and one URL's views over it ------------------------
 
-  const loadViews = pager("views", {
-    path: "/views/urls?limit=100",
-    field: "urls",
-    table: "view-list",
-    more: "views-more",
-    message: "views-message",
-    empty: "No views counted yet: POST /views sends some.",
-    row: (row, entry) => {
-      cell(row, entry.url);
-      cell(row, entry.views.toLocaleString(), "num").dataset.views = String(entry.views);
-      cell(row, when(entry.last_counted));
-    },
-    sort: (tbody) => {
-      const rows = [...tbody.rows].sort((a, b) => b.cells[1].dataset.views - a.cells[1].dataset.views);
-      tbody.append(...rows);
-    },
-  });
+  async function loadViews() {
+    const spec = WINDOWS[state.window];
+    const tbody = $("view-list").tBodies[0];
+    try {
+      const body = await getJson(`/views/top?window=${state.window}&limit=${TOP_URLS}`);
+      tbody.textContent = "";
+      for (const entry of body.urls) {
+        const row = tbody.insertRow();
+        row.dataset.url = entry.url;
+        pickButton(row, entry.url, () => showViewUrl(entry.url));
+        cell(row, entry.views.toLocaleString(), "num").dataset.views = String(entry.views);
+        if (entry.url === state.url) row.setAttribute("aria-current", "true");
+      }
+      $("view-list").hidden = body.urls.length === 0;
+      $("view-list").dataset.window = state.window;
+      const exact = body.exact ? "" : ` (ranking approximate: a URL not listed has at most ${body.bound.toLocaleString()} views)`;
+      $("view-list-caption").textContent = `Top URLs of the last ${spec.label}, most viewed first${exact}`;
+      const others = body.others || { urls: 0, views: 0 };
+      const atLeast = others.complete === false ? "at least " : "";
+      say(
+        "views-others",
+        others.urls ? `and ${atLeast}${others.urls.toLocaleString()} more URLs with ${atLeast}${others.views.toLocaleString()} views` : "",
+      );
+      say("views-message", body.urls.length ? "" : `No views in the last ${spec.label}: POST /views sends some.`);
+    } catch (err) {
+      failure("views-message", err);
+    }
+    if (state.url) showViewUrl(state.url);
+  }
+
+  async function showViewUrl(url) {
+    state.url = url;
+    link();
+    markCurrent("view-list", "url", url);
+    const spec = WINDOWS[state.window];
+    const series = VIEW_SERIES[state.window];
+    const chart = $("view-chart");
+    $("view-title").textContent = url;
+    say("view-total", "Loading…");
+    const last = Math.floor(Date.now() / series.ms) * series.ms; // the bucket holding now
+    const starts = Array.from({ length: series.buckets }, (_, i) => last - (series.buckets - 1 - i) * series.ms);
+    try {
+      const [total, ...buckets] = await Promise.all([
+        getJson(`/views?url=${enc(url)}&window=${state.window}&end=${last + series.ms - 1}`),
+        ...starts.map((start) => getJson(`/views?url=${enc(url)}&start=${start}&end=${start + series.ms - 1}`)),
+      ]);
+      if (state.url !== url) return;
+      chart.dataset.url = url;
+      chart.dataset.window = state.window;
+      chart.dataset.total = String(total.views);
+      say("view-total", `${total.views.toLocaleString()} views in the last ${spec.label}`);
+      const empty = buckets.every((b) => b.views === 0);
+      $("view-empty").hidden = !empty;
+      $("view-empty").textContent = empty ? `No views of this URL in the last ${spec.label}.` : "";
+      if (empty) clearChart(chart);
+      else drawChart(chart, buckets, (b) => b.views, `views per ${series.label}`);
+    } catch (err) {
+      clearChart(chart);
+      failure("view-total", err);
+    }
+  }
 
   // -- reports ------------------------------------------------------------------------------
 
@@ -432,6 +655,8 @@
 
   // -- sections (tabs) ----------------------------------------------------------------------
 
+  // Each tab's loader; a tab another script adds (sites.js) registers its own with addTab, or
+  // listens for the "tally:show" event this dispatches for a tab without one.
   const LOADERS = {
     counters: loadCounters,
     uniques: loadUniqueNames,
@@ -451,7 +676,9 @@
       if (selected && focus) tab.focus();
     }
     document.body.dataset.view = name;
-    LOADERS[name]();
+    link();
+    const loader = LOADERS[name] || (() => document.dispatchEvent(new CustomEvent("tally:show", { detail: name })));
+    loader();
   }
 
   for (const tab of tabs) {
@@ -472,8 +699,11 @@
 
   $("window").addEventListener("change", (event) => {
     state.window = event.target.value;
+    link();
     if (state.counter) showCounter(state.counter);
     if (state.unique) showUnique(state.unique);
+    if (document.body.dataset.view === "views") loadViews();
+    document.dispatchEvent(new CustomEvent("tally:window", { detail: state.window }));
   });
 
   $("key-panel").addEventListener("submit", (event) => {
@@ -488,8 +718,42 @@
   });
 
   // What other tabs' scripts (sites.js) share.
-  window.tallyDashboard = { getJson, say, failure, cell, enc };
+  window.tallyDashboard = {
+    getJson,
+    say,
+    failure,
+    cell,
+    enc,
+    segment,
+    drawChart,
+    clearChart,
+    state,
+    link,
+    WINDOWS,
+    addTab: (name, loader) => {
+      LOADERS[name] = loader;
+    },
+  };
 
-  keyFromFragment();
-  show("counters");
+  // Start once every deferred script ran, so a tab another script adds can be linked to.
+  function start() {
+    keyFromFragment();
+    const linked = linkedView();
+    if (linked.window && WINDOWS[linked.window]) {
+      state.window = linked.window;
+      $("window").value = linked.window;
+    }
+    state.by = linked.by || null;
+    state.url = linked.url || null;
+    if (linked.counter) showCounter(linked.counter);
+    if (linked.name) {
+      $("unique-name").value = linked.name;
+      showUnique(linked.name);
+    }
+    const known = tabs.some((tab) => tab.getAttribute("aria-controls") === linked.view);
+    show(known ? linked.view : "counters");
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
 })();

@@ -16,9 +16,7 @@
   let shown = 0; // the latest request: an older answer arriving late is dropped
 
   const board = () => window.tallyDashboard;
-  // A name in a path: its characters (A-Z a-z 0-9 _ . : -) need no escape, and a `%3A` for the
-  // colon of `site:<site>` is not decoded by every gateway before the name is checked.
-  const segment = (name) => encodeURIComponent(name).replace(/%3A/gi, ":");
+  const segment = (name) => board().segment(name);
   const windowValue = () => $("window").value;
 
   async function loadSites() {

@@ -1,0 +1,224 @@
+"""Top URLs: the heavy-hitters summary of one bucket, how the buckets of a window merge, and how
+the most viewed URLs are picked from them with exact counts. Pure: no I/O.
+
+A summary is kept per view bucket (hour, UTC day, 32-day block: chalicelib.views.windows) for
+all URLs together. It maps a URL's digest (the first 8 bytes of the sha256 that keys the URL's
+items) to the URL's views in the bucket, for at most CAPACITY URLs, plus `floor`: the most
+views any URL it does not hold may have. It is fed snapshots, never increments: the queue
+handler reports each URL's count in a bucket as it has just read it from the URL's own bucket
+item (chalicelib.views.rollup reads them anyway), and `observe` keeps the largest. That is what
+makes it exact under at-least-once delivery:
+
+- counts only grow, so a snapshot is a lower bound of the URL's count, and the largest one seen
+  is the latest; observing a snapshot twice, late, or in any order changes nothing;
+- the handler that last changes a URL's bucket item reads it afterwards (rollup's argument), so
+  the final count is observed by some handler; a handler that dies before it reports leaves
+  its messages in the queue, and their redelivery (duplicates) reads and reports again;
+- a URL is dropped only for one with more views, and `floor` then rises to what the dropped one
+  had; a URL refused when the summary is full raises `floor` to its count. So once the final
+  snapshots are in, every URL's views are at most `max(held, floor)`, and `held` is exact for
+  every URL while `floor` is 0 (no more than CAPACITY URLs in the bucket).
+
+Concurrent handlers read, observe and write a summary under an optimistic lock (a version), so
+each update sees the one before it (chalicelib.views.top_store).
+
+A window is read as whole blocks, whole days and whole hours (`cover`, hour-aligned). Per
+candidate URL the summaries give `lower` (the sum of what they hold for it) and `upper` (the sum
+of max(held, floor)); any URL no summary holds has at most `missed`, the sum of the floors.
+`select` then reads exact counts (from the URL's own buckets) in order of `upper` until the
+next candidate cannot beat the last one listed: the list is exact whenever no URL left out can
+have more views than the last listed (`exact`), which holds whenever every bucket in the window
+held at most CAPACITY distinct URLs, and often beyond.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from chalicelib.views.windows import BLOCK_DAYS, Level, Span
+
+CAPACITY = 1000
+DEFAULT_LIMIT, MAX_LIMIT = 10, 1000  # URLs one answer lists
+DIGEST_BYTES = 8
+COUNT_BYTES = 5  # counts up to 2**40 - 1 views per URL and bucket
+ENTRY_BYTES = DIGEST_BYTES + COUNT_BYTES
+MAX_COUNT = 2 ** (8 * COUNT_BYTES) - 1
+# A summary item: the packed entries plus its key and a few small attributes (top_store).
+MAX_ITEM_BYTES = 16 * 1024
+assert CAPACITY * ENTRY_BYTES + 200 < MAX_ITEM_BYTES
+DAY_HOURS = 24
+BLOCK_HOURS = BLOCK_DAYS * DAY_HOURS
+# The most summaries a window of up to 400 days reads (tests/unit/test_view_top.py checks it):
+# 10 whole blocks between 2 x 31 whole days and 2 x 23 whole hours.
+MAX_SPANS = 118
+MIN_CHUNK, MAX_CHUNK = 5, 100  # candidates resolved at once
+
+
+def digest_of_sha(sha_hex: str) -> bytes:
+    """A URL's digest in a summary, from the sha256 (hex) that keys its items."""
+    return bytes.fromhex(sha_hex[: 2 * DIGEST_BYTES])
+
+
+@dataclass
+class Summary:
+    """One bucket's heavy hitters: digest -> views (snapshots), and the most views of any URL
+    it does not hold."""
+
+    entries: dict[bytes, int] = field(default_factory=dict)
+    floor: int = 0
+    capacity: int = CAPACITY
+
+    def observe(self, digest: bytes, count: int) -> bool:
+        """Take one snapshot of a URL's views in the bucket; whether the summary changed."""
+        if len(digest) != DIGEST_BYTES:
+            raise ValueError("a digest is 8 bytes")
+        if count <= 0:
+            return False
+        count = min(count, MAX_COUNT)
+        held = self.entries.get(digest)
+        if held is not None:
+            if count > held:
+                self.entries[digest] = count
+                return True
+            return False
+        if len(self.entries) < self.capacity:
+            self.entries[digest] = count
+            return True
+        lowest = min(self.entries, key=lambda d: (self.entries[d], d))
+        if count > self.entries[lowest]:
+            self.floor = max(self.floor, self.entries.pop(lowest))
+            self.entries[digest] = count
+            return True
+        if count > self.floor:
+            self.floor = count
+            return True
+        return False
+
+    def encode(self) -> bytes:
+        """Entries packed in digest order: 8 bytes of digest, 5 of count, each."""
+        return b"".join(d + self.entries[d].to_bytes(COUNT_BYTES, "big") for d in sorted(self.entries))
+
+    @classmethod
+    def decode(cls, packed: bytes, floor: int = 0) -> Summary:
+        if len(packed) % ENTRY_BYTES:
+            raise ValueError("a packed summary is a whole number of entries")
+        entries = {
+            packed[i : i + DIGEST_BYTES]: int.from_bytes(packed[i + DIGEST_BYTES : i + ENTRY_BYTES], "big")
+            for i in range(0, len(packed), ENTRY_BYTES)
+        }
+        return cls(entries, floor)
+
+
+def cover(first_hour: int, last_hour: int) -> list[Span]:
+    """The whole blocks, days and hours that make up hours first..last exactly, in time order,
+    coarsest possible."""
+    if last_hour < first_hour:
+        raise ValueError("the window ends before it starts")
+    return _cover(first_hour, last_hour + 1, "block")
+
+
+_HOURS: dict[Level, int] = {"block": BLOCK_HOURS, "day": DAY_HOURS, "hour": 1}
+_FINER: dict[Level, Level] = {"block": "day", "day": "hour"}
+
+
+def _cover(start: int, stop: int, level: Level) -> list[Span]:
+    size = _HOURS[level]
+    finer = _FINER.get(level)
+    spans: list[Span] = []
+    low, high = -(-start // size), stop // size  # whole buckets inside [start, stop)
+    if low >= high:
+        assert finer is not None
+        return _cover(start, stop, finer)
+    if finer is not None and start < low * size:
+        spans += _cover(start, low * size, finer)
+    spans += [Span(level, index) for index in range(low, high)]
+    if finer is not None and high * size < stop:
+        spans += _cover(high * size, stop, finer)
+    return spans
+
+
+@dataclass(frozen=True)
+class Candidate:
+    digest: bytes
+    lower: int  # the views the summaries hold for it
+    upper: int  # the most views it can have in the window
+
+
+@dataclass
+class Merged:
+    """A window's summaries merged: every URL any of them holds, and what any other may have."""
+
+    candidates: list[Candidate]  # by upper bound, highest first
+    missed: int  # the most views a URL no summary holds can have
+
+
+def merge(summaries: Iterable[Summary]) -> Merged:
+    lower: dict[bytes, int] = {}
+    excess: dict[bytes, int] = {}
+    missed = 0
+    for summary in summaries:
+        missed += summary.floor
+        for digest, held in summary.entries.items():
+            lower[digest] = lower.get(digest, 0) + held
+            excess[digest] = excess.get(digest, 0) + max(0, held - summary.floor)
+    candidates = [Candidate(d, lower[d], missed + excess[d]) for d in lower]
+    candidates.sort(key=lambda c: (-c.upper, -c.lower, c.digest))
+    return Merged(candidates, missed)
+
+
+# What a batch of candidates turns out to be: for each digest, the URLs with it (one, but for a
+# digest collision; none when the URL is unknown or outside the prefix asked for) and their
+# exact views in the window.
+Resolve = Callable[[Sequence[bytes]], dict[bytes, list[tuple[str, int]]]]
+
+
+@dataclass
+class Selection:
+    urls: list[tuple[str, int]]  # (url, views), views descending, then url
+    exact: bool
+    bound: int  # the most views a URL not listed may have
+    examined: int  # candidates resolved and counted
+    others: tuple[int, int]  # (urls, views) known beyond the list
+    others_complete: bool  # whether `others` counts every URL beyond the list
+
+
+def select(merged: Merged, limit: int, resolve: Resolve, max_examined: int, filtered: bool = False) -> Selection:
+    """The `limit` most viewed URLs with exact counts: candidates are resolved and counted in
+    order of their upper bound until the next one cannot beat the last listed, or
+    `max_examined` were (then `exact` is false unless the bound says otherwise). `filtered`:
+    `resolve` leaves some URLs out (a prefix), so candidates never resolved are not counted
+    in `others`."""
+    found: list[tuple[str, int]] = []
+    index = 0
+    order = merged.candidates
+    while index < len(order):
+        kth = _kth(found, limit)
+        if kth is not None and order[index].upper <= kth:
+            break
+        if index >= max_examined:
+            break
+        # As many as the list still lacks (at least a few, at most one BatchGetItem's worth).
+        size = min(max(limit - len(found), MIN_CHUNK), MAX_CHUNK)
+        batch = [c.digest for c in order[index : min(index + size, len(order), max_examined)]]
+        for urls in resolve(batch).values():
+            found.extend((url, views) for url, views in urls if views > 0)
+        index += len(batch)
+    found.sort(key=lambda uv: (-uv[1], uv[0]))
+    listed, beyond = found[:limit], found[limit:]
+    next_upper = order[index].upper if index < len(order) else 0
+    bound = max(merged.missed, next_upper, beyond[0][1] if beyond else 0)
+    kth = _kth(found, limit)
+    exact = bound == 0 if kth is None else bound <= kth
+    unexamined = [] if filtered else order[index:]
+    others_urls = len(beyond) + len(unexamined)
+    others_views = sum(v for _, v in beyond) + sum(c.lower for c in unexamined)
+    complete = merged.missed == 0 and (not filtered or index == len(order))
+    return Selection(listed, exact, bound, index, (others_urls, others_views), complete)
+
+
+def _kth(found: list[tuple[str, int]], limit: int) -> int | None:
+    """The views of the limit-th most viewed URL found so far; None while fewer were found."""
+    if len(found) < limit:
+        return None
+    return sorted((v for _, v in found), reverse=True)[limit - 1]

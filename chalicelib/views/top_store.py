@@ -1,0 +1,246 @@
+"""Top URLs in storage: the queue handler's summary updates, and GET /views/top.
+
+A summary (chalicelib.views.top) is one item per view bucket, `VTOP#<h|d|b>#<index>` / `S`:
+`e` the packed entries (at most 13,000 bytes), `f` its floor, `v` a version, `expires_at` as
+the bucket's. The handler updates one under an optimistic lock: read it (strongly consistent),
+observe the snapshots, write it back on the condition that `v` is still what it read; a
+handler that lost the race reads the winner's item and observes again. A summary nothing in
+the batch changes is not written (a redelivered batch costs reads only).
+
+A read of the top URLs of hours first..last reads (all numbers are items):
+- the summaries of the window's whole blocks, days and hours: at most top.MAX_SPANS (118) for
+  any window up to 400 days, one BatchGetItem call per 100;
+- per candidate examined (at most `limit` + EXTRA_EXAMINED): one Query of the views catalog
+  (its digest to its sha256), its counter item (the URL's text) and its exact views in the
+  window from its own buckets (at most windows.MAX_PARTS, 18).
+So at most 118 + (limit + 100) x 20 items, whatever the number of views or URLs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.core import catalog, clock, dynamo, keyspace, pager, timebuckets, times, transactions, window_params
+from chalicelib.core.aws import DynamoDB
+from chalicelib.core.clock import Sleep
+from chalicelib.core.errors import StorageError
+from chalicelib.core.retry import backoff
+from chalicelib.core.settings import Settings
+from chalicelib.views import api, top, windows
+from chalicelib.views import catalog as view_catalog
+from chalicelib.views import keys as view_keys
+from chalicelib.views import validation as view_input
+from chalicelib.views.windows import Span
+
+SUMMARY_SK = "S"
+MAX_ATTEMPTS = 8
+EXTRA_EXAMINED = 100
+
+
+def summary_key(span: Span) -> dict[str, Any]:
+    return {"pk": {"S": keyspace.VIEW_TOP + view_keys.bucket_sk(span)}, "sk": {"S": SUMMARY_SK}}
+
+
+# -- the queue handler's side ------------------------------------------------------------------
+
+
+class Observations:
+    """Snapshots of URLs' views per bucket, as a batch read them (the largest per URL)."""
+
+    def __init__(self) -> None:
+        self.by_span: dict[Span, dict[bytes, int]] = {}
+
+    def add(self, bucket_pk: str, span: Span, count: int) -> None:
+        digest = top.digest_of_sha(bucket_pk.removeprefix(keyspace.VIEW_BUCKET))
+        seen = self.by_span.setdefault(span, {})
+        if count > seen.get(digest, 0):
+            seen[digest] = count
+
+
+def record(dynamodb: DynamoDB, settings: Settings, observed: Observations, sleep: Sleep | None = None) -> int:
+    """Bring each bucket's summary up to the snapshots observed; returns the writes made.
+    StorageError if storage fails or the lock is lost MAX_ATTEMPTS times in a row (the batch's
+    messages then come back, and the snapshots are read and observed again)."""
+    spans = sorted(observed.by_span)
+    if not spans:
+        return 0
+    keys = [summary_key(span) for span in spans]
+    stored = {
+        item["pk"]["S"]: item
+        for item in dynamo.batch_get_items(
+            dynamodb, settings.counts_table, keys, "could not read the top URLs", sleep, consistent=True
+        )
+    }
+    writes = 0
+    for span, key in zip(spans, keys):
+        item = stored.get(key["pk"]["S"])
+        for attempt in range(MAX_ATTEMPTS):
+            summary, version = _parse(item)
+            changed = False
+            for digest, count in sorted(observed.by_span[span].items()):
+                changed = summary.observe(digest, count) or changed
+            if not changed:
+                break
+            try:
+                _put(dynamodb, settings, span, summary, version)
+                writes += 1
+                break
+            except ClientError as exc:
+                if transactions.error_code(exc) != "ConditionalCheckFailedException":
+                    raise StorageError("could not write the top URLs") from exc
+                item = exc.response.get("Item") or _get(dynamodb, settings, span)
+                (sleep or clock.sleep)(backoff(attempt, 1.0))
+        else:
+            raise StorageError("the top URLs of a bucket stayed contended")
+    return writes
+
+
+def _parse(item: dict[str, Any] | None) -> tuple[top.Summary, int | None]:
+    if not item:
+        return top.Summary(capacity=top.CAPACITY), None
+    packed = item["e"]["B"] if "e" in item else b""
+    summary = top.Summary.decode(bytes(packed), int(item.get("f", {"N": "0"})["N"]))
+    summary.capacity = top.CAPACITY
+    return summary, int(item["v"]["N"])
+
+
+def _get(dynamodb: DynamoDB, settings: Settings, span: Span) -> dict[str, Any] | None:
+    try:
+        found = dynamodb.get_item(TableName=settings.counts_table, Key=summary_key(span), ConsistentRead=True)
+    except ClientError as exc:
+        raise StorageError("could not read the top URLs") from exc
+    return dict(found["Item"]) if "Item" in found else None
+
+
+def _put(dynamodb: DynamoDB, settings: Settings, span: Span, summary: top.Summary, version: int | None) -> None:
+    item = {
+        **summary_key(span),
+        "e": {"B": summary.encode()},
+        "f": {"N": str(summary.floor)},
+        "v": {"N": str((version or 0) + 1)},
+        "expires_at": {"N": str(timebuckets.expires_at_s(span, settings.view_bucket_retention_seconds))},
+    }
+    condition: dict[str, Any] = (
+        {"ConditionExpression": "attribute_not_exists(pk)"}
+        if version is None
+        else {"ConditionExpression": "v = :v", "ExpressionAttributeValues": {":v": {"N": str(version)}}}
+    )
+    dynamodb.put_item(
+        TableName=settings.counts_table, Item=item, ReturnValuesOnConditionCheckFailure="ALL_OLD", **condition
+    )
+
+
+# -- GET /views/top --------------------------------------------------------------------------
+
+
+def parse_query(params: Mapping[str, str]) -> tuple[int, str | None]:
+    """`limit` (1-1000, default 10) and the optional URL `prefix` of GET /views/top."""
+    limit = pager.page_limit(params.get("limit"), top.DEFAULT_LIMIT, top.MAX_LIMIT)
+    prefix = params.get("prefix")
+    return limit, None if prefix is None else view_input.text(prefix, "prefix", view_input.URL_MAX_CHARS)
+
+
+def top_urls(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    hours: tuple[int, int],
+    limit: int,
+    prefix: str | None,
+    now_ms: int,
+    sleep: Sleep | None = None,
+) -> dict[str, Any]:
+    """The `limit` most viewed URLs (starting with `prefix`, if given) in hours first..last,
+    with their exact views (see the module's docstring for what it reads)."""
+    first_hour, last_hour = hours
+    window_params.check_hours(first_hour, last_hour)
+    spans = top.cover(first_hour, last_hour)
+    keys = [summary_key(span) for span in spans]
+    found = {
+        item["pk"]["S"]: item
+        for item in dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the top URLs", sleep)
+    }
+    items = [found.get(key["pk"]["S"]) for key in keys]
+    now_s = now_ms // 1000
+    retention = settings.view_bucket_retention_seconds
+    first = timebuckets.kept_from(
+        [timebuckets.kept(span, dynamo.stored_expiry(item), retention, now_s) for span, item in zip(spans, items)]
+    )
+    merged = top.merge(_parse(item)[0] for item in items[first:] if item)
+    end_ms = (last_hour + 1) * times.HOUR_MS
+    start_minute = spans[first].start_minute if first < len(spans) else end_ms // windows.MINUTE_MS
+    reads = [len(keys)]
+
+    def resolve(digests: Sequence[bytes]) -> dict[bytes, list[tuple[str, int]]]:
+        urls = _urls_of(dynamodb, settings, digests, reads, sleep)
+        wanted = [url for found in urls.values() for url in found if prefix is None or url.startswith(prefix)]
+        views = api.count_urls(dynamodb, settings, wanted, start_minute, end_ms // windows.MINUTE_MS - 1, sleep)
+        reads[0] += views.keys_read
+        return {d: [(url, views.views[url]) for url in found if url in views.views] for d, found in urls.items()}
+
+    selection = top.select(merged, limit, resolve, limit + EXTRA_EXAMINED, filtered=prefix is not None)
+    answer: dict[str, Any] = {
+        "start": times.iso(first_hour * times.HOUR_MS),
+        "end": times.iso(end_ms),
+        "exact": selection.exact,
+        "bound": selection.bound,
+        "urls": [{"url": url, "views": views} for url, views in selection.urls],
+        "others": {
+            "urls": selection.others[0],
+            "views": selection.others[1],
+            "complete": selection.others_complete,
+        },
+        "keys_read": reads[0],
+        "complete": first == 0,
+    }
+    if prefix is not None:
+        answer["prefix"] = prefix
+    if first:
+        answer["retained_from"] = times.iso(start_minute * windows.MINUTE_MS)
+        answer["message"] = "the window starts before what is kept: the answer counts retained_from to end"
+    return answer
+
+
+def _urls_of(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    digests: Sequence[bytes],
+    reads: list[int],
+    sleep: Sleep | None,
+) -> dict[bytes, list[str]]:
+    """The URLs with these digests: the views catalog names each URL's sha256 (one Query per
+    digest, by prefix), its counter item holds the text."""
+    shas: dict[bytes, list[str]] = {}
+    for digest in digests:
+        request = {
+            "TableName": settings.counts_table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :d)",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": catalog.catalog_pk(view_catalog.KIND)},
+                ":d": {"S": digest.hex()},
+            },
+            "ProjectionExpression": "sk",
+        }
+        names = [
+            i["sk"]["S"]
+            for page in dynamo.query_pages(dynamodb, request, "could not read the views catalog")
+            for i in page.get("Items", [])
+        ]
+        reads[0] += max(1, len(names))
+        shas[digest] = names
+    keys = [
+        {"pk": {"S": keyspace.VIEW_URL + sha}, "sk": {"S": view_keys.COUNTER_SK}}
+        for found in shas.values()
+        for sha in found
+    ]
+    reads[0] += len(keys)
+    texts = {
+        item["pk"]["S"].removeprefix(keyspace.VIEW_URL): item["url"]["S"]
+        for item in dynamo.batch_get_items(
+            dynamodb, settings.counts_table, keys, "could not read the view counters", sleep
+        )
+        if "url" in item
+    }
+    return {digest: [texts[sha] for sha in found if sha in texts] for digest, found in shas.items()}

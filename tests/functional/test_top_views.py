@@ -1,0 +1,239 @@
+"""GET /views/top on moto against brute force: random windows, redelivery, a handler dying
+half-way, concurrent summary updates, and summaries too small to hold every URL.
+
+Kept small: moto answers a Query by comparing every item of the table, and a top read makes
+one Query per candidate it examines (DynamoDB reads only the items of the key range)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from chalicelib.views import top, top_store
+from tests.functional.test_views import (
+    LambdaTimeout,
+    deliver,
+    fresh_queue_cache,  # noqa: F401  (the fixture the views tests use)
+    post_all,
+    receive_all,
+)
+
+pytestmark = pytest.mark.usefixtures("fresh_queue_cache")
+HOUR = 3_600_000
+DAY = 24 * HOUR
+
+
+def top_answer(client: Any, **params: Any) -> Any:
+    response = client.http.get("/views/top?" + urlencode(params))
+    assert response.status_code == 200, response.body
+    return response.json_body
+
+
+def brute(bodies: list[dict[str, Any]], start_ms: int, end_ms: int, prefix: str | None = None) -> Counter[str]:
+    """Distinct views per URL whose time lies in [start, end)."""
+    distinct = {(b["url"], b["time"], b["clientId"]) for b in bodies if start_ms <= b["time"] < end_ms}
+    return Counter(url for url, _, _ in distinct if prefix is None or url.startswith(prefix))
+
+
+def iso_ms(text: str) -> int:
+    from chalicelib.core import times
+
+    return times.parse(text, "time")
+
+
+def assert_top_exact(
+    client: Any, bodies: list[dict[str, Any]], limit: int, prefix: str | None = None, **window: Any
+) -> Any:
+    params = {**window, "limit": limit, **({"prefix": prefix} if prefix else {})}
+    answer = top_answer(client, **params)
+    truth = brute(bodies, iso_ms(answer["start"]), iso_ms(answer["end"]), prefix)
+    ranked = sorted(truth.items(), key=lambda uv: (-uv[1], uv[0]))
+    listed = [(row["url"], row["views"]) for row in answer["urls"]]
+    assert all(truth[url] == views for url, views in listed), "listed views are exact"
+    assert [v for _, v in listed] == [v for _, v in ranked[:limit]], (params, listed, ranked[:limit])
+    assert answer["exact"] is True and answer["complete"] is True
+    beyond = [v for url, v in ranked if url not in dict(listed)]
+    # With a prefix, `others` counts only the URLs it had to resolve anyway: complete or not, never more.
+    if prefix is None or answer["others"]["complete"]:
+        assert answer["others"] == {"urls": len(beyond), "views": sum(beyond), "complete": True}
+    else:
+        assert answer["others"]["urls"] <= len(beyond) and answer["others"]["views"] <= sum(beyond)
+    return answer
+
+
+def views_over(rng: random.Random, now: int, urls: int, n: int, days: int) -> list[dict[str, Any]]:
+    """n views, Zipf-like over the URLs, spread over `days` before now, a tenth of them repeats."""
+    weights = [1 / (i + 1) for i in range(urls)]
+    bodies: list[dict[str, Any]] = []
+    for _ in range(n):
+        if bodies and rng.random() < 0.1:
+            bodies.append(dict(rng.choice(bodies)))
+            continue
+        i = rng.choices(range(urls), weights)[0]
+        site = "https://blog.example/" if i % 2 else "https://shop.example/"
+        bodies.append(
+            {"url": f"{site}{i}", "time": now - rng.randrange(days * DAY), "clientId": f"c{rng.randrange(9)}"}
+        )
+    return bodies
+
+
+def count_in_phases(client: Any, aws: Any, clock: Any, rng: random.Random, phases: int) -> list[dict[str, Any]]:
+    """Views over phases x 12 days (within the views horizon each time), each phase's batch
+    delivered in shuffled parts and then all over again."""
+    every: list[dict[str, Any]] = []
+    for _ in range(phases):
+        bodies = views_over(rng, clock.now, urls=15, n=50, days=12)
+        post_all(client, bodies)
+        messages = receive_all(aws)
+        rng.shuffle(messages)
+        for part in (messages[:30], messages[30:]):
+            deliver(client, part)
+        again = deliver(client, messages)
+        assert again["counted"] == 0
+        every += bodies
+        clock.advance(12 * DAY)
+    return every
+
+
+def test_given_views_over_five_weeks_when_random_windows_read_then_top_urls_equal_brute_force(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    rng = random.Random(22)
+    bodies = count_in_phases(client, aws, clock, rng, phases=3)
+    low = min(b["time"] for b in bodies) - DAY
+    assert_top_exact(client, bodies, 10, window="40d")
+    assert_top_exact(client, bodies, 3, prefix="https://blog.example/", window="40d")
+    assert_top_exact(client, bodies, 10, prefix="https://blog.example/", window="40d")
+    for _ in range(4):
+        start, end = sorted(rng.randrange(low, clock.now) for _ in range(2))
+        limit = rng.choice([1, 3, 8])
+        assert_top_exact(client, bodies, limit, rng.choice([None, "https://shop.example/"]), start=start, end=end)
+
+
+def test_given_handler_dies_while_updating_the_summaries_when_redelivered_then_top_exact(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(7)
+    bodies = views_over(rng, clock.now, urls=25, n=200, days=3)
+    post_all(client, bodies)
+    messages = receive_all(aws)
+    real = top_store._put
+    puts: list[int] = []
+
+    def dies_on_the_third_put(*args: Any) -> Any:
+        puts.append(1)
+        if len(puts) == 3:
+            raise LambdaTimeout("Lambda timed out")
+        return real(*args)
+
+    monkeypatch.setattr(top_store, "_put", dies_on_the_third_put)
+    with pytest.raises(LambdaTimeout):
+        deliver(client, messages)
+    monkeypatch.setattr(top_store, "_put", real)
+    again = deliver(client, messages)  # every view a duplicate: the summaries are made from what is read
+    assert again["counted"] == 0 and again["top_writes"] > 0
+    for window in ("1h", "6h", "2d", "4d"):
+        assert_top_exact(client, bodies, 5, window=window)
+    assert deliver(client, messages).get("top_writes", 0) == 0, "summaries in place: reads only"
+
+
+def test_given_handler_dies_before_the_summaries_when_redelivered_in_parts_then_top_exact(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(8)
+    bodies = views_over(rng, clock.now, urls=12, n=120, days=2)
+    post_all(client, bodies)
+    messages = receive_all(aws)
+    monkeypatch.setattr(top_store, "record", _dies)
+    with pytest.raises(LambdaTimeout):
+        deliver(client, messages)
+    monkeypatch.undo()
+    rng.shuffle(messages)
+    for part in (messages[:50], messages[50:]):
+        deliver(client, part)
+    assert_top_exact(client, bodies, 4, window="3d")
+
+
+def _dies(*_: Any) -> Any:
+    raise LambdaTimeout("Lambda timed out")
+
+
+def test_given_two_handlers_racing_on_one_summary_when_applied_then_the_lock_keeps_both(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch, slept: list[float]
+) -> None:
+    first = [{"url": f"https://a.example/{i}", "time": clock.now - i * 1000, "clientId": "c"} for i in range(6)]
+    second = [{"url": f"https://b.example/{i}", "time": clock.now - i * 1000, "clientId": "c"} for i in range(4)]
+    post_all(client, first)
+    first_messages = receive_all(aws)
+    post_all(client, second)
+    second_messages = receive_all(aws)
+    real = top_store._put
+    raced: list[int] = []
+
+    def the_other_handler_writes_first(*args: Any) -> Any:
+        if not raced:
+            raced.append(1)
+            deliver(client, second_messages)  # commits its summaries between our read and our write
+        return real(*args)
+
+    monkeypatch.setattr(top_store, "_put", the_other_handler_writes_first)
+    deliver(client, first_messages)
+    monkeypatch.setattr(top_store, "_put", real)
+    assert slept, "the handler that lost the race read again and retried"
+    assert_top_exact(client, first + second, 20, window="1h")
+
+
+def test_given_more_urls_than_a_summary_holds_when_read_then_counts_exact_and_the_bound_honest(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(top, "CAPACITY", 6)
+    rng = random.Random(3)
+    bodies = views_over(rng, clock.now, urls=30, n=250, days=3)
+    post_all(client, bodies)
+    messages = receive_all(aws)
+    for start in range(0, len(messages), 100):
+        deliver(client, messages[start : start + 100])
+    exact_seen = 0
+    for window, limit in (("1h", 3), ("12h", 3), ("3d", 1), ("3d", 5), ("4d", 20)):
+        answer = top_answer(client, window=window, limit=limit)
+        truth = brute(bodies, iso_ms(answer["start"]), iso_ms(answer["end"]))
+        listed = {row["url"]: row["views"] for row in answer["urls"]}
+        assert all(truth[url] == views for url, views in listed.items())
+        assert all(views <= answer["bound"] for url, views in truth.items() if url not in listed), window
+        ranked = sorted(truth.values(), reverse=True)
+        if answer["exact"]:
+            exact_seen += 1
+            assert sorted(listed.values(), reverse=True) == ranked[:limit]
+        assert answer["others"]["views"] <= sum(truth.values()) - sum(listed.values())
+    assert exact_seen >= 1, "heavy hitters above every bucket's floor are still ranked exactly"
+    assert top_answer(client, window="4d", limit=40)["exact"] is False
+
+
+def test_given_a_400_day_window_when_read_then_a_bounded_number_of_keys(client: Any, aws: Any, clock: Any) -> None:
+    bodies = views_over(random.Random(1), clock.now, urls=30, n=100, days=2)
+    post_all(client, bodies)
+    deliver(client, receive_all(aws))
+    for limit in (1, 10, 100):
+        answer = top_answer(client, window="400d", limit=limit)
+        assert answer["keys_read"] <= top.MAX_SPANS + (limit + top_store.EXTRA_EXAMINED) * 20
+    assert top_answer(client, window="400d", limit=100)["keys_read"] <= top.MAX_SPANS + 30 * 20
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"limit": "0"}, {"limit": "1001"}, {"limit": "x"}, {"prefix": " "}, {"window": "401d"}, {"start": "nope"}],
+)
+def test_given_bad_parameters_when_top_read_then_400(client: Any, clock: Any, params: dict[str, str]) -> None:
+    response = client.http.get("/views/top?" + urlencode(params))
+    assert response.status_code == 400, response.body
+    assert set(response.json_body) == {"Code", "Message"}
+
+
+def test_given_no_views_when_top_read_then_empty_and_exact(client: Any, clock: Any) -> None:
+    answer = top_answer(client)
+    assert answer["urls"] == [] and answer["exact"] is True and answer["bound"] == 0
+    assert answer["others"] == {"urls": 0, "views": 0, "complete": True}
