@@ -83,18 +83,10 @@ def touch(
         if expires is not None:
             update += ", expires_at = :exp"
             values[":exp"] = {"N": str(expires)}
-        try:
-            dynamodb.update_item(
-                TableName=settings.counts_table,
-                Key={"pk": {"S": catalog_pk(kind)}, "sk": {"S": name}},
-                UpdateExpression=update,
-                # Concurrent writers: last_seen only moves forward.
-                ConditionExpression="attribute_not_exists(last_seen) OR last_seen < :t",
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise StorageError(f"could not update the {kind} catalog") from exc
+        # Concurrent writers: last_seen only moves forward.
+        _update_entry(
+            dynamodb, settings, kind, name, update, "attribute_not_exists(last_seen) OR last_seen < :t", values
+        )
     recent.mark(dynamodb, {name: names[name] for name in fresh}, hour)
     return len(fresh)
 
@@ -104,21 +96,41 @@ def extend(dynamodb: DynamoDB, settings: Settings, kind: str, names: Mapping[str
     write per name, which changes nothing when the stored entry already lives longer (its expiry
     only moves forward). For callers that know when a name needs listing; returns the writes."""
     for name, expires in sorted(names.items()):
-        try:
-            dynamodb.update_item(
-                TableName=settings.counts_table,
-                Key={"pk": {"S": catalog_pk(kind)}, "sk": {"S": name}},
-                UpdateExpression="SET last_seen = :t, expires_at = :exp",
-                # Concurrent writers: the expiry only grows, and last_seen only moves forward.
-                ConditionExpression=(
-                    "attribute_not_exists(expires_at) OR expires_at < :exp OR (expires_at = :exp AND last_seen < :t)"
-                ),
-                ExpressionAttributeValues={":t": {"N": str(now_ms)}, ":exp": {"N": str(expires)}},
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise StorageError(f"could not update the {kind} catalog") from exc
+        # Concurrent writers: the expiry only grows, and last_seen only moves forward.
+        _update_entry(
+            dynamodb,
+            settings,
+            kind,
+            name,
+            "SET last_seen = :t, expires_at = :exp",
+            "attribute_not_exists(expires_at) OR expires_at < :exp OR (expires_at = :exp AND last_seen < :t)",
+            {":t": {"N": str(now_ms)}, ":exp": {"N": str(expires)}},
+        )
     return len(names)
+
+
+def _update_entry(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    kind: str,
+    name: str,
+    update: str,
+    condition: str,
+    values: dict[str, Any],
+) -> None:
+    """One conditional write of a catalog entry; a failed condition means a writer that knew
+    better got there first, which leaves nothing to do."""
+    try:
+        dynamodb.update_item(
+            TableName=settings.counts_table,
+            Key={"pk": {"S": catalog_pk(kind)}, "sk": {"S": name}},
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+        )
+    except ClientError as exc:
+        if error_code(exc) != "ConditionalCheckFailedException":
+            raise StorageError(f"could not update the {kind} catalog") from exc
 
 
 # -- reads ---------------------------------------------------------------------------------
