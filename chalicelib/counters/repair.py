@@ -52,6 +52,7 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
+from chalicelib.core.transactions import error_code
 from chalicelib.counters import audit, audit_keys, audit_runs
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest as events_ingest
@@ -339,7 +340,7 @@ def _write_bucket(
             ExpressionAttributeValues=values,
         )
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+        if error_code(exc) == "ConditionalCheckFailedException":
             return None
         raise StorageError("could not write a recounted bucket") from exc
     return True
@@ -376,7 +377,7 @@ def _account(dynamodb: DynamoDB, settings: Settings, partition: str, stored: int
     try:
         dynamodb.update_item(**request)
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+        if error_code(exc) == "ConditionalCheckFailedException":
             return False  # the stream counted some of it meanwhile: the audit's next run will say
         raise StorageError("could not record a repair") from exc
     return True

@@ -37,6 +37,7 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError, reason
 from chalicelib.core.settings import Settings
+from chalicelib.core.transactions import error_code
 from chalicelib.counters import audit_keys, audit_runs, dimension_keys, stream_apply
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import packs, stream_records
@@ -299,5 +300,5 @@ def _still_bad(dynamodb: DynamoDB, settings: Settings, record_id: str, why: str,
             ExpressionAttributeValues={":r": {"S": why}, ":t": {"S": validation.iso(now_ms)}},
         )
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+        if error_code(exc) != "ConditionalCheckFailedException":
             raise StorageError("could not update a set-aside record") from exc

@@ -59,6 +59,7 @@ from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageE
 from chalicelib.core.poison import QuarantineSink
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
+from chalicelib.core.transactions import error_code
 from chalicelib.counters import audit_keys, catalog, dimension_keys, summaries, topk
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest as events_ingest
@@ -241,7 +242,7 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
                 ExpressionAttributeValues={":now": {"N": str(now_s)}, ":claim": {"S": claim}},
             )
         except ClientError as exc:
-            code = _code(exc)
+            code = error_code(exc)
             if code == CONDITION_FAILED:
                 return Sent(found=members, calls=1)
             if code in REJECTED_ERROR_CODES:
@@ -418,7 +419,7 @@ def _not_held(
 ) -> list[Countable]:
     """After a failed update: the records the item does not hold yet (its cancelled condition
     returned how far this shard got), noting the others in `rounds`."""
-    code = _code(exc)
+    code = error_code(exc)
     if code in REJECTED_ERROR_CODES:
         raise RejectedError(f"DynamoDB refused its update: {code}") from exc
     if code != CONDITION_FAILED:
@@ -604,7 +605,7 @@ def _prune(
             ExpressionAttributeValues=values,
         )
     except ClientError as exc:
-        if _code(exc) != CONDITION_FAILED:  # moved on meanwhile: the next write prunes it
+        if error_code(exc) != CONDITION_FAILED:  # moved on meanwhile: the next write prunes it
             raise StorageError("could not prune positions") from exc
         return 0
     return len(stale)
@@ -650,7 +651,7 @@ def apply_audit(
             )
             return calls
         except ClientError as exc:
-            if _code(exc) != CONDITION_FAILED:
+            if error_code(exc) != CONDITION_FAILED:
                 raise StorageError("could not write the audit counters") from exc
             stored = _stored_item(dynamodb, settings, exc, key).stamp(shard)
             remaining = [o for o in outcomes if o[0] > stored.position]
@@ -658,10 +659,6 @@ def apply_audit(
                 raise StorageError("the audit's condition failed for no reason this code knows") from exc
             outcomes = remaining
     raise StorageError("the audit's position kept moving")
-
-
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 def _text(value: str) -> str:

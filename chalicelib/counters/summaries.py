@@ -27,6 +27,7 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
+from chalicelib.core.transactions import error_code
 from chalicelib.counters import dimension_keys, topk
 from chalicelib.counters import keys as counter_keys
 
@@ -109,7 +110,7 @@ def write(
             dynamodb.put_item(**request)
             return calls
         except ClientError as exc:
-            if str(exc.response.get("Error", {}).get("Code", "")) != CONDITION_FAILED:
+            if error_code(exc) != CONDITION_FAILED:
                 raise StorageError("could not write a breakdown summary") from exc
     raise StorageError("a breakdown summary kept changing under its writes")
 
