@@ -29,6 +29,16 @@
   // the address bar's fragment (see "the view in the address bar"), so a copied URL reopens it.
   const state = { window: "24h", counter: null, by: null, url: null, unique: null, shown: new Set(), cursors: {} };
 
+  // Only the latest load of a panel may paint it: an earlier answer arriving late (a click
+  // while the first load is still out) would otherwise overwrite the newer one, or leave the
+  // chart marked loaded under a total that still says "Loading…".
+  const loads = {};
+  function begin(panel, chart) {
+    const n = (loads[panel] = (loads[panel] || 0) + 1);
+    delete chart.dataset.window; // the chart is not showing the current choice until it lands
+    return () => loads[panel] === n;
+  }
+
   class ApiError extends Error {
     constructor(status, message) {
       super(message);
@@ -309,12 +319,13 @@
     const query = `window=${state.window}&end=${end}`;
     $("counter-title").textContent = name;
     say("counter-total", "Loading…");
+    const current = begin("counter", chart);
     try {
       const [count, histogram] = await Promise.all([
         getJson(`/counters/${segment(name)}?${query}`),
         getJson(`/counters/${segment(name)}/histogram?${query}&resolution=${spec.resolution}`),
       ]);
-      if (state.counter !== name) return;
+      if (!current()) return;
       chart.dataset.counter = name;
       chart.dataset.end = String(end);
       chart.dataset.window = state.window;
@@ -329,6 +340,7 @@
       if (empty) clearChart(chart);
       else drawChart(chart, histogram.buckets, (b) => b.count, `events per ${spec.resolution}`);
     } catch (err) {
+      if (!current()) return;
       clearChart(chart);
       failure("counter-total", err);
     }
@@ -467,9 +479,10 @@
     $("unique-title").textContent = name;
     say("unique-total", "Loading…");
     $("unique-empty").hidden = true;
+    const current = begin("unique", chart);
     try {
       const count = await getJson(`/hyperloglog/${segment(name)}?window=${state.window}`);
-      if (state.unique !== name) return;
+      if (!current()) return;
       const windowed = "window" in count || "start" in count;
       const n = Math.round(count.cardinality).toLocaleString();
       say(
@@ -479,6 +492,7 @@
           : `about ${n} different, all time (this server does not count uniques over a window yet)`,
       );
     } catch (err) {
+      if (!current()) return;
       failure("unique-total", err);
       clearChart(chart);
       return;
@@ -486,7 +500,7 @@
     try {
       const resolution = spec.resolution === "day" ? "day" : "hour";
       const series = await getJson(`/hyperloglog/${segment(name)}/histogram?resolution=${resolution}&window=${state.window}`);
-      if (state.unique !== name) return;
+      if (!current()) return;
       const buckets = series.buckets || [];
       const valueOf = (b) => Math.round(b.cardinality ?? b.count ?? 0);
       const empty = buckets.every((b) => valueOf(b) === 0);
@@ -497,6 +511,7 @@
       if (empty) clearChart(chart);
       else drawChart(chart, buckets, valueOf, `different per ${resolution}`);
     } catch (err) {
+      if (!current()) return;
       clearChart(chart);
       $("unique-empty").hidden = false;
       if (err instanceof ApiError && (err.status === 400 || err.status === 404)) {
@@ -554,6 +569,7 @@
     const chart = $("view-chart");
     $("view-title").textContent = url;
     say("view-total", "Loading…");
+    const current = begin("view", chart);
     const last = Math.floor(Date.now() / series.ms) * series.ms; // the bucket holding now
     const starts = Array.from({ length: series.buckets }, (_, i) => last - (series.buckets - 1 - i) * series.ms);
     try {
@@ -561,7 +577,7 @@
         getJson(`/views?url=${enc(url)}&window=${state.window}&end=${last + series.ms - 1}`),
         ...starts.map((start) => getJson(`/views?url=${enc(url)}&start=${start}&end=${start + series.ms - 1}`)),
       ]);
-      if (state.url !== url) return;
+      if (!current()) return;
       chart.dataset.url = url;
       chart.dataset.window = state.window;
       chart.dataset.total = String(total.views);
@@ -572,6 +588,7 @@
       if (empty) clearChart(chart);
       else drawChart(chart, buckets, (b) => b.views, `views per ${series.label}`);
     } catch (err) {
+      if (!current()) return;
       clearChart(chart);
       failure("view-total", err);
     }
