@@ -116,6 +116,14 @@ def split_stamped(value: str) -> Stamp:
     return Stamp(parts[0], int(parts[1]) if parts[1].isdigit() else None, parts[2], parts[3])
 
 
+def held_id(key: dict[str, Any]) -> str:
+    """A short id of a counts-table item that took a record before the record was set aside
+    (the set-aside copy lists them, stream_records.HELD_FIELD): 16 hex of sha256 of its pk, then
+    its sk. A collision among the few items one record touches is negligible."""
+    pk, sk = str(key["pk"]["S"]), str(key["sk"]["S"])
+    return hashlib.sha256(pk.encode("utf-8")).hexdigest()[:16] + "|" + sk
+
+
 def item_key(pk: str, sk: str) -> dict[str, Any]:
     """A key DynamoDB will take (see _key): for the modules that build other counters' keys."""
     return _key(pk, sk)

@@ -10,7 +10,9 @@ record that is now valid is counted in ONE TransactWriteItems (core.transactions
   runs at once, or a run retried after dying, count it once (the second finds no item, or its
   transaction is cancelled on that condition);
 - adds its increments to its buckets with the stream handler's own update (expiry and retention
-  as the stream handler sets them: later events only extend a bucket's life);
+  as the stream handler sets them: later events only extend a bucket's life), except to the
+  buckets that took it before DynamoDB refused another of its buckets (the set-aside copy lists
+  them, stream_records.HELD_FIELD);
 - for an event with a client id, puts its marker as the stream handler does; if the marker is
   there (another copy of the event was counted) the record is only taken off the quarantine. A
   marker claimed by this very record (the stream handler claims before its bucket writes, and
@@ -131,6 +133,17 @@ def _key(record_id: str) -> dict[str, Any]:
     return {"pk": {"S": QUARANTINE_PK}, "sk": {"S": record_id}}
 
 
+def _held(item: dict[str, Any]) -> frozenset[str]:
+    """The items that took the record before it was set aside (counter_keys.held_id of each):
+    the stream handler had written some of its buckets when DynamoDB refused another."""
+    try:
+        raw = json.loads(item["record"]["S"])
+    except ValueError:
+        return frozenset()
+    held = raw.get(stream_records.HELD_FIELD) if isinstance(raw, dict) else None
+    return frozenset(h for h in held if isinstance(h, str)) if isinstance(held, list) else frozenset()
+
+
 def _parse(item: dict[str, Any], now_ms: int) -> stream_apply.Countable:
     """The stored copy, read as the stream handler reads a record; ValidationError/ValueError if
     it still cannot be counted."""
@@ -178,7 +191,7 @@ def _replay_one(
         why = "its partition's audit item has no set-aside record left to replay: it was replayed already"
         result.still_bad.append({"id": record_id, "reason": why})
         return
-    plan = _Plan(settings, record_id, countable, now_ms, with_tally=tally is not None)
+    plan = _Plan(settings, record_id, countable, now_ms, with_tally=tally is not None, held=_held(item))
     try:
         outcome = transactions.write(
             dynamodb,
@@ -206,10 +219,17 @@ class _Plan:
     """The replay transaction of one record, and how it adapts to what it meets."""
 
     def __init__(
-        self, settings: Settings, record_id: str, countable: stream_apply.Countable, now_ms: int, with_tally: bool
+        self,
+        settings: Settings,
+        record_id: str,
+        countable: stream_apply.Countable,
+        now_ms: int,
+        with_tally: bool,
+        held: frozenset[str] = frozenset(),
     ) -> None:
         self.settings, self.record_id, self.countable, self.now_ms = settings, record_id, countable, now_ms
         self.with_tally = with_tally
+        self.held = held  # items that took it before it was set aside: not added to again
         self.counted_elsewhere = False  # the marker was there: another copy was counted
         self.keep_stored: set[tuple[str, str]] = set()
 
@@ -256,6 +276,8 @@ class _Plan:
                     update = stream_apply.BucketUpdate()
                     update.add(bucket, c.event)
                     key = dimension_keys.bucket_item_key(pk, bucket)
+                    if counter_keys.held_id(key) in self.held:
+                        continue
                     keep = (key["pk"]["S"], key["sk"]["S"]) in self.keep_stored
                     # The stream handler's own increment: one rule for a bucket's expiry and retention.
                     items.append({"Update": stream_apply.increment(self.settings, key, bucket, update, keep)})

@@ -199,8 +199,11 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
 
     def __init__(self, dynamodb: DynamoDB, settings: Settings, now_ms: int, reordered: bool) -> None:
         self.dynamodb, self.settings, self.now_ms, self.reordered = dynamodb, settings, now_ms, reordered
+        # The items that took each record in this delivery, by (shard, position): a record set
+        # aside after some of its items took it keeps their ids, which its replay leaves out.
+        self._held: dict[tuple[str, str], list[str]] = {}
         self._sink: QuarantineSink[StreamRecord] = QuarantineSink(
-            dynamodb, settings, "events-stream", _record_id, StreamRecord.raw_json, now_ms
+            dynamodb, settings, "events-stream", _record_id, self._set_aside_text, now_ms
         )
 
     @property
@@ -272,7 +275,16 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
         return Sent(calls=catalog.list_counters(self.dynamodb, self.settings, expiry, self.now_ms))
 
     def _apply_item(self, touch: Touch, shard: str, members: list[Countable]) -> Sent[Countable]:
-        return apply_item(self.dynamodb, self.settings, touch, shard, members, self.now_ms)
+        sent = apply_item(self.dynamodb, self.settings, touch, shard, members, self.now_ms)
+        held = counter_keys.held_id(touch.key())
+        for c in (*sent.applied, *sent.found):
+            self._held.setdefault((c.shard, c.position), []).append(held)
+        return sent
+
+    def _set_aside_text(self, raw: StreamRecord) -> str:
+        position = counter_keys.event_position(raw.sequence_number, raw.pack_index)
+        shard = counter_keys.shard_attribute(raw.shard) if raw.shard else ""
+        return raw.raw_json(self._held.get((shard, position or ""), ()))
 
     def follow_ups(self, outcome: Outcome) -> list[Write[Countable]]:
         """The breakdown summaries of the records in the buckets (summaries.py), then the audit

@@ -14,6 +14,7 @@ with its index in the pack (`pack_index`), from which counting gives each its ow
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,6 +27,9 @@ _DESERIALIZER = TypeDeserializer()
 
 # In a set-aside copy of a record: the shard it was read from.
 SHARD_FIELD = "shardId"
+# In a set-aside copy of a record: the items that took it before it was set aside (opaque ids the
+# consumer that set it aside gives them), which a replay must not add it to again.
+HELD_FIELD = "heldBy"
 
 
 @dataclass(frozen=True)
@@ -41,10 +45,13 @@ class StreamRecord:
     # The event's index in the pack the record carries; None for an item of one event.
     pack_index: int | None = None
 
-    def raw_json(self) -> str:
+    def raw_json(self, held: Sequence[str] = ()) -> str:
         """The record as set aside: Lambda's record plus the shard it came through (`shardId`,
-        which Lambda names once per event), so a replay knows the claims it made."""
-        copy = {**self.raw, SHARD_FIELD: self.shard} if self.shard else self.raw
+        which Lambda names once per event), so a replay knows the claims it made, and the items
+        that already hold it (`heldBy`), so a replay knows the increments it made."""
+        copy = {**self.raw, SHARD_FIELD: self.shard} if self.shard else dict(self.raw)
+        if held:
+            copy[HELD_FIELD] = sorted(held)
         return json.dumps(copy, default=str, sort_keys=True)
 
 

@@ -256,6 +256,44 @@ def test_given_a_client_id_record_refused_after_claiming_its_marker_when_replaye
     assert count_of(aws.dynamodb, "refused") == 1
 
 
+def minutes_of(dynamodb: Any, pk: str) -> int:
+    """The minute counts of every hour item of one counter (or filter) partition."""
+    hours = [i for i in partition(dynamodb, pk) if i["sk"]["S"].startswith("h#")]
+    return sum(int(v["N"]) for i in hours for k, v in i.items() if k[0] == "m" and k[1:].isdigit())
+
+
+def test_given_a_record_refused_by_one_bucket_after_another_took_it_when_replayed_then_each_bucket_counts_it_once(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    """DynamoDB takes a record's day bucket, then refuses its hour bucket: the record is set
+    aside while its day already holds it. Replay adds it to the hour only."""
+    good = event_image(clock, "replayed", 1, clock.now - MINUTE)
+    split = event_image(clock, "split", 2, clock.now - 2 * MINUTE)
+    for item in (good, split):
+        stored(aws.dynamodb, item)
+    records = [record(good), record(split)]
+    refusing = failing(
+        aws.dynamodb,
+        "update_item",
+        "ValidationException",
+        lambda kw: kw["Key"]["pk"]["S"] == f"{keyspace.COUNTER}split" and kw["Key"]["sk"]["S"].startswith("h#"),
+    )
+    result = counting.apply_stream_batch(refusing, SETTINGS, from_lambda_event(lambda_event(records)), clock.now)
+    assert (result.counted, len(result.quarantined)) == (1, 1)
+    set_aside = records[1]["eventID"]
+    assert count_of(aws.dynamodb, "split") == 1  # the day took it
+    assert minutes_of(aws.dynamodb, f"{keyspace.COUNTER}split") == 0  # the hour refused it
+
+    answer = post_replay(client, {"source": "events-stream", "ids": [set_aside]}).json_body
+    again = post_replay(client, {"source": "events-stream", "ids": [set_aside]}).json_body
+
+    assert answer["replayed"] == [set_aside]
+    assert again["not_found"] == [set_aside]
+    assert count_of(aws.dynamodb, "split") == 1
+    assert minutes_of(aws.dynamodb, f"{keyspace.COUNTER}split") == 1
+    assert tally(aws.dynamodb, good["pk"]["S"])["set_aside"] == 0
+
+
 def test_given_a_replayed_partition_when_audited_then_it_adds_up(client: Any, aws: Any, clock: Any) -> None:
     first = client.http.post("/audit", headers={"Content-Type": "application/json"}, body="{}").json_body
     assert first["audited"] == 0  # the first run only sets the checkpoint
