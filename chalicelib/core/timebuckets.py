@@ -3,8 +3,9 @@
 Counts are kept per hour and per UTC day; an hour item also holds the count of each of its
 minutes, so minute precision costs no extra keys. A window of minutes [first, last] is read
 as: whole days from day items, whole hours from hour items, and the minutes of at most two
-partial hours from the minute counts inside their hour items. A 24-hour window therefore
-reads at most 25 items, and no bucket is ever subtracted: a count is exact even when events
+partial hours from the minute counts inside their hour items (plus, for the hours, the day
+items that may hold a quiet day's first minutes inline: counters/keys.py). A 24-hour window
+therefore reads at most 27 items, and no bucket is ever subtracted: a count is exact even when events
 carry times later than the window's end.
 """
 
@@ -20,6 +21,13 @@ MINUTE_MS = times.MINUTE_MS
 Resolution = Literal["minute", "hour", "day"]
 
 RESOLUTION_MINUTES: dict[str, int] = {"minute": 1, "hour": 60, "day": 1440}
+DAY_MINUTES = 1440
+HOURS_PER_DAY = 24
+
+
+def day_of_hour(hour_index: int) -> int:
+    """The index of the UTC day an hour bucket lies in."""
+    return hour_index // HOURS_PER_DAY
 
 
 @dataclass(frozen=True, order=True)

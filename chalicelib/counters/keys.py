@@ -116,6 +116,44 @@ def split_stamped(value: str) -> Stamp:
     return Stamp(parts[0], int(parts[1]) if parts[1].isdigit() else None, parts[2], parts[3])
 
 
+# A counter quiet in a day keeps the minutes of its first events in its day item (`i<minute of
+# day, 4 digits>`, at most INLINE_MAX events, `ic` of them), so a lone event costs one write;
+# past that they spill to the hour items. `x:<shard hash>` on a day item says, per shard, where
+# that shard's events went (stream_apply): NOT_SPILLED, every event of the shard at or below its
+# position is inline; a position, the events before it are inline and those from it on are in
+# hour items; FROM_START (or absent: items written before inline minutes existed), every one is
+# in hour items. A read adds a day's inline minutes to its hours (reads.py).
+INLINE_MAX = 8
+INLINE_COUNT = "ic"
+SPILL_PREFIX = "x:"
+NOT_SPILLED = "~"  # sorts after every position (digits)
+FROM_START = "!"  # sorts before every position
+
+
+def inline_attribute(minute_of_day: int) -> str:
+    return f"i{minute_of_day:04d}"
+
+
+def inline_minutes(item: dict[str, Any] | None) -> dict[int, int]:
+    """A day item's inline minutes: minute of day -> count."""
+    return {
+        int(k[1:]): int(v["N"])
+        for k, v in (item or {}).items()
+        if len(k) == 5 and k[0] == "i" and k[1:].isdigit() and isinstance(v, dict) and "N" in v
+    }
+
+
+def spill_attribute(shard_attribute: str) -> str:
+    """The day item's attribute saying where the events of one shard (`s:<hash>`) went."""
+    return SPILL_PREFIX + shard_attribute[len(SHARD_ATTRIBUTE_PREFIX) :]
+
+
+def held_inline(spill: str | None, position: str) -> bool:
+    """Whether an event a day item holds (at or below its shard's position) is held inline,
+    given that shard's `x:` value (None: absent)."""
+    return spill is not None and position < spill
+
+
 def held_id(key: dict[str, Any]) -> str:
     """A short id of a counts-table item that took a record before the record was set aside
     (the set-aside copy lists them, stream_records.HELD_FIELD): 16 hex of sha256 of its pk, then

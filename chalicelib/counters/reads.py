@@ -98,15 +98,24 @@ def count_window(
     parts = timebuckets.plan(first_minute, last_minute)
     pk = dimension_keys.read_pk(counter, where or {})
     keys = [dimension_keys.bucket_item_key(pk, p.bucket) for p in parts]
-    found = _batch_get(dynamodb, settings, keys, sleep)
+    # The days of the hours read: a quiet counter's first minutes of a day are held in its day
+    # item (counters/keys.py, INLINE_MAX), at most two more keys (the window's two ends).
+    days = {timebuckets.day_of_hour(p.bucket.index) for p in parts if p.bucket.resolution == "hour"}
+    day_keys = {d: dimension_keys.bucket_item_key(pk, timebuckets.Bucket("day", d)) for d in sorted(days)}
+    extra = [k for k in day_keys.values() if k not in keys]
+    found = _batch_get(dynamodb, settings, keys + extra, sleep)
     items = [found.get((key["pk"]["S"], key["sk"]["S"])) for key in keys]
-    assumed = _assumed_retention(items, settings)
+    inline = {i: counter_keys.inline_minutes(found.get((k["pk"]["S"], k["sk"]["S"]))) for i, k in day_keys.items()}
+    # The day items read count too: an hour whose events its day holds inline has no item.
+    assumed = _assumed_retention(found.values(), settings)
     now_s = now_ms // 1000
     flags = [timebuckets.kept(p.bucket, dynamo.stored_expiry(item), assumed, now_s) for p, item in zip(parts, items)]
     first = timebuckets.kept_from(flags)
     total = 0
     sums: dict[str, Decimal] = {}
     for part, item in zip(parts[first:], items[first:]):
+        if part.bucket.resolution == "hour":
+            total += _inline_count(inline[timebuckets.day_of_hour(part.bucket.index)], part)
         if item is None:
             continue
         total += _part_count(item, part)
@@ -115,7 +124,15 @@ def count_window(
     end_ms = (last_minute + 1) * timebuckets.MINUTE_MS
     retained_from = _part_start_ms(parts[first]) if first < len(parts) else end_ms
     return WindowCount(
-        counter, total, first_minute, last_minute, len(keys), first == 0, retained_from, sums, dict(where or {})
+        counter,
+        total,
+        first_minute,
+        last_minute,
+        len(keys) + len(extra),
+        first == 0,
+        retained_from,
+        sums,
+        dict(where or {}),
     )
 
 
@@ -135,6 +152,13 @@ def _part_count(item: dict[str, Any], part: timebuckets.Part) -> int:
         return int(item["n"]["N"])
     first, last = part.minutes
     return sum(int(item.get(counter_keys.minute_attribute(m), {"N": "0"})["N"]) for m in range(first, last + 1))
+
+
+def _inline_count(inline: Mapping[int, int], part: timebuckets.Part) -> int:
+    """The events of an hour part that its day item holds inline."""
+    first, last = part.minutes if part.minutes is not None else (0, 59)
+    start = part.bucket.first_minute % timebuckets.DAY_MINUTES
+    return sum(inline.get(start + m, 0) for m in range(first, last + 1))
 
 
 def _batch_get(
@@ -162,7 +186,15 @@ def histogram(
     size = timebuckets.RESOLUTION_MINUTES[stored]
     pk = dimension_keys.read_pk(counter, where or {})
     items = dict(_query_buckets(dynamodb, settings, pk, stored, buckets[0], buckets[-1]))
-    assumed = _assumed_retention(items.values(), settings)
+    # Minutes a day item holds inline belong to its hours (one more Query, of the days spanned).
+    inline: dict[int, int] = {}
+    retentions: list[dict[str, Any]] = []
+    if stored == "hour":
+        for day, day_item in _query_buckets(dynamodb, settings, pk, "day", buckets[0], buckets[-1]):
+            for minute, k in counter_keys.inline_minutes(day_item).items():
+                inline[day * timebuckets.DAY_MINUTES + minute] = k
+            retentions.append(day_item)
+    assumed = _assumed_retention([*items.values(), *retentions], settings)
     now_s = now_ms // 1000
 
     # One object per stored item: the hour items of a minute series, else the buckets themselves.
@@ -183,16 +215,21 @@ def histogram(
     counts: dict[int, int] = {}
     sums: dict[int, dict[str, Decimal]] = {}
     for bucket in buckets[first:]:
+        held = sum(inline.get(m, 0) for m in range(bucket.first_minute, bucket.first_minute + size)) if inline else 0
+        if resolution == "minute":
+            held = inline.get(bucket.first_minute, 0)
         item = items.get(stored_bucket(bucket).index)
         if item is None:
+            if held:
+                counts[bucket.index] = held
             continue
         if resolution == "minute":
             minute = bucket.first_minute % 60
             value = item.get(counter_keys.minute_attribute(minute))
-            counts[bucket.index] = int(value["N"]) if value is not None else 0
+            counts[bucket.index] = (int(value["N"]) if value is not None else 0) + held
             sums[bucket.index] = dimension_keys.sums_of(item, (minute, minute), "hour")
         else:
-            counts[bucket.index] = int(item["n"]["N"])
+            counts[bucket.index] = int(item["n"]["N"]) + (held if resolution == "hour" else 0)
             sums[bucket.index] = dimension_keys.sums_of(item, None, resolution)
     retained_from = buckets[first].start_ms if first < len(buckets) else buckets[-1].end_ms
     return {

@@ -135,6 +135,13 @@ def _attempt(
 ) -> set[Key]:
     """One pass: read the buckets, recount them, write them; the keys still to do."""
     stored = {key: _read_bucket(dynamodb, settings, *key) for key in pending}
+    # An hour's first events of a quiet day may be held inline by its day item (counters/keys.py):
+    # the hour item holds the others.
+    days = {
+        key: _read_bucket(dynamodb, settings, key[0], Bucket("day", timebuckets.day_of_hour(key[1].index)))
+        for key in pending
+        if key[1].resolution == "hour"
+    }
     lost = _lost_partitions(dynamodb, settings, now_ms) | {partition}
     oldest = min(b.start_ms for _, b in pending) - settings.max_future_skew_seconds * 1000
     counts: dict[Key, _Count] = {key: _Count() for key in pending}
@@ -164,7 +171,7 @@ def _attempt(
         if key in busy:
             left.add(key)
             continue
-        outcome = _write_bucket(dynamodb, settings, key, stored[key], counts[key])
+        outcome = _write_bucket(dynamodb, settings, key, stored[key], counts[key], days.get(key))
         if outcome is None:
             left.add(key)  # written to meanwhile: read and recount again
         elif outcome:
@@ -296,12 +303,35 @@ def _read_bucket(dynamodb: DynamoDB, settings: Settings, counter: str, bucket: B
     return item
 
 
+def _without_inline(count: _Count, bucket: Bucket, day: dict[str, Any] | None) -> _Count | None:
+    """An hour's recount less the events its day item holds inline; None if the day holds more
+    than the recount (it changed since it was read, or its events are not all accounted yet)."""
+    start = bucket.first_minute % timebuckets.DAY_MINUTES
+    inline = {m - start: k for m, k in counter_keys.inline_minutes(day).items() if start <= m < start + 60}
+    if not inline:
+        return count
+    minutes = Tally({m: count.minutes[m] - inline.get(m, 0) for m in set(count.minutes) | set(inline)})
+    if any(k < 0 for k in minutes.values()):
+        return None
+    return _Count(count.n - sum(inline.values()), Tally({m: k for m, k in minutes.items() if k}), count.retention)
+
+
 def _write_bucket(
-    dynamodb: DynamoDB, settings: Settings, key: Key, stored: dict[str, Any] | None, count: _Count
+    dynamodb: DynamoDB,
+    settings: Settings,
+    key: Key,
+    stored: dict[str, Any] | None,
+    count: _Count,
+    day: dict[str, Any] | None = None,
 ) -> bool | None:
-    """Write the recount if the bucket is as read: True written, False already right, None
-    changed since it was read."""
+    """Write the recount if the bucket is as read (and, for an hour, its day's inline minutes):
+    True written, False already right, None changed since it was read."""
     counter, bucket = key
+    if bucket.resolution == "hour":
+        less = _without_inline(count, bucket, day)
+        if less is None:
+            return None
+        count = less
     old_minutes = {
         int(name[1:]): int(value["N"])
         for name, value in (stored or {}).items()
@@ -330,17 +360,37 @@ def _write_bucket(
         values[":old"] = stored["n"]
         condition = "#n = :old"
     expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+    update: dict[str, Any] = {
+        "TableName": settings.counts_table,
+        "Key": counter_keys.bucket_key(counter, bucket),
+        "UpdateExpression": expression,
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
     try:
-        dynamodb.update_item(
-            TableName=settings.counts_table,
-            Key=counter_keys.bucket_key(counter, bucket),
-            UpdateExpression=expression,
-            ConditionExpression=condition,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
+        if bucket.resolution == "hour" and day is not None and counter_keys.INLINE_COUNT in day:
+            # The day's inline minutes were subtracted: they must be as read when the hour is written.
+            dynamodb.transact_write_items(
+                TransactItems=[
+                    {"Update": update},
+                    {
+                        "ConditionCheck": {
+                            "TableName": settings.counts_table,
+                            "Key": counter_keys.bucket_key(
+                                counter, Bucket("day", timebuckets.day_of_hour(bucket.index))
+                            ),
+                            "ConditionExpression": "#ic = :ic",
+                            "ExpressionAttributeNames": {"#ic": counter_keys.INLINE_COUNT},
+                            "ExpressionAttributeValues": {":ic": day[counter_keys.INLINE_COUNT]},
+                        }
+                    },
+                ]
+            )
+        else:
+            dynamodb.update_item(**update)
     except ClientError as exc:
-        if error_code(exc) == "ConditionalCheckFailedException":
+        if error_code(exc) in ("ConditionalCheckFailedException", "TransactionCanceledException"):
             return None
         raise StorageError("could not write a recounted bucket") from exc
     return True

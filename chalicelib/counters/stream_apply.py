@@ -202,6 +202,8 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
         # The items that took each record in this delivery, by (shard, position): a record set
         # aside after some of its items took it keeps their ids, which its replay leaves out.
         self._held: dict[tuple[str, str], list[str]] = {}
+        # The events each day item holds inline: (pk, day, shard, position).
+        self._inline: set[tuple[str, int, str, str]] = set()
         self._sink: QuarantineSink[StreamRecord] = QuarantineSink(
             dynamodb, settings, "events-stream", _record_id, self._set_aside_text, now_ms
         )
@@ -275,8 +277,20 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
         return Sent(calls=catalog.list_counters(self.dynamodb, self.settings, expiry, self.now_ms))
 
     def _apply_item(self, touch: Touch, shard: str, members: list[Countable]) -> Sent[Countable]:
-        sent = apply_item(self.dynamodb, self.settings, touch, shard, members, self.now_ms)
         held = counter_keys.held_id(touch.key())
+        if touch.bucket.resolution == "hour":
+            # Its day bucket was written first (writes() orders a pk's day before its hours) and
+            # said which events it holds inline: those never go to an hour item.
+            day = (touch.pk, timebuckets.day_of_hour(touch.bucket.index), shard)
+            inline = [c for c in members if (*day, c.position) in self._inline]
+            for c in inline:
+                self._held.setdefault((c.shard, c.position), []).append(held)
+            members = [c for c in members if (*day, c.position) not in self._inline]
+            if not members:
+                return Sent()
+        sent = apply_item(self.dynamodb, self.settings, touch, shard, members, self.now_ms)
+        for c in sent.marks.get(INLINE, ()):
+            self._inline.add((touch.pk, touch.bucket.index, shard, c.position))
         for c in (*sent.applied, *sent.found):
             self._held.setdefault((c.shard, c.position), []).append(held)
         return sent
@@ -357,23 +371,53 @@ def _place(record: StreamRecord) -> tuple[str, str, str] | None:
 LISTED = "listed"
 
 
+# The mark of the events a day item holds inline (counter_keys.INLINE_MAX).
+INLINE = "inline"
+
+
 @dataclass
 class _Rounds:
     """What the rounds of one item's update have learnt: the item's position for this shard
     (once a cancelled condition has shown it), whether its stored retention is the longer, the
-    records it held already (in the batch's range, or beyond it: a skip) and the calls made."""
+    records it held already (in the batch's range, or beyond it: a skip), of those the ones it
+    holds inline, the calls made, and for a day item where this shard's events go (`spill`:
+    the stored `x:` value, UNKNOWN until read, None when absent) and how many it holds inline."""
 
     before: str = ""
     keep_stored: bool = False
     found: list[Countable] = field(default_factory=list)
     beyond: list[Countable] = field(default_factory=list)
+    inline: list[Countable] = field(default_factory=list)
     calls: int = 0
+    spill: str | None = ""
+    inline_count: int = 0
+    positioned: bool = False  # the item holds a position of this shard
 
     def marks(self, listed: bool = False, applied: Sequence[Countable] = ()) -> dict[str, Sequence[Countable]]:
         marks: dict[str, Sequence[Countable]] = {"found_applied": self.found, "beyond": self.beyond}
         if listed:
             marks[LISTED] = [*self.found, *applied]
+        marks[INLINE] = self.inline
         return marks
+
+
+UNKNOWN = ""  # _Rounds.spill before the item was read
+
+
+def _day_mode(rounds: _Rounds, members: list[Countable]) -> str:
+    """How a day item takes this shard's next events: `inline` (their minutes in the day item),
+    `spill` (SET x: to FROM_START, or to their first position when inline so far: later events
+    of the shard go to hours) or `spilled` (x: already says so). Before the item was read, a
+    guess its condition checks."""
+    spill = rounds.spill
+    has_values = any(c.event.values for c in members)
+    if spill not in (UNKNOWN, None, counter_keys.NOT_SPILLED):
+        return "spilled"
+    if spill is None and rounds.positioned:  # written before inline minutes: hours from the start
+        return "spill"
+    if has_values or rounds.inline_count + len(members) > counter_keys.INLINE_MAX:
+        return "spill"
+    return "inline"
 
 
 def _needs_listing(old: dict[str, Any], request: dict[str, Any], rounds: _Rounds) -> bool:
@@ -391,22 +435,27 @@ def apply_item(
 ) -> Sent[Countable]:
     """Apply the records of one shard to one bucket item: one conditional UpdateItem, re-sent
     without what the item says it already holds. RejectedError when DynamoDB refuses the data
-    (the batch processor then halves the records to find the one to blame)."""
+    (the batch processor then halves the records to find the one to blame). A day item marks
+    (INLINE) the events it holds inline, which their hour items must not take."""
     members = sorted(members, key=lambda c: c.position)
     key = touch.key()
     rounds = _Rounds()
+    day = touch.bucket.resolution == "day"
     # A counter's own day bucket decides its listing (GET /counters, catalog.py).
-    lists = touch.bucket.resolution == "day" and touch.pk.startswith(keyspace.COUNTER)
+    lists = day and touch.pk.startswith(keyspace.COUNTER)
     for _ in range(MAX_ROUNDS):
         if not members:
             return Sent(found=rounds.found, calls=rounds.calls, marks=rounds.marks(listed=lists))
-        request = _bucket_update(settings, key, touch.bucket, shard, members, rounds.keep_stored, rounds.before)
+        mode = _day_mode(rounds, members) if day else ""
+        request = _bucket_update(settings, key, touch.bucket, shard, members, rounds, mode)
         try:
             rounds.calls += 1
             response = dynamodb.update_item(**request)
         except ClientError as exc:
-            members = _not_held(dynamodb, settings, exc, key, shard, members, rounds)
+            members = _not_held(dynamodb, settings, exc, key, shard, members, rounds, mode)
             continue
+        if mode == "inline":
+            rounds.inline += members
         old = response.get("Attributes", {})
         pruned = _prune(dynamodb, settings, key, old, shard, now_ms)
         marks = rounds.marks(listed=lists and _needs_listing(old, request, rounds), applied=members)
@@ -428,6 +477,7 @@ def _not_held(
     shard: str,
     members: list[Countable],
     rounds: _Rounds,
+    mode: str,
 ) -> list[Countable]:
     """After a failed update: the records the item does not hold yet (its cancelled condition
     returned how far this shard got), noting the others in `rounds`."""
@@ -443,10 +493,16 @@ def _not_held(
     # Between the position stored before the last update and that update's first record: that
     # update skipped it, which only a shard read out of order does.
     rounds.beyond += [c for c in applied if stamp.before < c.position < stamp.first]
+    spill = stored.spills.get(counter_keys.spill_attribute(shard))
+    rounds.inline += [c for c in applied if counter_keys.held_inline(spill, c.position)]
     members = [c for c in members if c.position > stamp.position]
     rounds.before = stamp.position
     longer = stored.retention > max((c.event.retention_seconds for c in members), default=0)
-    if not applied and (rounds.keep_stored or not longer):
+    learnt = bool(mode) and (
+        rounds.spill != spill or rounds.inline_count != stored.inline_count or rounds.positioned != bool(stamp.position)
+    )
+    rounds.spill, rounds.inline_count, rounds.positioned = spill, stored.inline_count, bool(stamp.position)
+    if not applied and not learnt and (rounds.keep_stored or not longer):
         raise StorageError("a bucket's condition failed for no reason this code knows") from exc
     rounds.keep_stored = rounds.keep_stored or longer
     return members
@@ -462,11 +518,15 @@ class BucketUpdate:
     sums: dict[str, Decimal] = field(default_factory=dict)  # attribute name -> amount to ADD
     names: dict[str, str] = field(default_factory=dict)  # attribute name -> value name
 
-    def add(self, bucket: Bucket, event: Event) -> None:
+    inline: Tally[int] = field(default_factory=Tally)  # day items: minute of day -> count
+
+    def add(self, bucket: Bucket, event: Event, inline: bool = False) -> None:
         self.n += 1
         minute = timebuckets.minute_of_hour(event.time_ms)
         if bucket.resolution == "hour":
             self.minutes[minute] += 1
+        elif inline:
+            self.inline[timebuckets.minute_of(event.time_ms) % timebuckets.DAY_MINUTES] += 1
         self.retention = max(self.retention, event.retention_seconds)
         for name, amount in event.values.items():
             self.names[dimension_keys.name_attribute(name)] = name
@@ -484,23 +544,47 @@ def _bucket_update(
     bucket: Bucket,
     shard: str,
     members: list[Countable],
-    keep_stored: bool,
-    before: str,
+    rounds: _Rounds,
+    mode: str = "",
 ) -> dict[str, Any]:
     update = BucketUpdate()
     for c in members:
-        update.add(bucket, c.event)
+        # Inline only a minute its hour still counts (an hour past the event's retention does not).
+        live_hour = any(b.resolution == "hour" for b in c.buckets)
+        update.add(bucket, c.event, inline=mode == "inline" and live_hour)
     last = members[-1]
-    request = increment(settings, key, bucket, update, keep_stored)
-    request["ExpressionAttributeNames"]["#p"] = shard
-    request["ExpressionAttributeValues"][":first"] = {"S": members[0].position}
-    request["ExpressionAttributeValues"][":pos"] = {
-        "S": counter_keys.stamped_position(last.position, _created_s(last.record), members[0].position, before)
+    request = increment(settings, key, bucket, update, rounds.keep_stored)
+    names, values = request["ExpressionAttributeNames"], request["ExpressionAttributeValues"]
+    names["#p"] = shard
+    values[":first"] = {"S": members[0].position}
+    values[":pos"] = {
+        "S": counter_keys.stamped_position(last.position, _created_s(last.record), members[0].position, rounds.before)
     }
     request["UpdateExpression"] += ", #p = :pos"
-    position_ok = "(attribute_not_exists(#p) OR #p < :first)"
-    retention_ok = request.get("ConditionExpression")
-    request["ConditionExpression"] = f"{position_ok} AND {retention_ok}" if retention_ok else position_ok
+    conditions = ["(attribute_not_exists(#p) OR #p < :first)"]
+    if request.get("ConditionExpression"):
+        conditions.append(request["ConditionExpression"])
+    if mode in ("inline", "spill"):
+        names["#x"] = counter_keys.spill_attribute(shard)
+    if mode == "inline" or (mode == "spill" and rounds.spill == counter_keys.NOT_SPILLED):
+        values[":inf"] = {"S": counter_keys.NOT_SPILLED}
+    if mode == "inline":
+        # Inline while this shard is (or starts) inline and the item has room.
+        names["#ic"] = counter_keys.INLINE_COUNT
+        values[":room"] = {"N": str(counter_keys.INLINE_MAX - update.n)}
+        values[":k"] = {"N": str(update.n)}
+        request["UpdateExpression"] = request["UpdateExpression"].replace("ADD ", "ADD #ic :k, ", 1)
+        request["UpdateExpression"] += ", #x = :inf"
+        conditions.append("((attribute_not_exists(#x) AND attribute_not_exists(#p)) OR #x = :inf)")
+        conditions.append("(attribute_not_exists(#ic) OR #ic <= :room)")
+    elif mode == "spill" and rounds.spill == counter_keys.NOT_SPILLED:
+        request["UpdateExpression"] += ", #x = :first"  # inline before this update, hours from it on
+        conditions.append("#x = :inf")
+    elif mode == "spill":
+        values[":start"] = {"S": counter_keys.FROM_START}
+        request["UpdateExpression"] += ", #x = :start"
+        conditions.append("attribute_not_exists(#x)")
+    request["ConditionExpression"] = " AND ".join(conditions)
     # The old item comes back at no read cost: it shows positions to prune.
     request["ReturnValues"] = "ALL_OLD"
     # A cancelled condition returns the item, which says how far it got.
@@ -526,6 +610,10 @@ def increment(
         names[f"#m{minute}"] = counter_keys.minute_attribute(minute)
         values[f":m{minute}"] = {"N": str(k)}
         adds.append(f"#m{minute} :m{minute}")
+    for minute, k in sorted(update.inline.items()):
+        names[f"#i{minute}"] = counter_keys.inline_attribute(minute)
+        values[f":i{minute}"] = {"N": str(k)}
+        adds.append(f"#i{minute} :i{minute}")
     sets = []
     for i, (attribute, amount) in enumerate(sorted(update.sums.items())):
         names[f"#v{i}"] = attribute
@@ -563,6 +651,8 @@ class StoredPositions:
 
     positions: dict[str, str]
     retention: int
+    spills: dict[str, str] = field(default_factory=dict)  # day items: `x:<hash>` -> where its events went
+    inline_count: int = 0
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> StoredPositions:
@@ -571,7 +661,13 @@ class StoredPositions:
             for name, value in item.items()
             if counter_keys.is_shard_attribute(name) and isinstance(value, dict) and "S" in value
         }
-        return cls(positions, int(item.get("retention", {}).get("N", "0")))
+        spills = {
+            name: str(value["S"])
+            for name, value in item.items()
+            if name.startswith(counter_keys.SPILL_PREFIX) and isinstance(value, dict) and "S" in value
+        }
+        inline = int(item.get(counter_keys.INLINE_COUNT, {}).get("N", "0"))
+        return cls(positions, int(item.get("retention", {}).get("N", "0")), spills, inline)
 
     def stamp(self, shard: str) -> counter_keys.Stamp:
         return counter_keys.split_stamped(self.positions.get(shard, ""))
@@ -607,13 +703,16 @@ def _prune(
         return None
     names = {f"#s{i}": name for i, name in enumerate(sorted(stale))}
     values = {f":s{i}": {"S": stale[name]} for i, name in enumerate(sorted(stale))}
+    # A day item's `x:` of the shard goes with its position: no delivery can ask about it again.
+    spills = {f"#x{i}": counter_keys.spill_attribute(name) for i, name in enumerate(sorted(stale))}
+    spills = {n: a for n, a in spills.items() if a in old}
     try:
         dynamodb.update_item(
             TableName=settings.counts_table,
             Key=key,
-            UpdateExpression="REMOVE " + ", ".join(names),
+            UpdateExpression="REMOVE " + ", ".join([*names, *spills]),
             ConditionExpression=" AND ".join(f"{n} = :{n[1:]}" for n in names),
-            ExpressionAttributeNames=names,
+            ExpressionAttributeNames={**names, **spills},
             ExpressionAttributeValues=values,
         )
     except ClientError as exc:

@@ -73,3 +73,21 @@ def account(dynamodb: Any, events_pk: str, now_ms: int, applied: int = 0, set_as
             ":exp": {"N": str(now_ms // 1000 + audit_keys.AUDIT_TALLY_TTL_SECONDS)},
         },
     )
+
+
+def bucket_counts(items: list[dict[str, Any]]) -> dict[str, int]:
+    """Per bucket sort key of one counter (or filter), its count as a read sees it: a day's `n`;
+    an hour's `n` plus the minutes its day item holds inline (counters/keys.py). An hour whose
+    every event its day holds inline has no item, and is listed all the same."""
+    from chalicelib.counters import keys as counter_keys
+
+    counts: dict[str, int] = {}
+    for item in items:
+        sk = item["sk"]["S"]
+        counts[sk] = counts.get(sk, 0) + int(item["n"]["N"])
+        if sk.startswith("d#"):
+            day = int(sk.split("#")[1])
+            for minute, k in counter_keys.inline_minutes(item).items():
+                hour = f"h#{day * 24 + minute // 60:010d}"
+                counts[hour] = counts.get(hour, 0) + k
+    return counts

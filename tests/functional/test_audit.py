@@ -16,9 +16,10 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit, audit_runs, repair
+from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest
 from tests.fakes import Dying, Killed
-from tests.functional.helpers import account, invoke, partition, post_events
+from tests.functional.helpers import account, bucket_counts, invoke, partition, post_events
 from tests.functional.stream_fixtures import lambda_event, stored_event_records
 
 SETTINGS = Settings()
@@ -48,23 +49,29 @@ def brute_force(dynamodb: Any) -> dict[tuple[str, str], int]:
 
 def buckets(dynamodb: Any, counters: set[str]) -> dict[tuple[str, str], int]:
     return {
-        (c, i["sk"]["S"]): int(i["n"]["N"]) for c in counters for i in partition(dynamodb, f"{keyspace.COUNTER}{c}")
+        (c, sk): n for c in counters for sk, n in bucket_counts(partition(dynamodb, f"{keyspace.COUNTER}{c}")).items()
     }
 
 
 def minutes_exact(dynamodb: Any) -> bool:
-    """Every hour bucket's minute counts add up to its n and match the stored events."""
+    """Every minute's count (in its hour item, or inline in its day item) matches the stored events."""
     truth: Counter[tuple[str, int, int]] = Counter()
     for item in stored_events(dynamodb):
         t = int(item["time"])
         truth[(item["counter"], t // 3_600_000, timebuckets.minute_of_hour(t))] += 1
     for counter in {c for c, _, _ in truth}:
+        stored: Counter[tuple[str, int, int]] = Counter()
         for i in partition(dynamodb, f"{keyspace.COUNTER}{counter}"):
+            index = int(i["sk"]["S"][2:])
             if i["sk"]["S"].startswith("h#"):
-                hour = int(i["sk"]["S"][2:])
-                minutes = {int(k[1:]): int(v["N"]) for k, v in i.items() if k[0] == "m" and k[1:].isdigit()}
-                if minutes != {m: n for (c, h, m), n in truth.items() if c == counter and h == hour}:
-                    return False
+                for k, v in i.items():
+                    if k[0] == "m" and k[1:].isdigit():
+                        stored[(counter, index, int(k[1:]))] += int(v["N"])
+            else:
+                for minute, n in counter_keys.inline_minutes(i).items():
+                    stored[(counter, index * 24 + minute // 60, minute % 60)] += n
+        if +stored != +Counter({key: n for key, n in truth.items() if key[0] == counter}):
+            return False
     return True
 
 

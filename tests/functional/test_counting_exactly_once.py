@@ -10,6 +10,7 @@ order) and shows that the count then comes out short and the `out_of_sequence` m
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 from collections import Counter
@@ -27,8 +28,8 @@ from chalicelib.core.settings import Settings
 from chalicelib.counters import keys as counter_keys
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
-from tests.fakes import Dying, Killed, failing
-from tests.functional.helpers import partition
+from tests.fakes import Dying, Killed, failing, recording
+from tests.functional.helpers import bucket_counts, partition
 from tests.functional.stream_fixtures import SHARD, lambda_event, record
 
 NOW = 1_795_000_000_000
@@ -89,9 +90,9 @@ def true_counts(images: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
 def assert_exact(dynamodb: Any, images: list[dict[str, Any]]) -> None:
     truth = true_counts(images)
     stored = {
-        (counter, sk): int(item["n"]["N"])
+        (counter, sk): n
         for counter in {c for c, _ in truth}
-        for sk, item in stored_buckets(dynamodb, counter).items()
+        for sk, n in bucket_counts(list(stored_buckets(dynamodb, counter).values())).items()
     }
     assert stored == truth
 
@@ -284,7 +285,72 @@ def test_given_bucket_of_the_former_layout_when_counted_again_then_it_keeps_its_
         },
     )
     apply(aws.dynamodb, [record(img)])
-    assert int(stored_buckets(aws.dynamodb, "old")[f"h#{hour.index:010d}"]["n"]["N"]) == 6
+    assert bucket_counts(list(stored_buckets(aws.dynamodb, "old").values()))[f"h#{hour.index:010d}"] == 6
+
+
+# -- inline minutes: a quiet counter's first events of a day cost one write ---------------------
+
+
+def test_given_a_lone_event_when_counted_then_one_write_holds_it_in_its_day(aws: Any) -> None:
+    calls: list[dict[str, Any]] = []
+    apply(recording(aws.dynamodb, "update_item", calls), [record(image("p7#0", "lone", NOW - MINUTE))])
+    assert [c["Key"]["sk"]["S"][:2] for c in calls if c["Key"]["pk"]["S"] == f"{keyspace.COUNTER}lone"] == ["d#"]
+    (day,) = stored_buckets(aws.dynamodb, "lone").values()
+    assert counter_keys.inline_minutes(day) == {timebuckets.minute_of(NOW - MINUTE) % 1440: 1}
+
+
+@pytest.mark.parametrize("die_on", [1, 2, 3, 4])
+@pytest.mark.parametrize("after", [False, True], ids=["before-write", "after-write"])
+def test_given_a_counter_passing_the_inline_room_when_batches_die_and_come_back_recut_then_exact(
+    aws: Any, die_on: int, after: bool
+) -> None:
+    """Which events a day holds inline is decided once, on the day item (x: per shard): a
+    redelivery cut differently, after the handler died between the day and its hours, puts
+    every event where the first delivery put it."""
+    images = [image("p7#1", "spill", NOW - i * 7 * MINUTE) for i in range(counter_keys.INLINE_MAX + 5)]
+    records = [record(i) for i in images]
+    apply(aws.dynamodb, records[:5])
+    with contextlib.suppress(Killed):  # a write that fails its condition is not one it dies after
+        apply(Dying(aws.dynamodb, die_on, after), records[5:11])
+    for start in range(0, len(records), 3):
+        apply(aws.dynamodb, records[start : start + 3])
+    assert_exact(aws.dynamodb, images)
+    day = next(i for sk, i in stored_buckets(aws.dynamodb, "spill").items() if sk.startswith("d#"))
+    assert sum(counter_keys.inline_minutes(day).values()) == int(day[counter_keys.INLINE_COUNT]["N"])
+    assert int(day[counter_keys.INLINE_COUNT]["N"]) <= counter_keys.INLINE_MAX
+
+
+def test_given_a_day_item_of_the_former_layout_when_its_shard_writes_again_then_its_events_stay_in_hours(
+    aws: Any,
+) -> None:
+    """A day item written before inline minutes holds its shard's position and no x: its
+    events went to hour items, so its later events do too, and a redelivery finds them there."""
+    images = [image("p7#2", "legacy-day", NOW - i * MINUTE) for i in range(3)]
+    records = [record(i) for i in images]
+    first = records[0]["dynamodb"]["SequenceNumber"]
+    position = counter_keys.stamped_position(counter_keys.sequence_position(first) or "", 1_795_000_000)
+    shard = counter_keys.shard_attribute(SHARD)
+    day, hour = timebuckets.buckets_for(NOW)[1], timebuckets.buckets_for(NOW - 0)[0]
+    minute = counter_keys.minute_attribute(timebuckets.minute_of_hour(NOW))
+    for sk, extra in ((f"d#{day.index:010d}", {}), (f"h#{hour.index:010d}", {minute: {"N": "1"}})):
+        aws.dynamodb.put_item(
+            TableName=SETTINGS.counts_table,
+            Item={
+                "pk": {"S": f"{keyspace.COUNTER}legacy-day"},
+                "sk": {"S": sk},
+                "n": {"N": "1"},
+                "retention": {"N": str(7 * 86400)},
+                "expires_at": {"N": "9999999999"},
+                shard: {"S": position},
+                **extra,
+            },
+        )
+    result = apply(aws.dynamodb, records)
+    assert (result.counted, result.duplicates) == (2, 1)
+    assert_exact(aws.dynamodb, images)
+    stored_day = stored_buckets(aws.dynamodb, "legacy-day")[f"d#{day.index:010d}"]
+    assert counter_keys.inline_minutes(stored_day) == {}
+    assert stored_day[counter_keys.spill_attribute(shard)]["S"] == counter_keys.FROM_START
 
 
 def test_given_stream_event_without_shard_id_when_applied_then_batch_fails_and_nothing_written(aws: Any) -> None:
@@ -301,11 +367,14 @@ def test_given_position_older_than_the_stream_can_redeliver_when_item_written_ag
     apply(aws.dynamodb, [first], shard=PARENT)
     later = image("p6#9", "prune", NOW - MINUTE)
     result = apply(aws.dynamodb, [record(later)], shard=CHILD_A)
-    assert result.details["positions_pruned"] == 2  # the hour and the day item
-    for item in stored_buckets(aws.dynamodb, "prune").values():
-        shards = [name for name in item if name.startswith("s:")]
-        assert shards == [counter_keys.shard_attribute(CHILD_A)]
-        assert item["n"]["N"] == "2"
+    stored = stored_buckets(aws.dynamodb, "prune")
+    # Each item written (the day, holding both minutes inline) drops the parent's position.
+    assert result.details["positions_pruned"] == len(stored) >= 1
+    for item in stored.values():
+        shards = [name for name in item if name.startswith(("s:", counter_keys.SPILL_PREFIX))]
+        child = counter_keys.shard_attribute(CHILD_A)
+        assert set(shards) <= {child, counter_keys.spill_attribute(child)} and child in shards
+    assert set(bucket_counts(list(stored.values())).values()) == {2}
 
 
 def audit(dynamodb: Any, events_pk: str) -> dict[str, int]:
@@ -431,7 +500,9 @@ def test_given_any_mix_of_retentions_and_arrivals_when_counted_then_expiry_is_en
                     sk = f"{'h' if bucket.resolution == 'hour' else 'd'}#{bucket.index:010d}"
                     longest[sk] = max(longest.get(sk, 0), retention)
         stored = stored_buckets(aws.dynamodb, arrivals[0]["counter"]["S"])
-        assert set(stored) == set(longest)
+        # Every day is stored; an hour whose events its day holds inline has no item of its own.
+        assert {sk for sk in stored if sk.startswith("d")} == {sk for sk in longest if sk.startswith("d")}
+        assert set(stored) <= set(longest)
         for sk, item in stored.items():
             resolution = "hour" if sk.startswith("h") else "day"
             bucket = timebuckets.Bucket(resolution, int(sk.split("#")[1]))

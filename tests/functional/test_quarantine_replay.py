@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from boto3.dynamodb.types import TypeSerializer
 
-from chalicelib.core import keyspace
+from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit, audit_keys, replay
 from chalicelib.counters import keys as counter_keys
@@ -121,8 +121,7 @@ def test_given_a_record_set_aside_when_replayed_before_and_after_its_fix_then_co
     assert twice["not_found"] == [bad_id] and twice["replayed"] == []
     assert everything["replayed"] == []
     assert count_of(aws.dynamodb, "replayed") == 2
-    hours = [i for i in partition(aws.dynamodb, f"{keyspace.COUNTER}replayed") if i["sk"]["S"].startswith("h#")]
-    assert sum(int(v["N"]) for i in hours for k, v in i.items() if k[0] == "m" and k[1:].isdigit()) == 2
+    assert minutes_of(aws.dynamodb, f"{keyspace.COUNTER}replayed") == 2
     assert quarantined(aws.dynamodb) == {}
     assert tally(aws.dynamodb, pk) == {"applied": 2, "set_aside": 0, "expired": 0, "duplicates": 0, "repaired": 0}
 
@@ -257,20 +256,37 @@ def test_given_a_client_id_record_refused_after_claiming_its_marker_when_replaye
 
 
 def minutes_of(dynamodb: Any, pk: str) -> int:
-    """The minute counts of every hour item of one counter (or filter) partition."""
-    hours = [i for i in partition(dynamodb, pk) if i["sk"]["S"].startswith("h#")]
-    return sum(int(v["N"]) for i in hours for k, v in i.items() if k[0] == "m" and k[1:].isdigit())
+    """The minute counts of one counter (or filter) partition: in its hour items, or inline in
+    its day items."""
+    items = partition(dynamodb, pk)
+    hours = [i for i in items if i["sk"]["S"].startswith("h#")]
+    inline = sum(sum(counter_keys.inline_minutes(i).values()) for i in items if i["sk"]["S"].startswith("d#"))
+    return inline + sum(int(v["N"]) for i in hours for k, v in i.items() if k[0] == "m" and k[1:].isdigit())
 
 
 def test_given_a_record_refused_by_one_bucket_after_another_took_it_when_replayed_then_each_bucket_counts_it_once(
     client: Any, aws: Any, clock: Any
 ) -> None:
     """DynamoDB takes a record's day bucket, then refuses its hour bucket: the record is set
-    aside while its day already holds it. Replay adds it to the hour only."""
+    aside while its day already holds it. Replay adds it to the hour only. (The day's inline
+    room is used up, so the event's minute goes to its hour item.)"""
     good = event_image(clock, "replayed", 1, clock.now - MINUTE)
     split = event_image(clock, "split", 2, clock.now - 2 * MINUTE)
     for item in (good, split):
         stored(aws.dynamodb, item)
+    day = timebuckets.buckets_for(clock.now - 2 * MINUTE)[1]
+    aws.dynamodb.put_item(
+        TableName=SETTINGS.counts_table,
+        Item={
+            "pk": {"S": f"{keyspace.COUNTER}split"},
+            "sk": {"S": f"d#{day.index:010d}"},
+            "n": {"N": str(counter_keys.INLINE_MAX)},
+            counter_keys.INLINE_COUNT: {"N": str(counter_keys.INLINE_MAX)},
+            counter_keys.inline_attribute(0): {"N": str(counter_keys.INLINE_MAX)},
+            "retention": {"N": "90000"},
+            "expires_at": {"N": "9999999999"},
+        },
+    )
     records = [record(good), record(split)]
     refusing = failing(
         aws.dynamodb,
@@ -281,16 +297,17 @@ def test_given_a_record_refused_by_one_bucket_after_another_took_it_when_replaye
     result = counting.apply_stream_batch(refusing, SETTINGS, from_lambda_event(lambda_event(records)), clock.now)
     assert (result.counted, len(result.quarantined)) == (1, 1)
     set_aside = records[1]["eventID"]
-    assert count_of(aws.dynamodb, "split") == 1  # the day took it
-    assert minutes_of(aws.dynamodb, f"{keyspace.COUNTER}split") == 0  # the hour refused it
+    full = counter_keys.INLINE_MAX
+    assert count_of(aws.dynamodb, "split") == full + 1  # the day took it
+    assert minutes_of(aws.dynamodb, f"{keyspace.COUNTER}split") == full  # the hour refused it
 
     answer = post_replay(client, {"source": "events-stream", "ids": [set_aside]}).json_body
     again = post_replay(client, {"source": "events-stream", "ids": [set_aside]}).json_body
 
     assert answer["replayed"] == [set_aside]
     assert again["not_found"] == [set_aside]
-    assert count_of(aws.dynamodb, "split") == 1
-    assert minutes_of(aws.dynamodb, f"{keyspace.COUNTER}split") == 1
+    assert count_of(aws.dynamodb, "split") == full + 1
+    assert minutes_of(aws.dynamodb, f"{keyspace.COUNTER}split") == full + 1
     assert tally(aws.dynamodb, good["pk"]["S"])["set_aside"] == 0
 
 

@@ -58,7 +58,7 @@ def assert_windows_exact(client: Any, spread: dict[str, list[int]], now: int) ->
         for end in (now, now - 3 * HOUR - 17 * MINUTE, now - 5 * HOUR):
             body = window_count(client, counter, f"window=24h&end={end}")
             assert body["count"] == brute_force(times, end - 1439 * MINUTE, end), (counter, end)
-            assert body["keys_read"] <= 25
+            assert body["keys_read"] <= 27  # 25 buckets and the days of its partial hours
             body = window_count(client, counter, f"window=90m&end={end}")
             assert body["count"] == brute_force(times, end - 89 * MINUTE, end)
 
