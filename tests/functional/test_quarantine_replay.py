@@ -13,7 +13,7 @@ from boto3.dynamodb.types import TypeSerializer
 
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, audit_keys, replay
+from chalicelib.counters import audit, audit_keys, dimension_keys, replay
 from chalicelib.counters import keys as counter_keys
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
@@ -309,6 +309,31 @@ def test_given_a_record_refused_by_one_bucket_after_another_took_it_when_replaye
     assert count_of(aws.dynamodb, "split") == full + 1
     assert minutes_of(aws.dynamodb, f"{keyspace.COUNTER}split") == full + 1
     assert tally(aws.dynamodb, good["pk"]["S"])["set_aside"] == 0
+
+
+def test_given_a_record_held_inline_by_its_day_then_refused_by_a_filter_when_replayed_then_only_the_filter_counts_it(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    """The counter's day takes the event inline (its hour is never written), then DynamoDB
+    refuses the filter's bucket: the set-aside copy names the day and the hour as holding it,
+    so replay counts it in the filter's buckets only."""
+    event = event_image(clock, "inline", 1, clock.now - MINUTE)
+    event["dimensions"] = _serialize({"region": "eu"})
+    stored(aws.dynamodb, event)
+    flt = dimension_keys.filter_pk("inline", {"region": "eu"})
+    refusing = failing(aws.dynamodb, "update_item", "ValidationException", lambda kw: kw["Key"]["pk"]["S"] == flt)
+    result = counting.apply_stream_batch(
+        refusing, SETTINGS, from_lambda_event(lambda_event([record(event)])), clock.now
+    )
+    assert len(result.quarantined) == 1
+    assert (count_of(aws.dynamodb, "inline"), minutes_of(aws.dynamodb, f"{keyspace.COUNTER}inline")) == (1, 1)
+
+    answer = post_replay(client, {"source": "events-stream", "ids": result.quarantined}).json_body
+
+    assert answer["replayed"] == result.quarantined
+    assert (count_of(aws.dynamodb, "inline"), minutes_of(aws.dynamodb, f"{keyspace.COUNTER}inline")) == (1, 1)
+    days = [i for i in partition(aws.dynamodb, flt) if i["sk"]["S"].startswith("d#")]
+    assert sum(int(i["n"]["N"]) for i in days) == 1 and minutes_of(aws.dynamodb, flt) == 1
 
 
 def test_given_a_replayed_partition_when_audited_then_it_adds_up(client: Any, aws: Any, clock: Any) -> None:
