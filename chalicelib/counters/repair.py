@@ -371,22 +371,19 @@ def _write_bucket(
     try:
         if bucket.resolution == "hour" and day is not None and counter_keys.INLINE_COUNT in day:
             # The day's inline minutes were subtracted: they must be as read when the hour is written.
-            dynamodb.transact_write_items(
-                TransactItems=[
-                    {"Update": update},
-                    {
-                        "ConditionCheck": {
-                            "TableName": settings.counts_table,
-                            "Key": counter_keys.bucket_key(
-                                counter, Bucket("day", timebuckets.day_of_hour(bucket.index))
-                            ),
-                            "ConditionExpression": "#ic = :ic",
-                            "ExpressionAttributeNames": {"#ic": counter_keys.INLINE_COUNT},
-                            "ExpressionAttributeValues": {":ic": day[counter_keys.INLINE_COUNT]},
-                        }
-                    },
-                ]
-            )
+            items: list[Any] = [
+                {"Update": update},
+                {
+                    "ConditionCheck": {
+                        "TableName": settings.counts_table,
+                        "Key": counter_keys.bucket_key(counter, Bucket("day", timebuckets.day_of_hour(bucket.index))),
+                        "ConditionExpression": "#ic = :ic",
+                        "ExpressionAttributeNames": {"#ic": counter_keys.INLINE_COUNT},
+                        "ExpressionAttributeValues": {":ic": day[counter_keys.INLINE_COUNT]},
+                    }
+                },
+            ]
+            dynamodb.transact_write_items(TransactItems=items)
         else:
             dynamodb.update_item(**update)
     except ClientError as exc:
