@@ -41,6 +41,8 @@ what it adds to each.
 from __future__ import annotations
 
 import functools
+import threading
+import weakref
 from collections import Counter
 from collections import Counter as Tally
 from collections.abc import Iterable, Sequence
@@ -404,6 +406,36 @@ class _Rounds:
 UNKNOWN = ""  # _Rounds.spill before the item was read
 
 
+class _Spilled:
+    """Per DynamoDB client, the day items (key and shard) whose `x:` this process has seen past
+    NOT_SPILLED: it never goes back (only a prune removes it, once the shard's records are past
+    the stream's reach), so the next batch's update goes straight to the hours' mode instead of
+    trying inline and being cancelled (a cancelled condition still costs a write). Only a hint:
+    the update's condition checks it. Bounded: forgotten whole past MAX entries."""
+
+    MAX = 100_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: weakref.WeakKeyDictionary[DynamoDB, dict[tuple[str, str, str], str]] = weakref.WeakKeyDictionary()
+
+    def get(self, client: DynamoDB, key: dict[str, Any], shard: str) -> str:
+        with self._lock:
+            return self._seen.get(client, {}).get((key["pk"]["S"], key["sk"]["S"], shard), UNKNOWN)
+
+    def note(self, client: DynamoDB, key: dict[str, Any], shard: str, spill: str | None) -> None:
+        if spill in (None, UNKNOWN, counter_keys.NOT_SPILLED):
+            return
+        with self._lock:
+            seen = self._seen.setdefault(client, {})
+            if len(seen) >= self.MAX:
+                seen.clear()
+            seen[(key["pk"]["S"], key["sk"]["S"], shard)] = str(spill)
+
+
+_spilled = _Spilled()
+
+
 def _day_mode(rounds: _Rounds, members: list[Countable]) -> str:
     """How a day item takes this shard's next events: `inline` (their minutes in the day item),
     `spill` (SET x: to FROM_START, or to their first position when inline so far: later events
@@ -439,8 +471,8 @@ def apply_item(
     (INLINE) the events it holds inline, which their hour items must not take."""
     members = sorted(members, key=lambda c: c.position)
     key = touch.key()
-    rounds = _Rounds()
     day = touch.bucket.resolution == "day"
+    rounds = _Rounds(spill=_spilled.get(dynamodb, key, shard) if day else UNKNOWN)
     # A counter's own day bucket decides its listing (GET /counters, catalog.py).
     lists = day and touch.pk.startswith(keyspace.COUNTER)
     for _ in range(MAX_ROUNDS):
@@ -456,6 +488,11 @@ def apply_item(
             continue
         if mode == "inline":
             rounds.inline += members
+        elif mode == "spill":
+            spill = members[0].position if rounds.spill == counter_keys.NOT_SPILLED else counter_keys.FROM_START
+            _spilled.note(dynamodb, key, shard, spill)
+        elif mode == "spilled":
+            _spilled.note(dynamodb, key, shard, rounds.spill)
         old = response.get("Attributes", {})
         pruned = _prune(dynamodb, settings, key, old, shard, now_ms)
         marks = rounds.marks(listed=lists and _needs_listing(old, request, rounds), applied=members)
@@ -580,6 +617,10 @@ def _bucket_update(
     elif mode == "spill" and rounds.spill == counter_keys.NOT_SPILLED:
         request["UpdateExpression"] += ", #x = :first"  # inline before this update, hours from it on
         conditions.append("#x = :inf")
+    elif mode == "spilled":
+        # Known (or remembered) past NOT_SPILLED; checked, for a remembered value is a hint.
+        names["#x"] = counter_keys.spill_attribute(shard)
+        conditions.append("(attribute_not_exists(#x) OR #x < :first)")
     elif mode == "spill":
         values[":start"] = {"S": counter_keys.FROM_START}
         request["UpdateExpression"] += ", #x = :start"
