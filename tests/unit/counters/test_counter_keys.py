@@ -35,3 +35,29 @@ def test_given_buckets_when_keyed_then_sort_keys_order_like_indexes(a: int, b: i
     ka = counter_keys.bucket_key("c", Bucket("hour", a))["sk"]["S"]
     kb = counter_keys.bucket_key("c", Bucket("hour", b))["sk"]["S"]
     assert (ka < kb) == (a < b)
+
+
+@given(st.integers(0, 10**40 - 1), st.one_of(st.none(), st.integers(0, 24)), st.integers(0, 10**40 - 1))
+def test_given_any_event_position_when_judged_against_a_day_items_spill_then_inline_exactly_below_it(
+    sequence: int, pack_index: int | None, spilled_at: int
+) -> None:
+    position = counter_keys.event_position(str(sequence), pack_index)
+    spill = counter_keys.event_position(str(spilled_at), None)
+    assert position is not None and spill is not None
+    assert counter_keys.held_inline(counter_keys.NOT_SPILLED, position)  # inline so far: every event
+    assert not counter_keys.held_inline(counter_keys.FROM_START, position)  # hours from the start
+    assert not counter_keys.held_inline(None, position)  # written before inline minutes: hours
+    assert counter_keys.held_inline(spill, position) == (sequence < spilled_at)
+
+
+def test_given_a_day_item_when_its_inline_minutes_read_then_only_inline_attributes_count() -> None:
+    item = {
+        counter_keys.inline_attribute(0): {"N": "2"},
+        counter_keys.inline_attribute(1439): {"N": "1"},
+        "ic": {"N": "3"},
+        "m05": {"N": "7"},
+        "n": {"N": "9"},
+        "id": {"S": "x"},
+    }
+    assert counter_keys.inline_minutes(item) == {0: 2, 1439: 1}
+    assert counter_keys.spill_attribute(counter_keys.shard_attribute("shard-1")).startswith("x:")
