@@ -109,15 +109,35 @@ def count_window(
     # The day items read count too: an hour whose events its day holds inline has no item.
     assumed = _assumed_retention(found.values(), settings)
     now_s = now_ms // 1000
-    flags = [timebuckets.kept(p.bucket, dynamo.stored_expiry(item), assumed, now_s) for p, item in zip(parts, items)]
+    day_items = {d: found.get((k["pk"]["S"], k["sk"]["S"])) for d, k in day_keys.items()}
+
+    def held_inline(part: timebuckets.Part) -> int:
+        return (
+            _inline_count(inline[timebuckets.day_of_hour(part.bucket.index)], part)
+            if part.bucket.resolution == "hour"
+            else 0
+        )
+
+    def inline_kept(part: timebuckets.Part) -> bool:
+        """An hour's inline minutes live by their day item's retention (its events' longest)."""
+        day = day_items.get(timebuckets.day_of_hour(part.bucket.index)) if part.bucket.resolution == "hour" else None
+        retention = int(day["retention"]["N"]) if day is not None and "retention" in day else 0
+        return held_inline(part) > 0 and timebuckets.expires_at_s(part.bucket, retention) > now_s
+
+    flags = [
+        timebuckets.kept(p.bucket, dynamo.stored_expiry(item), assumed, now_s) or inline_kept(p)
+        for p, item in zip(parts, items)
+    ]
     first = timebuckets.kept_from(flags)
     total = 0
     sums: dict[str, Decimal] = {}
     for part, item in zip(parts[first:], items[first:]):
-        if part.bucket.resolution == "hour":
-            total += _inline_count(inline[timebuckets.day_of_hour(part.bucket.index)], part)
-        if item is None:
-            continue
+        if inline_kept(part):
+            total += held_inline(part)
+        expiry = dynamo.stored_expiry(item)
+        if item is None or (expiry is not None and expiry <= now_s):
+            continue  # an hour item past its own events' retention, kept for its inline minutes'
+
         total += _part_count(item, part)
         for name, amount in dimension_keys.sums_of(item, part.minutes, part.bucket.resolution).items():
             sums[name] = topk.EXACT.add(sums.get(name, Decimal(0)), amount)

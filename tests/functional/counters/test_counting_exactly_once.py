@@ -26,6 +26,7 @@ from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.settings import Settings
 from chalicelib.counters import keys as counter_keys
+from chalicelib.counters import reads as counters_reads
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
 from tests.fakes import Dying, Killed, failing, recording
@@ -320,6 +321,27 @@ def test_given_a_counter_passing_the_inline_room_when_batches_die_and_come_back_
     assert int(day[counter_keys.INLINE_COUNT]["N"]) <= counter_keys.INLINE_MAX
 
 
+def test_given_an_hour_split_between_inline_and_its_item_when_its_item_expires_then_the_inline_events_stay(
+    aws: Any,
+) -> None:
+    """A long-lived event held inline and later short-lived events spilled to the hour item: once
+    the hour item is past its events' retention, the inline minutes still count (they live by
+    their day item's retention, the longest of its events)."""
+    hour = timebuckets.buckets_for(NOW)[0]
+    start = hour.start_ms
+    long_lived = image("p7#3", "mixed", start, retention=7200)
+    short = [image("p7#3", "mixed", start + (i + 1) * MINUTE, retention=60) for i in range(10)]
+    for batch in ([long_lived], short[:7], short[7:]):  # 8 held inline, then 3 in the hour item
+        apply(aws.dynamodb, [record(i) for i in batch], now=start + 11 * MINUTE)
+    first = hour.first_minute
+    later = hour.end_ms + 120_000  # the hour item (retention 60) is past its expiry
+    answer = counters_reads.count_window(aws.dynamodb, SETTINGS, "mixed", first, first + 59, later)
+    assert answer.count == counter_keys.INLINE_MAX  # the inline ones, the 7,200-second event among them
+    assert (
+        counters_reads.count_window(aws.dynamodb, SETTINGS, "mixed", first, first + 59, start + 12 * MINUTE).count == 11
+    )
+
+
 def test_given_a_day_item_of_the_former_layout_when_its_shard_writes_again_then_its_events_stay_in_hours(
     aws: Any,
 ) -> None:
@@ -506,8 +528,12 @@ def test_given_any_mix_of_retentions_and_arrivals_when_counted_then_expiry_is_en
         for sk, item in stored.items():
             resolution = "hour" if sk.startswith("h") else "day"
             bucket = timebuckets.Bucket(resolution, int(sk.split("#")[1]))
-            assert Decimal(item["expires_at"]["N"]) == bucket.end_ms // 1000 + longest[sk]
-            assert Decimal(item["retention"]["N"]) == longest[sk]
+            if resolution == "day":
+                assert Decimal(item["expires_at"]["N"]) == bucket.end_ms // 1000 + longest[sk]
+                assert Decimal(item["retention"]["N"]) == longest[sk]
+            else:  # an hour item holds the events its day does not hold inline: their longest
+                assert Decimal(item["retention"]["N"]) <= longest[sk]
+                assert Decimal(item["expires_at"]["N"]) == bucket.end_ms // 1000 + int(item["retention"]["N"])
 
     check()
 
