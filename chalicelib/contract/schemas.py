@@ -15,7 +15,7 @@ from chalicelib.access import api_keys as access_keys
 from chalicelib.access import policy
 from chalicelib.core import inputs, pager, quarantine, timebuckets, times, validation, window_params
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, audit_keys, replay
+from chalicelib.counters import audit, audit_keys, dimension_keys, replay
 from chalicelib.events import dimensions as event_dimensions
 from chalicelib.events import ingest
 from chalicelib.reports import api as reports_api
@@ -326,9 +326,10 @@ BREAKDOWN_ANSWER = obj(
 WHERE = {
     "type": "array",
     "items": query_text(pattern=r"^[A-Za-z0-9_.-]{1,64}:[\s\S]{1,128}$"),
-    "maxItems": event_dimensions.MAX_DIMENSIONS,
+    "maxItems": dimension_keys.MAX_WHERE,
     "description": "name:value (the value may hold colons); repeatable, every clause must hold: "
-    "only the events having those dimension values",
+    f"only the events having those dimension values (at most {dimension_keys.MAX_WHERE} clauses: filters are "
+    "counted for single dimensions and pairs)",
     "examples": [["provider:p2"]],
 }
 HISTOGRAM_ANSWER = obj(

@@ -3,10 +3,13 @@
 An event of counter C with dimensions D (at most 4) and values V (at most 8) is counted in:
 
 - C's own buckets (`CTR#<C>`), which also hold the sums of V;
-- one FILTER counter per non-empty subset S of D (at most 2^4 - 1 = 15):
-  `FLT#<C>#<32 hex of sha256 of S>` with exactly the bucket layout of a counter (hour items
-  with their minutes, day items, sums, shard positions). A filter `where` is answered from the
-  one filter counter of its clauses, exactly, at the bounded cost of a count;
+- one FILTER counter per dimension of D and per pair of them (at most 4 + 6 = 10; every subset
+  would be 15): `FLT#<C>#<32 hex of sha256 of S>` with exactly the bucket layout of a counter
+  (hour items with their minutes, day items, sums, shard positions). A filter `where` of one
+  or two clauses is answered from the one filter counter of its clauses, exactly, at the
+  bounded cost of a count; three or four clauses have no counter and are refused (a 400): an
+  answer made from the pairs would not be exact, and counting every subset costs half as much
+  again per event as singles and pairs (docs/counting.md, "Filters");
 - one breakdown summary per dimension d in D: `TOP#<C>#<d>`, hour and day items split into
   SUMMARY_PARTS parts by a hash of the value, and quarter-hour items (one part) whose entries
   are (minute of the quarter, value), for the partial hours of a window (counters/topk.py).
@@ -39,7 +42,8 @@ QUARTER_SUMMARY_PARTS = 1
 QUARTER_MINUTES = 15
 PARTS = {"quarter": QUARTER_SUMMARY_PARTS, "hour": SUMMARY_PARTS, "day": SUMMARY_PARTS}
 SUMMARY_PREFIX = {"quarter": "q", "hour": "h", "day": "d"}
-MAX_WHERE = event_dimensions.MAX_DIMENSIONS
+# Filter counters are kept for single dimensions and pairs: a `where` holds at most this many clauses.
+MAX_WHERE = 2
 
 
 def _digest(text: str) -> str:
@@ -60,9 +64,10 @@ def counter_pk(counter: str) -> str:
 
 
 def subsets(dimensions: Mapping[str, str]) -> Iterator[dict[str, str]]:
-    """Every non-empty subset of an event's dimensions (2^k - 1 of them)."""
+    """The subsets of an event's dimensions that have a filter counter: each dimension alone and
+    each pair (k + k(k-1)/2 of them: at most 10)."""
     pairs = sorted(dimensions.items())
-    for size in range(1, len(pairs) + 1):
+    for size in range(1, min(len(pairs), MAX_WHERE) + 1):
         for chosen in combinations(pairs, size):
             yield dict(chosen)
 
@@ -159,7 +164,9 @@ def summary_key(counter: str, dimension: str, resolution: str, index: int, part:
 def parse_where(raw: list[str] | None) -> dict[str, str]:
     """`where=name:value` clauses (the value may hold colons) as {name: value}; all must hold."""
     if len(raw or []) > MAX_WHERE:
-        raise ValidationError(f"where holds at most {MAX_WHERE} clauses (an event has at most {MAX_WHERE} dimensions)")
+        raise ValidationError(
+            f"where holds at most {MAX_WHERE} clauses: filters are counted for single dimensions and pairs"
+        )
     where: dict[str, str] = {}
     for clause in raw or []:
         name, colon, value = clause.partition(":")

@@ -228,8 +228,18 @@ def test_given_events_posted_with_dimensions_when_read_over_http_then_counts_sum
     filtered = client.http.get("/counters/jobs/breakdown?by=provider&where=region:eu").json_body
     assert [(v["value"], v["count"]) for v in filtered["values"]] == [("p2", 1), ("p3", 1)]
     assert filtered["others"] == {"values": 0, "count": 0}
-    for bad in ("by=", "by=a:b", "by=provider&limit=0", "by=provider&limit=1001", "by=provider&where=nocolon"):
+    for bad in (
+        "by=",
+        "by=a:b",
+        "by=provider&limit=0",
+        "by=provider&limit=1001",
+        "by=provider&where=nocolon",
+        "by=provider&where=region:eu&where=tier:a",  # three dimensions: no filter counter holds them
+    ):
         response = client.http.get(f"/counters/jobs/breakdown?{bad}")
         assert response.status_code == 400, bad
         assert set(response.json_body) == {"Code", "Message"}
     assert client.http.get("/counters/jobs?where=a:1&where=a:2").status_code == 400
+    # Filters are counted for single dimensions and pairs: three clauses are refused, not guessed.
+    three = client.http.get("/counters/jobs?where=region:eu&where=provider:p2&where=tier:a")
+    assert three.status_code == 400 and "pairs" in three.json_body["Message"]

@@ -15,11 +15,12 @@ DIMS = st.dictionaries(
 
 
 @given(DIMS)
-def test_given_dimensions_when_subsets_taken_then_every_nonempty_subset_once(dims: dict[str, str]) -> None:
+def test_given_dimensions_when_subsets_taken_then_every_single_and_pair_once(dims: dict[str, str]) -> None:
     found = list(dimension_keys.subsets(dims))
-    assert len(found) == 2 ** len(dims) - 1
+    k = len(dims)
+    assert len(found) == k + k * (k - 1) // 2
     assert len({dimension_keys.subset_id(s) for s in found}) == len(found)
-    assert all(set(s.items()) <= set(dims.items()) and s for s in found)
+    assert all(set(s.items()) <= set(dims.items()) and 1 <= len(s) <= 2 for s in found)
     # An event is counted in exactly the filter counters a where over its own values reads.
     pks = dimension_keys.count_pks("c", dims)
     for s in found:
@@ -52,7 +53,7 @@ def test_given_where_clauses_when_parsed_then_value_keeps_its_colons() -> None:
         ["a b:c"],
         ["p:" + "x" * 129],
         ["a:1", "a:2"],
-        [f"d{i}:v" for i in range(5)],
+        [f"d{i}:v" for i in range(3)],
     ],
 )
 def test_given_bad_where_when_parsed_then_400(bad: list[str]) -> None:
