@@ -1,8 +1,9 @@
 """Breakdowns: a counter's count and sums per value of one dimension, over any window.
 
 `breakdown` reads, for the window's parts (timebuckets.plan: whole days, whole hours, and the
-minutes of at most two partial hours), the breakdown summaries of the dimension (counters/topk.py:
-SUMMARY_PARTS items per day or hour, one per quarter hour of a partial hour, cut to the minutes
+minutes of at most two partial hours), the breakdown summaries of the dimension (counters/topk.py,
+counters/summaries.py: per day or hour one item while it is small, else SUMMARY_PARTS items; for
+a partial hour the hour's item kept whole or, once split, its quarter hours, cut to the minutes
 the window holds), merges them and ranks the values:
 
 - every summary read is exact (nothing was ever evicted from it): the ranking, the counts and
@@ -31,7 +32,7 @@ from chalicelib.core import dynamo, timebuckets, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
-from chalicelib.counters import dimension_keys, reads, topk
+from chalicelib.counters import dimension_keys, reads, summaries, topk
 from chalicelib.events import dimensions as event_dimensions
 
 DEFAULT_LIMIT = 10
@@ -44,8 +45,9 @@ Group = tuple[list[dict[str, Any]], tuple[int, int] | None]
 
 def summary_keys(counter: str, by: str, first_minute: int, last_minute: int) -> list[Group]:
     """Per part of the window (timebuckets.plan), the keys of the summaries that cover it: a
-    whole bucket's parts, or for a partial hour each quarter hour it overlaps, with the minutes
-    of that quarter it needs. Pure."""
+    whole bucket's parts; for a partial hour, its part 0 with the minutes of the hour it needs
+    (read only when it is kept whole: summaries.SINGLE), then each quarter hour it overlaps, with
+    the minutes of that quarter it needs (there once the hour was split). Pure."""
     groups: list[Group] = []
     quarter = dimension_keys.QUARTER_MINUTES
     for part in timebuckets.plan(first_minute, last_minute):
@@ -57,6 +59,7 @@ def summary_keys(counter: str, by: str, first_minute: int, last_minute: int) -> 
             ]
             groups.append((keys, None))
             continue
+        groups.append(([dimension_keys.summary_key(counter, by, "hour", bucket.index, 0)], part.minutes))
         first = bucket.first_minute + part.minutes[0]
         last = bucket.first_minute + part.minutes[1]
         for q in range(first // quarter, last // quarter + 1):
@@ -67,6 +70,19 @@ def summary_keys(counter: str, by: str, first_minute: int, last_minute: int) -> 
             ]
             groups.append((keys, span))
     return groups
+
+
+def stored_summary(item: dict[str, Any], span: tuple[int, int] | None) -> topk.Summary | None:
+    """The summary of values a stored item gives for `span` (None: its whole bucket): an hour
+    kept whole is cut to the minutes asked; an hour's part 0 asked for a partial hour once the
+    hour was split gives nothing (its quarter hours do); a quarter hour is cut to its minutes."""
+    summary = topk.decode(item["e"]["S"])
+    hour = item["sk"]["S"].startswith(dimension_keys.SUMMARY_PREFIX["hour"])
+    if item.get(summaries.LAYOUT, {}).get("S") == summaries.SINGLE:
+        return topk.within(summary, *(span or (0, 59))) if hour else summary
+    if span is None:
+        return summary
+    return None if hour else topk.within(summary, *span)
 
 
 def breakdown(
@@ -115,8 +131,9 @@ def breakdown(
         for key in keys:
             item = found.get((key["pk"]["S"], key["sk"]["S"]))
             if item is not None and "e" in item and (dynamo.stored_expiry(item) or now_s + 1) > now_s:
-                summary = topk.decode(item["e"]["S"])
-                out.append(summary if span is None else topk.within(summary, *span))
+                summary = stored_summary(item, span)
+                if summary is not None:
+                    out.append(summary)
         return out
 
     ranking = topk.rank(summaries(group) for group in groups)

@@ -10,9 +10,12 @@ An event of counter C with dimensions D (at most 4) and values V (at most 8) is 
   bounded cost of a count; three or four clauses have no counter and are refused (a 400): an
   answer made from the pairs would not be exact, and counting every subset costs half as much
   again per event as singles and pairs (docs/counting.md, "Filters");
-- one breakdown summary per dimension d in D: `TOP#<C>#<d>`, hour and day items split into
-  SUMMARY_PARTS parts by a hash of the value, and quarter-hour items (one part) whose entries
-  are (minute of the quarter, value), for the partial hours of a window (counters/topk.py).
+- one breakdown summary per dimension d in D: `TOP#<C>#<d>`, per hour and per day. While it is
+  small (summaries.SINGLE_BYTES) a bucket's summary is one item, part 0 (`layout` "single"),
+  whose hour entries are (minute of the hour, value); once it outgrows that, it is split, in
+  one transaction, into SUMMARY_PARTS parts by a hash of the value and, for hours, quarter-hour
+  items (one part) whose entries are (minute of the quarter, value), for the partial hours of a
+  window (counters/topk.py, counters/summaries.py).
 
 Sums live beside counts as attributes named from a short hash of the value name (`<h>`, 6 hex):
 `w<h>` = the name, `t<h>` = its sum over the bucket (day items), `v<mm><h>` = its sum in minute
@@ -142,7 +145,14 @@ def quarter_entry(minute: int, value: str) -> str:
     return f"{minute % QUARTER_MINUTES:02d}{value}"
 
 
+def hour_entry(minute: int, value: str) -> str:
+    """The entry of a value in one minute of an hour summary kept whole (one item, summaries.py):
+    the minute of the hour (2 digits), then the value."""
+    return f"{minute % 60:02d}{value}"
+
+
 def split_quarter_entry(entry: str) -> tuple[int, str]:
+    """A minute entry (quarter_entry, hour_entry) as its minute and its value."""
     return int(entry[:2]), entry[2:]
 
 

@@ -14,12 +14,13 @@ from collections import Counter
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from boto3.dynamodb.types import TypeSerializer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chalicelib.core.settings import Settings
-from chalicelib.counters import breakdowns, reads, topk
+from chalicelib.counters import breakdowns, reads, summaries, topk
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
 from tests.functional.stream_fixtures import lambda_event, record
@@ -136,7 +137,14 @@ def drain(dynamodb: Any, tagged: list[dict[str, Any]], schedule: list[tuple[int,
             checkpoint[shard] += 6
 
 
-def test_given_events_with_dimensions_under_any_delivery_when_read_over_random_windows_then_exact(aws: Any) -> None:
+@pytest.mark.parametrize("single_bytes", [summaries.SINGLE_BYTES, 120], ids=["kept-whole", "split-mid-way"])
+def test_given_events_with_dimensions_under_any_delivery_when_read_over_random_windows_then_exact(
+    aws: Any, monkeypatch: Any, single_bytes: int
+) -> None:
+    # 120 bytes hold about three entries: summaries are split into parts and quarter hours while
+    # batches are delivered twice and handlers die, between any two writes or in the split itself.
+    monkeypatch.setattr(summaries, "SINGLE_BYTES", single_bytes)
+
     @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(workloads(), st.data())
     def check(case: tuple[str, list[dict[str, Any]], list[tuple[int, int, int | None, bool]]], data: Any) -> None:
@@ -169,6 +177,12 @@ def test_given_events_with_dimensions_under_any_delivery_when_read_over_random_w
                 assert {k: Decimal(str(v)) for k, v in listed["sums"].items()} == value_sums
 
     check()
+    head_layouts = {
+        item.get(summaries.LAYOUT, {}).get("S")
+        for item in aws.dynamodb.scan(TableName=SETTINGS.counts_table)["Items"]
+        if item["pk"]["S"].startswith("TOP#") and item["sk"]["S"].endswith("#0") and item["sk"]["S"][0] in "hd"
+    }
+    assert head_layouts == ({summaries.SINGLE} if single_bytes > 1000 else {summaries.SINGLE, "parts"})
 
 
 def test_given_more_values_than_summaries_hold_when_broken_down_then_listed_exact_and_bound_honest(
