@@ -15,7 +15,8 @@ the window holds), merges them and ranks the values:
 With `where`, the candidates are the values the dimension's summaries list, each counted
 exactly from the filter counter of `where` plus that value (the keys of a count per candidate,
 at most MAX_CANDIDATES candidates). Filter counters exist for single dimensions and pairs, so
-`where` and `by` name at most two dimensions together (more is a 400).
+`where` and `by` name at most two dimensions together, a pair the FILTER_PAIRS setting counts
+(anything else is a 400).
 
 `others` covers the rest of the window's count: values not listed and events without the
 dimension, so the listed counts plus `others.count` are the window's count. That count is read
@@ -105,11 +106,8 @@ def breakdown(
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise ValidationError(f"limit must be an integer from 1 to {MAX_LIMIT}")
     where = dict(where)
-    if len({*where, by}) > dimension_keys.MAX_WHERE:
-        raise ValidationError(
-            f"a breakdown's where and by name at most {dimension_keys.MAX_WHERE} dimensions together: "
-            "filters are counted for single dimensions and pairs"
-        )
+    if where:  # each value is counted from the filter counter of where plus by
+        dimension_keys.check_filter({*where, by}, settings.filter_pairs)
     # Which part of the window is retained is what a count of it says; the summaries are read
     # for that part only (they live exactly as long as the counter's buckets).
     probe = reads.count_window(dynamodb, settings, counter, first_minute, last_minute, now_ms, where=where)

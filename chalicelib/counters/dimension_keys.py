@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from itertools import combinations
 from typing import Any
@@ -66,18 +66,46 @@ def counter_pk(counter: str) -> str:
     return f"{keyspace.COUNTER}{counter}"
 
 
-def subsets(dimensions: Mapping[str, str]) -> Iterator[dict[str, str]]:
+EVERY_PAIR = ("*",)
+
+
+def pair_counted(names: Iterable[str], pairs: tuple[str, ...]) -> bool:
+    """Whether two dimension names have a filter counter under the FILTER_PAIRS setting."""
+    if pairs == EVERY_PAIR:
+        return True
+    a, b = sorted(names)
+    return f"{a}+{b}" in pairs or f"{b}+{a}" in pairs
+
+
+def subsets(dimensions: Mapping[str, str], pairs: tuple[str, ...] = EVERY_PAIR) -> Iterator[dict[str, str]]:
     """The subsets of an event's dimensions that have a filter counter: each dimension alone and
-    each pair (k + k(k-1)/2 of them: at most 10)."""
-    pairs = sorted(dimensions.items())
-    for size in range(1, min(len(pairs), MAX_WHERE) + 1):
-        for chosen in combinations(pairs, size):
-            yield dict(chosen)
+    each pair the FILTER_PAIRS setting counts (every pair: k + k(k-1)/2 of them, at most 10)."""
+    chosen = sorted(dimensions.items())
+    for one in chosen:
+        yield dict([one])
+    for two in combinations(chosen, 2):
+        if pair_counted((two[0][0], two[1][0]), pairs):
+            yield dict(two)
 
 
-def count_pks(counter: str, dimensions: Mapping[str, str]) -> list[str]:
+def count_pks(counter: str, dimensions: Mapping[str, str], pairs: tuple[str, ...] = EVERY_PAIR) -> list[str]:
     """The partition keys of every counter an event is counted in: its own, then its filters."""
-    return [counter_pk(counter)] + [filter_pk(counter, s) for s in subsets(dimensions)]
+    return [counter_pk(counter)] + [filter_pk(counter, s) for s in subsets(dimensions, pairs)]
+
+
+def check_filter(names: Iterable[str], pairs: tuple[str, ...]) -> None:
+    """ValidationError unless the dimensions named have a filter counter (none, one, or a pair counted)."""
+    names = sorted(set(names))
+    if len(names) > MAX_WHERE:
+        raise ValidationError(
+            f"at most {MAX_WHERE} dimensions can be filtered on together: filters are counted for single "
+            "dimensions and pairs"
+        )
+    if len(names) == 2 and not pair_counted(names, pairs):
+        raise ValidationError(
+            f"{names[0]} and {names[1]} together have no filter counter: the FILTER_PAIRS setting "
+            "names the pairs counted"
+        )
 
 
 def read_pk(counter: str, where: Mapping[str, str]) -> str:

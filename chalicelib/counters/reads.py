@@ -95,6 +95,7 @@ def count_window(
     events having every one of those dimension values (read from their filter counter: the same
     keys, so the same bound)."""
     window_params.check_minutes(first_minute, last_minute)
+    dimension_keys.check_filter(where or {}, settings.filter_pairs)
     parts = timebuckets.plan(first_minute, last_minute)
     pk = dimension_keys.read_pk(counter, where or {})
     keys = [dimension_keys.bucket_item_key(pk, p.bucket) for p in parts]
@@ -156,6 +157,7 @@ def histogram(
 ) -> dict[str, Any]:
     """Counts and sums per bucket; with `where`, of the events having those dimension values."""
     window_params.check_histogram(timebuckets.bucket_count(first_minute, last_minute, resolution))
+    dimension_keys.check_filter(where or {}, settings.filter_pairs)
     buckets = timebuckets.buckets_between(first_minute, last_minute, resolution)
     # Minutes live inside their hour items: a minute series is read from hour items.
     stored: timebuckets.Resolution = "hour" if resolution == "minute" else resolution

@@ -251,7 +251,7 @@ class _Plan:
             owners.append(None)
         if counting:
             # Its counter's buckets and its filters' (breakdown summaries are not replayed).
-            for pk in dimension_keys.count_pks(c.event.counter, c.event.dimensions):
+            for pk in dimension_keys.count_pks(c.event.counter, c.event.dimensions, self.settings.filter_pairs):
                 for bucket in c.buckets:
                     update = stream_apply.BucketUpdate()
                     update.add(bucket, c.event)

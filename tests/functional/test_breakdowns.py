@@ -19,6 +19,7 @@ from boto3.dynamodb.types import TypeSerializer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.counters import breakdowns, reads, summaries, topk
 from chalicelib.counters import stream_apply as counting
@@ -257,3 +258,34 @@ def test_given_events_posted_with_dimensions_when_read_over_http_then_counts_sum
     # Filters are counted for single dimensions and pairs: three clauses are refused, not guessed.
     three = client.http.get("/counters/jobs?where=region:eu&where=provider:p2&where=tier:a")
     assert three.status_code == 400 and "pairs" in three.json_body["Message"]
+
+
+def test_given_filter_pairs_declared_when_events_counted_then_only_those_pairs_have_counters(aws: Any) -> None:
+    declared = Settings(filter_pairs=("provider+region",))
+    images = [
+        image("q#0", "paired", NOW - i * MINUTE, {"provider": f"p{i % 2}", "region": "eu", "tier": "t"}, {})
+        for i in range(6)
+    ]
+    counting.apply_stream_batch(
+        aws.dynamodb, declared, from_lambda_event(lambda_event([record(i) for i in images], "shard-0")), NOW
+    )
+    first, last = NOW // MINUTE - 10, NOW // MINUTE
+    filters = {
+        item["pk"]["S"]
+        for item in aws.dynamodb.scan(TableName=declared.counts_table)["Items"]
+        if item["pk"]["S"].startswith("FLT#paired#")
+    }
+    assert len(filters) == 2 + 1 + 1 + 2  # provider p0/p1, region, tier, and the declared pair per provider
+    pair = reads.count_window(
+        aws.dynamodb, declared, "paired", first, last, NOW, where={"provider": "p1", "region": "eu"}
+    )
+    assert pair.count == 3
+    for where in ({"provider": "p1", "tier": "t"}, {"region": "eu", "tier": "t"}):
+        with pytest.raises(ValidationError, match="FILTER_PAIRS"):
+            reads.count_window(aws.dynamodb, declared, "paired", first, last, NOW, where=where)
+    with pytest.raises(ValidationError, match="FILTER_PAIRS"):
+        breakdowns.breakdown(aws.dynamodb, declared, "paired", "provider", first, last, 5, {"tier": "t"}, NOW)
+    by_region = breakdowns.breakdown(
+        aws.dynamodb, declared, "paired", "provider", first, last, 5, {"region": "eu"}, NOW
+    )
+    assert [(v["value"], v["count"]) for v in by_region["values"]] == [("p0", 3), ("p1", 3)]
