@@ -170,15 +170,9 @@ def _unchanged(stored: dict[str, Any] | None) -> dict[str, Any]:
     return {"ConditionExpression": "ver = :ver", "ExpressionAttributeValues": {":ver": stored["ver"]}}
 
 
-def _write_parts(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    target: Target,
-    members: list[Member],
-    now_ms: int,
-    head: dict[str, Any],
-) -> int:
-    """The parts layout: each part and quarter hour the members touch, one item at a time."""
+def _by_item(target: Target, members: list[Member]) -> dict[tuple[str, int, int], list[Member]]:
+    """The parts layout's items the members go to, each with their entries there: the part of
+    their value and, for an hour, the quarter hour of their minute."""
     items: dict[tuple[str, int, int], list[Member]] = {}
     for countable, entry in members:
         if target.resolution == "hour":
@@ -191,12 +185,60 @@ def _write_parts(
             value = entry
         part = dimension_keys.part_of(value, target.resolution)
         items.setdefault((target.resolution, target.index, part), []).append((countable, value))
+    return items
+
+
+def _write_parts(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    target: Target,
+    members: list[Member],
+    now_ms: int,
+    head: dict[str, Any],
+) -> int:
+    """The parts layout: each part and quarter hour the members touch, one item at a time."""
     calls = 0
-    for (resolution, index, part), merged in sorted(items.items()):
+    for (resolution, index, part), merged in sorted(_by_item(target, members).items()):
         key = target.key(part, resolution, index)
         known = head if (resolution, part) == (target.resolution, 0) else None
         calls += _write_item(dynamodb, settings, target, key, merged, now_ms, known)
     return calls
+
+
+def replay_puts(dynamodb: DynamoDB, settings: Settings, countable: Countable) -> list[dict[str, Any]]:
+    """The transaction items that add one set-aside event to its summaries (quarantine replay):
+    each item as read now with the event merged in, on condition that it is still the version
+    read. The replay's transaction deletes the set-aside record with them, which is what makes
+    the event counted once; the items' shard positions are left as they are (the record's
+    position may lie below them: later records of its shard were counted meanwhile)."""
+    puts = []
+    for target, entry in targets(countable):
+        head = _read(dynamodb, settings, target.key(0))
+        single = head is None or head.get(LAYOUT, {}).get("S") == SINGLE
+        chosen = (
+            {(target.resolution, target.index, 0): [(countable, entry)]}
+            if single
+            else _by_item(target, [(countable, entry)])
+        )
+        for (resolution, index, part), members in sorted(chosen.items()):
+            key = target.key(part, resolution, index)
+            stored = head if (resolution, part) == (target.resolution, 0) else _read(dynamodb, settings, key)
+            summary = _decoded(stored)
+            for _, added in members:
+                summary.add(added, 1, countable.event.values)
+            evicted = summary.fit()  # a single summary holds what one more event adds without evicting
+            retention = max(int((stored or {}).get("retention", {}).get("N", "0")), countable.event.retention_seconds)
+            item = {**(stored or {}), **key}
+            if stored is None and part == 0 and resolution == target.resolution:
+                item[LAYOUT] = {"S": SINGLE}
+            item["e"] = {"S": topk.encode(summary)}
+            item["ver"] = {"N": str(int((stored or {}).get("ver", {}).get("N", "0")) + 1)}
+            item["retention"] = {"N": str(retention)}
+            item["expires_at"] = {"N": str(timebuckets.expires_at_s(target.ends, retention))}
+            if evicted:
+                item["evicted"] = {"N": str(int((stored or {}).get("evicted", {}).get("N", "0")) + evicted)}
+            puts.append({"Put": {"TableName": settings.counts_table, "Item": item, **_unchanged(stored)}})
+    return puts
 
 
 def _write_item(
