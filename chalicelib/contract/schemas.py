@@ -280,12 +280,20 @@ SUMS = {
     "additionalProperties": {"type": "number"},
     "description": "per value name, the exact sum of that value over the events counted",
 }
+SUMS_EXACT = {
+    "type": "object",
+    "propertyNames": DIMENSION_NAME,
+    "additionalProperties": {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?$"},
+    "description": "the same sums as decimal strings with every digit (JSON readers that parse numbers as "
+    "doubles keep about 15 significant digits of `sums`)",
+}
 WHERE_ECHO = {"type": "object", "additionalProperties": string(), "description": "the filter applied"}
 COUNT_ANSWER = obj(
     {
         "counter": NAME,
         "count": {"type": "integer", "minimum": 0},
         "sums": SUMS,
+        "sums_exact": SUMS_EXACT,
         **WINDOW_ANSWER,
         "complete": RETENTION["complete"],
     },
@@ -300,7 +308,9 @@ BREAKDOWN_ANSWER = obj(
         "exact": {"type": "boolean", "description": "true: the ranking, counts and sums are exact"},
         "values": {
             "type": "array",
-            "items": obj({"value": string(), "count": {"type": "integer", "minimum": 1}, "sums": SUMS}),
+            "items": obj(
+                {"value": string(), "count": {"type": "integer", "minimum": 1}, "sums": SUMS, "sums_exact": SUMS_EXACT}
+            ),
         },
         "others": obj(
             {
@@ -340,7 +350,9 @@ HISTOGRAM_ANSWER = obj(
         "end": ISO_TIME,
         "buckets": {
             "type": "array",
-            "items": obj({"start": ISO_TIME, "count": {"type": "integer", "minimum": 0}, "sums": SUMS}),
+            "items": obj(
+                {"start": ISO_TIME, "count": {"type": "integer", "minimum": 0}, "sums": SUMS, "sums_exact": SUMS_EXACT}
+            ),
         },
         "complete": RETENTION["complete"],
     },

@@ -154,11 +154,11 @@ def breakdown(
             if window.count:
                 counted.append((ranked.value, window.count, window.sums))
         counted.sort(key=lambda v: (-v[1], v[0]))
-        listed = [{"value": v, "count": n, "sums": reads.json_sums(s)} for v, n, s in counted[:limit]]
+        listed = [{"value": v, "count": n, **reads.sums_fields(s)} for v, n, s in counted[:limit]]
         # Without `where`, every value the summaries list is one (those not read are not listed).
         distinct = len(counted) if where else max(len(counted), len(ranking.values))
     else:
-        listed = [{"value": r.value, "count": r.count, "sums": reads.json_sums(r.sums)} for r in ranking.values[:limit]]
+        listed = [{"value": r.value, "count": r.count, **reads.sums_fields(r.sums)} for r in ranking.values[:limit]]
         distinct = len(ranking.values)
     total = reads.count_window(dynamodb, settings, counter, first_minute, last_minute, now_ms, where=where)
     keys_read += total.keys_read + probe.keys_read

@@ -53,7 +53,7 @@ class WindowCount:
         answer: dict[str, Any] = {
             "counter": self.counter,
             "count": self.count,
-            "sums": json_sums(self.sums),
+            **sums_fields(self.sums),
             "start": times.iso(self.first_minute * timebuckets.MINUTE_MS),
             "end": times.iso((self.last_minute + 1) * timebuckets.MINUTE_MS),
             "keys_read": self.keys_read,
@@ -68,6 +68,17 @@ def json_sums(sums: Mapping[str, Decimal]) -> dict[str, Any]:
     """Sums as JSON numbers: integers exactly; others as decimals (a JSON number; readers that
     parse numbers as doubles see 15 significant digits of them)."""
     return {name: int(v) if v == v.to_integral_value() else v for name, v in sorted(sums.items())}
+
+
+def exact_sums(sums: Mapping[str, Decimal]) -> dict[str, str]:
+    """Sums as decimal strings holding every digit (`sums_exact`, beside `sums`): a reader that
+    parses JSON numbers as doubles keeps 15-17 significant digits of `sums`, none are lost here."""
+    return {name: format(v.normalize(topk.EXACT), "f") for name, v in sorted(sums.items())}
+
+
+def sums_fields(sums: Mapping[str, Decimal]) -> dict[str, Any]:
+    """What every answer says of sums: `sums` (JSON numbers) and `sums_exact` (decimal strings)."""
+    return {"sums": json_sums(sums), "sums_exact": exact_sums(sums)}
 
 
 def completeness(complete: bool, retained_from_ms: int) -> dict[str, Any]:
@@ -203,7 +214,7 @@ def histogram(
         "start": times.iso(buckets[0].start_ms),
         "end": times.iso(buckets[-1].end_ms),
         "buckets": [
-            {"start": times.iso(b.start_ms), "count": counts.get(b.index, 0), "sums": json_sums(sums.get(b.index, {}))}
+            {"start": times.iso(b.start_ms), "count": counts.get(b.index, 0), **sums_fields(sums.get(b.index, {}))}
             for b in buckets
         ],
         **completeness(first == 0, retained_from),

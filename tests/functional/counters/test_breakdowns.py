@@ -237,7 +237,7 @@ def test_given_events_posted_with_dimensions_when_read_over_http_then_counts_sum
     assert sum(b["count"] for b in histogram["buckets"]) == 2
     assert [b["sums"] for b in histogram["buckets"] if b["count"]] == [{"amount": 12.7}]
     answer = client.http.get("/counters/jobs/breakdown?by=provider&limit=1").json_body
-    assert answer["values"] == [{"value": "p2", "count": 2, "sums": {"amount": 12.7}}]
+    assert answer["values"] == [{"value": "p2", "count": 2, "sums": {"amount": 12.7}, "sums_exact": {"amount": "12.7"}}]
     assert answer["others"] == {"values": 2, "count": 3} and answer["exact"] is True
     assert set(answer) == {"counter", "by", "start", "end", "complete", "keys_read", "exact", "values", "others"}
     filtered = client.http.get("/counters/jobs/breakdown?by=provider&where=region:eu").json_body
@@ -255,9 +255,27 @@ def test_given_events_posted_with_dimensions_when_read_over_http_then_counts_sum
         assert response.status_code == 400, bad
         assert set(response.json_body) == {"Code", "Message"}
     assert client.http.get("/counters/jobs?where=a:1&where=a:2").status_code == 400
+    assert (whole["sums_exact"], eu["sums_exact"]) == ({"amount": "12.8"}, {"amount": "12.6"})
+    assert [b["sums_exact"] for b in histogram["buckets"] if b["count"]] == [{"amount": "12.7"}]
     # Filters are counted for single dimensions and pairs: three clauses are refused, not guessed.
     three = client.http.get("/counters/jobs?where=region:eu&where=provider:p2&where=tier:a")
     assert three.status_code == 400 and "pairs" in three.json_body["Message"]
+
+
+def test_given_sums_beyond_a_doubles_digits_when_read_over_http_then_sums_exact_keeps_every_digit(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    from tests.functional.helpers import invoke
+    from tests.functional.stream_fixtures import stored_event_records
+
+    body = '{"events": [{"counter": "big", "values": {"amount": 12345678901234567.89}},'
+    body += ' {"counter": "big", "values": {"amount": 0.01}}]}'
+    posted = client.http.post("/events", headers={"Content-Type": "application/json"}, body=body)
+    assert posted.status_code == 201, posted.body
+    invoke(client, "on_event_records", lambda_event(stored_event_records(aws.dynamodb)))
+    answer = client.http.get("/counters/big").json_body
+    assert answer["sums_exact"] == {"amount": "12345678901234567.9"}
+    assert answer["sums"]["amount"] != Decimal("12345678901234567.9")  # as a double: digits lost
 
 
 def test_given_filter_pairs_declared_when_events_counted_then_only_those_pairs_have_counters(aws: Any) -> None:
