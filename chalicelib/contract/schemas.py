@@ -546,7 +546,10 @@ REPAIR = obj(
         "unchanged": _COUNT,
         "busy": {
             "type": "array",
-            "items": obj({"counter": NAME, "resolution": string(enum=["hour", "day"]), "start": ISO_TIME}),
+            "items": obj(
+                {"counter": NAME, "resolution": string(enum=["hour", "day"]), "start": ISO_TIME},
+                {"where": WHERE_ECHO},
+            ),
         },
         "partitions_read": _COUNT,
         "events_read": _COUNT,
