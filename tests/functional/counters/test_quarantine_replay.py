@@ -14,7 +14,7 @@ from boto3.dynamodb.types import TypeSerializer
 
 from chalicelib.core import keyspace
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, audit_keys, breakdowns, reads, replay, summaries
+from chalicelib.counters import audit, audit_keys, breakdowns, reads, replay, summaries, topk
 from chalicelib.counters import keys as counter_keys
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
@@ -357,3 +357,46 @@ def test_given_a_record_with_dimensions_set_aside_when_replayed_then_its_filters
             aws.dynamodb, SETTINGS, "sliced", first_minute, last, clock.now, where={"provider": "p2", "region": "eu"}
         )
         assert pair.count == 2
+
+
+def test_given_a_replay_that_overfills_a_whole_summary_when_the_stream_splits_it_then_bounds_still_hold(
+    client: Any, aws: Any, clock: Any, monkeypatch: Any
+) -> None:
+    """A replay merges into a summary kept whole without splitting it: if that overfills it, it
+    evicts (a floor). The stream handler's split afterwards keeps that floor in every part and
+    quarter hour, so the breakdown says `exact: false` with a bound that holds."""
+    monkeypatch.setattr(summaries, "SINGLE_BYTES", 100_000)
+
+    def with_provider(seq: int, time: Any, provider: str) -> dict[str, Any]:
+        item = event_image(clock, "overfilled", seq, time)
+        item["dimensions"] = _serialize({"provider": provider})
+        return item
+
+    t = clock.now - MINUTE
+    images = [with_provider(i, t, f"value-{i:02d}-" + "x" * 40) for i in range(30)]
+    images.append(with_provider(99, str(t), "late-" + "y" * 40))  # set aside: its time is text
+    counting.apply_stream_batch(
+        aws.dynamodb, SETTINGS, from_lambda_event(lambda_event([record(i) for i in images])), clock.now
+    )
+    (bad_id,) = quarantined(aws.dynamodb)
+    correct_time(aws.dynamodb, bad_id, t)
+    monkeypatch.setattr(topk, "MAX_BYTES", 1_200)  # the whole summary no longer fits: the replay evicts
+    assert replay.replay(aws.dynamodb, SETTINGS, replay.ReplayRequest(ids=(bad_id,)), clock.now).replayed == [bad_id]
+    heavy = [with_provider(200 + i, t, "value-00-" + "x" * 40) for i in range(3)]
+    counting.apply_stream_batch(  # the next write splits it
+        aws.dynamodb, SETTINGS, from_lambda_event(lambda_event([record(i) for i in heavy], "shard-2")), clock.now
+    )
+
+    hour_items = [
+        i for i in partition(aws.dynamodb, f"{keyspace.SUMMARY}overfilled#provider") if i["sk"]["S"][0] in "hq"
+    ]
+    assert hour_items and all(
+        topk.decode(i["e"]["S"]).floor >= 1 for i in hour_items
+    )  # the floor went with every piece
+    last = clock.now // MINUTE
+    for first in (last - 5, last - 3 * 1440):  # a partial hour (quarter hours), whole hours and a day
+        answer = breakdowns.breakdown(aws.dynamodb, SETTINGS, "overfilled", "provider", first, last, 1, {}, clock.now)
+        assert answer["exact"] is False
+        assert [(v["value"], v["count"]) for v in answer["values"]] == [("value-00-" + "x" * 40, 4)]
+        assert answer["bound"] >= 1  # every value not listed had one event
+        assert answer["others"]["count"] == 34 - 4
