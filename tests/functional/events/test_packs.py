@@ -25,9 +25,17 @@ from chalicelib.counters import stream_apply as counting
 from chalicelib.events import ingest, packs
 from chalicelib.events.stream_records import from_lambda_event
 from tests.fakes import Dying, Killed, unprocessed_writes
-from tests.functional.counters.test_audit import post, settle, start_audit
-from tests.functional.helpers import invoke, partition, post_events
-from tests.functional.reports.test_reports import SETTLE, all_reports, run_now
+from tests.functional.helpers import (
+    REPORT_SETTLE,
+    all_reports,
+    invoke,
+    partition,
+    post_events,
+    post_json,
+    run_now,
+    settle,
+    start_audit,
+)
 from tests.functional.stream_fixtures import carried, lambda_event, record, stored_event_records
 
 NOW = 1_795_000_000_000
@@ -243,7 +251,7 @@ def test_given_packs_and_single_events_when_reported_then_every_event_in_one_rep
 ) -> None:
     post_events(client, [{"counter": f"e{n}", "attributes": {"amount": n}} for n in range(60)])  # 3 packs
     post_events(client, [{"counter": f"e{n}", "attributes": {"amount": n}} for n in range(60, 64)], 1)
-    clock.advance(SETTLE)
+    clock.advance(REPORT_SETTLE)
 
     assert run_now(client).json_body["superseded"] is False
 
@@ -266,7 +274,7 @@ def test_given_a_pack_lost_on_the_way_when_audited_then_its_events_are_the_short
     invoke(client, "on_event_records", lambda_event([r for r in records if r is not lost]))
     settle(clock)
 
-    found = post(client, "/audit").json_body
+    found = post_json(client, "/audit").json_body
 
     short = lost["dynamodb"]["Keys"]["pk"]["S"]
     assert found["shortfall"] == carried([lost]) == int(lost["dynamodb"]["NewImage"]["n"]["N"])
@@ -275,7 +283,7 @@ def test_given_a_pack_lost_on_the_way_when_audited_then_its_events_are_the_short
         carried([r]) for r in records if r["dynamodb"]["Keys"]["pk"]["S"] == short
     )
 
-    repaired = post(client, "/audit/repair", {"partition": short}).json_body
+    repaired = post_json(client, "/audit/repair", {"partition": short}).json_body
 
     assert repaired["busy"] == [] and repaired["accounted"] and repaired["finding"]["shortfall"] == 0
     everything = [
@@ -284,7 +292,7 @@ def test_given_a_pack_lost_on_the_way_when_audited_then_its_events_are_the_short
         for e in packs.events_in({k: _deserialize(v) for k, v in r["dynamodb"]["NewImage"].items()})
     ]
     assert stored_counts(aws.dynamodb, {"a", "b"}) == truth(everything)
-    assert post(client, "/audit").json_body["shortfall"] == 0
+    assert post_json(client, "/audit").json_body["shortfall"] == 0
 
 
 def test_given_every_pack_counted_when_audited_then_every_partition_adds_up(client: Any, aws: Any, clock: Any) -> None:
@@ -296,7 +304,7 @@ def test_given_every_pack_counted_when_audited_then_every_partition_adds_up(clie
     invoke(client, "on_event_records", lambda_event(records))
     settle(clock)
 
-    result = post(client, "/audit").json_body
+    result = post_json(client, "/audit").json_body
 
     assert (result["shortfall"], result["short"]) == (0, [])
     assert result["audited"] > 0

@@ -7,7 +7,6 @@ import json
 import random
 import threading
 from collections import defaultdict
-from collections.abc import Iterator
 from hashlib import sha256
 from typing import Any
 
@@ -24,8 +23,9 @@ from chalicelib.views import windows
 from chalicelib.views.keys import url_pk
 from chalicelib.views.messages import to_message
 from chalicelib.views.validation import View
+from tests.fakes import Killed
 from tests.functional import work_meter
-from tests.functional.helpers import invoke
+from tests.functional.helpers import deliver, post_all, queue_url, receive_all
 
 T0 = 1_795_000_000_000
 SETTINGS = Settings()
@@ -67,26 +67,6 @@ def workload(rng: random.Random, n: int, urls: int, spread_ms: int = 0) -> tuple
     return bodies, {url: len(keys) for url, keys in distinct.items()}
 
 
-def queue_url(aws: Any, name: str = SETTINGS.views_queue) -> str:
-    return aws.sqs.get_queue_url(QueueName=name)["QueueUrl"]
-
-
-def receive_all(aws: Any, name: str = SETTINGS.views_queue) -> list[dict[str, Any]]:
-    """Every visible message, received once (as Lambda's poller does) and hidden for a minute."""
-    found: list[dict[str, Any]] = []
-    while True:
-        batch = aws.sqs.receive_message(
-            QueueUrl=queue_url(aws, name),
-            MaxNumberOfMessages=10,
-            VisibilityTimeout=60,
-            AttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        ).get("Messages", [])
-        if not batch:
-            return found
-        found.extend(batch)
-
-
 def in_queue(aws: Any, name: str = SETTINGS.views_queue) -> int:
     """Messages still in the queue, visible or not: what was not deleted."""
     attributes = aws.sqs.get_queue_attributes(
@@ -94,26 +74,6 @@ def in_queue(aws: Any, name: str = SETTINGS.views_queue) -> int:
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
     )["Attributes"]
     return int(attributes["ApproximateNumberOfMessages"]) + int(attributes["ApproximateNumberOfMessagesNotVisible"])
-
-
-def lambda_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": m.get("Attributes", {}),
-                "messageAttributes": {},
-                "eventSource": "aws:sqs",
-            }
-            for m in messages
-        ]
-    }
-
-
-def deliver(client: Any, messages: list[dict[str, Any]]) -> Any:
-    return invoke(client, "on_view_messages", lambda_event(messages))
 
 
 def in_range(bodies: list[dict[str, Any]], url: str, start_ms: int, end_ms: int) -> int:
@@ -143,15 +103,6 @@ def views_answer(client: Any, url: str, **params: Any) -> Any:
     response = client.http.get("/views?" + urlencode({"url": url, **params}))
     assert response.status_code == 200, response.body
     return response.json_body
-
-
-def post_all(client: Any, bodies: list[dict[str, Any]]) -> None:
-    for start in range(0, len(bodies), 25):
-        assert post(client, {"views": bodies[start : start + 25]}).status_code == 202
-
-
-class LambdaTimeout(BaseException):
-    """Lambda ending the handler: no code of the handler sees it as an error it could handle."""
 
 
 class FailingDynamoDB:
@@ -188,7 +139,7 @@ class FailingDynamoDB:
     def transact_write_items(self, **kwargs: Any) -> Any:
         self.transactions += 1
         if self.transactions == self.crash_at:
-            raise LambdaTimeout("Lambda timed out")
+            raise Killed("Lambda timed out")
         if self.unreachable:
             raise EndpointConnectionError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com")
         refused = any(
@@ -231,16 +182,6 @@ class OneCallAtATime:
                 return method(**kwargs)
 
         return call
-
-
-@pytest.fixture
-def fresh_queue_cache() -> Iterator[None]:
-    queues.queue_url.cache_clear()
-    queues.dead_letter_url.cache_clear()
-    yield
-
-
-pytestmark = pytest.mark.usefixtures("fresh_queue_cache")
 
 
 # -- the API ----------------------------------------------------------------------------------
@@ -396,7 +337,7 @@ def test_given_handler_dies_between_transactions_when_batch_redelivered_then_exa
     post_all(client, bodies)
     messages = receive_all(aws)
     monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, crash_at=3))
-    with pytest.raises(LambdaTimeout):
+    with pytest.raises(Killed):
         deliver(client, messages)
     assert sum(views_of(client, url) for url in expected) > 0, "the first transactions were applied"
     monkeypatch.setattr(aws, "dynamodb", aws.dynamodb.real)
@@ -735,11 +676,11 @@ def test_given_handler_dies_after_its_transactions_before_the_day_and_block_copi
     def dies_on_the_second_copy(*args: Any) -> Any:
         copies.append(1)
         if len(copies) == 2:
-            raise LambdaTimeout("Lambda timed out")
+            raise Killed("Lambda timed out")
         return real(*args)
 
     monkeypatch.setattr(views_batches.rollup, "_raise_to", dies_on_the_second_copy)
-    with pytest.raises(LambdaTimeout):
+    with pytest.raises(Killed):
         deliver(client, messages)
     monkeypatch.setattr(views_batches.rollup, "_raise_to", real)
     assert sum(views_of(client, f"u{i}") for i in range(3)) == 24, "counted, with their hours"
