@@ -45,14 +45,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
-from botocore.exceptions import ClientError
 
 from chalicelib.core import dynamo, keyspace, timebuckets, validation
 from chalicelib.core.aws import DynamoDB
-from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.core.transactions import error_code
 from chalicelib.counters import audit, audit_keys, audit_runs
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest as events_ingest
@@ -287,12 +286,10 @@ def _quarantined_keys(dynamodb: DynamoDB, settings: Settings) -> set[tuple[str, 
 
 
 def _read_bucket(dynamodb: DynamoDB, settings: Settings, counter: str, bucket: Bucket) -> dict[str, Any] | None:
-    try:
+    with translated("could not read a counter bucket"):
         item: dict[str, Any] | None = dynamodb.get_item(
             TableName=settings.counts_table, Key=counter_keys.bucket_key(counter, bucket), ConsistentRead=True
         ).get("Item")
-    except ClientError as exc:
-        raise StorageError("could not read a counter bucket") from exc
     return item
 
 
@@ -331,18 +328,17 @@ def _write_bucket(
         condition = "#n = :old"
     expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
     try:
-        dynamodb.update_item(
-            TableName=settings.counts_table,
-            Key=counter_keys.bucket_key(counter, bucket),
-            UpdateExpression=expression,
-            ConditionExpression=condition,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
-    except ClientError as exc:
-        if error_code(exc) == "ConditionalCheckFailedException":
-            return None
-        raise StorageError("could not write a recounted bucket") from exc
+        with translated("could not write a recounted bucket"):
+            dynamodb.update_item(
+                TableName=settings.counts_table,
+                Key=counter_keys.bucket_key(counter, bucket),
+                UpdateExpression=expression,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+    except ConditionFailed:
+        return None
     return True
 
 
@@ -375,9 +371,8 @@ def _account(dynamodb: DynamoDB, settings: Settings, partition: str, stored: int
         request["ExpressionAttributeNames"] = names
     request["ExpressionAttributeValues"] = values
     try:
-        dynamodb.update_item(**request)
-    except ClientError as exc:
-        if error_code(exc) == "ConditionalCheckFailedException":
-            return False  # the stream counted some of it meanwhile: the audit's next run will say
-        raise StorageError("could not record a repair") from exc
+        with translated("could not record a repair"):
+            dynamodb.update_item(**request)
+    except ConditionFailed:
+        return False  # the stream counted some of it meanwhile: the audit's next run will say
     return True

@@ -30,14 +30,12 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from chalicelib.core import dynamo, inputs, keyspace, quarantine, transactions, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import StorageError, ValidationError, reason
+from chalicelib.core.errors import ValidationError, reason
 from chalicelib.core.settings import Settings
-from chalicelib.core.transactions import error_code
+from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.counters import audit_keys, audit_runs, dimension_keys, stream_apply
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import packs, stream_records
@@ -108,12 +106,10 @@ def _selected(
     if request.ids:
         found: list[tuple[str, dict[str, Any] | None]] = []
         for record_id in request.ids:
-            try:
+            with translated("could not read the quarantine"):
                 item = dynamodb.get_item(TableName=settings.counts_table, Key=_key(record_id), ConsistentRead=True).get(
                     "Item"
                 )
-            except ClientError as exc:
-                raise StorageError("could not read the quarantine") from exc
             found.append((record_id, item))
         return found
     query = {
@@ -292,13 +288,13 @@ class _Plan:
 def _still_bad(dynamodb: DynamoDB, settings: Settings, record_id: str, why: str, now_ms: int) -> None:
     """Keep the record set aside, with the reason it fails now."""
     try:
-        dynamodb.update_item(
-            TableName=settings.counts_table,
-            Key=_key(record_id),
-            UpdateExpression="SET reason = :r, seen_at = :t",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":r": {"S": why}, ":t": {"S": validation.iso(now_ms)}},
-        )
-    except ClientError as exc:
-        if error_code(exc) != "ConditionalCheckFailedException":
-            raise StorageError("could not update a set-aside record") from exc
+        with translated("could not update a set-aside record"):
+            dynamodb.update_item(
+                TableName=settings.counts_table,
+                Key=_key(record_id),
+                UpdateExpression="SET reason = :r, seen_at = :t",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":r": {"S": why}, ":t": {"S": validation.iso(now_ms)}},
+            )
+    except ConditionFailed:
+        pass

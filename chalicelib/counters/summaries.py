@@ -20,14 +20,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
 from chalicelib.core import timebuckets
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.core.transactions import error_code
 from chalicelib.counters import dimension_keys, topk
 from chalicelib.counters import keys as counter_keys
 
@@ -89,11 +87,9 @@ def write(
     key = dimension_keys.summary_key(target.counter, target.dimension, target.resolution, target.index, target.part)
     members = sorted(members, key=lambda m: m[0].position)
     for _ in range(MAX_ROUNDS):
-        try:
-            calls += 1
+        calls += 1
+        with translated("could not read a breakdown summary"):
             stored = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
-        except ClientError as exc:
-            raise StorageError("could not read a breakdown summary") from exc
         stamp = counter_keys.split_stamped((stored or {}).get(target.shard, {}).get("S", ""))
         later = [m for m in members if m[0].position > stamp.position]
         if not later:
@@ -107,11 +103,11 @@ def write(
             request["ExpressionAttributeValues"] = {":ver": stored["ver"]}
         try:
             calls += 1
-            dynamodb.put_item(**request)
+            with translated("could not write a breakdown summary"):
+                dynamodb.put_item(**request)
             return calls
-        except ClientError as exc:
-            if error_code(exc) != CONDITION_FAILED:
-                raise StorageError("could not write a breakdown summary") from exc
+        except ConditionFailed:
+            pass
     raise StorageError("a breakdown summary kept changing under its writes")
 
 
