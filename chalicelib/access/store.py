@@ -13,7 +13,7 @@ from typing import Any
 
 from chalicelib.access import api_keys
 from chalicelib.access.policy import KeyRecord, NewKey
-from chalicelib.core import dynamo, keyspace, pager
+from chalicelib.core import attributes, dynamo, keyspace, pager
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import NotFoundError, ValidationError
 from chalicelib.core.settings import Settings
@@ -116,13 +116,13 @@ def revoke(dynamodb: DynamoDB, settings: Settings, key_id: str, now_ms: int) -> 
 
 def _record(item: dict[str, Any]) -> KeyRecord:
     return KeyRecord(
-        id=item["id"]["S"],
-        scopes=frozenset(item["scopes"]["SS"]),
-        prefix=item["prefix"]["S"] if "prefix" in item else None,
-        origins=tuple(origin["S"] for origin in item.get("origins", {}).get("L", [])),
-        note=item.get("note", {}).get("S", ""),
-        created_ms=int(item["created_ms"]["N"]),
-        revoked_ms=int(item["revoked_ms"]["N"]) if "revoked_ms" in item else None,
+        id=attributes.text(item, "id"),
+        scopes=attributes.string_set(item, "scopes"),
+        prefix=attributes.optional_text(item, "prefix"),
+        origins=attributes.text_list(item, "origins"),
+        note=attributes.text(item, "note", ""),
+        created_ms=attributes.integer(item, "created_ms"),
+        revoked_ms=attributes.optional_integer(item, "revoked_ms"),
     )
 
 

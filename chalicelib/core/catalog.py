@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import keyspace, pager, times
+from chalicelib.core import attributes, keyspace, pager, times
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
@@ -152,4 +152,4 @@ def page(
         f"could not read the {kind} catalog",
         live_at_s=now_ms // 1000,
     )
-    return [Entry(i["sk"]["S"], int(i["last_seen"]["N"])) for i in found.items], found.next
+    return [Entry(attributes.sort_key(i), attributes.integer(i, "last_seen")) for i in found.items], found.next

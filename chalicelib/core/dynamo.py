@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, cast
 
-from chalicelib.core import clock
+from chalicelib.core import attributes, clock
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
@@ -41,7 +41,7 @@ def query_sort_range(
 
 def stored_expiry(item: dict[str, Any] | None) -> int | None:
     """An item's `expires_at` (the table's TTL attribute), None for no item or none stored."""
-    return int(item["expires_at"]["N"]) if item is not None and "expires_at" in item else None
+    return None if item is None else attributes.optional_integer(item, "expires_at")
 
 
 def batch_get_items(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.core import dynamo, keyspace, pager, queues, times
+from chalicelib.core import attributes, dynamo, keyspace, pager, queues, times
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -54,10 +54,10 @@ def list_records(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, st
     records = [
         {
             "source": name,
-            "id": i["sk"]["S"],
-            "reason": i["reason"]["S"],
-            "seen_at": i["seen_at"]["S"],
-            "record": i["record"]["S"],
+            "id": attributes.sort_key(i),
+            "reason": attributes.text(i, "reason"),
+            "seen_at": attributes.text(i, "seen_at"),
+            "record": attributes.text(i, "record"),
         }
         for name, i in found
     ]

@@ -22,7 +22,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from chalicelib.core import dynamo, keyspace, pager, times, transactions, validation
+from chalicelib.core import attributes, dynamo, keyspace, pager, times, transactions, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -127,7 +127,7 @@ def read_tally(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> dict[s
 def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:
     with translated("the audit checkpoint could not be read"):
         item = dynamodb.get_item(TableName=settings.counts_table, Key=CHECKPOINT_KEY, ConsistentRead=True).get("Item")
-    return None if item is None else int(item["next_ms"]["N"])
+    return None if item is None else attributes.integer(item, "next_ms")
 
 
 def finding_item(settings: Settings, finding: audit.Finding, now_ms: int) -> dict[str, Any]:
@@ -190,7 +190,7 @@ def _commit(
 
 def _recheck(dynamodb: DynamoDB, settings: Settings, now_ms: int, result: AuditResult) -> None:
     for item in open_findings(dynamodb, settings, None, RECHECK_LIMIT, now_ms)[0]:
-        partition = item["sk"]["S"]
+        partition = attributes.sort_key(item)
         result.rechecked += 1
         if recheck(dynamodb, settings, partition, now_ms).adds_up:
             result.resolved += 1
@@ -237,9 +237,13 @@ def listing(dynamodb: DynamoDB, settings: Settings, params: dict[str, str], now_
     return {
         "partitions": [
             {
-                "partition": i["sk"]["S"],
-                **{name: int(i[name]["N"]) for name in ("stored", *audit_keys.ACCOUNTS, "shortfall") if name in i},
-                "audited_at": times.iso(int(i["audited_at"]["N"])),
+                "partition": attributes.sort_key(i),
+                **{
+                    name: attributes.integer(i, name)
+                    for name in ("stored", *audit_keys.ACCOUNTS, "shortfall")
+                    if name in i
+                },
+                "audited_at": times.iso(attributes.integer(i, "audited_at")),
             }
             for i in items
         ],

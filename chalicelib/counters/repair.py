@@ -46,7 +46,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from chalicelib.core import dynamo, keyspace, timebuckets, validation
+from chalicelib.core import attributes, dynamo, keyspace, timebuckets, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -256,7 +256,7 @@ def _lost_partitions(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> set
     after: str | None = None
     while True:
         items, after = audit_runs.open_findings(dynamodb, settings, after, 1000, now_ms)
-        lost |= {i["sk"]["S"] for i in items if int(i.get("shortfall", {}).get("N", "0")) > 0}
+        lost |= {attributes.sort_key(i) for i in items if attributes.integer(i, "shortfall", 0) > 0}
         if after is None:
             return lost
 
@@ -274,12 +274,16 @@ def _quarantined_keys(dynamodb: DynamoDB, settings: Settings) -> set[tuple[str, 
     for page in dynamo.query_pages(dynamodb, request, "could not read the quarantine"):
         for item in page.get("Items", []):
             try:
-                ddb = json.loads(item["record"]["S"])["dynamodb"]
+                ddb = json.loads(attributes.text(item, "record"))["dynamodb"]
                 stored = ddb["Keys"]
                 image = ddb.get("NewImage") or {}
                 # A pack's event keeps its record narrowed to it: `o` is its index in the pack.
-                index = int(image[packs.OFFSET]["N"]) if image.get("kind", {}).get("S") == packs.PACK_KIND else None
-                keys.add((stored["pk"]["S"], stored["sk"]["S"], index))
+                index = (
+                    attributes.integer(image, packs.OFFSET)
+                    if attributes.optional_text(image, "kind") == packs.PACK_KIND
+                    else None
+                )
+                keys.add((*attributes.key_of(stored), index))
             except (ValueError, KeyError, TypeError):
                 continue  # a copy cut short: it names no key
     return keys
@@ -299,12 +303,13 @@ def _write_bucket(
     """Write the recount if the bucket is as read: True written, False already right, None
     changed since it was read."""
     counter, bucket = key
+    old = stored or {}
     old_minutes = {
-        int(name[1:]): int(value["N"])
-        for name, value in (stored or {}).items()
+        int(name[1:]): attributes.integer(old, name)
+        for name in old
         if len(name) == 3 and name[0] == "m" and name[1:].isdigit()
     }
-    old_n = int(stored["n"]["N"]) if stored and "n" in stored else 0
+    old_n = attributes.integer(old, "n", 0)
     if old_n == count.n and old_minutes == {m: k for m, k in count.minutes.items() if k}:
         return False
     names = {"#n": "n"}

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from chalicelib.core import timebuckets
+from chalicelib.core import attributes, timebuckets
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
@@ -90,7 +90,7 @@ def write(
         calls += 1
         with translated("could not read a breakdown summary"):
             stored = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
-        stamp = counter_keys.split_stamped((stored or {}).get(target.shard, {}).get("S", ""))
+        stamp = counter_keys.split_stamped(attributes.text(stored or {}, target.shard, ""))
         later = [m for m in members if m[0].position > stamp.position]
         if not later:
             return calls
@@ -119,28 +119,29 @@ def _merged(
     later: list[tuple[Countable, str]],
     now_ms: int,
 ) -> dict[str, Any]:
-    summary = topk.decode(stored["e"]["S"]) if stored is not None and "e" in stored else topk.Summary()
+    old = stored or {}
+    summary = topk.decode(attributes.text(old, "e")) if "e" in old else topk.Summary()
     for countable, value in later:
         summary.add(value, 1, countable.event.values)
     evicted = summary.fit()
-    stored_retention = int((stored or {}).get("retention", {}).get("N", "0"))
+    stored_retention = attributes.integer(old, "retention", 0)
     retention = max([stored_retention] + [c.event.retention_seconds for c, _ in later])
     horizon = now_ms // 1000 - settings.marker_ttl_seconds
     item: dict[str, Any] = dict(key)
-    for name, value in (stored or {}).items():
+    for name, value in old.items():
         if counter_keys.is_shard_attribute(name) and name != target.shard:
-            created = counter_keys.split_stamped(value.get("S", "")).created_s
+            created = counter_keys.split_stamped(attributes.text(old, name, "")).created_s
             if created is None or created >= horizon:
                 item[name] = value  # other shards' positions, while a delivery could still need them
     last = later[-1][0]
     created_s = int(last.record.created_s) if last.record.created_s is not None else 0
     item[target.shard] = {"S": counter_keys.stamped_position(last.position, created_s)}
     item["e"] = {"S": topk.encode(summary)}
-    item["ver"] = {"N": str(int((stored or {}).get("ver", {}).get("N", "0")) + 1)}
+    item["ver"] = {"N": str(attributes.integer(old, "ver", 0) + 1)}
     item["retention"] = {"N": str(retention)}
     item["expires_at"] = {"N": str(timebuckets.expires_at_s(target.ends, retention))}
     if evicted:
-        item["evicted"] = {"N": str(int((stored or {}).get("evicted", {}).get("N", "0")) + evicted)}
-    elif stored is not None and "evicted" in stored:
-        item["evicted"] = stored["evicted"]
+        item["evicted"] = {"N": str(attributes.integer(old, "evicted", 0) + evicted)}
+    elif "evicted" in old:
+        item["evicted"] = old["evicted"]
     return item

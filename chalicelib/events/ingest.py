@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeSerializer
 
-from chalicelib.core import clock, inputs, item_sizes, times, validation
+from chalicelib.core import attributes, clock, inputs, item_sizes, times, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
@@ -266,4 +266,4 @@ def _serialize(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _item_key(item: dict[str, Any]) -> tuple[str, str]:
-    return item["pk"]["S"], item["sk"]["S"]
+    return attributes.key_of(item)

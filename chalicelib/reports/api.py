@@ -7,7 +7,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.core import pager, times
+from chalicelib.core import attributes, pager, times
 from chalicelib.core.aws import S3, DynamoDB
 from chalicelib.core.errors import NotFoundError, ValidationError
 from chalicelib.core.settings import Settings
@@ -29,10 +29,10 @@ def list_reports(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, st
     )
     reports = [
         {
-            "id": item["sk"]["S"],
-            "start": times.iso(int(item["start_ms"]["N"])),
-            "end": times.iso(int(item["end_ms"]["N"])),
-            "events": int(item["events"]["N"]),
+            "id": attributes.sort_key(item),
+            "start": times.iso(attributes.integer(item, "start_ms")),
+            "end": times.iso(attributes.integer(item, "end_ms")),
+            "events": attributes.integer(item, "events"),
         }
         for item in page.items
     ]

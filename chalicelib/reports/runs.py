@@ -10,7 +10,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from chalicelib.core import dynamo, keyspace, times, transactions
+from chalicelib.core import attributes, dynamo, keyspace, times, transactions
 from chalicelib.core.aws import S3, DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
@@ -66,7 +66,7 @@ def run(dynamodb: DynamoDB, s3: S3, settings: Settings, now_ms: int) -> RunResul
 def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:
     with translated("the report checkpoint could not be read"):
         item = dynamodb.get_item(TableName=settings.counts_table, Key=CHECKPOINT_KEY, ConsistentRead=True).get("Item")
-    return None if item is None else int(item["end_ms"]["N"])
+    return None if item is None else attributes.integer(item, "end_ms")
 
 
 def read_events(

@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from chalicelib.core import times
+from chalicelib.core import attributes, times
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
@@ -80,9 +80,9 @@ def _read(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int) -> bytes
         item = dynamodb.get_item(TableName=settings.counts_table, Key=keys.salt_key(day), ConsistentRead=True).get(
             "Item"
         )
-    if item is None or int(item["expires_at"]["N"]) <= now_s:
+    if item is None or attributes.integer(item, "expires_at") <= now_s:
         return None
-    return bytes(item["salt"]["B"])
+    return attributes.binary(item, "salt")
 
 
 def _delete_expired(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import dynamo, keyspace, pager, queues, timebuckets, times, validation, window_params
+from chalicelib.core import attributes, dynamo, keyspace, pager, queues, timebuckets, times, validation, window_params
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError
@@ -187,7 +187,7 @@ def histogram(
     for item in items:
         if _unexpired(item, now_s):
             sketch = decode_item(item)
-            counts[keyspace.sort_key_index(item["sk"]["S"])] = {
+            counts[keyspace.sort_key_index(attributes.sort_key(item))] = {
                 "cardinality": sketches.estimate(sketch),
                 "exact": sketches.is_exact(sketch),
             }
@@ -239,6 +239,9 @@ def list_names(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]
         dynamodb, settings.counts_table, keys.NAMES_PK, request, "could not read the unique-count names"
     )
     return {
-        "names": [{"name": i["sk"]["S"], "last_seen": times.iso(int(i["last_seen"]["N"]))} for i in page.items],
+        "names": [
+            {"name": attributes.sort_key(i), "last_seen": times.iso(attributes.integer(i, "last_seen"))}
+            for i in page.items
+        ],
         "next": page.next,
     }

@@ -33,7 +33,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import batch_processor, clock, timebuckets, validation
+from chalicelib.core import attributes, batch_processor, clock, timebuckets, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.batch_processor import Sent, Write
 from chalicelib.core.batch_result import BatchResult
@@ -262,7 +262,7 @@ def _read_sketch(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) ->
         item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
     if item is None:
         return None, 0
-    return decode_item(item), int(item["version"]["N"])
+    return decode_item(item), attributes.integer(item, "version")
 
 
 def _write_sketch(
@@ -313,7 +313,7 @@ def _touch_name(dynamodb: DynamoDB, settings: Settings, name: str, now_ms: int) 
 
 def decode_item(item: dict[str, Any]) -> sketches.Sketch:
     try:
-        return sketches.decode(bytes(item["sketch"]["B"]))
+        return sketches.decode(attributes.binary(item, "sketch"))
     except (KeyError, sketches.SketchFormatError) as exc:
         where = f"{item.get('pk', {}).get('S')} {item.get('sk', {}).get('S')}"
         raise StorageError(f"stored sketch {where} is unreadable: {exc}") from exc
