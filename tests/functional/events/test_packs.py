@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.exceptions import ClientError
 
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.batch_result import BatchResult
@@ -24,7 +23,7 @@ from chalicelib.counters import audit, audit_keys, repair, replay
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events import ingest, packs
 from chalicelib.events.stream_records import from_lambda_event
-from tests.fakes import Dying, Killed, unprocessed_writes
+from tests.fakes import Dying, Killed, failing, unprocessed_writes
 from tests.functional.helpers import (
     REPORT_SETTLE,
     all_reports,
@@ -313,19 +312,9 @@ def test_given_every_pack_counted_when_audited_then_every_partition_adds_up(clie
     )
 
 
-class RejectsCounter:
+def refusing_counter(real: Any) -> Any:
     """DynamoDB refusing any update of the counter `refused` (data it will not take)."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-
-    def update_item(self, **kwargs: Any) -> Any:
-        if "CTR#refused" in str(kwargs["Key"]):
-            raise ClientError({"Error": {"Code": "ValidationException", "Message": "refused"}}, "UpdateItem")
-        return self.real.update_item(**kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
+    return failing(real, "update_item", "ValidationException", lambda kwargs: "CTR#refused" in str(kwargs["Key"]))
 
 
 def test_given_a_pack_event_set_aside_and_a_lost_pack_when_repaired_then_recount_skips_exactly_that_event(
@@ -338,7 +327,7 @@ def test_given_a_pack_event_set_aside_and_a_lost_pack_when_repaired_then_recount
     images = [pack_image(kept, pk, ingested), pack_image(lost, pk, ingested + 1)]
     for image in images:
         aws.dynamodb.put_item(TableName=SETTINGS.events_table, Item=image)
-    result = apply(RejectsCounter(aws.dynamodb), [record(images[0])], NOW)
+    result = apply(refusing_counter(aws.dynamodb), [record(images[0])], NOW)
     assert (result.counted, result.quarantined) == (2, [result.quarantined[0]])
     assert result.quarantined[0].endswith("#1")
 
