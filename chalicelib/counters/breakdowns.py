@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.core import dynamo, timebuckets, times, window_params
+from chalicelib.core import attributes, dynamo, timebuckets, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -77,9 +77,9 @@ def stored_summary(item: dict[str, Any], span: tuple[int, int] | None) -> topk.S
     """The summary of values a stored item gives for `span` (None: its whole bucket): an hour
     kept whole is cut to the minutes asked; an hour's part 0 asked for a partial hour once the
     hour was split gives nothing (its quarter hours do); a quarter hour is cut to its minutes."""
-    summary = topk.decode(item["e"]["S"])
-    hour = item["sk"]["S"].startswith(dimension_keys.SUMMARY_PREFIX["hour"])
-    if item.get(summaries.LAYOUT, {}).get("S") == summaries.SINGLE:
+    summary = topk.decode(attributes.text(item, "e"))
+    hour = attributes.sort_key(item).startswith(dimension_keys.SUMMARY_PREFIX["hour"])
+    if attributes.optional_text(item, summaries.LAYOUT) == summaries.SINGLE:
         return topk.within(summary, *(span or (0, 59))) if hour else summary
     if span is None:
         return summary
@@ -115,7 +115,7 @@ def breakdown(
     groups = summary_keys(counter, by, from_minute, last_minute) if from_minute <= last_minute else []
     flat = [key for keys, _ in groups for key in keys]
     found = {
-        (item["pk"]["S"], item["sk"]["S"]): item
+        attributes.key_of(item): item
         for item in dynamo.batch_get_items(
             dynamodb, settings.counts_table, flat, "could not read the breakdown summaries"
         )
@@ -127,7 +127,7 @@ def breakdown(
         keys, span = group
         out = []
         for key in keys:
-            item = found.get((key["pk"]["S"], key["sk"]["S"]))
+            item = found.get(attributes.key_of(key))
             if item is not None and "e" in item and (dynamo.stored_expiry(item) or now_s + 1) > now_s:
                 summary = stored_summary(item, span)
                 if summary is not None:

@@ -33,21 +33,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
-from chalicelib.core import dynamo, timebuckets, transactions
+from chalicelib.core import attributes, dynamo, timebuckets, transactions
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.core.transactions import error_code
 from chalicelib.counters import dimension_keys, topk
 from chalicelib.counters import keys as counter_keys
 
 if TYPE_CHECKING:
     from chalicelib.counters.stream_apply import Countable
 
-CONDITION_FAILED = "ConditionalCheckFailedException"
 MAX_ROUNDS = 8
 LAYOUT = "layout"
 SINGLE = "single"
@@ -111,7 +108,7 @@ def write(dynamodb: DynamoDB, settings: Settings, target: Target, members: list[
     for _ in range(MAX_ROUNDS):
         stored = _read(dynamodb, settings, head)
         calls += 1
-        if stored is not None and stored.get(LAYOUT, {}).get("S") != SINGLE:
+        if stored is not None and attributes.optional_text(stored, LAYOUT) != SINGLE:
             return calls + _write_parts(dynamodb, settings, target, members, now_ms, stored)
         later = _later(stored, target.shard, members)
         if not later:
@@ -134,32 +131,29 @@ def write(dynamodb: DynamoDB, settings: Settings, target: Target, members: list[
 
 
 def _read(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> dict[str, Any] | None:
-    try:
+    with translated("could not read a breakdown summary"):
         item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
-    except ClientError as exc:
-        raise StorageError("could not read a breakdown summary") from exc
     return dict(item) if item is not None else None
 
 
 def _later(stored: dict[str, Any] | None, shard: str, members: list[Member]) -> list[Member]:
     """The members above the item's stored position of their shard: not in it yet."""
-    stamp = counter_keys.split_stamped((stored or {}).get(shard, {}).get("S", ""))
+    stamp = counter_keys.split_stamped(attributes.text(stored or {}, shard, ""))
     return [m for m in members if m[0].position > stamp.position]
 
 
 def _decoded(stored: dict[str, Any] | None) -> topk.Summary:
-    return topk.decode(stored["e"]["S"]) if stored is not None and "e" in stored else topk.Summary()
+    return topk.decode(attributes.text(stored, "e")) if stored is not None and "e" in stored else topk.Summary()
 
 
 def _put(dynamodb: DynamoDB, settings: Settings, item: dict[str, Any], stored: dict[str, Any] | None) -> bool:
     """PutItem on condition that the item is still the version read; False when it is not."""
     request: dict[str, Any] = {"TableName": settings.counts_table, "Item": item, **_unchanged(stored)}
     try:
-        dynamodb.put_item(**request)
+        with translated("could not write a breakdown summary"):
+            dynamodb.put_item(**request)
         return True
-    except ClientError as exc:
-        if error_code(exc) != CONDITION_FAILED:
-            raise StorageError("could not write a breakdown summary") from exc
+    except ConditionFailed:
         return False
 
 
@@ -214,7 +208,7 @@ def replay_puts(dynamodb: DynamoDB, settings: Settings, countable: Countable) ->
     puts = []
     for target, entry in targets(countable):
         head = _read(dynamodb, settings, target.key(0))
-        single = head is None or head.get(LAYOUT, {}).get("S") == SINGLE
+        single = head is None or attributes.optional_text(head, LAYOUT) == SINGLE
         chosen = (
             {(target.resolution, target.index, 0): [(countable, entry)]}
             if single
@@ -227,16 +221,16 @@ def replay_puts(dynamodb: DynamoDB, settings: Settings, countable: Countable) ->
             for _, added in members:
                 summary.add(added, 1, countable.event.values)
             evicted = summary.fit()  # a single summary holds what one more event adds without evicting
-            retention = max(int((stored or {}).get("retention", {}).get("N", "0")), countable.event.retention_seconds)
+            retention = max(attributes.integer(stored or {}, "retention", 0), countable.event.retention_seconds)
             item = {**(stored or {}), **key}
             if stored is None and part == 0 and resolution == target.resolution:
                 item[LAYOUT] = {"S": SINGLE}
             item["e"] = {"S": topk.encode(summary)}
-            item["ver"] = {"N": str(int((stored or {}).get("ver", {}).get("N", "0")) + 1)}
+            item["ver"] = {"N": str(attributes.integer(stored or {}, "ver", 0) + 1)}
             item["retention"] = {"N": str(retention)}
             item["expires_at"] = {"N": str(timebuckets.expires_at_s(target.ends, retention))}
             if evicted:
-                item["evicted"] = {"N": str(int((stored or {}).get("evicted", {}).get("N", "0")) + evicted)}
+                item["evicted"] = {"N": str(attributes.integer(stored or {}, "evicted", 0) + evicted)}
             puts.append({"Put": {"TableName": settings.counts_table, "Item": item, **_unchanged(stored)}})
     return puts
 
@@ -310,7 +304,7 @@ def _split(
     others += [target.key(p) for p in range(1, dimension_keys.SUMMARY_PARTS)]
     # Items of the parts layout from before single ones existed: merged in, not overwritten.
     earlier = {
-        (item["sk"]["S"]): item
+        attributes.sort_key(item): item
         for item in dynamo.batch_get_items(
             dynamodb, settings.counts_table, others, "could not read a breakdown summary", consistent=True
         )
@@ -319,9 +313,9 @@ def _split(
     puts = []
     for (resolution, index, part), piece in sorted(pieces.items()):
         key = target.key(part, resolution, index)
-        stored = head if (resolution, part) == (target.resolution, 0) else earlier.pop(key["sk"]["S"], None)
+        stored = head if (resolution, part) == (target.resolution, 0) else earlier.pop(attributes.sort_key(key), None)
         if stored is not None and stored is not head and "e" in stored:
-            piece = topk.merge(piece, topk.decode(stored["e"]["S"]))
+            piece = topk.merge(piece, topk.decode(attributes.text(stored, "e")))
         evicted = piece.fit()
         read = [head] if stored is head else [head, stored]
         item = _item(settings, key, target, read, piece, later, now_ms, evicted)
@@ -356,8 +350,7 @@ def _item(
     delivery could still need it), this shard's at least the last of `later`; its version is
     above every version read, so no writer that read one of them can overwrite it."""
     retention = max(
-        [int((r or {}).get("retention", {}).get("N", "0")) for r in read]
-        + [c.event.retention_seconds for c, _ in later]
+        [attributes.integer(r or {}, "retention", 0) for r in read] + [c.event.retention_seconds for c, _ in later]
     )
     horizon = now_ms // 1000 - settings.marker_ttl_seconds
     last = later[-1][0]
@@ -367,16 +360,16 @@ def _item(
         for name, value in (one or {}).items():
             if not counter_keys.is_shard_attribute(name):
                 continue
-            stamp = counter_keys.split_stamped(value.get("S", ""))
+            stamp = counter_keys.split_stamped(attributes.text(one or {}, name, ""))
             if name != target.shard and stamp.created_s is not None and stamp.created_s < horizon:
                 continue  # a shard no delivery can bring back below its position
-            if name not in item or counter_keys.split_stamped(item[name]["S"]).position < stamp.position:
+            if name not in item or counter_keys.split_stamped(attributes.text(item, name)).position < stamp.position:
                 item[name] = value
     item["e"] = {"S": topk.encode(summary)}
-    item["ver"] = {"N": str(1 + max(int((r or {}).get("ver", {}).get("N", "0")) for r in read))}
+    item["ver"] = {"N": str(1 + max(attributes.integer(r or {}, "ver", 0) for r in read))}
     item["retention"] = {"N": str(retention)}
     item["expires_at"] = {"N": str(timebuckets.expires_at_s(target.ends, retention))}
-    evicted_before = sum(int((r or {}).get("evicted", {}).get("N", "0")) for r in read)
+    evicted_before = sum(attributes.integer(r or {}, "evicted", 0) for r in read)
     if evicted or evicted_before:
         item["evicted"] = {"N": str(evicted_before + evicted)}
     return item
