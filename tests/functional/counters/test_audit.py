@@ -363,7 +363,7 @@ def test_given_records_with_dimensions_lost_on_the_way_when_repaired_then_filter
     lost = [r for r in records if r["dynamodb"]["Keys"]["pk"]["S"] == short][:3]
     invoke(client, "on_event_records", lambda_event([r for r in records if r not in lost]))
     settle(clock)
-    assert post(client, "/audit").json_body["shortfall"] == 3
+    assert post_json(client, "/audit").json_body["shortfall"] == 3
     first, last = (clock.now - 3 * 3_600_000) // MINUTE, clock.now // MINUTE
 
     def filtered() -> dict[tuple[tuple[str, str], ...], int]:
@@ -382,7 +382,7 @@ def test_given_records_with_dimensions_lost_on_the_way_when_repaired_then_filter
     }
     assert filtered() != truth
 
-    repaired = post(client, "/audit/repair", {"partition": short}).json_body
+    repaired = post_json(client, "/audit/repair", {"partition": short}).json_body
 
     assert repaired["busy"] == [] and repaired["accounted"]
     assert filtered() == truth
