@@ -132,7 +132,7 @@ def ranges_exact(plain: Any, settings: Any, batches: list[list[View]]) -> bool:
         for start, end in ranges:
             first, last = start // 60_000, end // 60_000
             expected = sum(1 for v in views if v.url == url and first <= v.time_ms // 60_000 <= last)
-            answer = views_api.count(plain, settings, {"url": url, "start": str(start), "end": str(end)}, T0 + DAY_MS)
+            answer = views_api.count(plain, settings, url, (first, last), T0 + DAY_MS)
             if answer["views"] != expected:
                 return False
     return True
