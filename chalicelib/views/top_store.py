@@ -176,7 +176,7 @@ def top_urls(
     def resolve(digests: Sequence[bytes]) -> dict[bytes, list[tuple[str, int]]]:
         urls = _urls_of(dynamodb, settings, digests, reads, sleep)
         wanted = [url for found in urls.values() for url in found if prefix is None or url.startswith(prefix)]
-        views = api.count_urls(dynamodb, settings, wanted, start_minute, end_ms // windows.MINUTE_MS - 1, sleep)
+        views = api.count_urls(dynamodb, settings, wanted, start_minute, end_ms // windows.MINUTE_MS - 1, now_ms, sleep)
         reads[0] += views.keys_read
         return {d: [(url, views.views[url]) for url in found if url in views.views] for d, found in urls.items()}
 
