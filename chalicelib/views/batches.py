@@ -117,7 +117,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         return [Write((), functools.partial(self._catalog, urls)), Write(records, self._visible)]
 
     def _catalog(self, urls: set[str], _: list[Pending]) -> Sent[Pending]:
-        catalog.record(self.dynamodb, self.settings, urls, self.now_ms)  # GET /views/urls
+        catalog.record(self.dynamodb, self.settings, urls, self.now_ms, self.sleep)  # GET /views/urls
         return Sent()
 
     def _visible(self, records: list[Pending]) -> Sent[Pending]:
@@ -241,16 +241,21 @@ def _transaction(settings: Settings, chunk: list[tuple[str, list[Pending]]], now
             }
             for p in members
         )
-        items.append(_counter_update(table, pk, members))
+        items.append(_counter_update(table, pk, members, now_ms))
     return items
 
 
-def _counter_update(table: str, pk: str, members: list[Pending]) -> dict[str, Any]:
+def _counter_update(table: str, pk: str, members: list[Pending], now_ms: int) -> dict[str, Any]:
     """Add a transaction's views of one URL to its counter: all time, and pending per minute
     (only views whose hour bucket is live)."""
     minutes = Counter(p.time_ms // windows.MINUTE_MS for p in members if p.spans)
-    names = {"#v": "views", "#u": "url"}
-    values: dict[str, Any] = {":k": {"N": str(len(members))}, ":u": {"S": members[0].url}}
+    names = {"#v": "views", "#u": "url", "#l": catalog.LAST_COUNTED, "#c": catalog.LISTED}
+    values: dict[str, Any] = {
+        ":k": {"N": str(len(members))},
+        ":u": {"S": members[0].url},
+        ":now": {"N": str(now_ms)},
+        ":yes": {"BOOL": True},
+    }
     adds = ["#v :k"]
     for i, (minute, k) in enumerate(sorted(minutes.items())):
         names[f"#p{i}"] = view_keys.pending_attribute(minute)
@@ -260,7 +265,7 @@ def _counter_update(table: str, pk: str, members: list[Pending]) -> dict[str, An
         "Update": {
             "TableName": table,
             "Key": {"pk": {"S": pk}, "sk": {"S": view_keys.COUNTER_SK}},
-            "UpdateExpression": f"ADD {', '.join(adds)} SET #u = if_not_exists(#u, :u)",
+            "UpdateExpression": f"ADD {', '.join(adds)} SET #u = if_not_exists(#u, :u), #l = :now, #c = :yes",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
