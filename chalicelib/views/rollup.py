@@ -47,9 +47,11 @@ from chalicelib.views import keys as view_keys
 from chalicelib.views import windows
 from chalicelib.views.windows import Span
 
-FLUSH_AT = 16  # pending minutes a counter may hold before they are moved into buckets
+# Pending minutes a counter may hold before they are moved into buckets: about 12 bytes each,
+# so a counter of a URL of up to about 250 characters stays under 1 KB (one write unit).
+FLUSH_AT = 48
 MOVE_ITEMS = 100  # one transaction: the counter and the buckets of the minutes moved
-MOVE_MINUTES = 32  # pending minutes one move takes, the earliest first
+MOVE_MINUTES = 64  # pending minutes one move takes, the earliest first
 MAX_MOVES = 4  # moves of one counter per batch (a later batch moves what is left)
 MAX_READS = 4  # reads of a URL whose buckets keep moving under it before giving up
 

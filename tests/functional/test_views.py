@@ -728,8 +728,8 @@ def test_given_handler_dies_between_two_moves_of_pending_minutes_when_redelivere
     client: Any, aws: Any, app_module: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     minute = 60_000
-    # u0 gets 70 views in 70 minutes over three days: more pending minutes than one move takes.
-    bodies = [{"url": "u0", "time": clock.now - i * 61 * minute, "clientId": f"c{i}"} for i in range(70)]
+    # u0 gets 130 views in 130 minutes over six days: more pending minutes than one move takes.
+    bodies = [{"url": "u0", "time": clock.now - i * 61 * minute, "clientId": f"c{i}"} for i in range(130)]
     bodies += [{"url": f"u{1 + i % 2}", "time": clock.now - i * 7 * minute, "clientId": f"d{i}"} for i in range(10)]
     post_all(client, bodies)
     messages = receive_all(aws)
@@ -746,10 +746,10 @@ def test_given_handler_dies_between_two_moves_of_pending_minutes_when_redelivere
     with pytest.raises(LambdaTimeout):
         deliver(client, messages)
     monkeypatch.setattr(rollup, "move", real)
-    assert sum(views_of(client, f"u{i}") for i in range(3)) == 80
+    assert sum(views_of(client, f"u{i}") for i in range(3)) == 140
     assert_ranges_exact(client, bodies, random.Random(5))  # one move done: buckets and pending add up
     again = deliver(client, messages)  # the whole batch comes back: every view a duplicate
-    assert again["duplicates"] == 80 and again["counted"] == 0 and again["bucket_moves"] >= 1
+    assert again["duplicates"] == 140 and again["counted"] == 0 and again["bucket_moves"] >= 1
     assert_ranges_exact(client, bodies, random.Random(6))
     counter = aws.dynamodb.get_item(TableName=SETTINGS.counts_table, Key=view_keys.counter_key("u0"))["Item"]
     assert len(view_keys.pending_minutes(counter)) <= rollup.FLUSH_AT, "moved on redelivery"
