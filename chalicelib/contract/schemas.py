@@ -562,7 +562,7 @@ REPLAY = obj(
 )
 
 # -- site analytics (sites/: the tracker's beacon, site summaries) ---------------------------------
-# Bounds as sites/beacon.py declares them (tests/functional/test_sites.py checks they agree).
+# Bounds as sites/beacon.py declares them (tests/functional/sites/test_sites.py checks they agree).
 BEACON_WIDTH_MAX = 100_000
 SITE_MAX_CHARS = 180
 PAGEVIEW_BODY = obj(

@@ -49,7 +49,7 @@ MAX_ITEM_BYTES = 16 * 1024
 assert CAPACITY * ENTRY_BYTES + 200 < MAX_ITEM_BYTES
 DAY_HOURS = 24
 BLOCK_HOURS = BLOCK_DAYS * DAY_HOURS
-# The most summaries a window of up to 400 days reads (tests/unit/test_view_top.py checks it):
+# The most summaries a window of up to 400 days reads (tests/unit/views/test_view_top.py checks it):
 # 10 whole blocks between 2 x 31 whole days and 2 x 23 whole hours.
 MAX_SPANS = 118
 MIN_CHUNK, MAX_CHUNK = 5, 100  # candidates resolved at once

@@ -28,7 +28,7 @@ BLOCK_DAYS = 32
 SIZE_MINUTES: dict[str, int] = {"hour": 60, "day": 1440, "block": 1440 * BLOCK_DAYS}
 # The finer buckets an item counts inside it: the attribute prefix and the size in minutes.
 INNER: dict[str, tuple[str, int]] = {"hour": ("m", 1), "day": ("h", 60), "block": ("d", 1440)}
-# The most items a range of up to MAX_RANGE_DAYS reads (tests/unit/test_view_windows.py checks it).
+# The most items a range of up to MAX_RANGE_DAYS reads (tests/unit/views/test_view_windows.py checks it).
 MAX_RANGE_DAYS = 400
 MAX_PARTS = 18
 

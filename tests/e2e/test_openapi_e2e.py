@@ -21,7 +21,7 @@ it, revoke it). TALLY_SCHEMATHESIS_EXAMPLES bounds the generated requests per op
   both, and a cursor is one the API gave out: rules OpenAPI's independent query parameters
   cannot state, so schema-valid requests can be a 400.
 - Not object_level_authorization: it needs two users' credentials per resource; keys are
-  checked by scope and prefix (tests/functional/test_access.py).
+  checked by scope and prefix (tests/functional/access/test_access.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 TABLE_ROW = re.compile(r"^\| (GET|POST|PUT|DELETE|PATCH) \| `([^`]+)` \|", re.MULTILINE)
 
 

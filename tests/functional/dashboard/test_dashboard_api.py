@@ -20,10 +20,10 @@ from chalicelib.views import batches as views_batches
 from chalicelib.views.messages import to_message
 from chalicelib.views.validation import View
 from tests.fakes import failing, recording
+from tests.functional.counters.test_counting_exactly_once import image
+from tests.functional.counters.test_windowed_counts import post_events
 from tests.functional.helpers import every_page, invoke
 from tests.functional.stream_fixtures import lambda_event, record, stored_event_records
-from tests.functional.test_counting_exactly_once import image
-from tests.functional.test_windowed_counts import post_events
 
 SETTINGS = Settings()
 MINUTE = 60_000

@@ -25,10 +25,10 @@ from chalicelib.counters import stream_apply as counting
 from chalicelib.events import ingest, packs
 from chalicelib.events.stream_records import from_lambda_event
 from tests.fakes import Dying, Killed, unprocessed_writes
+from tests.functional.counters.test_audit import post, settle, start_audit
 from tests.functional.helpers import invoke, partition, post_events
+from tests.functional.reports.test_reports import SETTLE, all_reports, run_now
 from tests.functional.stream_fixtures import carried, lambda_event, record, stored_event_records
-from tests.functional.test_audit import post, settle, start_audit
-from tests.functional.test_reports import SETTLE, all_reports, run_now
 
 NOW = 1_795_000_000_000
 MINUTE = 60_000

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 import pytest
 
 from chalicelib.views import top, top_store
-from tests.functional.test_views import (
+from tests.functional.views.test_views import (
     LambdaTimeout,
     deliver,
     fresh_queue_cache,  # noqa: F401  (the fixture the views tests use)
