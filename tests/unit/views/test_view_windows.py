@@ -221,3 +221,71 @@ def test_given_day_and_block_items_of_either_layout_when_totalled_then_the_sum_o
     assert rollup.total("block", {"d00": {"N": "5"}, "d31": {"N": "1"}, "n": {"N": "6"}}) == 6
     assert rollup.total("hour", {"n": {"N": "7"}, "m05": {"N": "7"}}) == 7
     assert rollup.total("day", None) == 0
+
+
+# -- moving pending minutes into buckets ------------------------------------------------------------
+
+
+def apply_update(item: dict[str, int], update: dict[str, Any]) -> None:
+    """What one of a move's UpdateItem expressions does to an item (numbers only)."""
+    names, values = update["ExpressionAttributeNames"], update.get("ExpressionAttributeValues", {})
+    expression = update["UpdateExpression"]
+    for clause in ("ADD ", "SET ", "REMOVE "):
+        if clause not in expression:
+            continue
+        body = expression.split(clause, 1)[1]
+        for other in ("ADD ", "SET ", "REMOVE "):
+            body = body.split(" " + other, 1)[0]
+        for action in body.split(", "):
+            if clause == "REMOVE ":
+                item.pop(names.get(action, action), None)
+            elif clause == "ADD ":
+                name, value = action.split()
+                item[names.get(name, name)] = item.get(names.get(name, name), 0) + int(values[value]["N"])
+            else:
+                name, value = action.split(" = ")
+                item[names.get(name, name)] = int(values[value]["N"])
+
+
+@settings(max_examples=100)
+@given(
+    st.dictionaries(st.integers(0, 30 * 1440), st.integers(1, 50), min_size=1, max_size=120),
+    st.integers(0, 3),
+)
+def test_given_pending_minutes_when_moved_then_buckets_gain_exactly_what_the_counter_loses(
+    offsets: dict[int, int], moved_before: int
+) -> None:
+    from chalicelib.views import rollup
+
+    now = 1_795_000_000_000
+    short = replace(SETTINGS, view_bucket_retention_seconds=20 * 86_400)  # the oldest minutes expired
+    now_minute = now // windows.MINUTE_MS
+    pending = {now_minute - offset: n for offset, n in offsets.items()}
+    counter: dict[str, Any] = {view_keys.pending_attribute(m): {"N": str(n)} for m, n in pending.items()}
+    counter["views"] = {"N": str(sum(pending.values()))}
+    if moved_before:
+        counter[view_keys.FLUSHES] = {"N": str(moved_before)}
+    pk = "URL#" + "0" * 64
+    items = rollup.move_items(short, pk, counter, now)
+    assert len(items) <= rollup.MOVE_ITEMS
+    update = items[0]["Update"]
+    assert update["Key"] == view_keys.counter_key_of(pk)
+    assert "#v = :v" in update["ConditionExpression"], "no move over a counter counted into since read"
+    removed_names = {
+        update["ExpressionAttributeNames"][n] for n in update["UpdateExpression"].split("REMOVE ")[1].split(", ")
+    }
+    removed = sorted(m for m in pending if view_keys.pending_attribute(m) in removed_names)
+    assert removed == sorted(pending)[: len(removed)] and 0 < len(removed) <= rollup.MOVE_MINUTES, "the earliest"
+    state: dict[tuple[str, str], dict[str, int]] = {}
+    for item in items:
+        key = (item["Update"]["Key"]["pk"]["S"], item["Update"]["Key"]["sk"]["S"])
+        apply_update(state.setdefault(key, {}), item["Update"])
+    assert state.pop((pk, view_keys.COUNTER_SK)) == {view_keys.FLUSHES: moved_before + 1}
+    moved = [m for m in removed if rollup.live_minute(short, m, now)]  # expired ones are dropped
+    expected = windows.increments([m * windows.MINUTE_MS for m in moved for _ in range(pending[m])])
+    for span, increment in expected.items():
+        bucket = state.pop((view_keys.bucket_pk(pk), view_keys.bucket_sk(span)))
+        assert bucket.pop("n") == increment.n and bucket.pop(view_keys.FLUSHED) == moved_before + 1
+        bucket.pop("expires_at")
+        assert bucket == {windows.inner_attribute(span.level, p): k for p, k in increment.inner.items()}
+    assert not state, "no other item written"
