@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.core import dynamo, timebuckets, times, window_params
+from chalicelib.core import attributes, dynamo, timebuckets, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -95,7 +95,7 @@ def breakdown(
     groups = summary_keys(counter, by, from_minute, last_minute) if from_minute <= last_minute else []
     flat = [key for keys, _ in groups for key in keys]
     found = {
-        (item["pk"]["S"], item["sk"]["S"]): item
+        attributes.key_of(item): item
         for item in dynamo.batch_get_items(
             dynamodb, settings.counts_table, flat, "could not read the breakdown summaries"
         )
@@ -107,9 +107,9 @@ def breakdown(
         keys, span = group
         out = []
         for key in keys:
-            item = found.get((key["pk"]["S"], key["sk"]["S"]))
+            item = found.get(attributes.key_of(key))
             if item is not None and "e" in item and (dynamo.stored_expiry(item) or now_s + 1) > now_s:
-                summary = topk.decode(item["e"]["S"])
+                summary = topk.decode(attributes.text(item, "e"))
                 out.append(summary if span is None else topk.within(summary, *span))
         return out
 

@@ -25,7 +25,7 @@ from decimal import Decimal
 from itertools import combinations
 from typing import Any
 
-from chalicelib.core import keyspace
+from chalicelib.core import attributes, keyspace
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import keys as counter_keys
@@ -107,17 +107,15 @@ def sums_of(item: Mapping[str, Any], minutes: tuple[int, int] | None, resolution
     sums: dict[str, Decimal] = {}
     for h, name in names.items():
         if resolution == "day":
-            value = item.get(f"t{h}")
-            if value is not None:
-                sums[name] = Decimal(value["N"])
+            if f"t{h}" in item:
+                sums[name] = attributes.decimal(item, f"t{h}")
             continue
         first, last = minutes if minutes is not None else (0, 59)
         total = Decimal(0)
         found = False
         for m in range(first, last + 1):
-            value = item.get(f"v{m:02d}{h}")
-            if value is not None:
-                total += Decimal(value["N"])
+            if f"v{m:02d}{h}" in item:
+                total += attributes.decimal(item, f"v{m:02d}{h}")
                 found = True
         if found:
             sums[name] = total

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from chalicelib.core import dynamo, keyspace, timebuckets, times, window_params
+from chalicelib.core import attributes, dynamo, keyspace, timebuckets, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.settings import Settings
@@ -99,7 +99,7 @@ def count_window(
     pk = dimension_keys.read_pk(counter, where or {})
     keys = [dimension_keys.bucket_item_key(pk, p.bucket) for p in parts]
     found = _batch_get(dynamodb, settings, keys, sleep)
-    items = [found.get((key["pk"]["S"], key["sk"]["S"])) for key in keys]
+    items = [found.get(attributes.key_of(key)) for key in keys]
     assumed = _assumed_retention(items, settings)
     now_s = now_ms // 1000
     flags = [timebuckets.kept(p.bucket, dynamo.stored_expiry(item), assumed, now_s) for p, item in zip(parts, items)]
@@ -121,7 +121,7 @@ def count_window(
 
 def _assumed_retention(items: Iterable[dict[str, Any] | None], settings: Settings) -> int:
     """The counter's retention, as far as the items read tell (absent items are judged by it)."""
-    seen = [int(item["retention"]["N"]) for item in items if item is not None and "retention" in item]
+    seen = [attributes.integer(item, "retention") for item in items if item is not None and "retention" in item]
     return max(seen, default=settings.default_retention_seconds)
 
 
@@ -132,16 +132,16 @@ def _part_start_ms(part: timebuckets.Part) -> int:
 
 def _part_count(item: dict[str, Any], part: timebuckets.Part) -> int:
     if part.minutes is None:
-        return int(item["n"]["N"])
+        return attributes.integer(item, "n")
     first, last = part.minutes
-    return sum(int(item.get(counter_keys.minute_attribute(m), {"N": "0"})["N"]) for m in range(first, last + 1))
+    return sum(attributes.integer(item, counter_keys.minute_attribute(m), 0) for m in range(first, last + 1))
 
 
 def _batch_get(
     dynamodb: DynamoDB, settings: Settings, keys: list[dict[str, Any]], sleep: Sleep | None
 ) -> dict[tuple[str, str], dict[str, Any]]:
     items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the counts", sleep)
-    return {(item["pk"]["S"], item["sk"]["S"]): item for item in items}
+    return attributes.by_key(items)
 
 
 def histogram(
@@ -188,11 +188,10 @@ def histogram(
             continue
         if resolution == "minute":
             minute = bucket.first_minute % 60
-            value = item.get(counter_keys.minute_attribute(minute))
-            counts[bucket.index] = int(value["N"]) if value is not None else 0
+            counts[bucket.index] = attributes.integer(item, counter_keys.minute_attribute(minute), 0)
             sums[bucket.index] = dimension_keys.sums_of(item, (minute, minute), "hour")
         else:
-            counts[bucket.index] = int(item["n"]["N"])
+            counts[bucket.index] = attributes.integer(item, "n")
             sums[bucket.index] = dimension_keys.sums_of(item, None, resolution)
     retained_from = buckets[first].start_ms if first < len(buckets) else buckets[-1].end_ms
     return {
@@ -229,4 +228,4 @@ def _query_buckets(
         "could not read the counts",
     )
     for item in items:
-        yield keyspace.sort_key_index(item["sk"]["S"]), item
+        yield keyspace.sort_key_index(attributes.sort_key(item)), item

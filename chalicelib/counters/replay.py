@@ -30,14 +30,12 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from chalicelib.core import dynamo, inputs, keyspace, quarantine, transactions, validation
+from chalicelib.core import attributes, dynamo, inputs, keyspace, quarantine, transactions, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import StorageError, ValidationError, reason
+from chalicelib.core.errors import ValidationError, reason
 from chalicelib.core.settings import Settings
-from chalicelib.core.transactions import error_code
+from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.counters import audit_keys, audit_runs, dimension_keys, stream_apply
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import packs, stream_records
@@ -108,12 +106,10 @@ def _selected(
     if request.ids:
         found: list[tuple[str, dict[str, Any] | None]] = []
         for record_id in request.ids:
-            try:
+            with translated("could not read the quarantine"):
                 item = dynamodb.get_item(TableName=settings.counts_table, Key=_key(record_id), ConsistentRead=True).get(
                     "Item"
                 )
-            except ClientError as exc:
-                raise StorageError("could not read the quarantine") from exc
             found.append((record_id, item))
         return found
     query = {
@@ -124,7 +120,7 @@ def _selected(
         "ConsistentRead": True,
     }
     page = next(dynamo.query_pages(dynamodb, query, "could not read the quarantine"))
-    return [(i["sk"]["S"], i) for i in page.get("Items", [])]
+    return [(attributes.sort_key(i), i) for i in page.get("Items", [])]
 
 
 def _key(record_id: str) -> dict[str, Any]:
@@ -135,7 +131,7 @@ def _parse(item: dict[str, Any], now_ms: int) -> stream_apply.Countable:
     """The stored copy, read as the stream handler reads a record; ValidationError/ValueError if
     it still cannot be counted."""
     try:
-        raw = json.loads(item["record"]["S"])
+        raw = json.loads(attributes.text(item, "record"))
     except ValueError as exc:
         raise ValidationError(
             f"the stored record is not JSON (cut at {quarantine.MAX_RECORD_CHARS} characters?)"
@@ -223,7 +219,7 @@ class _Plan:
         counting = bool(c.buckets) and not self.counted_elsewhere
         if counting and c.event.id_given:
             marker: dict[str, Any] = {
-                "pk": {"S": counter_keys.marker_key(c.event.counter, c.event.id)["pk"]["S"]},
+                "pk": counter_keys.marker_key(c.event.counter, c.event.id)["pk"],
                 "sk": {"S": "#"},
                 "expires_at": {"N": str(now_s + self.settings.marker_ttl_seconds)},
             }
@@ -256,7 +252,7 @@ class _Plan:
                     update = stream_apply.BucketUpdate()
                     update.add(bucket, c.event)
                     key = dimension_keys.bucket_item_key(pk, bucket)
-                    keep = (key["pk"]["S"], key["sk"]["S"]) in self.keep_stored
+                    keep = attributes.key_of(key) in self.keep_stored
                     # The stream handler's own increment: one rule for a bucket's expiry and retention.
                     items.append({"Update": stream_apply.increment(self.settings, key, bucket, update, keep)})
                     owners.append(None)
@@ -279,11 +275,15 @@ class _Plan:
 
     def adapt(self, failed: list[dict[str, Any]]) -> bool:
         keys = [next(iter(i.values())).get("Key") or next(iter(i.values())).get("Item") for i in failed]
-        pks = [k["pk"]["S"] for k in keys if k]
+        pks = [attributes.partition_key(k) for k in keys if k]
         if any(pk.startswith(keyspace.EVENT_MARKER) for pk in pks) and not self.counted_elsewhere:
             self.counted_elsewhere = True
             return True
-        buckets = {(pk, k["sk"]["S"]) for pk, k in zip(pks, keys) if pk.startswith((keyspace.COUNTER, keyspace.FILTER))}
+        buckets = {
+            (pk, attributes.sort_key(k))
+            for pk, k in zip(pks, keys)
+            if pk.startswith((keyspace.COUNTER, keyspace.FILTER))
+        }
         new = buckets - self.keep_stored
         self.keep_stored |= new
         return bool(new)
@@ -292,13 +292,13 @@ class _Plan:
 def _still_bad(dynamodb: DynamoDB, settings: Settings, record_id: str, why: str, now_ms: int) -> None:
     """Keep the record set aside, with the reason it fails now."""
     try:
-        dynamodb.update_item(
-            TableName=settings.counts_table,
-            Key=_key(record_id),
-            UpdateExpression="SET reason = :r, seen_at = :t",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":r": {"S": why}, ":t": {"S": validation.iso(now_ms)}},
-        )
-    except ClientError as exc:
-        if error_code(exc) != "ConditionalCheckFailedException":
-            raise StorageError("could not update a set-aside record") from exc
+        with translated("could not update a set-aside record"):
+            dynamodb.update_item(
+                TableName=settings.counts_table,
+                Key=_key(record_id),
+                UpdateExpression="SET reason = :r, seen_at = :t",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":r": {"S": why}, ":t": {"S": validation.iso(now_ms)}},
+            )
+    except ConditionFailed:
+        pass

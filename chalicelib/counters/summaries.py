@@ -20,14 +20,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
-from chalicelib.core import timebuckets
+from chalicelib.core import attributes, timebuckets
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.core.transactions import error_code
 from chalicelib.counters import dimension_keys, topk
 from chalicelib.counters import keys as counter_keys
 
@@ -89,12 +87,10 @@ def write(
     key = dimension_keys.summary_key(target.counter, target.dimension, target.resolution, target.index, target.part)
     members = sorted(members, key=lambda m: m[0].position)
     for _ in range(MAX_ROUNDS):
-        try:
-            calls += 1
+        calls += 1
+        with translated("could not read a breakdown summary"):
             stored = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
-        except ClientError as exc:
-            raise StorageError("could not read a breakdown summary") from exc
-        stamp = counter_keys.split_stamped((stored or {}).get(target.shard, {}).get("S", ""))
+        stamp = counter_keys.split_stamped(attributes.text(stored or {}, target.shard, ""))
         later = [m for m in members if m[0].position > stamp.position]
         if not later:
             return calls
@@ -107,11 +103,11 @@ def write(
             request["ExpressionAttributeValues"] = {":ver": stored["ver"]}
         try:
             calls += 1
-            dynamodb.put_item(**request)
+            with translated("could not write a breakdown summary"):
+                dynamodb.put_item(**request)
             return calls
-        except ClientError as exc:
-            if error_code(exc) != CONDITION_FAILED:
-                raise StorageError("could not write a breakdown summary") from exc
+        except ConditionFailed:
+            pass
     raise StorageError("a breakdown summary kept changing under its writes")
 
 
@@ -123,28 +119,29 @@ def _merged(
     later: list[tuple[Countable, str]],
     now_ms: int,
 ) -> dict[str, Any]:
-    summary = topk.decode(stored["e"]["S"]) if stored is not None and "e" in stored else topk.Summary()
+    old = stored or {}
+    summary = topk.decode(attributes.text(old, "e")) if "e" in old else topk.Summary()
     for countable, value in later:
         summary.add(value, 1, countable.event.values)
     evicted = summary.fit()
-    stored_retention = int((stored or {}).get("retention", {}).get("N", "0"))
+    stored_retention = attributes.integer(old, "retention", 0)
     retention = max([stored_retention] + [c.event.retention_seconds for c, _ in later])
     horizon = now_ms // 1000 - settings.marker_ttl_seconds
     item: dict[str, Any] = dict(key)
-    for name, value in (stored or {}).items():
+    for name, value in old.items():
         if counter_keys.is_shard_attribute(name) and name != target.shard:
-            created = counter_keys.split_stamped(value.get("S", "")).created_s
+            created = counter_keys.split_stamped(attributes.text(old, name, "")).created_s
             if created is None or created >= horizon:
                 item[name] = value  # other shards' positions, while a delivery could still need them
     last = later[-1][0]
     created_s = int(last.record.created_s) if last.record.created_s is not None else 0
     item[target.shard] = {"S": counter_keys.stamped_position(last.position, created_s)}
     item["e"] = {"S": topk.encode(summary)}
-    item["ver"] = {"N": str(int((stored or {}).get("ver", {}).get("N", "0")) + 1)}
+    item["ver"] = {"N": str(attributes.integer(old, "ver", 0) + 1)}
     item["retention"] = {"N": str(retention)}
     item["expires_at"] = {"N": str(timebuckets.expires_at_s(target.ends, retention))}
     if evicted:
-        item["evicted"] = {"N": str(int((stored or {}).get("evicted", {}).get("N", "0")) + evicted)}
-    elif stored is not None and "evicted" in stored:
-        item["evicted"] = stored["evicted"]
+        item["evicted"] = {"N": str(attributes.integer(old, "evicted", 0) + evicted)}
+    elif "evicted" in old:
+        item["evicted"] = old["evicted"]
     return item

@@ -6,13 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from chalicelib.core import dynamo, queues, timebuckets, times, window_params
+from chalicelib.core import attributes, dynamo, queues, timebuckets, times, window_params
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import translated
 from chalicelib.views import keys as view_keys
 from chalicelib.views import messages as view_messages
 from chalicelib.views import rollup, windows
@@ -46,11 +44,9 @@ def count(
     """`url`'s views: of all time (its counter) when `minutes` is None, else in that range of
     minutes (window_params.optional_minute_range: the buckets from floor(start) to floor(end))."""
     if minutes is None:
-        try:
+        with translated("could not read the view counter"):
             item = dynamodb.get_item(TableName=settings.counts_table, Key=view_keys.counter_key(url)).get("Item")
-        except ClientError as exc:
-            raise StorageError("could not read the view counter") from exc
-        return {"url": url, "views": int(item["views"]["N"]) if item else 0}
+        return {"url": url, "views": attributes.integer(item, "views") if item else 0}
     return count_range(dynamodb, settings, url, minutes[0], minutes[1], now_ms)
 
 
@@ -131,5 +127,5 @@ def _part_count(part: windows.Part, item: dict[str, Any]) -> int:
     if part.inner is None:
         return rollup.total(part.span.level, item)
     first, last = part.inner
-    attributes = (windows.inner_attribute(part.span.level, i) for i in range(first, last + 1))
-    return sum(int(item[name]["N"]) for name in attributes if name in item)
+    names = (windows.inner_attribute(part.span.level, i) for i in range(first, last + 1))
+    return sum(attributes.integer(item, name, 0) for name in names)

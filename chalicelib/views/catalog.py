@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from chalicelib.core import catalog, dynamo, keyspace, pager, times
+from chalicelib.core import attributes, catalog, dynamo, keyspace, pager, times
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError
@@ -71,7 +71,7 @@ def listing(
     entries, cursor = catalog.page(dynamodb, settings, KIND, request, now_ms)
     keys = [{"pk": {"S": keyspace.VIEW_URL + e.name}, "sk": {"S": view_keys.COUNTER_SK}} for e in entries]
     items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the view counters", sleep)
-    counters = {item["pk"]["S"].removeprefix(keyspace.VIEW_URL): item for item in items}
+    counters = {attributes.partition_key(item).removeprefix(keyspace.VIEW_URL): item for item in items}
     urls = []
     for entry in entries:
         item = counters.get(entry.name)
@@ -80,9 +80,9 @@ def listing(
             continue
         urls.append(
             {
-                "url": item["url"]["S"],
-                "views": int(item.get("views", {"N": "0"})["N"]),
-                "last_counted": times.iso(int(item[LAST_COUNTED]["N"]) if LAST_COUNTED in item else entry.last_seen_ms),
+                "url": attributes.text(item, "url"),
+                "views": attributes.integer(item, "views", 0),
+                "last_counted": times.iso(attributes.optional_integer(item, LAST_COUNTED) or entry.last_seen_ms),
             }
         )
     return {"urls": urls, "next": cursor}

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import dynamo, timebuckets, transactions
+from chalicelib.core import attributes, dynamo, timebuckets, transactions
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
@@ -61,7 +61,7 @@ def total(level: str, item: dict[str, Any] | None) -> int:
     if item is None:
         return 0
     if level == "hour":
-        return int(item.get("n", {"N": "0"})["N"])
+        return attributes.integer(item, "n", 0)
     prefix, _ = windows.INNER[level]
     return sum(int(value["N"]) for name, value in item.items() if len(name) == 3 and name.startswith(prefix))
 
@@ -98,7 +98,7 @@ def pending_between(
 
 
 def flushes(item: dict[str, Any] | None, attribute: str = view_keys.FLUSHES) -> int:
-    return int(item[attribute]["N"]) if item and attribute in item else 0
+    return attributes.integer(item, attribute, 0) if item else 0
 
 
 # -- reading a counter with its buckets ----------------------------------------------------------
@@ -165,7 +165,7 @@ def _get(
     items = dynamo.batch_get_items(
         dynamodb, settings.counts_table, keys, "could not read the views", sleep, consistent=consistent
     )
-    return {(item["pk"]["S"], item["sk"]["S"]): item for item in items}
+    return attributes.by_key(items)
 
 
 # -- the queue handler's side ---------------------------------------------------------------------

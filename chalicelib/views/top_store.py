@@ -28,14 +28,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from chalicelib.core import catalog, clock, dynamo, keyspace, pager, timebuckets, times, transactions, window_params
+from chalicelib.core import (
+    attributes,
+    catalog,
+    clock,
+    dynamo,
+    keyspace,
+    pager,
+    timebuckets,
+    times,
+    window_params,
+)
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.views import api, top, windows
 from chalicelib.views import catalog as view_catalog
 from chalicelib.views import keys as view_keys
@@ -110,9 +119,7 @@ def record(dynamodb: DynamoDB, settings: Settings, observed: Observations, sleep
                     _put(dynamodb, settings, span, SUMMARY_SK, summary, version)
                     writes += 1 + _empty_delta(dynamodb, settings, span, delta_version)
                 break
-            except ClientError as exc:
-                if transactions.error_code(exc) != "ConditionalCheckFailedException":
-                    raise StorageError("could not write the top URLs") from exc
+            except ConditionFailed:
                 base, delta = _get(dynamodb, settings, span, SUMMARY_SK), _get(dynamodb, settings, span, DELTA_SK)
                 (sleep or clock.sleep)(backoff(attempt, 1.0))
         else:
@@ -127,9 +134,7 @@ def _empty_delta(dynamodb: DynamoDB, settings: Settings, span: Span, version: in
         return 0
     try:
         _put(dynamodb, settings, span, DELTA_SK, top.Summary(), version)
-    except ClientError as exc:
-        if transactions.error_code(exc) != "ConditionalCheckFailedException":
-            raise StorageError("could not write the top URLs") from exc
+    except ConditionFailed:
         return 0
     return 1
 
@@ -137,10 +142,10 @@ def _empty_delta(dynamodb: DynamoDB, settings: Settings, span: Span, version: in
 def _parse(item: dict[str, Any] | None) -> tuple[top.Summary, int | None]:
     if not item:
         return top.Summary(capacity=top.CAPACITY), None
-    packed = item["e"]["B"] if "e" in item else b""
-    summary = top.Summary.decode(bytes(packed), int(item.get("f", {"N": "0"})["N"]))
+    packed = attributes.binary(item, "e") if "e" in item else b""
+    summary = top.Summary.decode(packed, attributes.integer(item, "f", 0))
     summary.capacity = top.CAPACITY
-    return summary, int(item["v"]["N"])
+    return summary, attributes.integer(item, "v")
 
 
 def _summary(base: dict[str, Any] | None, delta: dict[str, Any] | None) -> top.Summary:
@@ -153,10 +158,8 @@ def _summary(base: dict[str, Any] | None, delta: dict[str, Any] | None) -> top.S
 
 
 def _get(dynamodb: DynamoDB, settings: Settings, span: Span, sk: str) -> dict[str, Any] | None:
-    try:
+    with translated("could not read the top URLs"):
         found = dynamodb.get_item(TableName=settings.counts_table, Key=summary_key(span, sk), ConsistentRead=True)
-    except ClientError as exc:
-        raise StorageError("could not read the top URLs") from exc
     return dict(found["Item"]) if "Item" in found else None
 
 
@@ -176,7 +179,8 @@ def _put(
         if version is None
         else {"ConditionExpression": "v = :v", "ExpressionAttributeValues": {":v": {"N": str(version)}}}
     )
-    dynamodb.put_item(TableName=settings.counts_table, Item=item, **condition)
+    with translated("could not write the top URLs"):  # ConditionFailed: the version moved on
+        dynamodb.put_item(TableName=settings.counts_table, Item=item, **condition)
 
 
 # -- GET /views/top --------------------------------------------------------------------------

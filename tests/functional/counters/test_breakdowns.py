@@ -22,7 +22,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.counters import breakdowns, reads, topk
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
-from tests.functional.counters.test_counting_exactly_once import Dying, Killed
+from tests.fakes import Dying, Killed
 from tests.functional.stream_fixtures import lambda_event, record
 
 NOW = 1_795_000_000_000

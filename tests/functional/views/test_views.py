@@ -7,7 +7,6 @@ import json
 import random
 import threading
 from collections import defaultdict
-from collections.abc import Iterator
 from hashlib import sha256
 from typing import Any
 
@@ -26,8 +25,9 @@ from chalicelib.views.keys import url_pk
 from chalicelib.views.messages import to_message
 from chalicelib.views.validation import View
 from chalicelib.views.windows import Span
+from tests.fakes import Killed, recording
 from tests.functional import work_meter
-from tests.functional.helpers import invoke
+from tests.functional.helpers import deliver, post_all, queue_url, receive_all
 
 T0 = 1_795_000_000_000
 SETTINGS = Settings()
@@ -69,26 +69,6 @@ def workload(rng: random.Random, n: int, urls: int, spread_ms: int = 0) -> tuple
     return bodies, {url: len(keys) for url, keys in distinct.items()}
 
 
-def queue_url(aws: Any, name: str = SETTINGS.views_queue) -> str:
-    return aws.sqs.get_queue_url(QueueName=name)["QueueUrl"]
-
-
-def receive_all(aws: Any, name: str = SETTINGS.views_queue) -> list[dict[str, Any]]:
-    """Every visible message, received once (as Lambda's poller does) and hidden for a minute."""
-    found: list[dict[str, Any]] = []
-    while True:
-        batch = aws.sqs.receive_message(
-            QueueUrl=queue_url(aws, name),
-            MaxNumberOfMessages=10,
-            VisibilityTimeout=60,
-            AttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        ).get("Messages", [])
-        if not batch:
-            return found
-        found.extend(batch)
-
-
 def in_queue(aws: Any, name: str = SETTINGS.views_queue) -> int:
     """Messages still in the queue, visible or not: what was not deleted."""
     attributes = aws.sqs.get_queue_attributes(
@@ -96,26 +76,6 @@ def in_queue(aws: Any, name: str = SETTINGS.views_queue) -> int:
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
     )["Attributes"]
     return int(attributes["ApproximateNumberOfMessages"]) + int(attributes["ApproximateNumberOfMessagesNotVisible"])
-
-
-def lambda_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": m.get("Attributes", {}),
-                "messageAttributes": {},
-                "eventSource": "aws:sqs",
-            }
-            for m in messages
-        ]
-    }
-
-
-def deliver(client: Any, messages: list[dict[str, Any]]) -> Any:
-    return invoke(client, "on_view_messages", lambda_event(messages))
 
 
 def in_range(bodies: list[dict[str, Any]], url: str, start_ms: int, end_ms: int) -> int:
@@ -145,15 +105,6 @@ def views_answer(client: Any, url: str, **params: Any) -> Any:
     response = client.http.get("/views?" + urlencode({"url": url, **params}))
     assert response.status_code == 200, response.body
     return response.json_body
-
-
-def post_all(client: Any, bodies: list[dict[str, Any]]) -> None:
-    for start in range(0, len(bodies), 25):
-        assert post(client, {"views": bodies[start : start + 25]}).status_code == 202
-
-
-class LambdaTimeout(BaseException):
-    """Lambda ending the handler: no code of the handler sees it as an error it could handle."""
 
 
 class FailingDynamoDB:
@@ -190,7 +141,7 @@ class FailingDynamoDB:
     def transact_write_items(self, **kwargs: Any) -> Any:
         self.transactions += 1
         if self.transactions == self.crash_at:
-            raise LambdaTimeout("Lambda timed out")
+            raise Killed("Lambda timed out")
         if self.unreachable:
             raise EndpointConnectionError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com")
         refused = any(
@@ -233,16 +184,6 @@ class OneCallAtATime:
                 return method(**kwargs)
 
         return call
-
-
-@pytest.fixture
-def fresh_queue_cache() -> Iterator[None]:
-    queues.queue_url.cache_clear()
-    queues.dead_letter_url.cache_clear()
-    yield
-
-
-pytestmark = pytest.mark.usefixtures("fresh_queue_cache")
 
 
 # -- the API ----------------------------------------------------------------------------------
@@ -398,7 +339,7 @@ def test_given_handler_dies_between_transactions_when_batch_redelivered_then_exa
     post_all(client, bodies)
     messages = receive_all(aws)
     monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, crash_at=3))
-    with pytest.raises(LambdaTimeout):
+    with pytest.raises(Killed):
         deliver(client, messages)
     assert sum(views_of(client, url) for url in expected) > 0, "the first transactions were applied"
     monkeypatch.setattr(aws, "dynamodb", aws.dynamodb.real)
@@ -585,21 +526,6 @@ def test_given_views_spread_over_hours_and_days_when_any_range_read_then_equal_t
     check()
 
 
-class KeysRead:
-    """The real client, counting the keys of every read it is asked for."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-        self.keys: list[int] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-    def batch_get_item(self, **kwargs: Any) -> Any:
-        self.keys += [len(request["Keys"]) for request in kwargs["RequestItems"].values()]
-        return self.real.batch_get_item(**kwargs)
-
-
 def test_given_urls_with_10_and_300_views_when_a_week_is_read_then_the_same_few_keys_in_one_call(
     client: Any, aws: Any, app_module: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -607,19 +533,20 @@ def test_given_urls_with_10_and_300_views_when_a_week_is_read_then_the_same_few_
         post_all(client, [{"url": url, "time": clock.now - i * 1_980_000, "clientId": f"c{i}"} for i in range(n)])
         deliver(client, receive_all(aws))
     work = work_meter.install(aws, monkeypatch)
-    reads = KeysRead(aws.dynamodb)
-    monkeypatch.setattr(aws, "dynamodb", reads)
+    reads: list[dict[str, Any]] = []
+    monkeypatch.setattr(aws, "dynamodb", recording(aws.dynamodb, "batch_get_item", reads))
     answers = {}
     for url in ("small", "large"):
         work.reset()
         answers[url] = views_answer(client, url, window="7d")
         assert work.calls == ["batch_get_item"], "one BatchGetItem, no Query"
     assert answers["small"]["views"] == 10 and answers["large"]["views"] == 300
-    assert reads.keys[0] == reads.keys[1] == answers["large"]["keys_read"] <= views_api.MAX_KEYS
+    keys = [len(request["Keys"]) for call in reads for request in call["RequestItems"].values()]
+    assert len(keys) == 2 and keys[0] == keys[1] == answers["large"]["keys_read"] <= views_api.MAX_KEYS
     work.reset()
     longest = views_answer(client, "large", window=f"{windows.MAX_RANGE_DAYS}d")
     assert longest["views"] == 300 and work.calls == ["batch_get_item"]
-    assert reads.keys[-1] == longest["keys_read"] <= views_api.MAX_KEYS
+    assert len(reads[-1]["RequestItems"][SETTINGS.counts_table]["Keys"]) == longest["keys_read"] <= views_api.MAX_KEYS
 
 
 def test_given_buckets_past_their_retention_when_read_then_they_count_0_and_the_answer_says_from_when_it_counts(
@@ -739,11 +666,11 @@ def test_given_handler_dies_between_two_moves_of_pending_minutes_when_redelivere
     def dies_on_the_second_move(*args: Any) -> Any:
         moves.append(1)
         if len(moves) == 2:
-            raise LambdaTimeout("Lambda timed out")
+            raise Killed("Lambda timed out")
         return real(*args)
 
     monkeypatch.setattr(rollup, "move", dies_on_the_second_move)
-    with pytest.raises(LambdaTimeout):
+    with pytest.raises(Killed):
         deliver(client, messages)
     monkeypatch.setattr(rollup, "move", real)
     assert sum(views_of(client, f"u{i}") for i in range(3)) == 140
