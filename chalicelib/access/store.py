@@ -11,14 +11,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from chalicelib.access import api_keys
 from chalicelib.access.policy import KeyRecord, NewKey
-from chalicelib.core import dynamo, keyspace, pager
+from chalicelib.core import attributes, dynamo, keyspace, pager
 from chalicelib.core.aws import DynamoDB
-from chalicelib.core.errors import NotFoundError, StorageError, ValidationError
+from chalicelib.core.errors import NotFoundError, ValidationError
 from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import ConditionFailed, translated
 
 
 def create(
@@ -42,10 +41,11 @@ def create(
     if record.origins:
         item["origins"] = {"L": [{"S": origin} for origin in record.origins]}
     try:
-        dynamodb.put_item(TableName=settings.counts_table, Item=item, ConditionExpression="attribute_not_exists(sk)")
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-            raise StorageError("could not store the key") from exc
+        with translated("could not store the key"):
+            dynamodb.put_item(
+                TableName=settings.counts_table, Item=item, ConditionExpression="attribute_not_exists(sk)"
+            )
+    except ConditionFailed:
         existing = find(dynamodb, settings, key)
         assert existing is not None, "a key whose store condition failed exists"
         return key, existing
@@ -56,14 +56,12 @@ def find(dynamodb: DynamoDB, settings: Settings, key: str) -> KeyRecord | None:
     """The record of a well-formed key, or None."""
     if not api_keys.is_well_formed(key):
         return None
-    try:
+    with translated("could not read the key"):
         response = dynamodb.get_item(
             TableName=settings.counts_table,
             Key={"pk": {"S": keyspace.ACCESS_KEY}, "sk": {"S": api_keys.digest(key)}},
             ConsistentRead=True,
         )
-    except ClientError as exc:
-        raise StorageError("could not read the key") from exc
     item = response.get("Item")
     return None if item is None else _record(item)
 
@@ -105,7 +103,7 @@ def revoke(dynamodb: DynamoDB, settings: Settings, key_id: str, now_ms: int) -> 
     if not items:
         raise NotFoundError(f"no key with id {key_id}")
     for item in items:  # ids are 64 bits of the hash: two keys sharing one would both go
-        try:
+        with translated("could not revoke the key"):
             updated = dynamodb.update_item(
                 TableName=settings.counts_table,
                 Key={"pk": item["pk"], "sk": item["sk"]},
@@ -113,20 +111,18 @@ def revoke(dynamodb: DynamoDB, settings: Settings, key_id: str, now_ms: int) -> 
                 ExpressionAttributeValues={":now": {"N": str(now_ms)}},
                 ReturnValues="ALL_NEW",
             )
-        except ClientError as exc:
-            raise StorageError("could not revoke the key") from exc
     return _record(updated["Attributes"])
 
 
 def _record(item: dict[str, Any]) -> KeyRecord:
     return KeyRecord(
-        id=item["id"]["S"],
-        scopes=frozenset(item["scopes"]["SS"]),
-        prefix=item["prefix"]["S"] if "prefix" in item else None,
-        origins=tuple(origin["S"] for origin in item.get("origins", {}).get("L", [])),
-        note=item.get("note", {}).get("S", ""),
-        created_ms=int(item["created_ms"]["N"]),
-        revoked_ms=int(item["revoked_ms"]["N"]) if "revoked_ms" in item else None,
+        id=attributes.text(item, "id"),
+        scopes=attributes.string_set(item, "scopes"),
+        prefix=attributes.optional_text(item, "prefix"),
+        origins=attributes.text_list(item, "origins"),
+        note=attributes.text(item, "note", ""),
+        created_ms=attributes.integer(item, "created_ms"),
+        revoked_ms=attributes.optional_integer(item, "revoked_ms"),
     )
 
 

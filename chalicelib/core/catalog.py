@@ -17,13 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from chalicelib.core import keyspace, pager, times
+from chalicelib.core import attributes, keyspace, pager, times
 from chalicelib.core.aws import DynamoDB
-from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
-from chalicelib.core.transactions import error_code
+from chalicelib.core.storage_errors import ConditionFailed, translated
 
 
 def catalog_pk(kind: str) -> str:
@@ -121,16 +118,16 @@ def _update_entry(
     """One conditional write of a catalog entry; a failed condition means a writer that knew
     better got there first, which leaves nothing to do."""
     try:
-        dynamodb.update_item(
-            TableName=settings.counts_table,
-            Key={"pk": {"S": catalog_pk(kind)}, "sk": {"S": name}},
-            UpdateExpression=update,
-            ConditionExpression=condition,
-            ExpressionAttributeValues=values,
-        )
-    except ClientError as exc:
-        if error_code(exc) != "ConditionalCheckFailedException":
-            raise StorageError(f"could not update the {kind} catalog") from exc
+        with translated(f"could not update the {kind} catalog"):
+            dynamodb.update_item(
+                TableName=settings.counts_table,
+                Key={"pk": {"S": catalog_pk(kind)}, "sk": {"S": name}},
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            )
+    except ConditionFailed:
+        pass
 
 
 # -- reads ---------------------------------------------------------------------------------
@@ -155,4 +152,4 @@ def page(
         f"could not read the {kind} catalog",
         live_at_s=now_ms // 1000,
     )
-    return [Entry(i["sk"]["S"], int(i["last_seen"]["N"])) for i in found.items], found.next
+    return [Entry(attributes.sort_key(i), attributes.integer(i, "last_seen")) for i in found.items], found.next

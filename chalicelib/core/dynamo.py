@@ -5,23 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, cast
 
-from botocore.exceptions import ClientError
-
-from chalicelib.core import clock
+from chalicelib.core import attributes, clock
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.retry import backoff
+from chalicelib.core.storage_errors import translated
 
 
 def query_pages(dynamodb: DynamoDB, request: dict[str, Any], failure: str) -> Iterator[dict[str, Any]]:
     """Every page of a Query; a failed call becomes StorageError(failure)."""
     request = dict(request)
     while True:
-        try:
+        with translated(failure):
             page = dynamodb.query(**request)
-        except ClientError as exc:
-            raise StorageError(failure) from exc
         # A page is read where its items are turned into records; the stubs type each field.
         yield cast("dict[str, Any]", page)
         if "LastEvaluatedKey" not in page:
@@ -44,7 +41,7 @@ def query_sort_range(
 
 def stored_expiry(item: dict[str, Any] | None) -> int | None:
     """An item's `expires_at` (the table's TTL attribute), None for no item or none stored."""
-    return int(item["expires_at"]["N"]) if item is not None and "expires_at" in item else None
+    return None if item is None else attributes.optional_integer(item, "expires_at")
 
 
 def batch_get_items(
@@ -67,10 +64,8 @@ def batch_get_items(
         if consistent:
             request[table]["ConsistentRead"] = True
         for attempt in range(attempts):
-            try:
+            with translated(failure):
                 response = dynamodb.batch_get_item(RequestItems=request)
-            except ClientError as exc:
-                raise StorageError(failure) from exc
             yield from response.get("Responses", {}).get(table, [])
             request = response.get("UnprocessedKeys") or {}
             if not request:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 # DynamoDB's answers about the request's data: the same request can never succeed.
 REJECTED_ERROR_CODES = frozenset({"ValidationException", "ItemCollectionSizeLimitExceededException"})
 
@@ -41,22 +39,6 @@ class PartialWriteError(StorageError):
 
     def details(self) -> dict[str, Any]:
         return {"stored": self.stored, "failed": self.failed}
-
-
-def about_storage(exc: BaseException) -> bool:
-    """True when a failure says nothing about the records being written: storage unavailable or
-    throttled past the retries, or not reached at all (the SDK's own errors: connection,
-    timeouts, credentials). A background handler leaves such records for redelivery; anything
-    else that fails for one record alone, whatever the exception (a refusal of the data itself
-    included), is that record's fault and sets it aside. The one rule every handler applies."""
-    if isinstance(exc, RejectedError):
-        return False
-    if isinstance(exc, ClientError):
-        return str(exc.response.get("Error", {}).get("Code", "")) not in REJECTED_ERROR_CODES
-    if isinstance(exc, StorageError):
-        cause = exc.__cause__
-        return about_storage(cause) if isinstance(cause, ClientError | BotoCoreError) else True
-    return isinstance(exc, BotoCoreError | OSError)
 
 
 def reason(exc: BaseException) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import dynamo, inputs, validation
+from chalicelib.core import attributes, dynamo, inputs, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 
@@ -118,7 +118,7 @@ def query_page(
         request["ExclusiveStartKey"] = {"pk": {"S": pk}, "sk": {"S": page.after}}
     first = next(dynamo.query_pages(dynamodb, request, failure))
     last = first.get("LastEvaluatedKey")
-    return Page(list(first.get("Items", [])), last["sk"]["S"] if last else None)
+    return Page(list(first.get("Items", [])), attributes.sort_key(last) if last else None)
 
 
 def split_position(position: str, labels: Sequence[str]) -> tuple[str, str]:

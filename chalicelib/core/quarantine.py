@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from chalicelib.core import dynamo, keyspace, pager, queues, times
+from chalicelib.core import attributes, dynamo, keyspace, pager, queues, times
 from chalicelib.core.aws import SQS, DynamoDB
-from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import translated
 
 SOURCES = ("events-stream", "uniques-queue")
 TTL_SECONDS = 30 * 86400
@@ -25,7 +24,7 @@ MAX_RECORD_CHARS = 8000
 def put(
     dynamodb: DynamoDB, settings: Settings, source: str, record_id: str, record: str, reason: str, now_ms: int
 ) -> None:
-    try:
+    with translated(f"could not set a bad {source} record aside"):
         dynamodb.put_item(
             TableName=settings.counts_table,
             Item={
@@ -37,8 +36,6 @@ def put(
                 "expires_at": {"N": str(now_ms // 1000 + TTL_SECONDS)},
             },
         )
-    except ClientError as exc:
-        raise StorageError(f"could not set a bad {source} record aside") from exc
 
 
 def list_records(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
@@ -57,10 +54,10 @@ def list_records(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, st
     records = [
         {
             "source": name,
-            "id": i["sk"]["S"],
-            "reason": i["reason"]["S"],
-            "seen_at": i["seen_at"]["S"],
-            "record": i["record"]["S"],
+            "id": attributes.sort_key(i),
+            "reason": attributes.text(i, "reason"),
+            "seen_at": attributes.text(i, "seen_at"),
+            "record": attributes.text(i, "record"),
         }
         for name, i in found
     ]
@@ -90,11 +87,9 @@ def counts(dynamodb: DynamoDB, sqs: SQS, settings: Settings) -> list[dict[str, A
                 complete = False
                 break
         answer.append({"source": name, "records": total, "complete": complete})
-    try:
-        url = queues.dead_letter_url(sqs, settings.views_queue)
+    url = queues.dead_letter_url(sqs, settings.views_queue)
+    with translated("could not read the views dead-letter queue"):
         attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
-    except ClientError as exc:
-        raise StorageError("could not read the views dead-letter queue") from exc
     waiting = int(attributes.get("Attributes", {}).get("ApproximateNumberOfMessages", 0))
     answer.append({"source": VIEWS_DEAD_LETTER, "records": waiting, "complete": True, "approximate": True})
     return answer

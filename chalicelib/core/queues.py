@@ -15,13 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from chalicelib.core import clock
 from chalicelib.core.aws import SQS
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.retry import backoff
+from chalicelib.core.storage_errors import translated
 
 MAX_ENTRIES = 10  # SendMessageBatch / DeleteMessageBatch limit
 _ATTEMPTS = 5
@@ -56,19 +55,20 @@ def sendable(text: str) -> str:
 
 @functools.lru_cache(maxsize=64)
 def queue_url(sqs: SQS, name: str) -> str:
-    try:
+    with translated(f"queue {name} cannot be found"):
         return str(sqs.get_queue_url(QueueName=name)["QueueUrl"])
-    except ClientError as exc:
-        raise StorageError(f"queue {name} cannot be found") from exc
 
 
 @functools.lru_cache(maxsize=64)
 def dead_letter_url(sqs: SQS, name: str) -> str:
+    failure = f"queue {name} has no dead-letter queue"
+    url = queue_url(sqs, name)
+    with translated(failure):
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])
     try:
-        attributes = sqs.get_queue_attributes(QueueUrl=queue_url(sqs, name), AttributeNames=["RedrivePolicy"])
         target_arn = json.loads(attributes["Attributes"]["RedrivePolicy"])["deadLetterTargetArn"]
-    except (ClientError, KeyError, ValueError) as exc:
-        raise StorageError(f"queue {name} has no dead-letter queue") from exc
+    except (KeyError, ValueError) as exc:
+        raise StorageError(failure) from exc
     return queue_url(sqs, target_arn.rsplit(":", 1)[1])
 
 
@@ -91,10 +91,8 @@ def _batched(call: Callable[..., Any], url: str, entries: list[dict[str, Any]], 
     for start in range(0, len(entries), MAX_ENTRIES):
         pending = entries[start : start + MAX_ENTRIES]
         for attempt in range(_ATTEMPTS):
-            try:
+            with translated(failure):
                 response = call(QueueUrl=url, Entries=pending)
-            except ClientError as exc:
-                raise StorageError(failure) from exc
             failed = {f["Id"] for f in response.get("Failed", [])}
             pending = [e for e in pending if e["Id"] in failed]
             if not pending:

@@ -30,6 +30,8 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError
 from chalicelib.core.retry import backoff
+from chalicelib.core.storage_errors import ConditionFailed
+from chalicelib.core.storage_errors import error_code as error_code  # re-exported: callers read codes here
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
@@ -66,11 +68,11 @@ class TransactionRejectedError(RejectedError):
         self.reasons = list(reasons or [])
 
 
-class ConditionFailedError(StorageError):
+class ConditionFailedError(ConditionFailed):
     """A condition failed and the caller named no duplicate: the state is not what it expected."""
 
     def __init__(self, message: str, failed: Sequence[int]) -> None:
-        super().__init__(message)
+        super().__init__(message, None)
         self.failed = list(failed)
 
 
@@ -96,10 +98,6 @@ def cancellation_reasons(exc: ClientError) -> list[str] | None:
     if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
         return None
     return [r.get("Code") or "None" for r in exc.response.get("CancellationReasons", [])]
-
-
-def error_code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 def write(

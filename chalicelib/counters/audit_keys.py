@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import keyspace
+from chalicelib.core import attributes, keyspace
 from chalicelib.counters import keys
 
 SORT_KEY = "#"
@@ -56,4 +56,4 @@ def events_pk_of(tally_pk: str) -> str:
 def accounts(item: dict[str, Any] | None) -> dict[str, int]:
     """The four numbers of a stored audit item (DynamoDB JSON); zeros for no item."""
     item = item or {}
-    return {name: int(item[name]["N"]) if name in item else 0 for name in ACCOUNTS}
+    return {name: attributes.integer(item, name, 0) for name in ACCOUNTS}

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
-from botocore.exceptions import ClientError
 
-from chalicelib.core import dynamo, keyspace, pager, times, transactions, validation
+from chalicelib.core import attributes, dynamo, keyspace, pager, times, transactions, validation
 from chalicelib.core.aws import DynamoDB
-from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import translated
 from chalicelib.counters import audit, audit_keys
 from chalicelib.events import packs
 
@@ -117,21 +117,17 @@ def stored_count(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> int:
 
 
 def read_tally(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> dict[str, Any] | None:
-    try:
+    with translated("could not read an audit item"):
         item: dict[str, Any] | None = dynamodb.get_item(
             TableName=settings.counts_table, Key=audit_keys.tally_key(events_pk), ConsistentRead=True
         ).get("Item")
-    except ClientError as exc:
-        raise StorageError("could not read an audit item") from exc
     return item
 
 
 def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:
-    try:
+    with translated("the audit checkpoint could not be read"):
         item = dynamodb.get_item(TableName=settings.counts_table, Key=CHECKPOINT_KEY, ConsistentRead=True).get("Item")
-    except ClientError as exc:
-        raise StorageError("the audit checkpoint could not be read") from exc
-    return None if item is None else int(item["next_ms"]["N"])
+    return None if item is None else attributes.integer(item, "next_ms")
 
 
 def finding_item(settings: Settings, finding: audit.Finding, now_ms: int) -> dict[str, Any]:
@@ -172,10 +168,8 @@ def _commit(
     """Move the checkpoint to next_ms and write the findings, if the checkpoint is still as read."""
     table = settings.counts_table
     for extra in short[FINDINGS_PER_TRANSACTION:]:
-        try:
+        with translated("could not record an audit finding"):
             dynamodb.put_item(TableName=table, Item=finding_item(settings, extra, now_ms))
-        except ClientError as exc:
-            raise StorageError("could not record an audit finding") from exc
     move = _checkpoint_move(table, checkpoint, next_ms)
     items: list[dict[str, Any]] = [{"Update": move}] + [
         {"Put": {"TableName": table, "Item": finding_item(settings, f, now_ms)}}
@@ -196,7 +190,7 @@ def _commit(
 
 def _recheck(dynamodb: DynamoDB, settings: Settings, now_ms: int, result: AuditResult) -> None:
     for item in open_findings(dynamodb, settings, None, RECHECK_LIMIT, now_ms)[0]:
-        partition = item["sk"]["S"]
+        partition = attributes.sort_key(item)
         result.rechecked += 1
         if recheck(dynamodb, settings, partition, now_ms).adds_up:
             result.resolved += 1
@@ -207,15 +201,13 @@ def _recheck(dynamodb: DynamoDB, settings: Settings, now_ms: int, result: AuditR
 def recheck(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int) -> audit.Finding:
     """Compare one partition again: remove its finding if it adds up now, else refresh it."""
     finding = compare(dynamodb, settings, partition)
-    try:
+    with translated("could not update an audit finding"):
         if finding.adds_up:
             dynamodb.delete_item(
                 TableName=settings.counts_table, Key={"pk": {"S": FINDINGS_PK}, "sk": {"S": partition}}
             )
         else:
             dynamodb.put_item(TableName=settings.counts_table, Item=finding_item(settings, finding, now_ms))
-    except ClientError as exc:
-        raise StorageError("could not update an audit finding") from exc
     return finding
 
 
@@ -245,9 +237,13 @@ def listing(dynamodb: DynamoDB, settings: Settings, params: dict[str, str], now_
     return {
         "partitions": [
             {
-                "partition": i["sk"]["S"],
-                **{name: int(i[name]["N"]) for name in ("stored", *audit_keys.ACCOUNTS, "shortfall") if name in i},
-                "audited_at": times.iso(int(i["audited_at"]["N"])),
+                "partition": attributes.sort_key(i),
+                **{
+                    name: attributes.integer(i, name)
+                    for name in ("stored", *audit_keys.ACCOUNTS, "shortfall")
+                    if name in i
+                },
+                "audited_at": times.iso(attributes.integer(i, "audited_at")),
             }
             for i in items
         ],

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from chalicelib.core import dynamo, keyspace, timebuckets, times, window_params
+from chalicelib.core import attributes, dynamo, keyspace, timebuckets, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.settings import Settings
@@ -53,7 +53,7 @@ class WindowCount:
         answer: dict[str, Any] = {
             "counter": self.counter,
             "count": self.count,
-            "sums": json_sums(self.sums),
+            **sums_fields(self.sums),
             "start": times.iso(self.first_minute * timebuckets.MINUTE_MS),
             "end": times.iso((self.last_minute + 1) * timebuckets.MINUTE_MS),
             "keys_read": self.keys_read,
@@ -68,6 +68,17 @@ def json_sums(sums: Mapping[str, Decimal]) -> dict[str, Any]:
     """Sums as JSON numbers: integers exactly; others as decimals (a JSON number; readers that
     parse numbers as doubles see 15 significant digits of them)."""
     return {name: int(v) if v == v.to_integral_value() else v for name, v in sorted(sums.items())}
+
+
+def exact_sums(sums: Mapping[str, Decimal]) -> dict[str, str]:
+    """Sums as decimal strings holding every digit (`sums_exact`, beside `sums`): a reader that
+    parses JSON numbers as doubles keeps 15-17 significant digits of `sums`, none are lost here."""
+    return {name: format(v.normalize(topk.EXACT), "f") for name, v in sorted(sums.items())}
+
+
+def sums_fields(sums: Mapping[str, Decimal]) -> dict[str, Any]:
+    """What every answer says of sums: `sums` (JSON numbers) and `sums_exact` (decimal strings)."""
+    return {"sums": json_sums(sums), "sums_exact": exact_sums(sums)}
 
 
 def completeness(complete: bool, retained_from_ms: int) -> dict[str, Any]:
@@ -95,6 +106,7 @@ def count_window(
     events having every one of those dimension values (read from their filter counter: the same
     keys, so the same bound)."""
     window_params.check_minutes(first_minute, last_minute)
+    dimension_keys.check_filter(where or {}, settings.filter_pairs)
     parts = timebuckets.plan(first_minute, last_minute)
     pk = dimension_keys.read_pk(counter, where or {})
     keys = [dimension_keys.bucket_item_key(pk, p.bucket) for p in parts]
@@ -104,12 +116,12 @@ def count_window(
     day_keys = {d: dimension_keys.bucket_item_key(pk, timebuckets.Bucket("day", d)) for d in sorted(days)}
     extra = [k for k in day_keys.values() if k not in keys]
     found = _batch_get(dynamodb, settings, keys + extra, sleep)
-    items = [found.get((key["pk"]["S"], key["sk"]["S"])) for key in keys]
-    inline = {i: counter_keys.inline_minutes(found.get((k["pk"]["S"], k["sk"]["S"]))) for i, k in day_keys.items()}
+    items = [found.get(attributes.key_of(key)) for key in keys]
+    inline = {i: counter_keys.inline_minutes(found.get(attributes.key_of(k))) for i, k in day_keys.items()}
     # The day items read count too: an hour whose events its day holds inline has no item.
     assumed = _assumed_retention(found.values(), settings)
     now_s = now_ms // 1000
-    day_items = {d: found.get((k["pk"]["S"], k["sk"]["S"])) for d, k in day_keys.items()}
+    day_items = {d: found.get(attributes.key_of(k)) for d, k in day_keys.items()}
 
     def held_inline(part: timebuckets.Part) -> int:
         return (
@@ -158,7 +170,7 @@ def count_window(
 
 def _assumed_retention(items: Iterable[dict[str, Any] | None], settings: Settings) -> int:
     """The counter's retention, as far as the items read tell (absent items are judged by it)."""
-    seen = [int(item["retention"]["N"]) for item in items if item is not None and "retention" in item]
+    seen = [attributes.integer(item, "retention") for item in items if item is not None and "retention" in item]
     return max(seen, default=settings.default_retention_seconds)
 
 
@@ -169,9 +181,9 @@ def _part_start_ms(part: timebuckets.Part) -> int:
 
 def _part_count(item: dict[str, Any], part: timebuckets.Part) -> int:
     if part.minutes is None:
-        return int(item["n"]["N"])
+        return attributes.integer(item, "n")
     first, last = part.minutes
-    return sum(int(item.get(counter_keys.minute_attribute(m), {"N": "0"})["N"]) for m in range(first, last + 1))
+    return sum(attributes.integer(item, counter_keys.minute_attribute(m), 0) for m in range(first, last + 1))
 
 
 def _inline_count(inline: Mapping[int, int], part: timebuckets.Part) -> int:
@@ -185,7 +197,7 @@ def _batch_get(
     dynamodb: DynamoDB, settings: Settings, keys: list[dict[str, Any]], sleep: Sleep | None
 ) -> dict[tuple[str, str], dict[str, Any]]:
     items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the counts", sleep)
-    return {(item["pk"]["S"], item["sk"]["S"]): item for item in items}
+    return attributes.by_key(items)
 
 
 def histogram(
@@ -200,6 +212,7 @@ def histogram(
 ) -> dict[str, Any]:
     """Counts and sums per bucket; with `where`, of the events having those dimension values."""
     window_params.check_histogram(timebuckets.bucket_count(first_minute, last_minute, resolution))
+    dimension_keys.check_filter(where or {}, settings.filter_pairs)
     buckets = timebuckets.buckets_between(first_minute, last_minute, resolution)
     # Minutes live inside their hour items: a minute series is read from hour items.
     stored: timebuckets.Resolution = "hour" if resolution == "minute" else resolution
@@ -245,11 +258,10 @@ def histogram(
             continue
         if resolution == "minute":
             minute = bucket.first_minute % 60
-            value = item.get(counter_keys.minute_attribute(minute))
-            counts[bucket.index] = (int(value["N"]) if value is not None else 0) + held
+            counts[bucket.index] = attributes.integer(item, counter_keys.minute_attribute(minute), 0) + held
             sums[bucket.index] = dimension_keys.sums_of(item, (minute, minute), "hour")
         else:
-            counts[bucket.index] = int(item["n"]["N"]) + (held if resolution == "hour" else 0)
+            counts[bucket.index] = attributes.integer(item, "n") + (held if resolution == "hour" else 0)
             sums[bucket.index] = dimension_keys.sums_of(item, None, resolution)
     retained_from = buckets[first].start_ms if first < len(buckets) else buckets[-1].end_ms
     return {
@@ -258,7 +270,7 @@ def histogram(
         "start": times.iso(buckets[0].start_ms),
         "end": times.iso(buckets[-1].end_ms),
         "buckets": [
-            {"start": times.iso(b.start_ms), "count": counts.get(b.index, 0), "sums": json_sums(sums.get(b.index, {}))}
+            {"start": times.iso(b.start_ms), "count": counts.get(b.index, 0), **sums_fields(sums.get(b.index, {}))}
             for b in buckets
         ],
         **completeness(first == 0, retained_from),
@@ -286,4 +298,4 @@ def _query_buckets(
         "could not read the counts",
     )
     for item in items:
-        yield keyspace.sort_key_index(item["sk"]["S"]), item
+        yield keyspace.sort_key_index(attributes.sort_key(item)), item

@@ -10,9 +10,12 @@ record that is now valid is counted in ONE TransactWriteItems (core.transactions
   runs at once, or a run retried after dying, count it once (the second finds no item, or its
   transaction is cancelled on that condition);
 - adds its increments to its buckets with the stream handler's own update (expiry and retention
-  as the stream handler sets them: later events only extend a bucket's life), except to the
-  buckets that took it before DynamoDB refused another of its buckets (the set-aside copy lists
-  them, stream_records.HELD_FIELD);
+  as the stream handler sets them: later events only extend a bucket's life), its counter's and
+  its filters', except the buckets that took it before DynamoDB refused another of its buckets
+  (the set-aside copy lists them, stream_records.HELD_FIELD);
+- merges it into its breakdown summaries (summaries.replay_puts: each summary item as read, on
+  condition that its version is still the one read; a summary the stream handler rewrote
+  meanwhile is read again, up to MAX_SUMMARY_ROUNDS times);
 - for an event with a client id, puts its marker as the stream handler does; if the marker is
   there (another copy of the event was counted) the record is only taken off the quarantine. A
   marker claimed by this very record (the stream handler claims before its bucket writes, and
@@ -32,20 +35,21 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from chalicelib.core import dynamo, inputs, keyspace, quarantine, transactions, validation
+from chalicelib.core import attributes, dynamo, inputs, keyspace, quarantine, transactions, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import StorageError, ValidationError, reason
+from chalicelib.core.errors import ValidationError, reason
 from chalicelib.core.settings import Settings
-from chalicelib.core.transactions import error_code
-from chalicelib.counters import audit_keys, audit_runs, dimension_keys, stream_apply
+from chalicelib.core.storage_errors import ConditionFailed, translated
+from chalicelib.counters import audit_keys, audit_runs, dimension_keys, stream_apply, summaries
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import packs, stream_records
 
 SOURCE = "events-stream"
 MAX_REPLAY = 100
+# Times a replay reads its breakdown summaries again after one changed under it (the stream
+# handler rewrote it): then the record stays set aside, to be replayed later.
+MAX_SUMMARY_ROUNDS = 8
 QUARANTINE_PK = f"{keyspace.QUARANTINE}{SOURCE}"
 
 
@@ -110,12 +114,10 @@ def _selected(
     if request.ids:
         found: list[tuple[str, dict[str, Any] | None]] = []
         for record_id in request.ids:
-            try:
+            with translated("could not read the quarantine"):
                 item = dynamodb.get_item(TableName=settings.counts_table, Key=_key(record_id), ConsistentRead=True).get(
                     "Item"
                 )
-            except ClientError as exc:
-                raise StorageError("could not read the quarantine") from exc
             found.append((record_id, item))
         return found
     query = {
@@ -126,7 +128,7 @@ def _selected(
         "ConsistentRead": True,
     }
     page = next(dynamo.query_pages(dynamodb, query, "could not read the quarantine"))
-    return [(i["sk"]["S"], i) for i in page.get("Items", [])]
+    return [(attributes.sort_key(i), i) for i in page.get("Items", [])]
 
 
 def _key(record_id: str) -> dict[str, Any]:
@@ -148,7 +150,7 @@ def _parse(item: dict[str, Any], now_ms: int) -> stream_apply.Countable:
     """The stored copy, read as the stream handler reads a record; ValidationError/ValueError if
     it still cannot be counted."""
     try:
-        raw = json.loads(item["record"]["S"])
+        raw = json.loads(attributes.text(item, "record"))
     except ValueError as exc:
         raise ValidationError(
             f"the stored record is not JSON (cut at {quarantine.MAX_RECORD_CHARS} characters?)"
@@ -191,7 +193,7 @@ def _replay_one(
         why = "its partition's audit item has no set-aside record left to replay: it was replayed already"
         result.still_bad.append({"id": record_id, "reason": why})
         return
-    plan = _Plan(settings, record_id, countable, now_ms, with_tally=tally is not None, held=_held(item))
+    plan = _Plan(dynamodb, settings, record_id, countable, now_ms, with_tally=tally is not None, held=_held(item))
     try:
         outcome = transactions.write(
             dynamodb,
@@ -203,7 +205,9 @@ def _replay_one(
             sleep=sleep,
         )
     except transactions.ConditionFailedError:
-        result.still_bad.append({"id": record_id, "reason": "its partition's audit item changed: replay it again"})
+        result.still_bad.append(
+            {"id": record_id, "reason": "its audit item or a summary changed under it: replay it again"}
+        )
         return
     if outcome.duplicates:
         result.not_found.append(record_id)  # another replay took it off first
@@ -220,6 +224,7 @@ class _Plan:
 
     def __init__(
         self,
+        dynamodb: DynamoDB,
         settings: Settings,
         record_id: str,
         countable: stream_apply.Countable,
@@ -227,11 +232,13 @@ class _Plan:
         with_tally: bool,
         held: frozenset[str] = frozenset(),
     ) -> None:
-        self.settings, self.record_id, self.countable, self.now_ms = settings, record_id, countable, now_ms
+        self.dynamodb, self.settings, self.record_id = dynamodb, settings, record_id
+        self.countable, self.now_ms = countable, now_ms
         self.with_tally = with_tally
         self.held = held  # items that took it before it was set aside: not added to again
         self.counted_elsewhere = False  # the marker was there: another copy was counted
         self.keep_stored: set[tuple[str, str]] = set()
+        self.summary_rounds = 0
 
     def build(self, pending: list[stream_apply.Countable]) -> transactions.Plan[stream_apply.Countable]:
         table, c = self.settings.counts_table, self.countable
@@ -243,7 +250,7 @@ class _Plan:
         counting = bool(c.buckets) and not self.counted_elsewhere
         if counting and c.event.id_given:
             marker: dict[str, Any] = {
-                "pk": {"S": counter_keys.marker_key(c.event.counter, c.event.id)["pk"]["S"]},
+                "pk": counter_keys.marker_key(c.event.counter, c.event.id)["pk"],
                 "sk": {"S": "#"},
                 "expires_at": {"N": str(now_s + self.settings.marker_ttl_seconds)},
             }
@@ -270,18 +277,21 @@ class _Plan:
             )
             owners.append(None)
         if counting:
-            # Its counter's buckets and its filters' (breakdown summaries are not replayed).
-            for pk in dimension_keys.count_pks(c.event.counter, c.event.dimensions):
+            # Its counter's buckets and its filters', then its breakdown summaries.
+            for pk in dimension_keys.count_pks(c.event.counter, c.event.dimensions, self.settings.filter_pairs):
                 for bucket in c.buckets:
                     update = stream_apply.BucketUpdate()
                     update.add(bucket, c.event)
                     key = dimension_keys.bucket_item_key(pk, bucket)
                     if counter_keys.held_id(key) in self.held:
                         continue
-                    keep = (key["pk"]["S"], key["sk"]["S"]) in self.keep_stored
+                    keep = attributes.key_of(key) in self.keep_stored
                     # The stream handler's own increment: one rule for a bucket's expiry and retention.
                     items.append({"Update": stream_apply.increment(self.settings, key, bucket, update, keep)})
                     owners.append(None)
+            for put in summaries.replay_puts(self.dynamodb, self.settings, c):
+                items.append(put)
+                owners.append(None)
         if self.with_tally:
             to = audit_keys.APPLIED if c.buckets else audit_keys.EXPIRED
             items.append(
@@ -301,26 +311,33 @@ class _Plan:
 
     def adapt(self, failed: list[dict[str, Any]]) -> bool:
         keys = [next(iter(i.values())).get("Key") or next(iter(i.values())).get("Item") for i in failed]
-        pks = [k["pk"]["S"] for k in keys if k]
+        pks = [attributes.partition_key(k) for k in keys if k]
         if any(pk.startswith(keyspace.EVENT_MARKER) for pk in pks) and not self.counted_elsewhere:
             self.counted_elsewhere = True
             return True
-        buckets = {(pk, k["sk"]["S"]) for pk, k in zip(pks, keys) if pk.startswith((keyspace.COUNTER, keyspace.FILTER))}
+        buckets = {
+            (pk, attributes.sort_key(k))
+            for pk, k in zip(pks, keys)
+            if pk.startswith((keyspace.COUNTER, keyspace.FILTER))
+        }
         new = buckets - self.keep_stored
         self.keep_stored |= new
+        if not new and any(pk.startswith(keyspace.SUMMARY) for pk in pks) and self.summary_rounds < MAX_SUMMARY_ROUNDS:
+            self.summary_rounds += 1  # a summary was rewritten since it was read: build reads it again
+            return True
         return bool(new)
 
 
 def _still_bad(dynamodb: DynamoDB, settings: Settings, record_id: str, why: str, now_ms: int) -> None:
     """Keep the record set aside, with the reason it fails now."""
     try:
-        dynamodb.update_item(
-            TableName=settings.counts_table,
-            Key=_key(record_id),
-            UpdateExpression="SET reason = :r, seen_at = :t",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":r": {"S": why}, ":t": {"S": validation.iso(now_ms)}},
-        )
-    except ClientError as exc:
-        if error_code(exc) != "ConditionalCheckFailedException":
-            raise StorageError("could not update a set-aside record") from exc
+        with translated("could not update a set-aside record"):
+            dynamodb.update_item(
+                TableName=settings.counts_table,
+                Key=_key(record_id),
+                UpdateExpression="SET reason = :r, seen_at = :t",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":r": {"S": why}, ":t": {"S": validation.iso(now_ms)}},
+            )
+    except ConditionFailed:
+        pass

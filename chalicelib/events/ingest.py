@@ -16,14 +16,14 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeSerializer
-from botocore.exceptions import ClientError
 
-from chalicelib.core import clock, inputs, item_sizes, times, validation
+from chalicelib.core import attributes, clock, inputs, item_sizes, times, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import translated
 from chalicelib.events import dimensions as event_dimensions
 from chalicelib.events import packs
 
@@ -233,20 +233,21 @@ def store(
     for attempt in range(attempts):
         requests: list[WriteRequestTypeDef] = [{"PutRequest": {"Item": item}} for _, item in pending]
         try:
-            response = dynamodb.batch_write_item(RequestItems={settings.events_table: requests})
-        except ClientError as exc:
+            with translated("the events could not be stored; retry the request"):
+                response = dynamodb.batch_write_item(RequestItems={settings.events_table: requests})
+        except StorageError as exc:
             # The SDK already retried throttling; what is left will not pass by retrying.
             done = stored()
-            if not done and exc.response.get("Error", {}).get("Code") == "ValidationException":
+            if done:
+                raise PartialWriteError(
+                    "some events could not be stored; retry those listed in failed", done, left()
+                ) from exc
+            if isinstance(exc, RejectedError):
                 raise RejectedError(
                     "DynamoDB refused the events (ValidationException): a field holds a value it cannot "
                     "store (counter, id, time or attributes); the same request will be refused again"
-                ) from exc
-            if not done:
-                raise StorageError("the events could not be stored; retry the request") from exc
-            raise PartialWriteError(
-                "some events could not be stored; retry those listed in failed", done, left()
-            ) from exc
+                ) from exc.__cause__
+            raise
         unprocessed = response.get("UnprocessedItems", {}).get(settings.events_table, [])
         keys = {_item_key(r["PutRequest"]["Item"]) for r in unprocessed}
         pending = [(held, item) for held, item in pending if _item_key(item) in keys]
@@ -265,4 +266,4 @@ def _serialize(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _item_key(item: dict[str, Any]) -> tuple[str, str]:
-    return item["pk"]["S"], item["sk"]["S"]
+    return attributes.key_of(item)

@@ -7,12 +7,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from chalicelib.core import pager, times
+from chalicelib.core import attributes, pager, times
 from chalicelib.core.aws import S3, DynamoDB
-from chalicelib.core.errors import NotFoundError, StorageError, ValidationError
+from chalicelib.core.errors import NotFoundError, ValidationError
 from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import translated
 from chalicelib.reports import ranges as report_ranges
 from chalicelib.reports.runs import INDEX_PK, _index_item, _object_keys
 
@@ -30,10 +29,10 @@ def list_reports(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, st
     )
     reports = [
         {
-            "id": item["sk"]["S"],
-            "start": times.iso(int(item["start_ms"]["N"])),
-            "end": times.iso(int(item["end_ms"]["N"])),
-            "events": int(item["events"]["N"]),
+            "id": attributes.sort_key(item),
+            "start": times.iso(attributes.integer(item, "start_ms")),
+            "end": times.iso(attributes.integer(item, "end_ms")),
+            "events": attributes.integer(item, "events"),
         }
         for item in page.items
     ]
@@ -67,8 +66,6 @@ def _read_object(dynamodb: DynamoDB, s3: S3, settings: Settings, report_id: str,
     report_ranges.parse_report_id(report_id)
     if _index_item(dynamodb, settings, report_id) is None:
         raise NotFoundError(f"no report {report_id}")
-    try:
+    with translated(f"report {report_id} could not be read from S3"):
         body: bytes = s3.get_object(Bucket=settings.reports_bucket, Key=_object_keys(report_id)[kind])["Body"].read()
-    except ClientError as exc:
-        raise StorageError(f"report {report_id} could not be read from S3") from exc
     return body

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
-from botocore.exceptions import ClientError
 
-from chalicelib.core import dynamo, keyspace, times, transactions
+from chalicelib.core import attributes, dynamo, keyspace, times, transactions
 from chalicelib.core.aws import S3, DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import translated
 from chalicelib.events import packs
 from chalicelib.reports import ranges as report_ranges
 from chalicelib.reports.content import Report
@@ -64,11 +64,9 @@ def run(dynamodb: DynamoDB, s3: S3, settings: Settings, now_ms: int) -> RunResul
 
 
 def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:
-    try:
+    with translated("the report checkpoint could not be read"):
         item = dynamodb.get_item(TableName=settings.counts_table, Key=CHECKPOINT_KEY, ConsistentRead=True).get("Item")
-    except ClientError as exc:
-        raise StorageError("the report checkpoint could not be read") from exc
-    return None if item is None else int(item["end_ms"]["N"])
+    return None if item is None else attributes.integer(item, "end_ms")
 
 
 def read_events(
@@ -104,11 +102,9 @@ def _put_objects(s3: S3, settings: Settings, report: Report) -> None:
         "json": (json.dumps(report.as_dict(), sort_keys=True), "application/json"),
         "csv": (report.as_csv(), "text/csv"),
     }
-    try:
+    with translated("the report could not be written to S3"):
         for kind, (body, content_type) in bodies.items():
             s3.put_object(Bucket=settings.reports_bucket, Key=keys[kind], Body=body.encode(), ContentType=content_type)
-    except ClientError as exc:
-        raise StorageError("the report could not be written to S3") from exc
 
 
 def _commit(dynamodb: DynamoDB, settings: Settings, checkpoint: int | None, report: Report) -> bool:
@@ -154,18 +150,17 @@ def _discard_unless_committed(dynamodb: DynamoDB, s3: S3, settings: Settings, re
     try:
         if _index_item(dynamodb, settings, report_id) is not None:
             return
-        for key in _object_keys(report_id).values():
-            s3.delete_object(Bucket=settings.reports_bucket, Key=key)
-    except (ClientError, StorageError):
+        with translated("the objects of a superseded report could not be removed"):
+            for key in _object_keys(report_id).values():
+                s3.delete_object(Bucket=settings.reports_bucket, Key=key)
+    except StorageError:
         # Harmless: objects without an index item are never listed nor served.
         log.warning("could not remove the objects of superseded report %s", report_id)
 
 
 def _index_item(dynamodb: DynamoDB, settings: Settings, report_id: str) -> dict[str, Any] | None:
-    try:
+    with translated("the report index could not be read"):
         item: dict[str, Any] | None = dynamodb.get_item(
             TableName=settings.counts_table, ConsistentRead=True, Key={"pk": {"S": INDEX_PK}, "sk": {"S": report_id}}
         ).get("Item")
         return item
-    except ClientError as exc:
-        raise StorageError("the report index could not be read") from exc

@@ -16,13 +16,11 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from chalicelib.core import times
+from chalicelib.core import attributes, times
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
-from chalicelib.core.transactions import error_code
+from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.sites import keys
 from chalicelib.sites.privacy import SALT_BYTES
 
@@ -78,15 +76,13 @@ def salt_for_day(
 
 
 def _read(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int) -> bytes | None:
-    try:
+    with translated("could not read the day's salt"):
         item = dynamodb.get_item(TableName=settings.counts_table, Key=keys.salt_key(day), ConsistentRead=True).get(
             "Item"
         )
-    except ClientError as exc:
-        raise StorageError("could not read the day's salt") from exc
-    if item is None or int(item["expires_at"]["N"]) <= now_s:
+    if item is None or attributes.integer(item, "expires_at") <= now_s:
         return None
-    return bytes(item["salt"]["B"])
+    return attributes.binary(item, "salt")
 
 
 def _delete_expired(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int) -> None:
@@ -94,30 +90,32 @@ def _delete_expired(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int
     only within days, docs/guarantees.md). Done by the first page view of each day; should it
     fail, the salt is still ignored by every read and TTL deletes it."""
     try:
-        dynamodb.delete_item(
-            TableName=settings.counts_table,
-            Key=keys.salt_key(day),
-            ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
-            ExpressionAttributeValues={":now": {"N": str(now_s)}},
-        )
-    except ClientError:
+        with translated("could not delete an expired salt"):
+            dynamodb.delete_item(
+                TableName=settings.counts_table,
+                Key=keys.salt_key(day),
+                ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
+                ExpressionAttributeValues={":now": {"N": str(now_s)}},
+            )
+    except StorageError:
         pass
 
 
 def _create(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int, salt: bytes) -> bytes:
     try:
-        dynamodb.put_item(
-            TableName=settings.counts_table,
-            Item={**keys.salt_key(day), "salt": {"B": salt}, "expires_at": {"N": str(expires_at_s(day))}},
-            # Another request may have created it meanwhile: its salt wins (read back below).
-            ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
-            ExpressionAttributeValues={":now": {"N": str(now_s)}},
-        )
+        with translated("could not store the day's salt"):
+            dynamodb.put_item(
+                TableName=settings.counts_table,
+                Item={**keys.salt_key(day), "salt": {"B": salt}, "expires_at": {"N": str(expires_at_s(day))}},
+                # Another request may have created it meanwhile: its salt wins (read back below).
+                ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
+                ExpressionAttributeValues={":now": {"N": str(now_s)}},
+            )
+    except ConditionFailed:
+        pass
+    else:
         _delete_expired(dynamodb, settings, day - SALT_DAYS, now_s)
         return salt
-    except ClientError as exc:
-        if error_code(exc) != "ConditionalCheckFailedException":
-            raise StorageError("could not store the day's salt") from exc
     stored = _read(dynamodb, settings, day, now_s)
     if stored is None:
         raise StorageError("the day's salt was neither created nor found")

@@ -7,13 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from chalicelib.core import dynamo, keyspace, pager, queues, timebuckets, times, validation, window_params
+from chalicelib.core import attributes, dynamo, keyspace, pager, queues, timebuckets, times, validation, window_params
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import StorageError, ValidationError
+from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import translated
 from chalicelib.core.timebuckets import Bucket
 from chalicelib.uniques import keys, sketches
 from chalicelib.uniques.batches import MAX_ITEMS, decode_item, message_body
@@ -52,10 +51,8 @@ def parse_body(body: Any, now_ms: int) -> Post:
 
 def enqueue(sqs: SQS, settings: Settings, name: str, post: Post) -> int:
     body = message_body(name, sketches.item_hashes(post.items), post.time_ms)
-    try:
+    with translated("could not queue the items"):
         sqs.send_message(QueueUrl=queues.queue_url(sqs, settings.uniques_queue), MessageBody=body)
-    except ClientError as exc:
-        raise StorageError("could not queue the items") from exc
     return len(post.items)
 
 
@@ -190,7 +187,7 @@ def histogram(
     for item in items:
         if _unexpired(item, now_s):
             sketch = decode_item(item)
-            counts[keyspace.sort_key_index(item["sk"]["S"])] = {
+            counts[keyspace.sort_key_index(attributes.sort_key(item))] = {
                 "cardinality": sketches.estimate(sketch),
                 "exact": sketches.is_exact(sketch),
             }
@@ -242,6 +239,9 @@ def list_names(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]
         dynamodb, settings.counts_table, keys.NAMES_PK, request, "could not read the unique-count names"
     )
     return {
-        "names": [{"name": i["sk"]["S"], "last_seen": times.iso(int(i["last_seen"]["N"]))} for i in page.items],
+        "names": [
+            {"name": attributes.sort_key(i), "last_seen": times.iso(attributes.integer(i, "last_seen"))}
+            for i in page.items
+        ],
         "next": page.next,
     }

@@ -33,18 +33,17 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from chalicelib.core import batch_processor, clock, timebuckets, transactions, validation
+from chalicelib.core import attributes, batch_processor, clock, timebuckets, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.batch_processor import Sent, Write
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError, ValidationError
+from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.poison import QuarantineSink
 from chalicelib.core.queues import Message
 from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.core.timebuckets import Bucket
 from chalicelib.uniques import keys, sketches
 
@@ -259,13 +258,11 @@ def merge_into(
 
 
 def _read_sketch(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> tuple[sketches.Sketch | None, int]:
-    try:
+    with translated("could not read a sketch"):
         item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
-    except ClientError as exc:
-        raise StorageError("could not read a sketch") from exc
     if item is None:
         return None, 0
-    return decode_item(item), int(item["version"]["N"])
+    return decode_item(item), attributes.integer(item, "version")
 
 
 def _write_sketch(
@@ -292,35 +289,31 @@ def _write_sketch(
     if expires_at_s is not None:
         item["expires_at"] = {"N": str(expires_at_s)}
     try:
-        dynamodb.put_item(TableName=settings.counts_table, Item=item, **condition)
-    except ClientError as exc:
-        code = transactions.error_code(exc)
-        if code == "ConditionalCheckFailedException":
-            return False
-        if code in REJECTED_ERROR_CODES:
-            raise RejectedError(f"DynamoDB refused the sketch: {code}") from exc
-        raise StorageError("could not write a sketch") from exc
+        with translated("could not write a sketch"):  # RejectedError when DynamoDB refuses the sketch itself
+            dynamodb.put_item(TableName=settings.counts_table, Item=item, **condition)
+    except ConditionFailed:
+        return False
     return True
 
 
 def _touch_name(dynamodb: DynamoDB, settings: Settings, name: str, now_ms: int) -> None:
     """Record that a name has items (one small write per name per batch; never moves back)."""
     try:
-        dynamodb.update_item(
-            TableName=settings.counts_table,
-            Key=keys.name_key(name),
-            UpdateExpression="SET last_seen = :t",
-            ConditionExpression="attribute_not_exists(last_seen) OR last_seen < :t",
-            ExpressionAttributeValues={":t": {"N": str(now_ms)}},
-        )
-    except ClientError as exc:
-        if transactions.error_code(exc) != "ConditionalCheckFailedException":
-            raise StorageError("could not record a unique-count name") from exc
+        with translated("could not record a unique-count name"):
+            dynamodb.update_item(
+                TableName=settings.counts_table,
+                Key=keys.name_key(name),
+                UpdateExpression="SET last_seen = :t",
+                ConditionExpression="attribute_not_exists(last_seen) OR last_seen < :t",
+                ExpressionAttributeValues={":t": {"N": str(now_ms)}},
+            )
+    except ConditionFailed:
+        pass
 
 
 def decode_item(item: dict[str, Any]) -> sketches.Sketch:
     try:
-        return sketches.decode(bytes(item["sketch"]["B"]))
+        return sketches.decode(attributes.binary(item, "sketch"))
     except (KeyError, sketches.SketchFormatError) as exc:
         where = f"{item.get('pk', {}).get('S')} {item.get('sk', {}).get('S')}"
         raise StorageError(f"stored sketch {where} is unreadable: {exc}") from exc

@@ -6,18 +6,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from chalicelib.core import dynamo, queues, timebuckets, times, window_params
+from chalicelib.core import attributes, dynamo, queues, timebuckets, times, window_params
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import translated
 from chalicelib.views import keys as view_keys
 from chalicelib.views import messages as view_messages
 from chalicelib.views import rollup, windows
 from chalicelib.views import validation as view_input
 from chalicelib.views.validation import View
+
+MAX_KEYS = windows.MAX_PARTS + 1  # a range's bucket items and the URL's counter
 
 
 def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int, sleep: Sleep | None = None) -> None:
@@ -44,11 +44,9 @@ def count(
     """`url`'s views: of all time (its counter) when `minutes` is None, else in that range of
     minutes (window_params.optional_minute_range: the buckets from floor(start) to floor(end))."""
     if minutes is None:
-        try:
+        with translated("could not read the view counter"):
             item = dynamodb.get_item(TableName=settings.counts_table, Key=view_keys.counter_key(url)).get("Item")
-        except ClientError as exc:
-            raise StorageError("could not read the view counter") from exc
-        return {"url": url, "views": int(item["views"]["N"]) if item else 0}
+        return {"url": url, "views": attributes.integer(item, "views") if item else 0}
     return count_range(dynamodb, settings, url, minutes[0], minutes[1], now_ms)
 
 
@@ -61,16 +59,14 @@ def count_range(
     now_ms: int,
     sleep: Sleep | None = None,
 ) -> dict[str, Any]:
-    """The views in minutes first..last from the URL's bucket items: one BatchGetItem of at most
-    windows.MAX_PARTS keys, whatever the number of views."""
+    """The views in minutes first..last from the URL's bucket items and its counter's pending
+    minutes (chalicelib.views.rollup): one BatchGetItem of at most MAX_KEYS keys, whatever the
+    number of views."""
     window_params.check_minutes(first_minute, last_minute)
     parts = windows.plan(first_minute, last_minute)
-    keys = [view_keys.bucket_key(url, part.span) for part in parts]
-    found = {
-        item["sk"]["S"]: item
-        for item in dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the views", sleep)
-    }
-    items = [found.get(key["sk"]["S"]) for key in keys]
+    pk = view_keys.url_pk(url)
+    stored = rollup.read(dynamodb, settings, {pk: [part.span for part in parts]}, sleep)[pk]
+    items = [stored.buckets[part.span] for part in parts]
     now_s = now_ms // 1000
     retention = settings.view_bucket_retention_seconds
     flags = [
@@ -78,13 +74,15 @@ def count_range(
     ]
     first = timebuckets.kept_from(flags)
     total = sum(_part_count(part, item) for part, item in zip(parts[first:], items[first:]) if item is not None)
+    if first < len(parts):
+        total += rollup.pending_between(settings, stored.counter, parts[first].start_minute, last_minute, now_ms)
     end_ms = (last_minute + 1) * windows.MINUTE_MS
     answer: dict[str, Any] = {
         "url": url,
         "views": total,
         "start": times.iso(first_minute * windows.MINUTE_MS),
         "end": times.iso(end_ms),
-        "keys_read": len(keys),
+        "keys_read": len(parts) + 1,
         "complete": first == 0,
     }
     if first:
@@ -106,30 +104,28 @@ def count_urls(
     urls: list[str],
     first_minute: int,
     last_minute: int,
+    now_ms: int,
     sleep: Sleep | None = None,
 ) -> UrlCounts:
-    """Each URL's views in minutes first..last, from its bucket items (as count_range, for
-    many URLs in BatchGetItem calls of 100 keys; the range is taken as kept)."""
+    """Each URL's views in minutes first..last, from its bucket items and pending minutes (as
+    count_range, for many URLs in BatchGetItem calls of 100 keys; the range is taken as kept)."""
     parts = windows.plan(first_minute, last_minute)
-    keys = [view_keys.bucket_key(url, part.span) for url in urls for part in parts]
-    found = {
-        (item["pk"]["S"], item["sk"]["S"]): item
-        for item in dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the views", sleep)
-    }
+    pks = {url: view_keys.url_pk(url) for url in urls}
+    stored = rollup.read(dynamodb, settings, {pk: [part.span for part in parts] for pk in pks.values()}, sleep)
     views: dict[str, int] = {}
-    for url in urls:
-        total = 0
+    for url, pk in pks.items():
+        found = stored[pk]
+        total = rollup.pending_between(settings, found.counter, first_minute, last_minute, now_ms)
         for part in parts:
-            key = view_keys.bucket_key(url, part.span)
-            item = found.get((key["pk"]["S"], key["sk"]["S"]))
+            item = found.buckets[part.span]
             total += 0 if item is None else _part_count(part, item)
         views[url] = total
-    return UrlCounts(views, len(keys))
+    return UrlCounts(views, len(urls) * (len(parts) + 1))
 
 
 def _part_count(part: windows.Part, item: dict[str, Any]) -> int:
     if part.inner is None:
         return rollup.total(part.span.level, item)
     first, last = part.inner
-    attributes = (windows.inner_attribute(part.span.level, i) for i in range(first, last + 1))
-    return sum(int(item[name]["N"]) for name in attributes if name in item)
+    names = (windows.inner_attribute(part.span.level, i) for i in range(first, last + 1))
+    return sum(attributes.integer(item, name, 0) for name in names)

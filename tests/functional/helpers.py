@@ -1,12 +1,33 @@
-"""Helpers the functional tests share: sending through the API as a client would."""
+"""Helpers the functional tests share: sending through the API as a client would, running the
+handlers as Lambda would, reading back what is stored. Test modules import from here (or
+stream_fixtures, site_helpers, work_meter, tests/fakes.py), never from each other."""
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 from chalicelib.core.dynamo import query_pages
 from chalicelib.core.settings import Settings
+
+SETTINGS = Settings()
+MINUTE = 60_000
+README = Path(__file__).resolve().parents[2] / "README.md"
+TABLE_ROW = re.compile(r"^\| (GET|POST|PUT|DELETE|PATCH) \| `([^`]+)` \|", re.MULTILINE)
+# A report run reports events ingested before now - settle delay: this much later, they are in.
+REPORT_SETTLE = SETTINGS.report_settle_seconds * 1000 + 1000
+
+
+def get(client: Any, path: str, status: int = 200) -> Any:
+    response = client.http.get(path)
+    assert response.status_code == status, (path, response.body)
+    return response
+
+
+def post_json(client: Any, path: str, body: Any = None) -> Any:
+    return client.http.post(path, headers={"Content-Type": "application/json"}, body=json.dumps(body or {}))
 
 
 def post_events(client: Any, events: list[dict[str, Any]], per_request: int = 25) -> None:
@@ -73,6 +94,110 @@ def account(dynamodb: Any, events_pk: str, now_ms: int, applied: int = 0, set_as
             ":exp": {"N": str(now_ms // 1000 + audit_keys.AUDIT_TALLY_TTL_SECONDS)},
         },
     )
+
+
+def declared_routes(app: Any) -> set[tuple[str, str]]:
+    """Every route but the CORS preflights, which app.py declares for every path at once."""
+    return {(method, path) for path, entries in app.routes.items() for method in entries if method != "OPTIONS"}
+
+
+# -- the audit ----------------------------------------------------------------------------------
+
+
+def settle(clock: Any) -> None:
+    """Move the clock past the end of the current quarter hour and the audit's settle margin."""
+    from chalicelib.counters import audit
+
+    end = clock.now - clock.now % audit.QUARTER_MS + audit.QUARTER_MS
+    clock.now = end + SETTINGS.audit_settle_minutes * MINUTE + MINUTE
+
+
+def start_audit(client: Any) -> None:
+    """The first run: it sets the checkpoint at the last settled quarter hour, compares nothing."""
+    first = post_json(client, "/audit").json_body
+    assert (first["audited"], first["short"], first["superseded"]) == (0, [], False)
+    assert first["checkpoint"] is not None
+
+
+# -- reports ------------------------------------------------------------------------------------
+
+
+def run_now(client: Any) -> Any:
+    return client.http.post("/reports", headers={"Content-Type": "application/json"}, body="{}")
+
+
+def all_reports(aws: Any) -> list[dict[str, Any]]:
+    """Every committed report, oldest first, read back the way clients read them."""
+    from chalicelib.reports import api as reports_api
+
+    listed = reports_api.list_reports(aws.dynamodb, SETTINGS, {"limit": "1000"})["reports"]
+    return [reports_api.get_report(aws.dynamodb, aws.s3, SETTINGS, r["id"]) for r in reversed(listed)]
+
+
+# -- views: the queue and its handler -----------------------------------------------------------
+
+
+def deliver_views(aws: Any, views: list[Any], now_ms: int) -> None:
+    """Apply `views` (views.validation.View) as one batch of the views handler, without the queue."""
+    from chalicelib.core.queues import Message
+    from chalicelib.views import batches as views_batches
+    from chalicelib.views.messages import to_message
+
+    messages = [Message(str(i), f"r{i}", to_message(v)) for i, v in enumerate(views)]
+    views_batches.apply_messages(aws.dynamodb, aws.sqs, SETTINGS, messages, now_ms)
+
+
+def queue_url(aws: Any, name: str = SETTINGS.views_queue) -> str:
+    return str(aws.sqs.get_queue_url(QueueName=name)["QueueUrl"])
+
+
+def receive_all(aws: Any, name: str = SETTINGS.views_queue) -> list[dict[str, Any]]:
+    """Every visible message, received once (as Lambda's poller does) and hidden for a minute."""
+    found: list[dict[str, Any]] = []
+    while True:
+        batch = aws.sqs.receive_message(
+            QueueUrl=queue_url(aws, name),
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=60,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        if not batch:
+            return found
+        found.extend(batch)
+
+
+def sqs_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Lambda event of SQS messages as received."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m.get("Attributes", {}),
+                "messageAttributes": {},
+                "eventSource": "aws:sqs",
+            }
+            for m in messages
+        ]
+    }
+
+
+def deliver(client: Any, messages: list[dict[str, Any]]) -> Any:
+    """Run the views handler on received queue messages."""
+    return invoke(client, "on_view_messages", sqs_event(messages))
+
+
+def post_all(client: Any, bodies: list[dict[str, Any]]) -> None:
+    """POST view bodies in requests of 25; every request must be queued."""
+    for start in range(0, len(bodies), 25):
+        response = client.http.post(
+            "/views",
+            headers={"Content-Type": "application/json"},
+            body=json.dumps({"views": bodies[start : start + 25]}),
+        )
+        assert response.status_code == 202, response.body
 
 
 def bucket_counts(items: list[dict[str, Any]]) -> dict[str, int]:

@@ -10,11 +10,38 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from boto3.dynamodb.types import TypeSerializer
+
 from chalicelib.core.settings import Settings
 
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/tally-events/stream/2026-11-21T00:00:00.000"
 SHARD = "shardId-00000001795000000000-0a1b2c3d"
 _sequence = itertools.count(100_000_000_000_000_000_000)
+_serializer = TypeSerializer()
+_names = itertools.count()
+
+
+def image(
+    partition: str,
+    counter: str,
+    t: int,
+    *,
+    client_id: str | None = None,
+    retention: int = 7 * 86400,
+    seq: int = 0,
+) -> dict[str, Any]:
+    """The stored image of a one-event item of the events table (an id is generated without `client_id`)."""
+    plain = {
+        "pk": partition,
+        "sk": f"2026-11-18T08:26:40.000Z#{seq:08d}{next(_names)}",
+        "kind": "event",
+        "counter": counter,
+        "id": client_id or f"gen-{next(_names)}",
+        "id_given": client_id is not None,
+        "time": t,
+        "retention": retention,
+    }
+    return {k: _serializer.serialize(v) for k, v in plain.items()}
 
 
 def record(image: dict[str, Any], event_name: str = "INSERT") -> dict[str, Any]:

@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
-README = Path(__file__).resolve().parents[3] / "README.md"
-TABLE_ROW = re.compile(r"^\| (GET|POST|PUT|DELETE|PATCH) \| `([^`]+)` \|", re.MULTILINE)
-
-
-def declared_routes(app: Any) -> set[tuple[str, str]]:
-    """Every route but the CORS preflights, which app.py declares for every path at once."""
-    return {(method, path) for path, entries in app.routes.items() for method in entries if method != "OPTIONS"}
+from tests.functional.helpers import README, TABLE_ROW, declared_routes
 
 
 def test_given_app_when_routes_listed_then_every_view_is_wrapped_by_the_error_mapping(app_module: Any) -> None:

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib.core import inputs, window_params
+from chalicelib.core import inputs, keyspace, window_params
 from tests.functional import work_meter
 from tests.functional.work_meter import Meter
 
@@ -221,3 +221,25 @@ def test_given_too_many_or_too_long_query_parameters_when_read_then_400(client: 
     assert_rejected(client.http.get("/counters/x?" + many), "query parameters")
     assert_rejected(client.http.get("/views?url=" + "a" * (inputs.MAX_QUERY_CHARS + 1)), "longer than")
     assert work.calls == []
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [("ValidationException", 400), ("ProvisionedThroughputExceededException", 503), ("InternalServerError", 503)],
+)
+def test_given_storage_answers_an_error_code_on_a_read_when_requested_then_the_code_alone_picks_400_or_503(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch, code: str, status: int
+) -> None:
+    real = aws.dynamodb.get_item
+
+    def refuse(**kwargs: Any) -> Any:
+        if kwargs["Key"]["pk"]["S"] == keyspace.ACCESS_KEY:
+            return real(**kwargs)  # the key's own check passes
+        # The message names the other kind: only the code may decide (core.storage_errors).
+        raise ClientError({"Error": {"Code": code, "Message": "ValidationException or throttled"}}, "GetItem")
+
+    monkeypatch.setattr(aws.dynamodb, "get_item", refuse)
+    response = client.http.get("/views?url=https://blog.example/a")
+    assert response.status_code == status, response.body
+    body = response.json_body
+    assert set(body) == {"Code", "Message"} and "could not read the view counter" in body["Message"]

@@ -17,7 +17,7 @@ from chalicelib.access import policy
 from chalicelib.contract import document, schemas
 from chalicelib.core import validation
 from chalicelib.core.errors import ValidationError
-from tests.functional.contract.test_app_contract import README, TABLE_ROW, declared_routes
+from tests.functional.helpers import README, TABLE_ROW, declared_routes
 
 
 def operations(doc: dict[str, Any]) -> set[tuple[str, str]]:

@@ -16,8 +16,7 @@ from chalicelib.sites import keys as site_keys
 from chalicelib.uniques import keys as unique_keys
 from chalicelib.views.validation import View
 from tests.conftest import create_key
-from tests.functional.dashboard.test_dashboard_api import deliver_views, get
-from tests.functional.helpers import every_page
+from tests.functional.helpers import deliver_views, every_page, get
 
 SETTINGS = Settings()
 HOUR = 3_600_000

@@ -6,7 +6,6 @@ tree: the tests write them with `helpers.account`, for exactly the records they 
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
@@ -15,23 +14,26 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, audit_runs, repair
+from chalicelib.counters import audit, audit_runs, reads, repair
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest
 from tests.fakes import Dying, Killed
-from tests.functional.helpers import account, bucket_counts, invoke, partition, post_events
+from tests.functional.helpers import (
+    account,
+    bucket_counts,
+    invoke,
+    partition,
+    post_events,
+    post_json,
+    settle,
+    start_audit,
+)
 from tests.functional.stream_fixtures import lambda_event, stored_event_records
 
 SETTINGS = Settings()
 MINUTE = 60_000
 _deserialize = TypeDeserializer().deserialize
 _serialize = TypeSerializer().serialize
-
-
-def settle(clock: Any) -> None:
-    """Move the clock past the end of the current quarter hour and the audit's settle margin."""
-    end = clock.now - clock.now % audit.QUARTER_MS + audit.QUARTER_MS
-    clock.now = end + SETTINGS.audit_settle_minutes * MINUTE + MINUTE
 
 
 def stored_events(dynamodb: Any) -> list[dict[str, Any]]:
@@ -94,17 +96,6 @@ def ingest_and_count(client: Any, aws: Any, clock: Any, n: int, lose: int = 0) -
     return short
 
 
-def start_audit(client: Any) -> None:
-    """The first run: it sets the checkpoint at the last settled quarter hour, compares nothing."""
-    first = post(client, "/audit").json_body
-    assert (first["audited"], first["short"], first["superseded"]) == (0, [], False)
-    assert first["checkpoint"] is not None
-
-
-def post(client: Any, path: str, body: Any = None) -> Any:
-    return client.http.post(path, headers={"Content-Type": "application/json"}, body=json.dumps(body or {}))
-
-
 def test_given_records_lost_on_the_way_when_audited_then_the_shortfall_is_found_and_the_repair_closes_it(
     client: Any, aws: Any, clock: Any
 ) -> None:
@@ -113,7 +104,7 @@ def test_given_records_lost_on_the_way_when_audited_then_the_shortfall_is_found_
     assert buckets(aws.dynamodb, {"a", "b"}) != brute_force(aws.dynamodb)
     settle(clock)
 
-    found = post(client, "/audit")
+    found = post_json(client, "/audit")
 
     assert found.status_code == 200, found.body
     assert found.json_body["shortfall"] == 3
@@ -123,7 +114,7 @@ def test_given_records_lost_on_the_way_when_audited_then_the_shortfall_is_found_
     listed = client.http.get("/audit").json_body
     assert [(p["partition"], p["shortfall"]) for p in listed["partitions"]] == [(short, 3)]
 
-    repaired = post(client, "/audit/repair", {"partition": short})
+    repaired = post_json(client, "/audit/repair", {"partition": short})
 
     assert repaired.status_code == 200, repaired.body
     assert repaired.json_body["busy"] == [] and repaired.json_body["accounted"]
@@ -131,10 +122,10 @@ def test_given_records_lost_on_the_way_when_audited_then_the_shortfall_is_found_
     assert buckets(aws.dynamodb, {"a", "b"}) == brute_force(aws.dynamodb)
     assert minutes_exact(aws.dynamodb)
     assert client.http.get("/audit").json_body == {"partitions": [], "next": None}
-    again = post(client, "/audit").json_body
+    again = post_json(client, "/audit").json_body
     assert (again["audited"], again["shortfall"], again["open"]) == (0, 0, 0)
     # Repairing again changes nothing.
-    assert post(client, "/audit/repair", {"partition": short}).json_body["written"] == 0
+    assert post_json(client, "/audit/repair", {"partition": short}).json_body["written"] == 0
     assert buckets(aws.dynamodb, {"a", "b"}) == brute_force(aws.dynamodb)
 
 
@@ -143,7 +134,7 @@ def test_given_every_record_counted_when_audited_then_nothing_is_listed(client: 
     ingest_and_count(client, aws, clock, 30)
     settle(clock)
 
-    result = post(client, "/audit").json_body
+    result = post_json(client, "/audit").json_body
 
     assert (result["shortfall"], result["short"], result["superseded"]) == (0, [], False)
     assert result["audited"] > 0
@@ -157,7 +148,7 @@ def test_given_a_partition_without_its_audit_item_when_audited_then_it_is_short_
     post_events(client, [{"counter": "c"} for _ in range(5)])  # never reach the stream handler
     settle(clock)
 
-    result = post(client, "/audit").json_body
+    result = post_json(client, "/audit").json_body
 
     assert result["shortfall"] == 5
     assert sum(f["stored"] for f in result["short"]) == 5
@@ -228,7 +219,7 @@ def test_given_many_findings_when_listed_then_pages_follow_the_cursor(client: An
             aws.dynamodb.put_item(TableName=SETTINGS.events_table, Item={k: _serialize(v) for k, v in item.items()})
             expected.append(pk)
     settle(clock)
-    assert post(client, "/audit").json_body["shortfall"] == len(expected)
+    assert post_json(client, "/audit").json_body["shortfall"] == len(expected)
 
     pages, cursor = [], None
     while True:
@@ -258,7 +249,7 @@ def test_given_many_findings_when_listed_then_pages_follow_the_cursor(client: An
     ],
 )
 def test_given_a_bad_repair_body_when_posted_then_400_and_nothing_written(client: Any, aws: Any, body: Any) -> None:
-    answer = post(client, "/audit/repair", body)
+    answer = post_json(client, "/audit/repair", body)
     assert answer.status_code == 400, answer.body
     assert answer.json_body["Code"] == "BadRequestError"
 
@@ -270,7 +261,7 @@ def test_given_the_repair_dies_half_way_when_run_again_then_exact(
     start_audit(client)
     short = ingest_and_count(client, aws, clock, 40, lose=4)
     settle(clock)
-    post(client, "/audit")
+    post_json(client, "/audit")
     assert short is not None
 
     with pytest.raises(Killed):
@@ -306,7 +297,7 @@ def test_given_live_counting_during_the_repair_when_a_bucket_changes_then_it_is_
     start_audit(client)
     short = ingest_and_count(client, aws, clock, 30, lose=3)
     settle(clock)
-    post(client, "/audit")
+    post_json(client, "/audit")
     assert short is not None
     racing = StreamWritesFirst(aws.dynamodb, client, clock)
     racing.real_aws = aws  # type: ignore[attr-defined]
@@ -324,7 +315,7 @@ def test_given_records_still_on_their_way_when_repaired_then_their_buckets_wait_
     start_audit(client)
     short = ingest_and_count(client, aws, clock, 30, lose=3)
     settle(clock)
-    post(client, "/audit")
+    post_json(client, "/audit")
     assert short is not None
     # An event of counter a in the last hour, stored, not yet through the stream.
     post_events(client, [{"counter": "a", "time": clock.now - 50 * MINUTE}])
@@ -332,12 +323,12 @@ def test_given_records_still_on_their_way_when_repaired_then_their_buckets_wait_
         r for r in stored_event_records(aws.dynamodb) if r["dynamodb"]["NewImage"]["ingested_at"]["N"] == str(clock.now)
     ]
 
-    waiting = post(client, "/audit/repair", {"partition": short}).json_body
+    waiting = post_json(client, "/audit/repair", {"partition": short}).json_body
 
     assert waiting["busy"] and not waiting["accounted"]
     assert {b["counter"] for b in waiting["busy"]} == {"a"}
     invoke(client, "on_event_records", lambda_event(pending))
-    done = post(client, "/audit/repair", {"partition": short}).json_body
+    done = post_json(client, "/audit/repair", {"partition": short}).json_body
     assert done["busy"] == [] and done["accounted"]
     assert buckets(aws.dynamodb, {"a", "b"}) == brute_force(aws.dynamodb)
 
@@ -369,6 +360,46 @@ def test_given_a_partition_of_more_than_one_query_page_when_audited_then_every_p
     account(aws.dynamodb, pk, clock.now, applied=90)
     settle(clock)
 
-    result = post(client, "/audit").json_body
+    result = post_json(client, "/audit").json_body
 
     assert result["audited"] > 0 and result["short"] == []
+
+
+def test_given_records_with_dimensions_lost_on_the_way_when_repaired_then_filtered_counts_exact_too(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    start_audit(client)
+    sent = [
+        {"counter": "f", "time": clock.now - i * 4 * MINUTE, "dimensions": {"provider": f"p{i % 3}", "region": "eu"}}
+        for i in range(30)
+    ]
+    post_events(client, sent, 1)
+    records = stored_event_records(aws.dynamodb)
+    short = Counter(r["dynamodb"]["Keys"]["pk"]["S"] for r in records).most_common(1)[0][0]
+    lost = [r for r in records if r["dynamodb"]["Keys"]["pk"]["S"] == short][:3]
+    invoke(client, "on_event_records", lambda_event([r for r in records if r not in lost]))
+    settle(clock)
+    assert post_json(client, "/audit").json_body["shortfall"] == 3
+    first, last = (clock.now - 3 * 3_600_000) // MINUTE, clock.now // MINUTE
+
+    def filtered() -> dict[tuple[tuple[str, str], ...], int]:
+        wheres = [{"provider": f"p{p}"} for p in range(3)] + [{"region": "eu"}]
+        wheres += [{"provider": f"p{p}", "region": "eu"} for p in range(3)]
+        return {
+            tuple(sorted(w.items())): reads.count_window(
+                aws.dynamodb, SETTINGS, "f", first, last, clock.now, where=w
+            ).count
+            for w in wheres
+        }
+
+    truth = {
+        tuple(sorted(w.items())): sum(1 for e in sent if all(e["dimensions"][k] == v for k, v in w.items()))
+        for w in map(dict, filtered())
+    }
+    assert filtered() != truth
+
+    repaired = post_json(client, "/audit/repair", {"partition": short}).json_body
+
+    assert repaired["busy"] == [] and repaired["accounted"]
+    assert filtered() == truth
+    assert reads.count_window(aws.dynamodb, SETTINGS, "f", first, last, clock.now).count == len(sent)

@@ -31,35 +31,13 @@ from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
 from tests.fakes import Dying, Killed, failing, recording
 from tests.functional.helpers import bucket_counts, partition
-from tests.functional.stream_fixtures import SHARD, lambda_event, record
+from tests.functional.stream_fixtures import SHARD, image, lambda_event, record
 
 NOW = 1_795_000_000_000
 MINUTE = 60_000
 SETTINGS = Settings()
 _serializer = TypeSerializer()
 _names = itertools.count()
-
-
-def image(
-    partition: str,
-    counter: str,
-    t: int,
-    *,
-    client_id: str | None = None,
-    retention: int = 7 * 86400,
-    seq: int = 0,
-) -> dict[str, Any]:
-    plain = {
-        "pk": partition,
-        "sk": f"2026-11-18T08:26:40.000Z#{seq:08d}{next(_names)}",
-        "kind": "event",
-        "counter": counter,
-        "id": client_id or f"gen-{next(_names)}",
-        "id_given": client_id is not None,
-        "time": t,
-        "retention": retention,
-    }
-    return {k: _serializer.serialize(v) for k, v in plain.items()}
 
 
 def apply(dynamodb: Any, records: list[dict[str, Any]], now: int = NOW, shard: str = SHARD) -> BatchResult:

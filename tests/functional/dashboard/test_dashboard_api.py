@@ -17,13 +17,10 @@ from chalicelib.counters import stream_apply as counting
 from chalicelib.dashboard import assets
 from chalicelib.events.stream_records import from_lambda_event
 from chalicelib.views import batches as views_batches
-from chalicelib.views.messages import to_message
 from chalicelib.views.validation import View
 from tests.fakes import failing, recording
-from tests.functional.counters.test_counting_exactly_once import image
-from tests.functional.counters.test_windowed_counts import post_events
-from tests.functional.helpers import every_page, invoke
-from tests.functional.stream_fixtures import lambda_event, record, stored_event_records
+from tests.functional.helpers import deliver_views, every_page, get, invoke, post_events
+from tests.functional.stream_fixtures import image, lambda_event, record, stored_event_records
 
 SETTINGS = Settings()
 MINUTE = 60_000
@@ -33,12 +30,6 @@ DAY = 24 * HOUR
 
 def count_stored(client: Any, aws: Any) -> None:
     invoke(client, "on_event_records", lambda_event(stored_event_records(aws.dynamodb)))
-
-
-def get(client: Any, path: str, status: int = 200) -> Any:
-    response = client.http.get(path)
-    assert response.status_code == status, (path, response.body)
-    return response
 
 
 # -- the page and its assets ------------------------------------------------------------------
@@ -207,11 +198,6 @@ def test_given_a_bad_cursor_or_limit_when_counters_listed_then_400_in_chalice_sh
 
 
 # -- GET /views/urls --------------------------------------------------------------------------
-
-
-def deliver_views(aws: Any, views: list[View], now_ms: int) -> None:
-    messages = [Message(str(i), f"r{i}", to_message(v)) for i, v in enumerate(views)]
-    views_batches.apply_messages(aws.dynamodb, aws.sqs, SETTINGS, messages, now_ms)
 
 
 def test_given_no_views_when_urls_listed_then_empty_page(client: Any, clock: Any) -> None:

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.exceptions import ClientError
 
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.batch_result import BatchResult
@@ -24,10 +23,19 @@ from chalicelib.counters import audit, audit_keys, repair, replay
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events import ingest, packs
 from chalicelib.events.stream_records import from_lambda_event
-from tests.fakes import Dying, Killed, unprocessed_writes
-from tests.functional.counters.test_audit import post, settle, start_audit
-from tests.functional.helpers import bucket_counts, invoke, partition, post_events
-from tests.functional.reports.test_reports import SETTLE, all_reports, run_now
+from tests.fakes import Dying, Killed, failing, unprocessed_writes
+from tests.functional.helpers import (
+    REPORT_SETTLE,
+    all_reports,
+    bucket_counts,
+    invoke,
+    partition,
+    post_events,
+    post_json,
+    run_now,
+    settle,
+    start_audit,
+)
 from tests.functional.stream_fixtures import carried, lambda_event, record, stored_event_records
 
 NOW = 1_795_000_000_000
@@ -245,7 +253,7 @@ def test_given_packs_and_single_events_when_reported_then_every_event_in_one_rep
 ) -> None:
     post_events(client, [{"counter": f"e{n}", "attributes": {"amount": n}} for n in range(60)])  # 3 packs
     post_events(client, [{"counter": f"e{n}", "attributes": {"amount": n}} for n in range(60, 64)], 1)
-    clock.advance(SETTLE)
+    clock.advance(REPORT_SETTLE)
 
     assert run_now(client).json_body["superseded"] is False
 
@@ -268,7 +276,7 @@ def test_given_a_pack_lost_on_the_way_when_audited_then_its_events_are_the_short
     invoke(client, "on_event_records", lambda_event([r for r in records if r is not lost]))
     settle(clock)
 
-    found = post(client, "/audit").json_body
+    found = post_json(client, "/audit").json_body
 
     short = lost["dynamodb"]["Keys"]["pk"]["S"]
     assert found["shortfall"] == carried([lost]) == int(lost["dynamodb"]["NewImage"]["n"]["N"])
@@ -277,7 +285,7 @@ def test_given_a_pack_lost_on_the_way_when_audited_then_its_events_are_the_short
         carried([r]) for r in records if r["dynamodb"]["Keys"]["pk"]["S"] == short
     )
 
-    repaired = post(client, "/audit/repair", {"partition": short}).json_body
+    repaired = post_json(client, "/audit/repair", {"partition": short}).json_body
 
     assert repaired["busy"] == [] and repaired["accounted"] and repaired["finding"]["shortfall"] == 0
     everything = [
@@ -286,7 +294,7 @@ def test_given_a_pack_lost_on_the_way_when_audited_then_its_events_are_the_short
         for e in packs.events_in({k: _deserialize(v) for k, v in r["dynamodb"]["NewImage"].items()})
     ]
     assert stored_counts(aws.dynamodb, {"a", "b"}) == truth(everything)
-    assert post(client, "/audit").json_body["shortfall"] == 0
+    assert post_json(client, "/audit").json_body["shortfall"] == 0
 
 
 def test_given_every_pack_counted_when_audited_then_every_partition_adds_up(client: Any, aws: Any, clock: Any) -> None:
@@ -298,7 +306,7 @@ def test_given_every_pack_counted_when_audited_then_every_partition_adds_up(clie
     invoke(client, "on_event_records", lambda_event(records))
     settle(clock)
 
-    result = post(client, "/audit").json_body
+    result = post_json(client, "/audit").json_body
 
     assert (result["shortfall"], result["short"]) == (0, [])
     assert result["audited"] > 0
@@ -307,19 +315,9 @@ def test_given_every_pack_counted_when_audited_then_every_partition_adds_up(clie
     )
 
 
-class RejectsCounter:
+def refusing_counter(real: Any) -> Any:
     """DynamoDB refusing any update of the counter `refused` (data it will not take)."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-
-    def update_item(self, **kwargs: Any) -> Any:
-        if "CTR#refused" in str(kwargs["Key"]):
-            raise ClientError({"Error": {"Code": "ValidationException", "Message": "refused"}}, "UpdateItem")
-        return self.real.update_item(**kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
+    return failing(real, "update_item", "ValidationException", lambda kwargs: "CTR#refused" in str(kwargs["Key"]))
 
 
 def test_given_a_pack_event_set_aside_and_a_lost_pack_when_repaired_then_recount_skips_exactly_that_event(
@@ -332,7 +330,7 @@ def test_given_a_pack_event_set_aside_and_a_lost_pack_when_repaired_then_recount
     images = [pack_image(kept, pk, ingested), pack_image(lost, pk, ingested + 1)]
     for image in images:
         aws.dynamodb.put_item(TableName=SETTINGS.events_table, Item=image)
-    result = apply(RejectsCounter(aws.dynamodb), [record(images[0])], NOW)
+    result = apply(refusing_counter(aws.dynamodb), [record(images[0])], NOW)
     assert (result.counted, result.quarantined) == (2, [result.quarantined[0]])
     assert result.quarantined[0].endswith("#1")
 

@@ -13,32 +13,20 @@ from botocore.exceptions import ClientError
 
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
-from chalicelib.reports import api as reports_api
 from chalicelib.reports import ranges as report_ranges
 from chalicelib.reports import runs as reports_runs
 from tests.fakes import Patched
-from tests.functional.helpers import invoke, post_events
+from tests.functional.helpers import REPORT_SETTLE, all_reports, invoke, post_events, run_now
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
 SETTINGS = Settings()
+
+
 # A run reports events ingested before now - settle delay: this much later, they are in.
-SETTLE = SETTINGS.report_settle_seconds * 1000 + 1000
-
-
-def run_now(client: Any) -> Any:
-    return client.http.post("/reports", headers={"Content-Type": "application/json"}, body="{}")
-
-
 def run_scheduled(client: Any) -> Any:
     event = client.events.generate_cw_event("aws.events", "Scheduled Event", {}, [])
     return invoke(client, "run_scheduled_report", event)
-
-
-def all_reports(aws: Any) -> list[dict[str, Any]]:
-    """Every committed report, oldest first, read back the way clients read them."""
-    listed = reports_api.list_reports(aws.dynamodb, SETTINGS, {"limit": "1000"})["reports"]
-    return [reports_api.get_report(aws.dynamodb, aws.s3, SETTINGS, r["id"]) for r in reversed(listed)]
 
 
 def checkpoint(aws: Any) -> int | None:
@@ -77,7 +65,7 @@ def test_given_events_over_many_quarter_hours_when_runs_are_irregular_and_one_mi
             answer = run_scheduled(client) if minute in scheduled else run_now(client).json_body
             assert answer["superseded"] is False
         clock.advance(MINUTE)
-    clock.advance(SETTLE)
+    clock.advance(REPORT_SETTLE)
     run_now(client)
     for item in aws.dynamodb.scan(TableName=SETTINGS.events_table)["Items"]:
         shards_used.add(item["pk"]["S"].split("#")[1])
@@ -99,7 +87,7 @@ def test_given_first_run_when_no_checkpoint_then_starts_one_interval_back_on_a_q
     post_events(client, [{"counter": "too-old"}])
     clock.advance(2 * HOUR)
     post_events(client, [{"counter": "recent"}])
-    clock.advance(SETTLE)
+    clock.advance(REPORT_SETTLE)
     answer = run_now(client)
     assert answer.status_code == 201
     (report,) = all_reports(aws)
@@ -113,11 +101,11 @@ def test_given_events_inside_the_settle_delay_when_run_then_they_wait_for_the_ne
     client: Any, aws: Any, clock: Any
 ) -> None:
     post_events(client, [{"counter": "settled"}])
-    clock.advance(SETTLE + 1000)
+    clock.advance(REPORT_SETTLE + 1000)
     post_events(client, [{"counter": "in-flight"}])
     run_now(client)
     assert [list(r["counters"]) for r in all_reports(aws)] == [["settled"]]
-    clock.advance(SETTLE)
+    clock.advance(REPORT_SETTLE)
     run_now(client)
     assert [list(r["counters"]) for r in all_reports(aws)] == [["settled"], ["in-flight"]]
 
@@ -126,7 +114,7 @@ def test_given_nothing_new_when_run_then_empty_range_writes_nothing_and_quiet_ra
     client: Any, aws: Any, clock: Any
 ) -> None:
     post_events(client, [{"counter": "jobs"}])
-    clock.advance(SETTLE)
+    clock.advance(REPORT_SETTLE)
     assert run_now(client).status_code == 201
     # Same instant again: the range [checkpoint, now - settle) is empty, no report.
     again = run_now(client)
@@ -165,7 +153,7 @@ def test_given_two_runs_at_once_when_both_read_the_checkpoint_then_one_report_an
     aws: Any, clock: Any, client: Any, second_delay_ms: int
 ) -> None:
     post_events(client, [{"counter": f"e{n}", "attributes": {"amount": n}} for n in range(30)])
-    clock.advance(SETTLE)
+    clock.advance(REPORT_SETTLE)
     both_read = threading.Barrier(2, timeout=60)
     one_write = threading.Lock()
 
@@ -213,7 +201,7 @@ def test_given_s3_write_fails_when_run_then_checkpoint_stays_and_next_run_report
     run_now(client)
     before = checkpoint(aws)
     post_events(client, [{"counter": f"e{n}", "attributes": {"amount": n}} for n in range(10)])
-    clock.advance(SETTLE + MINUTE)
+    clock.advance(REPORT_SETTLE + MINUTE)
 
     def failing_put(**kwargs: Any) -> Any:
         raise ClientError({"Error": {"Code": "InternalError", "Message": "S3 is down"}}, "PutObject")
@@ -231,7 +219,7 @@ def test_given_commit_fails_after_s3_write_when_run_then_report_not_listed_and_r
     aws: Any, clock: Any, client: Any, app_module: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     post_events(client, [{"counter": f"e{n}", "attributes": {"amount": n}} for n in range(10)])
-    clock.advance(SETTLE)
+    clock.advance(REPORT_SETTLE)
     real_transact = aws.dynamodb.transact_write_items
 
     def dying(**kwargs: Any) -> Any:
@@ -259,11 +247,11 @@ def test_given_reports_when_read_over_http_then_listed_newest_first_and_served_w
             {"counter": "refunds"},
         ],
     )
-    clock.advance(SETTLE)
+    clock.advance(REPORT_SETTLE)
     run_now(client)
     clock.advance(20 * MINUTE)
     post_events(client, [{"counter": "sales", "attributes": {"amount": 4}}])
-    clock.advance(SETTLE)
+    clock.advance(REPORT_SETTLE)
     run_now(client)
 
     listed = client.http.get("/reports").json_body["reports"]

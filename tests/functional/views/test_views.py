@@ -7,7 +7,6 @@ import json
 import random
 import threading
 from collections import defaultdict
-from collections.abc import Iterator
 from hashlib import sha256
 from typing import Any
 
@@ -20,12 +19,15 @@ from chalicelib.core import queues, times, window_params
 from chalicelib.core.settings import Settings
 from chalicelib.views import api as views_api
 from chalicelib.views import batches as views_batches
-from chalicelib.views import windows
+from chalicelib.views import keys as view_keys
+from chalicelib.views import rollup, windows
 from chalicelib.views.keys import url_pk
 from chalicelib.views.messages import to_message
 from chalicelib.views.validation import View
+from chalicelib.views.windows import Span
+from tests.fakes import Killed, recording
 from tests.functional import work_meter
-from tests.functional.helpers import invoke
+from tests.functional.helpers import deliver, post_all, queue_url, receive_all
 
 T0 = 1_795_000_000_000
 SETTINGS = Settings()
@@ -67,26 +69,6 @@ def workload(rng: random.Random, n: int, urls: int, spread_ms: int = 0) -> tuple
     return bodies, {url: len(keys) for url, keys in distinct.items()}
 
 
-def queue_url(aws: Any, name: str = SETTINGS.views_queue) -> str:
-    return aws.sqs.get_queue_url(QueueName=name)["QueueUrl"]
-
-
-def receive_all(aws: Any, name: str = SETTINGS.views_queue) -> list[dict[str, Any]]:
-    """Every visible message, received once (as Lambda's poller does) and hidden for a minute."""
-    found: list[dict[str, Any]] = []
-    while True:
-        batch = aws.sqs.receive_message(
-            QueueUrl=queue_url(aws, name),
-            MaxNumberOfMessages=10,
-            VisibilityTimeout=60,
-            AttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        ).get("Messages", [])
-        if not batch:
-            return found
-        found.extend(batch)
-
-
 def in_queue(aws: Any, name: str = SETTINGS.views_queue) -> int:
     """Messages still in the queue, visible or not: what was not deleted."""
     attributes = aws.sqs.get_queue_attributes(
@@ -94,26 +76,6 @@ def in_queue(aws: Any, name: str = SETTINGS.views_queue) -> int:
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
     )["Attributes"]
     return int(attributes["ApproximateNumberOfMessages"]) + int(attributes["ApproximateNumberOfMessagesNotVisible"])
-
-
-def lambda_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": m.get("Attributes", {}),
-                "messageAttributes": {},
-                "eventSource": "aws:sqs",
-            }
-            for m in messages
-        ]
-    }
-
-
-def deliver(client: Any, messages: list[dict[str, Any]]) -> Any:
-    return invoke(client, "on_view_messages", lambda_event(messages))
 
 
 def in_range(bodies: list[dict[str, Any]], url: str, start_ms: int, end_ms: int) -> int:
@@ -143,15 +105,6 @@ def views_answer(client: Any, url: str, **params: Any) -> Any:
     response = client.http.get("/views?" + urlencode({"url": url, **params}))
     assert response.status_code == 200, response.body
     return response.json_body
-
-
-def post_all(client: Any, bodies: list[dict[str, Any]]) -> None:
-    for start in range(0, len(bodies), 25):
-        assert post(client, {"views": bodies[start : start + 25]}).status_code == 202
-
-
-class LambdaTimeout(BaseException):
-    """Lambda ending the handler: no code of the handler sees it as an error it could handle."""
 
 
 class FailingDynamoDB:
@@ -188,7 +141,7 @@ class FailingDynamoDB:
     def transact_write_items(self, **kwargs: Any) -> Any:
         self.transactions += 1
         if self.transactions == self.crash_at:
-            raise LambdaTimeout("Lambda timed out")
+            raise Killed("Lambda timed out")
         if self.unreachable:
             raise EndpointConnectionError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com")
         refused = any(
@@ -231,16 +184,6 @@ class OneCallAtATime:
                 return method(**kwargs)
 
         return call
-
-
-@pytest.fixture
-def fresh_queue_cache() -> Iterator[None]:
-    queues.queue_url.cache_clear()
-    queues.dead_letter_url.cache_clear()
-    yield
-
-
-pytestmark = pytest.mark.usefixtures("fresh_queue_cache")
 
 
 # -- the API ----------------------------------------------------------------------------------
@@ -396,7 +339,7 @@ def test_given_handler_dies_between_transactions_when_batch_redelivered_then_exa
     post_all(client, bodies)
     messages = receive_all(aws)
     monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, crash_at=3))
-    with pytest.raises(LambdaTimeout):
+    with pytest.raises(Killed):
         deliver(client, messages)
     assert sum(views_of(client, url) for url in expected) > 0, "the first transactions were applied"
     monkeypatch.setattr(aws, "dynamodb", aws.dynamodb.real)
@@ -583,21 +526,6 @@ def test_given_views_spread_over_hours_and_days_when_any_range_read_then_equal_t
     check()
 
 
-class KeysRead:
-    """The real client, counting the keys of every read it is asked for."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-        self.keys: list[int] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-    def batch_get_item(self, **kwargs: Any) -> Any:
-        self.keys += [len(request["Keys"]) for request in kwargs["RequestItems"].values()]
-        return self.real.batch_get_item(**kwargs)
-
-
 def test_given_urls_with_10_and_300_views_when_a_week_is_read_then_the_same_few_keys_in_one_call(
     client: Any, aws: Any, app_module: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -605,19 +533,20 @@ def test_given_urls_with_10_and_300_views_when_a_week_is_read_then_the_same_few_
         post_all(client, [{"url": url, "time": clock.now - i * 1_980_000, "clientId": f"c{i}"} for i in range(n)])
         deliver(client, receive_all(aws))
     work = work_meter.install(aws, monkeypatch)
-    reads = KeysRead(aws.dynamodb)
-    monkeypatch.setattr(aws, "dynamodb", reads)
+    reads: list[dict[str, Any]] = []
+    monkeypatch.setattr(aws, "dynamodb", recording(aws.dynamodb, "batch_get_item", reads))
     answers = {}
     for url in ("small", "large"):
         work.reset()
         answers[url] = views_answer(client, url, window="7d")
         assert work.calls == ["batch_get_item"], "one BatchGetItem, no Query"
     assert answers["small"]["views"] == 10 and answers["large"]["views"] == 300
-    assert reads.keys[0] == reads.keys[1] == answers["large"]["keys_read"] <= windows.MAX_PARTS
+    keys = [len(request["Keys"]) for call in reads for request in call["RequestItems"].values()]
+    assert len(keys) == 2 and keys[0] == keys[1] == answers["large"]["keys_read"] <= views_api.MAX_KEYS
     work.reset()
     longest = views_answer(client, "large", window=f"{windows.MAX_RANGE_DAYS}d")
     assert longest["views"] == 300 and work.calls == ["batch_get_item"]
-    assert reads.keys[-1] == longest["keys_read"] <= windows.MAX_PARTS
+    assert len(reads[-1]["RequestItems"][SETTINGS.counts_table]["Keys"]) == longest["keys_read"] <= views_api.MAX_KEYS
 
 
 def test_given_buckets_past_their_retention_when_read_then_they_count_0_and_the_answer_says_from_when_it_counts(
@@ -722,28 +651,72 @@ def test_given_a_counted_view_when_redriven_past_the_horizon_then_set_aside_not_
     assert dead["Body"] == messages[0]["Body"] and "horizon" in dead["MessageAttributes"]["reason"]["StringValue"]
 
 
-def test_given_handler_dies_after_its_transactions_before_the_day_and_block_copies_when_redelivered_then_ranges_exact(
+def test_given_handler_dies_between_two_moves_of_pending_minutes_when_redelivered_then_ranges_exact_throughout(
     client: Any, aws: Any, app_module: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    hour = 3_600_000
-    bodies = [{"url": f"u{i % 3}", "time": clock.now - i * 7 * hour, "clientId": f"c{i}"} for i in range(24)]
+    minute = 60_000
+    # u0 gets 130 views in 130 minutes over six days: more pending minutes than one move takes.
+    bodies = [{"url": "u0", "time": clock.now - i * 61 * minute, "clientId": f"c{i}"} for i in range(130)]
+    bodies += [{"url": f"u{1 + i % 2}", "time": clock.now - i * 7 * minute, "clientId": f"d{i}"} for i in range(10)]
     post_all(client, bodies)
     messages = receive_all(aws)
-    real = views_batches.rollup._raise_to
-    copies: list[int] = []
+    real = rollup.move
+    moves: list[int] = []
 
-    def dies_on_the_second_copy(*args: Any) -> Any:
-        copies.append(1)
-        if len(copies) == 2:
-            raise LambdaTimeout("Lambda timed out")
+    def dies_on_the_second_move(*args: Any) -> Any:
+        moves.append(1)
+        if len(moves) == 2:
+            raise Killed("Lambda timed out")
         return real(*args)
 
-    monkeypatch.setattr(views_batches.rollup, "_raise_to", dies_on_the_second_copy)
-    with pytest.raises(LambdaTimeout):
+    monkeypatch.setattr(rollup, "move", dies_on_the_second_move)
+    with pytest.raises(Killed):
         deliver(client, messages)
-    monkeypatch.setattr(views_batches.rollup, "_raise_to", real)
-    assert sum(views_of(client, f"u{i}") for i in range(3)) == 24, "counted, with their hours"
+    monkeypatch.setattr(rollup, "move", real)
+    assert sum(views_of(client, f"u{i}") for i in range(3)) == 140
+    assert_ranges_exact(client, bodies, random.Random(5))  # one move done: buckets and pending add up
     again = deliver(client, messages)  # the whole batch comes back: every view a duplicate
-    assert again["duplicates"] == 24 and again["counted"] == 0 and again["bucket_copies"] > 0
-    assert_ranges_exact(client, bodies, random.Random(5))
-    assert deliver(client, messages).get("bucket_copies", 0) == 0, "copies in place: reads only"
+    assert again["duplicates"] == 140 and again["counted"] == 0 and again["bucket_moves"] >= 1
+    assert_ranges_exact(client, bodies, random.Random(6))
+    counter = aws.dynamodb.get_item(TableName=SETTINGS.counts_table, Key=view_keys.counter_key("u0"))["Item"]
+    assert len(view_keys.pending_minutes(counter)) <= rollup.FLUSH_AT, "moved on redelivery"
+
+
+def test_given_a_counter_counted_into_after_it_was_read_when_moved_then_nothing_moves_and_counts_stay_exact(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    minute = 60_000
+    bodies = [{"url": "u", "time": clock.now - i * minute, "clientId": f"c{i}"} for i in range(10)]
+    post_all(client, bodies)
+    deliver(client, receive_all(aws))
+    pk, key = url_pk("u"), view_keys.counter_key("u")
+    stale = aws.dynamodb.get_item(TableName=SETTINGS.counts_table, Key=key, ConsistentRead=True)["Item"]
+    late = {"url": "u", "time": clock.now - 30 * minute, "clientId": "late"}
+    post_all(client, [late])
+    deliver(client, receive_all(aws))
+    assert rollup.move(aws.dynamodb, SETTINGS, pk, stale, clock.now) is False, "the late view would be lost"
+    assert_ranges_exact(client, bodies + [late], random.Random(7))
+    fresh = aws.dynamodb.get_item(TableName=SETTINGS.counts_table, Key=key, ConsistentRead=True)["Item"]
+    assert rollup.move(aws.dynamodb, SETTINGS, pk, fresh, clock.now) is True
+    assert rollup.move(aws.dynamodb, SETTINGS, pk, fresh, clock.now) is False, "a move happens once"
+    assert_ranges_exact(client, bodies + [late], random.Random(8))
+
+
+def test_given_a_move_between_reading_the_counter_and_its_buckets_when_read_then_read_again_not_counted_twice(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    hour = 3_600_000
+    bodies = [{"url": "u", "time": clock.now - i * 61_000, "clientId": f"c{i}"} for i in range(10)]
+    post_all(client, bodies)
+    deliver(client, receive_all(aws))
+    pk, key = url_pk("u"), view_keys.counter_key("u")
+    before = aws.dynamodb.get_item(TableName=SETTINGS.counts_table, Key=key, ConsistentRead=True)["Item"]
+    assert rollup.move(aws.dynamodb, SETTINGS, pk, before, clock.now) is True  # after the counter was read
+    spans = rollup.enclosing([Span("hour", (clock.now - i * hour) // hour) for i in range(2)])
+    stored = rollup.read(aws.dynamodb, SETTINGS, {pk: spans}, ordered=True, counters={pk: before})[pk]
+    assert stored.counter != before, "read again"
+    for span in spans:
+        expected = in_range(bodies, "u", span.start_minute * 60_000, span.end_ms - 1)
+        assert stored.count(SETTINGS, span, clock.now) == expected
+        stale = rollup.Stored(before, stored.buckets)
+        assert stale.count(SETTINGS, span, clock.now) == 2 * expected, "what the check prevents"

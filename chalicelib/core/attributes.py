@@ -1,0 +1,80 @@
+"""Reading DynamoDB's typed attribute values (`{"N": "3"}`, `{"S": "a"}`, `{"B": b"..."}`) into
+Python values, the one way every reader turns a stored item into its typed record. Pure.
+
+Each reader takes the item and the attribute's name. Without a default an absent attribute is a
+KeyError, as indexing the item was: an item without an attribute its writer always stores is a
+fault, not an answer. With a default, an absent attribute reads as the default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+Item = Mapping[str, Any]
+_ABSENT: Any = object()
+
+
+def _value(item: Item, name: str, kind: str, default: Any) -> Any:
+    if name not in item and default is not _ABSENT:
+        return default
+    return item[name][kind]
+
+
+def text(item: Item, name: str, default: str = _ABSENT) -> str:
+    """A string attribute (S)."""
+    return str(_value(item, name, "S", default))
+
+
+def optional_text(item: Item, name: str) -> str | None:
+    """A string attribute (S), None when absent."""
+    return text(item, name) if name in item else None
+
+
+def integer(item: Item, name: str, default: int = _ABSENT) -> int:
+    """A number attribute (N) that holds a whole number."""
+    return int(_value(item, name, "N", default))
+
+
+def optional_integer(item: Item, name: str) -> int | None:
+    """A number attribute (N) that holds a whole number, None when absent."""
+    return integer(item, name) if name in item else None
+
+
+def decimal(item: Item, name: str, default: Decimal = _ABSENT) -> Decimal:
+    """A number attribute (N), exactly."""
+    return Decimal(_value(item, name, "N", default))
+
+
+def binary(item: Item, name: str) -> bytes:
+    """A binary attribute (B)."""
+    return bytes(item[name]["B"])
+
+
+def string_set(item: Item, name: str) -> frozenset[str]:
+    """A string set attribute (SS)."""
+    return frozenset(item[name]["SS"])
+
+
+def text_list(item: Item, name: str) -> tuple[str, ...]:
+    """A list attribute (L) of strings; an absent list is empty."""
+    return tuple(str(value["S"]) for value in item.get(name, {}).get("L", []))
+
+
+def partition_key(item: Item) -> str:
+    return text(item, "pk")
+
+
+def sort_key(item: Item) -> str:
+    return text(item, "sk")
+
+
+def key_of(item: Item) -> tuple[str, str]:
+    """An item's (or a key's) partition and sort key."""
+    return text(item, "pk"), text(item, "sk")
+
+
+def by_key(items: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Items found by a batch read, by their (partition key, sort key)."""
+    return {key_of(item): item for item in items}

@@ -1,0 +1,87 @@
+"""The one place a botocore `ClientError` becomes Tally's own exception, by its error code
+(never its message text), and the one reader of the item a failed condition found.
+
+Storage code wraps each call in `translated(failure)`:
+
+- a failed condition (ConditionalCheckFailedException) becomes `ConditionFailed`, which carries
+  the item DynamoDB returned with the failure when the call asked for it
+  (ReturnValuesOnConditionCheckFailure=ALL_OLD); a caller for which a failed condition is an
+  answer (already written, someone wrote more) catches it;
+- a refusal of the request's data (REJECTED_ERROR_CODES: the same request can never succeed)
+  becomes `RejectedError`, which a route answers with 400 and a background handler sets aside;
+- anything else (throttling past the SDK's retries, a service error, a missing queue or bucket)
+  becomes `StorageError(failure)`, a 503 for a route and a redelivery for a handler.
+
+Transactions are read by core.transactions, which uses `error_code` from here; a batch call's
+unprocessed items are retried where the call is made (core.dynamo, core.queues).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.core.aws import DynamoDB
+from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError
+
+CONDITION_FAILED = "ConditionalCheckFailedException"
+
+
+class ConditionFailed(StorageError):
+    """A conditional write found the item other than its condition required. `item` is the item
+    as DynamoDB returned it with the failure (None when the response holds none: the call did not
+    ask for it, or there was no item)."""
+
+    def __init__(self, message: str, item: dict[str, Any] | None) -> None:
+        super().__init__(message)
+        self.item = item
+
+
+def error_code(exc: ClientError) -> str:
+    """The error code AWS answered (`Error.Code`), "" when the response holds none."""
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def returned_item(exc: ClientError) -> dict[str, Any] | None:
+    """The item a failed condition returned with the error (ReturnValuesOnConditionCheckFailure)."""
+    item = exc.response.get("Item")
+    return dict(item) if isinstance(item, Mapping) else None
+
+
+def storage_error(exc: ClientError, failure: str) -> StorageError:
+    """Tally's exception for `exc`, raised where `failure` says what could not be done."""
+    code = error_code(exc)
+    if code == CONDITION_FAILED:
+        return ConditionFailed(f"{failure}: a condition failed", returned_item(exc))
+    if code in REJECTED_ERROR_CODES:
+        return RejectedError(f"{failure}: DynamoDB refused the data ({code})")
+    return StorageError(failure)
+
+
+@contextmanager
+def translated(failure: str) -> Iterator[None]:
+    """Run storage calls; a `ClientError` leaves as Tally's exception (`storage_error`), chained."""
+    try:
+        yield
+    except ClientError as exc:
+        raise storage_error(exc, failure) from exc
+
+
+def condition_item(
+    dynamodb: DynamoDB,
+    table: str,
+    key: dict[str, Any],
+    failed: ConditionFailed | ClientError,
+    failure: str = "could not read the item a condition failed on",
+) -> dict[str, Any] | None:
+    """The item a failed condition found: the one returned with the failure, or (should the
+    response lack it) one consistent GetItem of `key`; None when there is no item."""
+    item = failed.item if isinstance(failed, ConditionFailed) else returned_item(failed)
+    if item is not None:
+        return item
+    with translated(failure):
+        response = dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True)
+    return dict(response["Item"]) if "Item" in response else None
