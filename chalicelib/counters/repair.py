@@ -46,7 +46,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from chalicelib.core import attributes, dynamo, keyspace, timebuckets, validation
+from chalicelib.core import attributes, dynamo, keyspace, timebuckets, times
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -92,7 +92,7 @@ class RepairResult:
 
 
 def _iso(bucket: Bucket) -> str:
-    return validation.iso(bucket.start_ms)
+    return times.iso(bucket.start_ms)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chalicelib.core import attributes, dynamo, inputs, keyspace, quarantine, transactions, validation
+from chalicelib.core import attributes, dynamo, inputs, keyspace, quarantine, times, transactions, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError, reason
@@ -298,7 +298,7 @@ def _still_bad(dynamodb: DynamoDB, settings: Settings, record_id: str, why: str,
                 Key=_key(record_id),
                 UpdateExpression="SET reason = :r, seen_at = :t",
                 ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":r": {"S": why}, ":t": {"S": validation.iso(now_ms)}},
+                ExpressionAttributeValues={":r": {"S": why}, ":t": {"S": times.iso(now_ms)}},
             )
     except ConditionFailed:
         pass

@@ -33,7 +33,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import attributes, batch_processor, clock, timebuckets, validation
+from chalicelib.core import attributes, batch_processor, clock, timebuckets, times, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.batch_processor import Sent, Write
 from chalicelib.core.batch_result import BatchResult
@@ -120,7 +120,7 @@ def _parse(body: str) -> tuple[str, bytes, int | None]:
     size = sketches.HASH_BYTES
     if not raw or len(raw) % size or len(raw) // size > MAX_ITEMS:
         raise ValidationError(f"hashes must be 1-{MAX_ITEMS} values of {size} bytes")
-    time_ms = validation.time_ms(message.get("time"), "time") if message.get("v") == MESSAGE_VERSION else None
+    time_ms = times.parse(message.get("time"), "time") if message.get("v") == MESSAGE_VERSION else None
     return name, raw, time_ms
 
 
@@ -284,7 +284,7 @@ def _write_sketch(
         **key,
         "sketch": {"B": sketches.encode(sketch)},
         "version": {"N": str(version + 1)},
-        "updated_at": {"S": validation.iso(now_ms)},
+        "updated_at": {"S": times.iso(now_ms)},
     }
     if expires_at_s is not None:
         item["expires_at"] = {"N": str(expires_at_s)}
