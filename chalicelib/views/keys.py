@@ -45,7 +45,7 @@ def bucket_pk(url_pk_value: str) -> str:
 
 
 def bucket_sk(span: Span) -> str:
-    return f"{BUCKET_PREFIX[span.level]}#{span.index:010d}"
+    return keyspace.index_sort_key(BUCKET_PREFIX[span.level], span.index)
 
 
 def bucket_key(url: str, span: Span) -> dict[str, Any]:
