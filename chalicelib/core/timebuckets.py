@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from chalicelib.core import times
 
@@ -194,6 +194,21 @@ def kept_from(flags: Sequence[bool]) -> int:
     while index > 0 and flags[index - 1]:
         index -= 1
     return index
+
+
+# What a windowed answer says when a part is not kept; each capability may say it its own way.
+RETAINED_MESSAGE = "the window starts before what is retained: the answer covers retained_from to end"
+
+
+def completeness(complete: bool, retained_from_ms: int, message: str | None = RETAINED_MESSAGE) -> dict[str, Any]:
+    """What every windowed answer (counts, views, unique counts, their histograms) says about
+    retention: `complete`, and when it is false `retained_from` and, unless None, a `message`."""
+    if complete:
+        return {"complete": True}
+    answer: dict[str, Any] = {"complete": False, "retained_from": times.iso(retained_from_ms)}
+    if message is not None:
+        answer["message"] = message
+    return answer
 
 
 def hour_day_plan(first_hour: int, last_hour: int, first_live_hour: int) -> list[Bucket]:

@@ -57,7 +57,7 @@ class WindowCount:
             "start": times.iso(self.first_minute * timebuckets.MINUTE_MS),
             "end": times.iso((self.last_minute + 1) * timebuckets.MINUTE_MS),
             "keys_read": self.keys_read,
-            **completeness(self.complete, self.retained_from_ms),
+            **timebuckets.completeness(self.complete, self.retained_from_ms),
         }
         if self.where:
             answer["where"] = dict(self.where)
@@ -68,17 +68,6 @@ def json_sums(sums: Mapping[str, Decimal]) -> dict[str, Any]:
     """Sums as JSON numbers: integers exactly; others as decimals (a JSON number; readers that
     parse numbers as doubles see 15 significant digits of them)."""
     return {name: int(v) if v == v.to_integral_value() else v for name, v in sorted(sums.items())}
-
-
-def completeness(complete: bool, retained_from_ms: int) -> dict[str, Any]:
-    """What every count and histogram answer says about retention (the rule in this module's docstring)."""
-    if complete:
-        return {"complete": True}
-    return {
-        "complete": False,
-        "retained_from": times.iso(retained_from_ms),
-        "message": "the window starts before what is retained: the answer covers retained_from to end",
-    }
 
 
 def count_window(
@@ -203,7 +192,7 @@ def histogram(
             {"start": times.iso(b.start_ms), "count": counts.get(b.index, 0), "sums": json_sums(sums.get(b.index, {}))}
             for b in buckets
         ],
-        **completeness(first == 0, retained_from),
+        **timebuckets.completeness(first == 0, retained_from),
         **({"where": dict(where)} if where else {}),
     }
 

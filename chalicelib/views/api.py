@@ -17,6 +17,8 @@ from chalicelib.views import rollup, windows
 from chalicelib.views import validation as view_input
 from chalicelib.views.validation import View
 
+RETAINED_MESSAGE = "the range starts before what is kept: the answer counts retained_from to end"
+
 
 def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int, sleep: Sleep | None = None) -> None:
     """Queue views for counting; a view older than the horizon or too far in the future is
@@ -75,19 +77,15 @@ def count_range(
     first = timebuckets.kept_from(flags)
     total = sum(_part_count(part, item) for part, item in zip(parts[first:], items[first:]) if item is not None)
     end_ms = (last_minute + 1) * windows.MINUTE_MS
-    answer: dict[str, Any] = {
+    retained_from = parts[first].start_minute * windows.MINUTE_MS if first < len(parts) else end_ms
+    return {
         "url": url,
         "views": total,
         "start": times.iso(first_minute * windows.MINUTE_MS),
         "end": times.iso(end_ms),
         "keys_read": len(keys),
-        "complete": first == 0,
+        **timebuckets.completeness(first == 0, retained_from, RETAINED_MESSAGE),
     }
-    if first:
-        retained_from = parts[first].start_minute * windows.MINUTE_MS if first < len(parts) else end_ms
-        answer["retained_from"] = times.iso(retained_from)
-        answer["message"] = "the range starts before what is kept: the answer counts retained_from to end"
-    return answer
 
 
 @dataclass(frozen=True)

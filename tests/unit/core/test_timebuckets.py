@@ -117,3 +117,15 @@ def test_given_range_when_histogram_buckets_listed_then_they_cover_it() -> None:
     assert buckets[0].first_minute <= BASE_MINUTE + 30 < buckets[0].first_minute + 60
     assert buckets[-1].first_minute <= BASE_MINUTE + 200 < buckets[-1].first_minute + 60
     assert [b.index for b in buckets] == list(range(buckets[0].index, buckets[-1].index + 1))
+
+
+def test_given_a_window_cut_by_retention_then_every_answer_says_where_it_starts_the_same_way() -> None:
+    assert timebuckets.completeness(True, 0) == {"complete": True}
+    cut = timebuckets.completeness(False, 1_700_000_040_000)
+    assert cut == {
+        "complete": False,
+        "retained_from": "2023-11-14T22:14:00.000Z",
+        "message": timebuckets.RETAINED_MESSAGE,
+    }
+    assert timebuckets.completeness(False, 1_700_000_040_000, "views kept from")["message"] == "views kept from"
+    assert "message" not in timebuckets.completeness(False, 1_700_000_040_000, None)
