@@ -33,7 +33,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import attributes, batch_processor, clock, timebuckets, times, validation
+from chalicelib.core import attributes, batch_processor, retry, timebuckets, times, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.batch_processor import Sent, Write
 from chalicelib.core.batch_result import BatchResult
@@ -41,7 +41,6 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.poison import QuarantineSink
 from chalicelib.core.queues import Message
-from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.core.timebuckets import Bucket
@@ -241,7 +240,7 @@ def merge_into(
 ) -> tuple[int, int]:
     """Add item hashes to one stored sketch: (1 if written else 0, conflicts retried)."""
     batch: dict[int, sketches.Sketch] = {}  # by precision: a stored sketch keeps the one it was made with
-    for conflicts in range(MAX_WRITE_ATTEMPTS):
+    for conflicts in retry.attempts(MAX_WRITE_ATTEMPTS, sleep, cap=1.0):
         stored, version = _read_sketch(dynamodb, settings, key)
         p = stored.p if stored is not None else sketches.precision_for(settings.uniques_error_rate)
         if p not in batch:
@@ -251,8 +250,6 @@ def merge_into(
             return 0, conflicts
         if _write_sketch(dynamodb, settings, key, merged, version, now_ms, expires_at_s):
             return 1, conflicts
-        if conflicts < MAX_WRITE_ATTEMPTS - 1:  # no pause after the last attempt
-            (sleep or clock.sleep)(backoff(conflicts, cap=1.0))
     where = f"{key['pk']['S']} {key['sk']['S']}"
     raise ContendedError(f"sketch {where} kept changing under us; the batch will be retried")
 
