@@ -46,7 +46,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from chalicelib.core import attributes, dynamo, keyspace, timebuckets, times
+from chalicelib.core import attributes, dynamo, quarantine, timebuckets, times
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -266,7 +266,7 @@ def _quarantined_keys(dynamodb: DynamoDB, settings: Settings) -> set[tuple[str, 
     request = {
         "TableName": settings.counts_table,
         "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": f"{keyspace.QUARANTINE}events-stream"}},
+        "ExpressionAttributeValues": {":pk": {"S": quarantine.partition_key(quarantine.EVENTS_STREAM)}},
         "ProjectionExpression": "#r",
         "ExpressionAttributeNames": {"#r": "record"},
     }

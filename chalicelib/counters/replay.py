@@ -40,9 +40,9 @@ from chalicelib.counters import audit_keys, audit_runs, dimension_keys, stream_a
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import packs, stream_records
 
-SOURCE = "events-stream"
+SOURCE = quarantine.EVENTS_STREAM
 MAX_REPLAY = 100
-QUARANTINE_PK = f"{keyspace.QUARANTINE}{SOURCE}"
+QUARANTINE_PK = quarantine.partition_key(SOURCE)
 
 
 @dataclass(frozen=True)

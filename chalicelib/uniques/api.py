@@ -175,7 +175,7 @@ def histogram(
     items = dynamo.query_sort_range(
         dynamodb,
         settings.counts_table,
-        f"{keyspace.SKETCH_WINDOW}{name}",
+        keys.window_pk(name),
         keys.bucket_sort_key(resolution, first),
         keys.bucket_sort_key(resolution, last),
         "could not read the sketches",
@@ -212,7 +212,7 @@ def _read_all_shards(dynamodb: DynamoDB, settings: Settings, name: str) -> list[
     request: dict[str, Any] = {
         "TableName": settings.counts_table,
         "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": f"{keyspace.SKETCH}{name}"}},
+        "ExpressionAttributeValues": {":pk": {"S": keys.shards_pk(name)}},
         "ProjectionExpression": "pk, sk, sketch",
     }
     pages = dynamo.query_pages(dynamodb, request, "could not read the sketches")

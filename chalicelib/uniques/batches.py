@@ -33,7 +33,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import attributes, batch_processor, retry, timebuckets, times, validation
+from chalicelib.core import attributes, batch_processor, quarantine, retry, timebuckets, times, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.batch_processor import Sent, Write
 from chalicelib.core.batch_result import BatchResult
@@ -50,7 +50,7 @@ MAX_ITEMS = 500
 MESSAGE_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # version 1 had no time: its items count at the time they are applied
 MAX_WRITE_ATTEMPTS = 12
-SOURCE = "uniques-queue"
+SOURCE = quarantine.UNIQUES_QUEUE
 
 
 class ContendedError(StorageError):
