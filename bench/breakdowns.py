@@ -1,7 +1,7 @@
 """Breakdowns by dimension against today's workaround, in one run on moto.
 
     python -m bench.breakdowns [--events 5000] [--values 10,100,1000,10000,100000] [--batch 100]
-                               [--dimensions 1,4]
+                               [--dimensions 1,4] [--filter-pairs *|none|name+name,...]
 
 The workaround users have today: one client-named counter per value (`jobs.<provider>`), and a
 ranking made by listing the counters (`GET /counters`) and reading every one's count over the
@@ -93,8 +93,8 @@ def stack(settings: Settings) -> tuple[Any, Any, Any]:
     return session, plain, MotoProbe(plain)
 
 
-def run(space: int, count: int, batch: int, dimensions: int, workaround: bool) -> dict[str, Any]:
-    settings = Settings.from_env({})
+def run(space: int, count: int, batch: int, dimensions: int, workaround: bool, pairs: str = "*") -> dict[str, Any]:
+    settings = Settings.from_env({"FILTER_PAIRS": pairs})
     made = make_events(count, space, dimensions, workaround)
     now = START + DAY_MS
     last = now // 60_000 - 1
@@ -202,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--values", default="10,100,1000,10000,100000", help="sizes of the value space to sweep")
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--dimensions", default="1,4", help="dimensions per event (Tally rows)")
+    parser.add_argument(
+        "--filter-pairs", default="*", help="FILTER_PAIRS of the Tally rows: * (every pair), none, or name+name,..."
+    )
     args = parser.parse_args(argv)
     spaces = [int(v) for v in args.values.split(",") if v]
     dims = [int(d) for d in args.dimensions.split(",") if d]
@@ -212,13 +215,14 @@ def main(argv: list[str] | None = None) -> int:
         "| vs workaround | top-10 right | sums exact | said exact | seconds |"
     )
     print("|" + "---|" * 16)
+    pairs_label = "" if args.filter_pairs == "*" else f" (FILTER_PAIRS {args.filter_pairs})"
     for space in spaces:
         rows = [("workaround: a counter per value", True, 1)] + [
-            (f"Tally, {d} dimension{'s' if d > 1 else ''}", False, d) for d in dims
+            (f"Tally, {d} dimension{'s' if d > 1 else ''}{pairs_label}", False, d) for d in dims
         ]
         base: dict[str, Any] = {}
         for label, workaround, d in rows:
-            r = run(space, args.events, args.batch, d, workaround)
+            r = run(space, args.events, args.batch, d, workaround, args.filter_pairs)
             base = base or r
             print(
                 f"| {space:,} | {r['distinct']:,} | {label} | {r['write_units']:,.0f} "

@@ -65,7 +65,7 @@ def workaround(dynamodb: Any, settings: Any, hours: tuple[int, int], limit: int)
         if not cursor:
             break
     first, last = hours[0] * 60, hours[1] * 60 + 59
-    counts = views_api.count_urls(dynamodb, settings, urls, first, last).views
+    counts = views_api.count_urls(dynamodb, settings, urls, first, last, NOW).views
     return sorted(((u, v) for u, v in counts.items() if v), key=lambda uv: (-uv[1], uv[0]))[:limit]
 
 

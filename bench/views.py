@@ -42,7 +42,7 @@ from chalicelib.views import api as views_api  # noqa: E402
 from chalicelib.views import batches as views_batches  # noqa: E402
 from chalicelib.views import keys as view_keys  # noqa: E402
 from chalicelib.views import messages as view_messages  # noqa: E402
-from chalicelib.views import windows  # noqa: E402
+from chalicelib.views import rollup, windows  # noqa: E402
 from chalicelib.views.validation import View  # noqa: E402
 
 T0 = 1_795_000_000_000
@@ -132,7 +132,7 @@ def ranges_exact(plain: Any, settings: Any, batches: list[list[View]]) -> bool:
         for start, end in ranges:
             first, last = start // 60_000, end // 60_000
             expected = sum(1 for v in views if v.url == url and first <= v.time_ms // 60_000 <= last)
-            answer = views_api.count(plain, settings, {"url": url, "start": str(start), "end": str(end)}, T0 + DAY_MS)
+            answer = views_api.count(plain, settings, url, (first, last), T0 + DAY_MS)
             if answer["views"] != expected:
                 return False
     return True
@@ -235,7 +235,7 @@ def store_views(dynamodb: Any, settings: Any, url: str, times: list[int], now_ms
             dynamodb.batch_write_item(RequestItems={settings.counts_table: puts[start : start + 25]})
     pk = view_keys.bucket_pk(view_keys.url_pk(url))
     for span, increment in windows.increments(times).items():
-        dynamodb.update_item(**views_batches._bucket_update(settings, pk, span, increment)["Update"])
+        dynamodb.update_item(**rollup.bucket_update(settings, pk, span, increment)["Update"])
 
 
 def marker_item(url: str, time_ms: int, number: int, expires: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from chalicelib.access import api_keys as access_keys
 from chalicelib.access import policy
 from chalicelib.core import inputs, pager, quarantine, timebuckets, times, validation, window_params
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, audit_keys, replay
+from chalicelib.counters import audit, audit_keys, dimension_keys, replay
 from chalicelib.events import dimensions as event_dimensions
 from chalicelib.events import ingest
 from chalicelib.reports import api as reports_api
@@ -280,12 +280,20 @@ SUMS = {
     "additionalProperties": {"type": "number"},
     "description": "per value name, the exact sum of that value over the events counted",
 }
+SUMS_EXACT = {
+    "type": "object",
+    "propertyNames": DIMENSION_NAME,
+    "additionalProperties": {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?$"},
+    "description": "the same sums as decimal strings with every digit (JSON readers that parse numbers as "
+    "doubles keep about 15 significant digits of `sums`)",
+}
 WHERE_ECHO = {"type": "object", "additionalProperties": string(), "description": "the filter applied"}
 COUNT_ANSWER = obj(
     {
         "counter": NAME,
         "count": {"type": "integer", "minimum": 0},
         "sums": SUMS,
+        "sums_exact": SUMS_EXACT,
         **WINDOW_ANSWER,
         "complete": RETENTION["complete"],
     },
@@ -300,7 +308,9 @@ BREAKDOWN_ANSWER = obj(
         "exact": {"type": "boolean", "description": "true: the ranking, counts and sums are exact"},
         "values": {
             "type": "array",
-            "items": obj({"value": string(), "count": {"type": "integer", "minimum": 1}, "sums": SUMS}),
+            "items": obj(
+                {"value": string(), "count": {"type": "integer", "minimum": 1}, "sums": SUMS, "sums_exact": SUMS_EXACT}
+            ),
         },
         "others": obj(
             {
@@ -326,9 +336,10 @@ BREAKDOWN_ANSWER = obj(
 WHERE = {
     "type": "array",
     "items": query_text(pattern=r"^[A-Za-z0-9_.-]{1,64}:[\s\S]{1,128}$"),
-    "maxItems": event_dimensions.MAX_DIMENSIONS,
+    "maxItems": dimension_keys.MAX_WHERE,
     "description": "name:value (the value may hold colons); repeatable, every clause must hold: "
-    "only the events having those dimension values",
+    f"only the events having those dimension values (at most {dimension_keys.MAX_WHERE} clauses: filters are "
+    "counted for single dimensions and pairs)",
     "examples": [["provider:p2"]],
 }
 HISTOGRAM_ANSWER = obj(
@@ -339,7 +350,9 @@ HISTOGRAM_ANSWER = obj(
         "end": ISO_TIME,
         "buckets": {
             "type": "array",
-            "items": obj({"start": ISO_TIME, "count": {"type": "integer", "minimum": 0}, "sums": SUMS}),
+            "items": obj(
+                {"start": ISO_TIME, "count": {"type": "integer", "minimum": 0}, "sums": SUMS, "sums_exact": SUMS_EXACT}
+            ),
         },
         "complete": RETENTION["complete"],
     },
@@ -533,7 +546,10 @@ REPAIR = obj(
         "unchanged": _COUNT,
         "busy": {
             "type": "array",
-            "items": obj({"counter": NAME, "resolution": string(enum=["hour", "day"]), "start": ISO_TIME}),
+            "items": obj(
+                {"counter": NAME, "resolution": string(enum=["hour", "day"]), "start": ISO_TIME},
+                {"where": WHERE_ECHO},
+            ),
         },
         "partitions_read": _COUNT,
         "events_read": _COUNT,

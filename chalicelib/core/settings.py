@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -92,6 +93,10 @@ class Settings:
     key_cache_seconds: int = 300
     throttle_rate_limit: int = 100
     throttle_burst_limit: int = 200
+    # Breakdowns: which pairs of dimensions get a filter counter (a `where` of two clauses):
+    # "*" every pair, "none" none, else `name+name` pairs. Single dimensions always have one.
+    # Each pair counted costs two bucket writes per event carrying both (docs/counting.md).
+    filter_pairs: tuple[str, ...] = ("*",)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -168,7 +173,22 @@ class CommaList:
         return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
-Rule = Text | Integer | Fraction | Choice | CommaList
+@dataclass(frozen=True)
+class PairList:
+    """`*`, `none`, or comma-separated `name+name` pairs of dimension names."""
+
+    def parse(self, field: str, raw: str) -> tuple[str, ...]:
+        parts = CommaList().parse(field, raw)
+        if parts in (("*",), ("none",)):
+            return parts
+        for part in parts:
+            if not _PAIR.fullmatch(part) or len(set(part.split("+"))) != 2:
+                raise SettingsError(f"{field.upper()} must be *, none, or name+name pairs, got {part!r}")
+        return parts
+
+
+_PAIR = re.compile(r"[A-Za-z0-9_.-]{1,64}\+[A-Za-z0-9_.-]{1,64}")
+Rule = Text | Integer | Fraction | Choice | CommaList | PairList
 DAY_S = 86_400
 TEN_YEARS_S = 10 * 365 * DAY_S
 
@@ -209,6 +229,7 @@ FIELDS: dict[str, Rule] = {
     "views_batch_size": Integer(1, 10000),
     "views_batching_window_seconds": Integer(0, 300),
     "cors_origins": CommaList(),
+    "filter_pairs": PairList(),
     "key_cache_seconds": Integer(0, 3600),
     "throttle_rate_limit": Integer(1, 10000),
     "throttle_burst_limit": Integer(1, 5000),

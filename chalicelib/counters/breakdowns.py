@@ -1,8 +1,9 @@
 """Breakdowns: a counter's count and sums per value of one dimension, over any window.
 
 `breakdown` reads, for the window's parts (timebuckets.plan: whole days, whole hours, and the
-minutes of at most two partial hours), the breakdown summaries of the dimension (counters/topk.py:
-SUMMARY_PARTS items per day or hour, one per quarter hour of a partial hour, cut to the minutes
+minutes of at most two partial hours), the breakdown summaries of the dimension (counters/topk.py,
+counters/summaries.py: per day or hour one item while it is small, else SUMMARY_PARTS items; for
+a partial hour the hour's item kept whole or, once split, its quarter hours, cut to the minutes
 the window holds), merges them and ranks the values:
 
 - every summary read is exact (nothing was ever evicted from it): the ranking, the counts and
@@ -13,7 +14,9 @@ the window holds), merges them and ranks the values:
 
 With `where`, the candidates are the values the dimension's summaries list, each counted
 exactly from the filter counter of `where` plus that value (the keys of a count per candidate,
-at most MAX_CANDIDATES candidates).
+at most MAX_CANDIDATES candidates). Filter counters exist for single dimensions and pairs, so
+`where` and `by` name at most two dimensions together, a pair the FILTER_PAIRS setting counts
+(anything else is a 400).
 
 `others` covers the rest of the window's count: values not listed and events without the
 dimension, so the listed counts plus `others.count` are the window's count. That count is read
@@ -30,7 +33,7 @@ from chalicelib.core import attributes, dynamo, timebuckets, times, window_param
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
-from chalicelib.counters import dimension_keys, reads, topk
+from chalicelib.counters import dimension_keys, reads, summaries, topk
 from chalicelib.events import dimensions as event_dimensions
 
 DEFAULT_LIMIT = 10
@@ -43,8 +46,9 @@ Group = tuple[list[dict[str, Any]], tuple[int, int] | None]
 
 def summary_keys(counter: str, by: str, first_minute: int, last_minute: int) -> list[Group]:
     """Per part of the window (timebuckets.plan), the keys of the summaries that cover it: a
-    whole bucket's parts, or for a partial hour each quarter hour it overlaps, with the minutes
-    of that quarter it needs. Pure."""
+    whole bucket's parts; for a partial hour, its part 0 with the minutes of the hour it needs
+    (read only when it is kept whole: summaries.SINGLE), then each quarter hour it overlaps, with
+    the minutes of that quarter it needs (there once the hour was split). Pure."""
     groups: list[Group] = []
     quarter = dimension_keys.QUARTER_MINUTES
     for part in timebuckets.plan(first_minute, last_minute):
@@ -56,6 +60,7 @@ def summary_keys(counter: str, by: str, first_minute: int, last_minute: int) -> 
             ]
             groups.append((keys, None))
             continue
+        groups.append(([dimension_keys.summary_key(counter, by, "hour", bucket.index, 0)], part.minutes))
         first = bucket.first_minute + part.minutes[0]
         last = bucket.first_minute + part.minutes[1]
         for q in range(first // quarter, last // quarter + 1):
@@ -66,6 +71,19 @@ def summary_keys(counter: str, by: str, first_minute: int, last_minute: int) -> 
             ]
             groups.append((keys, span))
     return groups
+
+
+def stored_summary(item: dict[str, Any], span: tuple[int, int] | None) -> topk.Summary | None:
+    """The summary of values a stored item gives for `span` (None: its whole bucket): an hour
+    kept whole is cut to the minutes asked; an hour's part 0 asked for a partial hour once the
+    hour was split gives nothing (its quarter hours do); a quarter hour is cut to its minutes."""
+    summary = topk.decode(attributes.text(item, "e"))
+    hour = attributes.sort_key(item).startswith(dimension_keys.SUMMARY_PREFIX["hour"])
+    if attributes.optional_text(item, summaries.LAYOUT) == summaries.SINGLE:
+        return topk.within(summary, *(span or (0, 59))) if hour else summary
+    if span is None:
+        return summary
+    return None if hour else topk.within(summary, *span)
 
 
 def breakdown(
@@ -88,6 +106,8 @@ def breakdown(
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise ValidationError(f"limit must be an integer from 1 to {MAX_LIMIT}")
     where = dict(where)
+    if where:  # each value is counted from the filter counter of where plus by
+        dimension_keys.check_filter({*where, by}, settings.filter_pairs)
     # Which part of the window is retained is what a count of it says; the summaries are read
     # for that part only (they live exactly as long as the counter's buckets).
     probe = reads.count_window(dynamodb, settings, counter, first_minute, last_minute, now_ms, where=where)
@@ -109,8 +129,9 @@ def breakdown(
         for key in keys:
             item = found.get(attributes.key_of(key))
             if item is not None and "e" in item and (dynamo.stored_expiry(item) or now_s + 1) > now_s:
-                summary = topk.decode(attributes.text(item, "e"))
-                out.append(summary if span is None else topk.within(summary, *span))
+                summary = stored_summary(item, span)
+                if summary is not None:
+                    out.append(summary)
         return out
 
     ranking = topk.rank(summaries(group) for group in groups)
@@ -133,11 +154,11 @@ def breakdown(
             if window.count:
                 counted.append((ranked.value, window.count, window.sums))
         counted.sort(key=lambda v: (-v[1], v[0]))
-        listed = [{"value": v, "count": n, "sums": reads.json_sums(s)} for v, n, s in counted[:limit]]
+        listed = [{"value": v, "count": n, **reads.sums_fields(s)} for v, n, s in counted[:limit]]
         # Without `where`, every value the summaries list is one (those not read are not listed).
         distinct = len(counted) if where else max(len(counted), len(ranking.values))
     else:
-        listed = [{"value": r.value, "count": r.count, "sums": reads.json_sums(r.sums)} for r in ranking.values[:limit]]
+        listed = [{"value": r.value, "count": r.count, **reads.sums_fields(r.sums)} for r in ranking.values[:limit]]
         distinct = len(ranking.values)
     total = reads.count_window(dynamodb, settings, counter, first_minute, last_minute, now_ms, where=where)
     keys_read += total.keys_read + probe.keys_read

@@ -3,13 +3,19 @@
 An event of counter C with dimensions D (at most 4) and values V (at most 8) is counted in:
 
 - C's own buckets (`CTR#<C>`), which also hold the sums of V;
-- one FILTER counter per non-empty subset S of D (at most 2^4 - 1 = 15):
-  `FLT#<C>#<32 hex of sha256 of S>` with exactly the bucket layout of a counter (hour items
-  with their minutes, day items, sums, shard positions). A filter `where` is answered from the
-  one filter counter of its clauses, exactly, at the bounded cost of a count;
-- one breakdown summary per dimension d in D: `TOP#<C>#<d>`, hour and day items split into
-  SUMMARY_PARTS parts by a hash of the value, and quarter-hour items (one part) whose entries
-  are (minute of the quarter, value), for the partial hours of a window (counters/topk.py).
+- one FILTER counter per dimension of D and per pair of them (at most 4 + 6 = 10; every subset
+  would be 15): `FLT#<C>#<32 hex of sha256 of S>` with exactly the bucket layout of a counter
+  (hour items with their minutes, day items, sums, shard positions). A filter `where` of one
+  or two clauses is answered from the one filter counter of its clauses, exactly, at the
+  bounded cost of a count; three or four clauses have no counter and are refused (a 400): an
+  answer made from the pairs would not be exact, and counting every subset costs half as much
+  again per event as singles and pairs (docs/counting.md, "Filters");
+- one breakdown summary per dimension d in D: `TOP#<C>#<d>`, per hour and per day. While it is
+  small (summaries.SINGLE_BYTES) a bucket's summary is one item, part 0 (`layout` "single"),
+  whose hour entries are (minute of the hour, value); once it outgrows that, it is split, in
+  one transaction, into SUMMARY_PARTS parts by a hash of the value and, for hours, quarter-hour
+  items (one part) whose entries are (minute of the quarter, value), for the partial hours of a
+  window (counters/topk.py, counters/summaries.py).
 
 Sums live beside counts as attributes named from a short hash of the value name (`<h>`, 6 hex):
 `w<h>` = the name, `t<h>` = its sum over the bucket (day items), `v<mm><h>` = its sum in minute
@@ -20,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from itertools import combinations
 from typing import Any
@@ -39,7 +45,8 @@ QUARTER_SUMMARY_PARTS = 1
 QUARTER_MINUTES = 15
 PARTS = {"quarter": QUARTER_SUMMARY_PARTS, "hour": SUMMARY_PARTS, "day": SUMMARY_PARTS}
 SUMMARY_PREFIX = {"quarter": "q", "hour": "h", "day": "d"}
-MAX_WHERE = event_dimensions.MAX_DIMENSIONS
+# Filter counters are kept for single dimensions and pairs: a `where` holds at most this many clauses.
+MAX_WHERE = 2
 
 
 def _digest(text: str) -> str:
@@ -59,17 +66,46 @@ def counter_pk(counter: str) -> str:
     return f"{keyspace.COUNTER}{counter}"
 
 
-def subsets(dimensions: Mapping[str, str]) -> Iterator[dict[str, str]]:
-    """Every non-empty subset of an event's dimensions (2^k - 1 of them)."""
-    pairs = sorted(dimensions.items())
-    for size in range(1, len(pairs) + 1):
-        for chosen in combinations(pairs, size):
-            yield dict(chosen)
+EVERY_PAIR = ("*",)
 
 
-def count_pks(counter: str, dimensions: Mapping[str, str]) -> list[str]:
+def pair_counted(names: Iterable[str], pairs: tuple[str, ...]) -> bool:
+    """Whether two dimension names have a filter counter under the FILTER_PAIRS setting."""
+    if pairs == EVERY_PAIR:
+        return True
+    a, b = sorted(names)
+    return f"{a}+{b}" in pairs or f"{b}+{a}" in pairs
+
+
+def subsets(dimensions: Mapping[str, str], pairs: tuple[str, ...] = EVERY_PAIR) -> Iterator[dict[str, str]]:
+    """The subsets of an event's dimensions that have a filter counter: each dimension alone and
+    each pair the FILTER_PAIRS setting counts (every pair: k + k(k-1)/2 of them, at most 10)."""
+    chosen = sorted(dimensions.items())
+    for one in chosen:
+        yield dict([one])
+    for two in combinations(chosen, 2):
+        if pair_counted((two[0][0], two[1][0]), pairs):
+            yield dict(two)
+
+
+def count_pks(counter: str, dimensions: Mapping[str, str], pairs: tuple[str, ...] = EVERY_PAIR) -> list[str]:
     """The partition keys of every counter an event is counted in: its own, then its filters."""
-    return [counter_pk(counter)] + [filter_pk(counter, s) for s in subsets(dimensions)]
+    return [counter_pk(counter)] + [filter_pk(counter, s) for s in subsets(dimensions, pairs)]
+
+
+def check_filter(names: Iterable[str], pairs: tuple[str, ...]) -> None:
+    """ValidationError unless the dimensions named have a filter counter (none, one, or a pair counted)."""
+    names = sorted(set(names))
+    if len(names) > MAX_WHERE:
+        raise ValidationError(
+            f"at most {MAX_WHERE} dimensions can be filtered on together: filters are counted for single "
+            "dimensions and pairs"
+        )
+    if len(names) == 2 and not pair_counted(names, pairs):
+        raise ValidationError(
+            f"{names[0]} and {names[1]} together have no filter counter: the FILTER_PAIRS setting "
+            "names the pairs counted"
+        )
 
 
 def read_pk(counter: str, where: Mapping[str, str]) -> str:
@@ -135,7 +171,14 @@ def quarter_entry(minute: int, value: str) -> str:
     return f"{minute % QUARTER_MINUTES:02d}{value}"
 
 
+def hour_entry(minute: int, value: str) -> str:
+    """The entry of a value in one minute of an hour summary kept whole (one item, summaries.py):
+    the minute of the hour (2 digits), then the value."""
+    return f"{minute % 60:02d}{value}"
+
+
 def split_quarter_entry(entry: str) -> tuple[int, str]:
+    """A minute entry (quarter_entry, hour_entry) as its minute and its value."""
     return int(entry[:2]), entry[2:]
 
 
@@ -157,7 +200,9 @@ def summary_key(counter: str, dimension: str, resolution: str, index: int, part:
 def parse_where(raw: list[str] | None) -> dict[str, str]:
     """`where=name:value` clauses (the value may hold colons) as {name: value}; all must hold."""
     if len(raw or []) > MAX_WHERE:
-        raise ValidationError(f"where holds at most {MAX_WHERE} clauses (an event has at most {MAX_WHERE} dimensions)")
+        raise ValidationError(
+            f"where holds at most {MAX_WHERE} clauses: filters are counted for single dimensions and pairs"
+        )
     where: dict[str, str] = {}
     for clause in raw or []:
         name, colon, value = clause.partition(":")

@@ -53,7 +53,7 @@ class WindowCount:
         answer: dict[str, Any] = {
             "counter": self.counter,
             "count": self.count,
-            "sums": json_sums(self.sums),
+            **sums_fields(self.sums),
             "start": times.iso(self.first_minute * timebuckets.MINUTE_MS),
             "end": times.iso((self.last_minute + 1) * timebuckets.MINUTE_MS),
             "keys_read": self.keys_read,
@@ -70,6 +70,17 @@ def json_sums(sums: Mapping[str, Decimal]) -> dict[str, Any]:
     return {name: int(v) if v == v.to_integral_value() else v for name, v in sorted(sums.items())}
 
 
+def exact_sums(sums: Mapping[str, Decimal]) -> dict[str, str]:
+    """Sums as decimal strings holding every digit (`sums_exact`, beside `sums`): a reader that
+    parses JSON numbers as doubles keeps 15-17 significant digits of `sums`, none are lost here."""
+    return {name: format(v.normalize(topk.EXACT), "f") for name, v in sorted(sums.items())}
+
+
+def sums_fields(sums: Mapping[str, Decimal]) -> dict[str, Any]:
+    """What every answer says of sums: `sums` (JSON numbers) and `sums_exact` (decimal strings)."""
+    return {"sums": json_sums(sums), "sums_exact": exact_sums(sums)}
+
+
 def count_window(
     dynamodb: DynamoDB,
     settings: Settings,
@@ -84,6 +95,7 @@ def count_window(
     events having every one of those dimension values (read from their filter counter: the same
     keys, so the same bound)."""
     window_params.check_minutes(first_minute, last_minute)
+    dimension_keys.check_filter(where or {}, settings.filter_pairs)
     parts = timebuckets.plan(first_minute, last_minute)
     pk = dimension_keys.read_pk(counter, where or {})
     keys = [dimension_keys.bucket_item_key(pk, p.bucket) for p in parts]
@@ -145,6 +157,7 @@ def histogram(
 ) -> dict[str, Any]:
     """Counts and sums per bucket; with `where`, of the events having those dimension values."""
     window_params.check_histogram(timebuckets.bucket_count(first_minute, last_minute, resolution))
+    dimension_keys.check_filter(where or {}, settings.filter_pairs)
     buckets = timebuckets.buckets_between(first_minute, last_minute, resolution)
     # Minutes live inside their hour items: a minute series is read from hour items.
     stored: timebuckets.Resolution = "hour" if resolution == "minute" else resolution
@@ -189,7 +202,7 @@ def histogram(
         "start": times.iso(buckets[0].start_ms),
         "end": times.iso(buckets[-1].end_ms),
         "buckets": [
-            {"start": times.iso(b.start_ms), "count": counts.get(b.index, 0), "sums": json_sums(sums.get(b.index, {}))}
+            {"start": times.iso(b.start_ms), "count": counts.get(b.index, 0), **sums_fields(sums.get(b.index, {}))}
             for b in buckets
         ],
         **timebuckets.completeness(first == 0, retained_from),

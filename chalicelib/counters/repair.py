@@ -3,8 +3,9 @@
 A partition the audit lists as short holds events the counting path never accounted for (a
 record skipped or lost on the way). Which of its events those are is not recorded anywhere, so
 the repair does not re-apply events: for every bucket (counter, hour or day) that one of the
-partition's events falls in, it recounts the bucket from the events table and writes the
-count, with the condition that the bucket is unchanged since it was read.
+partition's events falls in, its counter's and its filter counters' (one per dimension and per
+pair FILTER_PAIRS counts: dimension_keys.subsets), it recounts the bucket from the events table
+and writes the count, with the condition that the bucket is unchanged since it was read.
 
 What it reads, for those buckets: every events partition whose quarter hour can hold one of
 their events, from the oldest bucket's start minus MAX_FUTURE_SKEW_SECONDS (no event is
@@ -52,7 +53,7 @@ from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import audit, audit_keys, audit_runs
+from chalicelib.counters import audit, audit_keys, audit_runs, dimension_keys
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest as events_ingest
 from chalicelib.events import packs
@@ -60,9 +61,22 @@ from chalicelib.events.ingest import Event
 
 REPAIR_ATTEMPTS = 4
 _DESERIALIZER = TypeDeserializer()
-_FIELDS = ("pk", "sk", "kind", "counter", "id", "id_given", "time", "retention", "ingested_at", "expires_at")
+_FIELDS = (
+    "pk",
+    "sk",
+    "kind",
+    "counter",
+    "id",
+    "id_given",
+    "time",
+    "retention",
+    "ingested_at",
+    "expires_at",
+    "dimensions",
+)
 _PACK_FIELDS = (packs.EVENTS, packs.OFFSET)
-Key = tuple[str, Bucket]
+Subset = tuple[tuple[str, str], ...]  # a filter's dimension values, sorted; () for the counter's own buckets
+Key = tuple[str, Subset, Bucket]
 
 
 @dataclass
@@ -83,7 +97,10 @@ class RepairResult:
             "buckets": self.buckets,
             "written": self.written,
             "unchanged": self.unchanged,
-            "busy": [{"counter": c, "resolution": b.resolution, "start": _iso(b)} for c, b in self.busy],
+            "busy": [
+                {"counter": c, **({"where": dict(sub)} if sub else {}), "resolution": b.resolution, "start": _iso(b)}
+                for c, sub, b in self.busy
+            ],
             "partitions_read": self.partitions_read,
             "events_read": self.events_read,
             "accounted": self.accounted,
@@ -108,10 +125,12 @@ def repair(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int) 
     result = RepairResult(partition)
     own_all = _events(dynamodb, settings, partition, with_invalid=True)
     own = [s for s in own_all if s is not None]
-    touched = {(s.event.counter, b) for s in own for b in _counted_buckets(s, now_ms)}
+    touched = {
+        (s.event.counter, sub, b) for s in own for sub in _subsets(s, settings) for b in _counted_buckets(s, now_ms)
+    }
     result.buckets = len(touched)
     if touched:
-        oldest = min(b.start_ms for _, b in touched) - settings.max_future_skew_seconds * 1000
+        oldest = min(b.start_ms for _, _, b in touched) - settings.max_future_skew_seconds * 1000
         if oldest < now_ms - settings.event_ttl_seconds * 1000:
             raise ValidationError(
                 "some buckets of this partition's events start before the oldest events the events table "
@@ -122,7 +141,7 @@ def repair(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int) 
         if not pending:
             break
         pending = _attempt(dynamodb, settings, partition, pending, now_ms, result)
-    result.busy = sorted(pending, key=lambda k: (k[0], k[1].resolution, k[1].index))
+    result.busy = sorted(pending, key=lambda k: (k[0], k[1], k[2].resolution, k[2].index))
     if not pending:
         result.accounted = _account(dynamodb, settings, partition, len(own_all), now_ms)
         result.finding = audit_runs.recheck(dynamodb, settings, partition, now_ms).as_dict()
@@ -133,9 +152,9 @@ def _attempt(
     dynamodb: DynamoDB, settings: Settings, partition: str, pending: set[Key], now_ms: int, result: RepairResult
 ) -> set[Key]:
     """One pass: read the buckets, recount them, write them; the keys still to do."""
-    stored = {key: _read_bucket(dynamodb, settings, *key) for key in pending}
+    stored = {key: _read_bucket(dynamodb, settings, key) for key in pending}
     lost = _lost_partitions(dynamodb, settings, now_ms) | {partition}
-    oldest = min(b.start_ms for _, b in pending) - settings.max_future_skew_seconds * 1000
+    oldest = min(b.start_ms for _, _, b in pending) - settings.max_future_skew_seconds * 1000
     counts: dict[Key, _Count] = {key: _Count() for key in pending}
     busy: set[Key] = set()
     quarantined: set[tuple[str, str, int | None]] | None = None
@@ -145,7 +164,7 @@ def _attempt(
             result.partitions_read += 1
             result.events_read += len(items)
             valid = [s for s in items if s is not None]
-            mine = [(s, k) for s in valid for k in _keys(s, pending)]
+            mine = [(s, k) for s in valid for k in _keys(s, pending, settings)]
             if not mine:
                 continue
             tally = audit_keys.accounts(audit_runs.read_tally(dynamodb, settings, pk))
@@ -157,7 +176,7 @@ def _attempt(
             for s, key in mine:
                 if quarantined and s.key in quarantined:
                     continue  # set aside: not in the bucket until it is replayed
-                counts[key].add(s, key[1])
+                counts[key].add(s, key[2])
     left: set[Key] = set()
     for key in pending:
         if key in busy:
@@ -198,9 +217,21 @@ def _counted_buckets(stored: _Stored, at_ms: int) -> list[Bucket]:
     return [b for b in timebuckets.buckets_for(event.time_ms) if timebuckets.live(b, event.retention_seconds, at_ms)]
 
 
-def _keys(stored: _Stored, pending: set[Key]) -> list[Key]:
+def _subsets(stored: _Stored, settings: Settings) -> list[Subset]:
+    """The counters the stream handler counts the event in: its own (()) and its filters'."""
+    found = dimension_keys.subsets(stored.event.dimensions, settings.filter_pairs)
+    return [(), *(tuple(sorted(sub.items())) for sub in found)]
+
+
+def _keys(stored: _Stored, pending: set[Key], settings: Settings) -> list[Key]:
     counted = _counted_buckets(stored, stored.ingested_ms)
-    return [(stored.event.counter, b) for b in counted if (stored.event.counter, b) in pending]
+    keys = [(stored.event.counter, sub, b) for sub in _subsets(stored, settings) for b in counted]
+    return [k for k in keys if k in pending]
+
+
+def _item_key(key: Key) -> dict[str, Any]:
+    counter, sub, bucket = key
+    return dimension_keys.bucket_item_key(dimension_keys.read_pk(counter, dict(sub)), bucket)
 
 
 def _events(dynamodb: DynamoDB, settings: Settings, pk: str, with_invalid: bool = False) -> list[Any]:
@@ -289,10 +320,10 @@ def _quarantined_keys(dynamodb: DynamoDB, settings: Settings) -> set[tuple[str, 
     return keys
 
 
-def _read_bucket(dynamodb: DynamoDB, settings: Settings, counter: str, bucket: Bucket) -> dict[str, Any] | None:
+def _read_bucket(dynamodb: DynamoDB, settings: Settings, key: Key) -> dict[str, Any] | None:
     with translated("could not read a counter bucket"):
         item: dict[str, Any] | None = dynamodb.get_item(
-            TableName=settings.counts_table, Key=counter_keys.bucket_key(counter, bucket), ConsistentRead=True
+            TableName=settings.counts_table, Key=_item_key(key), ConsistentRead=True
         ).get("Item")
     return item
 
@@ -302,7 +333,7 @@ def _write_bucket(
 ) -> bool | None:
     """Write the recount if the bucket is as read: True written, False already right, None
     changed since it was read."""
-    counter, bucket = key
+    bucket = key[2]
     old = stored or {}
     old_minutes = {
         int(name[1:]): attributes.integer(old, name)
@@ -336,7 +367,7 @@ def _write_bucket(
         with translated("could not write a recounted bucket"):
             dynamodb.update_item(
                 TableName=settings.counts_table,
-                Key=counter_keys.bucket_key(counter, bucket),
+                Key=_item_key(key),
                 UpdateExpression=expression,
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,

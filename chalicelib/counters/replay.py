@@ -10,7 +10,11 @@ record that is now valid is counted in ONE TransactWriteItems (core.transactions
   runs at once, or a run retried after dying, count it once (the second finds no item, or its
   transaction is cancelled on that condition);
 - adds its increments to its buckets with the stream handler's own update (expiry and retention
-  as the stream handler sets them: later events only extend a bucket's life);
+  as the stream handler sets them: later events only extend a bucket's life), its counter's and
+  its filters';
+- merges it into its breakdown summaries (summaries.replay_puts: each summary item as read, on
+  condition that its version is still the one read; a summary the stream handler rewrote
+  meanwhile is read again, up to MAX_SUMMARY_ROUNDS times);
 - for an event with a client id, puts its marker as the stream handler does; if the marker is
   there (another copy of the event was counted) the record is only taken off the quarantine. A
   marker claimed by this very record (the stream handler claims before its bucket writes, and
@@ -36,12 +40,15 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError, reason
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
-from chalicelib.counters import audit_keys, audit_runs, dimension_keys, stream_apply
+from chalicelib.counters import audit_keys, audit_runs, dimension_keys, stream_apply, summaries
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import packs, stream_records
 
 SOURCE = quarantine.EVENTS_STREAM
 MAX_REPLAY = 100
+# Times a replay reads its breakdown summaries again after one changed under it (the stream
+# handler rewrote it): then the record stays set aside, to be replayed later.
+MAX_SUMMARY_ROUNDS = 8
 QUARANTINE_PK = quarantine.partition_key(SOURCE)
 
 
@@ -174,7 +181,7 @@ def _replay_one(
         why = "its partition's audit item has no set-aside record left to replay: it was replayed already"
         result.still_bad.append({"id": record_id, "reason": why})
         return
-    plan = _Plan(settings, record_id, countable, now_ms, with_tally=tally is not None)
+    plan = _Plan(dynamodb, settings, record_id, countable, now_ms, with_tally=tally is not None)
     try:
         outcome = transactions.write(
             dynamodb,
@@ -186,7 +193,9 @@ def _replay_one(
             sleep=sleep,
         )
     except transactions.ConditionFailedError:
-        result.still_bad.append({"id": record_id, "reason": "its partition's audit item changed: replay it again"})
+        result.still_bad.append(
+            {"id": record_id, "reason": "its audit item or a summary changed under it: replay it again"}
+        )
         return
     if outcome.duplicates:
         result.not_found.append(record_id)  # another replay took it off first
@@ -202,12 +211,20 @@ class _Plan:
     """The replay transaction of one record, and how it adapts to what it meets."""
 
     def __init__(
-        self, settings: Settings, record_id: str, countable: stream_apply.Countable, now_ms: int, with_tally: bool
+        self,
+        dynamodb: DynamoDB,
+        settings: Settings,
+        record_id: str,
+        countable: stream_apply.Countable,
+        now_ms: int,
+        with_tally: bool,
     ) -> None:
-        self.settings, self.record_id, self.countable, self.now_ms = settings, record_id, countable, now_ms
+        self.dynamodb, self.settings, self.record_id = dynamodb, settings, record_id
+        self.countable, self.now_ms = countable, now_ms
         self.with_tally = with_tally
         self.counted_elsewhere = False  # the marker was there: another copy was counted
         self.keep_stored: set[tuple[str, str]] = set()
+        self.summary_rounds = 0
 
     def build(self, pending: list[stream_apply.Countable]) -> transactions.Plan[stream_apply.Countable]:
         table, c = self.settings.counts_table, self.countable
@@ -246,8 +263,8 @@ class _Plan:
             )
             owners.append(None)
         if counting:
-            # Its counter's buckets and its filters' (breakdown summaries are not replayed).
-            for pk in dimension_keys.count_pks(c.event.counter, c.event.dimensions):
+            # Its counter's buckets and its filters', then its breakdown summaries.
+            for pk in dimension_keys.count_pks(c.event.counter, c.event.dimensions, self.settings.filter_pairs):
                 for bucket in c.buckets:
                     update = stream_apply.BucketUpdate()
                     update.add(bucket, c.event)
@@ -256,6 +273,9 @@ class _Plan:
                     # The stream handler's own increment: one rule for a bucket's expiry and retention.
                     items.append({"Update": stream_apply.increment(self.settings, key, bucket, update, keep)})
                     owners.append(None)
+            for put in summaries.replay_puts(self.dynamodb, self.settings, c):
+                items.append(put)
+                owners.append(None)
         if self.with_tally:
             to = audit_keys.APPLIED if c.buckets else audit_keys.EXPIRED
             items.append(
@@ -286,6 +306,9 @@ class _Plan:
         }
         new = buckets - self.keep_stored
         self.keep_stored |= new
+        if not new and any(pk.startswith(keyspace.SUMMARY) for pk in pks) and self.summary_rounds < MAX_SUMMARY_ROUNDS:
+            self.summary_rounds += 1  # a summary was rewritten since it was read: build reads it again
+            return True
         return bool(new)
 
 

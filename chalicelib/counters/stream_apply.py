@@ -144,13 +144,13 @@ def countables(record: StreamRecord, now_ms: int) -> list[Countable]:
     return [replace(countable, buckets=tuple(live_buckets(countable.event, now_ms)))]
 
 
-def touches(countable: Countable) -> list[Touch]:
+def touches(countable: Countable, settings: Settings) -> list[Touch]:
     """The items one countable event adds to: the live buckets of its counter and of a filter
-    counter per subset of its dimensions."""
+    counter per dimension and per pair counted (dimension_keys.subsets)."""
     event = countable.event
     return [
         Touch(pk, bucket)
-        for pk in dimension_keys.count_pks(event.counter, event.dimensions)
+        for pk in dimension_keys.count_pks(event.counter, event.dimensions, settings.filter_pairs)
         for bucket in countable.buckets
     ]
 
@@ -254,7 +254,7 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
         counted = [c for c in records if c.buckets]
         items: dict[tuple[Touch, str], list[Countable]] = {}
         for c in counted:
-            for touch in touches(c):
+            for touch in touches(c, self.settings):
                 items.setdefault((touch, c.shard), []).append(c)
         ordered = sorted(items.items(), key=lambda kv: (*kv[0][0].order(), kv[0][1]))
         return [

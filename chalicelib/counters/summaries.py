@@ -1,17 +1,30 @@
 """Writing breakdown summaries from a stream batch, exactly once, under the per-shard proof.
 
-A summary item (`TOP#<counter>#<dimension>` / `<m|h|d>#<index>#<part>`, counters/topk.py) is
+A summary item (`TOP#<counter>#<dimension>` / `<q|h|d>#<index>#<part>`, counters/topk.py) is
 rewritten whole: its entries are evicted by size, which no ADD can express. So each item of a
-batch is one consistent GetItem and one conditional PutItem:
+batch is one consistent GetItem and one conditional write:
 
 - the item carries, like every bucket item, the position of each stream shard that wrote to it
   (`s:<shard hash>`); the records of this batch at or below the stored position of their shard
   are already in it and are left out, the later ones are merged in;
-- the PutItem is conditioned on the version read (`ver`), so nothing written between the read
+- the write is conditioned on the version read (`ver`), so nothing written between the read
   and the write is lost; a failed condition reads again.
 
+A bucket's summary (a counter's dimension in one hour or day) has one of two layouts, which
+part 0 says (`layout`):
+
+- **single** (while its encoding fits SINGLE_BYTES): part 0 alone holds every value, exactly;
+  an hour's entries are (minute of the hour, value), so a partial hour is cut from it with no
+  quarter-hour items. A sparse batch rewrites one small item, not up to 8 parts and 4 quarters.
+- **parts** (once it outgrows that, for good): SUMMARY_PARTS parts by value hash and, for an
+  hour, its 4 quarter-hour items, each written as above. The change is ONE TransactWriteItems
+  of every new item, conditioned on part 0's version: it happens whole or not at all, and a
+  racing writer's condition fails and reads the new layout.
+
 So a redelivered batch adds nothing, a handler dying between two items leaves each item exactly
-at the records it holds, and the redelivery completes the rest, exactly as for counts.
+at the records it holds, and the redelivery completes the rest, exactly as for counts. Items of
+the parts layout written before the single layout existed (no `layout` on part 0, or no part 0)
+are read as they are and merged into the split when part 0 grows out of single.
 """
 
 from __future__ import annotations
@@ -20,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from chalicelib.core import attributes, timebuckets
+from chalicelib.core import attributes, dynamo, timebuckets, transactions
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
@@ -32,116 +45,331 @@ from chalicelib.counters import keys as counter_keys
 if TYPE_CHECKING:
     from chalicelib.counters.stream_apply import Countable
 
-CONDITION_FAILED = "ConditionalCheckFailedException"
 MAX_ROUNDS = 8
+LAYOUT = "layout"
+SINGLE = "single"
+# The most bytes of entries a bucket's summary keeps in one item before it is split: a write of
+# it costs at most 4 write units (an UpdateItem/PutItem is priced per started KB of the item).
+SINGLE_BYTES = 3_500
+
+Member = tuple["Countable", str]  # a record and its entry: the value (days), minute and value (hours)
 
 
 @dataclass(frozen=True, order=True)
 class Target:
+    """The summary of one counter's dimension in one bucket, as written by one shard."""
+
     counter: str
     dimension: str
-    resolution: str
+    resolution: str  # "hour" or "day"
     index: int
-    part: int
     shard: str
     ends: Bucket  # the counter bucket whose end and retention the summary is kept by
 
+    def key(self, part: int, resolution: str | None = None, index: int | None = None) -> dict[str, Any]:
+        return dimension_keys.summary_key(
+            self.counter, self.dimension, resolution or self.resolution, self.index if index is None else index, part
+        )
+
+
+def single_bytes() -> int:
+    return min(SINGLE_BYTES, topk.MAX_BYTES)
+
 
 def targets(countable: Countable) -> list[tuple[Target, str]]:
-    """The summary items one event is merged into, with its entry in each: its value of the
-    dimension (hours, days), or the minute and the value (quarter hours)."""
+    """The bucket summaries one event is merged into, with its entry in each: its value of the
+    dimension (days), or the minute of the hour and the value (hours)."""
     found = []
     event = countable.event
+    minute = timebuckets.minute_of(event.time_ms)
     for bucket in countable.buckets:
-        minute = timebuckets.minute_of(event.time_ms)
         for dimension, value in sorted(event.dimensions.items()):
-            part = dimension_keys.part_of(value, bucket.resolution)
-            found.append(
-                (
-                    Target(event.counter, dimension, bucket.resolution, bucket.index, part, countable.shard, bucket),
-                    value,
-                )
-            )
-            if bucket.resolution == "hour":
-                quarter = minute // dimension_keys.QUARTER_MINUTES
-                entry = dimension_keys.quarter_entry(minute, value)
-                found.append((Target(event.counter, dimension, "quarter", quarter, 0, countable.shard, bucket), entry))
+            entry = dimension_keys.hour_entry(minute, value) if bucket.resolution == "hour" else value
+            target = Target(event.counter, dimension, bucket.resolution, bucket.index, countable.shard, bucket)
+            found.append((target, entry))
     return found
 
 
-def plan(counted: Iterable[Countable]) -> list[tuple[Target, list[tuple[Countable, str]]]]:
-    """The summary items a batch's counted records go to, in key order, each with its records
+def plan(counted: Iterable[Countable]) -> list[tuple[Target, list[Member]]]:
+    """The bucket summaries a batch's counted records go to, in key order, each with its records
     and their entries."""
-    groups: dict[Target, list[tuple[Countable, str]]] = {}
+    groups: dict[Target, list[Member]] = {}
     for countable in counted:
-        for target, value in targets(countable):
-            groups.setdefault(target, []).append((countable, value))
+        for target, entry in targets(countable):
+            groups.setdefault(target, []).append((countable, entry))
     return sorted(groups.items())
 
 
-def write(
-    dynamodb: DynamoDB, settings: Settings, target: Target, members: list[tuple[Countable, str]], now_ms: int
-) -> int:
-    """Merge the records of one shard into one summary item, exactly once; returns the calls made."""
+def write(dynamodb: DynamoDB, settings: Settings, target: Target, members: list[Member], now_ms: int) -> int:
+    """Merge the records of one shard into one bucket's summary, exactly once; returns the calls made."""
     calls = 0
-    key = dimension_keys.summary_key(target.counter, target.dimension, target.resolution, target.index, target.part)
     members = sorted(members, key=lambda m: m[0].position)
+    head = target.key(0)
     for _ in range(MAX_ROUNDS):
+        stored = _read(dynamodb, settings, head)
         calls += 1
-        with translated("could not read a breakdown summary"):
-            stored = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
-        stamp = counter_keys.split_stamped(attributes.text(stored or {}, target.shard, ""))
-        later = [m for m in members if m[0].position > stamp.position]
+        if stored is not None and attributes.optional_text(stored, LAYOUT) != SINGLE:
+            return calls + _write_parts(dynamodb, settings, target, members, now_ms, stored)
+        later = _later(stored, target.shard, members)
         if not later:
             return calls
-        item = _merged(settings, key, target, stored, later, now_ms)
-        request: dict[str, Any] = {"TableName": settings.counts_table, "Item": item}
-        if stored is None:
-            request["ConditionExpression"] = "attribute_not_exists(pk)"
-        else:
-            request["ConditionExpression"] = "ver = :ver"
-            request["ExpressionAttributeValues"] = {":ver": stored["ver"]}
-        try:
+        summary = _decoded(stored)
+        for countable, entry in later:
+            summary.add(entry, 1, countable.event.values)
+        if topk.encoded_size(summary) <= single_bytes():
+            item = _item(settings, head, target, [stored], summary, later, now_ms)
+            item[LAYOUT] = {"S": SINGLE}
             calls += 1
-            with translated("could not write a breakdown summary"):
-                dynamodb.put_item(**request)
+            if _put(dynamodb, settings, item, stored):
+                return calls
+            continue
+        split, made = _split(dynamodb, settings, target, stored, summary, later, now_ms)
+        calls += made
+        if split:
             return calls
-        except ConditionFailed:
-            pass
     raise StorageError("a breakdown summary kept changing under its writes")
 
 
-def _merged(
+def _read(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> dict[str, Any] | None:
+    with translated("could not read a breakdown summary"):
+        item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
+    return dict(item) if item is not None else None
+
+
+def _later(stored: dict[str, Any] | None, shard: str, members: list[Member]) -> list[Member]:
+    """The members above the item's stored position of their shard: not in it yet."""
+    stamp = counter_keys.split_stamped(attributes.text(stored or {}, shard, ""))
+    return [m for m in members if m[0].position > stamp.position]
+
+
+def _decoded(stored: dict[str, Any] | None) -> topk.Summary:
+    return topk.decode(attributes.text(stored, "e")) if stored is not None and "e" in stored else topk.Summary()
+
+
+def _put(dynamodb: DynamoDB, settings: Settings, item: dict[str, Any], stored: dict[str, Any] | None) -> bool:
+    """PutItem on condition that the item is still the version read; False when it is not."""
+    request: dict[str, Any] = {"TableName": settings.counts_table, "Item": item, **_unchanged(stored)}
+    try:
+        with translated("could not write a breakdown summary"):
+            dynamodb.put_item(**request)
+        return True
+    except ConditionFailed:
+        return False
+
+
+def _unchanged(stored: dict[str, Any] | None) -> dict[str, Any]:
+    """The condition that an item is still as read (absent, or at the version read)."""
+    if stored is None:
+        return {"ConditionExpression": "attribute_not_exists(pk)"}
+    return {"ConditionExpression": "ver = :ver", "ExpressionAttributeValues": {":ver": stored["ver"]}}
+
+
+def _by_item(target: Target, members: list[Member]) -> dict[tuple[str, int, int], list[Member]]:
+    """The parts layout's items the members go to, each with their entries there: the part of
+    their value and, for an hour, the quarter hour of their minute."""
+    items: dict[tuple[str, int, int], list[Member]] = {}
+    for countable, entry in members:
+        if target.resolution == "hour":
+            minute, value = dimension_keys.split_quarter_entry(entry)
+            quarter = target.index * 4 + minute // dimension_keys.QUARTER_MINUTES
+            items.setdefault(("quarter", quarter, 0), []).append(
+                (countable, dimension_keys.quarter_entry(minute, value))
+            )
+        else:
+            value = entry
+        part = dimension_keys.part_of(value, target.resolution)
+        items.setdefault((target.resolution, target.index, part), []).append((countable, value))
+    return items
+
+
+def _write_parts(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    target: Target,
+    members: list[Member],
+    now_ms: int,
+    head: dict[str, Any],
+) -> int:
+    """The parts layout: each part and quarter hour the members touch, one item at a time."""
+    calls = 0
+    for (resolution, index, part), merged in sorted(_by_item(target, members).items()):
+        key = target.key(part, resolution, index)
+        known = head if (resolution, part) == (target.resolution, 0) else None
+        calls += _write_item(dynamodb, settings, target, key, merged, now_ms, known)
+    return calls
+
+
+def replay_puts(dynamodb: DynamoDB, settings: Settings, countable: Countable) -> list[dict[str, Any]]:
+    """The transaction items that add one set-aside event to its summaries (quarantine replay):
+    each item as read now with the event merged in, on condition that it is still the version
+    read. The replay's transaction deletes the set-aside record with them, which is what makes
+    the event counted once; the items' shard positions are left as they are (the record's
+    position may lie below them: later records of its shard were counted meanwhile)."""
+    puts = []
+    for target, entry in targets(countable):
+        head = _read(dynamodb, settings, target.key(0))
+        single = head is None or attributes.optional_text(head, LAYOUT) == SINGLE
+        chosen = (
+            {(target.resolution, target.index, 0): [(countable, entry)]}
+            if single
+            else _by_item(target, [(countable, entry)])
+        )
+        for (resolution, index, part), members in sorted(chosen.items()):
+            key = target.key(part, resolution, index)
+            stored = head if (resolution, part) == (target.resolution, 0) else _read(dynamodb, settings, key)
+            summary = _decoded(stored)
+            for _, added in members:
+                summary.add(added, 1, countable.event.values)
+            evicted = summary.fit()  # a single summary holds what one more event adds without evicting
+            retention = max(attributes.integer(stored or {}, "retention", 0), countable.event.retention_seconds)
+            item = {**(stored or {}), **key}
+            if stored is None and part == 0 and resolution == target.resolution:
+                item[LAYOUT] = {"S": SINGLE}
+            item["e"] = {"S": topk.encode(summary)}
+            item["ver"] = {"N": str(attributes.integer(stored or {}, "ver", 0) + 1)}
+            item["retention"] = {"N": str(retention)}
+            item["expires_at"] = {"N": str(timebuckets.expires_at_s(target.ends, retention))}
+            if evicted:
+                item["evicted"] = {"N": str(attributes.integer(stored or {}, "evicted", 0) + evicted)}
+            puts.append({"Put": {"TableName": settings.counts_table, "Item": item, **_unchanged(stored)}})
+    return puts
+
+
+def _write_item(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    target: Target,
+    key: dict[str, Any],
+    members: list[Member],
+    now_ms: int,
+    known: dict[str, Any] | None,
+) -> int:
+    """Merge members into one item of the parts layout (`known`: the item as just read, if it was)."""
+    calls = 0
+    for _ in range(MAX_ROUNDS):
+        if known is None:
+            stored = _read(dynamodb, settings, key)
+            calls += 1
+        else:
+            stored, known = known, None
+        later = _later(stored, target.shard, members)
+        if not later:
+            return calls
+        summary = _decoded(stored)
+        for countable, entry in later:
+            summary.add(entry, 1, countable.event.values)
+        evicted = summary.fit()
+        item = _item(settings, key, target, [stored], summary, later, now_ms, evicted)
+        if stored is not None and LAYOUT in stored:
+            item[LAYOUT] = stored[LAYOUT]
+        calls += 1
+        if _put(dynamodb, settings, item, stored):
+            return calls
+    raise StorageError("a breakdown summary kept changing under its writes")
+
+
+def _split(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    target: Target,
+    head: dict[str, Any] | None,
+    summary: topk.Summary,
+    later: list[Member],
+    now_ms: int,
+) -> tuple[bool, int]:
+    """Turn a bucket's single summary (with `later` merged in) into the parts layout, in one
+    transaction conditioned on every item being as read; (False, calls) when one was not."""
+    # Each entry keeps its count and err, each piece the floor of what it was cut from (a single
+    # summary evicts nothing the stream writes; one a replay overfilled may have).
+    hour = target.resolution == "hour"
+    values = topk.within(summary, 0, 59) if hour else summary
+    pieces: dict[tuple[str, int, int], topk.Summary] = {
+        (target.resolution, target.index, p): topk.Summary(floor=values.floor)
+        for p in range(dimension_keys.SUMMARY_PARTS if values.floor else 1)  # part 0 says the layout
+    }
+    for value, counted in values.entries.items():
+        part = dimension_keys.part_of(value, target.resolution)
+        piece = pieces.setdefault((target.resolution, target.index, part), topk.Summary(floor=values.floor))
+        piece.entries[value] = topk.Entry(counted.count, counted.err, dict(counted.sums))
+    for q in range(4 if hour and summary.floor else 0):
+        pieces[("quarter", target.index * 4 + q, 0)] = topk.Summary(floor=summary.floor)
+    for entry, counted in summary.entries.items() if hour else ():
+        minute, value = dimension_keys.split_quarter_entry(entry)
+        quarter = target.index * 4 + minute // dimension_keys.QUARTER_MINUTES
+        piece = pieces.setdefault(("quarter", quarter, 0), topk.Summary(floor=summary.floor))
+        piece.entries[dimension_keys.quarter_entry(minute, value)] = topk.Entry(
+            counted.count, counted.err, dict(counted.sums)
+        )
+    others = [target.key(0, "quarter", target.index * 4 + q) for q in range(4)] if target.resolution == "hour" else []
+    others += [target.key(p) for p in range(1, dimension_keys.SUMMARY_PARTS)]
+    # Items of the parts layout from before single ones existed: merged in, not overwritten.
+    earlier = {
+        attributes.sort_key(item): item
+        for item in dynamo.batch_get_items(
+            dynamodb, settings.counts_table, others, "could not read a breakdown summary", consistent=True
+        )
+    }
+    calls = 1 + (len(others) - 1) // 100
+    puts = []
+    for (resolution, index, part), piece in sorted(pieces.items()):
+        key = target.key(part, resolution, index)
+        stored = head if (resolution, part) == (target.resolution, 0) else earlier.pop(attributes.sort_key(key), None)
+        if stored is not None and stored is not head and "e" in stored:
+            piece = topk.merge(piece, topk.decode(attributes.text(stored, "e")))
+        evicted = piece.fit()
+        read = [head] if stored is head else [head, stored]
+        item = _item(settings, key, target, read, piece, later, now_ms, evicted)
+        if (resolution, part) == (target.resolution, 0):
+            item[LAYOUT] = {"S": "parts"}
+        puts.append({"Put": {"TableName": settings.counts_table, "Item": item, **_unchanged(stored)}})
+    # An earlier part no piece of this split touches is left as it is: it is one of the parts.
+    try:
+        transactions.write(
+            dynamodb,
+            [target],
+            lambda _: transactions.Plan(puts, [None] * len(puts)),
+            what="splitting a breakdown summary",
+        )
+    except transactions.ConditionFailedError:
+        return False, calls + 1
+    return True, calls + 1
+
+
+def _item(
     settings: Settings,
     key: dict[str, Any],
     target: Target,
-    stored: dict[str, Any] | None,
-    later: list[tuple[Countable, str]],
+    read: list[dict[str, Any] | None],
+    summary: topk.Summary,
+    later: list[Member],
     now_ms: int,
+    evicted: int = 0,
 ) -> dict[str, Any]:
-    old = stored or {}
-    summary = topk.decode(attributes.text(old, "e")) if "e" in old else topk.Summary()
-    for countable, value in later:
-        summary.add(value, 1, countable.event.values)
-    evicted = summary.fit()
-    stored_retention = attributes.integer(old, "retention", 0)
-    retention = max([stored_retention] + [c.event.retention_seconds for c, _ in later])
+    """An item holding `summary`: what the items `read` held, with `later` merged in. Its shard
+    positions are the furthest any item read holds for each shard (another shard's only while a
+    delivery could still need it), this shard's at least the last of `later`; its version is
+    above every version read, so no writer that read one of them can overwrite it."""
+    retention = max(
+        [attributes.integer(r or {}, "retention", 0) for r in read] + [c.event.retention_seconds for c, _ in later]
+    )
     horizon = now_ms // 1000 - settings.marker_ttl_seconds
-    item: dict[str, Any] = dict(key)
-    for name, value in old.items():
-        if counter_keys.is_shard_attribute(name) and name != target.shard:
-            created = counter_keys.split_stamped(attributes.text(old, name, "")).created_s
-            if created is None or created >= horizon:
-                item[name] = value  # other shards' positions, while a delivery could still need them
     last = later[-1][0]
     created_s = int(last.record.created_s) if last.record.created_s is not None else 0
-    item[target.shard] = {"S": counter_keys.stamped_position(last.position, created_s)}
+    item: dict[str, Any] = {**key, target.shard: {"S": counter_keys.stamped_position(last.position, created_s)}}
+    for one in read:
+        for name, value in (one or {}).items():
+            if not counter_keys.is_shard_attribute(name):
+                continue
+            stamp = counter_keys.split_stamped(attributes.text(one or {}, name, ""))
+            if name != target.shard and stamp.created_s is not None and stamp.created_s < horizon:
+                continue  # a shard no delivery can bring back below its position
+            if name not in item or counter_keys.split_stamped(attributes.text(item, name)).position < stamp.position:
+                item[name] = value
     item["e"] = {"S": topk.encode(summary)}
-    item["ver"] = {"N": str(attributes.integer(old, "ver", 0) + 1)}
+    item["ver"] = {"N": str(1 + max(attributes.integer(r or {}, "ver", 0) for r in read))}
     item["retention"] = {"N": str(retention)}
     item["expires_at"] = {"N": str(timebuckets.expires_at_s(target.ends, retention))}
-    if evicted:
-        item["evicted"] = {"N": str(attributes.integer(old, "evicted", 0) + evicted)}
-    elif "evicted" in old:
-        item["evicted"] = old["evicted"]
+    evicted_before = sum(attributes.integer(r or {}, "evicted", 0) for r in read)
+    if evicted or evicted_before:
+        item["evicted"] = {"N": str(evicted_before + evicted)}
     return item

@@ -95,9 +95,29 @@ def decode(text: str) -> Summary:
     return summary
 
 
+def merge(a: Summary, b: Summary) -> Summary:
+    """Two summaries of disjoint events of one bucket as one: a value one of them does not list
+    may have had up to its floor there (added to its count and err)."""
+    out = Summary(floor=a.floor + b.floor)
+    for value in sorted(a.entries.keys() | b.entries.keys()):
+        ea, eb = a.entries.get(value), b.entries.get(value)
+        count = (ea.count if ea else a.floor) + (eb.count if eb else b.floor)
+        err = (ea.err if ea else a.floor) + (eb.err if eb else b.floor)
+        sums = dict(ea.sums) if ea else {}
+        for name, amount in (eb.sums if eb else {}).items():
+            sums[name] = EXACT.add(sums.get(name, Decimal(0)), amount)
+        out.entries[value] = Entry(count, err, sums)
+    return out
+
+
+def encoded_size(summary: Summary) -> int:
+    """Bytes of the summary's encoding (what MAX_BYTES bounds)."""
+    return len(encode(summary).encode("utf-8"))
+
+
 def within(summary: Summary, first: int, last: int) -> Summary:
-    """A quarter-hour summary (entries: 2-digit minute, then the value) cut to minutes
-    first..last of its quarter, as a summary of values. A (minute, value) not listed had at most
+    """A summary of minute entries (2-digit minute, then the value: a quarter hour's, or an hour
+    kept whole) cut to minutes first..last, as a summary of values. A (minute, value) not listed had at most
     `floor` events: a value's count adds that for each minute of the range it is not listed in,
     and the floor of the cut is `floor` times the minutes of the range."""
     span = last - first + 1

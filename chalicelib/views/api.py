@@ -17,6 +17,7 @@ from chalicelib.views import rollup, windows
 from chalicelib.views import validation as view_input
 from chalicelib.views.validation import View
 
+MAX_KEYS = windows.MAX_PARTS + 1  # a range's bucket items and the URL's counter
 RETAINED_MESSAGE = "the range starts before what is kept: the answer counts retained_from to end"
 
 
@@ -59,16 +60,14 @@ def count_range(
     now_ms: int,
     sleep: Sleep | None = None,
 ) -> dict[str, Any]:
-    """The views in minutes first..last from the URL's bucket items: one BatchGetItem of at most
-    windows.MAX_PARTS keys, whatever the number of views."""
+    """The views in minutes first..last from the URL's bucket items and its counter's pending
+    minutes (chalicelib.views.rollup): one BatchGetItem of at most MAX_KEYS keys, whatever the
+    number of views."""
     window_params.check_minutes(first_minute, last_minute)
     parts = windows.plan(first_minute, last_minute)
-    keys = [view_keys.bucket_key(url, part.span) for part in parts]
-    found = {
-        attributes.sort_key(item): item
-        for item in dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the views", sleep)
-    }
-    items = [found.get(attributes.sort_key(key)) for key in keys]
+    pk = view_keys.url_pk(url)
+    stored = rollup.read(dynamodb, settings, {pk: [part.span for part in parts]}, sleep)[pk]
+    items = [stored.buckets[part.span] for part in parts]
     now_s = now_ms // 1000
     retention = settings.view_bucket_retention_seconds
     flags = [
@@ -76,6 +75,8 @@ def count_range(
     ]
     first = timebuckets.kept_from(flags)
     total = sum(_part_count(part, item) for part, item in zip(parts[first:], items[first:]) if item is not None)
+    if first < len(parts):
+        total += rollup.pending_between(settings, stored.counter, parts[first].start_minute, last_minute, now_ms)
     end_ms = (last_minute + 1) * windows.MINUTE_MS
     retained_from = parts[first].start_minute * windows.MINUTE_MS if first < len(parts) else end_ms
     return {
@@ -83,7 +84,7 @@ def count_range(
         "views": total,
         "start": times.iso(first_minute * windows.MINUTE_MS),
         "end": times.iso(end_ms),
-        "keys_read": len(keys),
+        "keys_read": len(parts) + 1,
         **timebuckets.completeness(first == 0, retained_from, RETAINED_MESSAGE),
     }
 
@@ -100,25 +101,23 @@ def count_urls(
     urls: list[str],
     first_minute: int,
     last_minute: int,
+    now_ms: int,
     sleep: Sleep | None = None,
 ) -> UrlCounts:
-    """Each URL's views in minutes first..last, from its bucket items (as count_range, for
-    many URLs in BatchGetItem calls of 100 keys; the range is taken as kept)."""
+    """Each URL's views in minutes first..last, from its bucket items and pending minutes (as
+    count_range, for many URLs in BatchGetItem calls of 100 keys; the range is taken as kept)."""
     parts = windows.plan(first_minute, last_minute)
-    keys = [view_keys.bucket_key(url, part.span) for url in urls for part in parts]
-    found = {
-        attributes.key_of(item): item
-        for item in dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the views", sleep)
-    }
+    pks = {url: view_keys.url_pk(url) for url in urls}
+    stored = rollup.read(dynamodb, settings, {pk: [part.span for part in parts] for pk in pks.values()}, sleep)
     views: dict[str, int] = {}
-    for url in urls:
-        total = 0
+    for url, pk in pks.items():
+        found = stored[pk]
+        total = rollup.pending_between(settings, found.counter, first_minute, last_minute, now_ms)
         for part in parts:
-            key = view_keys.bucket_key(url, part.span)
-            item = found.get(attributes.key_of(key))
+            item = found.buckets[part.span]
             total += 0 if item is None else _part_count(part, item)
         views[url] = total
-    return UrlCounts(views, len(keys))
+    return UrlCounts(views, len(urls) * (len(parts) + 1))
 
 
 def _part_count(part: windows.Part, item: dict[str, Any]) -> int:

@@ -1,15 +1,16 @@
 """Exact view counters, the queue handler side: apply a batch of views exactly once.
 
-A view is counted when its marker is written: markers, the increment of their URL's counter
-and the increments of the URL's hour buckets (chalicelib.views.windows: the hours of the
-views' own times, with their minute counts) go in one TransactWriteItems, so all happen or none
-does. The views of one URL in a transaction share one increment of K per item, which is what
-makes a batch cheaper than a transaction per view. The day and block items are then brought
-up to those hours outside the transaction, by copies that only grow (chalicelib.views.rollup):
-one plain write each instead of a transactional one, exact under redelivery and races. A redelivered view
-finds its marker: it is dropped before writing when the marker is already visible, or else its
-transaction is cancelled with ConditionalCheckFailed on exactly that marker, and the
-transaction is rebuilt without it (its bucket increments shrink with it) and retried.
+A view is counted when its marker is written: markers and the increment of their URL's counter
+item (all time, and the pending count of each view's minute: chalicelib.views.rollup) go in one
+TransactWriteItems, so all happen or none does. The views of one URL in a transaction share one
+counter update, which is what makes a batch cheaper than a transaction per view, and a URL
+viewed once costs what a transaction per view costs: its marker and its counter. Pending
+minutes are moved into the URL's hour, day and block items later, in bulk, once the counter
+holds enough of them (chalicelib.views.rollup.settle, exact under redelivery and races). A
+redelivered view finds its marker: it is dropped before writing when the marker is already
+visible, or else its transaction is cancelled with ConditionalCheckFailed on exactly that
+marker, and the transaction is rebuilt without it (its counter increments shrink with it) and
+retried.
 
 At most once, whatever the path back: a marker lives until its view's own time plus the
 horizon (settings.view_horizon_seconds, longer than the queue's and the dead-letter queue's
@@ -65,7 +66,7 @@ class Pending:
     messages: list[Message]
     url: str = ""  # kept on the URL's counter item (GET /views/urls)
     time_ms: int = 0  # counted in the buckets of this time (a client-day: its earliest view's)
-    spans: tuple[Span, ...] = ()  # those buckets, the ones not expired yet
+    spans: tuple[Span, ...] = ()  # the hour bucket of that time, unless expired already
 
     @property
     def pk(self) -> str:
@@ -116,7 +117,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         return [Write((), functools.partial(self._catalog, urls)), Write(records, self._visible)]
 
     def _catalog(self, urls: set[str], _: list[Pending]) -> Sent[Pending]:
-        catalog.record(self.dynamodb, self.settings, urls, self.now_ms)  # GET /views/urls
+        catalog.record(self.dynamodb, self.settings, urls, self.now_ms, self.sleep)  # GET /views/urls
         return Sent()
 
     def _visible(self, records: list[Pending]) -> Sent[Pending]:
@@ -138,17 +139,18 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         return Sent(applied=outcome.applied, found=outcome.duplicates, calls=outcome.attempts, retries=outcome.retries)
 
     def follow_ups(self, outcome: batch_processor.Outcome[Message, Pending]) -> list[Write[Pending]]:
-        return [Write(outcome.settled() + outcome.checked, self._derive)]
+        return [Write(outcome.settled() + outcome.checked, self._settle)]
 
-    def _derive(self, members: list[Pending]) -> Sent[Pending]:
-        """Copy the hours of every view counted now or before (a duplicate's copies may be what
-        a handler that died left undone) into their days and blocks. If that fails, every view
-        it was for comes back with its message, and the copies are made then."""
-        touched = {(view_keys.bucket_pk(p.pk), span) for p in members for span in p.spans}
+    def _settle(self, members: list[Pending]) -> Sent[Pending]:
+        """Move the pending minutes of the URLs of every view counted now or before (a
+        duplicate's URL may be what a handler that died left unsettled) that hold enough of
+        them, and bring the top URLs' summaries up to the counts read. If that fails, every
+        view it was for comes back with its message, and it is done then."""
+        touched = {(p.pk, span) for p in members for span in p.spans}
         observed = top_store.Observations()  # the top URLs' summaries take the counts read here
-        copies = rollup.derive(self.dynamodb, self.settings, touched, self.sleep, observed.add)
+        moves = rollup.settle(self.dynamodb, self.settings, touched, self.now_ms, self.sleep, observed.add)
         summaries = top_store.record(self.dynamodb, self.settings, observed, self.sleep)
-        return Sent(details=Counter(bucket_copies=copies, top_writes=summaries))
+        return Sent(details=Counter(bucket_moves=moves, top_writes=summaries))
 
     def acknowledge(self, done: Sequence[Message]) -> None:
         queue = queues.queue_url(self.sqs, self.settings.views_queue)
@@ -170,8 +172,9 @@ def apply_messages(
 
 
 def _live_spans(settings: Settings, time_ms: int, now_ms: int) -> tuple[Span, ...]:
-    """The hour bucket a view is counted in by its transaction (its day and block follow from
-    it, chalicelib.views.rollup); one already expired would read as 0, so it is skipped."""
+    """The hour bucket a view is counted in (its minute pending on the counter until moved
+    there, with its day and block: chalicelib.views.rollup); one already expired would read
+    as 0, so the view counts in all time only."""
     placed = windows.spans_of(time_ms // windows.MINUTE_MS)
     return tuple(
         span
@@ -181,7 +184,9 @@ def _live_spans(settings: Settings, time_ms: int, now_ms: int) -> tuple[Span, ..
 
 
 def _spans_of(pending: Pending) -> tuple[Span, ...]:
-    return pending.spans
+    """The bucket items a view adds to its transaction besides its marker and its URL's
+    counter: none (its minute is an attribute of the counter)."""
+    return ()
 
 
 def _visible_markers(
@@ -236,40 +241,31 @@ def _transaction(settings: Settings, chunk: list[tuple[str, list[Pending]]], now
             }
             for p in members
         )
-        items.append(
-            {
-                "Update": {
-                    "TableName": table,
-                    "Key": {"pk": {"S": pk}, "sk": {"S": view_keys.COUNTER_SK}},
-                    "UpdateExpression": "ADD #v :k SET #u = if_not_exists(#u, :u)",
-                    "ExpressionAttributeNames": {"#v": "views", "#u": "url"},
-                    "ExpressionAttributeValues": {":k": {"N": str(len(members))}, ":u": {"S": members[0].url}},
-                }
-            }
-        )
-        live = {span for p in members for span in p.spans}
-        for span, increment in sorted(windows.increments((p.time_ms for p in members), live).items()):
-            items.append(_bucket_update(settings, view_keys.bucket_pk(pk), span, increment))
+        items.append(_counter_update(table, pk, members, now_ms))
     return items
 
 
-def _bucket_update(settings: Settings, pk: str, span: Span, increment: windows.Increment) -> dict[str, Any]:
-    """Add a transaction's views to one bucket and to its inner buckets; (re)set its expiry."""
-    names = {"#n": "n"}
-    values = {
-        ":n": {"N": str(increment.n)},
-        ":exp": {"N": str(timebuckets.expires_at_s(span, settings.view_bucket_retention_seconds))},
+def _counter_update(table: str, pk: str, members: list[Pending], now_ms: int) -> dict[str, Any]:
+    """Add a transaction's views of one URL to its counter: all time, and pending per minute
+    (only views whose hour bucket is live)."""
+    minutes = Counter(p.time_ms // windows.MINUTE_MS for p in members if p.spans)
+    names = {"#v": "views", "#u": "url", "#l": catalog.LAST_COUNTED, "#c": catalog.LISTED}
+    values: dict[str, Any] = {
+        ":k": {"N": str(len(members))},
+        ":u": {"S": members[0].url},
+        ":now": {"N": str(now_ms)},
+        ":yes": {"BOOL": True},
     }
-    adds = ["#n :n"]
-    for position, k in sorted(increment.inner.items()):
-        names[f"#i{position}"] = windows.inner_attribute(span.level, position)
-        values[f":i{position}"] = {"N": str(k)}
-        adds.append(f"#i{position} :i{position}")
+    adds = ["#v :k"]
+    for i, (minute, k) in enumerate(sorted(minutes.items())):
+        names[f"#p{i}"] = view_keys.pending_attribute(minute)
+        values[f":p{i}"] = {"N": str(k)}
+        adds.append(f"#p{i} :p{i}")
     return {
         "Update": {
-            "TableName": settings.counts_table,
-            "Key": {"pk": {"S": pk}, "sk": {"S": view_keys.bucket_sk(span)}},
-            "UpdateExpression": f"ADD {', '.join(adds)} SET expires_at = :exp",
+            "TableName": table,
+            "Key": {"pk": {"S": pk}, "sk": {"S": view_keys.COUNTER_SK}},
+            "UpdateExpression": f"ADD {', '.join(adds)} SET #u = if_not_exists(#u, :u), #l = :now, #c = :yes",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
@@ -279,7 +275,7 @@ def _bucket_update(settings: Settings, pk: str, span: Span, increment: windows.I
 def commit(
     dynamodb: DynamoDB, settings: Settings, members: list[Pending], now_ms: int, sleep: Sleep | None
 ) -> transactions.Outcome[Pending]:
-    """Apply views in one transaction (their markers, counters and hour buckets), or learn that
+    """Apply views in one transaction (their markers and counters), or learn that
     an earlier delivery did: a marker's failed condition names its view as a duplicate."""
 
     def plan(pending: list[Pending]) -> transactions.Plan[Pending]:
@@ -288,11 +284,10 @@ def commit(
             groups[member.pk].append(member)
         regrouped = list(groups.items())
         items = _transaction(settings, regrouped, now_ms)
-        # Item order is each group's markers, then its counter and bucket updates (owned by no one view).
+        # Item order is each group's markers, then its counter update (owned by no one view).
         owners: list[Pending | None] = []
         for _, group in regrouped:
-            owners += group
-            owners += [None] * (1 + len({span for p in group for span in p.spans}))
+            owners += group + [None]
         assert len(owners) == len(items)
         return transactions.Plan(items, owners)
 

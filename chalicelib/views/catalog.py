@@ -1,9 +1,13 @@
 """Which URLs have view counters: the views listing (`GET /views/urls`).
 
 Counters are keyed by the URL's sha256, so the counter item (`URL#<sha>` / `TOTAL`) also keeps
-the URL's text (attribute `url`, set once by the counting transaction). The catalog
-(`CATALOG#views` / `<sha>`) names the URLs; the queue handler writes a URL's entry at most once
-per hour per process, before counting its views. A page of the listing is one Query of the
+the URL's text (attribute `url`, set once by the counting transaction), when it was last
+counted (`last`, epoch ms, set by every counting transaction) and `listed` (set by every
+counting transaction). The catalog (`CATALOG#views` / `<sha>`) names the URLs; the queue handler
+writes a URL's entry before counting its views when the URL's counter is not `listed` yet, so
+a URL costs one catalog write in its life, not one an hour (a process reads the counters of the
+URLs it has not seen this hour, an eventually consistent read: a counter it finds was made by a
+transaction whose handler wrote the entry before it). A page of the listing is one Query of the
 catalog and one BatchGetItem of the page's counters.
 """
 
@@ -25,10 +29,27 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _recent = catalog.Recent()
 
 
-def record(dynamodb: DynamoDB, settings: Settings, url_pks: Iterable[str], now_ms: int) -> int:
-    """Note the URLs (by their counter partition `URL#<sha>`) as counted now; returns the writes made."""
+LISTED = "listed"  # on a counter item: its URL has a catalog entry
+LAST_COUNTED = "last"  # on a counter item: epoch ms of its latest counting transaction
+
+
+def record(
+    dynamodb: DynamoDB, settings: Settings, url_pks: Iterable[str], now_ms: int, sleep: Sleep | None = None
+) -> int:
+    """List the URLs (by their counter partition `URL#<sha>`) about to be counted that are not
+    listed yet; returns the writes made."""
+    hour = now_ms // times.HOUR_MS
     shas: dict[str, int | None] = {pk.removeprefix(keyspace.VIEW_URL): None for pk in url_pks}
-    return catalog.touch(dynamodb, settings, KIND, _recent, shas, now_ms)
+    fresh = _recent.fresh(dynamodb, shas, hour)
+    if not fresh:
+        return 0
+    keys = [view_keys.counter_key_of(keyspace.VIEW_URL + sha) for sha in fresh]
+    counters = dynamo.batch_get_items(
+        dynamodb, settings.counts_table, keys, "could not read the view counters", sleep, projection="pk, listed"
+    )
+    listed = {item["pk"]["S"].removeprefix(keyspace.VIEW_URL) for item in counters if LISTED in item}
+    _recent.mark(dynamodb, dict.fromkeys(listed), hour)
+    return catalog.touch(dynamodb, settings, KIND, _recent, {sha: None for sha in fresh if sha not in listed}, now_ms)
 
 
 def _sha(value: str) -> str:
@@ -61,7 +82,7 @@ def listing(
             {
                 "url": attributes.text(item, "url"),
                 "views": attributes.integer(item, "views", 0),
-                "last_counted": times.iso(entry.last_seen_ms),
+                "last_counted": times.iso(attributes.optional_integer(item, LAST_COUNTED) or entry.last_seen_ms),
             }
         )
     return {"urls": urls, "next": cursor}

@@ -2,7 +2,10 @@
 
 Every item of a URL shares one partition, "URL#<sha256 of the url>" (a URL may be longer
 than a key may be, so it is hashed):
-    sk "TOTAL"                                the counter, attribute "views"
+    sk "TOTAL"                                the counter: "views" (all time), "url", the
+                                              pending minutes "p<minute since the epoch>"
+                                              (views counted, not yet in buckets) and "fv"
+                                              (how many times pending minutes were moved on)
     sk "V#<iso time>#<sha256 of clientId>"    a marker: one view event (policy "event")
     sk "D#<iso day>#<sha256 of clientId>"     a marker: one client on one day ("client-day")
 A marker's sort key is what makes a view unique, and it starts with the view's time so the
@@ -10,7 +13,7 @@ markers of a time range are one Query. The URL's views per bucket (chalicelib.vi
 have a partition of their own, "VWB#<sha256 of the url>":
     sk "h#<hour>" | "d#<day>" | "b#<block>"  (number since the epoch, 10 digits)
         attributes "n" (the bucket's views), its inner buckets' views (m00.. | h00.. | d00..),
-        "expires_at"
+        "expires_at", "f" (the counter's "fv" when pending minutes last moved in)
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ POLICY_PREFIX = {"event": "V#", "client-day": "D#"}
 DEDUP_POLICIES = VIEW_DEDUP_POLICIES
 assert set(POLICY_PREFIX) == set(DEDUP_POLICIES)
 BUCKET_PREFIX = {"hour": "h", "day": "d", "block": "b"}
+PENDING_PREFIX = "p"
+FLUSHES = "fv"  # on the counter item
+FLUSHED = "f"  # on a bucket item
 
 
 def url_pk(url: str) -> str:
@@ -37,6 +43,26 @@ def url_pk(url: str) -> str:
 
 def counter_key(url: str) -> dict[str, Any]:
     return {"pk": {"S": url_pk(url)}, "sk": {"S": COUNTER_SK}}
+
+
+def pending_attribute(minute: int) -> str:
+    """The counter item's attribute holding views of `minute` not yet moved into buckets."""
+    return f"{PENDING_PREFIX}{minute}"
+
+
+def pending_minutes(item: dict[str, Any] | None) -> dict[int, int]:
+    """A counter item's pending views, by minute since the epoch."""
+    if not item:
+        return {}
+    return {
+        int(name[1:]): int(value["N"])
+        for name, value in item.items()
+        if name.startswith(PENDING_PREFIX) and name[1:].isdigit()
+    }
+
+
+def counter_key_of(url_pk_value: str) -> dict[str, Any]:
+    return {"pk": {"S": url_pk_value}, "sk": {"S": COUNTER_SK}}
 
 
 def bucket_pk(url_pk_value: str) -> str:

@@ -1,39 +1,44 @@
-"""Day and block items of a URL's views, derived from its hour items: idempotent, race-free.
+"""A URL's ranged counts: pending minutes on its counter, moved into its buckets in bulk.
 
-Only the hour item (`n`, `m00`..`m59`) is written in the counting transaction, with the markers
-and the counter; what a day item holds of an hour (`hHH`) is a copy of that hour's `n`, and what
-a block item holds of a day (`dDD`) is that day's total (the sum of its `hHH`). Copies are
-written with a condition that they only grow (`SET a = :v` if `a` is absent or smaller), and
-every value written is a true snapshot of a count that only grows (markers are never taken
-back while a view of that hour can still be counted: views older than the horizon are
-refused, and buckets are kept at least that long). So writing a copy twice, late, or in any
-order with other writers changes nothing, and the largest copy is the latest:
+The counting transaction (chalicelib.views.batches) writes each view's marker and adds the
+views to their URL's counter item, nothing else: to `views` (all time) and to the pending count
+of each view's minute, `p<minute since the epoch>` (chalicelib.views.keys). So a URL viewed
+once in a batch costs its marker and its counter, as a transaction per view does, and a URL
+viewed many times shares one counter update. A URL's views in a range are its bucket items'
+(hour, day, block: chalicelib.views.windows) plus its counter's pending minutes in the range.
 
-- after its transaction commits, a handler reads each hour it touched with a strongly
-  consistent read, so the last transaction on an hour is followed by a read that sees its
-  final count, and that count reaches the day;
-- the day update returns the whole day item as it stands after the update (or, if the
-  condition failed, as it stood), so the last update of a day sees all its hours, and its sum
-  reaches the block;
-- a handler that dies between its transaction and these copies leaves its messages in the
-  queue; on redelivery its views are duplicates, and the copies are made for the hours of
-  duplicates too (after reading that they are missing: a duplicate whose copies are in place
-  costs reads, no writes).
+Once a counter holds more than FLUSH_AT pending minutes, the handler moves them into the
+buckets with one transaction for the URL: the pending attributes are removed on the condition
+that `views` (which every counting transaction adds to) and `fv` are still what was read (`fv`
+becomes one more), and the same views are added to each minute's hour, day and block items, which take
+`f` = the new `fv`. So a move happens whole or not at all and at most once (a repeat finds `fv`
+moved on), and buckets plus pending minutes count the same before and after it. A move that
+loses a race is left to a later batch: nothing is lost, the counter holds more pending minutes
+meanwhile (at most FLUSH_AT plus one transaction's minutes, so the item stays small). Pending
+minutes whose hour bucket is past its retention count nowhere, and a move drops them.
 
-A day or block item's total is the sum of its inner counts, read from the item a range reads
-anyway (chalicelib.views.api); items written before this layout hold `n` and the same inner
-counts, so they read the same.
+Reading a counter and buckets is not one atomic read, so a move in between could be counted
+twice (pending in the counter as read, and in a bucket read after the move). A bucket item
+whose `f` is above the counter's `fv` as read was moved into after the counter was read: the
+URL is read again (`read`). The queue handler reads the counter first and then the buckets,
+both strongly consistent, so what it observes for the top URLs' summaries is the URL's count
+at the moment its counter was read, after the batch's own transaction: the last transaction on
+a URL is followed by a read that sees its final count. GET /views reads both in one
+eventually consistent BatchGetItem: it may miss the latest views (as any eventually consistent
+read may), never counts one twice.
+
+Buckets written before pending minutes (hour items from the counting transaction, day and
+block items holding copies of their hours) read the same: a move adds to what is there.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from chalicelib.core import dynamo, timebuckets, transactions
+from chalicelib.core import attributes, dynamo, timebuckets, transactions
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
@@ -42,69 +47,23 @@ from chalicelib.views import keys as view_keys
 from chalicelib.views import windows
 from chalicelib.views.windows import Span
 
+# Pending minutes a counter may hold before they are moved into buckets: about 12 bytes each,
+# so a counter of a URL of up to about 250 characters stays under 1 KB (one write unit).
+FLUSH_AT = 48
+MOVE_ITEMS = 100  # one transaction: the counter and the buckets of the minutes moved
+MOVE_MINUTES = 64  # pending minutes one move takes, the earliest first
+MAX_MOVES = 4  # moves of one counter per batch (a later batch moves what is left)
+MAX_READS = 4  # reads of a URL whose buckets keep moving under it before giving up
+
 
 def total(level: str, item: dict[str, Any] | None) -> int:
     """A bucket item's views: an hour's `n`; a day's or block's, the sum of its inner counts."""
     if item is None:
         return 0
     if level == "hour":
-        return int(item.get("n", {"N": "0"})["N"])
+        return attributes.integer(item, "n", 0)
     prefix, _ = windows.INNER[level]
     return sum(int(value["N"]) for name, value in item.items() if len(name) == 3 and name.startswith(prefix))
-
-
-def derive(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    touched: Iterable[tuple[str, Span]],
-    sleep: Sleep | None = None,
-    observe: Callable[[str, Span, int], None] | None = None,
-) -> int:
-    """Bring the day and block items of these (bucket partition, hour) pairs up to their hours;
-    returns the writes made. Raises StorageError if storage fails (the caller's messages then
-    come back, and the copies are made on redelivery). `observe` is told each hour's, day's
-    and block's total as read here: a snapshot of a count that only grows, taken after the
-    batch's own writes (the top URLs summaries take them, chalicelib.views.top)."""
-    hours = sorted(set(touched))
-    if not hours:
-        return 0
-    days = sorted({(pk, parent(span)[0]) for pk, span in hours})
-    blocks = sorted({(pk, parent(day)[0]) for pk, day in days})
-    keys = [_key(pk, span) for pk, span in hours + days + blocks]
-    stored = {
-        (item["pk"]["S"], item["sk"]["S"]): item
-        for item in dynamo.batch_get_items(
-            dynamodb, settings.counts_table, keys, "could not read view buckets", sleep, consistent=True
-        )
-    }
-    writes = 0
-    day_items: dict[tuple[str, Span], dict[str, Any] | None] = {
-        (pk, day): stored.get((pk, view_keys.bucket_sk(day))) for pk, day in days
-    }
-    for pk, hour in hours:
-        n = total("hour", stored.get((pk, view_keys.bucket_sk(hour))))
-        if observe is not None:
-            observe(pk, hour, n)
-        day, position = parent(hour)
-        attribute = windows.inner_attribute("day", position)
-        if n and _inner(day_items[(pk, day)], attribute) < n:
-            day_items[(pk, day)] = _raise_to(dynamodb, settings, pk, day, attribute, n)
-            writes += 1
-    block_sums: dict[tuple[str, Span], dict[str, int]] = defaultdict(dict)
-    for pk, day in days:
-        block, position = parent(day)
-        block_sums[(pk, block)][windows.inner_attribute("block", position)] = total("day", day_items[(pk, day)])
-        if observe is not None:
-            observe(pk, day, total("day", day_items[(pk, day)]))
-    for (pk, block), sums in sorted(block_sums.items()):
-        item = stored.get((pk, view_keys.bucket_sk(block)))
-        for attribute, value in sorted(sums.items()):
-            if value and _inner(item, attribute) < value:
-                item = _raise_to(dynamodb, settings, pk, block, attribute, value)
-                writes += 1
-        if observe is not None:
-            observe(pk, block, total("block", item))
-    return writes
 
 
 def parent(span: Span) -> tuple[Span, int]:
@@ -114,33 +73,245 @@ def parent(span: Span) -> tuple[Span, int]:
     return outer, (span.start_minute - outer.start_minute) // windows.SIZE_MINUTES[span.level]
 
 
-def _inner(item: dict[str, Any] | None, attribute: str) -> int:
-    return 0 if item is None or attribute not in item else int(item[attribute]["N"])
+def enclosing(hours: Iterable[Span]) -> list[Span]:
+    """These hours with their days and blocks."""
+    spans = set(hours)
+    days = {parent(hour)[0] for hour in spans}
+    return sorted(spans | days | {parent(day)[0] for day in days})
 
 
-def _key(pk: str, span: Span) -> dict[str, Any]:
-    return {"pk": {"S": pk}, "sk": {"S": view_keys.bucket_sk(span)}}
+def live_minute(settings: Settings, minute: int, now_ms: int) -> bool:
+    """Whether a pending minute still counts: its hour bucket is within retention."""
+    hour = Span("hour", minute // windows.SIZE_MINUTES["hour"])
+    return timebuckets.live(hour, settings.view_bucket_retention_seconds, now_ms)
 
 
-def _raise_to(
-    dynamodb: DynamoDB, settings: Settings, pk: str, span: Span, attribute: str, value: int
-) -> dict[str, Any]:
-    """Set `attribute` of a bucket item to `value` unless it already holds as much; the item as
-    it stands afterwards."""
-    expires = timebuckets.expires_at_s(span, settings.view_bucket_retention_seconds)
+def pending_between(
+    settings: Settings, counter: dict[str, Any] | None, first_minute: int, last_minute: int, now_ms: int
+) -> int:
+    """A counter's pending views in minutes first..last (inclusive) that still count."""
+    return sum(
+        n
+        for minute, n in view_keys.pending_minutes(counter).items()
+        if first_minute <= minute <= last_minute and live_minute(settings, minute, now_ms)
+    )
+
+
+def flushes(item: dict[str, Any] | None, attribute: str = view_keys.FLUSHES) -> int:
+    return attributes.integer(item, attribute, 0) if item else 0
+
+
+# -- reading a counter with its buckets ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A URL's counter item and some of its bucket items, read so that no move is counted twice."""
+
+    counter: dict[str, Any] | None
+    buckets: dict[Span, dict[str, Any] | None]
+
+    def count(self, settings: Settings, span: Span, now_ms: int) -> int:
+        """The URL's views in `span`: its bucket's and its pending minutes'."""
+        pending = pending_between(settings, self.counter, span.start_minute, span.end_minute - 1, now_ms)
+        return total(span.level, self.buckets.get(span)) + pending
+
+
+def read(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    wanted: Mapping[str, Sequence[Span]],
+    sleep: Sleep | None = None,
+    *,
+    ordered: bool = False,
+    counters: Mapping[str, dict[str, Any] | None] | None = None,
+) -> dict[str, Stored]:
+    """Each URL's (by counter partition) counter and the bucket items of its spans. Unordered:
+    one eventually consistent BatchGetItem; ordered: the counters (strongly consistent; those in
+    `counters` are taken as read, after the caller's writes), then the buckets. A URL whose
+    buckets were moved into after its counter was read is read again, ordered."""
+    result: dict[str, Stored] = {}
+    todo = dict(wanted)
+    known = dict(counters or {})
+    for _ in range(MAX_READS):
+        counter_keys = [view_keys.counter_key_of(pk) for pk in todo if not ordered or pk not in known]
+        bucket_keys = [_bucket_key(pk, span) for pk, spans in todo.items() for span in spans]
+        if ordered:
+            found = _get(dynamodb, settings, counter_keys, sleep, consistent=True)
+            found.update(_get(dynamodb, settings, bucket_keys, sleep, consistent=True))
+        else:
+            found = _get(dynamodb, settings, counter_keys + bucket_keys, sleep, consistent=False)
+        again: dict[str, Sequence[Span]] = {}
+        for pk, spans in todo.items():
+            counter = known[pk] if ordered and pk in known else found.get((pk, view_keys.COUNTER_SK))
+            buckets = {span: found.get((view_keys.bucket_pk(pk), view_keys.bucket_sk(span))) for span in spans}
+            if any(flushes(b, view_keys.FLUSHED) > flushes(counter) for b in buckets.values()):
+                again[pk] = spans
+            else:
+                result[pk] = Stored(counter, buckets)
+        if not again:
+            return result
+        todo, ordered, known = again, True, {}
+    raise StorageError("a URL's view buckets kept moving while they were read")
+
+
+def _bucket_key(url_pk: str, span: Span) -> dict[str, Any]:
+    return {"pk": {"S": view_keys.bucket_pk(url_pk)}, "sk": {"S": view_keys.bucket_sk(span)}}
+
+
+def _get(
+    dynamodb: DynamoDB, settings: Settings, keys: list[dict[str, Any]], sleep: Sleep | None, consistent: bool
+) -> dict[tuple[str, str], dict[str, Any]]:
+    items = dynamo.batch_get_items(
+        dynamodb, settings.counts_table, keys, "could not read the views", sleep, consistent=consistent
+    )
+    return attributes.by_key(items)
+
+
+# -- the queue handler's side ---------------------------------------------------------------------
+
+
+def settle(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    touched: Iterable[tuple[str, Span]],
+    now_ms: int,
+    sleep: Sleep | None = None,
+    observe: Callable[[str, Span, int], None] | None = None,
+) -> int:
+    """After a batch's transactions: move the pending minutes of each touched URL (by counter
+    partition, with the hours its views fall in) that holds more than FLUSH_AT, and tell
+    `observe` each URL's views in those hours and their days and blocks (a snapshot of a count
+    that only grows, for the top URLs' summaries, chalicelib.views.top). Returns the moves made.
+    Raises StorageError if storage fails (the caller's messages come back and this runs again
+    for them: their views are duplicates then, whose URLs are settled too)."""
+    hours: dict[str, set[Span]] = defaultdict(set)
+    for pk, hour in touched:
+        hours[pk].add(hour)
+    if not hours:
+        return 0
+    keys = [view_keys.counter_key_of(pk) for pk in sorted(hours)]
+    read_counters = _get(dynamodb, settings, keys, sleep, consistent=True)
+    counters = {pk: read_counters.get((pk, view_keys.COUNTER_SK)) for pk in sorted(hours)}
+    moves = 0
+    for pk in sorted(counters):
+        for _ in range(MAX_MOVES):
+            counter = counters[pk]
+            if len(view_keys.pending_minutes(counter)) <= FLUSH_AT:
+                break
+            if not move(dynamodb, settings, pk, counter, now_ms, sleep):
+                del counters[pk]  # changed since read: read again below
+                break
+            moves += 1
+            counters[pk] = _get(dynamodb, settings, [view_keys.counter_key_of(pk)], sleep, True).get(
+                (pk, view_keys.COUNTER_SK)
+            )
+    if observe is None:
+        return moves
+    wanted = {pk: enclosing(spans) for pk, spans in hours.items()}
+    for pk, stored in sorted(read(dynamodb, settings, wanted, sleep, ordered=True, counters=counters).items()):
+        for span in wanted[pk]:
+            observe(view_keys.bucket_pk(pk), span, stored.count(settings, span, now_ms))
+    return moves
+
+
+def move(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    url_pk: str,
+    counter: dict[str, Any] | None,
+    now_ms: int,
+    sleep: Sleep | None = None,
+) -> bool:
+    """Move a counter's pending minutes (as read in `counter`) into its buckets; False when the
+    counter changed since it was read (the move is left to a later batch)."""
+    items = move_items(settings, url_pk, counter, now_ms)
+    if not items:
+        return False
     try:
-        response = dynamodb.update_item(
-            TableName=settings.counts_table,
-            Key=_key(pk, span),
-            UpdateExpression="SET #a = :v, expires_at = :exp",
-            ConditionExpression="attribute_not_exists(#a) OR #a < :v",
-            ExpressionAttributeNames={"#a": attribute},
-            ExpressionAttributeValues={":v": {"N": str(value)}, ":exp": {"N": str(expires)}},
-            ReturnValues="ALL_NEW",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        transactions.write(
+            dynamodb,
+            [url_pk],
+            lambda pending: transactions.Plan(items if pending else [], [None] * len(items)),
+            what="view bucket move",
+            sleep=sleep,
         )
-    except ClientError as exc:
-        if transactions.error_code(exc) == "ConditionalCheckFailedException":
-            return dict(exc.response.get("Item") or {})  # someone wrote as much or more: as it stands
-        raise StorageError("could not write a view bucket") from exc
-    return dict(response.get("Attributes") or {})
+    except transactions.ConditionFailedError:
+        return False  # counted into meanwhile, or moved by another handler: a later batch moves it
+    return True
+
+
+def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, now_ms: int) -> list[dict[str, Any]]:
+    """The transaction moving a counter's pending minutes (the earliest, as many as fit) into
+    the hour, day and block items of each; minutes past retention are dropped. Pure."""
+    pending = view_keys.pending_minutes(counter)
+    if not pending:
+        return []
+    taken: list[int] = []
+    increments: dict[Span, windows.Increment] = {}
+    for minute in sorted(pending):
+        spans = windows.spans_of(minute) if live_minute(settings, minute, now_ms) else []
+        if len(taken) == MOVE_MINUTES or 1 + len(increments.keys() | {span for span, _ in spans}) > MOVE_ITEMS:
+            break
+        taken.append(minute)
+        for span, position in spans:
+            increment = increments.setdefault(span, windows.Increment())
+            increment.n += pending[minute]
+            increment.inner[position] += pending[minute]
+    done = flushes(counter)
+    # Every counting transaction adds to `views`: unchanged, no minute has moved on since read.
+    names = {"#fv": view_keys.FLUSHES, "#v": "views"}
+    values: dict[str, Any] = {":next": {"N": str(done + 1)}, ":v": (counter or {}).get("views", {"N": "0"})}
+    condition = "#v = :v AND attribute_not_exists(#fv)"
+    if counter and view_keys.FLUSHES in counter:
+        condition = "#v = :v AND #fv = :fv"
+        values[":fv"] = {"N": str(done)}
+    for i, minute in enumerate(taken):
+        names[f"#p{i}"] = view_keys.pending_attribute(minute)
+    removed = ", ".join(f"#p{i}" for i in range(len(taken)))
+    items: list[dict[str, Any]] = [
+        {
+            "Update": {
+                "TableName": settings.counts_table,
+                "Key": view_keys.counter_key_of(url_pk),
+                "UpdateExpression": f"SET #fv = :next REMOVE {removed}",
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
+    ]
+    bucket_pk = view_keys.bucket_pk(url_pk)
+    for span, increment in sorted(increments.items()):
+        items.append(bucket_update(settings, bucket_pk, span, increment, done + 1))
+    return items
+
+
+def bucket_update(
+    settings: Settings, pk: str, span: Span, increment: windows.Increment, moved: int | None = None
+) -> dict[str, Any]:
+    """Add views to one bucket and to its inner buckets; (re)set its expiry and, for a move, `f`."""
+    names = {"#n": "n"}
+    values = {
+        ":n": {"N": str(increment.n)},
+        ":exp": {"N": str(timebuckets.expires_at_s(span, settings.view_bucket_retention_seconds))},
+    }
+    adds = ["#n :n"]
+    sets = ["expires_at = :exp"]
+    for position, k in sorted(increment.inner.items()):
+        names[f"#i{position}"] = windows.inner_attribute(span.level, position)
+        values[f":i{position}"] = {"N": str(k)}
+        adds.append(f"#i{position} :i{position}")
+    if moved is not None:
+        names["#f"] = view_keys.FLUSHED
+        values[":f"] = {"N": str(moved)}
+        sets.append("#f = :f")
+    return {
+        "Update": {
+            "TableName": settings.counts_table,
+            "Key": {"pk": {"S": pk}, "sk": {"S": view_keys.bucket_sk(span)}},
+            "UpdateExpression": f"ADD {', '.join(adds)} SET {', '.join(sets)}",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+    }

@@ -53,8 +53,8 @@ def test_given_the_readme_lines_when_run_against_the_local_stack_then_counts_fil
     # they miss are in `others`, so the list plus `others` is the count at every moment.
     body = wait_for(partial(run, local_stack, broken_down), 60, "summaries written", lambda b: not b["others"]["count"])
     assert body["values"] == [
-        {"value": "p2", "count": 2, "sums": {"amount": 12.7}},
-        {"value": "p3", "count": 1, "sums": {"amount": 0.1}},
+        {"value": "p2", "count": 2, "sums": {"amount": 12.7}, "sums_exact": {"amount": "12.7"}},
+        {"value": "p3", "count": 1, "sums": {"amount": 0.1}, "sums_exact": {"amount": "0.1"}},
     ]
     assert body["others"] == {"values": 0, "count": 0}
     assert body["exact"] is True and body["by"] == "provider" and body["complete"] is True

@@ -14,7 +14,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, audit_runs, repair
+from chalicelib.counters import audit, audit_runs, reads, repair
 from chalicelib.events import ingest
 from tests.fakes import Dying, Killed
 from tests.functional.helpers import account, invoke, partition, post_events, post_json, settle, start_audit
@@ -347,3 +347,43 @@ def test_given_a_partition_of_more_than_one_query_page_when_audited_then_every_p
     result = post_json(client, "/audit").json_body
 
     assert result["audited"] > 0 and result["short"] == []
+
+
+def test_given_records_with_dimensions_lost_on_the_way_when_repaired_then_filtered_counts_exact_too(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    start_audit(client)
+    sent = [
+        {"counter": "f", "time": clock.now - i * 4 * MINUTE, "dimensions": {"provider": f"p{i % 3}", "region": "eu"}}
+        for i in range(30)
+    ]
+    post_events(client, sent, 1)
+    records = stored_event_records(aws.dynamodb)
+    short = Counter(r["dynamodb"]["Keys"]["pk"]["S"] for r in records).most_common(1)[0][0]
+    lost = [r for r in records if r["dynamodb"]["Keys"]["pk"]["S"] == short][:3]
+    invoke(client, "on_event_records", lambda_event([r for r in records if r not in lost]))
+    settle(clock)
+    assert post_json(client, "/audit").json_body["shortfall"] == 3
+    first, last = (clock.now - 3 * 3_600_000) // MINUTE, clock.now // MINUTE
+
+    def filtered() -> dict[tuple[tuple[str, str], ...], int]:
+        wheres = [{"provider": f"p{p}"} for p in range(3)] + [{"region": "eu"}]
+        wheres += [{"provider": f"p{p}", "region": "eu"} for p in range(3)]
+        return {
+            tuple(sorted(w.items())): reads.count_window(
+                aws.dynamodb, SETTINGS, "f", first, last, clock.now, where=w
+            ).count
+            for w in wheres
+        }
+
+    truth = {
+        tuple(sorted(w.items())): sum(1 for e in sent if all(e["dimensions"][k] == v for k, v in w.items()))
+        for w in map(dict, filtered())
+    }
+    assert filtered() != truth
+
+    repaired = post_json(client, "/audit/repair", {"partition": short}).json_body
+
+    assert repaired["busy"] == [] and repaired["accounted"]
+    assert filtered() == truth
+    assert reads.count_window(aws.dynamodb, SETTINGS, "f", first, last, clock.now).count == len(sent)

@@ -14,12 +14,14 @@ from collections import Counter
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from boto3.dynamodb.types import TypeSerializer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
-from chalicelib.counters import breakdowns, reads, topk
+from chalicelib.counters import breakdowns, reads, summaries, topk
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
 from tests.fakes import Dying, Killed
@@ -136,7 +138,14 @@ def drain(dynamodb: Any, tagged: list[dict[str, Any]], schedule: list[tuple[int,
             checkpoint[shard] += 6
 
 
-def test_given_events_with_dimensions_under_any_delivery_when_read_over_random_windows_then_exact(aws: Any) -> None:
+@pytest.mark.parametrize("single_bytes", [summaries.SINGLE_BYTES, 120], ids=["kept-whole", "split-mid-way"])
+def test_given_events_with_dimensions_under_any_delivery_when_read_over_random_windows_then_exact(
+    aws: Any, monkeypatch: Any, single_bytes: int
+) -> None:
+    # 120 bytes hold about three entries: summaries are split into parts and quarter hours while
+    # batches are delivered twice and handlers die, between any two writes or in the split itself.
+    monkeypatch.setattr(summaries, "SINGLE_BYTES", single_bytes)
+
     @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(workloads(), st.data())
     def check(case: tuple[str, list[dict[str, Any]], list[tuple[int, int, int | None, bool]]], data: Any) -> None:
@@ -169,6 +178,12 @@ def test_given_events_with_dimensions_under_any_delivery_when_read_over_random_w
                 assert {k: Decimal(str(v)) for k, v in listed["sums"].items()} == value_sums
 
     check()
+    head_layouts = {
+        item.get(summaries.LAYOUT, {}).get("S")
+        for item in aws.dynamodb.scan(TableName=SETTINGS.counts_table)["Items"]
+        if item["pk"]["S"].startswith("TOP#") and item["sk"]["S"].endswith("#0") and item["sk"]["S"][0] in "hd"
+    }
+    assert head_layouts == ({summaries.SINGLE} if single_bytes > 1000 else {summaries.SINGLE, "parts"})
 
 
 def test_given_more_values_than_summaries_hold_when_broken_down_then_listed_exact_and_bound_honest(
@@ -222,14 +237,73 @@ def test_given_events_posted_with_dimensions_when_read_over_http_then_counts_sum
     assert sum(b["count"] for b in histogram["buckets"]) == 2
     assert [b["sums"] for b in histogram["buckets"] if b["count"]] == [{"amount": 12.7}]
     answer = client.http.get("/counters/jobs/breakdown?by=provider&limit=1").json_body
-    assert answer["values"] == [{"value": "p2", "count": 2, "sums": {"amount": 12.7}}]
+    assert answer["values"] == [{"value": "p2", "count": 2, "sums": {"amount": 12.7}, "sums_exact": {"amount": "12.7"}}]
     assert answer["others"] == {"values": 2, "count": 3} and answer["exact"] is True
     assert set(answer) == {"counter", "by", "start", "end", "complete", "keys_read", "exact", "values", "others"}
     filtered = client.http.get("/counters/jobs/breakdown?by=provider&where=region:eu").json_body
     assert [(v["value"], v["count"]) for v in filtered["values"]] == [("p2", 1), ("p3", 1)]
     assert filtered["others"] == {"values": 0, "count": 0}
-    for bad in ("by=", "by=a:b", "by=provider&limit=0", "by=provider&limit=1001", "by=provider&where=nocolon"):
+    for bad in (
+        "by=",
+        "by=a:b",
+        "by=provider&limit=0",
+        "by=provider&limit=1001",
+        "by=provider&where=nocolon",
+        "by=provider&where=region:eu&where=tier:a",  # three dimensions: no filter counter holds them
+    ):
         response = client.http.get(f"/counters/jobs/breakdown?{bad}")
         assert response.status_code == 400, bad
         assert set(response.json_body) == {"Code", "Message"}
     assert client.http.get("/counters/jobs?where=a:1&where=a:2").status_code == 400
+    assert (whole["sums_exact"], eu["sums_exact"]) == ({"amount": "12.8"}, {"amount": "12.6"})
+    assert [b["sums_exact"] for b in histogram["buckets"] if b["count"]] == [{"amount": "12.7"}]
+    # Filters are counted for single dimensions and pairs: three clauses are refused, not guessed.
+    three = client.http.get("/counters/jobs?where=region:eu&where=provider:p2&where=tier:a")
+    assert three.status_code == 400 and "pairs" in three.json_body["Message"]
+
+
+def test_given_sums_beyond_a_doubles_digits_when_read_over_http_then_sums_exact_keeps_every_digit(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    from tests.functional.helpers import invoke
+    from tests.functional.stream_fixtures import stored_event_records
+
+    body = '{"events": [{"counter": "big", "values": {"amount": 12345678901234567.89}},'
+    body += ' {"counter": "big", "values": {"amount": 0.01}}]}'
+    posted = client.http.post("/events", headers={"Content-Type": "application/json"}, body=body)
+    assert posted.status_code == 201, posted.body
+    invoke(client, "on_event_records", lambda_event(stored_event_records(aws.dynamodb)))
+    answer = client.http.get("/counters/big").json_body
+    assert answer["sums_exact"] == {"amount": "12345678901234567.9"}
+    assert answer["sums"]["amount"] != Decimal("12345678901234567.9")  # as a double: digits lost
+
+
+def test_given_filter_pairs_declared_when_events_counted_then_only_those_pairs_have_counters(aws: Any) -> None:
+    declared = Settings(filter_pairs=("provider+region",))
+    images = [
+        image("q#0", "paired", NOW - i * MINUTE, {"provider": f"p{i % 2}", "region": "eu", "tier": "t"}, {})
+        for i in range(6)
+    ]
+    counting.apply_stream_batch(
+        aws.dynamodb, declared, from_lambda_event(lambda_event([record(i) for i in images], "shard-0")), NOW
+    )
+    first, last = NOW // MINUTE - 10, NOW // MINUTE
+    filters = {
+        item["pk"]["S"]
+        for item in aws.dynamodb.scan(TableName=declared.counts_table)["Items"]
+        if item["pk"]["S"].startswith("FLT#paired#")
+    }
+    assert len(filters) == 2 + 1 + 1 + 2  # provider p0/p1, region, tier, and the declared pair per provider
+    pair = reads.count_window(
+        aws.dynamodb, declared, "paired", first, last, NOW, where={"provider": "p1", "region": "eu"}
+    )
+    assert pair.count == 3
+    for where in ({"provider": "p1", "tier": "t"}, {"region": "eu", "tier": "t"}):
+        with pytest.raises(ValidationError, match="FILTER_PAIRS"):
+            reads.count_window(aws.dynamodb, declared, "paired", first, last, NOW, where=where)
+    with pytest.raises(ValidationError, match="FILTER_PAIRS"):
+        breakdowns.breakdown(aws.dynamodb, declared, "paired", "provider", first, last, 5, {"tier": "t"}, NOW)
+    by_region = breakdowns.breakdown(
+        aws.dynamodb, declared, "paired", "provider", first, last, 5, {"region": "eu"}, NOW
+    )
+    assert [(v["value"], v["count"]) for v in by_region["values"]] == [("p0", 3), ("p1", 3)]

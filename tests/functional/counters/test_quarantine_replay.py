@@ -6,6 +6,7 @@ invalid stays set aside with the new reason; the audit still adds up."""
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from boto3.dynamodb.types import TypeSerializer
 
 from chalicelib.core import keyspace
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, audit_keys, replay
+from chalicelib.counters import audit, audit_keys, breakdowns, reads, replay, summaries, topk
 from chalicelib.counters import keys as counter_keys
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
@@ -287,3 +288,115 @@ def test_given_a_bad_replay_body_when_posted_then_400(client: Any, body: Any) ->
     answer = post_replay(client, body)
     assert answer.status_code == 400, answer.body
     assert answer.json_body["Code"] == "BadRequestError"
+
+
+class SummaryRewrittenMeanwhile:
+    """A client on which the stream handler rewrites the record's hour summary (one more event
+    of the counter) just before the replay's first transaction: the transaction's condition on
+    the version read fails, and the replay must read the summary again, losing neither event."""
+
+    def __init__(self, real: Any, write: Any) -> None:
+        self.real, self.write, self.done = real, write, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        if not self.done:
+            self.done = True
+            self.write()
+        return self.real.transact_write_items(**kwargs)
+
+
+@pytest.mark.parametrize("single_bytes", [summaries.SINGLE_BYTES, 60], ids=["kept-whole", "split"])
+def test_given_a_record_with_dimensions_set_aside_when_replayed_then_its_filters_and_breakdown_count_it_once(
+    client: Any, aws: Any, clock: Any, monkeypatch: Any, single_bytes: int
+) -> None:
+    monkeypatch.setattr(summaries, "SINGLE_BYTES", single_bytes)  # 60 bytes: split at the second value
+
+    def with_dimensions(seq: int, time: Any, provider: str) -> dict[str, Any]:
+        item = event_image(clock, "sliced", seq, time)
+        item["dimensions"] = _serialize({"provider": provider, "region": "eu"})
+        item["values"] = _serialize({"amount": Decimal("1.25")})
+        return item
+
+    images = [with_dimensions(1, clock.now - MINUTE, "p1"), with_dimensions(2, str(clock.now - MINUTE), "p2")]
+    images += [with_dimensions(3 + i, clock.now - MINUTE, f"p{3 + i}") for i in range(3)]
+    counting.apply_stream_batch(
+        aws.dynamodb, SETTINGS, from_lambda_event(lambda_event([record(i) for i in images])), clock.now
+    )
+    (bad_id,) = quarantined(aws.dynamodb)
+    correct_time(aws.dynamodb, bad_id, clock.now - MINUTE)
+    late = with_dimensions(9, clock.now - MINUTE, "p2")
+
+    def stream_meanwhile() -> None:
+        batch = lambda_event([record(late)], "shard-late")
+        counting.apply_stream_batch(aws.dynamodb, SETTINGS, from_lambda_event(batch), clock.now)
+
+    racing = SummaryRewrittenMeanwhile(aws.dynamodb, stream_meanwhile)
+    first = replay.replay(racing, SETTINGS, replay.ReplayRequest(ids=(bad_id,)), clock.now)
+    again = replay.replay(aws.dynamodb, SETTINGS, replay.ReplayRequest(ids=(bad_id,)), clock.now)
+
+    assert first.replayed == [bad_id] and again.not_found == [bad_id]
+    last = clock.now // MINUTE
+    for first_minute in (last - 30, last - 3 * 1440):  # a partial hour, and whole hours and a day
+        answer = breakdowns.breakdown(
+            aws.dynamodb, SETTINGS, "sliced", "provider", first_minute, last, 10, {}, clock.now
+        )
+        assert answer["exact"] is True
+        assert [(v["value"], v["count"]) for v in answer["values"]] == [
+            ("p2", 2),
+            ("p1", 1),
+            ("p3", 1),
+            ("p4", 1),
+            ("p5", 1),
+        ]
+        assert answer["values"][0]["sums"] == {"amount": Decimal("2.50")}
+        assert answer["others"]["count"] == 0
+        pair = reads.count_window(
+            aws.dynamodb, SETTINGS, "sliced", first_minute, last, clock.now, where={"provider": "p2", "region": "eu"}
+        )
+        assert pair.count == 2
+
+
+def test_given_a_replay_that_overfills_a_whole_summary_when_the_stream_splits_it_then_bounds_still_hold(
+    client: Any, aws: Any, clock: Any, monkeypatch: Any
+) -> None:
+    """A replay merges into a summary kept whole without splitting it: if that overfills it, it
+    evicts (a floor). The stream handler's split afterwards keeps that floor in every part and
+    quarter hour, so the breakdown says `exact: false` with a bound that holds."""
+    monkeypatch.setattr(summaries, "SINGLE_BYTES", 100_000)
+
+    def with_provider(seq: int, time: Any, provider: str) -> dict[str, Any]:
+        item = event_image(clock, "overfilled", seq, time)
+        item["dimensions"] = _serialize({"provider": provider})
+        return item
+
+    t = clock.now - MINUTE
+    images = [with_provider(i, t, f"value-{i:02d}-" + "x" * 40) for i in range(30)]
+    images.append(with_provider(99, str(t), "late-" + "y" * 40))  # set aside: its time is text
+    counting.apply_stream_batch(
+        aws.dynamodb, SETTINGS, from_lambda_event(lambda_event([record(i) for i in images])), clock.now
+    )
+    (bad_id,) = quarantined(aws.dynamodb)
+    correct_time(aws.dynamodb, bad_id, t)
+    monkeypatch.setattr(topk, "MAX_BYTES", 1_200)  # the whole summary no longer fits: the replay evicts
+    assert replay.replay(aws.dynamodb, SETTINGS, replay.ReplayRequest(ids=(bad_id,)), clock.now).replayed == [bad_id]
+    heavy = [with_provider(200 + i, t, "value-00-" + "x" * 40) for i in range(3)]
+    counting.apply_stream_batch(  # the next write splits it
+        aws.dynamodb, SETTINGS, from_lambda_event(lambda_event([record(i) for i in heavy], "shard-2")), clock.now
+    )
+
+    hour_items = [
+        i for i in partition(aws.dynamodb, f"{keyspace.SUMMARY}overfilled#provider") if i["sk"]["S"][0] in "hq"
+    ]
+    assert hour_items and all(
+        topk.decode(i["e"]["S"]).floor >= 1 for i in hour_items
+    )  # the floor went with every piece
+    last = clock.now // MINUTE
+    for first in (last - 5, last - 3 * 1440):  # a partial hour (quarter hours), whole hours and a day
+        answer = breakdowns.breakdown(aws.dynamodb, SETTINGS, "overfilled", "provider", first, last, 1, {}, clock.now)
+        assert answer["exact"] is False
+        assert [(v["value"], v["count"]) for v in answer["values"]] == [("value-00-" + "x" * 40, 4)]
+        assert answer["bound"] >= 1  # every value not listed had one event
+        assert answer["others"]["count"] == 34 - 4

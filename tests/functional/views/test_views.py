@@ -19,10 +19,12 @@ from chalicelib.core import queues, times, window_params
 from chalicelib.core.settings import Settings
 from chalicelib.views import api as views_api
 from chalicelib.views import batches as views_batches
-from chalicelib.views import windows
+from chalicelib.views import keys as view_keys
+from chalicelib.views import rollup, windows
 from chalicelib.views.keys import url_pk
 from chalicelib.views.messages import to_message
 from chalicelib.views.validation import View
+from chalicelib.views.windows import Span
 from tests.fakes import Killed, recording
 from tests.functional import work_meter
 from tests.functional.helpers import deliver, post_all, queue_url, receive_all
@@ -540,11 +542,11 @@ def test_given_urls_with_10_and_300_views_when_a_week_is_read_then_the_same_few_
         assert work.calls == ["batch_get_item"], "one BatchGetItem, no Query"
     assert answers["small"]["views"] == 10 and answers["large"]["views"] == 300
     keys = [len(request["Keys"]) for call in reads for request in call["RequestItems"].values()]
-    assert len(keys) == 2 and keys[0] == keys[1] == answers["large"]["keys_read"] <= windows.MAX_PARTS
+    assert len(keys) == 2 and keys[0] == keys[1] == answers["large"]["keys_read"] <= views_api.MAX_KEYS
     work.reset()
     longest = views_answer(client, "large", window=f"{windows.MAX_RANGE_DAYS}d")
     assert longest["views"] == 300 and work.calls == ["batch_get_item"]
-    assert len(reads[-1]["RequestItems"][SETTINGS.counts_table]["Keys"]) == longest["keys_read"] <= windows.MAX_PARTS
+    assert len(reads[-1]["RequestItems"][SETTINGS.counts_table]["Keys"]) == longest["keys_read"] <= views_api.MAX_KEYS
 
 
 def test_given_buckets_past_their_retention_when_read_then_they_count_0_and_the_answer_says_from_when_it_counts(
@@ -649,28 +651,72 @@ def test_given_a_counted_view_when_redriven_past_the_horizon_then_set_aside_not_
     assert dead["Body"] == messages[0]["Body"] and "horizon" in dead["MessageAttributes"]["reason"]["StringValue"]
 
 
-def test_given_handler_dies_after_its_transactions_before_the_day_and_block_copies_when_redelivered_then_ranges_exact(
+def test_given_handler_dies_between_two_moves_of_pending_minutes_when_redelivered_then_ranges_exact_throughout(
     client: Any, aws: Any, app_module: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    hour = 3_600_000
-    bodies = [{"url": f"u{i % 3}", "time": clock.now - i * 7 * hour, "clientId": f"c{i}"} for i in range(24)]
+    minute = 60_000
+    # u0 gets 130 views in 130 minutes over six days: more pending minutes than one move takes.
+    bodies = [{"url": "u0", "time": clock.now - i * 61 * minute, "clientId": f"c{i}"} for i in range(130)]
+    bodies += [{"url": f"u{1 + i % 2}", "time": clock.now - i * 7 * minute, "clientId": f"d{i}"} for i in range(10)]
     post_all(client, bodies)
     messages = receive_all(aws)
-    real = views_batches.rollup._raise_to
-    copies: list[int] = []
+    real = rollup.move
+    moves: list[int] = []
 
-    def dies_on_the_second_copy(*args: Any) -> Any:
-        copies.append(1)
-        if len(copies) == 2:
+    def dies_on_the_second_move(*args: Any) -> Any:
+        moves.append(1)
+        if len(moves) == 2:
             raise Killed("Lambda timed out")
         return real(*args)
 
-    monkeypatch.setattr(views_batches.rollup, "_raise_to", dies_on_the_second_copy)
+    monkeypatch.setattr(rollup, "move", dies_on_the_second_move)
     with pytest.raises(Killed):
         deliver(client, messages)
-    monkeypatch.setattr(views_batches.rollup, "_raise_to", real)
-    assert sum(views_of(client, f"u{i}") for i in range(3)) == 24, "counted, with their hours"
+    monkeypatch.setattr(rollup, "move", real)
+    assert sum(views_of(client, f"u{i}") for i in range(3)) == 140
+    assert_ranges_exact(client, bodies, random.Random(5))  # one move done: buckets and pending add up
     again = deliver(client, messages)  # the whole batch comes back: every view a duplicate
-    assert again["duplicates"] == 24 and again["counted"] == 0 and again["bucket_copies"] > 0
-    assert_ranges_exact(client, bodies, random.Random(5))
-    assert deliver(client, messages).get("bucket_copies", 0) == 0, "copies in place: reads only"
+    assert again["duplicates"] == 140 and again["counted"] == 0 and again["bucket_moves"] >= 1
+    assert_ranges_exact(client, bodies, random.Random(6))
+    counter = aws.dynamodb.get_item(TableName=SETTINGS.counts_table, Key=view_keys.counter_key("u0"))["Item"]
+    assert len(view_keys.pending_minutes(counter)) <= rollup.FLUSH_AT, "moved on redelivery"
+
+
+def test_given_a_counter_counted_into_after_it_was_read_when_moved_then_nothing_moves_and_counts_stay_exact(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    minute = 60_000
+    bodies = [{"url": "u", "time": clock.now - i * minute, "clientId": f"c{i}"} for i in range(10)]
+    post_all(client, bodies)
+    deliver(client, receive_all(aws))
+    pk, key = url_pk("u"), view_keys.counter_key("u")
+    stale = aws.dynamodb.get_item(TableName=SETTINGS.counts_table, Key=key, ConsistentRead=True)["Item"]
+    late = {"url": "u", "time": clock.now - 30 * minute, "clientId": "late"}
+    post_all(client, [late])
+    deliver(client, receive_all(aws))
+    assert rollup.move(aws.dynamodb, SETTINGS, pk, stale, clock.now) is False, "the late view would be lost"
+    assert_ranges_exact(client, bodies + [late], random.Random(7))
+    fresh = aws.dynamodb.get_item(TableName=SETTINGS.counts_table, Key=key, ConsistentRead=True)["Item"]
+    assert rollup.move(aws.dynamodb, SETTINGS, pk, fresh, clock.now) is True
+    assert rollup.move(aws.dynamodb, SETTINGS, pk, fresh, clock.now) is False, "a move happens once"
+    assert_ranges_exact(client, bodies + [late], random.Random(8))
+
+
+def test_given_a_move_between_reading_the_counter_and_its_buckets_when_read_then_read_again_not_counted_twice(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    hour = 3_600_000
+    bodies = [{"url": "u", "time": clock.now - i * 61_000, "clientId": f"c{i}"} for i in range(10)]
+    post_all(client, bodies)
+    deliver(client, receive_all(aws))
+    pk, key = url_pk("u"), view_keys.counter_key("u")
+    before = aws.dynamodb.get_item(TableName=SETTINGS.counts_table, Key=key, ConsistentRead=True)["Item"]
+    assert rollup.move(aws.dynamodb, SETTINGS, pk, before, clock.now) is True  # after the counter was read
+    spans = rollup.enclosing([Span("hour", (clock.now - i * hour) // hour) for i in range(2)])
+    stored = rollup.read(aws.dynamodb, SETTINGS, {pk: spans}, ordered=True, counters={pk: before})[pk]
+    assert stored.counter != before, "read again"
+    for span in spans:
+        expected = in_range(bodies, "u", span.start_minute * 60_000, span.end_ms - 1)
+        assert stored.count(SETTINGS, span, clock.now) == expected
+        stale = rollup.Stored(before, stored.buckets)
+        assert stale.count(SETTINGS, span, clock.now) == 2 * expected, "what the check prevents"

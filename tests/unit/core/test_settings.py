@@ -127,7 +127,7 @@ def test_given_a_horizon_above_its_floor_when_read_then_kept() -> None:
         {"VIEW_HORIZON_SECONDS": str(7 * 86400)},  # shorter than the queues keep a view
         {"VIEWS_QUEUE_RETENTION_SECONDS": str(14 * 86400), "VIEW_HORIZON_SECONDS": str(20 * 86400)},
         {"VIEW_BUCKET_RETENTION_SECONDS": "60"},
-        {"VIEW_BUCKET_RETENTION_SECONDS": str(10 * 86400)},  # day and block copied from a gone hour
+        {"VIEW_BUCKET_RETENTION_SECONDS": str(10 * 86400)},  # buckets gone while their views can still come
     ],
 )
 def test_given_bad_view_variable_when_read_then_settings_error(env: dict[str, str]) -> None:

@@ -15,11 +15,12 @@ DIMS = st.dictionaries(
 
 
 @given(DIMS)
-def test_given_dimensions_when_subsets_taken_then_every_nonempty_subset_once(dims: dict[str, str]) -> None:
+def test_given_dimensions_when_subsets_taken_then_every_single_and_pair_once(dims: dict[str, str]) -> None:
     found = list(dimension_keys.subsets(dims))
-    assert len(found) == 2 ** len(dims) - 1
+    k = len(dims)
+    assert len(found) == k + k * (k - 1) // 2
     assert len({dimension_keys.subset_id(s) for s in found}) == len(found)
-    assert all(set(s.items()) <= set(dims.items()) and s for s in found)
+    assert all(set(s.items()) <= set(dims.items()) and 1 <= len(s) <= 2 for s in found)
     # An event is counted in exactly the filter counters a where over its own values reads.
     pks = dimension_keys.count_pks("c", dims)
     for s in found:
@@ -52,7 +53,7 @@ def test_given_where_clauses_when_parsed_then_value_keeps_its_colons() -> None:
         ["a b:c"],
         ["p:" + "x" * 129],
         ["a:1", "a:2"],
-        [f"d{i}:v" for i in range(5)],
+        [f"d{i}:v" for i in range(3)],
     ],
 )
 def test_given_bad_where_when_parsed_then_400(bad: list[str]) -> None:
@@ -79,16 +80,46 @@ def test_given_hour_item_with_minute_sums_when_read_then_the_minutes_asked() -> 
 @given(st.integers(0, 10_000_000), st.integers(0, 400 * 1440))
 def test_given_any_window_up_to_400_days_when_planned_then_summary_keys_bounded(first: int, length: int) -> None:
     groups = breakdowns.summary_keys("c", "d", first, first + length)
-    # days + hours of two partial days + the quarter hours of two partial hours
-    assert len(groups) <= 401 + 2 * 23 + 2 * 4
-    assert sum(len(keys) for keys, _ in groups) <= (401 + 46) * dimension_keys.SUMMARY_PARTS + 8
-    covered = set()
+    # days + hours of two partial days + two partial hours, each its hour's part 0 and quarter hours
+    assert len(groups) <= 401 + 2 * 23 + 2 * (1 + 4)
+    assert sum(len(keys) for keys, _ in groups) <= (401 + 46) * dimension_keys.SUMMARY_PARTS + 2 * (1 + 4)
+    covered: set[int] = set()
+    partial_hours: set[int] = set()
     for keys, span in groups:
         sk = keys[0]["sk"]["S"]
         kind, index = sk[0], int(sk.split("#")[1])
         size = {"d": 1440, "h": 60, "q": 15}[kind]
         lo, hi = span if span is not None else (0, size - 1)
         minutes = set(range(index * size + lo, index * size + hi + 1))
+        if kind == "h" and span is not None:
+            partial_hours |= minutes  # a partial hour: its part 0 (kept whole) or its quarter hours
+            continue
         assert not minutes & covered
         covered |= minutes
     assert covered == set(range(first, first + length + 1))
+    assert partial_hours <= covered
+
+
+def test_given_declared_pairs_when_subsets_taken_then_singles_and_only_those_pairs() -> None:
+    dims = {"provider": "p2", "region": "eu", "tier": "a"}
+    declared = ("region+provider",)
+    found = list(dimension_keys.subsets(dims, declared))
+    assert found == [{"provider": "p2"}, {"region": "eu"}, {"tier": "a"}, {"provider": "p2", "region": "eu"}]
+    assert len(list(dimension_keys.subsets(dims, ("none",)))) == 3
+    dimension_keys.check_filter(["provider", "region"], declared)
+    dimension_keys.check_filter(["tier"], ("none",))
+    for names, pairs in ((["provider", "tier"], declared), (["provider", "region"], ("none",))):
+        with pytest.raises(ValidationError, match="FILTER_PAIRS"):
+            dimension_keys.check_filter(names, pairs)
+    with pytest.raises(ValidationError, match="pairs"):
+        dimension_keys.check_filter(["provider", "region", "tier"], dimension_keys.EVERY_PAIR)
+
+
+@pytest.mark.parametrize("raw", ["a", "a+a", "a+b+c", "a+b,*", "a b+c"])
+def test_given_bad_filter_pairs_setting_when_read_then_refused(raw: str) -> None:
+    from chalicelib.core.settings import Settings, SettingsError
+
+    with pytest.raises(SettingsError, match="FILTER_PAIRS"):
+        Settings.from_env({"FILTER_PAIRS": raw})
+    assert Settings.from_env({"FILTER_PAIRS": "b+a, c+d"}).filter_pairs == ("b+a", "c+d")
+    assert Settings.from_env({}).filter_pairs == ("*",)

@@ -93,3 +93,16 @@ def test_given_a_quarter_summary_when_cut_to_some_minutes_then_counts_within_its
             assert n <= cut.floor
     if summary.floor == 0:
         assert {v: e.count for v, e in cut.entries.items()} == dict(truth)
+
+
+@given(st.lists(st.integers(0, 300), max_size=60), st.lists(st.integers(0, 300), max_size=60), st.integers(150, 600))
+def test_given_two_summaries_of_one_bucket_when_merged_then_bounds_hold_for_every_value(
+    a: list[int], b: list[int], max_bytes: int
+) -> None:
+    merged = topk.merge(summarize(a, max_bytes), summarize(b, max_bytes))
+    truth = Counter(f"value-{v}" for v in a + b)
+    for value, entry in merged.entries.items():
+        assert entry.count - entry.err <= truth[value] <= entry.count
+    assert all(n <= merged.floor for v, n in truth.items() if v not in merged.entries)
+    if merged.floor == 0:
+        assert {v: e.count for v, e in merged.entries.items()} == dict(truth)

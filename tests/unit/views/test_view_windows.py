@@ -130,18 +130,19 @@ def pending(group: int, number: int, time_ms: int, now_ms: int) -> views_batches
     return views_batches.Pending(f"V#{group}-{number}", [], f"u{group}", time_ms, spans)
 
 
-def bucket_increments(items: list[dict[str, Any]]) -> dict[tuple[str, str], Counter[str]]:
-    """What the transaction's bucket updates add, per item and attribute."""
-    added: dict[tuple[str, str], Counter[str]] = {}
+def counter_increments(items: list[dict[str, Any]]) -> dict[str, Counter[str]]:
+    """What the transaction's counter updates add, per counter partition and attribute."""
+    added: dict[str, Counter[str]] = {}
     for item in items:
         update = item.get("Update", {})
-        if not update or not update["Key"]["pk"]["S"].startswith("VWB#"):
+        if not update:
             continue
+        assert update["Key"]["sk"]["S"] == view_keys.COUNTER_SK, "a counting transaction writes no bucket"
         names, values = update["ExpressionAttributeNames"], update["ExpressionAttributeValues"]
         adds = update["UpdateExpression"].removeprefix("ADD ").split(" SET ")[0].split(", ")
-        key = (update["Key"]["pk"]["S"], update["Key"]["sk"]["S"])
-        assert key not in added, "one bucket updated twice in a transaction"
-        added[key] = Counter({names[a.split()[0]]: int(values[a.split()[1]]["N"]) for a in adds})
+        pk = update["Key"]["pk"]["S"]
+        assert pk not in added, "one counter updated twice in a transaction"
+        added[pk] = Counter({names[a.split()[0]]: int(values[a.split()[1]]["N"]) for a in adds})
     return added
 
 
@@ -154,7 +155,7 @@ def bucket_increments(items: list[dict[str, Any]]) -> dict[tuple[str, str], Coun
     ),
     st.integers(5, 100),
 )
-def test_given_markers_over_hours_and_days_when_packed_then_each_once_no_transaction_over_the_limit_and_buckets_match(
+def test_given_markers_over_hours_and_days_when_packed_then_each_once_no_transaction_over_the_limit_and_minutes_match(
     groups_offsets: list[list[int]], max_items: int
 ) -> None:
     now = 1_795_000_000_000
@@ -169,16 +170,13 @@ def test_given_markers_over_hours_and_days_when_packed_then_each_once_no_transac
         assert all(part for _, part in chunk)
         items = views_batches._transaction(SETTINGS, chunk, now)
         assert len(items) == view_packing.transaction_items(chunk, views_batches._spans_of) <= max_items
-        expected: dict[tuple[str, str], Counter[str]] = {}
+        expected: dict[str, Counter[str]] = {}
         for pk, part in chunk:
+            counts = expected.setdefault(pk, Counter())
             for p in part:
-                minute = p.time_ms // windows.MINUTE_MS
-                for level, size, inner in (("hour", 60, 1),):  # days and blocks follow outside (rollup)
-                    key = (view_keys.bucket_pk(pk), view_keys.bucket_sk(Span(level, minute // size)))  # type: ignore[arg-type]
-                    counts = expected.setdefault(key, Counter())
-                    counts["n"] += 1
-                    counts[f"{windows.INNER[level][0]}{minute % size // inner:02d}"] += 1
-        assert bucket_increments(items) == expected
+                counts["views"] += 1
+                counts[f"p{p.time_ms // windows.MINUTE_MS}"] += 1  # hours, days and blocks follow (rollup)
+        assert counter_increments(items) == expected
 
 
 def test_given_views_older_than_the_bucket_retention_when_packed_then_counted_without_buckets() -> None:
@@ -190,15 +188,16 @@ def test_given_views_older_than_the_bucket_retention_when_packed_then_counted_wi
     recent.spans = views_batches._live_spans(short, recent.time_ms, now)
     assert old.spans == () and {s.level for s in recent.spans} == {"hour"}
     items = views_batches._transaction(short, [("URL#" + "0" * 64, [old, recent])], now)
-    assert len(items) == 2 + 1 + 1
-    assert all(counts["n"] == 1 for counts in bucket_increments(items).values())
+    assert len(items) == 2 + 1
+    (added,) = counter_increments(items).values()
+    assert added == Counter({"views": 2, f"p{recent.time_ms // windows.MINUTE_MS}": 1})
 
 
 def test_given_many_views_of_one_url_in_one_hour_when_packed_then_few_transactions() -> None:
     now = 1_795_000_000_000 - 1_795_000_000_000 % 3_600_000
     groups = [(f"URL#{g:064x}", [pending(g, i, now + i * 1000, now) for i in range(9)]) for g in range(20)]
     chunks = view_packing.chunks(groups, 100, views_batches._spans_of)
-    assert len(chunks) == 3, "20 URLs x (9 markers + 1 counter + 1 hour) = 220 items"
+    assert len(chunks) == 2, "20 URLs x (9 markers + 1 counter) = 200 items"
 
 
 @given(st.integers(0, 60_000_000))
@@ -222,3 +221,71 @@ def test_given_day_and_block_items_of_either_layout_when_totalled_then_the_sum_o
     assert rollup.total("block", {"d00": {"N": "5"}, "d31": {"N": "1"}, "n": {"N": "6"}}) == 6
     assert rollup.total("hour", {"n": {"N": "7"}, "m05": {"N": "7"}}) == 7
     assert rollup.total("day", None) == 0
+
+
+# -- moving pending minutes into buckets ------------------------------------------------------------
+
+
+def apply_update(item: dict[str, int], update: dict[str, Any]) -> None:
+    """What one of a move's UpdateItem expressions does to an item (numbers only)."""
+    names, values = update["ExpressionAttributeNames"], update.get("ExpressionAttributeValues", {})
+    expression = update["UpdateExpression"]
+    for clause in ("ADD ", "SET ", "REMOVE "):
+        if clause not in expression:
+            continue
+        body = expression.split(clause, 1)[1]
+        for other in ("ADD ", "SET ", "REMOVE "):
+            body = body.split(" " + other, 1)[0]
+        for action in body.split(", "):
+            if clause == "REMOVE ":
+                item.pop(names.get(action, action), None)
+            elif clause == "ADD ":
+                name, value = action.split()
+                item[names.get(name, name)] = item.get(names.get(name, name), 0) + int(values[value]["N"])
+            else:
+                name, value = action.split(" = ")
+                item[names.get(name, name)] = int(values[value]["N"])
+
+
+@settings(max_examples=100)
+@given(
+    st.dictionaries(st.integers(0, 30 * 1440), st.integers(1, 50), min_size=1, max_size=120),
+    st.integers(0, 3),
+)
+def test_given_pending_minutes_when_moved_then_buckets_gain_exactly_what_the_counter_loses(
+    offsets: dict[int, int], moved_before: int
+) -> None:
+    from chalicelib.views import rollup
+
+    now = 1_795_000_000_000
+    short = replace(SETTINGS, view_bucket_retention_seconds=20 * 86_400)  # the oldest minutes expired
+    now_minute = now // windows.MINUTE_MS
+    pending = {now_minute - offset: n for offset, n in offsets.items()}
+    counter: dict[str, Any] = {view_keys.pending_attribute(m): {"N": str(n)} for m, n in pending.items()}
+    counter["views"] = {"N": str(sum(pending.values()))}
+    if moved_before:
+        counter[view_keys.FLUSHES] = {"N": str(moved_before)}
+    pk = "URL#" + "0" * 64
+    items = rollup.move_items(short, pk, counter, now)
+    assert len(items) <= rollup.MOVE_ITEMS
+    update = items[0]["Update"]
+    assert update["Key"] == view_keys.counter_key_of(pk)
+    assert "#v = :v" in update["ConditionExpression"], "no move over a counter counted into since read"
+    removed_names = {
+        update["ExpressionAttributeNames"][n] for n in update["UpdateExpression"].split("REMOVE ")[1].split(", ")
+    }
+    removed = sorted(m for m in pending if view_keys.pending_attribute(m) in removed_names)
+    assert removed == sorted(pending)[: len(removed)] and 0 < len(removed) <= rollup.MOVE_MINUTES, "the earliest"
+    state: dict[tuple[str, str], dict[str, int]] = {}
+    for item in items:
+        key = (item["Update"]["Key"]["pk"]["S"], item["Update"]["Key"]["sk"]["S"])
+        apply_update(state.setdefault(key, {}), item["Update"])
+    assert state.pop((pk, view_keys.COUNTER_SK)) == {view_keys.FLUSHES: moved_before + 1}
+    moved = [m for m in removed if rollup.live_minute(short, m, now)]  # expired ones are dropped
+    expected = windows.increments([m * windows.MINUTE_MS for m in moved for _ in range(pending[m])])
+    for span, increment in expected.items():
+        bucket = state.pop((view_keys.bucket_pk(pk), view_keys.bucket_sk(span)))
+        assert bucket.pop("n") == increment.n and bucket.pop(view_keys.FLUSHED) == moved_before + 1
+        bucket.pop("expires_at")
+        assert bucket == {windows.inner_attribute(span.level, p): k for p, k in increment.inner.items()}
+    assert not state, "no other item written"
