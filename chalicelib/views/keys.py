@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from chalicelib.core import keyspace, times
+from chalicelib.core import attributes, keyspace, times
 from chalicelib.core.settings import VIEW_DEDUP_POLICIES
 from chalicelib.views.validation import View
 from chalicelib.views.windows import Span
@@ -55,8 +55,8 @@ def pending_minutes(item: dict[str, Any] | None) -> dict[int, int]:
     if not item:
         return {}
     return {
-        int(name[1:]): int(value["N"])
-        for name, value in item.items()
+        int(name[1:]): attributes.integer(item, name)
+        for name in item
         if name.startswith(PENDING_PREFIX) and name[1:].isdigit()
     }
 
