@@ -10,7 +10,7 @@ carry times later than the window's end.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -194,6 +194,16 @@ def kept_from(flags: Sequence[bool]) -> int:
     while index > 0 and flags[index - 1]:
         index -= 1
     return index
+
+
+def series(buckets: Sequence[Bucket], values: Callable[[Bucket], dict[str, Any]]) -> dict[str, Any]:
+    """A histogram's `start`, `end` and `buckets` (each its `start` and `values(bucket)`): the one
+    shape of every series (counters, unique counts), oldest bucket first."""
+    return {
+        "start": times.iso(buckets[0].start_ms),
+        "end": times.iso(buckets[-1].end_ms),
+        "buckets": [{"start": times.iso(b.start_ms), **values(b)} for b in buckets],
+    }
 
 
 # What a windowed answer says when a part is not kept; each capability may say it its own way.

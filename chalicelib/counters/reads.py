@@ -199,12 +199,9 @@ def histogram(
     return {
         "counter": counter,
         "resolution": resolution,
-        "start": times.iso(buckets[0].start_ms),
-        "end": times.iso(buckets[-1].end_ms),
-        "buckets": [
-            {"start": times.iso(b.start_ms), "count": counts.get(b.index, 0), **sums_fields(sums.get(b.index, {}))}
-            for b in buckets
-        ],
+        **timebuckets.series(
+            buckets, lambda b: {"count": counts.get(b.index, 0), **sums_fields(sums.get(b.index, {}))}
+        ),
         **timebuckets.completeness(first == 0, retained_from),
         **({"where": dict(where)} if where else {}),
     }

@@ -197,13 +197,9 @@ def histogram(
     return {
         "name": name,
         "resolution": resolution,
-        "start": times.iso(buckets[0].start_ms),
-        "end": times.iso(buckets[-1].end_ms),
         "aligned": ALIGNMENT_NOTE,
         "additive": False,
-        "buckets": [
-            {"start": times.iso(b.start_ms), **counts.get(b.index, {"cardinality": 0, "exact": True})} for b in buckets
-        ],
+        **timebuckets.series(buckets, lambda b: counts.get(b.index, {"cardinality": 0, "exact": True})),
         **timebuckets.completeness(first >= first_live, Bucket(resolution, first_live).start_ms, None),  # type: ignore[arg-type]
     }
 

@@ -129,3 +129,12 @@ def test_given_a_window_cut_by_retention_then_every_answer_says_where_it_starts_
     }
     assert timebuckets.completeness(False, 1_700_000_040_000, "views kept from")["message"] == "views kept from"
     assert "message" not in timebuckets.completeness(False, 1_700_000_040_000, None)
+
+
+def test_given_buckets_then_a_series_spans_them_and_gives_each_its_start_and_values() -> None:
+    buckets = timebuckets.buckets_between(29_390_400, 29_390_400 + 3 * 1440 - 1, "day")
+    answer = timebuckets.series(buckets, lambda b: {"index": b.index})
+    assert answer["start"] == "2025-11-18T00:00:00.000Z" and answer["end"] == "2025-11-21T00:00:00.000Z"
+    assert answer["buckets"] == [
+        {"start": f"2025-11-{18 + i}T00:00:00.000Z", "index": bucket.index} for i, bucket in enumerate(buckets)
+    ]
