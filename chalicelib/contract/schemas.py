@@ -70,7 +70,7 @@ NAME = string(
     description="a counter or unique-count name",
     examples=["signups"],
 )
-# Accepted times: epoch milliseconds, or ISO-8601 text with a zone (validation.time_ms).
+# Accepted times: epoch milliseconds, or ISO-8601 text with a zone (times.parse).
 TIME_MS = {
     "type": "integer",
     "minimum": times.MIN_TIME_MS,

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, cast
 
-from chalicelib.core import attributes, clock
+from chalicelib.core import attributes, retry
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
-from chalicelib.core.retry import backoff
 from chalicelib.core.storage_errors import translated
 
 
@@ -63,14 +62,12 @@ def batch_get_items(
             request[table]["ProjectionExpression"] = projection
         if consistent:
             request[table]["ConsistentRead"] = True
-        for attempt in range(attempts):
+        for _ in retry.attempts(attempts, sleep, cap):
             with translated(failure):
                 response = dynamodb.batch_get_item(RequestItems=request)
             yield from response.get("Responses", {}).get(table, [])
             request = response.get("UnprocessedKeys") or {}
             if not request:
                 break
-            if attempt < attempts - 1:  # no pause after the last attempt
-                (sleep or clock.sleep)(backoff(attempt, cap))
         else:
             raise StorageError(failure)

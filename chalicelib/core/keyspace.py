@@ -12,9 +12,6 @@ capabilities can never collide and an operator can read any item's owner from it
                                                                  (counters/topk.py)
     EVT#<counter>#<id>                   #                       marker: an event with a client id was counted
     SEQ#<events pk>                      #                       former stream position per events partition, left to expire
-    AUD#<events pk>                      #                       audit counters: events of that partition applied, set
-                                                                 aside, expired (and client-id duplicates); per-shard
-                                                                 positions make them exact (counters)
     LED#<events pk>#<ingest slice>       #                       former counting ledger, left to expire
     AUD#<events pk>                      #                       what the counting path did with one events
                                                                  partition's events (counters/audit_keys.py)
@@ -50,7 +47,6 @@ EVENT_MARKER = "EVT#"
 STREAM_POSITION = "SEQ#"  # no longer written; items of a stage upgraded from it expire by TTL
 AUDIT = "AUD#"
 LEDGER = "LED#"  # no longer written; items of a stage upgraded from it expire by TTL
-AUDIT = "AUD#"
 AUDIT_RUN = "AUDIT#"
 VIEW_URL = "URL#"
 VIEW_BUCKET = "VWB#"

@@ -16,9 +16,16 @@ from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import translated
 
-SOURCES = ("events-stream", "uniques-queue")
+EVENTS_STREAM = "events-stream"
+UNIQUES_QUEUE = "uniques-queue"
+SOURCES = (EVENTS_STREAM, UNIQUES_QUEUE)
 TTL_SECONDS = 30 * 86400
 MAX_RECORD_CHARS = 8000
+
+
+def partition_key(source: str) -> str:
+    """The partition of one source's records set aside: `QUARANTINE#<source>`."""
+    return f"{keyspace.QUARANTINE}{source}"
 
 
 def put(
@@ -28,7 +35,7 @@ def put(
         dynamodb.put_item(
             TableName=settings.counts_table,
             Item={
-                "pk": {"S": f"{keyspace.QUARANTINE}{source}"},
+                "pk": {"S": partition_key(source)},
                 "sk": {"S": record_id or "unknown"},
                 "reason": {"S": reason},
                 "record": {"S": record[:MAX_RECORD_CHARS]},
@@ -47,7 +54,7 @@ def list_records(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, st
         raise ValidationError(f"source must be one of {', '.join(SOURCES)}")
     listed = [source] if source else list(SOURCES)
     request = pager.page_request(params, lambda position: pager.split_position(position, listed))
-    partitions = {name: f"{keyspace.QUARANTINE}{name}" for name in listed}
+    partitions = {name: partition_key(name) for name in listed}
     found, cursor = pager.query_across(
         dynamodb, settings.counts_table, partitions, request, "could not read the quarantine"
     )
@@ -77,7 +84,7 @@ def counts(dynamodb: DynamoDB, sqs: SQS, settings: Settings) -> list[dict[str, A
         request = {
             "TableName": settings.counts_table,
             "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": f"{keyspace.QUARANTINE}{name}"}},
+            "ExpressionAttributeValues": {":pk": {"S": partition_key(name)}},
             "Select": "COUNT",
         }
         total, complete = 0, True

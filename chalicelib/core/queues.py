@@ -15,11 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import clock
+from chalicelib.core import clock, retry
 from chalicelib.core.aws import SQS
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
-from chalicelib.core.retry import backoff
 from chalicelib.core.storage_errors import translated
 
 MAX_ENTRIES = 10  # SendMessageBatch / DeleteMessageBatch limit
@@ -90,14 +89,12 @@ def delete(sqs: SQS, url: str, receipt_handles: Sequence[str], sleep: Sleep | No
 def _batched(call: Callable[..., Any], url: str, entries: list[dict[str, Any]], sleep: Sleep, failure: str) -> None:
     for start in range(0, len(entries), MAX_ENTRIES):
         pending = entries[start : start + MAX_ENTRIES]
-        for attempt in range(_ATTEMPTS):
+        for _ in retry.attempts(_ATTEMPTS, sleep, cap=1.0):
             with translated(failure):
                 response = call(QueueUrl=url, Entries=pending)
             failed = {f["Id"] for f in response.get("Failed", [])}
             pending = [e for e in pending if e["Id"] in failed]
             if not pending:
                 break
-            if attempt < _ATTEMPTS - 1:
-                sleep(backoff(attempt, cap=1.0))
         else:
             raise StorageError(failure)

@@ -1,8 +1,13 @@
-"""The pause before retrying an AWS call that asked to be retried."""
+"""The one retry loop for what the SDK does not retry (unprocessed items and keys, failed batch
+entries, optimistic-lock races), and the pause before each retry."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+
+from chalicelib.core import clock
+from chalicelib.core.clock import Sleep
 
 
 def backoff(attempt: int, cap: float = 2.0) -> float:
@@ -10,3 +15,13 @@ def backoff(attempt: int, cap: float = 2.0) -> float:
     step of 50 ms, at most `cap`, so writers that collided do not collide again in lock step."""
     step = min(0.05 * 2.0**attempt, cap)
     return step / 2 + random.uniform(0, step / 2)
+
+
+def attempts(count: int, sleep: Sleep | None = None, cap: float = 2.0) -> Iterator[int]:
+    """Attempt numbers 0..count-1, pausing `backoff(n - 1, cap)` before attempt n: never before
+    the first, never after the last. The caller stops iterating when an attempt succeeds, and
+    says what running out means (`for ... else`): the budget `count` is the call site's."""
+    for attempt in range(count):
+        if attempt:
+            (sleep or clock.sleep)(backoff(attempt - 1, cap))
+        yield attempt

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from chalicelib.core.window_params import MAX_WINDOW_DAYS
+
 # What makes a view unique: "event" (url + time + clientId) or "client-day" (url + clientId + UTC day).
 VIEW_DEDUP_POLICIES = ("event", "client-day")
 # SQS keeps a message at most 14 days; every dead-letter queue keeps its messages that long.
@@ -59,7 +61,7 @@ class Settings:
     uniques_batching_window_seconds: int = 60
     # Hour and day sketches of unique counts live this long after their hour or day ends.
     uniques_hour_retention_seconds: int = 48 * 3600
-    uniques_day_retention_seconds: int = 400 * 86400
+    uniques_day_retention_seconds: int = MAX_WINDOW_DAYS * 86400
     # Scheduled reports: how often they run, and how long after ingest an event is reported
     # (lets writes that were in flight when a run starts land before their range is read).
     report_interval_minutes: int = 60
@@ -79,8 +81,8 @@ class Settings:
     # UTC day); the queue batch (more views per URL per batch share more counter updates).
     # View buckets (hour items with minute counts, day items with hour counts, 32-day blocks
     # with day counts) live this long after their end: how far back a ranged count reaches,
-    # exact to the minute. 400 days: the longest window any read covers, as for day sketches.
-    view_bucket_retention_seconds: int = 400 * 86400
+    # exact to the minute. MAX_WINDOW_DAYS (400): the longest window any read covers, as for day sketches.
+    view_bucket_retention_seconds: int = MAX_WINDOW_DAYS * 86400
     view_dedup: str = "event"
     views_batch_size: int = 1000
     views_batching_window_seconds: int = 5
@@ -211,7 +213,7 @@ FIELDS: dict[str, Rule] = {
     "uniques_shards": Integer(1, 64),
     "uniques_batch_size": Integer(1, 10000),
     "uniques_batching_window_seconds": Integer(0, 300),
-    "uniques_hour_retention_seconds": Integer(3600, 400 * DAY_S),
+    "uniques_hour_retention_seconds": Integer(3600, MAX_WINDOW_DAYS * DAY_S),
     "uniques_day_retention_seconds": Integer(DAY_S, TEN_YEARS_S),
     "report_interval_minutes": Integer(15, 1440),
     "report_settle_seconds": Integer(0, 3600),

@@ -11,9 +11,9 @@ carry times later than the window's end.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from chalicelib.core import times
 
@@ -202,6 +202,31 @@ def kept_from(flags: Sequence[bool]) -> int:
     while index > 0 and flags[index - 1]:
         index -= 1
     return index
+
+
+def series(buckets: Sequence[Bucket], values: Callable[[Bucket], dict[str, Any]]) -> dict[str, Any]:
+    """A histogram's `start`, `end` and `buckets` (each its `start` and `values(bucket)`): the one
+    shape of every series (counters, unique counts), oldest bucket first."""
+    return {
+        "start": times.iso(buckets[0].start_ms),
+        "end": times.iso(buckets[-1].end_ms),
+        "buckets": [{"start": times.iso(b.start_ms), **values(b)} for b in buckets],
+    }
+
+
+# What a windowed answer says when a part is not kept; each capability may say it its own way.
+RETAINED_MESSAGE = "the window starts before what is retained: the answer covers retained_from to end"
+
+
+def completeness(complete: bool, retained_from_ms: int, message: str | None = RETAINED_MESSAGE) -> dict[str, Any]:
+    """What every windowed answer (counts, views, unique counts, their histograms) says about
+    retention: `complete`, and when it is false `retained_from` and, unless None, a `message`."""
+    if complete:
+        return {"complete": True}
+    answer: dict[str, Any] = {"complete": False, "retained_from": times.iso(retained_from_ms)}
+    if message is not None:
+        answer["message"] = message
+    return answer
 
 
 def hour_day_plan(first_hour: int, last_hour: int, first_live_hour: int) -> list[Bucket]:

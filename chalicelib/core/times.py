@@ -26,6 +26,7 @@ MAX_TIME_MS = 4_102_444_800_000  # 2100-01-01
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_MS = timedelta(milliseconds=1)
 _COMPACT = "%Y%m%dT%H%M%S"
+_QUARTER = "%Y%m%d%H%M"
 
 
 def parse(value: Any, field: str = "time") -> int:
@@ -68,6 +69,15 @@ def quarter_hour(t_ms: int) -> str:
     """'YYYYMMDDHHXX' with XX in 00/15/30/45: the UTC quarter hour holding t_ms."""
     moment = _moment(t_ms)
     return moment.strftime("%Y%m%d%H") + f"{moment.minute - moment.minute % 15:02d}"
+
+
+def parse_quarter_hour(text: str) -> int:
+    """Epoch ms of the start of a quarter hour written by quarter_hour; ValueError for an
+    impossible date or a minute that does not start a quarter."""
+    moment = datetime.strptime(text, _QUARTER).replace(tzinfo=UTC)
+    if moment.minute % 15:
+        raise ValueError(f"not a quarter hour: {text!r}")
+    return (moment - EPOCH) // ONE_MS
 
 
 def compact(t_ms: int) -> str:

@@ -1,21 +1,17 @@
 """Parsing of the values every route shares: names, durations, integers. Pure.
 
-Times are parsed and formatted by core.times; `time_ms` and `iso` here are that module's
-functions under the names modules not yet switched over still use."""
+Times are parsed and formatted by core.times."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from chalicelib.core import times
 from chalicelib.core.errors import ValidationError
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 DURATION_PATTERN = re.compile(r"(\d{1,6})([mhd])")
 DURATION_MINUTES = {"m": 1, "h": 60, "d": 1440}
-time_ms = times.parse
-iso = times.iso
 
 
 def name(value: Any, field: str = "name") -> str:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from chalicelib.core import times
 from chalicelib.counters import audit_keys
 from chalicelib.events import ingest as events
 
-QUARTER_MS = 15 * 60_000
+QUARTER_MS = times.QUARTER_HOUR_MS
 # Bounded work per run: 4 hours of quarter hours (times the write shards); a run that falls
 # behind catches up at 16 quarter hours per run.
 MAX_QUARTERS_PER_RUN = 16
@@ -31,7 +31,7 @@ EVENTS_PK = re.compile(r"[0-9]{12}#[0-9]{1,3}")
 
 def settled_before(now_ms: int, settle_minutes: int) -> int:
     """The end of the last quarter hour that has closed and settled at now_ms."""
-    cutoff = now_ms - settle_minutes * 60_000
+    cutoff = now_ms - settle_minutes * times.MINUTE_MS
     return cutoff - cutoff % QUARTER_MS
 
 
@@ -55,10 +55,7 @@ def quarter_of(events_pk: str) -> int:
     """Start (epoch ms) of the quarter hour an events partition key names; ValueError if none."""
     if not EVENTS_PK.fullmatch(events_pk):
         raise ValueError(f"not an events partition key: {events_pk!r}")
-    moment = datetime.strptime(events_pk[:12], "%Y%m%d%H%M").replace(tzinfo=UTC)
-    if moment.minute % 15:
-        raise ValueError(f"not a quarter hour: {events_pk!r}")
-    return int(moment.timestamp()) * 1000
+    return times.parse_quarter_hour(events_pk[:12])
 
 
 @dataclass(frozen=True)

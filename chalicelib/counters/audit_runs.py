@@ -22,7 +22,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from chalicelib.core import attributes, dynamo, keyspace, pager, times, transactions, validation
+from chalicelib.core import attributes, dynamo, keyspace, pager, times, transactions
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -60,7 +60,7 @@ class AuditResult:
             "resolved": self.resolved,
             "open": self.open,
             "superseded": self.superseded,
-            "checkpoint": None if self.checkpoint_ms is None else validation.iso(self.checkpoint_ms),
+            "checkpoint": None if self.checkpoint_ms is None else times.iso(self.checkpoint_ms),
         }
 
 

@@ -168,7 +168,7 @@ def breakdown(
         "by": by,
         "start": times.iso(first_minute * timebuckets.MINUTE_MS),
         "end": times.iso((last_minute + 1) * timebuckets.MINUTE_MS),
-        **reads.completeness(total.complete, total.retained_from_ms),
+        **timebuckets.completeness(total.complete, total.retained_from_ms),
         "keys_read": keys_read,
         "exact": exact,
         "values": listed,

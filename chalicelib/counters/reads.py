@@ -57,7 +57,7 @@ class WindowCount:
             "start": times.iso(self.first_minute * timebuckets.MINUTE_MS),
             "end": times.iso((self.last_minute + 1) * timebuckets.MINUTE_MS),
             "keys_read": self.keys_read,
-            **completeness(self.complete, self.retained_from_ms),
+            **timebuckets.completeness(self.complete, self.retained_from_ms),
         }
         if self.where:
             answer["where"] = dict(self.where)
@@ -79,17 +79,6 @@ def exact_sums(sums: Mapping[str, Decimal]) -> dict[str, str]:
 def sums_fields(sums: Mapping[str, Decimal]) -> dict[str, Any]:
     """What every answer says of sums: `sums` (JSON numbers) and `sums_exact` (decimal strings)."""
     return {"sums": json_sums(sums), "sums_exact": exact_sums(sums)}
-
-
-def completeness(complete: bool, retained_from_ms: int) -> dict[str, Any]:
-    """What every count and histogram answer says about retention (the rule in this module's docstring)."""
-    if complete:
-        return {"complete": True}
-    return {
-        "complete": False,
-        "retained_from": times.iso(retained_from_ms),
-        "message": "the window starts before what is retained: the answer covers retained_from to end",
-    }
 
 
 def count_window(
@@ -267,13 +256,10 @@ def histogram(
     return {
         "counter": counter,
         "resolution": resolution,
-        "start": times.iso(buckets[0].start_ms),
-        "end": times.iso(buckets[-1].end_ms),
-        "buckets": [
-            {"start": times.iso(b.start_ms), "count": counts.get(b.index, 0), **sums_fields(sums.get(b.index, {}))}
-            for b in buckets
-        ],
-        **completeness(first == 0, retained_from),
+        **timebuckets.series(
+            buckets, lambda b: {"count": counts.get(b.index, 0), **sums_fields(sums.get(b.index, {}))}
+        ),
+        **timebuckets.completeness(first == 0, retained_from),
         **({"where": dict(where)} if where else {}),
     }
 

@@ -48,7 +48,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
-from chalicelib.core import attributes, dynamo, keyspace, timebuckets, validation
+from chalicelib.core import attributes, dynamo, quarantine, timebuckets, times
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -110,7 +110,7 @@ class RepairResult:
 
 
 def _iso(bucket: Bucket) -> str:
-    return validation.iso(bucket.start_ms)
+    return times.iso(bucket.start_ms)
 
 
 @dataclass(frozen=True)
@@ -305,7 +305,7 @@ def _quarantined_keys(dynamodb: DynamoDB, settings: Settings) -> set[tuple[str, 
     request = {
         "TableName": settings.counts_table,
         "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": f"{keyspace.QUARANTINE}events-stream"}},
+        "ExpressionAttributeValues": {":pk": {"S": quarantine.partition_key(quarantine.EVENTS_STREAM)}},
         "ProjectionExpression": "#r",
         "ExpressionAttributeNames": {"#r": "record"},
     }

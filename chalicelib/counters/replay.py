@@ -35,7 +35,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chalicelib.core import attributes, dynamo, inputs, keyspace, quarantine, transactions, validation
+from chalicelib.core import attributes, dynamo, inputs, keyspace, quarantine, times, transactions, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError, reason
@@ -45,12 +45,12 @@ from chalicelib.counters import audit_keys, audit_runs, dimension_keys, stream_a
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import packs, stream_records
 
-SOURCE = "events-stream"
+SOURCE = quarantine.EVENTS_STREAM
 MAX_REPLAY = 100
 # Times a replay reads its breakdown summaries again after one changed under it (the stream
 # handler rewrote it): then the record stays set aside, to be replayed later.
 MAX_SUMMARY_ROUNDS = 8
-QUARANTINE_PK = f"{keyspace.QUARANTINE}{SOURCE}"
+QUARANTINE_PK = quarantine.partition_key(SOURCE)
 
 
 @dataclass(frozen=True)
@@ -337,7 +337,7 @@ def _still_bad(dynamodb: DynamoDB, settings: Settings, record_id: str, why: str,
                 Key=_key(record_id),
                 UpdateExpression="SET reason = :r, seen_at = :t",
                 ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":r": {"S": why}, ":t": {"S": validation.iso(now_ms)}},
+                ExpressionAttributeValues={":r": {"S": why}, ":t": {"S": times.iso(now_ms)}},
             )
     except ConditionFailed:
         pass

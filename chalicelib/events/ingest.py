@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeSerializer
 
-from chalicelib.core import attributes, clock, inputs, item_sizes, times, validation
+from chalicelib.core import attributes, inputs, item_sizes, retry, times, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
-from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import translated
 from chalicelib.events import dimensions as event_dimensions
@@ -230,7 +229,7 @@ def store(
         failed = {id(e) for held, _ in pending for e in held}
         return [e.id for e in events if id(e) not in failed]
 
-    for attempt in range(attempts):
+    for _ in retry.attempts(attempts, sleep, cap=1.0):
         requests: list[WriteRequestTypeDef] = [{"PutRequest": {"Item": item}} for _, item in pending]
         try:
             with translated("the events could not be stored; retry the request"):
@@ -253,8 +252,6 @@ def store(
         pending = [(held, item) for held, item in pending if _item_key(item) in keys]
         if not pending:
             return [e.id for e in events]
-        if attempt < attempts - 1:
-            (sleep or clock.sleep)(backoff(attempt, cap=1.0))
     done = stored()
     if not done:
         raise StorageError("the events could not be stored; retry the request")

@@ -140,13 +140,11 @@ def _unexpired(item: dict[str, Any], now_s: int) -> bool:
 
 def _completeness(oldest: Bucket, first_live_day: int) -> dict[str, Any]:
     day = oldest.first_minute // timebuckets.RESOLUTION_MINUTES["day"]
-    if day >= first_live_day:
-        return {"complete": True}
-    return {
-        "complete": False,
-        "retained_from": times.iso(Bucket("day", first_live_day).start_ms),
-        "message": "the window starts before day sketches are kept: older items are no longer counted",
-    }
+    return timebuckets.completeness(
+        day >= first_live_day,
+        Bucket("day", first_live_day).start_ms,
+        "the window starts before day sketches are kept: older items are no longer counted",
+    )
 
 
 def _estimate(sketch: sketches.Sketch) -> dict[str, Any]:
@@ -177,7 +175,7 @@ def histogram(
     items = dynamo.query_sort_range(
         dynamodb,
         settings.counts_table,
-        f"{keyspace.SKETCH_WINDOW}{name}",
+        keys.window_pk(name),
         keys.bucket_sort_key(resolution, first),
         keys.bucket_sort_key(resolution, last),
         "could not read the sketches",
@@ -196,28 +194,21 @@ def histogram(
     )
     first_live = timebuckets.first_live_index(resolution, now_ms, retention)  # type: ignore[arg-type]
     buckets = [Bucket(resolution, i) for i in range(first, last + 1)]  # type: ignore[arg-type]
-    answer: dict[str, Any] = {
+    return {
         "name": name,
         "resolution": resolution,
-        "start": times.iso(buckets[0].start_ms),
-        "end": times.iso(buckets[-1].end_ms),
         "aligned": ALIGNMENT_NOTE,
         "additive": False,
-        "buckets": [
-            {"start": times.iso(b.start_ms), **counts.get(b.index, {"cardinality": 0, "exact": True})} for b in buckets
-        ],
-        "complete": first >= first_live,
+        **timebuckets.series(buckets, lambda b: counts.get(b.index, {"cardinality": 0, "exact": True})),
+        **timebuckets.completeness(first >= first_live, Bucket(resolution, first_live).start_ms, None),  # type: ignore[arg-type]
     }
-    if first < first_live:
-        answer["retained_from"] = times.iso(Bucket(resolution, first_live).start_ms)  # type: ignore[arg-type]
-    return answer
 
 
 def _read_all_shards(dynamodb: DynamoDB, settings: Settings, name: str) -> list[sketches.Sketch]:
     request: dict[str, Any] = {
         "TableName": settings.counts_table,
         "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": f"{keyspace.SKETCH}{name}"}},
+        "ExpressionAttributeValues": {":pk": {"S": keys.shards_pk(name)}},
         "ProjectionExpression": "pk, sk, sketch",
     }
     pages = dynamo.query_pages(dynamodb, request, "could not read the sketches")

@@ -33,7 +33,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import attributes, batch_processor, clock, timebuckets, validation
+from chalicelib.core import attributes, batch_processor, quarantine, retry, timebuckets, times, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.batch_processor import Sent, Write
 from chalicelib.core.batch_result import BatchResult
@@ -41,7 +41,6 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.poison import QuarantineSink
 from chalicelib.core.queues import Message
-from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.core.timebuckets import Bucket
@@ -51,7 +50,7 @@ MAX_ITEMS = 500
 MESSAGE_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # version 1 had no time: its items count at the time they are applied
 MAX_WRITE_ATTEMPTS = 12
-SOURCE = "uniques-queue"
+SOURCE = quarantine.UNIQUES_QUEUE
 
 
 class ContendedError(StorageError):
@@ -120,7 +119,7 @@ def _parse(body: str) -> tuple[str, bytes, int | None]:
     size = sketches.HASH_BYTES
     if not raw or len(raw) % size or len(raw) // size > MAX_ITEMS:
         raise ValidationError(f"hashes must be 1-{MAX_ITEMS} values of {size} bytes")
-    time_ms = validation.time_ms(message.get("time"), "time") if message.get("v") == MESSAGE_VERSION else None
+    time_ms = times.parse(message.get("time"), "time") if message.get("v") == MESSAGE_VERSION else None
     return name, raw, time_ms
 
 
@@ -241,7 +240,7 @@ def merge_into(
 ) -> tuple[int, int]:
     """Add item hashes to one stored sketch: (1 if written else 0, conflicts retried)."""
     batch: dict[int, sketches.Sketch] = {}  # by precision: a stored sketch keeps the one it was made with
-    for conflicts in range(MAX_WRITE_ATTEMPTS):
+    for conflicts in retry.attempts(MAX_WRITE_ATTEMPTS, sleep, cap=1.0):
         stored, version = _read_sketch(dynamodb, settings, key)
         p = stored.p if stored is not None else sketches.precision_for(settings.uniques_error_rate)
         if p not in batch:
@@ -251,8 +250,6 @@ def merge_into(
             return 0, conflicts
         if _write_sketch(dynamodb, settings, key, merged, version, now_ms, expires_at_s):
             return 1, conflicts
-        if conflicts < MAX_WRITE_ATTEMPTS - 1:  # no pause after the last attempt
-            (sleep or clock.sleep)(backoff(conflicts, cap=1.0))
     where = f"{key['pk']['S']} {key['sk']['S']}"
     raise ContendedError(f"sketch {where} kept changing under us; the batch will be retried")
 
@@ -284,7 +281,7 @@ def _write_sketch(
         **key,
         "sketch": {"B": sketches.encode(sketch)},
         "version": {"N": str(version + 1)},
-        "updated_at": {"S": validation.iso(now_ms)},
+        "updated_at": {"S": times.iso(now_ms)},
     }
     if expires_at_s is not None:
         item["expires_at"] = {"N": str(expires_at_s)}

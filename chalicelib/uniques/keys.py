@@ -18,8 +18,18 @@ PREFIX = {"hour": "h", "day": "d"}
 NAMES_PK = f"{keyspace.SKETCH_NAMES}index"
 
 
+def shards_pk(name: str) -> str:
+    """The partition of a name's all-time sketch shards."""
+    return f"{keyspace.SKETCH}{name}"
+
+
+def window_pk(name: str) -> str:
+    """The partition of a name's hour and day sketches."""
+    return f"{keyspace.SKETCH_WINDOW}{name}"
+
+
 def shard_key(name: str, shard: int) -> dict[str, Any]:
-    return {"pk": {"S": f"{keyspace.SKETCH}{name}"}, "sk": {"S": f"shard#{shard:02d}"}}
+    return {"pk": {"S": shards_pk(name)}, "sk": {"S": f"shard#{shard:02d}"}}
 
 
 def bucket_sort_key(resolution: str, index: int) -> str:
@@ -28,7 +38,7 @@ def bucket_sort_key(resolution: str, index: int) -> str:
 
 def bucket_key(name: str, bucket: Bucket) -> dict[str, Any]:
     return {
-        "pk": {"S": f"{keyspace.SKETCH_WINDOW}{name}"},
+        "pk": {"S": window_pk(name)},
         "sk": {"S": bucket_sort_key(bucket.resolution, bucket.index)},
     }
 

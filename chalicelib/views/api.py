@@ -18,6 +18,7 @@ from chalicelib.views import validation as view_input
 from chalicelib.views.validation import View
 
 MAX_KEYS = windows.MAX_PARTS + 1  # a range's bucket items and the URL's counter
+RETAINED_MESSAGE = "the range starts before what is kept: the answer counts retained_from to end"
 
 
 def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int, sleep: Sleep | None = None) -> None:
@@ -77,19 +78,15 @@ def count_range(
     if first < len(parts):
         total += rollup.pending_between(settings, stored.counter, parts[first].start_minute, last_minute, now_ms)
     end_ms = (last_minute + 1) * windows.MINUTE_MS
-    answer: dict[str, Any] = {
+    retained_from = parts[first].start_minute * windows.MINUTE_MS if first < len(parts) else end_ms
+    return {
         "url": url,
         "views": total,
         "start": times.iso(first_minute * windows.MINUTE_MS),
         "end": times.iso(end_ms),
         "keys_read": len(parts) + 1,
-        "complete": first == 0,
+        **timebuckets.completeness(first == 0, retained_from, RETAINED_MESSAGE),
     }
-    if first:
-        retained_from = parts[first].start_minute * windows.MINUTE_MS if first < len(parts) else end_ms
-        answer["retained_from"] = times.iso(retained_from)
-        answer["message"] = "the range starts before what is kept: the answer counts retained_from to end"
-    return answer
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import batch_processor, dynamo, queues, timebuckets, transactions
+from chalicelib.core import attributes, batch_processor, dynamo, queues, timebuckets, transactions
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.batch_processor import BatchIncompleteError, Sent, Write
 from chalicelib.core.batch_result import BatchResult
@@ -208,8 +208,8 @@ def _visible_markers(
     )
     try:
         for item in items:
-            if int(item["expires_at"]["N"]) > now_s:
-                found.add((item["pk"]["S"], item["sk"]["S"]))
+            if attributes.integer(item, "expires_at") > now_s:
+                found.add(attributes.key_of(item))
     except StorageError:
         pass  # an optimisation only: what was read still saves cancelled transactions
     return found

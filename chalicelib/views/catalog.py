@@ -47,7 +47,7 @@ def record(
     counters = dynamo.batch_get_items(
         dynamodb, settings.counts_table, keys, "could not read the view counters", sleep, projection="pk, listed"
     )
-    listed = {item["pk"]["S"].removeprefix(keyspace.VIEW_URL) for item in counters if LISTED in item}
+    listed = {attributes.partition_key(item).removeprefix(keyspace.VIEW_URL) for item in counters if LISTED in item}
     _recent.mark(dynamodb, dict.fromkeys(listed), hour)
     return catalog.touch(dynamodb, settings, KIND, _recent, {sha: None for sha in fresh if sha not in listed}, now_ms)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from chalicelib.core import keyspace, times, validation
+from chalicelib.core import attributes, keyspace, times
 from chalicelib.core.settings import VIEW_DEDUP_POLICIES
 from chalicelib.views.validation import View
 from chalicelib.views.windows import Span
@@ -55,8 +55,8 @@ def pending_minutes(item: dict[str, Any] | None) -> dict[int, int]:
     if not item:
         return {}
     return {
-        int(name[1:]): int(value["N"])
-        for name, value in item.items()
+        int(name[1:]): attributes.integer(item, name)
+        for name in item
         if name.startswith(PENDING_PREFIX) and name[1:].isdigit()
     }
 
@@ -71,7 +71,7 @@ def bucket_pk(url_pk_value: str) -> str:
 
 
 def bucket_sk(span: Span) -> str:
-    return f"{BUCKET_PREFIX[span.level]}#{span.index:010d}"
+    return keyspace.index_sort_key(BUCKET_PREFIX[span.level], span.index)
 
 
 def bucket_key(url: str, span: Span) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def bucket_key(url: str, span: Span) -> dict[str, Any]:
 
 def marker_sk(view: View, policy: str) -> str:
     t_ms = view.time_ms - view.time_ms % DAY_MS if policy == "client-day" else view.time_ms
-    return f"{POLICY_PREFIX[policy]}{validation.iso(t_ms)}#{_digest(view.client_id)}"
+    return f"{POLICY_PREFIX[policy]}{times.iso(t_ms)}#{_digest(view.client_id)}"
 
 
 def marker_key(view: View, policy: str) -> dict[str, Any]:
@@ -91,7 +91,7 @@ def marker_range(start_ms: int, end_ms: int, policy: str) -> tuple[str, str]:
     """Sort keys bounding the markers of views in [start, end), both inclusive (for BETWEEN:
     DynamoDB allows no key attribute in a filter). "~" sorts after every hex digit."""
     prefix = POLICY_PREFIX[policy]
-    return f"{prefix}{validation.iso(start_ms)}", f"{prefix}{validation.iso(end_ms - 1)}#~"
+    return f"{prefix}{times.iso(start_ms)}", f"{prefix}{times.iso(end_ms - 1)}#~"
 
 
 def _digest(value: str) -> str:

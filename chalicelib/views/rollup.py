@@ -63,7 +63,7 @@ def total(level: str, item: dict[str, Any] | None) -> int:
     if level == "hour":
         return attributes.integer(item, "n", 0)
     prefix, _ = windows.INNER[level]
-    return sum(int(value["N"]) for name, value in item.items() if len(name) == 3 and name.startswith(prefix))
+    return sum(attributes.integer(item, name) for name in item if len(name) == 3 and name.startswith(prefix))
 
 
 def parent(span: Span) -> tuple[Span, int]:

@@ -90,15 +90,14 @@ def record(dynamodb: DynamoDB, settings: Settings, observed: Observations, sleep
     if not spans:
         return 0
     keys = [key for span in spans for key in (summary_key(span), delta_key(span))]
-    stored = {
-        (item["pk"]["S"], item["sk"]["S"]): item
-        for item in dynamo.batch_get_items(
+    stored = attributes.by_key(
+        dynamo.batch_get_items(
             dynamodb, settings.counts_table, keys, "could not read the top URLs", sleep, consistent=True
         )
-    }
+    )
     writes = 0
     for span in spans:
-        pk = summary_key(span)["pk"]["S"]
+        pk = attributes.partition_key(summary_key(span))
         base, delta = stored.get((pk, SUMMARY_SK)), stored.get((pk, DELTA_SK))
         for attempt in range(MAX_ATTEMPTS):
             summary, version = _parse(base)
@@ -208,11 +207,11 @@ def top_urls(
     window_params.check_hours(first_hour, last_hour)
     spans = top.cover(first_hour, last_hour)
     keys = [key for span in spans for key in (summary_key(span), delta_key(span))]
-    found = {
-        (item["pk"]["S"], item["sk"]["S"]): item
-        for item in dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the top URLs", sleep)
-    }
-    pairs = [(found.get((k["pk"]["S"], SUMMARY_SK)), found.get((k["pk"]["S"], DELTA_SK))) for k in keys[::2]]
+    found = attributes.by_key(
+        dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the top URLs", sleep)
+    )
+    pks = [attributes.partition_key(k) for k in keys[::2]]
+    pairs = [(found.get((pk, SUMMARY_SK)), found.get((pk, DELTA_SK))) for pk in pks]
     items = [base or delta for base, delta in pairs]
     now_s = now_ms // 1000
     retention = settings.view_bucket_retention_seconds
@@ -275,7 +274,7 @@ def _urls_of(
             "ProjectionExpression": "sk",
         }
         names = [
-            i["sk"]["S"]
+            attributes.sort_key(i)
             for page in dynamo.query_pages(dynamodb, request, "could not read the views catalog")
             for i in page.get("Items", [])
         ]
@@ -288,7 +287,7 @@ def _urls_of(
     ]
     reads[0] += len(keys)
     texts = {
-        item["pk"]["S"].removeprefix(keyspace.VIEW_URL): item["url"]["S"]
+        attributes.partition_key(item).removeprefix(keyspace.VIEW_URL): attributes.text(item, "url")
         for item in dynamo.batch_get_items(
             dynamodb, settings.counts_table, keys, "could not read the view counters", sleep
         )

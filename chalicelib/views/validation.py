@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import inputs, validation
+from chalicelib.core import inputs, times
 from chalicelib.core.errors import ValidationError
 
 MAX_BATCH = 25
@@ -45,7 +45,7 @@ def parse_view(raw: Any, where: str = "view") -> View:
     if "time" not in raw:
         # The time is part of what makes a view unique: a default of "now" would count retries.
         raise ValidationError(f"{where}.time is required")
-    t_ms = validation.time_ms(raw["time"], f"{where}.time")
+    t_ms = times.parse(raw["time"], f"{where}.time")
     client_id = text(raw.get("clientId"), f"{where}.clientId", CLIENT_ID_MAX_CHARS)
     return View(url, t_ms, client_id)
 
@@ -63,8 +63,8 @@ def check_time(view: View, now_ms: int, horizon_s: int, future_skew_s: int | Non
     age_ms = now_ms - view.time_ms
     if age_ms >= horizon_s * 1000:
         raise ValidationError(
-            f"{where}.time is {age_ms // 86_400_000} days old: views older than the horizon of "
-            f"{horizon_s // 86400} days (VIEW_HORIZON_SECONDS) cannot be counted exactly once"
+            f"{where}.time is {age_ms // times.DAY_MS} days old: views older than the horizon of "
+            f"{horizon_s * 1000 // times.DAY_MS} days (VIEW_HORIZON_SECONDS) cannot be counted exactly once"
         )
     if future_skew_s is not None and -age_ms > future_skew_s * 1000:
         raise ValidationError(

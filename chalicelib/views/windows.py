@@ -21,7 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-MINUTE_MS = 60_000
+from chalicelib.core import times, window_params
+
+MINUTE_MS = times.MINUTE_MS
 Level = Literal["hour", "day", "block"]
 LEVELS: tuple[Level, ...] = ("hour", "day", "block")  # finest first
 BLOCK_DAYS = 32
@@ -29,7 +31,7 @@ SIZE_MINUTES: dict[str, int] = {"hour": 60, "day": 1440, "block": 1440 * BLOCK_D
 # The finer buckets an item counts inside it: the attribute prefix and the size in minutes.
 INNER: dict[str, tuple[str, int]] = {"hour": ("m", 1), "day": ("h", 60), "block": ("d", 1440)}
 # The most items a range of up to MAX_RANGE_DAYS reads (tests/unit/views/test_view_windows.py checks it).
-MAX_RANGE_DAYS = 400
+MAX_RANGE_DAYS = window_params.MAX_WINDOW_DAYS
 MAX_PARTS = 18
 
 

@@ -6,7 +6,7 @@ import json
 import random
 from typing import Any
 
-from chalicelib.core.validation import time_ms
+from chalicelib.core.times import parse as time_ms
 from tests.functional.helpers import invoke
 from tests.functional.stream_fixtures import lambda_event, stored_event_records
 

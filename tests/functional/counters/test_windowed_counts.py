@@ -148,7 +148,7 @@ def test_given_events_when_histogram_read_then_buckets_match_brute_force(
         )
         assert response.status_code == 200
         buckets = response.json_body["buckets"]
-        from chalicelib.core.validation import time_ms
+        from chalicelib.core.times import parse as time_ms
 
         for bucket in buckets:
             b = time_ms(bucket["start"])

@@ -117,3 +117,24 @@ def test_given_range_when_histogram_buckets_listed_then_they_cover_it() -> None:
     assert buckets[0].first_minute <= BASE_MINUTE + 30 < buckets[0].first_minute + 60
     assert buckets[-1].first_minute <= BASE_MINUTE + 200 < buckets[-1].first_minute + 60
     assert [b.index for b in buckets] == list(range(buckets[0].index, buckets[-1].index + 1))
+
+
+def test_given_a_window_cut_by_retention_then_every_answer_says_where_it_starts_the_same_way() -> None:
+    assert timebuckets.completeness(True, 0) == {"complete": True}
+    cut = timebuckets.completeness(False, 1_700_000_040_000)
+    assert cut == {
+        "complete": False,
+        "retained_from": "2023-11-14T22:14:00.000Z",
+        "message": timebuckets.RETAINED_MESSAGE,
+    }
+    assert timebuckets.completeness(False, 1_700_000_040_000, "views kept from")["message"] == "views kept from"
+    assert "message" not in timebuckets.completeness(False, 1_700_000_040_000, None)
+
+
+def test_given_buckets_then_a_series_spans_them_and_gives_each_its_start_and_values() -> None:
+    buckets = timebuckets.buckets_between(29_390_400, 29_390_400 + 3 * 1440 - 1, "day")
+    answer = timebuckets.series(buckets, lambda b: {"index": b.index})
+    assert answer["start"] == "2025-11-18T00:00:00.000Z" and answer["end"] == "2025-11-21T00:00:00.000Z"
+    assert answer["buckets"] == [
+        {"start": f"2025-11-{18 + i}T00:00:00.000Z", "index": bucket.index} for i, bucket in enumerate(buckets)
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,6 +25,14 @@ def test_given_any_time_then_its_quarter_hour_is_the_quarter_holding_it(t_ms: in
         times.quarter_hour(t_ms) == times.quarter_hour(start) == times.compact(start)[:8] + times.compact(start)[9:13]
     )
     assert times.quarter_hour(start - 1) != times.quarter_hour(start)
+    assert times.parse_quarter_hour(times.quarter_hour(t_ms)) == start
+
+
+def test_given_a_minute_that_starts_no_quarter_then_parse_quarter_hour_refuses_it() -> None:
+    assert times.parse_quarter_hour("202611181415") == times.parse("2026-11-18T14:15:00Z")
+    for text in ("202611181410", "202602301400", "2026111814"):
+        with pytest.raises(ValueError):
+            times.parse_quarter_hour(text)
 
 
 @given(st.sampled_from(["h", "d", "b"]), st.integers(0, 10**10 - 1), st.integers(0, 10**10 - 1))
