@@ -50,18 +50,16 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from chalicelib.core import batch_processor, keyspace, timebuckets
+from chalicelib.core import attributes, batch_processor, keyspace, timebuckets
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.batch_processor import Sent, Write
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError, TallyError, ValidationError
+from chalicelib.core.errors import StorageError, TallyError, ValidationError
 from chalicelib.core.poison import QuarantineSink
 from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import ConditionFailed, condition_item, translated
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.core.transactions import error_code
 from chalicelib.counters import audit_keys, catalog, dimension_keys, summaries, topk
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest as events_ingest
@@ -69,7 +67,6 @@ from chalicelib.events import packs, stream_records
 from chalicelib.events.ingest import Event
 from chalicelib.events.stream_records import StreamRecord
 
-CONDITION_FAILED = "ConditionalCheckFailedException"
 # An item's stored position can only move the records still to send forward: more rounds than
 # this on one item means the stored state is not what this code writes.
 MAX_ROUNDS = 8
@@ -122,7 +119,7 @@ def countable_from_record(record: StreamRecord) -> Countable:
     try:
         if isinstance(partition, str):
             counter_keys.audit_key(partition)
-        marker = counter_keys.marker_key(event.counter, event.id)["pk"]["S"] if event.id_given else None
+        marker = attributes.partition_key(counter_keys.marker_key(event.counter, event.id)) if event.id_given else None
         for bucket in timebuckets.buckets_for(event.time_ms):
             counter_keys.bucket_key(event.counter, bucket)
     except ValueError as exc:  # a key DynamoDB would refuse: this record's content
@@ -234,27 +231,23 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
         now_s = self.now_ms // 1000
         claim = f"{c.shard}:{c.position}"
         try:
-            self.dynamodb.put_item(
-                TableName=self.settings.counts_table,
-                Item={
-                    "pk": {"S": c.marker or ""},
-                    "sk": {"S": "#"},
-                    "c": {"S": claim},
-                    "expires_at": {"N": str(now_s + self.settings.marker_ttl_seconds)},
-                },
-                # Free, expired (lingering until TTL deletes it), or claimed by this very record
-                # on an earlier delivery. A marker of the former layout has no claim: its event
-                # was counted in the transaction that wrote it.
-                ConditionExpression="attribute_not_exists(pk) OR expires_at < :now OR c = :claim",
-                ExpressionAttributeValues={":now": {"N": str(now_s)}, ":claim": {"S": claim}},
-            )
-        except ClientError as exc:
-            code = error_code(exc)
-            if code == CONDITION_FAILED:
-                return Sent(found=members, calls=1)
-            if code in REJECTED_ERROR_CODES:
-                raise RejectedError(code) from exc
-            raise StorageError("could not claim a client id") from exc
+            with translated("could not claim a client id"):
+                self.dynamodb.put_item(
+                    TableName=self.settings.counts_table,
+                    Item={
+                        "pk": {"S": c.marker or ""},
+                        "sk": {"S": "#"},
+                        "c": {"S": claim},
+                        "expires_at": {"N": str(now_s + self.settings.marker_ttl_seconds)},
+                    },
+                    # Free, expired (lingering until TTL deletes it), or claimed by this very record
+                    # on an earlier delivery. A marker of the former layout has no claim: its event
+                    # was counted in the transaction that wrote it.
+                    ConditionExpression="attribute_not_exists(pk) OR expires_at < :now OR c = :claim",
+                    ExpressionAttributeValues={":now": {"N": str(now_s)}, ":claim": {"S": claim}},
+                )
+        except ConditionFailed:
+            return Sent(found=members, calls=1)
         return Sent(applied=members[:1], found=members[1:], calls=1)
 
     def writes(self, records: list[Countable]) -> list[Write[Countable]]:
@@ -421,7 +414,7 @@ class _Spilled:
 
     def get(self, client: DynamoDB, key: dict[str, Any], shard: str) -> str:
         with self._lock:
-            return self._seen.get(client, {}).get((key["pk"]["S"], key["sk"]["S"], shard), UNKNOWN)
+            return self._seen.get(client, {}).get((*attributes.key_of(key), shard), UNKNOWN)
 
     def note(self, client: DynamoDB, key: dict[str, Any], shard: str, spill: str | None) -> None:
         if spill in (None, UNKNOWN, counter_keys.NOT_SPILLED):
@@ -430,7 +423,7 @@ class _Spilled:
             seen = self._seen.setdefault(client, {})
             if len(seen) >= self.MAX:
                 seen.clear()
-            seen[(key["pk"]["S"], key["sk"]["S"], shard)] = str(spill)
+            seen[(*attributes.key_of(key), shard)] = str(spill)
 
 
 _spilled = _Spilled()
@@ -458,8 +451,8 @@ def _needs_listing(old: dict[str, Any], request: dict[str, Any], rounds: _Rounds
     (a redelivery: the delivery that applied them may have died before writing the listing)."""
     if not old or rounds.found:
         return True
-    expires = request["ExpressionAttributeValues"][":exp"]["N"]
-    return int(old.get("expires_at", {}).get("N", "0")) < int(expires)
+    expires = attributes.integer(request["ExpressionAttributeValues"], ":exp")
+    return attributes.integer(old, "expires_at", 0) < expires
 
 
 def apply_item(
@@ -482,9 +475,10 @@ def apply_item(
         request = _bucket_update(settings, key, touch.bucket, shard, members, rounds, mode)
         try:
             rounds.calls += 1
-            response = dynamodb.update_item(**request)
-        except ClientError as exc:
-            members = _not_held(dynamodb, settings, exc, key, shard, members, rounds, mode)
+            with translated("could not count a bucket"):
+                response = dynamodb.update_item(**request)
+        except ConditionFailed as failed:
+            members = _not_held(dynamodb, settings, failed, key, shard, members, rounds, mode)
             continue
         if mode == "inline":
             rounds.inline += members
@@ -509,7 +503,7 @@ def apply_item(
 def _not_held(
     dynamodb: DynamoDB,
     settings: Settings,
-    exc: ClientError,
+    failed: ConditionFailed,
     key: dict[str, Any],
     shard: str,
     members: list[Countable],
@@ -518,12 +512,7 @@ def _not_held(
 ) -> list[Countable]:
     """After a failed update: the records the item does not hold yet (its cancelled condition
     returned how far this shard got), noting the others in `rounds`."""
-    code = error_code(exc)
-    if code in REJECTED_ERROR_CODES:
-        raise RejectedError(f"DynamoDB refused its update: {code}") from exc
-    if code != CONDITION_FAILED:
-        raise StorageError("could not count a bucket") from exc
-    stored = _stored_item(dynamodb, settings, exc, key)
+    stored = _stored_item(dynamodb, settings, failed, key)
     stamp = stored.stamp(shard)
     applied = [c for c in members if c.position <= stamp.position]
     rounds.found += applied
@@ -540,7 +529,7 @@ def _not_held(
     )
     rounds.spill, rounds.inline_count, rounds.positioned = spill, stored.inline_count, bool(stamp.position)
     if not applied and not learnt and (rounds.keep_stored or not longer):
-        raise StorageError("a bucket's condition failed for no reason this code knows") from exc
+        raise StorageError("a bucket's condition failed for no reason this code knows") from failed
     rounds.keep_stored = rounds.keep_stored or longer
     return members
 
@@ -707,25 +696,20 @@ class StoredPositions:
             for name, value in item.items()
             if name.startswith(counter_keys.SPILL_PREFIX) and isinstance(value, dict) and "S" in value
         }
-        inline = int(item.get(counter_keys.INLINE_COUNT, {}).get("N", "0"))
-        return cls(positions, int(item.get("retention", {}).get("N", "0")), spills, inline)
+        inline = attributes.integer(item, counter_keys.INLINE_COUNT, 0)
+        return cls(positions, attributes.integer(item, "retention", 0), spills, inline)
 
     def stamp(self, shard: str) -> counter_keys.Stamp:
         return counter_keys.split_stamped(self.positions.get(shard, ""))
 
 
-def _stored_item(dynamodb: DynamoDB, settings: Settings, exc: ClientError, key: dict[str, Any]) -> StoredPositions:
-    """The item a cancelled condition found: returned with the error (ReturnValuesOnCondition
-    CheckFailure=ALL_OLD, which moto 5.2.5 supports for UpdateItem too); should a response lack
-    it, one consistent GetItem reads it."""
-    item = exc.response.get("Item")
-    if isinstance(item, dict):
-        return StoredPositions.from_item(item)
-    try:
-        response = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True)
-    except ClientError as read_exc:
-        raise StorageError("could not read an item's positions") from read_exc
-    return StoredPositions.from_item(dict(response.get("Item", {})))
+def _stored_item(
+    dynamodb: DynamoDB, settings: Settings, failed: ConditionFailed, key: dict[str, Any]
+) -> StoredPositions:
+    """The positions on the item a cancelled condition found (returned with the failure:
+    ReturnValuesOnConditionCheckFailure=ALL_OLD, which moto 5.2.5 supports for UpdateItem too)."""
+    found = condition_item(dynamodb, settings.counts_table, key, failed, "could not read an item's positions")
+    return StoredPositions.from_item(found or {})
 
 
 def _prune(
@@ -748,17 +732,16 @@ def _prune(
     spills = {f"#x{i}": counter_keys.spill_attribute(name) for i, name in enumerate(sorted(stale))}
     spills = {n: a for n, a in spills.items() if a in old}
     try:
-        dynamodb.update_item(
-            TableName=settings.counts_table,
-            Key=key,
-            UpdateExpression="REMOVE " + ", ".join([*names, *spills]),
-            ConditionExpression=" AND ".join(f"{n} = :{n[1:]}" for n in names),
-            ExpressionAttributeNames={**names, **spills},
-            ExpressionAttributeValues=values,
-        )
-    except ClientError as exc:
-        if error_code(exc) != CONDITION_FAILED:  # moved on meanwhile: the next write prunes it
-            raise StorageError("could not prune positions") from exc
+        with translated("could not prune positions"):
+            dynamodb.update_item(
+                TableName=settings.counts_table,
+                Key=key,
+                UpdateExpression="REMOVE " + ", ".join([*names, *spills]),
+                ConditionExpression=" AND ".join(f"{n} = :{n[1:]}" for n in names),
+                ExpressionAttributeNames={**names, **spills},
+                ExpressionAttributeValues=values,
+            )
+    except ConditionFailed:  # moved on meanwhile: the next write prunes it
         return 0
     return len(stale)
 
@@ -781,34 +764,33 @@ def apply_audit(
         last_position = outcomes[-1][0]
         try:
             calls += 1
-            dynamodb.update_item(
-                TableName=settings.counts_table,
-                Key=key,
-                UpdateExpression=(
-                    f"ADD {audit_keys.APPLIED} :a, {audit_keys.SET_ASIDE} :s, {audit_keys.EXPIRED} :e, "
-                    f"{audit_keys.DUPLICATES} :d SET #p = :pos, expires_at = :exp"
-                ),
-                ConditionExpression="attribute_not_exists(#p) OR #p < :first",
-                ExpressionAttributeNames={"#p": shard},
-                ExpressionAttributeValues={
-                    ":a": {"N": str(tally["applied"])},
-                    ":s": {"N": str(tally["set_aside"])},
-                    ":e": {"N": str(tally["expired"])},
-                    ":d": {"N": str(tally["duplicates"])},
-                    ":first": {"S": outcomes[0][0]},
-                    ":pos": {"S": counter_keys.stamped_position(last_position, now_ms // 1000)},
-                    ":exp": {"N": str(now_ms // 1000 + audit_keys.AUDIT_TALLY_TTL_SECONDS)},
-                },
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+            with translated("could not write the audit counters"):
+                dynamodb.update_item(
+                    TableName=settings.counts_table,
+                    Key=key,
+                    UpdateExpression=(
+                        f"ADD {audit_keys.APPLIED} :a, {audit_keys.SET_ASIDE} :s, {audit_keys.EXPIRED} :e, "
+                        f"{audit_keys.DUPLICATES} :d SET #p = :pos, expires_at = :exp"
+                    ),
+                    ConditionExpression="attribute_not_exists(#p) OR #p < :first",
+                    ExpressionAttributeNames={"#p": shard},
+                    ExpressionAttributeValues={
+                        ":a": {"N": str(tally["applied"])},
+                        ":s": {"N": str(tally["set_aside"])},
+                        ":e": {"N": str(tally["expired"])},
+                        ":d": {"N": str(tally["duplicates"])},
+                        ":first": {"S": outcomes[0][0]},
+                        ":pos": {"S": counter_keys.stamped_position(last_position, now_ms // 1000)},
+                        ":exp": {"N": str(now_ms // 1000 + audit_keys.AUDIT_TALLY_TTL_SECONDS)},
+                    },
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
             return calls
-        except ClientError as exc:
-            if error_code(exc) != CONDITION_FAILED:
-                raise StorageError("could not write the audit counters") from exc
-            stored = _stored_item(dynamodb, settings, exc, key).stamp(shard)
+        except ConditionFailed as failed:
+            stored = _stored_item(dynamodb, settings, failed, key).stamp(shard)
             remaining = [o for o in outcomes if o[0] > stored.position]
             if len(remaining) == len(outcomes):
-                raise StorageError("the audit's condition failed for no reason this code knows") from exc
+                raise StorageError("the audit's condition failed for no reason this code knows") from failed
             outcomes = remaining
     raise StorageError("the audit's position kept moving")
 
