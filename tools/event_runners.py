@@ -62,19 +62,36 @@ class Runner(threading.Thread):
     def __init__(self, name: str, stop: threading.Event) -> None:
         super().__init__(name=name, daemon=True)
         self.stop = stop
+        # Wall-clock seconds: when the latest step that found nothing to handle began (None while
+        # there is work), and when the last step that handled something ended. A test learns
+        # from them that everything sent before a moment has been handled.
+        self.idle_checked: float | None = None
+        self.busy_until = 0.0
 
     def run(self) -> None:
         while not self.stop.is_set():
+            began = time.time()
             try:
                 busy = self.step()
             except Exception:  # keep polling through emulator hiccups, as Lambda's pollers do
                 log.exception("%s: poller error", self.name)
                 busy = False
+            if busy:
+                self.idle_checked, self.busy_until = None, time.time()
+            else:
+                self.idle_checked = None if self.waiting() else began
             if not busy:
                 self.stop.wait(0.2)
 
     def step(self) -> bool:
         raise NotImplementedError
+
+    def waiting(self) -> bool:
+        """Whether something received is still to be handled (a batch waiting for its retry)."""
+        return False
+
+    def activity(self) -> dict[str, float | None]:
+        return {"idle_checked": self.idle_checked, "busy_until": self.busy_until}
 
 
 class StreamRunner(Runner):
@@ -161,6 +178,9 @@ class StreamRunner(Runner):
         else:
             self.caught_up.set()
         return busy
+
+    def waiting(self) -> bool:
+        return not self.caught_up.is_set()
 
     def _event(self, shard_id: str, batch: list[dict[str, Any]]) -> dict[str, Any]:
         """Lambda's event for a mapping with a tumbling window (Tally's)."""

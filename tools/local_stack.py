@@ -249,6 +249,9 @@ def run(args: argparse.Namespace) -> int:
             target=save_periodically, args=(snapshots, args.snapshot_seconds, stop), name="snapshots", daemon=True
         )
         saver.start()
+    threading.Thread(
+        target=report_activity, args=(runners, activity_file(directory), stop), name="activity", daemon=True
+    ).start()
     log.info("API on http://%s:%d", args.host, args.port)
     try:
         server.server.serve_forever()  # not server.serve_forever(): it prints a plain-text banner
@@ -286,6 +289,25 @@ def quiet_access_log() -> None:
     from chalice.local import ChaliceRequestHandler
 
     ChaliceRequestHandler.log_message = log_message  # type: ignore[method-assign]
+
+
+def activity_file(directory: Path) -> Path:
+    """Where a stack says, for each stream and queue handler, when its latest poll that found
+    nothing to handle began and when it last handled something (JSON; wall-clock seconds)."""
+    return directory / "activity.json"
+
+
+def report_activity(runners: list[Any], path: Path, stop: threading.Event) -> None:
+    """Keep `activity_file` current, so a test can wait until what it sent has been handled
+    instead of sleeping and hoping."""
+    import json
+
+    polled = [r for r in runners if hasattr(r, "activity") and type(r).__name__ != "ScheduleRunner"]
+    while not stop.wait(0.1):
+        snapshot = {r.name: r.activity() for r in polled}
+        partial = path.with_suffix(".tmp")
+        partial.write_text(json.dumps(snapshot))
+        partial.replace(path)
 
 
 def save_periodically(snapshots: Any, seconds: float, stop: threading.Event) -> None:

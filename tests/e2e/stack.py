@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -119,6 +120,23 @@ class LocalStack:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def settled(self, timeout_s: float = 120) -> None:
+        """Wait until every stream and queue handler has handled all that was sent before this
+        call: each has polled and found nothing, in a poll begun after this call and after the
+        last batch any of them handled (a handler's batch may send work on to another). Not a
+        pause: a slow machine waits longer."""
+        sent_before = time.time()
+
+        def activity() -> dict[str, Any]:
+            path = self.state_dir / "activity.json"
+            return dict(json.loads(path.read_text())) if path.exists() else {}
+
+        def quiet(runners: dict[str, Any]) -> bool:
+            last_work = max([sent_before, *(r["busy_until"] for r in runners.values())])
+            return bool(runners) and all((r["idle_checked"] or 0) > last_work for r in runners.values())
+
+        wait_for(activity, timeout_s, "every handler to finish what was sent", until=quiet)
 
     def trigger_schedules(self) -> subprocess.CompletedProcess[str]:
         """`make trigger PORT=...`: run every scheduled handler of this stack now."""
