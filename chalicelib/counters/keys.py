@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import keyspace
+from chalicelib.core import attributes, keyspace
 from chalicelib.core.timebuckets import Bucket
 
 PREFIX = {"hour": "h", "day": "d"}
@@ -158,7 +158,7 @@ def held_id(key: dict[str, Any]) -> str:
     """A short id of a counts-table item that took a record before the record was set aside
     (the set-aside copy lists them, stream_records.HELD_FIELD): 16 hex of sha256 of its pk, then
     its sk. A collision among the few items one record touches is negligible."""
-    pk, sk = str(key["pk"]["S"]), str(key["sk"]["S"])
+    pk, sk = attributes.key_of(key)
     return hashlib.sha256(pk.encode("utf-8")).hexdigest()[:16] + "|" + sk
 
 

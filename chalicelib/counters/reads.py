@@ -122,7 +122,7 @@ def count_window(
     def inline_kept(part: timebuckets.Part) -> bool:
         """An hour's inline minutes live by their day item's retention (its events' longest)."""
         day = day_items.get(timebuckets.day_of_hour(part.bucket.index)) if part.bucket.resolution == "hour" else None
-        retention = int(day["retention"]["N"]) if day is not None and "retention" in day else 0
+        retention = attributes.integer(day, "retention", 0) if day is not None else 0
         return held_inline(part) > 0 and timebuckets.expires_at_s(part.bucket, retention) > now_s
 
     flags = [

@@ -139,7 +139,7 @@ def _held(item: dict[str, Any]) -> frozenset[str]:
     """The items that took the record before it was set aside (counter_keys.held_id of each):
     the stream handler had written some of its buckets when DynamoDB refused another."""
     try:
-        raw = json.loads(item["record"]["S"])
+        raw = json.loads(attributes.text(item, "record"))
     except ValueError:
         return frozenset()
     held = raw.get(stream_records.HELD_FIELD) if isinstance(raw, dict) else None
