@@ -113,9 +113,7 @@ def write(dynamodb: DynamoDB, settings: Settings, target: Target, members: list[
         later = _later(stored, target.shard, members)
         if not later:
             return calls
-        summary = _decoded(stored)
-        for countable, entry in later:
-            summary.add(entry, 1, countable.event.values)
+        summary = _with(stored, later)
         if topk.encoded_size(summary) <= single_bytes():
             item = _item(settings, head, target, [stored], summary, later, now_ms)
             item[LAYOUT] = {"S": SINGLE}
@@ -144,6 +142,14 @@ def _later(stored: dict[str, Any] | None, shard: str, members: list[Member]) -> 
 
 def _decoded(stored: dict[str, Any] | None) -> topk.Summary:
     return topk.decode(attributes.text(stored, "e")) if stored is not None and "e" in stored else topk.Summary()
+
+
+def _with(stored: dict[str, Any] | None, later: list[Member]) -> topk.Summary:
+    """The stored summary with the members it does not hold yet added, one event each."""
+    summary = _decoded(stored)
+    for countable, entry in later:
+        summary.add(entry, 1, countable.event.values)
+    return summary
 
 
 def _put(dynamodb: DynamoDB, settings: Settings, item: dict[str, Any], stored: dict[str, Any] | None) -> bool:
@@ -255,9 +261,7 @@ def _write_item(
         later = _later(stored, target.shard, members)
         if not later:
             return calls
-        summary = _decoded(stored)
-        for countable, entry in later:
-            summary.add(entry, 1, countable.event.values)
+        summary = _with(stored, later)
         evicted = summary.fit()
         item = _item(settings, key, target, [stored], summary, later, now_ms, evicted)
         if stored is not None and LAYOUT in stored:
