@@ -53,6 +53,7 @@ class Usage:
     write_units: float = 0.0
     cancelled: int = 0  # cancelled transactions
     cancelled_write_units: float = 0.0  # what they would have written
+    failed_conditions: int = 0  # single-item writes whose condition failed (charged in write_units)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
@@ -114,6 +115,11 @@ class Meter:
                 write_units(max(size, item_size(op.get("Item"))), transactional=True)
                 for size, (_, op) in zip(before, self._targets(operation, params))
             )
+        if operation in _WRITES and error == "ConditionalCheckFailedException":
+            # DynamoDB charges a write whose condition fails by the existing item's size, at least
+            # one unit (developer guide, "Capacity unit consumption for write operations").
+            usage.failed_conditions += 1
+            usage.write_units += write_units(before[0])
         if error:
             return
         if operation in (*_WRITES, "TransactWriteItems", "BatchWriteItem"):
