@@ -95,6 +95,7 @@ def test_given_events_at_every_limit_delivered_twice_when_counted_then_every_ite
         aws.dynamodb, SETTINGS, COUNTER, HOUR_START // MINUTE + 10, HOUR_START // MINUTE + 19, NOW
     )
     assert part.sums == {name: topk.EXACT.multiply(BIG, Decimal(10)) for name in names(0)}
+    assert answer.as_dict()["sums_complete"] is False
 
 
 def test_given_an_hour_item_of_the_former_layout_when_more_events_come_then_both_layouts_are_read_and_summed(
@@ -137,6 +138,7 @@ def test_given_an_hour_item_of_the_former_layout_when_more_events_come_then_both
     whole = reads.count_window(aws.dynamodb, SETTINGS, counter, HOUR_START // MINUTE, NOW // MINUTE - 1, NOW)
     assert whole.count == 13
     assert whole.sums == {"amount": Decimal("17.5"), "bytes": Decimal(66)}
+    assert "sums_complete" not in whole.as_dict()
     minute5 = reads.count_window(
         aws.dynamodb, SETTINGS, counter, HOUR_START // MINUTE + 5, HOUR_START // MINUTE + 5, NOW
     )
