@@ -110,6 +110,7 @@ def run(space: int, count: int, batch: int, dimensions: int, workaround: bool, p
             deliver(writer, settings, records, now)
         seconds = time.perf_counter() - began
         written = meter.total()
+        where = {kind: usage.write_units * 1000 / count for kind, usage in meter.by_kind.items() if usage.write_units}
         for records in stream_batches(items, batch):  # at least once: every batch again
             deliver(plain, settings, records, now)
         largest = max(item_size(i) for i in scan_all(plain, settings.counts_table))
@@ -146,6 +147,7 @@ def run(space: int, count: int, batch: int, dimensions: int, workaround: bool, p
         "exact_sums": exact_sums,
         "said_exact": exact_flag,
         "seconds": seconds,
+        "where": where,
     }
 
 
@@ -205,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--filter-pairs", default="*", help="FILTER_PAIRS of the Tally rows: * (every pair), none, or name+name,..."
     )
+    parser.add_argument(
+        "--explain", action="store_true", help="also print each row's write units by operation and kind of item"
+    )
     args = parser.parse_args(argv)
     spaces = [int(v) for v in args.values.split(",") if v]
     dims = [int(d) for d in args.dimensions.split(",") if d]
@@ -234,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {r['seconds']:.0f} |",
                 flush=True,
             )
+            if args.explain:
+                parts = sorted(r["where"].items(), key=lambda kv: -kv[1])
+                print("|  | | where: " + ", ".join(f"{op} {kind} {units:,.0f}" for (op, kind), units in parts) + " |")
     return 0
 
 

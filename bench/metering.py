@@ -58,6 +58,9 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
+
     def per(self, count: int, per: int = 1000) -> dict[str, float]:
         return {f.name: getattr(self, f.name) * per / count for f in fields(self)}
 
@@ -84,6 +87,9 @@ class Meter:
     def __init__(self, reader: Any) -> None:
         self.reader = reader
         self.by_operation: dict[str, Usage] = defaultdict(Usage)
+        # The same work by operation and the kind of item it names first (its key's prefix, to
+        # the first `#`): where the work goes.
+        self.by_kind: dict[tuple[str, str], Usage] = defaultdict(Usage)
         self._schemas: dict[str, list[str]] = {}
 
     def total(self, *operations: str) -> Usage:
@@ -99,7 +105,10 @@ class Meter:
         def after(parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
             if "metered" in context:
                 params, before_sizes = context.pop("metered")
-                self._charge(self.by_operation[model.name], model.name, params, parsed, before_sizes)
+                usage = self.by_operation[model.name]
+                was = usage + Usage()
+                self._charge(usage, model.name, params, parsed, before_sizes)
+                self.by_kind[(model.name, self._kind(model.name, params))] += usage - was
 
         client.meta.events.register("before-parameter-build.dynamodb.*", before)
         client.meta.events.register("after-call.dynamodb.*", after)
@@ -172,6 +181,14 @@ class Meter:
                 for kind, op in request.items()
             ]
         return []
+
+    def _kind(self, operation: str, params: dict[str, Any]) -> str:
+        targets = self._targets(operation, params)
+        key = self._key_of(targets[0][1]) if targets else params.get("Key", {})
+        if not key and operation == "BatchGetItem":
+            key = next(iter(params["RequestItems"].values()))["Keys"][0]
+        first = next((v.get("S", "") for v in key.values() if isinstance(v, dict)), "")
+        return first.split("#", 1)[0] + "#" if "#" in first else "other"
 
     def _stored_sizes(self, targets: list[tuple[str, dict[str, Any]]]) -> list[int]:
         return [
