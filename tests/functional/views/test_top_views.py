@@ -6,6 +6,7 @@ one Query per candidate it examines (DynamoDB reads only the items of the key ra
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from typing import Any
@@ -13,12 +14,13 @@ from urllib.parse import urlencode
 
 import pytest
 
-from chalicelib.views import top, top_store
+from chalicelib.views import top, top_store, windows
 from tests.fakes import Killed
 from tests.functional.helpers import deliver, post_all, receive_all
 
 HOUR = 3_600_000
 DAY = 24 * HOUR
+SIZES = (("hour", HOUR), ("day", DAY), ("block", 32 * DAY))
 
 
 def top_answer(client: Any, **params: Any) -> Any:
@@ -231,3 +233,94 @@ def test_given_no_views_when_top_read_then_empty_and_exact(client: Any, clock: A
     answer = top_answer(client)
     assert answer["urls"] == [] and answer["exact"] is True and answer["bound"] == 0
     assert answer["others"] == {"urls": 0, "views": 0, "complete": True}
+
+
+def summary_items(aws: Any) -> list[dict[str, Any]]:
+    from tests.functional.helpers import SETTINGS
+
+    items = aws.dynamodb.scan(TableName=SETTINGS.counts_table)["Items"]
+    return [i for i in items if i["pk"]["S"].startswith("VTOP#")]
+
+
+def test_given_small_batches_when_counted_then_one_log_item_each_folded_in_and_top_exact(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(top_store, "FOLD_LOGS", 3)
+    rng = random.Random(21)
+    bodies = views_over(rng, clock.now, urls=20, n=200, days=2)
+    post_all(client, bodies)
+    messages = receive_all(aws)
+    rng.shuffle(messages)
+    batches = [messages[i : i + 10] for i in range(0, len(messages), 10)]
+    logs: list[int] = []
+    real = top_store._put_log
+    monkeypatch.setattr(top_store, "_put_log", lambda *args: logs.append(1) or real(*args))
+    written = [deliver(client, batch).get("top_writes", 0) for batch in batches]
+    assert len(logs) > len(batches) // 2, "small batches write a log item, not each bucket's summary"
+    # The layout before logs wrote one item per bucket a batch's views fall in (hours, days, blocks).
+    buckets = [
+        len({(level, json.loads(m["Body"])["time"] // ms) for m in batch for level, ms in SIZES}) for batch in batches
+    ]
+    assert sum(written) < 0.75 * sum(buckets), (sum(written), sum(buckets))
+    stored = summary_items(aws)
+    assert any(i["sk"]["S"] == top_store.HEAD_SK and int(i["v"]["N"]) > 1 for i in stored), "logs were folded"
+    for window, limit in (("1h", 3), ("5h", 5), ("1d", 1), ("2d", 8), ("3d", 30)):
+        assert_top_exact(client, bodies, limit, window=window)
+    assert_top_exact(client, bodies, 4, prefix="https://shop.example/", window="3d")
+    for batch in batches[:5]:
+        again = deliver(client, batch)
+        assert again["counted"] == 0 and again.get("top_writes", 0) == 0, "a redelivered batch writes nothing"
+    assert_top_exact(client, bodies, 30, window="3d")
+
+
+def test_given_a_log_written_after_two_folds_when_the_epoch_moved_then_written_again_and_top_exact(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch, slept: list[float]
+) -> None:
+    first = [{"url": f"https://a.example/{i}", "time": clock.now - i * 1000, "clientId": "c"} for i in range(30)]
+    post_all(client, first)
+    deliver(client, receive_all(aws))  # the bases exist: a small batch then writes a log
+    second = [
+        {"url": f"https://b.example/{i % 3}", "time": clock.now - i * 1000, "clientId": f"d{i}"} for i in range(6)
+    ]
+    post_all(client, second)
+    messages = receive_all(aws)
+    real = top_store._put_log
+    folded: list[int] = []
+
+    def two_folds_first(dynamodb: Any, settings: Any, item: dict[str, Any]) -> None:
+        if not folded:  # folds by other handlers between this one's read of the epoch and its log
+            block = windows.Span("block", int(item["pk"]["S"].rsplit("#", 1)[1]))
+            folded.append(top_store.fold(dynamodb, settings, block))
+            folded.append(top_store.fold(dynamodb, settings, block))
+        real(dynamodb, settings, item)
+
+    monkeypatch.setattr(top_store, "_put_log", two_folds_first)
+    deliver(client, messages)
+    assert slept, "the handler found the epoch moved on after its log and wrote it again"
+    epochs = [int(i["sk"]["S"][2:12]) for i in summary_items(aws) if i["sk"]["S"].startswith("L#")]
+    heads = [int(i["v"]["N"]) for i in summary_items(aws) if i["sk"]["S"] == top_store.HEAD_SK]
+    assert min(epochs) < max(heads) - 1, "the first log is one no reader looks at any more"
+    assert_top_exact(client, first + second, 40, window="1h")
+
+
+def test_given_handler_dies_after_its_log_when_redelivered_then_top_exact_and_nothing_more_written(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(5)
+    bodies = views_over(rng, clock.now, urls=10, n=60, days=1)
+    post_all(client, bodies)
+    messages = receive_all(aws)
+    deliver(client, messages[:40])
+    real = top_store._put_log
+
+    def dies_after_writing(*args: Any) -> None:
+        real(*args)
+        raise Killed("Lambda timed out")
+
+    monkeypatch.setattr(top_store, "_put_log", dies_after_writing)
+    with pytest.raises(Killed):
+        deliver(client, messages[40:])
+    monkeypatch.setattr(top_store, "_put_log", real)
+    deliver(client, messages[40:])
+    assert_top_exact(client, bodies, 10, window="2d")
+    assert deliver(client, messages).get("top_writes", 0) == 0
