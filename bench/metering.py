@@ -198,7 +198,7 @@ class Meter:
 
 def _kind(key: dict[str, Any]) -> str:
     """What an item is, for the breakdown: its partition key up to and with the first `#`."""
-    value = next(iter(key.values()), {})
+    value: Any = next(iter(key.values()), {})
     text = str(value.get("S", "")) if isinstance(value, dict) else ""
     head, sep, _ = text.partition("#")
     return head + sep if sep else "other"

@@ -1,26 +1,47 @@
 """Top URLs in storage: the queue handler's summary updates, and GET /views/top.
 
-A summary (chalicelib.views.top) is two items per view bucket, under `VTOP#<h|d|b>#<index>`:
-the base `S` (`e` the packed entries, at most 13,000 bytes, `f` its floor) and the delta `D`
-(`e` snapshots observed since the base was last written, at most DELTA_ENTRIES of them), each
-with a version `v` and `expires_at` as the bucket's. The summary is the base with the delta's
-snapshots observed into it: a snapshot is the same wherever it waits, and the summary's
-guarantees hold whatever order snapshots are observed in. A batch's snapshots that change the
-summary go to the delta, one small write, until the delta is full; then the summary with them
-is written as the base and the delta emptied (its entries, if another handler added to it
-meanwhile, stay: observed again, they change nothing). So a batch that changes a busy summary
-writes about a thousandth of a 13 KB item, not all of it. Each item is written under an
-optimistic lock: read both (strongly consistent), write on the condition that `v` is still what
-was read; a handler that lost the race reads both again and observes again. A summary nothing
-in the batch changes is not written (a redelivered batch costs reads only).
+A bucket's summary (chalicelib.views.top) is its base item `VTOP#<h|d|b>#<index>` / `S` (`e` the
+packed entries, at most 13,000 bytes, `f` its floor, a version `v`) with the snapshots of its
+block's logs observed into it (and those of a delta item `D`, which an earlier layout wrote:
+still read, never written). A snapshot is the same wherever it waits, and the summary's
+guarantees hold in any order of observation, so a snapshot may wait in a log as well as in
+the base.
+
+Logs. A batch's snapshots that change its buckets' summaries (the hours, days and block its
+views fall in) go into one new item of their 32-day block, `VTOP#b#<block>` / `L#<epoch>#<id>`
+(one binary attribute per bucket, named by its sort key): one write unit for a small batch,
+whatever the number of buckets, where a delta per bucket cost one each. When the logs of the
+block's current epoch pass FOLD_LOGS items or FOLD_BYTES, the handler folds: it observes the
+logs of the current epoch and the one before into the base items of their buckets (each under
+its version lock) and then moves the epoch, `VTOP#b#<block>` / `E` `v`, on by one (on the
+condition that it is still what was read). Readers read the logs of the epoch they read and
+of the one before, so a fold makes older logs unread; they are never deleted (a delete would
+cost what the log did) and expire with the block.
+
+Why no snapshot is lost. A log tagged with epoch e is written after its writer read the epoch
+as e, and is then read again (strongly consistent): if it is still e, any fold that moves the
+epoch from e+1 to e+2 read e+1 after that, so its Query (strongly consistent) returns the log,
+which it observes into the bases before moving on; the fold from e to e+1 may miss it, but
+readers read epochs e and e+1. If the epoch moved on, the writer observes again against what
+is stored then and writes again (a log that was missed is a harmless repeat when read). So
+once the handler returns, every snapshot it reported is in a base or in a log readers read.
+Only logs of the epoch just read (and read again after the Query) are trusted to hold a
+snapshot when deciding what is new: one of the epoch before may belong to a writer that is
+about to find the epoch moved on. A batch nothing new in is not written at all (a redelivered
+batch costs reads only), and a batch whose log would cost more write units than its buckets'
+bases write those bases directly. A handler that dies anywhere leaves its messages, whose
+redelivery reads and reports again.
 
 A read of the top URLs of hours first..last reads (all numbers are items):
 - the summaries of the window's whole blocks, days and hours: at most top.MAX_SPANS (118) base
-  and delta pairs for any window up to 400 days, one BatchGetItem call per 100;
+  and delta pairs for any window up to 400 days, with the epoch of each block they lie in
+  (at most top.MAX_BLOCKS, 14), one BatchGetItem call per 100; then one Query per block for its logs of two
+  epochs (about 2 x FOLD_LOGS small items at most, or 2 x FOLD_BYTES, while handlers fold);
 - per candidate examined (at most `limit` + EXTRA_EXAMINED): one Query of the views catalog
   (its digest to its sha256), its counter item (the URL's text) and its exact views in the
   window from its counter and its own buckets (at most api.MAX_KEYS, 19).
-So at most 236 + (limit + 100) x 21 items, whatever the number of views or URLs.
+So at most 250 items and 14 log Queries + (limit + 100) x 21 items, whatever the number of
+views or URLs.
 """
 
 from __future__ import annotations
@@ -71,11 +92,6 @@ def summary_key(span: Span, sk: str = SUMMARY_SK) -> dict[str, Any]:
 
 def delta_key(span: Span) -> dict[str, Any]:
     return summary_key(span, DELTA_SK)
-
-
-def block_of(span: Span) -> Span:
-    """The 32-day block a bucket lies in: its summaries' logs and epoch are kept there."""
-    return Span("block", span.start_minute // windows.SIZE_MINUTES["block"])
 
 
 def head_key(block: Span) -> dict[str, Any]:
@@ -132,7 +148,7 @@ def record(dynamodb: DynamoDB, settings: Settings, observed: Observations, sleep
     then come back, and the snapshots are read and observed again)."""
     blocks: dict[Span, dict[Span, dict[bytes, int]]] = {}
     for span, seen in observed.by_span.items():
-        blocks.setdefault(block_of(span), {})[span] = seen
+        blocks.setdefault(top.block_of(span), {})[span] = seen
     return sum(_record_block(dynamodb, settings, block, blocks[block], sleep) for block in sorted(blocks))
 
 
@@ -371,7 +387,7 @@ def top_urls(
     first_hour, last_hour = hours
     window_params.check_hours(first_hour, last_hour)
     spans = top.cover(first_hour, last_hour)
-    blocks = sorted({block_of(span) for span in spans})
+    blocks = sorted({top.block_of(span) for span in spans})
     keys = [key for span in spans for key in (summary_key(span), delta_key(span))]
     found = attributes.by_key(
         dynamo.batch_get_items(
@@ -395,9 +411,9 @@ def top_urls(
         [timebuckets.kept(span, dynamo.stored_expiry(item), retention, now_s) for span, item in zip(spans, items)]
     )
     merged = top.merge(
-        _summary(base, delta, logs[block_of(span)], span)
+        _summary(base, delta, logs[top.block_of(span)], span)
         for span, (base, delta) in list(zip(spans, pairs))[first:]
-        if base or delta or logs[block_of(span)]
+        if base or delta or logs[top.block_of(span)]
     )
     end_ms = (last_hour + 1) * times.HOUR_MS
     start_minute = spans[first].start_minute if first < len(spans) else end_ms // windows.MINUTE_MS

@@ -110,14 +110,18 @@ def test_given_views_over_five_weeks_when_random_windows_read_then_top_urls_equa
         assert_top_exact(client, bodies, limit, rng.choice([None, "https://shop.example/"]), start=start, end=end)
 
 
+@pytest.mark.parametrize("path", ["log", "bases"])
 def test_given_handler_dies_while_updating_the_summaries_when_redelivered_then_top_exact(
-    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
     rng = random.Random(7)
     bodies = views_over(rng, clock.now, urls=25, n=200, days=3)
     post_all(client, bodies)
     messages = receive_all(aws)
-    real = top_store._put
+    if path == "bases":  # a batch whose log would cost more than its bases writes the bases
+        monkeypatch.setattr(top_store, "_base_units", lambda *_: 0)
+    name = "_put_log" if path == "log" else "_put"
+    real = getattr(top_store, name)
     puts: list[int] = []
 
     def dies_on_the_third_put(*args: Any) -> Any:
@@ -126,12 +130,13 @@ def test_given_handler_dies_while_updating_the_summaries_when_redelivered_then_t
             raise Killed("Lambda timed out")
         return real(*args)
 
-    monkeypatch.setattr(top_store, "_put", dies_on_the_third_put)
+    monkeypatch.setattr(top_store, name, dies_on_the_third_put)
     with pytest.raises(Killed):
-        deliver(client, messages)
-    monkeypatch.setattr(top_store, "_put", real)
-    again = deliver(client, messages)  # every view a duplicate: the summaries are made from what is read
-    assert again["counted"] == 0 and again["top_writes"] > 0
+        for start in range(0, len(messages), 50):  # a log per batch and block
+            deliver(client, messages[start : start + 50])
+    monkeypatch.setattr(top_store, name, real)
+    again = deliver(client, messages)  # the summaries are made from what is read, duplicates included
+    assert again["counted"] < len(messages) and again["top_writes"] > 0
     for window in ("1h", "6h", "2d", "4d"):
         assert_top_exact(client, bodies, 5, window=window)
     assert deliver(client, messages).get("top_writes", 0) == 0, "summaries in place: reads only"
@@ -158,8 +163,9 @@ def _dies(*_: Any) -> Any:
     raise Killed("Lambda timed out")
 
 
-def test_given_two_handlers_racing_on_one_summary_when_applied_then_the_lock_keeps_both(
-    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch, slept: list[float]
+@pytest.mark.parametrize("path", ["log", "bases"])
+def test_given_two_handlers_racing_on_one_summary_when_applied_then_both_kept(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch, slept: list[float], path: str
 ) -> None:
     first = [{"url": f"https://a.example/{i}", "time": clock.now - i * 1000, "clientId": "c"} for i in range(6)]
     second = [{"url": f"https://b.example/{i}", "time": clock.now - i * 1000, "clientId": "c"} for i in range(4)]
@@ -167,7 +173,10 @@ def test_given_two_handlers_racing_on_one_summary_when_applied_then_the_lock_kee
     first_messages = receive_all(aws)
     post_all(client, second)
     second_messages = receive_all(aws)
-    real = top_store._put
+    if path == "bases":
+        monkeypatch.setattr(top_store, "_base_units", lambda *_: 0)
+    name = "_put_log" if path == "log" else "_put"
+    real = getattr(top_store, name)
     raced: list[int] = []
 
     def the_other_handler_writes_first(*args: Any) -> Any:
@@ -176,10 +185,14 @@ def test_given_two_handlers_racing_on_one_summary_when_applied_then_the_lock_kee
             deliver(client, second_messages)  # commits its summaries between our read and our write
         return real(*args)
 
-    monkeypatch.setattr(top_store, "_put", the_other_handler_writes_first)
+    monkeypatch.setattr(top_store, name, the_other_handler_writes_first)
     deliver(client, first_messages)
-    monkeypatch.setattr(top_store, "_put", real)
-    assert slept, "the handler that lost the race read again and retried"
+    monkeypatch.setattr(top_store, name, real)
+    if path == "bases":
+        assert slept, "the handler that lost the race on a base read it again and retried"
+    else:
+        logs = [i for i in summary_items(aws) if i["sk"]["S"].startswith(top_store.LOG_PREFIX)]
+        assert len(logs) == 2, "two logs of one epoch: neither handler waits for the other"
     assert_top_exact(client, first + second, 20, window="1h")
 
 
@@ -324,3 +337,42 @@ def test_given_handler_dies_after_its_log_when_redelivered_then_top_exact_and_no
     deliver(client, messages[40:])
     assert_top_exact(client, bodies, 10, window="2d")
     assert deliver(client, messages).get("top_writes", 0) == 0
+
+
+def test_given_folds_at_random_moments_between_a_handlers_reads_and_writes_when_counted_then_top_exact(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch, slept: list[float]
+) -> None:
+    """Other handlers' folds come anywhere between this one's epoch reads, its log Query and its
+    log write (the folds move the epoch on with nothing new, the worst case for a log in flight)."""
+    rng = random.Random(11)
+    bodies = views_over(rng, clock.now, urls=12, n=150, days=1)
+    post_all(client, bodies)
+    messages = receive_all(aws)
+    real_get, real_log = top_store._get, top_store._put_log
+    folds: list[int] = []
+    inside: list[int] = []
+
+    def maybe_fold(dynamodb: Any, settings: Any) -> None:
+        if not inside and rng.random() < 0.3:
+            inside.append(1)  # the other handler's own reads and writes come as they are
+            for block in sorted({top.block_of(windows.Span("hour", b["time"] // HOUR)) for b in bodies}):
+                folds.append(top_store.fold(dynamodb, settings, block))
+            inside.clear()
+
+    def get(dynamodb: Any, settings: Any, key: dict[str, Any]) -> Any:
+        maybe_fold(dynamodb, settings)
+        return real_get(dynamodb, settings, key)
+
+    def put_log(dynamodb: Any, settings: Any, item: dict[str, Any]) -> None:
+        maybe_fold(dynamodb, settings)
+        real_log(dynamodb, settings, item)
+
+    monkeypatch.setattr(top_store, "_get", get)
+    monkeypatch.setattr(top_store, "_put_log", put_log)
+    for start in range(0, len(messages), 10):
+        deliver(client, messages[start : start + 10])
+    monkeypatch.setattr(top_store, "_get", real_get)
+    monkeypatch.setattr(top_store, "_put_log", real_log)
+    assert len(folds) > 10 and slept, "folds came between reads and writes, and handlers wrote again"
+    for window, limit in (("1h", 3), ("6h", 4), ("1d", 12), ("2d", 20)):
+        assert_top_exact(client, bodies, limit, window=window)

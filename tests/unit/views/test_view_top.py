@@ -38,6 +38,8 @@ def test_given_any_window_up_to_400_days_when_covered_then_each_hour_once_in_tim
     hours = [h for span in spans for h in hours_of(span)]
     assert hours == list(range(first, first + length))
     assert len(spans) <= top.MAX_SPANS
+    assert len({top.block_of(span) for span in spans}) <= top.MAX_BLOCKS
+    assert all(top.block_of(span).start_minute <= span.start_minute < top.block_of(span).end_minute for span in spans)
 
 
 def test_given_the_worst_windows_when_covered_then_exactly_max_spans_items() -> None:
@@ -46,6 +48,10 @@ def test_given_the_worst_windows_when_covered_then_exactly_max_spans_items() -> 
     assert len(top.cover(start, start + 46 + 62 * 24 + 10 * block - 1)) == top.MAX_SPANS
     worst = max(len(top.cover(start + o, start + o + n - 1)) for o in (0, 1, 25) for n in range(9100, MAX_HOURS + 1))
     assert worst == top.MAX_SPANS
+    blocks = max(
+        len({top.block_of(s) for s in top.cover(start + o, start + o + MAX_HOURS - 1)}) for o in range(0, block, 5)
+    )
+    assert blocks == top.MAX_BLOCKS
 
 
 def test_given_whole_blocks_and_days_when_covered_then_the_coarsest_items() -> None:
