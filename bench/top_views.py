@@ -107,9 +107,7 @@ def run(urls: int, per_url: int, limit: int) -> list[tuple[str, str, dict[str, f
             if "LastEvaluatedKey" not in page:
                 break
             scan["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        write_note = (
-            f"summaries: {summaries * 1000 / len(views):.1f} WCU per 1,000 views, largest {largest:,} B"
-        )
+        write_note = f"summaries: {summaries * 1000 / len(views):.1f} WCU per 1,000 views, largest {largest:,} B"
         last_hour = NOW // HOUR_MS
         for window, hours in (("24h", (last_hour - 23, last_hour)), ("7d", (last_hour - 167, last_hour))):
             expected = sorted(truth.items(), key=lambda uv: (-uv[1], uv[0]))[:limit]  # every view is in both
