@@ -29,7 +29,8 @@ Only logs of the epoch just read (and read again after the Query) are trusted to
 snapshot when deciding what is new: one of the epoch before may belong to a writer that is
 about to find the epoch moved on. A batch nothing new in is not written at all (a redelivered
 batch costs reads only), and a batch whose log would cost more write units than its buckets'
-bases write those bases directly. A handler that dies anywhere leaves its messages, whose
+bases, or would pass 16 KB (top.MAX_ITEM_BYTES, as no summary item does), writes those bases
+directly. A handler that dies anywhere leaves its messages, whose
 redelivery reads and reports again.
 
 A read of the top URLs of hours first..last reads (all numbers are items):
@@ -178,7 +179,10 @@ def _record_block(
                 changed[span] = news
         if changed:
             log = _log_item(settings, block, epoch, changed)
-            if _units(item_sizes.item_size(log)) >= sum(_base_units(stored[span], changed[span]) for span in changed):
+            size = item_sizes.item_size(log)
+            if size > top.MAX_ITEM_BYTES or _units(size) >= sum(
+                _base_units(stored[span], news) for span, news in changed.items()
+            ):
                 return writes + _write_bases(dynamodb, settings, changed, sleep)
             _put_log(dynamodb, settings, log)
             writes += 1

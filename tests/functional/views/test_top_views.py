@@ -401,3 +401,15 @@ def test_given_summaries_of_the_earlier_layout_with_deltas_when_read_then_top_ex
     deliver(client, receive_all(aws))
     assert_top_exact(client, bodies + more, 8, window="2d")
     assert_top_exact(client, bodies + more, 3, window="3h")
+
+
+def test_given_a_batch_whose_log_would_pass_the_item_cap_when_counted_then_its_bases_are_written(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(top, "MAX_ITEM_BYTES", 300)  # a log of more than a few snapshots passes it
+    bodies = views_over(random.Random(9), clock.now, urls=30, n=80, days=1)
+    post_all(client, bodies)
+    deliver(client, receive_all(aws))
+    stored = summary_items(aws)
+    assert stored and not [i for i in stored if i["sk"]["S"].startswith(top_store.LOG_PREFIX)]
+    assert_top_exact(client, bodies, 30, window="2d")
