@@ -27,7 +27,10 @@ is stored then and writes again (a log that was missed is a harmless repeat when
 once the handler returns, every snapshot it reported is in a base or in a log readers read.
 Only logs of the epoch just read (and read again after the Query) are trusted to hold a
 snapshot when deciding what is new: one of the epoch before may belong to a writer that is
-about to find the epoch moved on. A batch nothing new in is not written at all (a redelivered
+about to find the epoch moved on. And a snapshot is new unless the base already covers it
+(holds its URL with as many views, or has a floor as high) or a trusted log or the delta holds
+one at least as large for its URL (`_uncovered`), which holds whatever order a reader
+observes the logs in. A batch nothing new in is not written at all (a redelivered
 batch costs reads only), and a batch whose log would cost more write units than its buckets'
 bases, or would pass 16 KB (top.MAX_ITEM_BYTES, as no summary item does), writes those bases
 directly. A handler that dies anywhere leaves its messages, whose
@@ -173,23 +176,25 @@ def _record_block(
         current = [log for log in logs if _log_epoch(log) == epoch]
         changed: dict[Span, dict[bytes, int]] = {}
         for span in sorted(observed):
-            summary = _summary(*stored[span], current, span)
-            news = {d: c for d, c in sorted(observed[span].items()) if summary.observe(d, c)}
+            base, delta = stored[span]
+            news = _uncovered(_parse(base)[0], _waiting(delta, current, span), observed[span])
             if news:
                 changed[span] = news
+        logged = False
         if changed:
             log = _log_item(settings, block, epoch, changed)
             size = item_sizes.item_size(log)
             if size > top.MAX_ITEM_BYTES or _units(size) >= sum(
                 _base_units(stored[span], news) for span, news in changed.items()
             ):
-                return writes + _write_bases(dynamodb, settings, changed, sleep)
-            _put_log(dynamodb, settings, log)
-            writes += 1
-            current.append(log)
+                writes += _write_bases(dynamodb, settings, changed, sleep)
+            else:
+                _put_log(dynamodb, settings, log)
+                writes, logged = writes + 1, True
+                current.append(log)
         if _epoch(_get(dynamodb, settings, head_key(block))) == epoch:
             size = sum(item_sizes.item_size(log) for log in current)
-            if changed and (len(current) > FOLD_LOGS or size > FOLD_BYTES):
+            if logged and (len(current) > FOLD_LOGS or size > FOLD_BYTES):
                 writes += fold(dynamodb, settings, block, sleep)
             return writes
         # A fold moved the epoch on meanwhile, and may not have read this batch's log (nor the
@@ -250,6 +255,29 @@ def _write_bases(
         else:
             raise StorageError("the top URLs of a bucket stayed contended")
     return writes
+
+
+def _uncovered(base: top.Summary, waiting: dict[bytes, int], seen: dict[bytes, int]) -> dict[bytes, int]:
+    """The snapshots a reader could not be sure to cover without them. A snapshot (d, c) is
+    covered when the base holds d with at least c or has a floor of at least c (a reader starts
+    from the base, and observing more only raises a held count or the floor, evicting at most to
+    the floor), or when a snapshot of d of at least c waits where every reader observes it. The
+    summary as it would be after this batch's other snapshots is not relied on: that argument
+    would depend on the order a reader observes the logs in."""
+    return {
+        digest: count
+        for digest, count in sorted(seen.items())
+        if count > 0 and count > base.floor and count > base.entries.get(digest, 0) and count > waiting.get(digest, 0)
+    }
+
+
+def _waiting(delta: dict[str, Any] | None, logs: Sequence[dict[str, Any]], span: Span) -> dict[bytes, int]:
+    """The largest snapshot per URL of a bucket waiting in its delta and in these logs."""
+    found = dict(_parse(delta)[0].entries)
+    for log in logs:
+        for digest, count in _log_entries(log).get(span, {}).items():
+            found[digest] = max(found.get(digest, 0), count)
+    return found
 
 
 def _parse(item: dict[str, Any] | None) -> tuple[top.Summary, int | None]:

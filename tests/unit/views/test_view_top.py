@@ -172,3 +172,32 @@ def test_given_random_buckets_when_top_selected_then_counts_exact_and_exact_true
     if selection.others_complete:
         beyond = [v for u, v in truth if u not in listed]
         assert selection.others == (len(beyond), sum(beyond))
+
+
+# -- what a batch must log -------------------------------------------------------------------
+
+
+def test_given_random_summaries_when_a_batch_logs_only_what_is_uncovered_then_every_reader_order_covers_it() -> None:
+    """Whatever order a reader observes the logs in (with logs of other batches among them),
+    every snapshot of the batch ends at most max(held, floor): the ones it logged because they
+    are observed, the others because the base or a log it trusted covers them."""
+    from chalicelib.views import top_store
+
+    rng = random.Random(5)
+    digest = [bytes([i]) * 8 for i in range(12)]
+    for _ in range(400):
+        base = top.Summary(capacity=4)
+        for _ in range(rng.randrange(8)):
+            base.observe(rng.choice(digest), rng.randrange(1, 9))
+        trusted = {d: rng.randrange(1, 9) for d in rng.sample(digest, rng.randrange(4))}
+        batch = {d: rng.randrange(1, 12) for d in rng.sample(digest, rng.randrange(1, 6))}
+        news = top_store._uncovered(base, trusted, batch)
+        others = [{d: rng.randrange(1, 12) for d in rng.sample(digest, 3)} for _ in range(rng.randrange(3))]
+        logs = [trusted, news, *others]
+        for _ in range(4):
+            rng.shuffle(logs)
+            reader = top.Summary(dict(base.entries), base.floor, capacity=4)
+            for log in logs:
+                for d, c in sorted(log.items()):
+                    reader.observe(d, c)
+            assert all(max(reader.entries.get(d, 0), reader.floor) >= c for d, c in batch.items())
