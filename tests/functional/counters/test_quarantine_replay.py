@@ -14,12 +14,12 @@ from boto3.dynamodb.types import TypeSerializer
 
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, audit_keys, breakdowns, dimension_keys, reads, replay, summaries, topk
+from chalicelib.counters import audit, breakdowns, dimension_keys, reads, replay, summaries, topk
 from chalicelib.counters import keys as counter_keys
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
 from tests.fakes import Dying, Killed, failing
-from tests.functional.helpers import account, invoke, partition
+from tests.functional.helpers import account, accounts, invoke, partition
 from tests.functional.stream_fixtures import lambda_event, record
 
 SETTINGS = Settings()
@@ -63,8 +63,7 @@ def quarantined(dynamodb: Any) -> dict[str, dict[str, Any]]:
 
 
 def tally(dynamodb: Any, pk: str) -> dict[str, int]:
-    (item,) = partition(dynamodb, audit_keys.tally_key(pk)["pk"]["S"])
-    return audit_keys.accounts(item)
+    return accounts(dynamodb, pk)
 
 
 def correct_time(dynamodb: Any, record_id: str, time_ms: int) -> None:
