@@ -29,7 +29,7 @@ from chalicelib.counters import keys as counter_keys
 from chalicelib.counters import reads as counters_reads
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
-from tests.fakes import Dying, Killed, failing, recording
+from tests.fakes import Dying, Killed, checking, failing, recording
 from tests.functional.helpers import accounts, bucket_counts, partition
 from tests.functional.stream_fixtures import SHARD, image, lambda_event, record
 
@@ -601,4 +601,56 @@ def test_given_a_bug_raising_key_error_in_a_storage_call_when_batch_applied_then
     assert quarantined(aws.dynamodb) == {}
     result = apply(aws.dynamodb, records)
     assert result.counted == 100 and result.quarantined == []
+    assert_exact(aws.dynamodb, images)
+
+
+def test_given_a_batch_over_every_write_shard_of_two_quarters_when_applied_then_one_audit_write_per_quarter(
+    aws: Any,
+) -> None:
+    quarters = ("202611180815", "202611180830")
+    images = [image(f"{quarters[i // 20]}#{i % 4}", "audq", NOW - i * MINUTE) for i in range(40)]
+    records = [record(i) for i in images]
+    calls: list[dict[str, Any]] = []
+
+    apply(recording(aws.dynamodb, "update_item", calls), records)
+
+    audit_writes = [c for c in calls if c["Key"]["pk"]["S"].startswith(keyspace.AUDIT_GROUP)]
+    assert sorted(c["Key"]["pk"]["S"] for c in audit_writes) == [f"{keyspace.AUDIT_GROUP}{q}" for q in quarters]
+    assert all(c["Key"]["sk"]["S"] == counter_keys.shard_attribute(SHARD) for c in audit_writes)
+    expected = {f"{q}#{w}": 5 for q in quarters for w in range(4)}
+    assert {pk: audit(aws.dynamodb, pk)["applied"] for pk in expected} == expected
+    assert all(
+        partition(aws.dynamodb, f"{keyspace.AUDIT}{pk}") == [] for pk in expected
+    )  # the former layout: unwritten
+
+    # Delivered again, whole and cut differently (a bisected retry): the audit items add nothing.
+    calls.clear()
+    apply(recording(aws.dynamodb, "update_item", calls), records[7:26])
+    apply(recording(aws.dynamodb, "update_item", calls), records)
+
+    assert {pk: audit(aws.dynamodb, pk)["applied"] for pk in expected} == expected
+    assert_exact(aws.dynamodb, images)
+
+
+def test_given_the_handler_dies_between_two_quarters_audit_writes_when_delivered_again_then_each_counted_once(
+    aws: Any,
+) -> None:
+    quarters = ("202611180845", "202611180900")
+    images = [image(f"{quarters[i % 2]}#{i % 3}", "audd", NOW - i * MINUTE) for i in range(24)]
+    records = [record(i) for i in images]
+
+    def die_at_the_second_quarter(kwargs: dict[str, Any]) -> None:
+        if kwargs["Key"]["pk"]["S"] == f"{keyspace.AUDIT_GROUP}{quarters[1]}":
+            raise Killed
+
+    with pytest.raises(Killed):
+        apply(checking(aws.dynamodb, "update_item", die_at_the_second_quarter), records)
+    assert sum(audit(aws.dynamodb, f"{quarters[0]}#{w}")["applied"] for w in range(3)) == 12
+    assert sum(audit(aws.dynamodb, f"{quarters[1]}#{w}")["applied"] for w in range(3)) == 0
+
+    apply(aws.dynamodb, records[:10])  # Lambda bisects the failed batch, then sends the rest
+    apply(aws.dynamodb, records[10:])
+
+    for q in quarters:
+        assert [audit(aws.dynamodb, f"{q}#{w}")["applied"] for w in range(3)] == [4, 4, 4]
     assert_exact(aws.dynamodb, images)
