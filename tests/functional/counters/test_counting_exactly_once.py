@@ -320,6 +320,44 @@ def test_given_an_hour_split_between_inline_and_its_item_when_its_item_expires_t
     )
 
 
+def test_given_an_hour_split_between_inline_and_its_item_when_its_item_expires_then_histograms_keep_the_hour(
+    aws: Any,
+) -> None:
+    """The same hour in a histogram of hours and of minutes: it is judged by what holds its
+    minutes (its item, and its day's inline minutes), so it stays, with its inline events, after
+    its item expired; and it goes once the day's retention no longer covers it."""
+    hour = timebuckets.buckets_for(NOW)[0]
+    start = hour.start_ms
+    long_lived = image("p7#4", "mixed-h", start, retention=7200)
+    short = [image("p7#4", "mixed-h", start + (i + 1) * MINUTE, retention=60) for i in range(10)]
+    for batch in ([long_lived], short[:7], short[7:]):  # 8 held inline, then 3 in the hour item
+        apply(aws.dynamodb, [record(i) for i in batch], now=start + 11 * MINUTE)
+    first = hour.first_minute
+
+    def hours(now: int) -> dict[str, Any]:
+        return counters_reads.histogram(aws.dynamodb, SETTINGS, "mixed-h", first - 60, first + 59, "hour", now)
+
+    def minutes(now: int) -> dict[str, Any]:
+        return counters_reads.histogram(aws.dynamodb, SETTINGS, "mixed-h", first, first + 59, "minute", now)
+
+    alive = start + 12 * MINUTE
+    assert [b["count"] for b in hours(alive)["buckets"]] == [0, 11]
+    assert [b["count"] for b in minutes(alive)["buckets"]][:12] == [1] * 11 + [0]
+
+    later = hour.end_ms + 120_000  # the hour item (retention 60) is past its expiry, the day's 7,200 s not
+    by_hour, by_minute = hours(later), minutes(later)
+
+    assert [b["count"] for b in by_hour["buckets"]] == [0, counter_keys.INLINE_MAX] and by_hour["complete"]
+    assert [b["count"] for b in by_minute["buckets"]][:12] == [1] * counter_keys.INLINE_MAX + [0] * 4
+    assert by_minute["complete"]
+    assert sum(b["count"] for b in by_hour["buckets"]) == (
+        counters_reads.count_window(aws.dynamodb, SETTINGS, "mixed-h", first - 60, first + 59, later).count
+    )
+
+    gone = hour.end_ms + 7200 * 1000 + MINUTE  # past the day's retention over this hour too
+    assert [b["count"] for b in hours(gone)["buckets"]] == [0, 0] and not hours(gone)["complete"]
+
+
 def test_given_a_day_item_of_the_former_layout_when_its_shard_writes_again_then_its_events_stay_in_hours(
     aws: Any,
 ) -> None:
