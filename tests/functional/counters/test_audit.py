@@ -17,7 +17,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.counters import audit, audit_runs, reads, repair
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest
-from tests.fakes import Dying, Killed
+from tests.fakes import Dying, Forwarding, Killed
 from tests.functional.helpers import (
     account,
     bucket_counts,
@@ -170,19 +170,17 @@ def test_given_the_schedule_fires_twice_when_audited_then_each_partition_is_repo
     assert len(client.http.get("/audit").json_body["partitions"]) == 1
 
 
-class RacedBy:
+class RacedBy(Forwarding):
     """A client on which another audit run commits just before this run's first transaction."""
 
     def __init__(self, real: Any, now_ms: int) -> None:
-        self.real, self.now_ms, self.raced = real, now_ms, None
+        super().__init__(real)
+        self.now_ms, self.raced = now_ms, None
 
     def transact_write_items(self, **kwargs: Any) -> Any:
         if self.raced is None:
             self.raced = audit_runs.run(self.real, SETTINGS, self.now_ms)
         return self.real.transact_write_items(**kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
 
 
 def test_given_two_runs_at_once_when_both_read_the_same_partitions_then_one_reports_them(
@@ -274,21 +272,19 @@ def test_given_the_repair_dies_half_way_when_run_again_then_exact(
     assert client.http.get("/audit").json_body["partitions"] == []
 
 
-class StreamWritesFirst:
+class StreamWritesFirst(Forwarding):
     """The stream handler counts a new event of the same buckets between the repair's read of a
     bucket and its write: the first conditional UpdateItem of a bucket meets a changed bucket."""
 
     def __init__(self, real: Any, client: Any, clock: Any) -> None:
-        self.real, self.client, self.clock, self.done = real, client, clock, False
+        super().__init__(real)
+        self.client, self.clock, self.done = client, clock, False
 
     def update_item(self, **kwargs: Any) -> Any:
         if not self.done and kwargs["Key"]["pk"]["S"].startswith(keyspace.COUNTER):
             self.done = True
             ingest_and_count(self.client, self.real_aws, self.clock, 1)
         return self.real.update_item(**kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
 
 
 def test_given_live_counting_during_the_repair_when_a_bucket_changes_then_it_is_recounted_and_exact(

@@ -18,7 +18,7 @@ from chalicelib.counters import audit, audit_keys, breakdowns, dimension_keys, r
 from chalicelib.counters import keys as counter_keys
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
-from tests.fakes import Dying, Killed, failing
+from tests.fakes import Dying, Forwarding, Killed, failing
 from tests.functional.helpers import account, accounts, invoke, partition
 from tests.functional.stream_fixtures import lambda_event, record
 
@@ -150,20 +150,18 @@ def test_given_a_record_still_invalid_when_replayed_then_it_stays_with_the_new_r
     assert tally(aws.dynamodb, pk)["set_aside"] == 1
 
 
-class ReplayedMeanwhile:
+class ReplayedMeanwhile(Forwarding):
     """Another replay of the same record commits just before this one's transaction."""
 
     def __init__(self, real: Any, now_ms: int) -> None:
-        self.real, self.now_ms = real, now_ms
+        super().__init__(real)
+        self.now_ms = now_ms
         self.other: Any = None
 
     def transact_write_items(self, **kwargs: Any) -> Any:
         if self.other is None:
             self.other = replay.replay(self.real, SETTINGS, replay.ReplayRequest(limit=10), self.now_ms)
         return self.real.transact_write_items(**kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
 
 
 def test_given_two_replays_at_once_when_both_read_the_record_then_it_is_counted_once(
@@ -369,16 +367,14 @@ def test_given_a_bad_replay_body_when_posted_then_400(client: Any, body: Any) ->
     assert answer.json_body["Code"] == "BadRequestError"
 
 
-class SummaryRewrittenMeanwhile:
+class SummaryRewrittenMeanwhile(Forwarding):
     """A client on which the stream handler rewrites the record's hour summary (one more event
     of the counter) just before the replay's first transaction: the transaction's condition on
     the version read fails, and the replay must read the summary again, losing neither event."""
 
     def __init__(self, real: Any, write: Any) -> None:
-        self.real, self.write, self.done = real, write, False
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
+        super().__init__(real)
+        self.write, self.done = write, False
 
     def transact_write_items(self, **kwargs: Any) -> Any:
         if not self.done:
