@@ -83,8 +83,11 @@ def run(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> AuditResult:
     quarters = audit.quarters_to_audit(checkpoint, now_ms, settings.audit_settle_minutes, audit.MAX_QUARTERS_PER_RUN)
     for quarter in quarters:
         pks = audit.partitions(quarter, settings.event_write_shards)
+        # What is stored first, then what was accounted, as for one partition: a record counted
+        # in between shows as accounted (its event was stored already), never as missing.
+        stored = {pk: stored_count(dynamodb, settings, pk) for pk in pks}
         group = read_group(dynamodb, settings, pks[0]) if pks else []
-        findings = [compare(dynamodb, settings, pk, group) for pk in pks]
+        findings = [_finding(dynamodb, settings, pk, stored[pk], group) for pk in pks]
         short = [f for f in findings if not f.adds_up]
         if not _commit(dynamodb, settings, checkpoint, quarter + audit.QUARTER_MS, short, now_ms):
             result.superseded = True
@@ -96,14 +99,17 @@ def run(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> AuditResult:
     return result
 
 
-def compare(
-    dynamodb: DynamoDB, settings: Settings, events_pk: str, group: list[dict[str, Any]] | None = None
-) -> audit.Finding:
-    """One partition now: its stored events against its audit items (`group`: the items of its
-    quarter hour, read by the caller for all its partitions; read here when None)."""
+def compare(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> audit.Finding:
+    """One partition now: its stored events against its audit items."""
     stored = stored_count(dynamodb, settings, events_pk)
-    if group is None:
-        group = read_group(dynamodb, settings, events_pk)
+    return _finding(dynamodb, settings, events_pk, stored, read_group(dynamodb, settings, events_pk))
+
+
+def _finding(
+    dynamodb: DynamoDB, settings: Settings, events_pk: str, stored: int, group: list[dict[str, Any]]
+) -> audit.Finding:
+    """A partition's finding from its stored count and the audit items of its quarter hour (read
+    once for all its partitions), adding its item of the former layout when those fall short."""
     numbers = audit_keys.group_accounts(group, events_pk)
     if audit_keys.accounted(numbers) < stored:  # counted (partly) before the group items existed?
         numbers = audit_keys.added(numbers, audit_keys.accounts(read_tally(dynamodb, settings, events_pk)))
