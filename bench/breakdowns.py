@@ -140,7 +140,7 @@ def run(
             deliver(writer, settings, records, now)
         seconds = time.perf_counter() - began
         written = meter.total()
-        where = {kind: usage.write_units * 1000 / count for kind, usage in meter.by_kind.items() if usage.write_units}
+        where = {kind: units * 1000 / count for kind, units in meter.writes_by_kind.items() if units}
         for records in stream_batches(items, batch):  # at least once: every batch again
             deliver(plain, settings, records, now)
         largest = max(item_size(i) for i in scan_all(plain, settings.counts_table))
@@ -241,9 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--filter-pairs", default="*", help="FILTER_PAIRS of the Tally rows: * (every pair), none, or name+name,..."
     )
-    parser.add_argument(
-        "--explain", action="store_true", help="also print each row's write units by operation and kind of item"
-    )
+    parser.add_argument("--explain", action="store_true", help="also print each row's write units by kind of item")
     args = parser.parse_args(argv)
     spaces = [int(v) for v in args.values.split(",") if v]
     dims = [int(d) for d in args.dimensions.split(",") if d]
@@ -292,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             if args.explain:
                 parts = sorted(r["where"].items(), key=lambda kv: -kv[1])
-                print("|  | | where: " + ", ".join(f"{op} {kind} {units:,.0f}" for (op, kind), units in parts) + " |")
+                print("|  | | where: " + ", ".join(f"{kind} {units:,.0f}" for kind, units in parts) + " |")
     return 0
 
 

@@ -58,9 +58,6 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
-    def __sub__(self, other: Usage) -> Usage:
-        return Usage(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
-
     def per(self, count: int, per: int = 1000) -> dict[str, float]:
         return {f.name: getattr(self, f.name) * per / count for f in fields(self)}
 
@@ -87,9 +84,8 @@ class Meter:
     def __init__(self, reader: Any) -> None:
         self.reader = reader
         self.by_operation: dict[str, Usage] = defaultdict(Usage)
-        # The same work by operation and the kind of item it names first (its key's prefix, to
-        # the first `#`): where the work goes.
-        self.by_kind: dict[tuple[str, str], Usage] = defaultdict(Usage)
+        # Write units by what was written: the partition key's prefix (`URL#`, `VTOP#`, ...).
+        self.writes_by_kind: dict[str, float] = defaultdict(float)
         self._schemas: dict[str, list[str]] = {}
 
     def total(self, *operations: str) -> Usage:
@@ -105,10 +101,7 @@ class Meter:
         def after(parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
             if "metered" in context:
                 params, before_sizes = context.pop("metered")
-                usage = self.by_operation[model.name]
-                was = usage + Usage()
-                self._charge(usage, model.name, params, parsed, before_sizes)
-                self.by_kind[(model.name, self._kind(model.name, params))] += usage - was
+                self._charge(self.by_operation[model.name], model.name, params, parsed, before_sizes)
 
         client.meta.events.register("before-parameter-build.dynamodb.*", before)
         client.meta.events.register("after-call.dynamodb.*", after)
@@ -129,17 +122,20 @@ class Meter:
             # one unit (developer guide, "Capacity unit consumption for write operations").
             usage.failed_conditions += 1
             usage.write_units += write_units(before[0])
+            self.writes_by_kind[_kind(self._key_of(params))] += write_units(before[0])
         if error:
             return
         if operation in (*_WRITES, "TransactWriteItems", "BatchWriteItem"):
             targets = self._targets(operation, params)
             after = self._stored_sizes([t for t in targets if t[0] != "ConditionCheck"])
             after_sizes = iter(after)
-            for (kind, _), size in zip(targets, before):
+            for (kind, op), size in zip(targets, before):
                 if kind != "ConditionCheck":
                     size = max(size, next(after_sizes))
                     usage.items_written += 1
-                usage.write_units += write_units(size, transactional=operation == "TransactWriteItems")
+                units = write_units(size, transactional=operation == "TransactWriteItems")
+                usage.write_units += units
+                self.writes_by_kind[_kind(self._key_of(op))] += units
         elif operation == "GetItem":
             usage.items_read += "Item" in parsed
             usage.read_units += read_units(item_size(parsed.get("Item")), params.get("ConsistentRead", False))
@@ -182,14 +178,6 @@ class Meter:
             ]
         return []
 
-    def _kind(self, operation: str, params: dict[str, Any]) -> str:
-        targets = self._targets(operation, params)
-        key = self._key_of(targets[0][1]) if targets else params.get("Key", {})
-        if not key and operation == "BatchGetItem":
-            key = next(iter(params["RequestItems"].values()))["Keys"][0]
-        first = next((v.get("S", "") for v in key.values() if isinstance(v, dict)), "")
-        return first.split("#", 1)[0] + "#" if "#" in first else "other"
-
     def _stored_sizes(self, targets: list[tuple[str, dict[str, Any]]]) -> list[int]:
         return [
             item_size(
@@ -206,6 +194,14 @@ class Meter:
             schema = self.reader.describe_table(TableName=table)["Table"]["KeySchema"]
             self._schemas[table] = [k["AttributeName"] for k in schema]
         return {name: op["Item"][name] for name in self._schemas[table]}
+
+
+def _kind(key: dict[str, Any]) -> str:
+    """What an item is, for the breakdown: its partition key up to and with the first `#`."""
+    value: Any = next(iter(key.values()), {})
+    text = str(value.get("S", "")) if isinstance(value, dict) else ""
+    head, sep, _ = text.partition("#")
+    return head + sep if sep else "other"
 
 
 def whole_items_request(request: dict[str, Any], limit: int) -> dict[str, Any]:
