@@ -557,8 +557,15 @@ REPAIR = obj(
             "type": "array",
             "items": obj(
                 {"counter": NAME, "resolution": string(enum=["hour", "day"]), "start": ISO_TIME},
-                {"where": WHERE_ECHO},
+                {"where": WHERE_ECHO, "by": NAME},
             ),
+        },
+        "summaries": _COUNT,
+        "summaries_written": _COUNT,
+        "summaries_unchanged": _COUNT,
+        "summaries_split": {
+            "type": "array",
+            "items": obj({"counter": NAME, "by": NAME, "resolution": string(enum=["hour", "day"]), "start": ISO_TIME}),
         },
         "partitions_read": _COUNT,
         "events_read": _COUNT,

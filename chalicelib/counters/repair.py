@@ -57,7 +57,7 @@ from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, error_code, translated
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import audit, audit_keys, audit_runs, dimension_keys
+from chalicelib.counters import audit, audit_keys, audit_runs, dimension_keys, summaries
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest as events_ingest
 from chalicelib.events import packs
@@ -77,10 +77,12 @@ _FIELDS = (
     "ingested_at",
     "expires_at",
     "dimensions",
+    "values",
 )
 _PACK_FIELDS = (packs.EVENTS, packs.OFFSET)
 Subset = tuple[tuple[str, str], ...]  # a filter's dimension values, sorted; () for the counter's own buckets
 Key = tuple[str, Subset, Bucket]
+SummaryKey = tuple[str, str, Bucket]  # a counter's breakdown summary of one dimension in one bucket
 
 
 @dataclass
@@ -90,6 +92,11 @@ class RepairResult:
     written: int = 0
     unchanged: int = 0
     busy: list[Key] = field(default_factory=list)
+    summaries: int = 0
+    summaries_written: int = 0
+    summaries_unchanged: int = 0
+    summaries_split: list[SummaryKey] = field(default_factory=list)  # in the parts layout: left alone
+    busy_summaries: list[SummaryKey] = field(default_factory=list)
     partitions_read: int = 0
     events_read: int = 0
     accounted: bool = False  # the partition's audit item now adds up
@@ -104,6 +111,16 @@ class RepairResult:
             "busy": [
                 {"counter": c, **({"where": dict(sub)} if sub else {}), "resolution": b.resolution, "start": _iso(b)}
                 for c, sub, b in self.busy
+            ]
+            + [
+                {"counter": c, "by": d, "resolution": b.resolution, "start": _iso(b)} for c, d, b in self.busy_summaries
+            ],
+            "summaries": self.summaries,
+            "summaries_written": self.summaries_written,
+            "summaries_unchanged": self.summaries_unchanged,
+            "summaries_split": [
+                {"counter": c, "by": d, "resolution": b.resolution, "start": _iso(b)}
+                for c, d, b in self.summaries_split
             ],
             "partitions_read": self.partitions_read,
             "events_read": self.events_read,
@@ -132,7 +149,8 @@ def repair(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int) 
     touched = {
         (s.event.counter, sub, b) for s in own for sub in _subsets(s, settings) for b in _counted_buckets(s, now_ms)
     }
-    result.buckets = len(touched)
+    summarized = {(s.event.counter, d, b) for s in own for d in s.event.dimensions for b in _counted_buckets(s, now_ms)}
+    result.buckets, result.summaries = len(touched), len(summarized)
     if touched:
         oldest = min(b.start_ms for _, _, b in touched) - settings.max_future_skew_seconds * 1000
         if oldest < now_ms - settings.event_ttl_seconds * 1000:
@@ -140,22 +158,30 @@ def repair(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int) 
                 "some buckets of this partition's events start before the oldest events the events table "
                 "keeps (EVENT_TTL_SECONDS): they cannot be recounted"
             )
-    pending = set(touched)
+    pending, waiting = set(touched), set(summarized)
     for _ in range(REPAIR_ATTEMPTS):
-        if not pending:
+        if not pending and not waiting:
             break
-        pending = _attempt(dynamodb, settings, partition, pending, now_ms, result)
+        pending, waiting = _attempt(dynamodb, settings, partition, pending, waiting, now_ms, result)
     result.busy = sorted(pending, key=lambda k: (k[0], k[1], k[2].resolution, k[2].index))
-    if not pending:
+    result.busy_summaries = sorted(waiting, key=lambda k: (k[0], k[1], k[2].resolution, k[2].index))
+    result.summaries_split.sort(key=lambda k: (k[0], k[1], k[2].resolution, k[2].index))
+    if not pending and not waiting:
         result.accounted = _account(dynamodb, settings, partition, len(own_all), now_ms)
         result.finding = audit_runs.recheck(dynamodb, settings, partition, now_ms).as_dict()
     return result
 
 
 def _attempt(
-    dynamodb: DynamoDB, settings: Settings, partition: str, pending: set[Key], now_ms: int, result: RepairResult
-) -> set[Key]:
-    """One pass: read the buckets, recount them, write them; the keys still to do."""
+    dynamodb: DynamoDB,
+    settings: Settings,
+    partition: str,
+    pending: set[Key],
+    waiting: set[SummaryKey],
+    now_ms: int,
+    result: RepairResult,
+) -> tuple[set[Key], set[SummaryKey]]:
+    """One pass: read the buckets and their summaries, recount them, write them; the keys still to do."""
     stored = {key: _read_bucket(dynamodb, settings, key) for key in pending}
     # An hour's first events of a quiet day may be held inline by its day item (counters/keys.py):
     # the hour item holds the others.
@@ -164,10 +190,14 @@ def _attempt(
         for key in pending
         if key[2].resolution == "hour"
     }
+    # A summary is read before the partitions too, and written on condition that it is as read.
+    heads = {key: summaries.read_head(dynamodb, settings, *key) for key in waiting}
     lost = _lost_partitions(dynamodb, settings, now_ms) | {partition}
-    oldest = min(b.start_ms for _, _, b in pending) - settings.max_future_skew_seconds * 1000
+    oldest = min(b.start_ms for _, _, b in pending | waiting) - settings.max_future_skew_seconds * 1000
     counts: dict[Key, _Count] = {key: _Count() for key in pending}
+    members: dict[SummaryKey, _Count] = {key: _Count() for key in waiting}
     busy: set[Key] = set()
+    busy_summaries: set[SummaryKey] = set()
     quarantined: set[tuple[str, str, int | None]] | None = None
     for quarter in range(oldest - oldest % audit.QUARTER_MS, now_ms + 1, audit.QUARTER_MS):
         for pk in audit.partitions(quarter, settings.event_write_shards):
@@ -176,11 +206,13 @@ def _attempt(
             result.events_read += len(items)
             valid = [s for s in items if s is not None]
             mine = [(s, k) for s in valid for k in _keys(s, pending, settings)]
-            if not mine:
+            theirs = [(s, k) for s in valid for k in _summary_keys(s, waiting)]
+            if not mine and not theirs:
                 continue
             tally = audit_runs.accounted(dynamodb, settings, pk)
             if pk not in lost and sum(tally.values()) < len(items):
                 busy |= {k for _, k in mine}  # records of it are still on their way
+                busy_summaries |= {k for _, k in theirs}
                 continue
             if tally[audit_keys.SET_ASIDE] and quarantined is None:
                 quarantined = _quarantined_keys(dynamodb, settings)
@@ -188,6 +220,9 @@ def _attempt(
                 if quarantined and s.key in quarantined:
                     continue  # set aside: not in the bucket until it is replayed
                 counts[key].add(s, key[2])
+            for s, summary_key in theirs:
+                if not (quarantined and s.key in quarantined):
+                    members[summary_key].add(s, summary_key[2])
     left: set[Key] = set()
     for key in pending:
         if key in busy:
@@ -200,7 +235,20 @@ def _attempt(
             result.written += 1
         else:
             result.unchanged += 1
-    return left
+    still: set[SummaryKey] = set()
+    for summary_key in waiting - busy_summaries:
+        written = summaries.rebuild(
+            dynamodb, settings, *summary_key, heads[summary_key], [s.event for s in members[summary_key].events]
+        )
+        if written == summaries.CHANGED:
+            still.add(summary_key)
+        elif written == summaries.REBUILT:
+            result.summaries_written += 1
+        elif written == summaries.UNCHANGED:
+            result.summaries_unchanged += 1
+        else:
+            result.summaries_split.append(summary_key)
+    return left, still | busy_summaries
 
 
 @dataclass
@@ -209,6 +257,7 @@ class _Count:
     minutes: Tally[int] = field(default_factory=Tally)
     retention: int = 0
     ids: set[tuple[str, str]] = field(default_factory=set)
+    events: list[_Stored] = field(default_factory=list)  # the events counted (a summary's recount)
 
     def add(self, stored: _Stored, bucket: Bucket) -> None:
         event = stored.event
@@ -217,6 +266,7 @@ class _Count:
                 return  # the marker counted a client id once
             self.ids.add((event.counter, event.id))
         self.n += 1
+        self.events.append(stored)
         if bucket.resolution == "hour":
             self.minutes[timebuckets.minute_of_hour(event.time_ms)] += 1
         self.retention = max(self.retention, event.retention_seconds)
@@ -238,6 +288,13 @@ def _keys(stored: _Stored, pending: set[Key], settings: Settings) -> list[Key]:
     counted = _counted_buckets(stored, stored.ingested_ms)
     keys = [(stored.event.counter, sub, b) for sub in _subsets(stored, settings) for b in counted]
     return [k for k in keys if k in pending]
+
+
+def _summary_keys(stored: _Stored, waiting: set[SummaryKey]) -> list[SummaryKey]:
+    """The summaries the stream handler merged the event into, among those waiting."""
+    counted = _counted_buckets(stored, stored.ingested_ms)
+    keys = [(stored.event.counter, d, b) for d in sorted(stored.event.dimensions) for b in counted]
+    return [k for k in keys if k in waiting]
 
 
 def _item_key(key: Key) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import dimension_keys, topk
 from chalicelib.counters import keys as counter_keys
+from chalicelib.events.ingest import Event
 
 if TYPE_CHECKING:
     from chalicelib.counters.stream_apply import Countable
@@ -377,3 +378,61 @@ def _item(
     if evicted or evicted_before:
         item["evicted"] = {"N": str(evicted_before + evicted)}
     return item
+
+
+# Outcomes of a recount's rewrite of a bucket's summary (rebuild).
+REBUILT, UNCHANGED, CHANGED, SPLIT = "rebuilt", "unchanged", "changed", "split"
+
+
+def recount_entry(event: Event, dimension: str, bucket: Bucket) -> str:
+    """An event's entry in its bucket's summary of the dimension, as `targets` makes it."""
+    value = event.dimensions[dimension]
+    if bucket.resolution == "hour":
+        return dimension_keys.hour_entry(timebuckets.minute_of(event.time_ms), value)
+    return value
+
+
+def read_head(
+    dynamodb: DynamoDB, settings: Settings, counter: str, dimension: str, bucket: Bucket
+) -> dict[str, Any] | None:
+    """Part 0 of a bucket's summary of a dimension: the whole summary while it is kept single."""
+    return _read(dynamodb, settings, dimension_keys.summary_key(counter, dimension, bucket.resolution, bucket.index, 0))
+
+
+def rebuild(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    counter: str,
+    dimension: str,
+    bucket: Bucket,
+    head: dict[str, Any] | None,
+    events: list[Event],
+) -> str:
+    """Make a bucket's summary of a dimension exactly the events given (POST /audit/repair's
+    recount of the bucket), on condition that its part 0 is still `head`, the version read before
+    the events were: REBUILT, UNCHANGED (it already was), CHANGED (written to meanwhile: read and
+    recount again) or SPLIT (it is, or would have to be, in the parts layout: left as it is).
+
+    Its shard positions are kept: a redelivered record at or below them is in the recount, as
+    it was in the summary the stream wrote."""
+    if head is not None and attributes.optional_text(head, LAYOUT) != SINGLE:
+        return SPLIT
+    summary = topk.Summary()
+    for event in events:
+        summary.add(recount_entry(event, dimension, bucket), 1, event.values)
+    if topk.encoded_size(summary) > single_bytes():
+        return SPLIT
+    if topk.encode(summary) == topk.encode(_decoded(head)):
+        return UNCHANGED
+    key = dimension_keys.summary_key(counter, dimension, bucket.resolution, bucket.index, 0)
+    retention = max([attributes.integer(head or {}, "retention", 0)] + [e.retention_seconds for e in events])
+    item = {
+        **(head or {}),
+        **key,
+        LAYOUT: {"S": SINGLE},
+        "e": {"S": topk.encode(summary)},
+        "ver": {"N": str(attributes.integer(head or {}, "ver", 0) + 1)},
+        "retention": {"N": str(retention)},
+        "expires_at": {"N": str(timebuckets.expires_at_s(bucket, retention))},
+    }
+    return REBUILT if _put(dynamodb, settings, item, head) else CHANGED

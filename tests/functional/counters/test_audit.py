@@ -7,6 +7,7 @@ The stream handler writes the audit items of the records it is given (counters/a
 from __future__ import annotations
 
 from collections import Counter
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, audit_runs, reads, repair
+from chalicelib.counters import audit, audit_runs, breakdowns, reads, repair
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest
 from tests.fakes import Dying, Forwarding, Killed
@@ -428,3 +429,101 @@ def test_given_a_partition_counted_partly_in_the_former_layout_when_audited_then
 
     assert (again["rechecked"], again["resolved"], again["open"]) == (1, 1, 0)
     assert client.http.get("/audit").json_body == {"partitions": [], "next": None}
+
+
+def summary_items(dynamodb: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    return {
+        (i["pk"]["S"], i["sk"]["S"]): i
+        for i in dynamodb.scan(TableName=SETTINGS.counts_table)["Items"]
+        if i["pk"]["S"].startswith(keyspace.SUMMARY)
+    }
+
+
+def lose_some_with_dimensions(client: Any, aws: Any, clock: Any, lose: int) -> tuple[list[dict[str, Any]], str]:
+    """30 events of counter f with a provider and an amount over the last two hours, each sent
+    alone; every record delivered but `lose` of the fullest partition's. Returns what was sent
+    and the partition that lost records."""
+    sent = [
+        {
+            "counter": "f",
+            "time": clock.now - i * 4 * MINUTE,
+            "dimensions": {"provider": f"p{i % 4 % 3}", "region": "eu"},
+            "values": {"amount": i + 0.25},
+        }
+        for i in range(30)
+    ]
+    post_events(client, sent, 1)
+    records = stored_event_records(aws.dynamodb)
+    short = Counter(r["dynamodb"]["Keys"]["pk"]["S"] for r in records).most_common(1)[0][0]
+    lost = [r for r in records if r["dynamodb"]["Keys"]["pk"]["S"] == short][:lose]
+    invoke(client, "on_event_records", lambda_event([r for r in records if r not in lost]))
+    settle(clock)
+    return sent, short
+
+
+def breakdown_truth(sent: list[dict[str, Any]], first: int, last: int, limit: int) -> dict[str, Any]:
+    """The breakdown by provider of the events sent in minutes first..last, by brute force."""
+    counts: Counter[str] = Counter()
+    sums: dict[str, Decimal] = {}
+    for event in sent:
+        if first <= event["time"] // MINUTE <= last:
+            value = event["dimensions"]["provider"]
+            counts[value] += 1
+            sums[value] = sums.get(value, Decimal(0)) + Decimal(str(event["values"]["amount"]))
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return {
+        "values": [(v, n, {"amount": sums[v]}) for v, n in ranked[:limit]],
+        "others": {"values": max(0, len(ranked) - limit), "count": sum(n for _, n in ranked[limit:])},
+        "exact": True,
+    }
+
+
+def breakdown_read(aws: Any, first: int, last: int, limit: int, now: int) -> dict[str, Any]:
+    answer = breakdowns.breakdown(aws.dynamodb, SETTINGS, "f", "provider", first, last, limit, {}, now)
+    return {
+        "values": [
+            (v["value"], v["count"], {k: Decimal(s) for k, s in v["sums_exact"].items()}) for v in answer["values"]
+        ],
+        "others": answer["others"],
+        "exact": answer["exact"],
+    }
+
+
+def test_given_records_with_dimensions_lost_on_the_way_when_repaired_then_breakdowns_exact_too(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    start_audit(client)
+    sent, short = lose_some_with_dimensions(client, aws, clock, lose=3)
+    assert post_json(client, "/audit").json_body["shortfall"] == 3
+    now_minute = clock.now // MINUTE
+    # A window of whole hours and days, and one that cuts hours (their minutes are read).
+    windows = [(now_minute - 3 * 60, now_minute, 2), (now_minute - 75, now_minute - 10, 3)]
+    assert any(breakdown_read(aws, f, la, k, clock.now) != breakdown_truth(sent, f, la, k) for f, la, k in windows)
+
+    repaired = post_json(client, "/audit/repair", {"partition": short}).json_body
+
+    assert repaired["busy"] == [] and repaired["accounted"]
+    for first, last, limit in windows:
+        assert breakdown_read(aws, first, last, limit, clock.now) == breakdown_truth(sent, first, last, limit)
+    assert repaired["summaries_written"] > 0 and repaired["summaries_split"] == []
+    # Repairing again changes nothing.
+    before = summary_items(aws.dynamodb)
+    again = post_json(client, "/audit/repair", {"partition": short}).json_body
+    assert again["summaries_written"] == 0 and summary_items(aws.dynamodb) == before
+
+
+def test_given_a_partition_counted_whole_when_repaired_then_its_summaries_are_left_as_they_are(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    start_audit(client)
+    sent, _ = lose_some_with_dimensions(client, aws, clock, lose=0)
+    records = stored_event_records(aws.dynamodb)
+    clean = records[0]["dynamodb"]["Keys"]["pk"]["S"]
+    before = summary_items(aws.dynamodb)
+
+    result = post_json(client, "/audit/repair", {"partition": clean}).json_body
+
+    assert result["busy"] == [] and result["summaries_written"] == 0 and result["summaries_unchanged"] > 0
+    assert summary_items(aws.dynamodb) == before
+    window = (clock.now // MINUTE - 3 * 60, clock.now // MINUTE, 2)
+    assert breakdown_read(aws, *window, clock.now) == breakdown_truth(sent, *window)
