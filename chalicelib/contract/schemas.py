@@ -557,7 +557,7 @@ REPAIR = obj(
             "type": "array",
             "items": obj(
                 {"counter": NAME, "resolution": string(enum=["hour", "day"]), "start": ISO_TIME},
-                {"where": WHERE_ECHO, "by": NAME},
+                {"where": WHERE_ECHO, "by": DIMENSION_NAME},
             ),
         },
         "summaries": _COUNT,
@@ -565,7 +565,9 @@ REPAIR = obj(
         "summaries_unchanged": _COUNT,
         "summaries_split": {
             "type": "array",
-            "items": obj({"counter": NAME, "by": NAME, "resolution": string(enum=["hour", "day"]), "start": ISO_TIME}),
+            "items": obj(
+                {"counter": NAME, "by": DIMENSION_NAME, "resolution": string(enum=["hour", "day"]), "start": ISO_TIME}
+            ),
         },
         "partitions_read": _COUNT,
         "events_read": _COUNT,

@@ -527,3 +527,57 @@ def test_given_a_partition_counted_whole_when_repaired_then_its_summaries_are_le
     assert summary_items(aws.dynamodb) == before
     window = (clock.now // MINUTE - 3 * 60, clock.now // MINUTE, 2)
     assert breakdown_read(aws, *window, clock.now) == breakdown_truth(sent, *window)
+
+
+class StreamSummarizesFirst(Forwarding):
+    """The stream handler counts a new event of counter f between the repair's read of a
+    breakdown summary and its write: the first conditional PutItem of today's summary meets a
+    changed one."""
+
+    def __init__(self, real: Any, client: Any, aws: Any, clock: Any, sent: list[dict[str, Any]]) -> None:
+        super().__init__(real)
+        self.client, self.aws, self.clock, self.sent, self.done = client, aws, clock, sent, False
+        self.refused = 0
+
+    def put_item(self, **kwargs: Any) -> Any:
+        day = f"d#{timebuckets.buckets_for(self.clock.now)[1].index:010d}#0"
+        item = kwargs["Item"]
+        if not self.done and item["pk"]["S"].startswith(keyspace.SUMMARY) and item["sk"]["S"] == day:
+            self.done = True  # today's summary of a dimension: the new event is merged into it
+            event = {
+                "counter": "f",
+                "time": self.clock.now - 2 * MINUTE,
+                "dimensions": {"provider": "p1", "region": "eu"},
+                "values": {"amount": 0.5},
+            }
+            post_events(self.client, [event])
+            self.sent.append(event)
+            fresh = [
+                r
+                for r in stored_event_records(self.aws.dynamodb)
+                if r["dynamodb"]["NewImage"]["ingested_at"]["N"] == str(self.clock.now)
+            ]
+            invoke(self.client, "on_event_records", lambda_event(fresh))
+        try:
+            return self.real.put_item(**kwargs)
+        except self.real.exceptions.ConditionalCheckFailedException:
+            self.refused += 1
+            raise
+
+
+def test_given_live_counting_during_the_repair_when_a_summary_changes_then_it_is_recounted_and_exact(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    start_audit(client)
+    sent, short = lose_some_with_dimensions(client, aws, clock, lose=3)
+    post_json(client, "/audit")
+    racing = StreamSummarizesFirst(aws.dynamodb, client, aws, clock, sent)
+
+    result = repair.repair(racing, SETTINGS, short, clock.now)
+
+    assert racing.done and racing.refused > 0
+    assert result.busy == [] and result.busy_summaries == [] and result.accounted
+    window = (clock.now // MINUTE - 3 * 60, clock.now // MINUTE, 3)
+    assert breakdown_read(aws, *window, clock.now) == breakdown_truth(sent, *window)
+    cut = (clock.now // MINUTE - 30, clock.now // MINUTE, 3)
+    assert breakdown_read(aws, *cut, clock.now) == breakdown_truth(sent, *cut)
