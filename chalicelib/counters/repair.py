@@ -5,7 +5,11 @@ record skipped or lost on the way). Which of its events those are is not recorde
 the repair does not re-apply events: for every bucket (counter, hour or day) that one of the
 partition's events falls in, its counter's and its filter counters' (one per dimension and per
 pair FILTER_PAIRS counts: dimension_keys.subsets), it recounts the bucket from the events table
-and writes the count, with the condition that the bucket is unchanged since it was read.
+and writes the count, with the condition that the bucket is unchanged since it was read. The
+breakdown summaries of those buckets (one per dimension of the partition's events) are rebuilt
+from the same events the same way (summaries.rebuild: on condition that the summary's version
+is the one read before the partitions), while a summary is kept in one item; one split into
+parts is left as it is and named in the answer.
 
 What it reads, for those buckets: every events partition whose quarter hour can hold one of
 their events, from the oldest bucket's start minus MAX_FUTURE_SKEW_SECONDS (no event is

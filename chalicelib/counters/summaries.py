@@ -82,13 +82,19 @@ def targets(countable: Countable) -> list[tuple[Target, str]]:
     dimension (days), or the minute of the hour and the value (hours)."""
     found = []
     event = countable.event
-    minute = timebuckets.minute_of(event.time_ms)
     for bucket in countable.buckets:
-        for dimension, value in sorted(event.dimensions.items()):
-            entry = dimension_keys.hour_entry(minute, value) if bucket.resolution == "hour" else value
+        for dimension in sorted(event.dimensions):
             target = Target(event.counter, dimension, bucket.resolution, bucket.index, countable.shard, bucket)
-            found.append((target, entry))
+            found.append((target, entry_of(event, dimension, bucket)))
     return found
+
+
+def entry_of(event: Event, dimension: str, bucket: Bucket) -> str:
+    """An event's entry in its bucket's summary of a dimension."""
+    value = event.dimensions[dimension]
+    if bucket.resolution == "hour":
+        return dimension_keys.hour_entry(timebuckets.minute_of(event.time_ms), value)
+    return value
 
 
 def plan(counted: Iterable[Countable]) -> list[tuple[Target, list[Member]]]:
@@ -384,14 +390,6 @@ def _item(
 REBUILT, UNCHANGED, CHANGED, SPLIT = "rebuilt", "unchanged", "changed", "split"
 
 
-def recount_entry(event: Event, dimension: str, bucket: Bucket) -> str:
-    """An event's entry in its bucket's summary of the dimension, as `targets` makes it."""
-    value = event.dimensions[dimension]
-    if bucket.resolution == "hour":
-        return dimension_keys.hour_entry(timebuckets.minute_of(event.time_ms), value)
-    return value
-
-
 def read_head(
     dynamodb: DynamoDB, settings: Settings, counter: str, dimension: str, bucket: Bucket
 ) -> dict[str, Any] | None:
@@ -419,7 +417,7 @@ def rebuild(
         return SPLIT
     summary = topk.Summary()
     for event in events:
-        summary.add(recount_entry(event, dimension, bucket), 1, event.values)
+        summary.add(entry_of(event, dimension, bucket), 1, event.values)
     if topk.encoded_size(summary) > single_bytes():
         return SPLIT
     if topk.encode(summary) == topk.encode(_decoded(head)):
