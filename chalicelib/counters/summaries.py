@@ -279,6 +279,34 @@ def _write_item(
     raise StorageError("a breakdown summary kept changing under its writes")
 
 
+def _pieces(resolution: str, index: int, summary: topk.Summary) -> dict[tuple[str, int, int], topk.Summary]:
+    """A bucket's single summary cut into the parts layout's items: by value hash and, for an
+    hour, its quarter hours. Each entry keeps its count and err, each piece the floor of what it
+    was cut from (a single summary evicts nothing the stream writes; one a replay overfilled may
+    have); an item no entry falls in is there only when it must carry a floor (part 0 always:
+    it says the layout)."""
+    hour = resolution == "hour"
+    values = topk.within(summary, 0, 59) if hour else summary
+    pieces: dict[tuple[str, int, int], topk.Summary] = {
+        (resolution, index, p): topk.Summary(floor=values.floor)
+        for p in range(dimension_keys.SUMMARY_PARTS if values.floor else 1)
+    }
+    for value, counted in values.entries.items():
+        part = dimension_keys.part_of(value, resolution)
+        piece = pieces.setdefault((resolution, index, part), topk.Summary(floor=values.floor))
+        piece.entries[value] = topk.Entry(counted.count, counted.err, dict(counted.sums))
+    for q in range(4 if hour and summary.floor else 0):
+        pieces[("quarter", index * 4 + q, 0)] = topk.Summary(floor=summary.floor)
+    for entry, counted in summary.entries.items() if hour else ():
+        minute, value = dimension_keys.split_quarter_entry(entry)
+        quarter = index * 4 + minute // dimension_keys.QUARTER_MINUTES
+        piece = pieces.setdefault(("quarter", quarter, 0), topk.Summary(floor=summary.floor))
+        piece.entries[dimension_keys.quarter_entry(minute, value)] = topk.Entry(
+            counted.count, counted.err, dict(counted.sums)
+        )
+    return pieces
+
+
 def _split(
     dynamodb: DynamoDB,
     settings: Settings,
@@ -290,27 +318,7 @@ def _split(
 ) -> tuple[bool, int]:
     """Turn a bucket's single summary (with `later` merged in) into the parts layout, in one
     transaction conditioned on every item being as read; (False, calls) when one was not."""
-    # Each entry keeps its count and err, each piece the floor of what it was cut from (a single
-    # summary evicts nothing the stream writes; one a replay overfilled may have).
-    hour = target.resolution == "hour"
-    values = topk.within(summary, 0, 59) if hour else summary
-    pieces: dict[tuple[str, int, int], topk.Summary] = {
-        (target.resolution, target.index, p): topk.Summary(floor=values.floor)
-        for p in range(dimension_keys.SUMMARY_PARTS if values.floor else 1)  # part 0 says the layout
-    }
-    for value, counted in values.entries.items():
-        part = dimension_keys.part_of(value, target.resolution)
-        piece = pieces.setdefault((target.resolution, target.index, part), topk.Summary(floor=values.floor))
-        piece.entries[value] = topk.Entry(counted.count, counted.err, dict(counted.sums))
-    for q in range(4 if hour and summary.floor else 0):
-        pieces[("quarter", target.index * 4 + q, 0)] = topk.Summary(floor=summary.floor)
-    for entry, counted in summary.entries.items() if hour else ():
-        minute, value = dimension_keys.split_quarter_entry(entry)
-        quarter = target.index * 4 + minute // dimension_keys.QUARTER_MINUTES
-        piece = pieces.setdefault(("quarter", quarter, 0), topk.Summary(floor=summary.floor))
-        piece.entries[dimension_keys.quarter_entry(minute, value)] = topk.Entry(
-            counted.count, counted.err, dict(counted.sums)
-        )
+    pieces = _pieces(target.resolution, target.index, summary)
     others = [target.key(0, "quarter", target.index * 4 + q) for q in range(4)] if target.resolution == "hour" else []
     others += [target.key(p) for p in range(1, dimension_keys.SUMMARY_PARTS)]
     # Items of the parts layout from before single ones existed: merged in, not overwritten.
