@@ -563,12 +563,6 @@ REPAIR = obj(
         "summaries": _COUNT,
         "summaries_written": _COUNT,
         "summaries_unchanged": _COUNT,
-        "summaries_split": {
-            "type": "array",
-            "items": obj(
-                {"counter": NAME, "by": DIMENSION_NAME, "resolution": string(enum=["hour", "day"]), "start": ISO_TIME}
-            ),
-        },
         "partitions_read": _COUNT,
         "events_read": _COUNT,
         "accounted": {"type": "boolean"},

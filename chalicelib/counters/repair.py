@@ -8,8 +8,8 @@ pair FILTER_PAIRS counts: dimension_keys.subsets), it recounts the bucket from t
 and writes the count, with the condition that the bucket is unchanged since it was read. The
 breakdown summaries of those buckets (one per dimension of the partition's events) are rebuilt
 from the same events the same way (summaries.rebuild: on condition that the summary's version
-is the one read before the partitions), while a summary is kept in one item; one split into
-parts is left as it is and named in the answer.
+of each item is the one read before the partitions), in one item or in the parts layout as
+the stream would keep them.
 
 What it reads, for those buckets: every events partition whose quarter hour can hold one of
 their events, from the oldest bucket's start minus MAX_FUTURE_SKEW_SECONDS (no event is
@@ -99,7 +99,6 @@ class RepairResult:
     summaries: int = 0
     summaries_written: int = 0
     summaries_unchanged: int = 0
-    summaries_split: list[SummaryKey] = field(default_factory=list)  # in the parts layout: left alone
     busy_summaries: list[SummaryKey] = field(default_factory=list)
     partitions_read: int = 0
     events_read: int = 0
@@ -122,10 +121,6 @@ class RepairResult:
             "summaries": self.summaries,
             "summaries_written": self.summaries_written,
             "summaries_unchanged": self.summaries_unchanged,
-            "summaries_split": [
-                {"counter": c, "by": d, "resolution": b.resolution, "start": _iso(b)}
-                for c, d, b in self.summaries_split
-            ],
             "partitions_read": self.partitions_read,
             "events_read": self.events_read,
             "accounted": self.accounted,
@@ -169,7 +164,6 @@ def repair(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int) 
         pending, waiting = _attempt(dynamodb, settings, partition, pending, waiting, now_ms, result)
     result.busy = sorted(pending, key=lambda k: (k[0], k[1], k[2].resolution, k[2].index))
     result.busy_summaries = sorted(waiting, key=lambda k: (k[0], k[1], k[2].resolution, k[2].index))
-    result.summaries_split.sort(key=lambda k: (k[0], k[1], k[2].resolution, k[2].index))
     if not pending and not waiting:
         result.accounted = _account(dynamodb, settings, partition, len(own_all), now_ms)
         result.finding = audit_runs.recheck(dynamodb, settings, partition, now_ms).as_dict()
@@ -195,7 +189,7 @@ def _attempt(
         if key[2].resolution == "hour"
     }
     # A summary is read before the partitions too, and written on condition that it is as read.
-    heads = {key: summaries.read_head(dynamodb, settings, *key) for key in waiting}
+    heads = {key: summaries.bucket_items(dynamodb, settings, *key) for key in waiting}
     lost = _lost_partitions(dynamodb, settings, now_ms) | {partition}
     oldest = min(b.start_ms for _, _, b in pending | waiting) - settings.max_future_skew_seconds * 1000
     counts: dict[Key, _Count] = {key: _Count() for key in pending}
@@ -248,10 +242,8 @@ def _attempt(
             still.add(summary_key)
         elif written == summaries.REBUILT:
             result.summaries_written += 1
-        elif written == summaries.UNCHANGED:
-            result.summaries_unchanged += 1
         else:
-            result.summaries_split.append(summary_key)
+            result.summaries_unchanged += 1
     return left, still | busy_summaries
 
 

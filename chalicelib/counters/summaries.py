@@ -395,14 +395,24 @@ def _item(
 
 
 # Outcomes of a recount's rewrite of a bucket's summary (rebuild).
-REBUILT, UNCHANGED, CHANGED, SPLIT = "rebuilt", "unchanged", "changed", "split"
+REBUILT, UNCHANGED, CHANGED = "rebuilt", "unchanged", "changed"
 
 
-def read_head(
+def bucket_items(
     dynamodb: DynamoDB, settings: Settings, counter: str, dimension: str, bucket: Bucket
-) -> dict[str, Any] | None:
-    """Part 0 of a bucket's summary of a dimension: the whole summary while it is kept single."""
-    return _read(dynamodb, settings, dimension_keys.summary_key(counter, dimension, bucket.resolution, bucket.index, 0))
+) -> dict[str, dict[str, Any]]:
+    """Every stored item of a bucket's summary of a dimension (its parts and, for an hour, its
+    quarter hours), by sort key, read consistently."""
+    keys = [
+        dimension_keys.summary_key(counter, dimension, bucket.resolution, bucket.index, p)
+        for p in range(dimension_keys.PARTS[bucket.resolution])
+    ]
+    if bucket.resolution == "hour":
+        keys += [dimension_keys.summary_key(counter, dimension, "quarter", bucket.index * 4 + q, 0) for q in range(4)]
+    found = dynamo.batch_get_items(
+        dynamodb, settings.counts_table, keys, "could not read a breakdown summary", consistent=True
+    )
+    return {attributes.sort_key(item): dict(item) for item in found}
 
 
 def rebuild(
@@ -411,34 +421,76 @@ def rebuild(
     counter: str,
     dimension: str,
     bucket: Bucket,
-    head: dict[str, Any] | None,
+    stored: dict[str, dict[str, Any]],
     events: list[Event],
 ) -> str:
     """Make a bucket's summary of a dimension exactly the events given (POST /audit/repair's
-    recount of the bucket), on condition that its part 0 is still `head`, the version read before
-    the events were: REBUILT, UNCHANGED (it already was), CHANGED (written to meanwhile: read and
-    recount again) or SPLIT (it is, or would have to be, in the parts layout: left as it is).
+    recount of the bucket), on condition that each item rewritten is still as `stored`
+    (bucket_items, read before the events were): REBUILT, UNCHANGED (it already was) or CHANGED
+    (written to meanwhile: read and recount again).
 
-    Its shard positions are kept: a redelivered record at or below them is in the recount, as
-    it was in the summary the stream wrote."""
-    if head is not None and attributes.optional_text(head, LAYOUT) != SINGLE:
-        return SPLIT
+    It stays in one item while it is kept single and the recount fits; otherwise it is written in
+    the parts layout (_pieces), every changed item in one transaction. Each item keeps the stream
+    shard positions it holds: a redelivered record at or below them is in the recount, as it was
+    in the summary the stream wrote."""
+
+    def key_of(resolution: str, index: int, part: int) -> dict[str, Any]:
+        return dimension_keys.summary_key(counter, dimension, resolution, index, part)
+
+    head = stored.get(attributes.sort_key(key_of(bucket.resolution, bucket.index, 0)))
     summary = topk.Summary()
     for event in events:
         summary.add(entry_of(event, dimension, bucket), 1, event.values)
-    if topk.encoded_size(summary) > single_bytes():
-        return SPLIT
-    if topk.encode(summary) == topk.encode(_decoded(head)):
+    single = (not stored or (head is not None and attributes.optional_text(head, LAYOUT) == SINGLE)) and (
+        topk.encoded_size(summary) <= single_bytes()
+    )
+    pieces: dict[tuple[str, int, int], topk.Summary] = (
+        {(bucket.resolution, bucket.index, 0): summary} if single else _pieces(bucket.resolution, bucket.index, summary)
+    )
+    for sk in stored:  # an item the recount leaves empty is emptied
+        kept: str = "quarter" if sk.startswith(dimension_keys.SUMMARY_PREFIX["quarter"]) else bucket.resolution
+        index, part = (int(n) for n in sk.split("#")[1:3])
+        pieces.setdefault((kept, index, part), topk.Summary())
+    layout = SINGLE if single else "parts"
+    retention = max(
+        [attributes.integer(i, "retention", 0) for i in stored.values()] + [e.retention_seconds for e in events]
+    )
+    puts: list[dict[str, Any]] = []
+    for (resolution, index, part), piece in sorted(pieces.items()):
+        key = key_of(resolution, index, part)
+        old = stored.get(attributes.sort_key(key))
+        is_head = (resolution, part) == (bucket.resolution, 0)
+        evicted = piece.fit()
+        same = old is not None and topk.encode(piece) == topk.encode(_decoded(old))
+        if same and (not is_head or attributes.optional_text(old or {}, LAYOUT) == layout):
+            continue
+        item = {
+            **(old or {}),
+            **key,
+            "e": {"S": topk.encode(piece)},
+            "ver": {"N": str(attributes.integer(old or {}, "ver", 0) + 1)},
+            "retention": {"N": str(retention)},
+            "expires_at": {"N": str(timebuckets.expires_at_s(bucket, retention))},
+        }
+        if is_head:
+            item[LAYOUT] = {"S": layout}
+        if evicted:
+            item["evicted"] = {"N": str(attributes.integer(old or {}, "evicted", 0) + evicted)}
+        puts.append({"Put": {"TableName": settings.counts_table, "Item": item, **_unchanged(old)}})
+    if not puts:
         return UNCHANGED
-    key = dimension_keys.summary_key(counter, dimension, bucket.resolution, bucket.index, 0)
-    retention = max([attributes.integer(head or {}, "retention", 0)] + [e.retention_seconds for e in events])
-    item = {
-        **(head or {}),
-        **key,
-        LAYOUT: {"S": SINGLE},
-        "e": {"S": topk.encode(summary)},
-        "ver": {"N": str(attributes.integer(head or {}, "ver", 0) + 1)},
-        "retention": {"N": str(retention)},
-        "expires_at": {"N": str(timebuckets.expires_at_s(bucket, retention))},
-    }
-    return REBUILT if _put(dynamodb, settings, item, head) else CHANGED
+    if len(puts) == 1:
+        put = puts[0]["Put"]
+        return (
+            REBUILT if _put(dynamodb, settings, put["Item"], stored.get(attributes.sort_key(put["Item"]))) else CHANGED
+        )
+    try:
+        transactions.write(
+            dynamodb,
+            [(counter, dimension, bucket)],
+            lambda _: transactions.Plan(puts, [None] * len(puts)),
+            what="rebuilding a breakdown summary",
+        )
+    except transactions.ConditionFailedError:
+        return CHANGED
+    return REBUILT

@@ -15,7 +15,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, audit_runs, breakdowns, reads, repair
+from chalicelib.counters import audit, audit_runs, breakdowns, reads, repair, summaries
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest
 from tests.fakes import Dying, Forwarding, Killed
@@ -489,9 +489,13 @@ def breakdown_read(aws: Any, first: int, last: int, limit: int, now: int) -> dic
     }
 
 
+@pytest.mark.parametrize("single_bytes", [summaries.SINGLE_BYTES, 120])
 def test_given_records_with_dimensions_lost_on_the_way_when_repaired_then_breakdowns_exact_too(
-    client: Any, aws: Any, clock: Any
+    client: Any, aws: Any, clock: Any, monkeypatch: Any, single_bytes: int
 ) -> None:
+    # 120 bytes hold about three entries: the day's summary is split into parts (and busy hours
+    # into parts and quarter hours) by the stream, or by the repair's recount.
+    monkeypatch.setattr(summaries, "SINGLE_BYTES", single_bytes)
     start_audit(client)
     sent, short = lose_some_with_dimensions(client, aws, clock, lose=3)
     assert post_json(client, "/audit").json_body["shortfall"] == 3
@@ -505,7 +509,9 @@ def test_given_records_with_dimensions_lost_on_the_way_when_repaired_then_breakd
     assert repaired["busy"] == [] and repaired["accounted"]
     for first, last, limit in windows:
         assert breakdown_read(aws, first, last, limit, clock.now) == breakdown_truth(sent, first, last, limit)
-    assert repaired["summaries_written"] > 0 and repaired["summaries_split"] == []
+    assert repaired["summaries_written"] > 0
+    layouts = {i.get(summaries.LAYOUT, {}).get("S") for i in summary_items(aws.dynamodb).values()} - {None}
+    assert layouts == ({summaries.SINGLE} if single_bytes > 1000 else {summaries.SINGLE, "parts"})
     # Repairing again changes nothing.
     before = summary_items(aws.dynamodb)
     again = post_json(client, "/audit/repair", {"partition": short}).json_body
