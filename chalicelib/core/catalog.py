@@ -1,30 +1,61 @@
 """Catalogs: which names exist, written rarely as they are counted, read a page at a time.
 
-A catalog is one partition of the counts table, `CATALOG#<kind>` (keyspace), with one item per
-name (sk) holding `last_seen` (epoch ms) and, when the names themselves expire, `expires_at`.
-Writing one is kept off the hot path's cost: a process writes a name's item once per hour
-(`Recent` remembers which it wrote; again only if the name now needs a later expiry), with a condition that only moves `last_seen` forward,
-so `last_seen` is accurate to the hour and a name costs one small write per hour per process.
+Two layouts, each for the names whose cost it suits:
 
-Listings page through core.pager: its cursor names a sort key within the catalog's own partition.
+- One item per name (`CATALOG#<kind>` / `<name>`, `last_seen` epoch ms and, when the name
+  expires, `expires_at`), written at most once per name and hour per process (`touch`, `Recent`)
+  or when the name must live longer (`extend`). One small write per name: what sites use.
+- Packed (`log`, `fold`): a handler batch writes ONE log item (`CATALOG#<kind>#log` / `<ingest
+  ms>#<content digest>`) naming every name it saw that was not known listed, its write units
+  growing with the names' bytes (compressed; about 1 KB per 50-100 names), not with their number;
+  the scheduled fold (`fold`, every CATALOG_FOLD_MINUTES) merges the log items into pages
+  (`CATALOG#<kind>#pages` / `p#<lowest name of the page's range>`, sorted entries, compressed,
+  at most catalog_pages.PAGE_RAW_BYTES before compression), rewriting only the pages whose
+  entries changed, then deletes the log items it folded. Counters and views use it.
+
+Entries merge by name (catalog_pages.merged), so a redelivered batch, a log folded twice or a
+fold that died between its page writes never lists a name twice, and an entry only lives
+longer. A listing page (`page`) reads the names after its cursor from all three places: the
+per-name items (a stage upgraded in place keeps listing them; the fold moves a kind's per-name
+items into its pages, MIGRATE_PER_FOLD a run, and deletes them), the pages from the one holding
+the cursor on until the page is full, and every log item not folded yet (at most a fold interval's
+worth of batches that saw new names). Expired entries are left out of every answer and dropped
+by the fold when it rewrites their page.
+
+Listings page through core.pager: its cursor names a name; the partitions are always the
+listing's own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import attributes, keyspace, pager, times
+from chalicelib.core import attributes, catalog_pages, dynamo, keyspace, pager, times
 from chalicelib.core.aws import DynamoDB
+from chalicelib.core.catalog_pages import Listed
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
 
+PAGE_SK = "p#"
+MIGRATE_PER_FOLD = 1000
+
 
 def catalog_pk(kind: str) -> str:
+    """The partition of a catalog's per-name items."""
     return f"{keyspace.CATALOG}{kind}"
+
+
+def log_pk(kind: str) -> str:
+    return f"{keyspace.CATALOG}{kind}{keyspace.CATALOG_LOG}"
+
+
+def pages_pk(kind: str) -> str:
+    return f"{keyspace.CATALOG}{kind}{keyspace.CATALOG_PAGES}"
 
 
 # -- writes --------------------------------------------------------------------------------
@@ -88,24 +119,6 @@ def touch(
     return len(fresh)
 
 
-def extend(dynamodb: DynamoDB, settings: Settings, kind: str, names: Mapping[str, int], now_ms: int) -> int:
-    """Record that `names` were seen now, each living until at least its expiry (epoch s): one
-    write per name, which changes nothing when the stored entry already lives longer (its expiry
-    only moves forward). For callers that know when a name needs listing; returns the writes."""
-    for name, expires in sorted(names.items()):
-        # Concurrent writers: the expiry only grows, and last_seen only moves forward.
-        _update_entry(
-            dynamodb,
-            settings,
-            kind,
-            name,
-            "SET last_seen = :t, expires_at = :exp",
-            "attribute_not_exists(expires_at) OR expires_at < :exp OR (expires_at = :exp AND last_seen < :t)",
-            {":t": {"N": str(now_ms)}, ":exp": {"N": str(expires)}},
-        )
-    return len(names)
-
-
 def _update_entry(
     dynamodb: DynamoDB,
     settings: Settings,
@@ -130,6 +143,187 @@ def _update_entry(
         pass
 
 
+def log(dynamodb: DynamoDB, settings: Settings, kind: str, names: Mapping[str, int | None], now_ms: int) -> int:
+    """Record that `names` (each with its expiry, epoch s, or None for a name that never
+    expires) were seen now, in one log item (more only past LOG_RAW_BYTES of entries), which the
+    fold merges into the catalog's pages. Returns the writes made (0 for no names). Written
+    again by a redelivered batch: the listing and the fold merge entries by name."""
+    entries = [Listed(name, now_ms, expires) for name, expires in sorted(names.items())]
+    runs = catalog_pages.chunks(entries, catalog_pages.LOG_RAW_BYTES)
+    for run in runs:
+        data = catalog_pages.pack(run)
+        item: dict[str, Any] = {
+            "pk": {"S": log_pk(kind)},
+            "sk": {"S": f"{now_ms:013d}#{hashlib.sha256(data).hexdigest()[:32]}"},
+            "e": {"B": data},
+        }
+        expiries = [e.expires_s for e in run]
+        if all(x is not None for x in expiries):  # useless once every name in it expired
+            item["expires_at"] = {"N": str(max(x for x in expiries if x is not None))}
+        with translated(f"could not log names of the {kind} catalog"):
+            dynamodb.put_item(TableName=settings.counts_table, Item=item)
+    return len(runs)
+
+
+# -- the fold ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Folded:
+    """What one fold of one catalog did: log items and per-name items folded (and deleted),
+    pages written and deleted, and whether another fold changed a page first (then nothing was
+    deleted: the next run folds the same items again)."""
+
+    logs: int = 0
+    migrated: int = 0
+    pages_written: int = 0
+    pages_deleted: int = 0
+    raced: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "logs": self.logs,
+            "migrated": self.migrated,
+            "pages_written": self.pages_written,
+            "pages_deleted": self.pages_deleted,
+            "raced": self.raced,
+        }
+
+
+def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Folded:
+    """Merge every log item of `kind` (and up to MIGRATE_PER_FOLD per-name items of the former
+    layout) into its pages, then delete what was merged. Each page write is conditional on the
+    version read, so two folds at once never lose an entry: the one that finds a page changed
+    stops before deleting anything. A fold that dies half-way leaves entries in both places,
+    which listings merge and the next fold tidies."""
+    now_s = now_ms // 1000
+    logs = _all_items(dynamodb, settings, log_pk(kind), kind)
+    former = pager.query_page(
+        dynamodb,
+        settings.counts_table,
+        catalog_pk(kind),
+        pager.PageRequest(None, MIGRATE_PER_FOLD),
+        f"could not read the {kind} catalog",
+    ).items
+    if not logs and not former:
+        return Folded()
+    stored_items = {_low(item): item for item in _all_items(dynamodb, settings, pages_pk(kind), kind)}
+    stored = {low: _entries(item) for low, item in stored_items.items()}
+    everything = catalog_pages.union(
+        *stored.values(), *(_entries(item) for item in logs), (_former_entry(item) for item in former)
+    )
+    live = {name: e for name, e in everything.items() if e.live(now_s)}
+    plan = catalog_pages.layout(stored, live, catalog_pages.PAGE_RAW_BYTES)
+    try:
+        # New pages (split off) before the page they came from is cut, so an entry is always
+        # in some page: a fold that dies between leaves it in two, which readers merge.
+        for low in sorted(plan.write, key=lambda x: x in stored):
+            _write_page(dynamodb, settings, kind, low, plan.write[low], stored_items.get(low))
+        for low in plan.delete:
+            _delete(dynamodb, settings, pages_pk(kind), PAGE_SK + low, kind, _version(stored_items[low]))
+    except ConditionFailed:
+        return Folded(raced=True)
+    for item in logs:
+        _delete(dynamodb, settings, log_pk(kind), attributes.sort_key(item), kind)
+    for item in former:
+        # Only as it was read: a writer of the former layout that moved it on keeps it.
+        _delete(dynamodb, settings, catalog_pk(kind), attributes.sort_key(item), kind, last_seen=item)
+    return Folded(len(logs), len(former), len(plan.write), len(plan.delete))
+
+
+def fold_all(dynamodb: DynamoDB, settings: Settings, kinds: Sequence[str], now_ms: int) -> dict[str, Any]:
+    """The scheduled fold of each catalog in `kinds`: what each did."""
+    return {kind: fold(dynamodb, settings, kind, now_ms).as_dict() for kind in kinds}
+
+
+def _write_page(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    kind: str,
+    low: str,
+    entries: list[Listed],
+    stored: dict[str, Any] | None,
+) -> None:
+    version = 0 if stored is None else _version(stored)
+    request: dict[str, Any] = {
+        "TableName": settings.counts_table,
+        "Item": {
+            "pk": {"S": pages_pk(kind)},
+            "sk": {"S": PAGE_SK + low},
+            "e": {"B": catalog_pages.pack(entries)},
+            "n": {"N": str(len(entries))},
+            "v": {"N": str(version + 1)},
+        },
+    }
+    if stored is None:
+        request["ConditionExpression"] = "attribute_not_exists(pk)"
+    else:
+        request["ConditionExpression"] = "v = :v"
+        request["ExpressionAttributeValues"] = {":v": {"N": str(version)}}
+    with translated(f"could not write a page of the {kind} catalog"):
+        dynamodb.put_item(**request)
+
+
+def _delete(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    pk: str,
+    sk: str,
+    kind: str,
+    version: int | None = None,
+    last_seen: dict[str, Any] | None = None,
+) -> None:
+    request: dict[str, Any] = {"TableName": settings.counts_table, "Key": {"pk": {"S": pk}, "sk": {"S": sk}}}
+    if version is not None:
+        request["ConditionExpression"] = "v = :v"
+        request["ExpressionAttributeValues"] = {":v": {"N": str(version)}}
+    elif last_seen is not None and "last_seen" in last_seen:
+        request["ConditionExpression"] = "last_seen = :t"
+        request["ExpressionAttributeValues"] = {":t": last_seen["last_seen"]}
+        try:
+            with translated(f"could not tidy the {kind} catalog"):
+                dynamodb.delete_item(**request)
+        except ConditionFailed:
+            pass
+        return
+    with translated(f"could not tidy the {kind} catalog"):
+        dynamodb.delete_item(**request)
+
+
+def _all_items(dynamodb: DynamoDB, settings: Settings, pk: str, kind: str) -> list[dict[str, Any]]:
+    request = {
+        "TableName": settings.counts_table,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": pk}},
+    }
+    return [
+        item
+        for got in dynamo.query_pages(dynamodb, request, f"could not read the {kind} catalog")
+        for item in got.get("Items", [])
+    ]
+
+
+def _low(page: dict[str, Any]) -> str:
+    return attributes.sort_key(page).removeprefix(PAGE_SK)
+
+
+def _version(page: dict[str, Any]) -> int:
+    return attributes.integer(page, "v", 0)
+
+
+def _entries(item: dict[str, Any]) -> list[Listed]:
+    return catalog_pages.unpack(attributes.binary(item, "e"))
+
+
+def _former_entry(item: dict[str, Any]) -> Listed:
+    """An item of the per-name layout as an entry."""
+    return Listed(
+        attributes.sort_key(item),
+        attributes.integer(item, "last_seen", 0),
+        attributes.optional_integer(item, "expires_at"),
+    )
+
+
 # -- reads ---------------------------------------------------------------------------------
 
 
@@ -143,13 +337,147 @@ def page(
     dynamodb: DynamoDB, settings: Settings, kind: str, request: pager.PageRequest, now_ms: int
 ) -> tuple[list[Entry], str | None]:
     """Up to `request.limit` live names after `request.after`, in name order, and the cursor of
-    the next page (None at the end). One Query; a page may hold fewer names when some expired."""
-    found = pager.query_page(
+    the next page (None at the end): one Query of the per-name items, the pages from the one
+    holding the cursor until `limit` names after it are read (each page a Query of one item), and
+    the log items not folded yet. A page may hold fewer names when some expired."""
+    now_s = now_ms // 1000
+    after = request.after
+    former = pager.query_page(
         dynamodb,
         settings.counts_table,
         catalog_pk(kind),
         request,
         f"could not read the {kind} catalog",
-        live_at_s=now_ms // 1000,
+        live_at_s=now_s,
     )
-    return [Entry(attributes.sort_key(i), attributes.integer(i, "last_seen")) for i in found.items], found.next
+    packed, packed_through = _pages_after(dynamodb, settings, kind, after, request.limit, now_s)
+    logged = [e for item in _all_items(dynamodb, settings, log_pk(kind), kind) for e in _entries(item)]
+    found = catalog_pages.union((_former_entry(i) for i in former.items), packed, logged)
+    # Every source is read completely up to its bound; past the lowest bound, a source not read
+    # that far may hold names that belong before the others'.
+    bounds = [b for b in (former.after, packed_through) if b is not None]
+    bound = min(bounds) if bounds else None
+    names = sorted(
+        name
+        for name, entry in found.items()
+        if (after is None or name > after) and (bound is None or name <= bound) and entry.live(now_s)
+    )
+    taken = names[: request.limit]
+    position = taken[-1] if len(names) > request.limit else bound
+    cursor = None if position is None else pager.encode_cursor(position)
+    return [Entry(name, found[name].last_seen_ms) for name in taken], cursor
+
+
+def _pages_after(
+    dynamodb: DynamoDB, settings: Settings, kind: str, after: str | None, want: int, now_s: int
+) -> tuple[list[Listed], str | None]:
+    """Entries of the pages from the one holding `after` on, until `want` live names after it
+    are read; and the name through which they are complete (None: to the end)."""
+    pk = pages_pk(kind)
+    failure = f"could not read the {kind} catalog"
+    table = settings.counts_table
+    entries: list[Listed] = []
+    last_sk: str | None = None
+    if after is not None:
+        holding = _one(
+            dynamodb,
+            table,
+            pk,
+            "sk <= :s",
+            {":s": {"S": PAGE_SK + after}},
+            failure,
+            forward=False,
+        )
+        if holding.items:
+            entries += _entries(holding.items[0])
+            last_sk = attributes.sort_key(holding.items[0])
+    while sum(1 for e in entries if (after is None or e.name > after) and e.live(now_s)) < want:
+        got = _one(
+            dynamodb,
+            table,
+            pk,
+            "sk > :s" if last_sk is not None else "begins_with(sk, :s)",
+            {":s": {"S": last_sk if last_sk is not None else PAGE_SK}},
+            failure,
+        )
+        if not got.items:
+            return entries, None
+        entries += _entries(got.items[0])
+        last_sk = attributes.sort_key(got.items[0])
+        if not got.more:
+            return entries, None
+    return entries, max((e.name for e in entries), default=None)
+
+
+@dataclass(frozen=True)
+class _Got:
+    items: list[dict[str, Any]]
+    more: bool
+
+
+def _one(
+    dynamodb: DynamoDB,
+    table: str,
+    pk: str,
+    condition: str,
+    values: dict[str, Any],
+    failure: str,
+    forward: bool = True,
+) -> _Got:
+    """One item of partition `pk` whose sort key meets `condition` (the first in sort-key order,
+    or the last when not `forward`), and whether the partition may hold more."""
+    with translated(failure):
+        got = dynamodb.query(
+            TableName=table,
+            KeyConditionExpression=f"pk = :pk AND {condition}",
+            ExpressionAttributeValues={":pk": {"S": pk}, **values},
+            ScanIndexForward=forward,
+            Limit=1,
+        )
+    return _Got(list(got.get("Items", [])), "LastEvaluatedKey" in got)
+
+
+def names_with_prefix(
+    dynamodb: DynamoDB, settings: Settings, kind: str, prefixes: Sequence[str], now_ms: int
+) -> tuple[dict[str, list[str]], int]:
+    """For each prefix, the live names of the catalog that begin with it (in name order), and the
+    number of items read: per prefix, one Query of the per-name items and two of the pages (the
+    page holding the prefix, and pages whose range starts within it); the log items once."""
+    now_s = now_ms // 1000
+    failure = f"could not read the {kind} catalog"
+    logs = _all_items(dynamodb, settings, log_pk(kind), kind)
+    logged = [e for item in logs for e in _entries(item)]
+    read = len(logs)
+    out: dict[str, list[str]] = {}
+    for prefix in prefixes:
+        former = [
+            _former_entry(item)
+            for got in dynamo.query_pages(
+                dynamodb,
+                {
+                    "TableName": settings.counts_table,
+                    "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+                    "ExpressionAttributeValues": {":pk": {"S": catalog_pk(kind)}, ":p": {"S": prefix}},
+                },
+                failure,
+            )
+            for item in got.get("Items", [])
+        ]
+        holding = _one(
+            dynamodb, settings.counts_table, pages_pk(kind), "sk <= :s", {":s": {"S": PAGE_SK + prefix}}, failure, False
+        )
+        within = list(
+            dynamo.query_sort_range(
+                dynamodb,
+                settings.counts_table,
+                pages_pk(kind),
+                PAGE_SK + prefix,
+                PAGE_SK + prefix + "\uffff",
+                failure,
+            )
+        )
+        packed = [e for item in holding.items + within for e in _entries(item)]
+        read += len(former) + len(holding.items) + len(within)
+        found = catalog_pages.union(former, packed, logged)
+        out[prefix] = sorted(n for n, e in found.items() if n.startswith(prefix) and e.live(now_s))
+    return out, read
