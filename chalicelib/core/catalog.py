@@ -232,8 +232,8 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
 
 
 def fold_all(dynamodb: DynamoDB, settings: Settings, kinds: Sequence[str], now_ms: int) -> dict[str, Any]:
-    """The scheduled fold of each catalog in `kinds`: what each did."""
-    return {kind: fold(dynamodb, settings, kind, now_ms).as_dict() for kind in kinds}
+    """The scheduled fold of each catalog in `kinds`: `{"folded": {kind: what it did}}`."""
+    return {"folded": {kind: fold(dynamodb, settings, kind, now_ms).as_dict() for kind in kinds}}
 
 
 def _write_page(

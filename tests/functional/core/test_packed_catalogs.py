@@ -26,7 +26,7 @@ def count_stream(client: Any, aws: Any, records: list[dict[str, Any]] | None = N
 
 def fold(client: Any) -> dict[str, Any]:
     event = client.events.generate_cw_event("aws.events", "Scheduled Event", {}, [])
-    result: dict[str, Any] = invoke(client, "fold_catalogs", event)
+    result: dict[str, Any] = invoke(client, "fold_catalogs", event)["folded"]
     return result
 
 
