@@ -22,6 +22,12 @@ the cursor on until the page is full, and every log item not folded yet (at most
 worth of batches that saw new names). Expired entries are left out of every answer and dropped
 by the fold when it rewrites their page.
 
+Readers and the fold: a reader finds every name whatever a concurrent fold does. The fold
+writes the pages before it deletes the log items, and those before the per-name items it moved;
+a reader reads, strongly consistent, in the opposite order: per-name items, log items, pages. A
+name a reader did not find where it was read first had been deleted there after its page was
+written, so it is in the pages the reader reads afterwards.
+
 Listings page through core.pager: its cursor names a name; the partitions are always the
 listing's own.
 """
@@ -43,6 +49,7 @@ from chalicelib.core.storage_errors import ConditionFailed, translated
 
 PAGE_SK = "p#"
 MIGRATE_PER_FOLD = 1000
+LOGS_PER_FOLD = 5000  # bounds a run's memory and time; a longer log takes more runs
 
 
 def catalog_pk(kind: str) -> str:
@@ -197,7 +204,7 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
     stops before deleting anything. A fold that dies half-way leaves entries in both places,
     which listings merge and the next fold tidies."""
     now_s = now_ms // 1000
-    logs = _all_items(dynamodb, settings, log_pk(kind), kind)
+    logs = _all_items(dynamodb, settings, log_pk(kind), kind, LOGS_PER_FOLD)
     former = pager.query_page(
         dynamodb,
         settings.counts_table,
@@ -290,17 +297,22 @@ def _delete(
         dynamodb.delete_item(**request)
 
 
-def _all_items(dynamodb: DynamoDB, settings: Settings, pk: str, kind: str) -> list[dict[str, Any]]:
+def _all_items(
+    dynamodb: DynamoDB, settings: Settings, pk: str, kind: str, most: int | None = None
+) -> list[dict[str, Any]]:
+    """The items of partition `pk` (the first `most` of them), read strongly consistent."""
     request = {
         "TableName": settings.counts_table,
         "KeyConditionExpression": "pk = :pk",
         "ExpressionAttributeValues": {":pk": {"S": pk}},
+        "ConsistentRead": True,
     }
-    return [
-        item
-        for got in dynamo.query_pages(dynamodb, request, f"could not read the {kind} catalog")
-        for item in got.get("Items", [])
-    ]
+    items: list[dict[str, Any]] = []
+    for got in dynamo.query_pages(dynamodb, request, f"could not read the {kind} catalog"):
+        items += got.get("Items", [])
+        if most is not None and len(items) >= most:
+            return items[:most]
+    return items
 
 
 def _low(page: dict[str, Any]) -> str:
@@ -349,9 +361,11 @@ def page(
         request,
         f"could not read the {kind} catalog",
         live_at_s=now_s,
+        consistent=True,
     )
-    packed, packed_through = _pages_after(dynamodb, settings, kind, after, request.limit, now_s)
+    # Read in the order the fold deletes (see "Readers and the fold" above).
     logged = [e for item in _all_items(dynamodb, settings, log_pk(kind), kind) for e in _entries(item)]
+    packed, packed_through = _pages_after(dynamodb, settings, kind, after, request.limit, now_s)
     found = catalog_pages.union((_former_entry(i) for i in former.items), packed, logged)
     # Every source is read completely up to its bound; past the lowest bound, a source not read
     # that far may hold names that belong before the others'.
@@ -433,8 +447,20 @@ def _one(
             ExpressionAttributeValues={":pk": {"S": pk}, **values},
             ScanIndexForward=forward,
             Limit=1,
+            ConsistentRead=True,
         )
     return _Got(list(got.get("Items", [])), "LastEvaluatedKey" in got)
+
+
+def _range(dynamodb: DynamoDB, table: str, pk: str, prefix: str, failure: str) -> list[dict[str, Any]]:
+    """The items of partition `pk` whose sort key begins with `prefix`, strongly consistent."""
+    request = {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+        "ExpressionAttributeValues": {":pk": {"S": pk}, ":p": {"S": prefix}},
+        "ConsistentRead": True,
+    }
+    return [item for got in dynamo.query_pages(dynamodb, request, failure) for item in got.get("Items", [])]
 
 
 def names_with_prefix(
@@ -445,39 +471,19 @@ def names_with_prefix(
     page holding the prefix, and pages whose range starts within it); the log items once."""
     now_s = now_ms // 1000
     failure = f"could not read the {kind} catalog"
+    table = settings.counts_table
+    former: dict[str, list[dict[str, Any]]] = {}
+    for prefix in prefixes:  # read in the order the fold deletes ("Readers and the fold")
+        former[prefix] = _range(dynamodb, table, catalog_pk(kind), prefix, failure)
     logs = _all_items(dynamodb, settings, log_pk(kind), kind)
     logged = [e for item in logs for e in _entries(item)]
     read = len(logs)
     out: dict[str, list[str]] = {}
     for prefix in prefixes:
-        former = [
-            _former_entry(item)
-            for got in dynamo.query_pages(
-                dynamodb,
-                {
-                    "TableName": settings.counts_table,
-                    "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
-                    "ExpressionAttributeValues": {":pk": {"S": catalog_pk(kind)}, ":p": {"S": prefix}},
-                },
-                failure,
-            )
-            for item in got.get("Items", [])
-        ]
-        holding = _one(
-            dynamodb, settings.counts_table, pages_pk(kind), "sk <= :s", {":s": {"S": PAGE_SK + prefix}}, failure, False
-        )
-        within = list(
-            dynamo.query_sort_range(
-                dynamodb,
-                settings.counts_table,
-                pages_pk(kind),
-                PAGE_SK + prefix,
-                PAGE_SK + prefix + "\uffff",
-                failure,
-            )
-        )
+        holding = _one(dynamodb, table, pages_pk(kind), "sk <= :s", {":s": {"S": PAGE_SK + prefix}}, failure, False)
+        within = _range(dynamodb, table, pages_pk(kind), PAGE_SK + prefix, failure)
         packed = [e for item in holding.items + within for e in _entries(item)]
-        read += len(former) + len(holding.items) + len(within)
-        found = catalog_pages.union(former, packed, logged)
+        read += len(former[prefix]) + len(holding.items) + len(within)
+        found = catalog_pages.union((_former_entry(i) for i in former[prefix]), packed, logged)
         out[prefix] = sorted(n for n, e in found.items() if n.startswith(prefix) and e.live(now_s))
     return out, read

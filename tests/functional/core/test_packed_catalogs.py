@@ -12,6 +12,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.counters import catalog as counter_catalog
 from chalicelib.views import catalog as view_catalog
 from chalicelib.views.validation import View
+from tests.fakes import Dying, Killed, Patched
 from tests.functional.helpers import deliver_views, every_page, get, invoke, partition, post_events
 from tests.functional.stream_fixtures import lambda_event, stored_event_records
 
@@ -180,3 +181,52 @@ def test_given_former_view_catalog_items_then_listed_and_found_by_digest_before_
     assert fold(client)["views"]["migrated"] == 5
     assert sorted(listed(client, "/views/urls", "urls", "url", 2)) == sorted(urls)
     assert len(get(client, "/views/top?window=1h&limit=10").json_body["urls"]) == 5
+
+
+def long_names(prefix: str, n: int, expires: int) -> dict[str, int | None]:
+    return {f"{prefix}{'q' * 150}.{i:04d}": expires for i in range(n)}  # ~160 a page
+
+
+def test_given_a_fold_that_dies_after_any_write_then_every_name_stays_listed_and_the_next_fold_tidies(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    expires = clock.now // 1000 + DAY_S
+    counter_catalog.list_counters(aws.dynamodb, SETTINGS, long_names("a", 300, expires), clock.now)
+    catalog.fold(aws.dynamodb, SETTINGS, "counters", clock.now)
+    counter_catalog.list_counters(aws.dynamodb, SETTINGS, long_names("b", 300, expires), clock.now)
+    expected = sorted({*long_names("a", 300, expires), *long_names("b", 300, expires)})
+    die_on = 1
+    while True:  # the fold dies before its 1st, 2nd, ... write until one run gets through
+        dying = Dying(aws.dynamodb, die_on, methods=("put_item", "delete_item"))
+        try:
+            catalog.fold(dying, SETTINGS, "counters", clock.now)
+        except Killed:
+            assert listed(client, "/counters", "counters", "name", 97) == expected, die_on
+            die_on += 1
+            continue
+        break
+    assert die_on > 3  # pages split, written and the log deleted, each a write it could die before
+    catalog.fold(aws.dynamodb, SETTINGS, "counters", clock.now)
+    stored = [e.name for page in pages(aws, "counters") for e in catalog_pages.unpack(page["e"]["B"])]
+    assert stored == expected and logs(aws, "counters") == []
+
+
+def test_given_two_folds_at_once_then_the_one_that_finds_a_page_changed_deletes_nothing(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    expires = clock.now // 1000 + DAY_S
+    counter_catalog.list_counters(aws.dynamodb, SETTINGS, {"first": expires}, clock.now)
+    catalog.fold(aws.dynamodb, SETTINGS, "counters", clock.now)
+    counter_catalog.list_counters(aws.dynamodb, SETTINGS, {"second": expires}, clock.now)
+    others: list[catalog.Folded] = []
+
+    def first_the_other_fold(**kwargs: Any) -> Any:
+        if not others:  # another fold, with a log item of its own, gets there first
+            counter_catalog.list_counters(aws.dynamodb, SETTINGS, {"third": expires}, clock.now + 1)
+            others.append(catalog.fold(aws.dynamodb, SETTINGS, "counters", clock.now))
+        return aws.dynamodb.put_item(**kwargs)
+
+    raced = catalog.fold(Patched(aws.dynamodb, put_item=first_the_other_fold), SETTINGS, "counters", clock.now)
+    assert raced.raced and raced.logs == 0 and not others[0].raced
+    assert listed(client, "/counters", "counters", "name") == ["first", "second", "third"]
+    assert logs(aws, "counters") == []
