@@ -25,6 +25,8 @@ ITERATOR_AGE_LIMIT_MS = 5 * 60 * 1000
 FIVE_MINUTES = 300
 # The scheduled audit (app.py): its own alarm, on the events it finds missing.
 AUDIT_FUNCTION = "run_audit"
+# The scheduled fold of the listings (app.py): its own alarm, when it stops completing.
+FOLD_FUNCTION = "fold_catalogs"
 
 
 def function_id(name: str) -> str:
@@ -112,6 +114,19 @@ def fragments(app: Any, res: Resources, settings: Settings, stage_name: str) -> 
                 "GreaterThanThreshold",
                 0,
             )
+        elif kind == "ScheduledEventConfig" and source.name == FOLD_FUNCTION:
+            minutes = settings.catalog_fold_minutes
+            cfn[f"{lid}MissedAlarm"] = alarm(
+                f"Listing fold missed: no {source.name} run completed in 4 intervals of {minutes} minutes"
+                " (GET /counters and GET /views/urls read a growing log until it runs).",
+                tally_metric("CatalogFolds", source.name),
+                "LessThanThreshold",
+                1,
+                Period=minutes * 60,
+                EvaluationPeriods=4,
+                DatapointsToAlarm=4,
+                TreatMissingData="breaching",
+            )
         elif kind == "ScheduledEventConfig":
             minutes = settings.report_interval_minutes
             cfn[f"{lid}MissedAlarm"] = alarm(
@@ -151,7 +166,11 @@ def fragments(app: Any, res: Resources, settings: Settings, stage_name: str) -> 
 def dashboard(app: Any, res: Resources, settings: Settings, stage_name: str) -> dict[str, Any]:
     """One row per question an operator asks; function names filled in by Fn::Sub."""
     background = [s.name for s in app.event_sources if type(s).__name__ != "ScheduledEventConfig"]
-    schedules = [s.name for s in app.event_sources if type(s).__name__ == "ScheduledEventConfig"]
+    schedules = [
+        s.name
+        for s in app.event_sources
+        if type(s).__name__ == "ScheduledEventConfig" and s.name not in (AUDIT_FUNCTION, FOLD_FUNCTION)
+    ]
     names = (["api_handler"] if app.routes else []) + [s.name for s in app.event_sources]
 
     def fn(name: str) -> str:
@@ -184,6 +203,7 @@ def dashboard(app: Any, res: Resources, settings: Settings, stage_name: str) -> 
         ),
         ("Reports: runs and events reported", tally(["ReportRuns", "EventsReported"], schedules)),
         ("Audit: shortfall and open findings", tally(["Shortfall", "OpenFindings"], [AUDIT_FUNCTION])),
+        ("Listings: folds and log items folded", tally(["CatalogFolds", "CatalogLogsFolded"], [FOLD_FUNCTION])),
         ("Handler errors", [["AWS/Lambda", "Errors", "FunctionName", fn(n), {"stat": "Sum"}] for n in names]),
         (
             "Dead-letter and stream-failures queues: messages visible",
