@@ -50,6 +50,9 @@ from chalicelib.core.storage_errors import ConditionFailed, translated
 PAGE_SK = "p#"
 MIGRATE_PER_FOLD = 1000
 LOGS_PER_FOLD = 5000  # bounds a run's memory and time; a longer log takes more runs
+# A log item lives this long after it is written (TTL deletes it, at no charge): far longer than
+# any gap between folds an operator lets pass (the fold's alarm fires after four intervals).
+LOG_LIFE_S = 14 * 86_400
 
 
 def catalog_pk(kind: str) -> str:
@@ -63,6 +66,10 @@ def log_pk(kind: str) -> str:
 
 def pages_pk(kind: str) -> str:
     return f"{keyspace.CATALOG}{kind}{keyspace.CATALOG_PAGES}"
+
+
+def fold_pk(kind: str) -> str:
+    return f"{keyspace.CATALOG}{kind}{keyspace.CATALOG_FOLD}"
 
 
 # -- writes --------------------------------------------------------------------------------
@@ -154,22 +161,90 @@ def log(dynamodb: DynamoDB, settings: Settings, kind: str, names: Mapping[str, i
     """Record that `names` (each with its expiry, epoch s, or None for a name that never
     expires) were seen now, in one log item (more only past LOG_RAW_BYTES of entries), which the
     fold merges into the catalog's pages. Returns the writes made (0 for no names). Written
-    again by a redelivered batch: the listing and the fold merge entries by name."""
+    again by a redelivered batch: the listing and the fold merge entries by name.
+
+    After the write, one strongly consistent read of the fold's mark: when a fold has closed the
+    log up to or past this item (it may have read the log before the item was there), the item
+    is written again after the mark, where the next fold reads it."""
     entries = [Listed(name, now_ms, expires) for name, expires in sorted(names.items())]
     runs = catalog_pages.chunks(entries, catalog_pages.LOG_RAW_BYTES)
+    writes = 0
     for run in runs:
         data = catalog_pages.pack(run)
-        item: dict[str, Any] = {
-            "pk": {"S": log_pk(kind)},
-            "sk": {"S": f"{now_ms:013d}#{hashlib.sha256(data).hexdigest()[:32]}"},
-            "e": {"B": data},
-        }
-        expiries = [e.expires_s for e in run]
-        if all(x is not None for x in expiries):  # useless once every name in it expired
-            item["expires_at"] = {"N": str(max(x for x in expiries if x is not None))}
-        with translated(f"could not log names of the {kind} catalog"):
-            dynamodb.put_item(TableName=settings.counts_table, Item=item)
-    return len(runs)
+        digest = hashlib.sha256(data).hexdigest()[:32]
+        at_ms = now_ms
+        while True:
+            sk = f"{at_ms:013d}#{digest}"
+            item: dict[str, Any] = {
+                "pk": {"S": log_pk(kind)},
+                "sk": {"S": sk},
+                "e": {"B": data},
+                "expires_at": {"N": str(now_ms // 1000 + LOG_LIFE_S)},
+            }
+            with translated(f"could not log names of the {kind} catalog"):
+                dynamodb.put_item(TableName=settings.counts_table, Item=item)
+            writes += 1
+            closing = _mark(dynamodb, settings, kind).closing
+            if closing is None or sk > closing:
+                break
+            at_ms = max(at_ms, int(closing.split("#")[0])) + 1
+    return writes
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """The fold's mark of a catalog: the log is read up to `closing` by a fold under way (or
+    done), and merged into the pages up to `folded` (sort keys of log items; None: nothing)."""
+
+    closing: str | None
+    folded: str | None
+
+
+def _mark(dynamodb: DynamoDB, settings: Settings, kind: str) -> _Mark:
+    with translated(f"could not read the {kind} catalog"):
+        got = dynamodb.get_item(
+            TableName=settings.counts_table,
+            Key={"pk": {"S": fold_pk(kind)}, "sk": {"S": "#"}},
+            ConsistentRead=True,
+        )
+    item = got.get("Item") or {}
+    return _Mark(attributes.optional_text(item, "closing"), attributes.optional_text(item, "folded"))
+
+
+def _move_mark(dynamodb: DynamoDB, settings: Settings, kind: str, name: str, to: str) -> None:
+    """Move the mark's `name` forward to `to` (never back: two folds at once)."""
+    try:
+        with translated(f"could not mark the {kind} catalog's fold"):
+            dynamodb.update_item(
+                TableName=settings.counts_table,
+                Key={"pk": {"S": fold_pk(kind)}, "sk": {"S": "#"}},
+                UpdateExpression="SET #m = :to",
+                ConditionExpression="attribute_not_exists(#m) OR #m < :to",
+                ExpressionAttributeNames={"#m": name},
+                ExpressionAttributeValues={":to": {"S": to}},
+            )
+    except ConditionFailed:
+        pass
+
+
+def _unfolded_logs(
+    dynamodb: DynamoDB, settings: Settings, kind: str, after: str | None, most: int | None = None
+) -> list[dict[str, Any]]:
+    """The log items after `after` (a log sort key; None: all), strongly consistent."""
+    request: dict[str, Any] = {
+        "TableName": settings.counts_table,
+        "KeyConditionExpression": "pk = :pk" + ("" if after is None else " AND sk > :after"),
+        "ExpressionAttributeValues": {":pk": {"S": log_pk(kind)}},
+        "ConsistentRead": True,
+    }
+    if after is not None:
+        request["ExpressionAttributeValues"][":after"] = {"S": after}
+    items: list[dict[str, Any]] = []
+    for got in dynamo.query_pages(dynamodb, request, f"could not read the {kind} catalog"):
+        items += got.get("Items", [])
+        if most is not None and len(items) >= most:
+            return items[:most]
+    return items
 
 
 # -- the fold ------------------------------------------------------------------------------
@@ -204,7 +279,12 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
     stops before deleting anything. A fold that dies half-way leaves entries in both places,
     which listings merge and the next fold tidies."""
     now_s = now_ms // 1000
-    logs = _all_items(dynamodb, settings, log_pk(kind), kind, LOGS_PER_FOLD)
+    # Close the log up to now first: a log item written from here on but sorted at or before
+    # the mark is written again after it by its writer (log), so none is left behind.
+    closing = f"{now_ms:013d}#~"
+    _move_mark(dynamodb, settings, kind, "closing", closing)
+    logs = _unfolded_logs(dynamodb, settings, kind, _mark(dynamodb, settings, kind).folded, LOGS_PER_FOLD)
+    logs = [item for item in logs if attributes.sort_key(item) <= closing]
     former = pager.query_page(
         dynamodb,
         settings.counts_table,
@@ -230,8 +310,8 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
             _delete(dynamodb, settings, pages_pk(kind), PAGE_SK + low, kind, _version(stored_items[low]))
     except ConditionFailed:
         return Folded(raced=True)
-    for item in logs:
-        _delete(dynamodb, settings, log_pk(kind), attributes.sort_key(item), kind)
+    if logs:  # log items stay until they expire (LOG_LIFE_S): a delete is charged as a write
+        _move_mark(dynamodb, settings, kind, "folded", max(attributes.sort_key(item) for item in logs))
     for item in former:
         # Only as it was read: a writer of the former layout that moved it on keeps it.
         _delete(dynamodb, settings, catalog_pk(kind), attributes.sort_key(item), kind, last_seen=item)
@@ -295,6 +375,11 @@ def _delete(
         return
     with translated(f"could not tidy the {kind} catalog"):
         dynamodb.delete_item(**request)
+
+
+def _logs_to_read(dynamodb: DynamoDB, settings: Settings, kind: str) -> list[dict[str, Any]]:
+    """The log items a reader reads: those after the fold's `folded` mark (read first)."""
+    return _unfolded_logs(dynamodb, settings, kind, _mark(dynamodb, settings, kind).folded)
 
 
 def _all_items(
@@ -363,8 +448,8 @@ def page(
         live_at_s=now_s,
         consistent=True,
     )
-    # Read in the order the fold deletes (see "Readers and the fold" above).
-    logged = [e for item in _all_items(dynamodb, settings, log_pk(kind), kind) for e in _entries(item)]
+    # Read in the order opposite to the fold's writes (see "Readers and the fold" above).
+    logged = [e for item in _logs_to_read(dynamodb, settings, kind) for e in _entries(item)]
     packed, packed_through = _pages_after(dynamodb, settings, kind, after, request.limit, now_s)
     found = catalog_pages.union((_former_entry(i) for i in former.items), packed, logged)
     # Every source is read completely up to its bound; past the lowest bound, a source not read
@@ -475,9 +560,9 @@ def names_with_prefix(
     former: dict[str, list[dict[str, Any]]] = {}
     for prefix in prefixes:  # read in the order the fold deletes ("Readers and the fold")
         former[prefix] = _range(dynamodb, table, catalog_pk(kind), prefix, failure)
-    logs = _all_items(dynamodb, settings, log_pk(kind), kind)
+    logs = _logs_to_read(dynamodb, settings, kind)
     logged = [e for item in logs for e in _entries(item)]
-    read = len(logs)
+    read = len(logs) + 1
     out: dict[str, list[str]] = {}
     for prefix in prefixes:
         holding = _one(dynamodb, table, pages_pk(kind), "sk <= :s", {":s": {"S": PAGE_SK + prefix}}, failure, False)

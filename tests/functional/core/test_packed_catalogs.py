@@ -40,6 +40,11 @@ def logs(aws: Any, kind: str) -> list[dict[str, Any]]:
     return partition(aws.dynamodb, catalog.log_pk(kind))
 
 
+def unfolded(aws: Any, kind: str) -> list[dict[str, Any]]:
+    """The log items a listing still reads (after the fold's mark); folded ones wait for their TTL."""
+    return catalog._logs_to_read(aws.dynamodb, SETTINGS, kind)
+
+
 def pages(aws: Any, kind: str) -> list[dict[str, Any]]:
     return partition(aws.dynamodb, catalog.pages_pk(kind))
 
@@ -55,7 +60,9 @@ def test_given_new_counters_when_counted_then_one_log_write_per_batch_and_listed
     assert listed(client, "/counters", "counters", "name") == names
     result = fold(client)
     assert result["counters"]["logs"] == 1 and result["counters"]["pages_written"] == 1
-    assert logs(aws, "counters") == [] and len(pages(aws, "counters")) == 1
+    assert unfolded(aws, "counters") == [] and len(pages(aws, "counters")) == 1
+    assert len(logs(aws, "counters")) == 1  # not deleted (a delete is charged as a write): it expires
+    assert int(logs(aws, "counters")[0]["expires_at"]["N"]) == clock.now // 1000 + catalog.LOG_LIFE_S
     body = get(client, "/counters").json_body
     assert [c["name"] for c in body["counters"]] == names and body["next"] is None
     assert fold(client)["counters"] == catalog.Folded().as_dict()  # nothing logged: nothing to do
@@ -153,7 +160,7 @@ def test_given_new_urls_when_views_counted_then_logged_once_listed_and_found_by_
     assert len(logs(aws, "views")) == 1
     assert sorted(listed(client, "/views/urls", "urls", "url", 9)) == sorted(urls)
     fold(client)
-    assert logs(aws, "views") == []
+    assert unfolded(aws, "views") == []
     body = listed(client, "/views/urls", "urls", "url", 9)
     assert sorted(body) == sorted(urls) and len(body) == len(urls)
     shas = [p["pk"]["S"].removeprefix("URL#") for p in aws.dynamodb.scan(TableName=SETTINGS.counts_table)["Items"]]
@@ -194,6 +201,9 @@ def test_given_a_fold_that_dies_after_any_write_then_every_name_stays_listed_and
     counter_catalog.list_counters(aws.dynamodb, SETTINGS, long_names("a", 300, expires), clock.now)
     catalog.fold(aws.dynamodb, SETTINGS, "counters", clock.now)
     counter_catalog.list_counters(aws.dynamodb, SETTINGS, long_names("b", 300, expires), clock.now)
+    # Logged in the millisecond the first fold closed: written again just after its mark.
+    assert f"{clock.now + 1:013d}" in [i["sk"]["S"][:13] for i in unfolded(aws, "counters")]
+    clock.advance(1000)
     expected = sorted({*long_names("a", 300, expires), *long_names("b", 300, expires)})
     die_on = 1
     while True:  # the fold dies before its 1st, 2nd, ... write until one run gets through
@@ -205,10 +215,12 @@ def test_given_a_fold_that_dies_after_any_write_then_every_name_stays_listed_and
             die_on += 1
             continue
         break
-    assert die_on > 3  # pages split, written and the log deleted, each a write it could die before
+    # Each run resumes where the last died (written pages are unchanged, so not written again):
+    # deaths came after the mark closed and between page writes.
+    assert die_on > 3
     catalog.fold(aws.dynamodb, SETTINGS, "counters", clock.now)
     stored = [e.name for page in pages(aws, "counters") for e in catalog_pages.unpack(page["e"]["B"])]
-    assert stored == expected and logs(aws, "counters") == []
+    assert stored == expected and unfolded(aws, "counters") == []
 
 
 def test_given_two_folds_at_once_then_the_one_that_finds_a_page_changed_deletes_nothing(
@@ -217,16 +229,40 @@ def test_given_two_folds_at_once_then_the_one_that_finds_a_page_changed_deletes_
     expires = clock.now // 1000 + DAY_S
     counter_catalog.list_counters(aws.dynamodb, SETTINGS, {"first": expires}, clock.now)
     catalog.fold(aws.dynamodb, SETTINGS, "counters", clock.now)
+    clock.advance(1000)
     counter_catalog.list_counters(aws.dynamodb, SETTINGS, {"second": expires}, clock.now)
     others: list[catalog.Folded] = []
 
     def first_the_other_fold(**kwargs: Any) -> Any:
         if not others:  # another fold, with a log item of its own, gets there first
             counter_catalog.list_counters(aws.dynamodb, SETTINGS, {"third": expires}, clock.now + 1)
-            others.append(catalog.fold(aws.dynamodb, SETTINGS, "counters", clock.now))
+            others.append(catalog.fold(aws.dynamodb, SETTINGS, "counters", clock.now + 2))
         return aws.dynamodb.put_item(**kwargs)
 
     raced = catalog.fold(Patched(aws.dynamodb, put_item=first_the_other_fold), SETTINGS, "counters", clock.now)
     assert raced.raced and raced.logs == 0 and not others[0].raced
     assert listed(client, "/counters", "counters", "name") == ["first", "second", "third"]
-    assert logs(aws, "counters") == []
+    assert unfolded(aws, "counters") == []
+
+
+def test_given_a_name_logged_after_the_fold_read_the_log_then_it_is_written_again_past_the_mark_and_stays_listed(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    expires = clock.now // 1000 + DAY_S
+    counter_catalog.list_counters(aws.dynamodb, SETTINGS, {"early": expires}, clock.now - 5)
+    late: list[int] = []
+
+    def query_then_a_late_writer(**kwargs: Any) -> Any:
+        answer = aws.dynamodb.query(**kwargs)
+        if kwargs["ExpressionAttributeValues"][":pk"]["S"] == catalog.log_pk("counters") and not late:
+            # A batch whose clock reads before the fold's mark logs just after the fold read the log.
+            late.append(counter_catalog.list_counters(aws.dynamodb, SETTINGS, {"late": expires}, clock.now - 1))
+        return answer
+
+    folded = catalog.fold(Patched(aws.dynamodb, query=query_then_a_late_writer), SETTINGS, "counters", clock.now)
+
+    assert folded.logs == 1 and late == [2]  # the late item was written twice: before and after the mark
+    assert listed(client, "/counters", "counters", "name") == ["early", "late"]
+    clock.advance(1000)
+    assert catalog.fold(aws.dynamodb, SETTINGS, "counters", clock.now).logs == 2  # both copies: one entry
+    assert unfolded(aws, "counters") == [] and listed(client, "/counters", "counters", "name") == ["early", "late"]
