@@ -110,8 +110,9 @@ def layout(stored: Mapping[str, list[Listed]], entries: Mapping[str, Listed], mo
     """The pages after a fold. `stored` maps each stored page's low bound to its entries (a page
     with low bound "" is assumed, empty if not stored); `entries` is everything the catalog
     lists now. A page whose entries did not change is not written; a page grown past
-    `most_bytes` is split (its first run keeps its low bound, each other run is a new page named
-    by its first name); a page left empty is deleted, except the first."""
+    `most_bytes` is split (its first run keeps its low bound, and is written only if it differs
+    from what the page holds; each other run is a new page named by its first name); a page left
+    empty is deleted, except the first."""
     lows = sorted({"", *stored})
     placed = assign(lows, entries)
     write: dict[str, list[Listed]] = {}
@@ -120,7 +121,8 @@ def layout(stored: Mapping[str, list[Listed]], entries: Mapping[str, Listed], mo
         now = [entries[name] for name in placed[low]]
         if low not in stored and not now:
             continue
-        if low in stored and now == sorted(stored[low], key=lambda e: e.name):
+        held = sorted(stored[low], key=lambda e: e.name) if low in stored else None
+        if now == held:
             continue
         if not now:
             if low == "":
@@ -129,7 +131,8 @@ def layout(stored: Mapping[str, list[Listed]], entries: Mapping[str, Listed], mo
                 delete.append(low)
             continue
         runs = chunks(now, most_bytes)
-        write[low] = runs[0]
+        if runs[0] != held:  # a page that only had names split off keeps its item as it is
+            write[low] = runs[0]
         for run in runs[1:]:
             write[run[0].name] = run
     return Layout(write, delete)
