@@ -3,30 +3,39 @@
 Two layouts, each for the names whose cost it suits:
 
 - One item per name (`CATALOG#<kind>` / `<name>`, `last_seen` epoch ms and, when the name
-  expires, `expires_at`), written at most once per name and hour per process (`touch`, `Recent`)
-  or when the name must live longer (`extend`). One small write per name: what sites use.
-- Packed (`log`, `fold`): a handler batch writes ONE log item (`CATALOG#<kind>#log` / `<ingest
-  ms>#<content digest>`) naming every name it saw that was not known listed, its write units
-  growing with the names' bytes (compressed; about 1 KB per 50-100 names), not with their number;
-  the scheduled fold (`fold`, every CATALOG_FOLD_MINUTES) merges the log items into pages
-  (`CATALOG#<kind>#pages` / `p#<lowest name of the page's range>`, sorted entries, compressed,
-  at most catalog_pages.PAGE_RAW_BYTES before compression), rewriting only the pages whose
-  entries changed, then deletes the log items it folded. Counters and views use it.
+  expires, `expires_at`), written at most once per name and hour per process (`touch`,
+  `Recent`). One small write per name: what sites use.
+- Packed (`log`, `fold`): a handler batch writes ONE log item (`CATALOG#<kind>#log` / `<ms>#
+  <content digest>`) naming every name it saw that was not known listed, its write units
+  growing with the names' bytes (compressed; about 1 KB per 30-100 names), not with their
+  number; the scheduled fold (`fold`, every CATALOG_FOLD_MINUTES) merges the log items into
+  pages (`CATALOG#<kind>#pages` / `p#<lowest name of the page's range>`, sorted entries,
+  compressed, at most catalog_pages.PAGE_RAW_BYTES before compression), rewriting only the
+  pages whose entries changed. Folded log items are not deleted (DynamoDB charges a delete by
+  the item's size, as much as the write): they expire LOG_LIFE_S after they were written (TTL
+  deletes at no charge), and the fold's mark (`CATALOG#<kind>#fold` / `#`) says how far the
+  log is merged (`folded`). Counters and views use it.
 
 Entries merge by name (catalog_pages.merged), so a redelivered batch, a log folded twice or a
 fold that died between its page writes never lists a name twice, and an entry only lives
 longer. A listing page (`page`) reads the names after its cursor from all three places: the
 per-name items (a stage upgraded in place keeps listing them; the fold moves a kind's per-name
-items into its pages, MIGRATE_PER_FOLD a run, and deletes them), the pages from the one holding
-the cursor on until the page is full, and every log item not folded yet (at most a fold interval's
-worth of batches that saw new names). Expired entries are left out of every answer and dropped
-by the fold when it rewrites their page.
+items into its pages, MIGRATE_PER_FOLD a run, and deletes them), the log items past the
+`folded` mark (at most a fold interval's worth of batches that saw new names), and the pages
+from the one holding the cursor on until the page is full. Expired entries are left out of every
+answer and dropped by the fold when it rewrites their page.
+
+No log item is left behind: the fold first moves the mark's `closing` to its start time, then
+reads the log items up to it; a writer, after writing its item, reads the mark (strongly
+consistent) and, when `closing` has reached its item's sort key (the fold may have read the
+log before the item was there), writes the item again after the mark. Every item is either
+read by the fold that closed past it, or written again where the next fold reads it.
 
 Readers and the fold: a reader finds every name whatever a concurrent fold does. The fold
-writes the pages before it deletes the log items, and those before the per-name items it moved;
-a reader reads, strongly consistent, in the opposite order: per-name items, log items, pages. A
-name a reader did not find where it was read first had been deleted there after its page was
-written, so it is in the pages the reader reads afterwards.
+writes the pages before it moves `folded` and before it deletes the per-name items it moved; a
+reader reads, strongly consistent, in the opposite order: per-name items, the mark and the log
+past it, pages. A name a reader did not find where it looked first had left there after its
+page was written, so it is in the pages the reader reads afterwards.
 
 Listings page through core.pager: its cursor names a name; the partitions are always the
 listing's own.
@@ -252,9 +261,9 @@ def _unfolded_logs(
 
 @dataclass(frozen=True)
 class Folded:
-    """What one fold of one catalog did: log items and per-name items folded (and deleted),
-    pages written and deleted, and whether another fold changed a page first (then nothing was
-    deleted: the next run folds the same items again)."""
+    """What one fold of one catalog did: log items merged, per-name items moved (and deleted),
+    pages written and deleted, and whether another fold changed a page first (then the mark was
+    not moved and nothing deleted: the next run folds the same items again)."""
 
     logs: int = 0
     migrated: int = 0
@@ -273,11 +282,12 @@ class Folded:
 
 
 def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Folded:
-    """Merge every log item of `kind` (and up to MIGRATE_PER_FOLD per-name items of the former
-    layout) into its pages, then delete what was merged. Each page write is conditional on the
-    version read, so two folds at once never lose an entry: the one that finds a page changed
-    stops before deleting anything. A fold that dies half-way leaves entries in both places,
-    which listings merge and the next fold tidies."""
+    """Merge the log items of `kind` up to now (and up to MIGRATE_PER_FOLD per-name items of
+    the former layout) into its pages, then move the mark past those log items and delete the
+    per-name items. Each page write is conditional on the version read, so two folds at once
+    never lose an entry: the one that finds a page changed stops before moving the mark or
+    deleting anything. A fold that dies half-way leaves entries in two places, which listings
+    merge and the next fold tidies."""
     now_s = now_ms // 1000
     # Close the log up to now first: a log item written from here on but sorted at or before
     # the mark is written again after it by its writer (log), so none is left behind.
@@ -558,7 +568,7 @@ def names_with_prefix(
     failure = f"could not read the {kind} catalog"
     table = settings.counts_table
     former: dict[str, list[dict[str, Any]]] = {}
-    for prefix in prefixes:  # read in the order the fold deletes ("Readers and the fold")
+    for prefix in prefixes:  # read in the order opposite to the fold's ("Readers and the fold")
         former[prefix] = _range(dynamodb, table, catalog_pk(kind), prefix, failure)
     logs = _logs_to_read(dynamodb, settings, kind)
     logged = [e for item in logs for e in _entries(item)]
