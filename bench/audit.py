@@ -5,8 +5,9 @@
 For each number of events per partition and attribute size, on a fresh in-process moto: `old`
 events ingested over the six days before one quarter hour, then `per-partition` events in each
 write shard of that quarter hour; the audit's checkpoint is set to that quarter hour and one
-audit run compares it (its partitions, EVENT_WRITE_SHARDS of them, each with an audit item that
-adds up, as the stream handler leaves it: a clean run, the usual case). The figures include
+audit run compares it (its partitions, EVENT_WRITE_SHARDS of them, whose numbers add up in the
+audit item of the stream shard that carried them, as the stream handler leaves it: a clean run,
+the usual case). The figures include
 the run's own reads (its checkpoint and the list of open findings). The same partitions are
 then counted the seed's way, with no per-partition layout to lean on: a Scan of the whole
 events table with a FilterExpression on the ingest time (the seed's first report script).
@@ -14,7 +15,8 @@ events table with a FilterExpression on the ingest time (the seed's first report
 Work is metered and priced by AWS's rules (bench.metering): a Query or Scan page costs the
 total size of the items it evaluated, whatever its Select, projection or filter ("Select=COUNT
 ... does not reduce the read capacity consumed", docs/guarantees.md). The audit's Query is
-eventually consistent (half the units); its GetItem of each audit item is strongly consistent.
+eventually consistent (half the units); its Query of the quarter hour's audit items is strongly
+consistent.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ Q = audit.QUARTER_MS
 T0 = 1_795_000_500_000 - 1_795_000_500_000 % Q  # the quarter hour audited
 DAY_MS = 86_400_000
 _SERIALIZER = TypeSerializer()
+STREAM_SHARD = "s:0a1b2c3d"  # the one stream shard that carried the quarter hour
 
 
 def put_events(dynamodb: Any, settings: Settings, ingests: list[tuple[int, int]], attr_bytes: int) -> None:
@@ -116,11 +119,17 @@ def measure(per_partition: int, old: int, attr_bytes: int, seed: int = 1) -> Row
         clients.dynamodb.put_item(
             TableName=settings.counts_table, Item={**audit_runs.CHECKPOINT_KEY, "next_ms": {"N": str(T0)}}
         )
-        for pk in audit.partitions(T0, shards):  # what the stream handler wrote: every event applied
-            clients.dynamodb.put_item(
-                TableName=settings.counts_table,
-                Item={**audit_keys.tally_key(pk), audit_keys.APPLIED: {"N": str(per_partition)}},
-            )
+        # What the stream handler wrote, every event applied: its shard's item of the quarter
+        # hour, holding every partition's numbers (counters/audit_keys.py).
+        pks = audit.partitions(T0, shards)
+        clients.dynamodb.put_item(
+            TableName=settings.counts_table,
+            Item={
+                **audit_keys.shard_item_key(pks[0], STREAM_SHARD),
+                STREAM_SHARD: {"S": "40" + "9" * 40},
+                **{audit_keys.attribute(audit_keys.APPLIED, pk): {"N": str(per_partition)} for pk in pks},
+            },
+        )
         probe = MotoProbe(clients.dynamodb, region=settings.aws_region)
         tally, scan = Meter(probe), Meter(probe)
         now = T0 + Q + (settings.audit_settle_minutes + 1) * 60_000

@@ -16,6 +16,18 @@ class Killed(BaseException):
     """The handler's process ends (timeout, crash): not an exception the handler can see."""
 
 
+class Forwarding:
+    """The base of a test's own race simulator: the methods its subclass defines stand in for
+    `real`'s (each playing the test's scenario before the real call); every other attribute is
+    `real`'s."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
 class Patched:
     """`real` with `methods` in place of its own (by name); every other attribute is `real`'s."""
 

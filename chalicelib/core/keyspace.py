@@ -13,8 +13,11 @@ capabilities can never collide and an operator can read any item's owner from it
     EVT#<counter>#<id>                   #                       marker: an event with a client id was counted
     SEQ#<events pk>                      #                       former stream position per events partition, left to expire
     LED#<events pk>#<ingest slice>       #                       former counting ledger, left to expire
-    AUD#<events pk>                      #                       what the counting path did with one events
-                                                                 partition's events (counters/audit_keys.py)
+    AUQ#<quarter hour>                   s:<shard hash>          what the counting path did with the events of a
+                                         | #repaired             quarter hour's partitions, one item per stream
+                                                                 shard, and the repair's (counters/audit_keys.py)
+    AUD#<events pk>                      #                       the same for one events partition, former layout:
+                                                                 still read, no longer written by the stream
     AUDIT#checkpoint                     #                       start of the next quarter hour to audit
     AUDIT#short                          <events pk>             a partition that does not add up (counters)
     URL#<sha256 of url>                  TOTAL                   an exact view counter (views)
@@ -50,7 +53,8 @@ FILTER = "FLT#"
 SUMMARY = "TOP#"
 EVENT_MARKER = "EVT#"
 STREAM_POSITION = "SEQ#"  # no longer written; items of a stage upgraded from it expire by TTL
-AUDIT = "AUD#"
+AUDIT = "AUD#"  # the former layout of AUDIT_GROUP: still read (counters/audit_keys.py)
+AUDIT_GROUP = "AUQ#"
 LEDGER = "LED#"  # no longer written; items of a stage upgraded from it expire by TTL
 AUDIT_RUN = "AUDIT#"
 VIEW_URL = "URL#"

@@ -3,8 +3,8 @@
 An events partition (quarter hour of ingest plus write shard, events/ingest.py) is compared
 once its quarter hour has closed and a settle margin has passed (AUDIT_SETTLE_MINUTES): by then
 every record of it has been through the stream handler, which accounts for each event in the
-partition's audit item (counters/audit_keys.py). The events stored in the partition must then
-equal applied + set_aside + expired + repaired. Fewer accounted is a shortfall (events stored
+audit items of the partition's quarter hour (counters/audit_keys.py). The events stored in the
+partition must then equal applied + duplicates + set_aside + expired + repaired. Fewer accounted is a shortfall (events stored
 and never counted nor set aside); more is an excess (events counted that are not stored, or
 counted twice). Either is a finding.
 
@@ -97,9 +97,14 @@ class Finding:
 
 
 def compare(partition: str, stored: int, tally_item: dict[str, Any] | None) -> Finding:
-    """The finding for one partition from its stored count and its audit item (or none)."""
-    numbers = audit_keys.accounts(tally_item)
-    return Finding(partition, stored, **numbers)
+    """The finding for one partition from its stored count and its audit item of the former
+    layout (or none)."""
+    return finding(partition, stored, audit_keys.accounts(tally_item))
+
+
+def finding(partition: str, stored: int, numbers: dict[str, int]) -> Finding:
+    """The finding for one partition from its stored count and its numbers (audit_keys.ACCOUNTS)."""
+    return Finding(partition, stored, **{name: numbers.get(name, 0) for name in audit_keys.ACCOUNTS})
 
 
 def total_shortfall(findings: list[Finding]) -> int:

@@ -1,24 +1,36 @@
 """The audit's record of what the counting path did with each events partition. Pure.
 
-One item per events-table partition key P (quarter hour of ingest plus write shard):
+An events-table partition key P is `<quarter hour of ingest>#<write shard>` (events/ingest.py):
+its GROUP is the part before the last `#` (the quarter hour) and its MEMBER the part after (the
+write shard). The stream handler writes one item per group and stream shard, holding the numbers
+of every member that shard carried, so a batch costs one small write per quarter hour it
+touches (usually one), not one per events partition:
 
-    pk = AUD#<P>, sk = #
-    applied    N   events of P counted, or found already counted (a client id's second copy)
-    set_aside  N   events of P put aside under QUARANTINE#events-stream
-    expired    N   events of P not counted because every bucket of theirs had expired
-    repaired   N   events of P the audit's repair accounted for (counters/repair.py); only it
-                   writes this attribute
-    expires_at N   TTL, epoch seconds: now + AUDIT_TALLY_TTL_SECONDS at each write
+    pk = AUQ#<group>, sk = s:<stream shard hash>
+    applied#<member>     N   events of P counted, or found already counted
+    duplicates#<member>  N   the second copy of a client id (a retried POST stores two items)
+    set_aside#<member>   N   events of P put aside under QUARANTINE#events-stream
+    expired#<member>     N   events of P not counted because every bucket of theirs had expired
+    s:<stream shard>     S   how far that shard's records of the group are accounted (its position)
+    expires_at           N   TTL, epoch seconds: now + AUDIT_TALLY_TTL_SECONDS at each write
 
-The stream handler writes applied, set_aside and expired for every P with records in a batch,
-idempotently under redelivery (a redelivered batch adds nothing), after the bucket updates of
-the same records: when the item says an event was applied, its increments are stored. Replay
-(counters/replay.py) moves one from set_aside to applied for each record it re-applies.
+The position makes the ADD idempotent: an update is sent on condition that the stored position
+is below its first record, so a redelivered batch (or one cut differently) adds only what no
+earlier delivery added. Replay (counters/replay.py) moves one from set_aside#<member> to
+applied#<member> of the item that counted the record as set aside. The audit's repair
+(counters/repair.py) alone writes the group's repairs item:
 
-Every stored event of P ends up in exactly one of the four numbers, so once P's quarter hour
-has closed and its records have been through the stream, applied + set_aside + expired +
-repaired equals the number of events stored under P (a pack counts its `n`); the audit
-(counters/audit.py) checks that.
+    pk = AUQ#<group>, sk = #repaired
+    repaired#<member>    N   events of P the repair accounted for
+
+Items of the former layout, one per events partition (`AUD#<P>` / `#`, the same numbers without
+the `#<member>` suffix), are still read: the audit adds them when a partition's group items alone
+fall short (counters/audit_runs.py), and replay and repair read them too. Nothing writes new ones
+but replay, moving a record that item counted as set aside.
+
+Every stored event of P ends up in exactly one of the numbers, so once P's quarter hour has
+closed and its records have been through the stream, their sum over P's items equals the number
+of events stored under P (a pack counts its `n`); the audit (counters/audit.py) checks that.
 """
 
 from __future__ import annotations
@@ -41,9 +53,42 @@ ACCOUNTS = (APPLIED, SET_ASIDE, EXPIRED, DUPLICATES, REPAIRED)
 AUDIT_TALLY_TTL_SECONDS = 8 * 86400
 
 
+REPAIRS_SORT_KEY = "#repaired"
+# The numbers the stream handler (and replay) write; REPAIRED is the repair's own.
+STREAM_ACCOUNTS = (APPLIED, SET_ASIDE, EXPIRED, DUPLICATES)
+
+
 def tally_key(events_pk: str) -> dict[str, Any]:
-    """The audit item of one events partition key (ValueError if DynamoDB would refuse the key)."""
+    """The former layout's audit item of one events partition key (ValueError if DynamoDB would
+    refuse the key)."""
     return keys.audit_key(events_pk)
+
+
+def split(events_pk: str) -> tuple[str, str]:
+    """(group, member) of an events partition key: the parts before and after its last `#`."""
+    group, sep, member = events_pk.rpartition("#")
+    return (group, member) if sep else (events_pk, "")
+
+
+def group_pk(events_pk: str) -> str:
+    """The partition key of the audit items of an events partition's group."""
+    return str(keys.audit_group_key(split(events_pk)[0], SORT_KEY)["pk"]["S"])
+
+
+def shard_item_key(events_pk: str, shard_attribute: str) -> dict[str, Any]:
+    """The item in which one stream shard accounts for the events of P's group (ValueError if
+    DynamoDB would refuse the key)."""
+    return keys.audit_group_key(split(events_pk)[0], shard_attribute)
+
+
+def repairs_key(events_pk: str) -> dict[str, Any]:
+    """The item holding what the repair accounted for in P's group."""
+    return keys.audit_group_key(split(events_pk)[0], REPAIRS_SORT_KEY)
+
+
+def attribute(account: str, events_pk: str) -> str:
+    """The attribute holding one of P's numbers on an item of its group."""
+    return f"{account}#{split(events_pk)[1]}"
 
 
 def events_pk_of(tally_pk: str) -> str:
@@ -54,6 +99,25 @@ def events_pk_of(tally_pk: str) -> str:
 
 
 def accounts(item: dict[str, Any] | None) -> dict[str, int]:
-    """The four numbers of a stored audit item (DynamoDB JSON); zeros for no item."""
+    """The numbers of a stored audit item of the former layout (DynamoDB JSON); zeros for none."""
     item = item or {}
     return {name: attributes.integer(item, name, 0) for name in ACCOUNTS}
+
+
+def member_accounts(item: dict[str, Any] | None, events_pk: str) -> dict[str, int]:
+    """P's numbers on one item of its group (zeros for no item)."""
+    item = item or {}
+    return {name: attributes.integer(item, attribute(name, events_pk), 0) for name in ACCOUNTS}
+
+
+def group_accounts(items: list[dict[str, Any]], events_pk: str) -> dict[str, int]:
+    """P's numbers summed over the items of its group."""
+    return added(*(member_accounts(i, events_pk) for i in items))
+
+
+def added(*numbers: dict[str, int]) -> dict[str, int]:
+    return {name: sum(n.get(name, 0) for n in numbers) for name in ACCOUNTS}
+
+
+def accounted(numbers: dict[str, int]) -> int:
+    return sum(numbers.get(name, 0) for name in ACCOUNTS)

@@ -2,7 +2,12 @@
 
 A run compares the settled quarter hours from its checkpoint on (counters/audit.py): for each
 events partition, one Query over the partition reading each item's number of events (DynamoDB reads, and
-charges for, every item it counts) and its audit item (counters/audit_keys.py). Partitions
+charges for, every item it counts), and for each quarter hour one Query of its audit items (one
+per stream shard that carried its events, and the repair's: counters/audit_keys.py), which
+serves every partition of the quarter. A partition whose numbers there fall short is read once
+more in the former layout (its own `AUD#<P>` item, written before the group items existed), and
+that item's numbers are added: a partition counted before the change, or partly before and
+partly after, adds up as it did. Partitions
 that do not add up are written as findings, `AUDIT#short` / `<events pk>`, in the same
 transaction that moves the checkpoint (`AUDIT#checkpoint`) past their quarter hour, on
 condition that the checkpoint is where the run read it: a run that lost that race (a duplicate
@@ -77,7 +82,12 @@ def run(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> AuditResult:
     result.checkpoint_ms = checkpoint
     quarters = audit.quarters_to_audit(checkpoint, now_ms, settings.audit_settle_minutes, audit.MAX_QUARTERS_PER_RUN)
     for quarter in quarters:
-        findings = [compare(dynamodb, settings, pk) for pk in audit.partitions(quarter, settings.event_write_shards)]
+        pks = audit.partitions(quarter, settings.event_write_shards)
+        # What is stored first, then what was accounted, as for one partition: a record counted
+        # in between shows as accounted (its event was stored already), never as missing.
+        stored = {pk: stored_count(dynamodb, settings, pk) for pk in pks}
+        group = read_group(dynamodb, settings, pks[0]) if pks else []
+        findings = [_finding(dynamodb, settings, pk, stored[pk], group) for pk in pks]
         short = [f for f in findings if not f.adds_up]
         if not _commit(dynamodb, settings, checkpoint, quarter + audit.QUARTER_MS, short, now_ms):
             result.superseded = True
@@ -90,10 +100,45 @@ def run(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> AuditResult:
 
 
 def compare(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> audit.Finding:
-    """One partition now: its stored events against its audit item."""
-    return audit.compare(
-        events_pk, stored_count(dynamodb, settings, events_pk), read_tally(dynamodb, settings, events_pk)
+    """One partition now: its stored events against its audit items."""
+    stored = stored_count(dynamodb, settings, events_pk)
+    return _finding(dynamodb, settings, events_pk, stored, read_group(dynamodb, settings, events_pk))
+
+
+def _finding(
+    dynamodb: DynamoDB, settings: Settings, events_pk: str, stored: int, group: list[dict[str, Any]]
+) -> audit.Finding:
+    """A partition's finding from its stored count and the audit items of its quarter hour (read
+    once for all its partitions), adding its item of the former layout when those fall short."""
+    numbers = audit_keys.group_accounts(group, events_pk)
+    if audit_keys.accounted(numbers) < stored:  # counted (partly) before the group items existed?
+        numbers = audit_keys.added(numbers, audit_keys.accounts(read_tally(dynamodb, settings, events_pk)))
+    return audit.finding(events_pk, stored, numbers)
+
+
+def accounted(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> dict[str, int]:
+    """Everything the audit items say of one events partition, in both layouts."""
+    return audit_keys.added(
+        audit_keys.group_accounts(read_group(dynamodb, settings, events_pk), events_pk),
+        audit_keys.accounts(read_tally(dynamodb, settings, events_pk)),
     )
+
+
+def read_group(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> list[dict[str, Any]]:
+    """The audit items of an events partition's group (its quarter hour): one per stream shard
+    that carried its events, and the repair's. Strongly consistent: what a handler wrote before
+    this run is in it."""
+    request = {
+        "TableName": settings.counts_table,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": audit_keys.group_pk(events_pk)}},
+        "ConsistentRead": True,
+    }
+    return [
+        item
+        for page in dynamo.query_pages(dynamodb, request, "could not read the audit items")
+        for item in page.get("Items", [])
+    ]
 
 
 def stored_count(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> int:

@@ -10,7 +10,9 @@ FLT#<counter>#<subset hash> / h#.. | d#..         the same buckets for the event
 TOP#<counter>#<dimension> / q#|h#|d#<n>#<part>    a breakdown summary (counters/topk.py)
 EVT#<counter>#<id> / #                            marker of an event with a client id; `c` names the
                                                   stream record that claimed it (shard hash, position)
-AUD#<events pk> / #                               audit counters of one events partition
+AUQ#<quarter hour> / s:<shard hash> | #repaired  audit counters of a quarter hour's events partitions,
+                                                  one item per stream shard (counters/audit_keys.py)
+AUD#<events pk> / #                               former audit counters of one events partition
 QUARANTINE#events-stream / <stream event id>      a record that could not be counted
 """
 
@@ -49,6 +51,11 @@ def marker_key(counter: str, event_id: str) -> dict[str, Any]:
 def audit_key(events_pk: str) -> dict[str, Any]:
     """The item counting what became of the events of one events-table partition."""
     return _key(f"{keyspace.AUDIT}{events_pk}", "#")
+
+
+def audit_group_key(group: str, sort_key: str) -> dict[str, Any]:
+    """An audit item of a group of events partitions (their quarter hour: counters/audit_keys.py)."""
+    return _key(f"{keyspace.AUDIT_GROUP}{group}", sort_key)
 
 
 SHARD_ATTRIBUTE_PREFIX = "s:"

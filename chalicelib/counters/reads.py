@@ -211,11 +211,13 @@ def histogram(
     # Minutes a day item holds inline belong to its hours (one more Query, of the days spanned).
     inline: dict[int, int] = {}
     retentions: list[dict[str, Any]] = []
+    day_retention: dict[int, int] = {}
     if stored == "hour":
         for day, day_item in _query_buckets(dynamodb, settings, pk, "day", buckets[0], buckets[-1]):
             for minute, k in counter_keys.inline_minutes(day_item).items():
                 inline[day * timebuckets.DAY_MINUTES + minute] = k
             retentions.append(day_item)
+            day_retention[day] = attributes.integer(day_item, "retention", 0)
     assumed = _assumed_retention([*items.values(), *retentions], settings)
     now_s = now_ms // 1000
 
@@ -229,19 +231,36 @@ def histogram(
     def stored_bucket(bucket: timebuckets.Bucket) -> timebuckets.Bucket:
         return hours[bucket.first_minute // size] if hours else bucket
 
+    def inline_kept(hour: timebuckets.Bucket) -> bool:
+        """An hour's inline minutes live by their day item's retention (its events' longest), as
+        count_window judges them: the hour is kept while they are, whatever its own item says."""
+        if stored != "hour" or not inline:
+            return False
+        held = sum(inline.get(m, 0) for m in range(hour.first_minute, hour.first_minute + size))
+        retention = day_retention.get(timebuckets.day_of_hour(hour.index), 0)
+        return held > 0 and timebuckets.expires_at_s(hour, retention) > now_s
+
     flags = [
         timebuckets.kept(stored_bucket(b), dynamo.stored_expiry(items.get(stored_bucket(b).index)), assumed, now_s)
+        or inline_kept(stored_bucket(b))
         for b in buckets
     ]
     first = timebuckets.kept_from(flags)
     counts: dict[int, int] = {}
     sums: dict[int, dict[str, Decimal]] = {}
     for bucket in buckets[first:]:
-        held = sum(inline.get(m, 0) for m in range(bucket.first_minute, bucket.first_minute + size)) if inline else 0
-        if resolution == "minute":
-            held = inline.get(bucket.first_minute, 0)
+        held = 0
+        if inline_kept(stored_bucket(bucket)):
+            minutes = (
+                (bucket.first_minute,)
+                if resolution == "minute"
+                else range(bucket.first_minute, bucket.first_minute + size)
+            )
+            held = sum(inline.get(m, 0) for m in minutes)
         item = items.get(stored_bucket(bucket).index)
-        if item is None:
+        expiry = dynamo.stored_expiry(item)
+        if item is None or (expiry is not None and expiry <= now_s):
+            # No item, or one past its own events' retention kept for its inline minutes'.
             if held:
                 counts[bucket.index] = held
             continue

@@ -26,8 +26,11 @@ Exactness under concurrency, retries and crashes:
   were stored after it was read): it adds on top, as it should;
 - the recount is a function of what is stored, so a repair retried or run twice, or dying
   half-way, writes the same values again;
-- once every bucket is written, the partition's audit item gets `repaired` = the shortfall
-  (on condition that its other numbers are still as read), and its finding is removed.
+- once every bucket is written, the partition's `repaired` (on its quarter hour's repairs
+  item, counters/audit_keys.py) becomes the shortfall, in one transaction on condition that
+  the partition's other numbers on each audit item read are still as read, and its finding is
+  removed. A stream shard writing the partition's quarter hour for the first time after that
+  read is not among the items checked: what it adds shows as an excess on the audit's next run.
 
 Limits (docs/counting.md): the recount can only see events the events table still holds, so a
 bucket whose start lies more than EVENT_TTL_SECONDS minus the skew back is refused; a client id
@@ -48,7 +51,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
-from chalicelib.core import attributes, dynamo, quarantine, timebuckets, times
+from chalicelib.core import attributes, dynamo, quarantine, timebuckets, times, transactions
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -175,7 +178,7 @@ def _attempt(
             mine = [(s, k) for s in valid for k in _keys(s, pending, settings)]
             if not mine:
                 continue
-            tally = audit_keys.accounts(audit_runs.read_tally(dynamodb, settings, pk))
+            tally = audit_runs.accounted(dynamodb, settings, pk)
             if pk not in lost and sum(tally.values()) < len(items):
                 busy |= {k for _, k in mine}  # records of it are still on their way
                 continue
@@ -433,36 +436,85 @@ def _write_bucket(
 
 
 def _account(dynamodb: DynamoDB, settings: Settings, partition: str, stored: int, now_ms: int) -> bool:
-    """Set the partition's `repaired` to what makes it add up, if its other numbers are as read."""
-    item = audit_runs.read_tally(dynamodb, settings, partition)
-    others = {k: v for k, v in audit_keys.accounts(item).items() if k != audit_keys.REPAIRED}
-    values: dict[str, Any] = {
-        ":rep": {"N": str(stored - sum(others.values()))},
-        ":exp": {"N": str(now_ms // 1000 + audit_keys.AUDIT_TALLY_TTL_SECONDS)},
-    }
-    request: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "Key": audit_keys.tally_key(partition),
-        "UpdateExpression": "SET repaired = :rep, expires_at = if_not_exists(expires_at, :exp)",
-    }
-    if item is None:
-        request["ConditionExpression"] = "attribute_not_exists(pk)"
+    """Set the partition's `repaired` (on its group's repairs item, counters/audit_keys.py) to
+    what makes it add up, if its other numbers are as read: one transaction that checks each
+    audit item read that holds them (the stream shards' items of the group that carry the
+    partition, and its item of the former layout, or that item's absence)."""
+    group = audit_runs.read_group(dynamodb, settings, partition)
+    former = audit_runs.read_tally(dynamodb, settings, partition)
+    repairs = attributes.key_of(audit_keys.repairs_key(partition))
+    carrying = [
+        i
+        for i in group
+        if attributes.key_of(i) != repairs and any(audit_keys.attribute(a, partition) in i for a in audit_keys.ACCOUNTS)
+    ]
+    others = audit_keys.added(
+        audit_keys.group_accounts(carrying, partition), {**audit_keys.accounts(former), audit_keys.REPAIRED: 0}
+    )
+    already = audit_keys.accounts(former)[audit_keys.REPAIRED]
+    table = settings.counts_table
+    items: list[dict[str, Any]] = [
+        {
+            "Update": {
+                "TableName": table,
+                "Key": audit_keys.repairs_key(partition),
+                "UpdateExpression": "SET #rep = :rep, expires_at = if_not_exists(expires_at, :exp)",
+                "ExpressionAttributeNames": {"#rep": audit_keys.attribute(audit_keys.REPAIRED, partition)},
+                "ExpressionAttributeValues": {
+                    ":rep": {"N": str(stored - audit_keys.accounted(others) - already)},
+                    ":exp": {"N": str(now_ms // 1000 + audit_keys.AUDIT_TALLY_TTL_SECONDS)},
+                },
+            }
+        }
+    ]
+    for item in carrying:
+        items.append(_as_read(table, {"pk": item["pk"], "sk": item["sk"]}, item, partition, grouped=True))
+    if former is None:
+        items.append(
+            {
+                "ConditionCheck": {
+                    "TableName": table,
+                    "Key": audit_keys.tally_key(partition),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            }
+        )
     else:
-        parts = []
-        names: dict[str, str] = {}
-        for k, v in others.items():
-            names[f"#{k}"] = k
-            if k in item:
-                values[f":{k}"] = {"N": str(v)}
-                parts.append(f"#{k} = :{k}")
-            else:
-                parts.append(f"attribute_not_exists(#{k})")
-        request["ConditionExpression"] = " AND ".join(parts)
-        request["ExpressionAttributeNames"] = names
-    request["ExpressionAttributeValues"] = values
+        items.append(_as_read(table, audit_keys.tally_key(partition), former, partition, grouped=False))
+    if len(items) > transactions.MAX_ITEMS:
+        return False  # more stream shards than one transaction can check: the next run will say
     try:
-        with translated("could not record a repair"):
-            dynamodb.update_item(**request)
-    except ConditionFailed:
+        transactions.write(
+            dynamodb,
+            [partition],
+            lambda _: transactions.Plan(items, [None] * len(items)),
+            what="recording a repair",
+            attempts=5,
+        )
+    except transactions.ConditionFailedError:
         return False  # the stream counted some of it meanwhile: the audit's next run will say
     return True
+
+
+def _as_read(table: str, key: dict[str, Any], item: dict[str, Any], partition: str, grouped: bool) -> dict[str, Any]:
+    """A ConditionCheck that the stream's numbers of the partition on an audit item are as read."""
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    parts = []
+    for i, account in enumerate(audit_keys.STREAM_ACCOUNTS):
+        name = audit_keys.attribute(account, partition) if grouped else account
+        names[f"#a{i}"] = name
+        if name in item:
+            values[f":a{i}"] = item[name]
+            parts.append(f"#a{i} = :a{i}")
+        else:
+            parts.append(f"attribute_not_exists(#a{i})")
+    check: dict[str, Any] = {
+        "TableName": table,
+        "Key": key,
+        "ConditionExpression": " AND ".join(parts),
+        "ExpressionAttributeNames": names,
+    }
+    if values:
+        check["ExpressionAttributeValues"] = values
+    return {"ConditionCheck": check}

@@ -21,9 +21,11 @@ record that is now valid is counted in ONE TransactWriteItems (core.transactions
   marker claimed by this very record (the stream handler claims before its bucket writes, and
   DynamoDB refused those) is its own: the record is counted. The set-aside copy keeps the shard
   it came through (stream_records.SHARD_FIELD), which the claim names;
-- moves one from `set_aside` to `applied` on its partition's audit item, on condition that
-  `set_aside` is at least 1, so the audit still adds up (no audit item: nothing to move; an
-  audit item with nothing set aside left: the record is not replayed, and says why).
+- moves one from its partition's `set_aside` to `applied` on the audit item that counted it as
+  set aside (its stream shard's item of the partition's quarter hour, or the partition's item
+  of the former layout: counters/audit_keys.py), on condition that `set_aside` there is at
+  least 1, so the audit still adds up (no audit item: nothing to move; audit items with nothing
+  set aside left: the record is not replayed, and says why).
 
 A record still invalid stays set aside with the new reason. Work is bounded: at most
 MAX_REPLAY records a request, one transaction each.
@@ -169,6 +171,7 @@ def _parse(item: dict[str, Any], now_ms: int) -> stream_apply.Countable:
     if not isinstance(partition, str):
         raise ValidationError("the stored record names no events partition")
     audit_keys.tally_key(partition)
+    audit_keys.shard_item_key(partition, countable.shard)
     return replace(countable, buckets=tuple(stream_apply.live_buckets(countable.event, now_ms)))
 
 
@@ -188,12 +191,13 @@ def _replay_one(
         result.still_bad.append({"id": record_id, "reason": reason(exc)})
         return
     partition = str((countable.record.new_image or {})["pk"])
-    tally = audit_runs.read_tally(dynamodb, settings, partition)
-    if tally is not None and audit_keys.accounts(tally)[audit_keys.SET_ASIDE] < 1:
+    try:
+        tally = _audit_item(dynamodb, settings, countable, partition)
+    except _ReplayedAlreadyError:
         why = "its partition's audit item has no set-aside record left to replay: it was replayed already"
         result.still_bad.append({"id": record_id, "reason": why})
         return
-    plan = _Plan(dynamodb, settings, record_id, countable, now_ms, with_tally=tally is not None, held=_held(item))
+    plan = _Plan(dynamodb, settings, record_id, countable, now_ms, tally=tally, held=_held(item))
     try:
         outcome = transactions.write(
             dynamodb,
@@ -219,6 +223,41 @@ def _replay_one(
         result.replayed.append(record_id)
 
 
+class _ReplayedAlreadyError(Exception):
+    """The partition's audit items exist and none has a set-aside record left."""
+
+
+@dataclass(frozen=True)
+class _AuditItem:
+    """The audit item that counted a record as set aside, and the attribute of each number there."""
+
+    key: dict[str, Any]
+    partition: str
+    grouped: bool  # an item of the partition's group (audit_keys); else the former layout's
+
+    def attribute(self, account: str) -> str:
+        return audit_keys.attribute(account, self.partition) if self.grouped else account
+
+
+def _audit_item(
+    dynamodb: DynamoDB, settings: Settings, countable: stream_apply.Countable, partition: str
+) -> _AuditItem | None:
+    """Where the stream handler counted the record as set aside: its shard's item of the
+    partition's group, or (set aside before that layout) the partition's own item. None when
+    neither exists; _ReplayedAlreadyError when they exist with nothing set aside left."""
+    key = audit_keys.shard_item_key(partition, countable.shard)
+    with translated("could not read an audit item"):
+        item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
+    if audit_keys.member_accounts(item, partition)[audit_keys.SET_ASIDE] >= 1:
+        return _AuditItem(key, partition, grouped=True)
+    former = audit_runs.read_tally(dynamodb, settings, partition)
+    if audit_keys.accounts(former)[audit_keys.SET_ASIDE] >= 1:
+        return _AuditItem(audit_keys.tally_key(partition), partition, grouped=False)
+    if item is None and former is None:
+        return None
+    raise _ReplayedAlreadyError(partition)
+
+
 class _Plan:
     """The replay transaction of one record, and how it adapts to what it meets."""
 
@@ -229,12 +268,12 @@ class _Plan:
         record_id: str,
         countable: stream_apply.Countable,
         now_ms: int,
-        with_tally: bool,
+        tally: _AuditItem | None,
         held: frozenset[str] = frozenset(),
     ) -> None:
         self.dynamodb, self.settings, self.record_id = dynamodb, settings, record_id
         self.countable, self.now_ms = countable, now_ms
-        self.with_tally = with_tally
+        self.tally = tally
         self.held = held  # items that took it before it was set aside: not added to again
         self.counted_elsewhere = False  # the marker was there: another copy was counted
         self.keep_stored: set[tuple[str, str]] = set()
@@ -292,16 +331,19 @@ class _Plan:
             for put in summaries.replay_puts(self.dynamodb, self.settings, c):
                 items.append(put)
                 owners.append(None)
-        if self.with_tally:
+        if self.tally is not None:
             to = audit_keys.APPLIED if c.buckets else audit_keys.EXPIRED
             items.append(
                 {
                     "Update": {
                         "TableName": table,
-                        "Key": audit_keys.tally_key(str((c.record.new_image or {})["pk"])),
+                        "Key": self.tally.key,
                         "UpdateExpression": "ADD #to :one, #s :minus",
                         "ConditionExpression": "#s >= :one",
-                        "ExpressionAttributeNames": {"#to": to, "#s": audit_keys.SET_ASIDE},
+                        "ExpressionAttributeNames": {
+                            "#to": self.tally.attribute(to),
+                            "#s": self.tally.attribute(audit_keys.SET_ASIDE),
+                        },
                         "ExpressionAttributeValues": {":one": {"N": "1"}, ":minus": {"N": "-1"}},
                     }
                 }

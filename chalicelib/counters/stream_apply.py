@@ -18,9 +18,11 @@ So the proof is kept per shard, on the items being counted:
   and position). Another record of the same id finds the claim and is a duplicate; the claiming
   record delivered again finds its own claim and goes on to the buckets, whose positions say
   what it already applied.
-- after the buckets, per events partition key P, the audit item `AUD#<P>` ADDs what became of
-  P's events (applied, set aside, expired, client-id duplicates), proven by the same per-shard
-  positions, so `applied` never runs ahead of the buckets and a redelivery adds nothing.
+- after the buckets, per quarter hour of ingest (the group of the events partition keys P,
+  counters/audit_keys.py), the shard's audit item `AUQ#<quarter>` / `s:<shard hash>` ADDs what
+  became of each P's events (applied, set aside, expired, client-id duplicates), proven by the
+  shard's position on that item, so `applied` never runs ahead of the buckets and a redelivery
+  adds nothing: one write per batch and quarter hour, whatever the number of partitions.
 
 A shard's position on an item is pruned (REMOVE, on a later write that finds it) once its record
 is older than `MARKER_TTL_SECONDS` (48 h: beyond the stream's 24-hour retention), when no delivery
@@ -118,7 +120,7 @@ def countable_from_record(record: StreamRecord) -> Countable:
     partition = image.get("pk")
     try:
         if isinstance(partition, str):
-            counter_keys.audit_key(partition)
+            audit_keys.shard_item_key(partition, counter_keys.shard_attribute(record.shard))
         marker = attributes.partition_key(counter_keys.marker_key(event.counter, event.id)) if event.id_given else None
         for bucket in timebuckets.buckets_for(event.time_ms):
             counter_keys.bucket_key(event.counter, bucket)
@@ -304,19 +306,22 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
         ]
         if outcome.marks.get(LISTED):
             merged.append(Write((), functools.partial(self._catalog, list(outcome.marks[LISTED]))))
-        audits: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        noted = [(c, "duplicates") for c in outcome.checked] + [(c, "applied") for c in outcome.settled()]
-        noted += [(c, "expired") for c in outcome.unwritten]
-        for c, what in noted:
-            if c.partition is not None:
-                audits.setdefault((c.partition, c.shard), []).append((c.position, what))
+        audits: dict[tuple[str, str], list[Accounted]] = {}
+        noted = [(c, audit_keys.DUPLICATES) for c in outcome.checked]
+        noted += [(c, audit_keys.APPLIED) for c in outcome.settled()]
+        noted += [(c, audit_keys.EXPIRED) for c in outcome.unwritten]
+        places = [(c.partition, c.shard, c.position, what) for c, what in noted]
         for poison, parsed in outcome.poison:
             place = _place(poison.raw) if parsed is None else (parsed.partition, parsed.shard, parsed.position)
-            if place is not None and place[0] is not None:
-                audits.setdefault((place[0], place[1]), []).append((place[2], "set_aside"))
+            if place is not None:
+                places.append((*place, audit_keys.SET_ASIDE))
+        for partition, shard, position, what in places:
+            if partition is not None:
+                group = audit_keys.split(partition)[0]
+                audits.setdefault((group, shard), []).append(Accounted(position, partition, what))
         return merged + [
-            Write((), functools.partial(self._audit, partition, shard, sorted(outcomes)))
-            for (partition, shard), outcomes in sorted(audits.items())
+            Write((), functools.partial(self._audit, shard, sorted(accounted)))
+            for (_, shard), accounted in sorted(audits.items())
         ]
 
     def _summary(
@@ -324,11 +329,8 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
     ) -> Sent[Countable]:
         return Sent(calls=summaries.write(self.dynamodb, self.settings, target, members, self.now_ms))
 
-    def _audit(
-        self, partition: str, shard: str, outcomes: list[tuple[str, str]], _: list[Countable]
-    ) -> Sent[Countable]:
-        calls = apply_audit(self.dynamodb, self.settings, partition, shard, outcomes, self.now_ms)
-        return Sent(calls=calls)
+    def _audit(self, shard: str, accounted: list[Accounted], _: list[Countable]) -> Sent[Countable]:
+        return Sent(calls=apply_audit(self.dynamodb, self.settings, shard, accounted, self.now_ms))
 
     def summarize(self, outcome: Outcome) -> Counter[str]:
         beyond = {id(c) for c in outcome.marks.get("beyond", [])}
@@ -346,18 +348,19 @@ def _record_id(record: StreamRecord) -> str:
     return _text(record.event_id or record.sequence_number)
 
 
-def _place(record: StreamRecord) -> tuple[str, str, str] | None:
+def _place(record: StreamRecord) -> tuple[str | None, str, str] | None:
     """(events partition, shard attribute, position) of a record that could not be parsed, for
     its audit item; None when it names none an audit item can be keyed by."""
     partition = (record.new_image or {}).get("pk") if isinstance(record.new_image, dict) else None
     position = counter_keys.event_position(record.sequence_number, record.pack_index)
     if not isinstance(partition, str) or position is None or not record.shard:
         return None
+    shard = counter_keys.shard_attribute(record.shard)
     try:
-        counter_keys.audit_key(partition)
+        audit_keys.shard_item_key(partition, shard)
     except ValueError:
         return None
-    return partition, counter_keys.shard_attribute(record.shard), position
+    return partition, shard, position
 
 
 # -- buckets ----------------------------------------------------------------------------------
@@ -749,38 +752,46 @@ def _prune(
 # -- audit ------------------------------------------------------------------------------------
 
 
-def apply_audit(
-    dynamodb: DynamoDB, settings: Settings, partition: str, shard: str, outcomes: list[tuple[str, str]], now_ms: int
-) -> int:
-    """ADD what became of one partition's records of one shard (`(position, outcome)`), once,
-    after their buckets; returns the calls made."""
-    outcomes = sorted(outcomes)
-    key = audit_keys.tally_key(partition)
+@dataclass(frozen=True, order=True)
+class Accounted:
+    """What became of one event of a stream shard (an audit_keys account), for its audit item."""
+
+    position: str
+    partition: str
+    account: str
+
+
+def apply_audit(dynamodb: DynamoDB, settings: Settings, shard: str, accounted: list[Accounted], now_ms: int) -> int:
+    """ADD what became of one shard's records of one group of events partitions (its quarter
+    hour) to the shard's audit item, once, after their buckets; returns the calls made. The
+    item's position of the shard says which records it holds already: an update is sent on
+    condition that it is below the first record sent, and when it is not (a redelivery, a
+    batch cut differently), again with only the records above it."""
+    accounted = sorted(accounted)
+    if not accounted:
+        return 0
+    key = audit_keys.shard_item_key(accounted[0].partition, shard)
     calls = 0
     for _ in range(MAX_ROUNDS):
-        if not outcomes:
+        if not accounted:
             return calls
-        tally = Tally(outcome for _, outcome in outcomes)
-        last_position = outcomes[-1][0]
+        tally = Tally(audit_keys.attribute(a.account, a.partition) for a in accounted)
+        names = {"#p": shard, **{f"#a{i}": name for i, name in enumerate(sorted(tally))}}
+        values = {f":a{i}": {"N": str(tally[name])} for i, name in enumerate(sorted(tally))}
+        adds = ", ".join(f"#a{i} :a{i}" for i in range(len(tally)))
         try:
             calls += 1
             with translated("could not write the audit counters"):
                 dynamodb.update_item(
                     TableName=settings.counts_table,
                     Key=key,
-                    UpdateExpression=(
-                        f"ADD {audit_keys.APPLIED} :a, {audit_keys.SET_ASIDE} :s, {audit_keys.EXPIRED} :e, "
-                        f"{audit_keys.DUPLICATES} :d SET #p = :pos, expires_at = :exp"
-                    ),
+                    UpdateExpression=f"ADD {adds} SET #p = :pos, expires_at = :exp",
                     ConditionExpression="attribute_not_exists(#p) OR #p < :first",
-                    ExpressionAttributeNames={"#p": shard},
+                    ExpressionAttributeNames=names,
                     ExpressionAttributeValues={
-                        ":a": {"N": str(tally["applied"])},
-                        ":s": {"N": str(tally["set_aside"])},
-                        ":e": {"N": str(tally["expired"])},
-                        ":d": {"N": str(tally["duplicates"])},
-                        ":first": {"S": outcomes[0][0]},
-                        ":pos": {"S": counter_keys.stamped_position(last_position, now_ms // 1000)},
+                        **values,
+                        ":first": {"S": accounted[0].position},
+                        ":pos": {"S": counter_keys.stamped_position(accounted[-1].position, now_ms // 1000)},
                         ":exp": {"N": str(now_ms // 1000 + audit_keys.AUDIT_TALLY_TTL_SECONDS)},
                     },
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -788,10 +799,10 @@ def apply_audit(
             return calls
         except ConditionFailed as failed:
             stored = _stored_item(dynamodb, settings, failed, key).stamp(shard)
-            remaining = [o for o in outcomes if o[0] > stored.position]
-            if len(remaining) == len(outcomes):
+            remaining = [a for a in accounted if a.position > stored.position]
+            if len(remaining) == len(accounted):
                 raise StorageError("the audit's condition failed for no reason this code knows") from failed
-            outcomes = remaining
+            accounted = remaining
     raise StorageError("the audit's position kept moving")
 
 

@@ -77,9 +77,16 @@ def every_page(client: Any, path: str, field: str, limit: int) -> tuple[list[Any
             return entries, pages
 
 
+def accounts(dynamodb: Any, events_pk: str) -> dict[str, int]:
+    """Every number the audit items hold of one events partition (both layouts: audit_keys)."""
+    from chalicelib.counters import audit_runs
+
+    return audit_runs.accounted(dynamodb, Settings(), events_pk)
+
+
 def account(dynamodb: Any, events_pk: str, now_ms: int, applied: int = 0, set_aside: int = 0, expired: int = 0) -> None:
-    """Add to an events partition's audit item what the counting path writes for it
-    (counters/audit_keys.py): the stream handler's own writing of it is not part of this tree."""
+    """Add to an events partition's audit item of the former layout (`AUD#<P>`, counters/
+    audit_keys.py: still read) numbers the counting path would have written for it."""
     from chalicelib.counters import audit_keys
 
     dynamodb.update_item(

@@ -1,8 +1,8 @@
 """The audit and its repair on moto: a shortfall made on purpose is found, listed once, and
 closed by the repair (buckets exact against a brute-force count); a clean run finds nothing.
 
-The stream handler's writing of the audit items (counters/audit_keys.py) is not part of this
-tree: the tests write them with `helpers.account`, for exactly the records they deliver."""
+The stream handler writes the audit items of the records it is given (counters/audit_keys.py);
+`helpers.account` writes items of the former per-partition layout, which the audit still reads."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.counters import audit, audit_runs, reads, repair
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest
-from tests.fakes import Dying, Killed
+from tests.fakes import Dying, Forwarding, Killed
 from tests.functional.helpers import (
     account,
     bucket_counts,
@@ -170,19 +170,17 @@ def test_given_the_schedule_fires_twice_when_audited_then_each_partition_is_repo
     assert len(client.http.get("/audit").json_body["partitions"]) == 1
 
 
-class RacedBy:
+class RacedBy(Forwarding):
     """A client on which another audit run commits just before this run's first transaction."""
 
     def __init__(self, real: Any, now_ms: int) -> None:
-        self.real, self.now_ms, self.raced = real, now_ms, None
+        super().__init__(real)
+        self.now_ms, self.raced = now_ms, None
 
     def transact_write_items(self, **kwargs: Any) -> Any:
         if self.raced is None:
             self.raced = audit_runs.run(self.real, SETTINGS, self.now_ms)
         return self.real.transact_write_items(**kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
 
 
 def test_given_two_runs_at_once_when_both_read_the_same_partitions_then_one_reports_them(
@@ -274,21 +272,19 @@ def test_given_the_repair_dies_half_way_when_run_again_then_exact(
     assert client.http.get("/audit").json_body["partitions"] == []
 
 
-class StreamWritesFirst:
+class StreamWritesFirst(Forwarding):
     """The stream handler counts a new event of the same buckets between the repair's read of a
     bucket and its write: the first conditional UpdateItem of a bucket meets a changed bucket."""
 
     def __init__(self, real: Any, client: Any, clock: Any) -> None:
-        self.real, self.client, self.clock, self.done = real, client, clock, False
+        super().__init__(real)
+        self.client, self.clock, self.done = client, clock, False
 
     def update_item(self, **kwargs: Any) -> Any:
         if not self.done and kwargs["Key"]["pk"]["S"].startswith(keyspace.COUNTER):
             self.done = True
             ingest_and_count(self.client, self.real_aws, self.clock, 1)
         return self.real.update_item(**kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
 
 
 def test_given_live_counting_during_the_repair_when_a_bucket_changes_then_it_is_recounted_and_exact(
@@ -403,3 +399,32 @@ def test_given_records_with_dimensions_lost_on_the_way_when_repaired_then_filter
     assert repaired["busy"] == [] and repaired["accounted"]
     assert filtered() == truth
     assert reads.count_window(aws.dynamodb, SETTINGS, "f", first, last, clock.now).count == len(sent)
+
+
+def test_given_a_partition_counted_partly_in_the_former_layout_when_audited_then_both_add_up_and_a_loss_shows(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    start_audit(client)
+    post_events(client, [{"counter": "f", "time": clock.now - i * MINUTE} for i in range(16)], 1)
+    records = stored_event_records(aws.dynamodb)
+    # The handler before the quarter-hour items counted every third record: per-partition items.
+    former = records[::3]
+    for pk, n in Counter(r["dynamodb"]["Keys"]["pk"]["S"] for r in former).items():
+        account(aws.dynamodb, pk, clock.now, applied=n)
+    rest = [r for r in records if r not in former]
+    lost = rest[0]
+    invoke(client, "on_event_records", lambda_event([r for r in rest if r is not lost]))
+    settle(clock)
+
+    found = post_json(client, "/audit").json_body
+
+    short = lost["dynamodb"]["Keys"]["pk"]["S"]
+    assert [(f["partition"], f["shortfall"]) for f in found["short"]] == [(short, 1)]
+    assert found["audited"] % SETTINGS.event_write_shards == 0 and found["shortfall"] == 1
+
+    # Late, through a child shard (a shard's records come in order: it cannot follow later ones).
+    invoke(client, "on_event_records", lambda_event([lost], "shardId-00000001795000000001-late"))
+    again = post_json(client, "/audit").json_body
+
+    assert (again["rechecked"], again["resolved"], again["open"]) == (1, 1, 0)
+    assert client.http.get("/audit").json_body == {"partitions": [], "next": None}

@@ -29,8 +29,8 @@ from chalicelib.counters import keys as counter_keys
 from chalicelib.counters import reads as counters_reads
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
-from tests.fakes import Dying, Killed, failing, recording
-from tests.functional.helpers import bucket_counts, partition
+from tests.fakes import Dying, Killed, checking, failing, recording
+from tests.functional.helpers import accounts, bucket_counts, partition
 from tests.functional.stream_fixtures import SHARD, image, lambda_event, record
 
 NOW = 1_795_000_000_000
@@ -320,6 +320,44 @@ def test_given_an_hour_split_between_inline_and_its_item_when_its_item_expires_t
     )
 
 
+def test_given_an_hour_split_between_inline_and_its_item_when_its_item_expires_then_histograms_keep_the_hour(
+    aws: Any,
+) -> None:
+    """The same hour in a histogram of hours and of minutes: it is judged by what holds its
+    minutes (its item, and its day's inline minutes), so it stays, with its inline events, after
+    its item expired; and it goes once the day's retention no longer covers it."""
+    hour = timebuckets.buckets_for(NOW)[0]
+    start = hour.start_ms
+    long_lived = image("p7#4", "mixed-h", start, retention=7200)
+    short = [image("p7#4", "mixed-h", start + (i + 1) * MINUTE, retention=60) for i in range(10)]
+    for batch in ([long_lived], short[:7], short[7:]):  # 8 held inline, then 3 in the hour item
+        apply(aws.dynamodb, [record(i) for i in batch], now=start + 11 * MINUTE)
+    first = hour.first_minute
+
+    def hours(now: int) -> dict[str, Any]:
+        return counters_reads.histogram(aws.dynamodb, SETTINGS, "mixed-h", first - 60, first + 59, "hour", now)
+
+    def minutes(now: int) -> dict[str, Any]:
+        return counters_reads.histogram(aws.dynamodb, SETTINGS, "mixed-h", first, first + 59, "minute", now)
+
+    alive = start + 12 * MINUTE
+    assert [b["count"] for b in hours(alive)["buckets"]] == [0, 11]
+    assert [b["count"] for b in minutes(alive)["buckets"]][:12] == [1] * 11 + [0]
+
+    later = hour.end_ms + 120_000  # the hour item (retention 60) is past its expiry, the day's 7,200 s not
+    by_hour, by_minute = hours(later), minutes(later)
+
+    assert [b["count"] for b in by_hour["buckets"]] == [0, counter_keys.INLINE_MAX] and by_hour["complete"]
+    assert [b["count"] for b in by_minute["buckets"]][:12] == [1] * counter_keys.INLINE_MAX + [0] * 4
+    assert by_minute["complete"]
+    assert sum(b["count"] for b in by_hour["buckets"]) == (
+        counters_reads.count_window(aws.dynamodb, SETTINGS, "mixed-h", first - 60, first + 59, later).count
+    )
+
+    gone = hour.end_ms + 7200 * 1000 + MINUTE  # past the day's retention over this hour too
+    assert [b["count"] for b in hours(gone)["buckets"]] == [0, 0] and not hours(gone)["complete"]
+
+
 def test_given_a_day_item_of_the_former_layout_when_its_shard_writes_again_then_its_events_stay_in_hours(
     aws: Any,
 ) -> None:
@@ -378,8 +416,8 @@ def test_given_position_older_than_the_stream_can_redeliver_when_item_written_ag
 
 
 def audit(dynamodb: Any, events_pk: str) -> dict[str, int]:
-    (item,) = partition(dynamodb, f"{keyspace.AUDIT}{events_pk}")
-    return {k: int(item[k]["N"]) for k in ("applied", "set_aside", "expired", "duplicates")}
+    numbers = accounts(dynamodb, events_pk)
+    return {k: numbers[k] for k in ("applied", "set_aside", "expired", "duplicates")}
 
 
 @st.composite
@@ -601,4 +639,56 @@ def test_given_a_bug_raising_key_error_in_a_storage_call_when_batch_applied_then
     assert quarantined(aws.dynamodb) == {}
     result = apply(aws.dynamodb, records)
     assert result.counted == 100 and result.quarantined == []
+    assert_exact(aws.dynamodb, images)
+
+
+def test_given_a_batch_over_every_write_shard_of_two_quarters_when_applied_then_one_audit_write_per_quarter(
+    aws: Any,
+) -> None:
+    quarters = ("202611180815", "202611180830")
+    images = [image(f"{quarters[i // 20]}#{i % 4}", "audq", NOW - i * MINUTE) for i in range(40)]
+    records = [record(i) for i in images]
+    calls: list[dict[str, Any]] = []
+
+    apply(recording(aws.dynamodb, "update_item", calls), records)
+
+    audit_writes = [c for c in calls if c["Key"]["pk"]["S"].startswith(keyspace.AUDIT_GROUP)]
+    assert sorted(c["Key"]["pk"]["S"] for c in audit_writes) == [f"{keyspace.AUDIT_GROUP}{q}" for q in quarters]
+    assert all(c["Key"]["sk"]["S"] == counter_keys.shard_attribute(SHARD) for c in audit_writes)
+    expected = {f"{q}#{w}": 5 for q in quarters for w in range(4)}
+    assert {pk: audit(aws.dynamodb, pk)["applied"] for pk in expected} == expected
+    assert all(
+        partition(aws.dynamodb, f"{keyspace.AUDIT}{pk}") == [] for pk in expected
+    )  # the former layout: unwritten
+
+    # Delivered again, whole and cut differently (a bisected retry): the audit items add nothing.
+    calls.clear()
+    apply(recording(aws.dynamodb, "update_item", calls), records[7:26])
+    apply(recording(aws.dynamodb, "update_item", calls), records)
+
+    assert {pk: audit(aws.dynamodb, pk)["applied"] for pk in expected} == expected
+    assert_exact(aws.dynamodb, images)
+
+
+def test_given_the_handler_dies_between_two_quarters_audit_writes_when_delivered_again_then_each_counted_once(
+    aws: Any,
+) -> None:
+    quarters = ("202611180845", "202611180900")
+    images = [image(f"{quarters[i % 2]}#{i % 3}", "audd", NOW - i * MINUTE) for i in range(24)]
+    records = [record(i) for i in images]
+
+    def die_at_the_second_quarter(kwargs: dict[str, Any]) -> None:
+        if kwargs["Key"]["pk"]["S"] == f"{keyspace.AUDIT_GROUP}{quarters[1]}":
+            raise Killed
+
+    with pytest.raises(Killed):
+        apply(checking(aws.dynamodb, "update_item", die_at_the_second_quarter), records)
+    assert sum(audit(aws.dynamodb, f"{quarters[0]}#{w}")["applied"] for w in range(3)) == 12
+    assert sum(audit(aws.dynamodb, f"{quarters[1]}#{w}")["applied"] for w in range(3)) == 0
+
+    apply(aws.dynamodb, records[:10])  # Lambda bisects the failed batch, then sends the rest
+    apply(aws.dynamodb, records[10:])
+
+    for q in quarters:
+        assert [audit(aws.dynamodb, f"{q}#{w}")["applied"] for w in range(3)] == [4, 4, 4]
     assert_exact(aws.dynamodb, images)

@@ -18,8 +18,8 @@ from chalicelib.counters import audit, audit_keys, breakdowns, dimension_keys, r
 from chalicelib.counters import keys as counter_keys
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
-from tests.fakes import Dying, Killed, failing
-from tests.functional.helpers import account, invoke, partition
+from tests.fakes import Dying, Forwarding, Killed, failing
+from tests.functional.helpers import account, accounts, invoke, partition
 from tests.functional.stream_fixtures import lambda_event, record
 
 SETTINGS = Settings()
@@ -63,8 +63,7 @@ def quarantined(dynamodb: Any) -> dict[str, dict[str, Any]]:
 
 
 def tally(dynamodb: Any, pk: str) -> dict[str, int]:
-    (item,) = partition(dynamodb, audit_keys.tally_key(pk)["pk"]["S"])
-    return audit_keys.accounts(item)
+    return accounts(dynamodb, pk)
 
 
 def correct_time(dynamodb: Any, record_id: str, time_ms: int) -> None:
@@ -151,20 +150,18 @@ def test_given_a_record_still_invalid_when_replayed_then_it_stays_with_the_new_r
     assert tally(aws.dynamodb, pk)["set_aside"] == 1
 
 
-class ReplayedMeanwhile:
+class ReplayedMeanwhile(Forwarding):
     """Another replay of the same record commits just before this one's transaction."""
 
     def __init__(self, real: Any, now_ms: int) -> None:
-        self.real, self.now_ms = real, now_ms
+        super().__init__(real)
+        self.now_ms = now_ms
         self.other: Any = None
 
     def transact_write_items(self, **kwargs: Any) -> Any:
         if self.other is None:
             self.other = replay.replay(self.real, SETTINGS, replay.ReplayRequest(limit=10), self.now_ms)
         return self.real.transact_write_items(**kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
 
 
 def test_given_two_replays_at_once_when_both_read_the_record_then_it_is_counted_once(
@@ -370,16 +367,14 @@ def test_given_a_bad_replay_body_when_posted_then_400(client: Any, body: Any) ->
     assert answer.json_body["Code"] == "BadRequestError"
 
 
-class SummaryRewrittenMeanwhile:
+class SummaryRewrittenMeanwhile(Forwarding):
     """A client on which the stream handler rewrites the record's hour summary (one more event
     of the counter) just before the replay's first transaction: the transaction's condition on
     the version read fails, and the replay must read the summary again, losing neither event."""
 
     def __init__(self, real: Any, write: Any) -> None:
-        self.real, self.write, self.done = real, write, False
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
+        super().__init__(real)
+        self.write, self.done = write, False
 
     def transact_write_items(self, **kwargs: Any) -> Any:
         if not self.done:
@@ -480,3 +475,22 @@ def test_given_a_replay_that_overfills_a_whole_summary_when_the_stream_splits_it
         assert [(v["value"], v["count"]) for v in answer["values"]] == [("value-00-" + "x" * 40, 4)]
         assert answer["bound"] >= 1  # every value not listed had one event
         assert answer["others"]["count"] == 34 - 4
+
+
+def test_given_a_record_set_aside_in_the_former_audit_layout_when_replayed_then_moved_there(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    bad_id, _, pk = poisoned(client, aws, clock)
+    # As the handler before the quarter-hour items left it: the partition's own item holds the numbers.
+    for item in partition(aws.dynamodb, audit_keys.group_pk(pk)):
+        aws.dynamodb.delete_item(TableName=SETTINGS.counts_table, Key={"pk": item["pk"], "sk": item["sk"]})
+    account(aws.dynamodb, pk, clock.now, applied=1, set_aside=1)
+    correct_time(aws.dynamodb, bad_id, clock.now - 2 * MINUTE)
+
+    answer = post_replay(client, {"source": "events-stream", "ids": [bad_id]}).json_body
+
+    assert answer["replayed"] == [bad_id]
+    assert count_of(aws.dynamodb, "replayed") == 2
+    (former,) = partition(aws.dynamodb, audit_keys.tally_key(pk)["pk"]["S"])
+    assert audit_keys.accounts(former) == {"applied": 2, "set_aside": 0, "expired": 0, "duplicates": 0, "repaired": 0}
+    assert partition(aws.dynamodb, audit_keys.group_pk(pk)) == []

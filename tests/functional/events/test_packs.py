@@ -19,13 +19,14 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, audit_keys, repair, replay
+from chalicelib.counters import audit, repair, replay
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events import ingest, packs
 from chalicelib.events.stream_records import from_lambda_event
 from tests.fakes import Dying, Killed, failing, unprocessed_writes
 from tests.functional.helpers import (
     REPORT_SETTLE,
+    accounts,
     all_reports,
     bucket_counts,
     invoke,
@@ -81,11 +82,6 @@ def stored_counts(dynamodb: Any, counters: set[str]) -> dict[tuple[str, str], in
     return {
         (c, sk): n for c in counters for sk, n in bucket_counts(partition(dynamodb, f"{keyspace.COUNTER}{c}")).items()
     }
-
-
-def accounts(dynamodb: Any, events_pk: str) -> dict[str, int]:
-    (item,) = partition(dynamodb, audit_keys.tally_key(events_pk)["pk"]["S"])
-    return audit_keys.accounts(item)
 
 
 def quarantined(dynamodb: Any) -> dict[str, dict[str, Any]]:

@@ -103,3 +103,33 @@ def test_given_an_audit_run_result_when_turned_into_metrics_then_shortfall_is_a_
     values = telemetry.metric_values(result, {}, 0)
     assert values["Shortfall"] == 3 and values["PartitionsAudited"] == 8 and values["ShortPartitions"] == 2
     assert values["OpenFindings"] == 2 and values["AuditRuns"] == 1 and values["AuditRunsSuperseded"] == 0
+
+
+@given(
+    shares=st.lists(
+        st.tuples(st.integers(0, 3), st.sampled_from(audit_keys.ACCOUNTS), st.integers(0, 100)), max_size=40
+    ),
+    items=st.integers(1, 3),
+)
+def test_given_numbers_spread_over_a_quarter_hours_items_when_read_then_each_partition_gets_exactly_its_own(
+    shares: list[tuple[int, str, int]], items: int
+) -> None:
+    """Numbers of a quarter hour's partitions (write shards 0-3) ADDed on its items (one per stream
+    shard): a partition's numbers are the sum of its own attributes, whatever else the items hold."""
+    quarter = ingest.partition_key(T0, 0).split("#")[0]
+    stored: list[dict[str, dict[str, str]]] = [{} for _ in range(items)]
+    truth: dict[str, dict[str, int]] = {}
+    for n, (shard, account, k) in enumerate(shares):
+        pk = ingest.partition_key(T0, shard)
+        name = audit_keys.attribute(account, pk)
+        item = stored[n % items]
+        item[name] = {"N": str(int(item.get(name, {"N": "0"})["N"]) + k)}
+        truth.setdefault(pk, dict.fromkeys(audit_keys.ACCOUNTS, 0))[account] += k
+    for shard in range(4):
+        pk = ingest.partition_key(T0, shard)
+        assert audit_keys.split(pk) == (quarter, str(shard))
+        expected = truth.get(pk, dict.fromkeys(audit_keys.ACCOUNTS, 0))
+        assert audit_keys.group_accounts(stored, pk) == expected
+        assert audit_keys.accounted(audit_keys.group_accounts(stored, pk)) == sum(expected.values())
+    assert len({audit_keys.group_pk(ingest.partition_key(T0, s)) for s in range(4)}) == 1
+    assert audit_keys.group_pk(ingest.partition_key(T0 + Q, 0)) != audit_keys.group_pk(ingest.partition_key(T0, 0))
