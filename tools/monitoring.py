@@ -50,6 +50,21 @@ def alarm(description: str, metric: dict[str, Any], comparison: str, threshold: 
     return {"Type": "AWS::CloudWatch::Alarm", "Properties": properties}
 
 
+def missed_runs(description: str, metric: dict[str, Any], minutes: int, intervals: int) -> dict[str, Any]:
+    """An alarm on a schedule that stopped completing: fewer than one run in each of `intervals`
+    periods of `minutes`, missing data counting as missed."""
+    return alarm(
+        description,
+        metric,
+        "LessThanThreshold",
+        1,
+        Period=minutes * 60,
+        EvaluationPeriods=intervals,
+        DatapointsToAlarm=intervals,
+        TreatMissingData="breaching",
+    )
+
+
 def lambda_metric(name: str, function: str, statistic: str) -> dict[str, Any]:
     return {
         "Namespace": "AWS/Lambda",
@@ -116,28 +131,20 @@ def fragments(app: Any, res: Resources, settings: Settings, stage_name: str) -> 
             )
         elif kind == "ScheduledEventConfig" and source.name == FOLD_FUNCTION:
             minutes = settings.catalog_fold_minutes
-            cfn[f"{lid}MissedAlarm"] = alarm(
+            cfn[f"{lid}MissedAlarm"] = missed_runs(
                 f"Listing fold missed: no {source.name} run completed in 4 intervals of {minutes} minutes"
                 " (GET /counters and GET /views/urls read a growing log until it runs).",
                 tally_metric("CatalogFolds", source.name),
-                "LessThanThreshold",
-                1,
-                Period=minutes * 60,
-                EvaluationPeriods=4,
-                DatapointsToAlarm=4,
-                TreatMissingData="breaching",
+                minutes,
+                4,
             )
         elif kind == "ScheduledEventConfig":
             minutes = settings.report_interval_minutes
-            cfn[f"{lid}MissedAlarm"] = alarm(
+            cfn[f"{lid}MissedAlarm"] = missed_runs(
                 f"Report run missed: no {source.name} run completed in 2 intervals of {minutes} minutes.",
                 tally_metric("ReportRuns", source.name),
-                "LessThanThreshold",
-                1,
-                Period=minutes * 60,
-                EvaluationPeriods=2,
-                DatapointsToAlarm=2,
-                TreatMissingData="breaching",
+                minutes,
+                2,
             )
     for queue in res.queues:
         lid = stage.logical_id(stage.setting_field(settings, queue.name)) + "Dlq"

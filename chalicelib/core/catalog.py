@@ -240,20 +240,7 @@ def _unfolded_logs(
     dynamodb: DynamoDB, settings: Settings, kind: str, after: str | None, most: int | None = None
 ) -> list[dict[str, Any]]:
     """The log items after `after` (a log sort key; None: all), strongly consistent."""
-    request: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk" + ("" if after is None else " AND sk > :after"),
-        "ExpressionAttributeValues": {":pk": {"S": log_pk(kind)}},
-        "ConsistentRead": True,
-    }
-    if after is not None:
-        request["ExpressionAttributeValues"][":after"] = {"S": after}
-    items: list[dict[str, Any]] = []
-    for got in dynamo.query_pages(dynamodb, request, f"could not read the {kind} catalog"):
-        items += got.get("Items", [])
-        if most is not None and len(items) >= most:
-            return items[:most]
-    return items
+    return _all_items(dynamodb, settings, log_pk(kind), kind, most, after)
 
 
 # -- the fold ------------------------------------------------------------------------------
@@ -393,15 +380,18 @@ def _logs_to_read(dynamodb: DynamoDB, settings: Settings, kind: str) -> list[dic
 
 
 def _all_items(
-    dynamodb: DynamoDB, settings: Settings, pk: str, kind: str, most: int | None = None
+    dynamodb: DynamoDB, settings: Settings, pk: str, kind: str, most: int | None = None, after: str | None = None
 ) -> list[dict[str, Any]]:
-    """The items of partition `pk` (the first `most` of them), read strongly consistent."""
-    request = {
+    """The items of partition `pk` (after sort key `after`; the first `most` of them), read
+    strongly consistent."""
+    request: dict[str, Any] = {
         "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk",
+        "KeyConditionExpression": "pk = :pk" + ("" if after is None else " AND sk > :after"),
         "ExpressionAttributeValues": {":pk": {"S": pk}},
         "ConsistentRead": True,
     }
+    if after is not None:
+        request["ExpressionAttributeValues"][":after"] = {"S": after}
     items: list[dict[str, Any]] = []
     for got in dynamo.query_pages(dynamodb, request, f"could not read the {kind} catalog"):
         items += got.get("Items", [])
