@@ -276,11 +276,16 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
     deleting anything. A fold that dies half-way leaves entries in two places, which listings
     merge and the next fold tidies."""
     now_s = now_ms // 1000
-    # Close the log up to now first: a log item written from here on but sorted at or before
-    # the mark is written again after it by its writer (log), so none is left behind.
     closing = f"{now_ms:013d}#~"
-    _move_mark(dynamodb, settings, kind, "closing", closing)
-    logs = _unfolded_logs(dynamodb, settings, kind, _mark(dynamodb, settings, kind).folded, LOGS_PER_FOLD)
+    folded = _mark(dynamodb, settings, kind).folded
+    if any(attributes.sort_key(i) <= closing for i in _unfolded_logs(dynamodb, settings, kind, folded, 1)):
+        # Close the log up to now before reading it: a log item written from here on but sorted
+        # at or before the mark is written again after it by its writer (log), so none is left
+        # behind. (A run with nothing to merge writes nothing.)
+        _move_mark(dynamodb, settings, kind, "closing", closing)
+        logs = _unfolded_logs(dynamodb, settings, kind, folded, LOGS_PER_FOLD)
+    else:
+        logs = []
     logs = [item for item in logs if attributes.sort_key(item) <= closing]
     former = pager.query_page(
         dynamodb,

@@ -12,7 +12,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.counters import catalog as counter_catalog
 from chalicelib.views import catalog as view_catalog
 from chalicelib.views.validation import View
-from tests.fakes import Dying, Killed, Patched
+from tests.fakes import Dying, Killed, Patched, recording
 from tests.functional.helpers import deliver_views, every_page, get, invoke, partition, post_events
 from tests.functional.stream_fixtures import lambda_event, stored_event_records
 
@@ -251,10 +251,13 @@ def test_given_a_name_logged_after_the_fold_read_the_log_then_it_is_written_agai
     expires = clock.now // 1000 + DAY_S
     counter_catalog.list_counters(aws.dynamodb, SETTINGS, {"early": expires}, clock.now - 5)
     late: list[int] = []
+    log_reads: list[int] = []
 
     def query_then_a_late_writer(**kwargs: Any) -> Any:
         answer = aws.dynamodb.query(**kwargs)
-        if kwargs["ExpressionAttributeValues"][":pk"]["S"] == catalog.log_pk("counters") and not late:
+        if kwargs["ExpressionAttributeValues"][":pk"]["S"] == catalog.log_pk("counters"):
+            log_reads.append(1)
+        if len(log_reads) == 2 and not late:  # the read after the fold closed the log
             # A batch whose clock reads before the fold's mark logs just after the fold read the log.
             late.append(counter_catalog.list_counters(aws.dynamodb, SETTINGS, {"late": expires}, clock.now - 1))
         return answer
@@ -266,3 +269,17 @@ def test_given_a_name_logged_after_the_fold_read_the_log_then_it_is_written_agai
     clock.advance(1000)
     assert catalog.fold(aws.dynamodb, SETTINGS, "counters", clock.now).logs == 2  # both copies: one entry
     assert unfolded(aws, "counters") == [] and listed(client, "/counters", "counters", "name") == ["early", "late"]
+
+
+def test_given_nothing_logged_since_the_last_fold_when_it_runs_then_it_writes_nothing(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    counter_catalog.list_counters(aws.dynamodb, SETTINGS, {"once": clock.now // 1000 + DAY_S}, clock.now)
+    catalog.fold(aws.dynamodb, SETTINGS, "counters", clock.now + 1)
+    writes: list[dict[str, Any]] = []
+    recorded = recording(
+        recording(recording(aws.dynamodb, "put_item", writes), "update_item", writes), "delete_item", writes
+    )
+
+    assert catalog.fold(recorded, SETTINGS, "counters", clock.now + 60_000) == catalog.Folded()
+    assert writes == [] and listed(client, "/counters", "counters", "name") == ["once"]
