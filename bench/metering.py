@@ -84,6 +84,8 @@ class Meter:
     def __init__(self, reader: Any) -> None:
         self.reader = reader
         self.by_operation: dict[str, Usage] = defaultdict(Usage)
+        # Write units by what was written: the partition key's prefix (`URL#`, `VTOP#`, ...).
+        self.writes_by_kind: dict[str, float] = defaultdict(float)
         self._schemas: dict[str, list[str]] = {}
 
     def total(self, *operations: str) -> Usage:
@@ -120,17 +122,20 @@ class Meter:
             # one unit (developer guide, "Capacity unit consumption for write operations").
             usage.failed_conditions += 1
             usage.write_units += write_units(before[0])
+            self.writes_by_kind[_kind(self._key_of(params))] += write_units(before[0])
         if error:
             return
         if operation in (*_WRITES, "TransactWriteItems", "BatchWriteItem"):
             targets = self._targets(operation, params)
             after = self._stored_sizes([t for t in targets if t[0] != "ConditionCheck"])
             after_sizes = iter(after)
-            for (kind, _), size in zip(targets, before):
+            for (kind, op), size in zip(targets, before):
                 if kind != "ConditionCheck":
                     size = max(size, next(after_sizes))
                     usage.items_written += 1
-                usage.write_units += write_units(size, transactional=operation == "TransactWriteItems")
+                units = write_units(size, transactional=operation == "TransactWriteItems")
+                usage.write_units += units
+                self.writes_by_kind[_kind(self._key_of(op))] += units
         elif operation == "GetItem":
             usage.items_read += "Item" in parsed
             usage.read_units += read_units(item_size(parsed.get("Item")), params.get("ConsistentRead", False))
@@ -189,6 +194,14 @@ class Meter:
             schema = self.reader.describe_table(TableName=table)["Table"]["KeySchema"]
             self._schemas[table] = [k["AttributeName"] for k in schema]
         return {name: op["Item"][name] for name in self._schemas[table]}
+
+
+def _kind(key: dict[str, Any]) -> str:
+    """What an item is, for the breakdown: its partition key up to and with the first `#`."""
+    value: Any = next(iter(key.values()), {})
+    text = str(value.get("S", "")) if isinstance(value, dict) else ""
+    head, sep, _ = text.partition("#")
+    return head + sep if sep else "other"
 
 
 def whole_items_request(request: dict[str, Any], limit: int) -> dict[str, Any]:

@@ -168,6 +168,7 @@ def per_thousand(meter: Meter, n: int) -> dict[str, float]:
         "wcu": usage["write_units"],
         "wcu+cancelled": usage["write_units"] + usage["cancelled_write_units"],
         "rcu": usage["read_units"],
+        **{f"wcu {kind}": units * 1000 / n for kind, units in sorted(meter.writes_by_kind.items())},
     }
 
 
@@ -354,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranged", default="1000,10000,100000", help="views of the URL read over 7 days")
     parser.add_argument("--measure-markers-up-to", type=int, default=10_000, help="run the marker Query up to here")
     parser.add_argument("--before-buckets", action="store_true", help="also run the handler without buckets")
+    parser.add_argument("--breakdown", action="store_true", help="also print Tally's write units by item kind")
     args = parser.parse_args(argv)
     if args.ranged:
         print_ranged([int(n) for n in args.ranged.split(",")], args.measure_markers_up_to)
@@ -377,6 +379,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"{'yes' if exact else 'NO'}"
                 )
             (_, seed, _), (_, tally, _) = rows[:2]
+            if args.breakdown:
+                kinds = {k.removeprefix("wcu "): v for k, v in tally.items() if k.startswith("wcu ")}
+                print(
+                    f"{urls:>6}{batch_size:>7}  tally's write units by item kind: "
+                    + ", ".join(f"{kind} {units:,.0f}" for kind, units in kinds.items())
+                )
             print(
                 f"{urls:>6}{batch_size:>7}  tally/seed: {tally['wcu'] / seed['wcu']:.2f}x the write units "
                 f"({tally['wcu+cancelled'] / seed['wcu+cancelled']:.2f}x counting cancelled)  "

@@ -26,6 +26,8 @@ capabilities can never collide and an operator can read any item's owner from it
                                                                  day (hour counts), a 32-day block (day counts)
     VTOP#<h|d|b>#<n>                     S                       the most viewed URLs of an hour, day or block: a
                                                                  heavy-hitters summary of URL digests (views)
+    VTOP#b#<n>                           E | L#<epoch>#<id>      a block's summary log epoch / one batch's snapshots
+                                                                 waiting to be folded into the summaries (views)
     HLL#<name>                           shard#<nn>              an all-time unique-count sketch shard (uniques)
     HLW#<name>                           h#<hour> | d#<day>      a unique-count sketch of one hour / UTC day
     HLN#index                            <name>                  a unique-count name and when it was last seen

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from chalicelib.views.windows import BLOCK_DAYS, Level, Span
+from chalicelib.views.windows import BLOCK_DAYS, SIZE_MINUTES, Level, Span
 
 CAPACITY = 1000
 DEFAULT_LIMIT, MAX_LIMIT = 10, 1000  # URLs one answer lists
@@ -52,6 +52,7 @@ BLOCK_HOURS = BLOCK_DAYS * DAY_HOURS
 # The most summaries a window of up to 400 days reads (tests/unit/views/test_view_top.py checks it):
 # 10 whole blocks between 2 x 31 whole days and 2 x 23 whole hours.
 MAX_SPANS = 118
+MAX_BLOCKS = 14  # the 32-day blocks those spans lie in (same test)
 MIN_CHUNK, MAX_CHUNK = 5, 100  # candidates resolved at once
 
 
@@ -108,6 +109,11 @@ class Summary:
             for i in range(0, len(packed), ENTRY_BYTES)
         }
         return cls(entries, floor)
+
+
+def block_of(span: Span) -> Span:
+    """The 32-day block a bucket lies in (its summary's logs are kept there: top_store)."""
+    return Span("block", span.start_minute // SIZE_MINUTES["block"])
 
 
 def cover(first_hour: int, last_hour: int) -> list[Span]:

@@ -1,31 +1,58 @@
 """Top URLs in storage: the queue handler's summary updates, and GET /views/top.
 
-A summary (chalicelib.views.top) is two items per view bucket, under `VTOP#<h|d|b>#<index>`:
-the base `S` (`e` the packed entries, at most 13,000 bytes, `f` its floor) and the delta `D`
-(`e` snapshots observed since the base was last written, at most DELTA_ENTRIES of them), each
-with a version `v` and `expires_at` as the bucket's. The summary is the base with the delta's
-snapshots observed into it: a snapshot is the same wherever it waits, and the summary's
-guarantees hold whatever order snapshots are observed in. A batch's snapshots that change the
-summary go to the delta, one small write, until the delta is full; then the summary with them
-is written as the base and the delta emptied (its entries, if another handler added to it
-meanwhile, stay: observed again, they change nothing). So a batch that changes a busy summary
-writes about a thousandth of a 13 KB item, not all of it. Each item is written under an
-optimistic lock: read both (strongly consistent), write on the condition that `v` is still what
-was read; a handler that lost the race reads both again and observes again. A summary nothing
-in the batch changes is not written (a redelivered batch costs reads only).
+A bucket's summary (chalicelib.views.top) is its base item `VTOP#<h|d|b>#<index>` / `S` (`e` the
+packed entries, at most 13,000 bytes, `f` its floor, a version `v`) with the snapshots of its
+block's logs observed into it (and those of a delta item `D`, which an earlier layout wrote:
+still read, never written). A snapshot is the same wherever it waits, and the summary's
+guarantees hold in any order of observation, so a snapshot may wait in a log as well as in
+the base.
+
+Logs. A batch's snapshots that change its buckets' summaries (the hours, days and block its
+views fall in) go into one new item of their 32-day block, `VTOP#b#<block>` / `L#<epoch>#<id>`
+(one binary attribute per bucket, named by its sort key): one write unit for a small batch,
+whatever the number of buckets, where a delta per bucket cost one each. When the logs of the
+block's current epoch pass FOLD_LOGS items or FOLD_BYTES, the handler folds: it observes the
+logs of the current epoch and the one before into the base items of their buckets (each under
+its version lock) and then moves the epoch, `VTOP#b#<block>` / `E` `v`, on by one (on the
+condition that it is still what was read). Readers read the logs of the epoch they read and
+of the one before, so a fold makes older logs unread; they are never deleted (a delete would
+cost what the log did) and expire with the block.
+
+Why no snapshot is lost. A log tagged with epoch e is written after its writer read the epoch
+as e, and is then read again (strongly consistent): if it is still e, any fold that moves the
+epoch from e+1 to e+2 read e+1 after that, so its Query (strongly consistent) returns the log,
+which it observes into the bases before moving on; the fold from e to e+1 may miss it, but
+readers read epochs e and e+1. If the epoch moved on, the writer observes again against what
+is stored then and writes again (a log that was missed is a harmless repeat when read). So
+once the handler returns, every snapshot it reported is in a base or in a log readers read.
+Only logs of the epoch just read (and read again after the Query) are trusted to hold a
+snapshot when deciding what is new: one of the epoch before may belong to a writer that is
+about to find the epoch moved on. And a snapshot is new unless the base already covers it
+(holds its URL with as many views, or has a floor as high) or a trusted log or the delta holds
+one at least as large for its URL (`_uncovered`), which holds whatever order a reader
+observes the logs in. A batch nothing new in is not written at all (a redelivered
+batch costs reads only), and a batch whose log would cost more write units than its buckets'
+bases, or would pass 16 KB (top.MAX_ITEM_BYTES, as no summary item does), writes those bases
+directly. A handler that dies anywhere leaves its messages, whose
+redelivery reads and reports again.
 
 A read of the top URLs of hours first..last reads (all numbers are items):
 - the summaries of the window's whole blocks, days and hours: at most top.MAX_SPANS (118) base
-  and delta pairs for any window up to 400 days, one BatchGetItem call per 100;
+  and delta pairs for any window up to 400 days, with the epoch of each block they lie in
+  (at most top.MAX_BLOCKS, 14), one BatchGetItem call per 100; then one Query per block for its logs of two
+  epochs (about 2 x FOLD_LOGS small items at most, or 2 x FOLD_BYTES, while handlers fold);
 - per candidate examined (at most `limit` + EXTRA_EXAMINED): three Queries of the views catalog
-  (its digest to its sha256, view_catalog.shas_of: the page holding it, one item), its counter item (the URL's text) and its
-  exact views in the window from its counter and its own buckets (at most api.MAX_KEYS, 19);
+  (its digest to its sha256, view_catalog.shas_of: the page holding it, one item), its counter
+  item (the URL's text) and its exact views in the window from its counter and its own buckets
+  (at most api.MAX_KEYS, 19);
 - the views catalog's log items not folded yet, once per batch of candidates.
-So at most 236 + (limit + 100) x 21 items and the unfolded log, whatever the number of views or URLs.
+So at most 250 items and 14 log Queries + (limit + 100) x 21 items and the catalog's unfolded
+log, whatever the number of views or URLs.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,6 +60,7 @@ from chalicelib.core import (
     attributes,
     clock,
     dynamo,
+    item_sizes,
     keyspace,
     pager,
     timebuckets,
@@ -52,8 +80,13 @@ from chalicelib.views import validation as view_input
 from chalicelib.views.windows import Span
 
 SUMMARY_SK = "S"
-DELTA_SK = "D"
-DELTA_ENTRIES = 64  # 832 bytes of entries: a delta write stays one write unit
+DELTA_SK = "D"  # the earlier layout's delta item: still read, no longer written
+HEAD_SK = "E"  # on a block's partition: the block's log epoch
+LOG_PREFIX = "L#"
+# A block's logs of its current epoch that make a writer fold them into the bases: whichever
+# comes first, so a reader's Query of a block's logs stays a few pages at most.
+FOLD_LOGS = 64
+FOLD_BYTES = 64 * 1024
 MAX_ATTEMPTS = 8
 EXTRA_EXAMINED = 100
 
@@ -64,6 +97,37 @@ def summary_key(span: Span, sk: str = SUMMARY_SK) -> dict[str, Any]:
 
 def delta_key(span: Span) -> dict[str, Any]:
     return summary_key(span, DELTA_SK)
+
+
+def head_key(block: Span) -> dict[str, Any]:
+    return summary_key(block, HEAD_SK)
+
+
+def log_sk(epoch: int, name: str) -> str:
+    return f"{LOG_PREFIX}{epoch:010d}#{name}"
+
+
+def _epoch(item: dict[str, Any] | None) -> int:
+    return attributes.integer(item, "v", 0) if item else 0
+
+
+def _log_epoch(item: dict[str, Any]) -> int:
+    return int(attributes.sort_key(item)[len(LOG_PREFIX) : len(LOG_PREFIX) + 10])
+
+
+def _log_entries(item: dict[str, Any]) -> dict[Span, dict[bytes, int]]:
+    """A log's snapshots by bucket: one binary attribute per bucket, named by its sort key."""
+    found: dict[Span, dict[bytes, int]] = {}
+    for name in item:
+        level = _LEVEL_OF.get(name[:2])
+        if level is not None and name[2:].isdigit():
+            found[Span(level, keyspace.sort_key_index(name))] = top.Summary.decode(
+                attributes.binary(item, name)
+            ).entries
+    return found
+
+
+_LEVEL_OF: dict[str, windows.Level] = {f"{p}#": level for level, p in view_keys.BUCKET_PREFIX.items()}  # type: ignore[misc]
 
 
 # -- the queue handler's side ------------------------------------------------------------------
@@ -83,59 +147,138 @@ class Observations:
 
 
 def record(dynamodb: DynamoDB, settings: Settings, observed: Observations, sleep: Sleep | None = None) -> int:
-    """Bring each bucket's summary up to the snapshots observed; returns the writes made.
-    StorageError if storage fails or the lock is lost MAX_ATTEMPTS times in a row (the batch's
-    messages then come back, and the snapshots are read and observed again)."""
-    spans = sorted(observed.by_span)
-    if not spans:
-        return 0
-    keys = [key for span in spans for key in (summary_key(span), delta_key(span))]
-    stored = attributes.by_key(
-        dynamo.batch_get_items(
-            dynamodb, settings.counts_table, keys, "could not read the top URLs", sleep, consistent=True
-        )
-    )
+    """Bring each bucket's summary up to the snapshots observed; returns the items written.
+    StorageError if storage
+    fails or a block's epoch keeps moving MAX_ATTEMPTS times in a row (the batch's messages
+    then come back, and the snapshots are read and observed again)."""
+    blocks: dict[Span, dict[Span, dict[bytes, int]]] = {}
+    for span, seen in observed.by_span.items():
+        blocks.setdefault(top.block_of(span), {})[span] = seen
+    return sum(_record_block(dynamodb, settings, block, blocks[block], sleep) for block in sorted(blocks))
+
+
+def _record_block(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    block: Span,
+    observed: dict[Span, dict[bytes, int]],
+    sleep: Sleep | None,
+) -> int:
+    """One block's buckets: the snapshots that change their summaries go into one new log item
+    of the block (or, when that would be larger than the summaries themselves, into the base
+    items directly); see the module's docstring for why a log is never lost."""
     writes = 0
+    for attempt in range(MAX_ATTEMPTS):
+        epoch = _epoch(_get(dynamodb, settings, head_key(block)))
+        logs = _logs(dynamodb, settings, block, epoch, consistent=True)
+        stored = _bases(dynamodb, settings, sorted(observed), consistent=True)
+        # Only logs of the epoch read are trusted to hold a snapshot: one of the epoch before
+        # may belong to a writer that finds the epoch moved on and writes it again.
+        current = [log for log in logs if _log_epoch(log) == epoch]
+        changed: dict[Span, dict[bytes, int]] = {}
+        for span in sorted(observed):
+            base, delta = stored[span]
+            news = _uncovered(_parse(base)[0], _waiting(delta, current, span), observed[span])
+            if news:
+                changed[span] = news
+        logged = False
+        if changed:
+            log = _log_item(settings, block, epoch, changed)
+            size = item_sizes.item_size(log)
+            if size > top.MAX_ITEM_BYTES or _units(size) >= sum(
+                _base_units(stored[span], news) for span, news in changed.items()
+            ):
+                writes += _write_bases(dynamodb, settings, changed, sleep)
+            else:
+                _put_log(dynamodb, settings, log)
+                writes, logged = writes + 1, True
+                current.append(log)
+        if _epoch(_get(dynamodb, settings, head_key(block))) == epoch:
+            size = sum(item_sizes.item_size(log) for log in current)
+            if logged and (len(current) > FOLD_LOGS or size > FOLD_BYTES):
+                writes += fold(dynamodb, settings, block, sleep)
+            return writes
+        # A fold moved the epoch on meanwhile, and may not have read this batch's log (nor the
+        # logs it trusted): observe again against what is stored now.
+        (sleep or clock.sleep)(backoff(attempt, 1.0))
+    raise StorageError("the top URLs of a block stayed contended")
+
+
+def fold(dynamodb: DynamoDB, settings: Settings, block: Span, sleep: Sleep | None = None) -> int:
+    """Observe a block's logs of its current epoch and the one before into the base items of
+    their buckets, then move the epoch on (so readers skip what was folded); returns the items
+    written. Another handler folding at the same time is harmless: bases only take snapshots
+    under their version lock, and one of the two moves the epoch."""
+    head = _get(dynamodb, settings, head_key(block))
+    epoch = _epoch(head)
+    entries: dict[Span, dict[bytes, int]] = {}
+    for log in _logs(dynamodb, settings, block, epoch, consistent=True):
+        for span, found in _log_entries(log).items():
+            into = entries.setdefault(span, {})
+            for digest, count in found.items():
+                into[digest] = max(into.get(digest, 0), count)
+    writes = _write_bases(dynamodb, settings, entries, sleep)
+    item = {
+        **head_key(block),
+        "v": {"N": str(epoch + 1)},
+        "expires_at": {"N": str(timebuckets.expires_at_s(block, settings.view_bucket_retention_seconds))},
+    }
+    try:
+        _put(dynamodb, settings, item, None if head is None else epoch)
+    except ConditionFailed:
+        return writes  # another fold moved the epoch on: it read at least what this one did
+    return writes + 1
+
+
+def _write_bases(
+    dynamodb: DynamoDB, settings: Settings, entries: dict[Span, dict[bytes, int]], sleep: Sleep | None
+) -> int:
+    """Observe snapshots into the base items of their buckets, each under its version lock."""
+    writes = 0
+    spans = sorted(entries)
+    stored = _bases(dynamodb, settings, spans, consistent=True)
     for span in spans:
-        pk = attributes.partition_key(summary_key(span))
-        base, delta = stored.get((pk, SUMMARY_SK)), stored.get((pk, DELTA_SK))
+        base, delta = stored[span]
         for attempt in range(MAX_ATTEMPTS):
             summary, version = _parse(base)
-            waiting, delta_version = _parse(delta)
+            waiting, _ = _parse(delta)
             for digest, count in sorted(waiting.entries.items()):
                 summary.observe(digest, count)
-            changed = {d: c for d, c in sorted(observed.by_span[span].items()) if summary.observe(d, c)}
-            if not changed:
+            if not any([summary.observe(d, c) for d, c in sorted(entries[span].items())]):
                 break
-            entries = dict(waiting.entries)
-            for digest, count in changed.items():
-                entries[digest] = max(entries.get(digest, 0), count)
             try:
-                if len(entries) <= DELTA_ENTRIES:
-                    _put(dynamodb, settings, span, DELTA_SK, top.Summary(entries), delta_version)
-                    writes += 1
-                else:
-                    _put(dynamodb, settings, span, SUMMARY_SK, summary, version)
-                    writes += 1 + _empty_delta(dynamodb, settings, span, delta_version)
+                _put(dynamodb, settings, _base_item(settings, span, summary, version), version)
+                writes += 1
                 break
             except ConditionFailed:
-                base, delta = _get(dynamodb, settings, span, SUMMARY_SK), _get(dynamodb, settings, span, DELTA_SK)
+                base = _get(dynamodb, settings, summary_key(span))
                 (sleep or clock.sleep)(backoff(attempt, 1.0))
         else:
             raise StorageError("the top URLs of a bucket stayed contended")
     return writes
 
 
-def _empty_delta(dynamodb: DynamoDB, settings: Settings, span: Span, version: int | None) -> int:
-    """Empty the delta just written into the base; 0 if another handler added to it meanwhile
-    (its entries stay, harmless: observed again, they change nothing)."""
-    if version is None:
-        return 0
-    try:
-        _put(dynamodb, settings, span, DELTA_SK, top.Summary(), version)
-    except ConditionFailed:
-        return 0
-    return 1
+def _uncovered(base: top.Summary, waiting: dict[bytes, int], seen: dict[bytes, int]) -> dict[bytes, int]:
+    """The snapshots a reader could not be sure to cover without them. A snapshot (d, c) is
+    covered when the base holds d with at least c or has a floor of at least c (a reader starts
+    from the base, and observing more only raises a held count or the floor, evicting at most to
+    the floor), or when a snapshot of d of at least c waits where every reader observes it. The
+    summary as it would be after this batch's other snapshots is not relied on: that argument
+    would depend on the order a reader observes the logs in."""
+    return {
+        digest: count
+        for digest, count in sorted(seen.items())
+        if count > 0 and count > base.floor and count > base.entries.get(digest, 0) and count > waiting.get(digest, 0)
+    }
+
+
+def _waiting(delta: dict[str, Any] | None, logs: Sequence[dict[str, Any]], span: Span) -> dict[bytes, int]:
+    """The largest snapshot per URL of a bucket waiting in its delta and in these logs."""
+    found = dict(_parse(delta)[0].entries)
+    for log in logs:
+        for digest, count in _log_entries(log).get(span, {}).items():
+            found[digest] = max(found.get(digest, 0), count)
+    return found
 
 
 def _parse(item: dict[str, Any] | None) -> tuple[top.Summary, int | None]:
@@ -147,32 +290,103 @@ def _parse(item: dict[str, Any] | None) -> tuple[top.Summary, int | None]:
     return summary, attributes.integer(item, "v")
 
 
-def _summary(base: dict[str, Any] | None, delta: dict[str, Any] | None) -> top.Summary:
-    """A bucket's summary as read: the base with the delta's snapshots observed into it."""
+def _summary(
+    base: dict[str, Any] | None, delta: dict[str, Any] | None, logs: Sequence[dict[str, Any]], span: Span
+) -> top.Summary:
+    """A bucket's summary as read: the base with the snapshots of the delta (the earlier
+    layout's) and of the block's logs observed into it."""
     summary, _ = _parse(base)
     waiting, _ = _parse(delta)
     for digest, count in sorted(waiting.entries.items()):
         summary.observe(digest, count)
+    for log in logs:
+        for digest, count in sorted(_log_entries(log).get(span, {}).items()):
+            summary.observe(digest, count)
     return summary
 
 
-def _get(dynamodb: DynamoDB, settings: Settings, span: Span, sk: str) -> dict[str, Any] | None:
+def _units(size: int) -> int:
+    """Write units of an item of `size` bytes: one per started kilobyte."""
+    return max(1, -(-size // item_sizes.KB))
+
+
+def _base_units(pair: tuple[dict[str, Any] | None, dict[str, Any] | None], news: dict[bytes, int]) -> int:
+    """About what writing a bucket's base with these snapshots costs (the larger of the item
+    before and after): a log is written instead only when it costs less."""
+    base, _ = pair
+    size = item_sizes.item_size(base) if base else 100
+    return _units(size + top.ENTRY_BYTES * len(news))
+
+
+def _bases(
+    dynamodb: DynamoDB, settings: Settings, spans: Sequence[Span], consistent: bool
+) -> dict[Span, tuple[dict[str, Any] | None, dict[str, Any] | None]]:
+    keys = [key for span in spans for key in (summary_key(span), delta_key(span))]
+    found = attributes.by_key(
+        dynamo.batch_get_items(
+            dynamodb, settings.counts_table, keys, "could not read the top URLs", consistent=consistent
+        )
+    )
+    pks = {span: attributes.partition_key(summary_key(span)) for span in spans}
+    return {span: (found.get((pks[span], SUMMARY_SK)), found.get((pks[span], DELTA_SK))) for span in spans}
+
+
+def _logs(dynamodb: DynamoDB, settings: Settings, block: Span, epoch: int, consistent: bool) -> list[dict[str, Any]]:
+    """A block's logs of `epoch` and the one before (older ones were folded into the bases)."""
+    request = {
+        "TableName": settings.counts_table,
+        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+        "ExpressionAttributeValues": {
+            ":pk": head_key(block)["pk"],
+            ":lo": {"S": log_sk(max(epoch - 1, 0), "")},
+            ":hi": {"S": LOG_PREFIX + "~"},
+        },
+        "ConsistentRead": consistent,
+    }
+    return [
+        dict(item)
+        for page in dynamo.query_pages(dynamodb, request, "could not read the top URLs")
+        for item in page.get("Items", [])
+    ]
+
+
+def _log_item(settings: Settings, block: Span, epoch: int, changed: dict[Span, dict[bytes, int]]) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "pk": head_key(block)["pk"],
+        "sk": {"S": log_sk(epoch, uuid.uuid4().hex)},
+        "expires_at": {"N": str(timebuckets.expires_at_s(block, settings.view_bucket_retention_seconds))},
+    }
+    for span, entries in sorted(changed.items()):
+        item[view_keys.bucket_sk(span)] = {"B": top.Summary(dict(entries)).encode()}
+    return item
+
+
+def _put_log(dynamodb: DynamoDB, settings: Settings, item: dict[str, Any]) -> None:
+    with translated("could not write the top URLs"):
+        dynamodb.put_item(TableName=settings.counts_table, Item=item)
+
+
+def _get(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> dict[str, Any] | None:
     with translated("could not read the top URLs"):
-        found = dynamodb.get_item(TableName=settings.counts_table, Key=summary_key(span, sk), ConsistentRead=True)
+        found = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True)
     return dict(found["Item"]) if "Item" in found else None
 
 
-def _put(
-    dynamodb: DynamoDB, settings: Settings, span: Span, sk: str, summary: top.Summary, version: int | None
-) -> None:
+def _base_item(settings: Settings, span: Span, summary: top.Summary, version: int | None) -> dict[str, Any]:
     item = {
-        **summary_key(span, sk),
+        **summary_key(span),
         "f": {"N": str(summary.floor)},
         "v": {"N": str((version or 0) + 1)},
         "expires_at": {"N": str(timebuckets.expires_at_s(span, settings.view_bucket_retention_seconds))},
     }
     if summary.entries:
         item["e"] = {"B": summary.encode()}
+    return item
+
+
+def _put(dynamodb: DynamoDB, settings: Settings, item: dict[str, Any], version: int | None) -> None:
+    """Write a base or a head on the condition that its version `v` is still `version` (None:
+    that there is none yet)."""
     condition: dict[str, Any] = (
         {"ConditionExpression": "attribute_not_exists(pk)"}
         if version is None
@@ -206,22 +420,37 @@ def top_urls(
     first_hour, last_hour = hours
     window_params.check_hours(first_hour, last_hour)
     spans = top.cover(first_hour, last_hour)
+    blocks = sorted({top.block_of(span) for span in spans})
     keys = [key for span in spans for key in (summary_key(span), delta_key(span))]
     found = attributes.by_key(
-        dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the top URLs", sleep)
+        dynamo.batch_get_items(
+            dynamodb,
+            settings.counts_table,
+            keys + [head_key(block) for block in blocks],
+            "could not read the top URLs",
+            sleep,
+        )
     )
     pks = [attributes.partition_key(k) for k in keys[::2]]
     pairs = [(found.get((pk, SUMMARY_SK)), found.get((pk, DELTA_SK))) for pk in pks]
+    logs: dict[Span, list[dict[str, Any]]] = {}
+    for block in blocks:
+        head = found.get((attributes.partition_key(head_key(block)), HEAD_SK))
+        logs[block] = _logs(dynamodb, settings, block, _epoch(head), consistent=False)
     items = [base or delta for base, delta in pairs]
     now_s = now_ms // 1000
     retention = settings.view_bucket_retention_seconds
     first = timebuckets.kept_from(
         [timebuckets.kept(span, dynamo.stored_expiry(item), retention, now_s) for span, item in zip(spans, items)]
     )
-    merged = top.merge(_summary(base, delta) for base, delta in pairs[first:] if base or delta)
+    merged = top.merge(
+        _summary(base, delta, logs[top.block_of(span)], span)
+        for span, (base, delta) in list(zip(spans, pairs))[first:]
+        if base or delta or logs[top.block_of(span)]
+    )
     end_ms = (last_hour + 1) * times.HOUR_MS
     start_minute = spans[first].start_minute if first < len(spans) else end_ms // windows.MINUTE_MS
-    reads = [len(keys)]
+    reads = [len(keys) + len(blocks) + sum(max(1, len(found)) for found in logs.values())]
 
     def resolve(digests: Sequence[bytes]) -> dict[bytes, list[tuple[str, int]]]:
         urls = _urls_of(dynamodb, settings, digests, reads, sleep)

@@ -6,6 +6,7 @@ one Query per candidate it examines (DynamoDB reads only the items of the key ra
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from typing import Any
@@ -13,12 +14,13 @@ from urllib.parse import urlencode
 
 import pytest
 
-from chalicelib.views import top, top_store
+from chalicelib.views import top, top_store, windows
 from tests.fakes import Killed
 from tests.functional.helpers import deliver, post_all, receive_all
 
 HOUR = 3_600_000
 DAY = 24 * HOUR
+SIZES = (("hour", HOUR), ("day", DAY), ("block", 32 * DAY))
 
 
 def top_answer(client: Any, **params: Any) -> Any:
@@ -108,14 +110,18 @@ def test_given_views_over_five_weeks_when_random_windows_read_then_top_urls_equa
         assert_top_exact(client, bodies, limit, rng.choice([None, "https://shop.example/"]), start=start, end=end)
 
 
+@pytest.mark.parametrize("path", ["log", "bases"])
 def test_given_handler_dies_while_updating_the_summaries_when_redelivered_then_top_exact(
-    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
     rng = random.Random(7)
     bodies = views_over(rng, clock.now, urls=25, n=200, days=3)
     post_all(client, bodies)
     messages = receive_all(aws)
-    real = top_store._put
+    if path == "bases":  # a batch whose log would cost more than its bases writes the bases
+        monkeypatch.setattr(top_store, "_base_units", lambda *_: 0)
+    name = "_put_log" if path == "log" else "_put"
+    real = getattr(top_store, name)
     puts: list[int] = []
 
     def dies_on_the_third_put(*args: Any) -> Any:
@@ -124,12 +130,13 @@ def test_given_handler_dies_while_updating_the_summaries_when_redelivered_then_t
             raise Killed("Lambda timed out")
         return real(*args)
 
-    monkeypatch.setattr(top_store, "_put", dies_on_the_third_put)
+    monkeypatch.setattr(top_store, name, dies_on_the_third_put)
     with pytest.raises(Killed):
-        deliver(client, messages)
-    monkeypatch.setattr(top_store, "_put", real)
-    again = deliver(client, messages)  # every view a duplicate: the summaries are made from what is read
-    assert again["counted"] == 0 and again["top_writes"] > 0
+        for start in range(0, len(messages), 50):  # a log per batch and block
+            deliver(client, messages[start : start + 50])
+    monkeypatch.setattr(top_store, name, real)
+    again = deliver(client, messages)  # the summaries are made from what is read, duplicates included
+    assert again["counted"] < len(messages) and again["top_writes"] > 0
     for window in ("1h", "6h", "2d", "4d"):
         assert_top_exact(client, bodies, 5, window=window)
     assert deliver(client, messages).get("top_writes", 0) == 0, "summaries in place: reads only"
@@ -156,8 +163,9 @@ def _dies(*_: Any) -> Any:
     raise Killed("Lambda timed out")
 
 
-def test_given_two_handlers_racing_on_one_summary_when_applied_then_the_lock_keeps_both(
-    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch, slept: list[float]
+@pytest.mark.parametrize("path", ["log", "bases"])
+def test_given_two_handlers_racing_on_one_summary_when_applied_then_both_kept(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch, slept: list[float], path: str
 ) -> None:
     first = [{"url": f"https://a.example/{i}", "time": clock.now - i * 1000, "clientId": "c"} for i in range(6)]
     second = [{"url": f"https://b.example/{i}", "time": clock.now - i * 1000, "clientId": "c"} for i in range(4)]
@@ -165,7 +173,10 @@ def test_given_two_handlers_racing_on_one_summary_when_applied_then_the_lock_kee
     first_messages = receive_all(aws)
     post_all(client, second)
     second_messages = receive_all(aws)
-    real = top_store._put
+    if path == "bases":
+        monkeypatch.setattr(top_store, "_base_units", lambda *_: 0)
+    name = "_put_log" if path == "log" else "_put"
+    real = getattr(top_store, name)
     raced: list[int] = []
 
     def the_other_handler_writes_first(*args: Any) -> Any:
@@ -174,10 +185,14 @@ def test_given_two_handlers_racing_on_one_summary_when_applied_then_the_lock_kee
             deliver(client, second_messages)  # commits its summaries between our read and our write
         return real(*args)
 
-    monkeypatch.setattr(top_store, "_put", the_other_handler_writes_first)
+    monkeypatch.setattr(top_store, name, the_other_handler_writes_first)
     deliver(client, first_messages)
-    monkeypatch.setattr(top_store, "_put", real)
-    assert slept, "the handler that lost the race read again and retried"
+    monkeypatch.setattr(top_store, name, real)
+    if path == "bases":
+        assert slept, "the handler that lost the race on a base read it again and retried"
+    else:
+        logs = [i for i in summary_items(aws) if i["sk"]["S"].startswith(top_store.LOG_PREFIX)]
+        assert len(logs) == 2, "two logs of one epoch: neither handler waits for the other"
     assert_top_exact(client, first + second, 20, window="1h")
 
 
@@ -231,3 +246,170 @@ def test_given_no_views_when_top_read_then_empty_and_exact(client: Any, clock: A
     answer = top_answer(client)
     assert answer["urls"] == [] and answer["exact"] is True and answer["bound"] == 0
     assert answer["others"] == {"urls": 0, "views": 0, "complete": True}
+
+
+def summary_items(aws: Any) -> list[dict[str, Any]]:
+    from tests.functional.helpers import SETTINGS
+
+    items = aws.dynamodb.scan(TableName=SETTINGS.counts_table)["Items"]
+    return [i for i in items if i["pk"]["S"].startswith("VTOP#")]
+
+
+def test_given_small_batches_when_counted_then_one_log_item_each_folded_in_and_top_exact(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(top_store, "FOLD_LOGS", 3)
+    rng = random.Random(21)
+    bodies = views_over(rng, clock.now, urls=20, n=200, days=2)
+    post_all(client, bodies)
+    messages = receive_all(aws)
+    rng.shuffle(messages)
+    batches = [messages[i : i + 10] for i in range(0, len(messages), 10)]
+    logs: list[int] = []
+    real = top_store._put_log
+    monkeypatch.setattr(top_store, "_put_log", lambda *args: logs.append(1) or real(*args))
+    written = [deliver(client, batch).get("top_writes", 0) for batch in batches]
+    assert len(logs) > len(batches) // 2, "small batches write a log item, not each bucket's summary"
+    # The layout before logs wrote one item per bucket a batch's views fall in (hours, days, blocks).
+    buckets = [
+        len({(level, json.loads(m["Body"])["time"] // ms) for m in batch for level, ms in SIZES}) for batch in batches
+    ]
+    assert sum(written) < 0.75 * sum(buckets), (sum(written), sum(buckets))
+    stored = summary_items(aws)
+    assert any(i["sk"]["S"] == top_store.HEAD_SK and int(i["v"]["N"]) > 1 for i in stored), "logs were folded"
+    for window, limit in (("1h", 3), ("5h", 5), ("1d", 1), ("2d", 8), ("3d", 30)):
+        assert_top_exact(client, bodies, limit, window=window)
+    assert_top_exact(client, bodies, 4, prefix="https://shop.example/", window="3d")
+    for batch in batches[:5]:
+        again = deliver(client, batch)
+        assert again["counted"] == 0 and again.get("top_writes", 0) == 0, "a redelivered batch writes nothing"
+    assert_top_exact(client, bodies, 30, window="3d")
+
+
+def test_given_a_log_written_after_two_folds_when_the_epoch_moved_then_written_again_and_top_exact(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch, slept: list[float]
+) -> None:
+    first = [{"url": f"https://a.example/{i}", "time": clock.now - i * 1000, "clientId": "c"} for i in range(30)]
+    post_all(client, first)
+    deliver(client, receive_all(aws))  # the bases exist: a small batch then writes a log
+    second = [
+        {"url": f"https://b.example/{i % 3}", "time": clock.now - i * 1000, "clientId": f"d{i}"} for i in range(6)
+    ]
+    post_all(client, second)
+    messages = receive_all(aws)
+    real = top_store._put_log
+    folded: list[int] = []
+
+    def two_folds_first(dynamodb: Any, settings: Any, item: dict[str, Any]) -> None:
+        if not folded:  # folds by other handlers between this one's read of the epoch and its log
+            block = windows.Span("block", int(item["pk"]["S"].rsplit("#", 1)[1]))
+            folded.append(top_store.fold(dynamodb, settings, block))
+            folded.append(top_store.fold(dynamodb, settings, block))
+        real(dynamodb, settings, item)
+
+    monkeypatch.setattr(top_store, "_put_log", two_folds_first)
+    deliver(client, messages)
+    assert slept, "the handler found the epoch moved on after its log and wrote it again"
+    epochs = [int(i["sk"]["S"][2:12]) for i in summary_items(aws) if i["sk"]["S"].startswith("L#")]
+    heads = [int(i["v"]["N"]) for i in summary_items(aws) if i["sk"]["S"] == top_store.HEAD_SK]
+    assert min(epochs) < max(heads) - 1, "the first log is one no reader looks at any more"
+    assert_top_exact(client, first + second, 40, window="1h")
+
+
+def test_given_handler_dies_after_its_log_when_redelivered_then_top_exact_and_nothing_more_written(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(5)
+    bodies = views_over(rng, clock.now, urls=10, n=60, days=1)
+    post_all(client, bodies)
+    messages = receive_all(aws)
+    deliver(client, messages[:40])
+    real = top_store._put_log
+
+    def dies_after_writing(*args: Any) -> None:
+        real(*args)
+        raise Killed("Lambda timed out")
+
+    monkeypatch.setattr(top_store, "_put_log", dies_after_writing)
+    with pytest.raises(Killed):
+        deliver(client, messages[40:])
+    monkeypatch.setattr(top_store, "_put_log", real)
+    deliver(client, messages[40:])
+    assert_top_exact(client, bodies, 10, window="2d")
+    assert deliver(client, messages).get("top_writes", 0) == 0
+
+
+def test_given_folds_at_random_moments_between_a_handlers_reads_and_writes_when_counted_then_top_exact(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch, slept: list[float]
+) -> None:
+    """Other handlers' folds come anywhere between this one's epoch reads, its log Query and its
+    log write (the folds move the epoch on with nothing new, the worst case for a log in flight)."""
+    rng = random.Random(11)
+    bodies = views_over(rng, clock.now, urls=12, n=150, days=1)
+    post_all(client, bodies)
+    messages = receive_all(aws)
+    real_get, real_log = top_store._get, top_store._put_log
+    folds: list[int] = []
+    inside: list[int] = []
+
+    def maybe_fold(dynamodb: Any, settings: Any) -> None:
+        if not inside and rng.random() < 0.3:
+            inside.append(1)  # the other handler's own reads and writes come as they are
+            for block in sorted({top.block_of(windows.Span("hour", b["time"] // HOUR)) for b in bodies}):
+                folds.append(top_store.fold(dynamodb, settings, block))
+            inside.clear()
+
+    def get(dynamodb: Any, settings: Any, key: dict[str, Any]) -> Any:
+        maybe_fold(dynamodb, settings)
+        return real_get(dynamodb, settings, key)
+
+    def put_log(dynamodb: Any, settings: Any, item: dict[str, Any]) -> None:
+        maybe_fold(dynamodb, settings)
+        real_log(dynamodb, settings, item)
+
+    monkeypatch.setattr(top_store, "_get", get)
+    monkeypatch.setattr(top_store, "_put_log", put_log)
+    for start in range(0, len(messages), 10):
+        deliver(client, messages[start : start + 10])
+    monkeypatch.setattr(top_store, "_get", real_get)
+    monkeypatch.setattr(top_store, "_put_log", real_log)
+    assert len(folds) > 10 and slept, "folds came between reads and writes, and handlers wrote again"
+    for window, limit in (("1h", 3), ("6h", 4), ("1d", 12), ("2d", 20)):
+        assert_top_exact(client, bodies, limit, window=window)
+
+
+def test_given_summaries_of_the_earlier_layout_with_deltas_when_read_then_top_exact(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stage upgraded in place keeps delta items (`D`) its handlers wrote before logs: read as
+    they were, and a new batch adds to the same summaries."""
+    from tests.functional.helpers import SETTINGS
+
+    monkeypatch.setattr(top_store, "_base_units", lambda *_: 0)  # bases only, as the earlier layout had
+    rng = random.Random(4)
+    bodies = views_over(rng, clock.now, urls=8, n=60, days=1)
+    post_all(client, bodies)
+    deliver(client, receive_all(aws))
+    for item in summary_items(aws):  # every base becomes an empty base and a delta holding its entries
+        assert item["sk"]["S"] == top_store.SUMMARY_SK
+        aws.dynamodb.put_item(TableName=SETTINGS.counts_table, Item={**item, "sk": {"S": top_store.DELTA_SK}})
+        aws.dynamodb.put_item(TableName=SETTINGS.counts_table, Item={k: v for k, v in item.items() if k != "e"})
+    assert_top_exact(client, bodies, 8, window="2d")
+    monkeypatch.undo()
+    more = views_over(rng, clock.now, urls=8, n=30, days=1)
+    post_all(client, more)
+    deliver(client, receive_all(aws))
+    assert_top_exact(client, bodies + more, 8, window="2d")
+    assert_top_exact(client, bodies + more, 3, window="3h")
+
+
+def test_given_a_batch_whose_log_would_pass_the_item_cap_when_counted_then_its_bases_are_written(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(top, "MAX_ITEM_BYTES", 300)  # a log of more than a few snapshots passes it
+    bodies = views_over(random.Random(9), clock.now, urls=30, n=80, days=1)
+    post_all(client, bodies)
+    deliver(client, receive_all(aws))
+    stored = summary_items(aws)
+    assert stored and not [i for i in stored if i["sk"]["S"].startswith(top_store.LOG_PREFIX)]
+    assert_top_exact(client, bodies, 30, window="2d")

@@ -38,6 +38,8 @@ def test_given_any_window_up_to_400_days_when_covered_then_each_hour_once_in_tim
     hours = [h for span in spans for h in hours_of(span)]
     assert hours == list(range(first, first + length))
     assert len(spans) <= top.MAX_SPANS
+    assert len({top.block_of(span) for span in spans}) <= top.MAX_BLOCKS
+    assert all(top.block_of(span).start_minute <= span.start_minute < top.block_of(span).end_minute for span in spans)
 
 
 def test_given_the_worst_windows_when_covered_then_exactly_max_spans_items() -> None:
@@ -46,6 +48,10 @@ def test_given_the_worst_windows_when_covered_then_exactly_max_spans_items() -> 
     assert len(top.cover(start, start + 46 + 62 * 24 + 10 * block - 1)) == top.MAX_SPANS
     worst = max(len(top.cover(start + o, start + o + n - 1)) for o in (0, 1, 25) for n in range(9100, MAX_HOURS + 1))
     assert worst == top.MAX_SPANS
+    blocks = max(
+        len({top.block_of(s) for s in top.cover(start + o, start + o + MAX_HOURS - 1)}) for o in range(0, block, 5)
+    )
+    assert blocks == top.MAX_BLOCKS
 
 
 def test_given_whole_blocks_and_days_when_covered_then_the_coarsest_items() -> None:
@@ -166,3 +172,32 @@ def test_given_random_buckets_when_top_selected_then_counts_exact_and_exact_true
     if selection.others_complete:
         beyond = [v for u, v in truth if u not in listed]
         assert selection.others == (len(beyond), sum(beyond))
+
+
+# -- what a batch must log -------------------------------------------------------------------
+
+
+def test_given_random_summaries_when_a_batch_logs_only_what_is_uncovered_then_every_reader_order_covers_it() -> None:
+    """Whatever order a reader observes the logs in (with logs of other batches among them),
+    every snapshot of the batch ends at most max(held, floor): the ones it logged because they
+    are observed, the others because the base or a log it trusted covers them."""
+    from chalicelib.views import top_store
+
+    rng = random.Random(5)
+    digest = [bytes([i]) * 8 for i in range(12)]
+    for _ in range(400):
+        base = top.Summary(capacity=4)
+        for _ in range(rng.randrange(8)):
+            base.observe(rng.choice(digest), rng.randrange(1, 9))
+        trusted = {d: rng.randrange(1, 9) for d in rng.sample(digest, rng.randrange(4))}
+        batch = {d: rng.randrange(1, 12) for d in rng.sample(digest, rng.randrange(1, 6))}
+        news = top_store._uncovered(base, trusted, batch)
+        others = [{d: rng.randrange(1, 12) for d in rng.sample(digest, 3)} for _ in range(rng.randrange(3))]
+        logs = [trusted, news, *others]
+        for _ in range(4):
+            rng.shuffle(logs)
+            reader = top.Summary(dict(base.entries), base.floor, capacity=4)
+            for log in logs:
+                for d, c in sorted(log.items()):
+                    reader.observe(d, c)
+            assert all(max(reader.entries.get(d, 0), reader.floor) >= c for d, c in batch.items())
