@@ -201,12 +201,12 @@ def run(
         catalog.fold(folding.attach(AwsClients(settings).dynamodb), settings, view_catalog.KIND, T0)
         tally_exact = tally_counts == expected and ranges_exact(plain, settings, batches)
         tally_exact = tally_exact and listed_urls(plain, settings) == len({v.url for v in deliveries})
-    fold = per_thousand(folding, n)
+    fold, counted = per_thousand(folding, n), per_thousand(tally, n)
     rows = [
         ("seed: transaction per view", per_thousand(seed, n), seed_counts == expected),
         (
             f"tally (fold {fold['wcu']:.0f} wcu)",
-            {k: v + fold[k] for k, v in per_thousand(tally, n).items()},
+            {k: counted.get(k, 0) + fold.get(k, 0) for k in sorted({*counted, *fold})},
             tally_exact,
         ),
     ]
