@@ -297,7 +297,16 @@ COUNT_ANSWER = obj(
         **WINDOW_ANSWER,
         "complete": RETENTION["complete"],
     },
-    {**RETENTION, "where": WHERE_ECHO},
+    {
+        **RETENTION,
+        "where": WHERE_ECHO,
+        "sums_complete": {
+            "type": "boolean",
+            "enum": [False],
+            "description": "present (false) when some events' values were not summed: a counter's hour or day "
+            "sums at most 8 value names (docs/counting.md, Item sizes)",
+        },
+    },
 )
 BREAKDOWN_ANSWER = obj(
     {

@@ -17,9 +17,14 @@ An event of counter C with dimensions D (at most 4) and values V (at most 8) is 
   items (one part) whose entries are (minute of the quarter, value), for the partial hours of a
   window (counters/topk.py, counters/summaries.py).
 
-Sums live beside counts as attributes named from a short hash of the value name (`<h>`, 6 hex):
-`w<h>` = the name, `t<h>` = its sum over the bucket (day items), `v<mm><h>` = its sum in minute
-mm (hour items).
+Sums live beside counts in at most MAX_SUM_NAMES slots per bucket item (`<s>`, one digit): `w<s>`
+= the value name, `t<s>` = its sum over the bucket (day items), `v<mm><s>` = its sum in minute mm
+(hour items). A name takes the next free slot of the item, on condition that the slot is free
+(and a name already in a slot, that it is still there), so no item sums more than MAX_SUM_NAMES
+names whatever the number of value names a counter's events carry: a value whose name finds no
+slot is not summed there, and `vx` counts such values. Items written before slots existed named
+their sums by a short hash of the name (`w<h>`, `t<h>`, `v<mm><h>`, 6 hex); they are read as they
+are, and take at most MAX_SUM_NAMES slots more (docs/counting.md, "Item sizes").
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from chalicelib.core import attributes, keyspace
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import keys as counter_keys
+from chalicelib.counters import topk
 from chalicelib.events import dimensions as event_dimensions
 
 FILTER = keyspace.FILTER
@@ -120,6 +126,7 @@ def bucket_item_key(pk: str, bucket: Bucket) -> dict[str, Any]:
 # -- sums ----------------------------------------------------------------------------------
 
 
+# The former layout (hash-named sums), still read: sums_of.
 def value_hash(name: str) -> str:
     return _digest(name)[:6]
 
@@ -136,25 +143,66 @@ def minute_sum_attribute(minute_of_hour: int, name: str) -> str:
     return f"v{minute_of_hour:02d}{value_hash(name)}"
 
 
+# A bucket item sums at most this many value names: an event's limit, so an event alone is
+# always summed whole.
+MAX_SUM_NAMES = event_dimensions.MAX_VALUES
+NOT_SUMMED = "vx"
+
+
+def slot_name_attribute(slot: int) -> str:
+    return f"w{slot}"
+
+
+def slot_total_attribute(slot: int) -> str:
+    return f"t{slot}"
+
+
+def slot_minute_attribute(minute_of_hour: int, slot: int) -> str:
+    return f"v{minute_of_hour:02d}{slot}"
+
+
+def slots_of(item: Mapping[str, Any]) -> dict[int, str]:
+    """The value names a stored bucket item sums, by slot."""
+    return {
+        int(k[1]): str(v["S"])
+        for k, v in item.items()
+        if len(k) == 2 and k[0] == "w" and k[1].isdigit() and isinstance(v, dict) and "S" in v
+    }
+
+
+def not_summed(item: Mapping[str, Any] | None) -> int:
+    """How many values of the events an item counts it did not sum (no slot for their name)."""
+    return attributes.integer(dict(item or {}), NOT_SUMMED, 0)
+
+
 def sums_of(item: Mapping[str, Any], minutes: tuple[int, int] | None, resolution: str) -> dict[str, Decimal]:
     """The sums a stored bucket item holds: the whole bucket (minutes None), or minutes
     first..last of an hour item."""
-    names = {k[1:]: v["S"] for k, v in item.items() if len(k) == 7 and k[0] == "w" and "S" in v}
+    # A slot (one digit) or a hash of the former layout (6 hex) names the sums' attributes alike.
+    names = [
+        (k[1:], v["S"])
+        for k, v in item.items()
+        if k[:1] == "w" and (len(k) == 7 or (len(k) == 2 and k[1].isdigit())) and "S" in v
+    ]
     sums: dict[str, Decimal] = {}
-    for h, name in names.items():
+
+    def add(name: str, amount: Decimal) -> None:
+        sums[name] = topk.EXACT.add(sums[name], amount) if name in sums else amount
+
+    for h, name in names:
         if resolution == "day":
             if f"t{h}" in item:
-                sums[name] = attributes.decimal(item, f"t{h}")
+                add(name, attributes.decimal(item, f"t{h}"))
             continue
         first, last = minutes if minutes is not None else (0, 59)
         total = Decimal(0)
         found = False
         for m in range(first, last + 1):
             if f"v{m:02d}{h}" in item:
-                total += attributes.decimal(item, f"v{m:02d}{h}")
+                total = topk.EXACT.add(total, attributes.decimal(item, f"v{m:02d}{h}"))
                 found = True
         if found:
-            sums[name] = total
+            add(name, total)
     return sums
 
 

@@ -48,6 +48,7 @@ class WindowCount:
     retained_from_ms: int
     sums: dict[str, Decimal] = field(default_factory=dict)
     where: dict[str, str] = field(default_factory=dict)
+    unsummed: int = 0  # values the items read left unsummed (no slot for their name)
 
     def as_dict(self) -> dict[str, Any]:
         answer: dict[str, Any] = {
@@ -61,6 +62,8 @@ class WindowCount:
         }
         if self.where:
             answer["where"] = dict(self.where)
+        if self.unsummed:
+            answer["sums_complete"] = False
         return answer
 
 
@@ -131,6 +134,7 @@ def count_window(
     ]
     first = timebuckets.kept_from(flags)
     total = 0
+    unsummed = 0
     sums: dict[str, Decimal] = {}
     for part, item in zip(parts[first:], items[first:]):
         if inline_kept(part):
@@ -140,6 +144,7 @@ def count_window(
             continue  # an hour item past its own events' retention, kept for its inline minutes'
 
         total += _part_count(item, part)
+        unsummed += dimension_keys.not_summed(item)
         for name, amount in dimension_keys.sums_of(item, part.minutes, part.bucket.resolution).items():
             sums[name] = topk.EXACT.add(sums.get(name, Decimal(0)), amount)
     end_ms = (last_minute + 1) * timebuckets.MINUTE_MS
@@ -154,6 +159,7 @@ def count_window(
         retained_from,
         sums,
         dict(where or {}),
+        unsummed,
     )
 
 

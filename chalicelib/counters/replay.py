@@ -319,11 +319,14 @@ class _Plan:
             # Its counter's buckets and its filters', then its breakdown summaries.
             for pk in dimension_keys.count_pks(c.event.counter, c.event.dimensions, self.settings.filter_pairs):
                 for bucket in c.buckets:
-                    update = stream_apply.BucketUpdate()
-                    update.add(bucket, c.event)
                     key = dimension_keys.bucket_item_key(pk, bucket)
                     if counter_keys.held_id(key) in self.held:
                         continue
+                    # Its values go to the slots the item gives their names (read again on each
+                    # build: a slot taken meanwhile fails the transaction's condition).
+                    slots = stream_apply.stored_slots(self.dynamodb, self.settings, key) if c.event.values else None
+                    update = stream_apply.BucketUpdate(stored=slots)
+                    update.add(bucket, c.event)
                     keep = attributes.key_of(key) in self.keep_stored
                     # The stream handler's own increment: one rule for a bucket's expiry and retention.
                     items.append({"Update": stream_apply.increment(self.settings, key, bucket, update, keep)})

@@ -390,6 +390,8 @@ class _Rounds:
     spill: str | None = ""
     inline_count: int = 0
     positioned: bool = False  # the item holds a position of this shard
+    slots: dict[int, str] | None = None  # the value names the item sums by slot, once read (or a hint)
+    taken: dict[int, str] = field(default_factory=dict)  # the slots the last update sent uses
 
     def marks(self, listed: bool = False, applied: Sequence[Countable] = ()) -> dict[str, Sequence[Countable]]:
         marks: dict[str, Sequence[Countable]] = {"found_applied": self.found, "beyond": self.beyond}
@@ -432,6 +434,35 @@ class _Spilled:
 _spilled = _Spilled()
 
 
+class _SlotHints:
+    """Per DynamoDB client, the value names each bucket item was last seen to sum by slot, so
+    the next batch's update names the right slots instead of guessing none and being cancelled.
+    Only a hint: the update's condition checks every slot it names. Bounded like _Spilled."""
+
+    MAX = 100_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: weakref.WeakKeyDictionary[DynamoDB, dict[tuple[str, str], dict[int, str]]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self, client: DynamoDB, key: dict[str, Any]) -> dict[int, str] | None:
+        with self._lock:
+            found = self._seen.get(client, {}).get(attributes.key_of(key))
+            return dict(found) if found is not None else None
+
+    def put(self, client: DynamoDB, key: dict[str, Any], slots: dict[int, str]) -> None:
+        with self._lock:
+            seen = self._seen.setdefault(client, {})
+            if len(seen) >= self.MAX:
+                seen.clear()
+            seen[attributes.key_of(key)] = dict(slots)
+
+
+_slot_hints = _SlotHints()
+
+
 def _day_mode(rounds: _Rounds, members: list[Countable]) -> str:
     """How a day item takes this shard's next events: `inline` (their minutes in the day item),
     `spill` (SET x: to FROM_START, or to their first position when inline so far: later events
@@ -468,7 +499,7 @@ def apply_item(
     members = sorted(members, key=lambda c: c.position)
     key = touch.key()
     day = touch.bucket.resolution == "day"
-    rounds = _Rounds(spill=_spilled.get(dynamodb, key, shard) if day else UNKNOWN)
+    rounds = _Rounds(spill=_spilled.get(dynamodb, key, shard) if day else UNKNOWN, slots=_slot_hints.get(dynamodb, key))
     # A counter's own day bucket decides its listing (GET /counters, catalog.py).
     lists = day and touch.pk.startswith(keyspace.COUNTER)
     for _ in range(MAX_ROUNDS):
@@ -491,6 +522,8 @@ def apply_item(
         elif mode == "spilled":
             _spilled.note(dynamodb, key, shard, rounds.spill)
         old = response.get("Attributes", {})
+        if rounds.taken:
+            _slot_hints.put(dynamodb, key, {**dimension_keys.slots_of(old), **rounds.taken})
         pruned = _prune(dynamodb, settings, key, old, shard, now_ms)
         marks = rounds.marks(listed=lists and _needs_listing(old, request, rounds), applied=members)
         return Sent(
@@ -531,7 +564,10 @@ def _not_held(
         rounds.spill != spill or rounds.inline_count != stored.inline_count or rounds.positioned != bool(stamp.position)
     )
     rounds.spill, rounds.inline_count, rounds.positioned = spill, stored.inline_count, bool(stamp.position)
-    if not applied and not learnt and (rounds.keep_stored or not longer):
+    named = rounds.slots != stored.slots
+    rounds.slots = stored.slots
+    _slot_hints.put(dynamodb, key, stored.slots)
+    if not applied and not learnt and not named and (rounds.keep_stored or not longer):
         raise StorageError("a bucket's condition failed for no reason this code knows") from failed
     rounds.keep_stored = rounds.keep_stored or longer
     return members
@@ -545,7 +581,11 @@ class BucketUpdate:
     minutes: Tally[int] = field(default_factory=Tally)
     retention: int = 0
     sums: dict[str, Decimal] = field(default_factory=dict)  # attribute name -> amount to ADD
-    names: dict[str, str] = field(default_factory=dict)  # attribute name -> value name
+    # The item's value names by slot as known (None: not read: taken as none, which the update's
+    # condition checks), the slot of each name this update sums, and the values it leaves unsummed.
+    stored: dict[int, str] | None = None
+    slots: dict[str, int] = field(default_factory=dict)
+    unsummed: int = 0
 
     inline: Tally[int] = field(default_factory=Tally)  # day items: minute of day -> count
 
@@ -558,13 +598,29 @@ class BucketUpdate:
             self.inline[timebuckets.minute_of(event.time_ms) % timebuckets.DAY_MINUTES] += 1
         self.retention = max(self.retention, event.retention_seconds)
         for name, amount in event.values.items():
-            self.names[dimension_keys.name_attribute(name)] = name
+            slot = self._slot(name)
+            if slot is None:
+                self.unsummed += 1
+                continue
             attribute = (
-                dimension_keys.minute_sum_attribute(minute, name)
+                dimension_keys.slot_minute_attribute(minute, slot)
                 if bucket.resolution == "hour"
-                else dimension_keys.total_attribute(name)
+                else dimension_keys.slot_total_attribute(slot)
             )
             self.sums[attribute] = topk.EXACT.add(self.sums.get(attribute, Decimal(0)), amount)
+
+    def _slot(self, name: str) -> int | None:
+        """The slot that sums this value name in the item: its own, else the first free one
+        (names take slots in the order of the events), None when every slot is taken."""
+        if name in self.slots:
+            return self.slots[name]
+        known = self.stored or {}
+        own = [slot for slot, held in sorted(known.items()) if held == name]
+        free = [s for s in range(dimension_keys.MAX_SUM_NAMES) if s not in known and s not in self.slots.values()]
+        slot = own[0] if own else free[0] if free else None
+        if slot is not None:
+            self.slots[name] = slot
+        return slot
 
 
 def _bucket_update(
@@ -576,12 +632,13 @@ def _bucket_update(
     rounds: _Rounds,
     mode: str = "",
 ) -> dict[str, Any]:
-    update = BucketUpdate()
+    update = BucketUpdate(stored=rounds.slots)
     for c in members:
         # Inline only a minute its hour still counts (an hour past the event's retention does not).
         live_hour = any(b.resolution == "hour" for b in c.buckets)
         update.add(bucket, c.event, inline=mode == "inline" and live_hour)
     last = members[-1]
+    rounds.taken = {slot: name for name, slot in update.slots.items()}
     request = increment(settings, key, bucket, update, rounds.keep_stored)
     names, values = request["ExpressionAttributeNames"], request["ExpressionAttributeValues"]
     names["#p"] = shard
@@ -647,15 +704,13 @@ def increment(
         names[f"#i{minute}"] = counter_keys.inline_attribute(minute)
         values[f":i{minute}"] = {"N": str(k)}
         adds.append(f"#i{minute} :i{minute}")
-    sets = []
+    sets: list[str] = []
     for i, (attribute, amount) in enumerate(sorted(update.sums.items())):
         names[f"#v{i}"] = attribute
         values[f":v{i}"] = {"N": str(amount)}
         adds.append(f"#v{i} :v{i}")
-    for i, (attribute, value_name) in enumerate(sorted(update.names.items())):
-        names[f"#w{i}"] = attribute
-        values[f":w{i}"] = {"S": value_name}
-        sets.append(f", #w{i} = :w{i}")
+    conditions = [] if keep_stored else ["(attribute_not_exists(#r) OR #r <= :r)"]
+    conditions += _slot_conditions(update, names, values, adds, sets)
     request: dict[str, Any] = {
         "TableName": settings.counts_table,
         "Key": key,
@@ -669,8 +724,47 @@ def increment(
         )
     else:
         request["UpdateExpression"] = f"ADD {', '.join(adds)} SET expires_at = :exp, #r = :r" + "".join(sets)
-        request["ConditionExpression"] = "(attribute_not_exists(#r) OR #r <= :r)"
+    if conditions:
+        request["ConditionExpression"] = " AND ".join(conditions)
     return request
+
+
+def _slot_conditions(
+    update: BucketUpdate, names: dict[str, str], values: dict[str, Any], adds: list[str], sets: list[str]
+) -> list[str]:
+    """The update's value names in their slots: a slot the item is known to give the name, on
+    condition that it still does; a free one, SET on condition that it is still free. So a
+    wrong guess (an item not read yet, or changed since) fails the condition and is read again,
+    and no item ever sums more than MAX_SUM_NAMES names. The values left unsummed are counted."""
+    if update.unsummed:
+        names["#vx"] = dimension_keys.NOT_SUMMED
+        values[":vx"] = {"N": str(update.unsummed)}
+        adds.append("#vx :vx")
+    conditions = []
+    for name, slot in sorted(update.slots.items(), key=lambda kv: kv[1]):
+        names[f"#w{slot}"] = dimension_keys.slot_name_attribute(slot)
+        values[f":w{slot}"] = {"S": name}
+        if (update.stored or {}).get(slot) == name:
+            conditions.append(f"#w{slot} = :w{slot}")
+        else:
+            sets.append(f", #w{slot} = :w{slot}")
+            conditions.append(f"attribute_not_exists(#w{slot})")
+    return conditions
+
+
+def stored_slots(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> dict[int, str]:
+    """The value names a bucket item sums by slot, read consistently (for an update sent in a
+    transaction, whose cancelled condition returns no item to learn them from)."""
+    names = {f"#w{s}": dimension_keys.slot_name_attribute(s) for s in range(dimension_keys.MAX_SUM_NAMES)}
+    with translated("could not read a bucket's value names"):
+        response = dynamodb.get_item(
+            TableName=settings.counts_table,
+            Key=key,
+            ConsistentRead=True,
+            ProjectionExpression=", ".join(names),
+            ExpressionAttributeNames=names,
+        )
+    return dimension_keys.slots_of(response.get("Item", {}))
 
 
 def _created_s(record: StreamRecord) -> int:
@@ -686,6 +780,7 @@ class StoredPositions:
     retention: int
     spills: dict[str, str] = field(default_factory=dict)  # day items: `x:<hash>` -> where its events went
     inline_count: int = 0
+    slots: dict[int, str] = field(default_factory=dict)  # the value names it sums, by slot
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> StoredPositions:
@@ -700,7 +795,8 @@ class StoredPositions:
             if name.startswith(counter_keys.SPILL_PREFIX) and isinstance(value, dict) and "S" in value
         }
         inline = attributes.integer(item, counter_keys.INLINE_COUNT, 0)
-        return cls(positions, attributes.integer(item, "retention", 0), spills, inline)
+        slots = dimension_keys.slots_of(item)
+        return cls(positions, attributes.integer(item, "retention", 0), spills, inline, slots)
 
     def stamp(self, shard: str) -> counter_keys.Stamp:
         return counter_keys.split_stamped(self.positions.get(shard, ""))
