@@ -12,7 +12,7 @@ from chalice.app import AuthRequest, BadRequestError, Chalice, NotFoundError, Ra
 from chalicelib.access import gate, policy
 from chalicelib.access import store as key_store
 from chalicelib.contract import document as contract
-from chalicelib.core import clock, inputs, pager, quarantine, queues, telemetry, validation
+from chalicelib.core import catalog, clock, inputs, pager, quarantine, queues, telemetry, validation
 from chalicelib.core import window_params as windows
 from chalicelib.core.aws import AwsClients
 from chalicelib.core.errors import NotFoundError as TallyNotFound
@@ -478,6 +478,12 @@ def list_counters() -> dict[str, Any]:
 @answers
 def list_view_urls() -> dict[str, Any]:
     return view_catalog.listing(aws.dynamodb, settings, query(), clock.now_ms())
+
+
+@app.schedule(Rate(settings.catalog_fold_minutes, unit=Rate.MINUTES))
+def fold_catalogs(event: Any) -> dict[str, Any]:
+    # The listings' logged names into their pages (core/catalog.py).
+    return catalog.fold_all(aws.dynamodb, settings, (counter_catalog.KIND, view_catalog.KIND), clock.now_ms())
 
 
 @app.route("/quarantine/counts", methods=["GET"], authorizer=admin_key)

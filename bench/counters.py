@@ -14,7 +14,8 @@ event), a backfill whose event times spread over 30 hours, and a hot counter (90
 traffic on one counter, one stream shard per write shard applied concurrently by threads).
 
 Columns: write units per 1,000 events and their ratio to the seed's, and of those the catalog's
-(`GET /counters`: one write per counter and day, when its day bucket is created, not per event); writes (requests) per 1,000
+(`GET /counters`: one log item per batch naming the counters whose day bucket it created, and
+the scheduled fold of those names into the catalog's pages, run once at the end); writes (requests) per 1,000
 events; the largest item in the counts table (bytes); the most writes one item takes per
 second of ingest (DynamoDB allows 1,000 write units per second per partition); whether every
 bucket is exact after every batch was delivered twice.
@@ -41,9 +42,10 @@ import boto3  # noqa: E402
 from boto3.dynamodb.types import TypeSerializer  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from bench.metering import Meter, MotoProbe, item_size  # noqa: E402
-from chalicelib.core import timebuckets  # noqa: E402
+from bench.metering import Meter, MotoProbe, item_size, write_units  # noqa: E402
+from chalicelib.core import catalog, timebuckets  # noqa: E402
 from chalicelib.core.settings import Settings  # noqa: E402
+from chalicelib.counters import catalog as counter_catalog  # noqa: E402
 from chalicelib.counters import keys as counter_keys  # noqa: E402
 from chalicelib.counters import reads as counters  # noqa: E402
 from chalicelib.counters import stream_apply as counting  # noqa: E402
@@ -204,16 +206,17 @@ class ItemWrites:
 
     def __init__(self) -> None:
         self.writes: Counter[str] = Counter()
-        self.catalog = 0  # writes to CATALOG# items (each under 1 KB: one write unit)
+        self.catalog = 0.0  # write units of CATALOG# items: log items, the fold's pages and deletes
 
     def attach(self, client: Any) -> None:
         def after(params: dict[str, Any], parsed: dict[str, Any], model: Any, **_: Any) -> None:
             if parsed.get("Error"):
                 return
-            if model.name in ("UpdateItem", "PutItem"):
+            if model.name in ("UpdateItem", "PutItem", "DeleteItem"):
                 key = params.get("Key") or {k: params["Item"][k] for k in ("pk", "sk") if k in params["Item"]}
                 self.writes[repr(key)] += 1
-                self.catalog += str(key.get("pk", {}).get("S", "")).startswith("CATALOG#")
+                if str(key.get("pk", {}).get("S", "")).startswith("CATALOG#"):
+                    self.catalog += write_units(item_size(params["Item"])) if "Item" in params else 1
             elif model.name == "TransactWriteItems":
                 for entry in params["TransactItems"]:
                     op = next(iter(entry.values()))
@@ -307,6 +310,9 @@ def run_writes(scenario: Scenario, count: int, seed_cache: dict[tuple[Any, ...],
         hot.attach(tally_client)
         began = time.perf_counter()
         transactions = apply_tally(tally_client, settings, scenario, items, now)
+        # The scheduled fold of the counters' listing, once for the run (it runs every
+        # CATALOG_FOLD_MINUTES; a run's names are what one fold merges at most).
+        catalog.fold(tally_client, settings, counter_catalog.KIND, now)
         tally_seconds = time.perf_counter() - began
         usage = tally.total().per(count)
         if scenario.hot:  # at-least-once: every batch again

@@ -11,7 +11,9 @@ number of URLs with every batch size. The seed writes a marker and an increment 
 transaction per view; Tally writes the markers of a batch with one increment of K per URL and
 one per hour bucket of the URL's views, up to 100 items per transaction, after reading which
 markers already exist, then copies those hours into their day and 32-day block items with
-plain writes that only grow (chalicelib.views.rollup). With --before-buckets, also the same
+plain writes that only grow (chalicelib.views.rollup). Tally's rows include the URL listing:
+each batch's log item naming its new URLs, and the scheduled fold of them into the catalog's
+pages, run once at the end (its share is printed in the row's name); every URL must be listed. With --before-buckets, also the same
 handler without any bucket. Every design must end with exact all-time counts, and Tally with
 exact ranged counts (a sample of URLs, over the whole workload and over a partial range, each
 checked against counting the distinct views).
@@ -36,10 +38,12 @@ env.prepare()
 from botocore.exceptions import ClientError  # noqa: E402
 
 from bench.metering import KB, Meter, MotoProbe, item_size, read_units  # noqa: E402
-from chalicelib.core import dynamo  # noqa: E402
+from chalicelib.core import catalog, dynamo  # noqa: E402
+from chalicelib.core.pager import PageRequest, decode_cursor  # noqa: E402
 from chalicelib.core.queues import Message  # noqa: E402
 from chalicelib.views import api as views_api  # noqa: E402
 from chalicelib.views import batches as views_batches  # noqa: E402
+from chalicelib.views import catalog as view_catalog  # noqa: E402
 from chalicelib.views import keys as view_keys  # noqa: E402
 from chalicelib.views import messages as view_messages  # noqa: E402
 from chalicelib.views import rollup, windows  # noqa: E402
@@ -143,6 +147,18 @@ def without_buckets(settings: Any, time_ms: int, now_ms: int) -> tuple[windows.S
     return ()
 
 
+def listed_urls(dynamodb: Any, settings: Any) -> int:
+    """How many URLs `GET /views/urls` lists, every page followed (each at most once)."""
+    names: list[str] = []
+    after = None
+    while True:
+        entries, cursor = catalog.page(dynamodb, settings, view_catalog.KIND, PageRequest(after, 1000), T0)
+        names += [e.name for e in entries]
+        if cursor is None:
+            return len(names) if len(names) == len(set(names)) else -1
+        after = decode_cursor(cursor, str)
+
+
 def per_thousand(meter: Meter, n: int) -> dict[str, float]:
     transactions, usage = meter.total("TransactWriteItems").per(n), meter.total().per(n)
     return {
@@ -177,11 +193,22 @@ def run(
         probe = MotoProbe(plain, region=settings.aws_region)
         seed, tally = Meter(probe), Meter(probe)
         seed_counts = seed_design(seed.attach(AwsClients(settings).dynamodb), plain, batches)
-        tally_counts = tally_design(tally.attach(AwsClients(settings).dynamodb), plain, clients.sqs, settings, batches)
+        tally_client = tally.attach(AwsClients(settings).dynamodb)
+        tally_counts = tally_design(tally_client, plain, clients.sqs, settings, batches)
+        # GET /views/urls: the scheduled fold of the URLs the batches logged, once for the run
+        # (it runs every CATALOG_FOLD_MINUTES; a run's URLs are what one fold merges at most).
+        folding = Meter(probe)
+        catalog.fold(folding.attach(AwsClients(settings).dynamodb), settings, view_catalog.KIND, T0)
         tally_exact = tally_counts == expected and ranges_exact(plain, settings, batches)
+        tally_exact = tally_exact and listed_urls(plain, settings) == len({v.url for v in deliveries})
+    fold, counted = per_thousand(folding, n), per_thousand(tally, n)
     rows = [
         ("seed: transaction per view", per_thousand(seed, n), seed_counts == expected),
-        ("tally", per_thousand(tally, n), tally_exact),
+        (
+            f"tally (fold {fold['wcu']:.0f} wcu)",
+            {k: counted.get(k, 0) + fold.get(k, 0) for k in sorted({*counted, *fold})},
+            tally_exact,
+        ),
     ]
     if not before_buckets:
         return rows

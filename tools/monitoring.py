@@ -25,6 +25,8 @@ ITERATOR_AGE_LIMIT_MS = 5 * 60 * 1000
 FIVE_MINUTES = 300
 # The scheduled audit (app.py): its own alarm, on the events it finds missing.
 AUDIT_FUNCTION = "run_audit"
+# The scheduled fold of the listings (app.py): its own alarm, when it stops completing.
+FOLD_FUNCTION = "fold_catalogs"
 
 
 def function_id(name: str) -> str:
@@ -46,6 +48,21 @@ def alarm(description: str, metric: dict[str, Any], comparison: str, threshold: 
         **extra,
     }
     return {"Type": "AWS::CloudWatch::Alarm", "Properties": properties}
+
+
+def missed_runs(description: str, metric: dict[str, Any], minutes: int, intervals: int) -> dict[str, Any]:
+    """An alarm on a schedule that stopped completing: fewer than one run in each of `intervals`
+    periods of `minutes`, missing data counting as missed."""
+    return alarm(
+        description,
+        metric,
+        "LessThanThreshold",
+        1,
+        Period=minutes * 60,
+        EvaluationPeriods=intervals,
+        DatapointsToAlarm=intervals,
+        TreatMissingData="breaching",
+    )
 
 
 def lambda_metric(name: str, function: str, statistic: str) -> dict[str, Any]:
@@ -112,17 +129,22 @@ def fragments(app: Any, res: Resources, settings: Settings, stage_name: str) -> 
                 "GreaterThanThreshold",
                 0,
             )
+        elif kind == "ScheduledEventConfig" and source.name == FOLD_FUNCTION:
+            minutes = settings.catalog_fold_minutes
+            cfn[f"{lid}MissedAlarm"] = missed_runs(
+                f"Listing fold missed: no {source.name} run completed in 4 intervals of {minutes} minutes"
+                " (GET /counters and GET /views/urls read a growing log until it runs).",
+                tally_metric("CatalogFolds", source.name),
+                minutes,
+                4,
+            )
         elif kind == "ScheduledEventConfig":
             minutes = settings.report_interval_minutes
-            cfn[f"{lid}MissedAlarm"] = alarm(
+            cfn[f"{lid}MissedAlarm"] = missed_runs(
                 f"Report run missed: no {source.name} run completed in 2 intervals of {minutes} minutes.",
                 tally_metric("ReportRuns", source.name),
-                "LessThanThreshold",
-                1,
-                Period=minutes * 60,
-                EvaluationPeriods=2,
-                DatapointsToAlarm=2,
-                TreatMissingData="breaching",
+                minutes,
+                2,
             )
     for queue in res.queues:
         lid = stage.logical_id(stage.setting_field(settings, queue.name)) + "Dlq"
@@ -151,7 +173,11 @@ def fragments(app: Any, res: Resources, settings: Settings, stage_name: str) -> 
 def dashboard(app: Any, res: Resources, settings: Settings, stage_name: str) -> dict[str, Any]:
     """One row per question an operator asks; function names filled in by Fn::Sub."""
     background = [s.name for s in app.event_sources if type(s).__name__ != "ScheduledEventConfig"]
-    schedules = [s.name for s in app.event_sources if type(s).__name__ == "ScheduledEventConfig"]
+    schedules = [
+        s.name
+        for s in app.event_sources
+        if type(s).__name__ == "ScheduledEventConfig" and s.name not in (AUDIT_FUNCTION, FOLD_FUNCTION)
+    ]
     names = (["api_handler"] if app.routes else []) + [s.name for s in app.event_sources]
 
     def fn(name: str) -> str:
@@ -184,6 +210,7 @@ def dashboard(app: Any, res: Resources, settings: Settings, stage_name: str) -> 
         ),
         ("Reports: runs and events reported", tally(["ReportRuns", "EventsReported"], schedules)),
         ("Audit: shortfall and open findings", tally(["Shortfall", "OpenFindings"], [AUDIT_FUNCTION])),
+        ("Listings: folds and log items folded", tally(["CatalogFolds", "CatalogLogsFolded"], [FOLD_FUNCTION])),
         ("Handler errors", [["AWS/Lambda", "Errors", "FunctionName", fn(n), {"stat": "Sum"}] for n in names]),
         (
             "Dead-letter and stream-failures queues: messages visible",

@@ -1,30 +1,84 @@
 """Catalogs: which names exist, written rarely as they are counted, read a page at a time.
 
-A catalog is one partition of the counts table, `CATALOG#<kind>` (keyspace), with one item per
-name (sk) holding `last_seen` (epoch ms) and, when the names themselves expire, `expires_at`.
-Writing one is kept off the hot path's cost: a process writes a name's item once per hour
-(`Recent` remembers which it wrote; again only if the name now needs a later expiry), with a condition that only moves `last_seen` forward,
-so `last_seen` is accurate to the hour and a name costs one small write per hour per process.
+Two layouts, each for the names whose cost it suits:
 
-Listings page through core.pager: its cursor names a sort key within the catalog's own partition.
+- One item per name (`CATALOG#<kind>` / `<name>`, `last_seen` epoch ms and, when the name
+  expires, `expires_at`), written at most once per name and hour per process (`touch`,
+  `Recent`). One small write per name: what sites use.
+- Packed (`log`, `fold`): a handler batch writes ONE log item (`CATALOG#<kind>#log` / `<ms>#
+  <content digest>`) naming every name it saw that was not known listed, its write units
+  growing with the names' bytes (compressed; about 1 KB per 30-100 names), not with their
+  number; the scheduled fold (`fold`, every CATALOG_FOLD_MINUTES) merges the log items into
+  pages (`CATALOG#<kind>#pages` / `p#<lowest name of the page's range>`, sorted entries,
+  compressed, at most catalog_pages.PAGE_RAW_BYTES before compression), rewriting only the
+  pages whose entries changed. Folded log items are not deleted (DynamoDB charges a delete by
+  the item's size, as much as the write): they expire LOG_LIFE_S after they were written (TTL
+  deletes at no charge), and the fold's mark (`CATALOG#<kind>#fold` / `#`) says how far the
+  log is merged (`folded`). Counters and views use it.
+
+Entries merge by name (catalog_pages.merged), so a redelivered batch, a log folded twice or a
+fold that died between its page writes never lists a name twice, and an entry only lives
+longer. A listing page (`page`) reads the names after its cursor from all three places: the
+per-name items (a stage upgraded in place keeps listing them; the fold moves a kind's per-name
+items into its pages, MIGRATE_PER_FOLD a run, and deletes them), the log items past the
+`folded` mark (at most a fold interval's worth of batches that saw new names), and the pages
+from the one holding the cursor on until the page is full. Expired entries are left out of every
+answer and dropped by the fold when it rewrites their page.
+
+No log item is left behind: the fold first moves the mark's `closing` to its start time, then
+reads the log items up to it; a writer, after writing its item, reads the mark (strongly
+consistent) and, when `closing` has reached its item's sort key (the fold may have read the
+log before the item was there), writes the item again after the mark. Every item is either
+read by the fold that closed past it, or written again where the next fold reads it.
+
+Readers and the fold: a reader finds every name whatever a concurrent fold does. The fold
+writes the pages before it moves `folded` and before it deletes the per-name items it moved; a
+reader reads, strongly consistent, in the opposite order: per-name items, the mark and the log
+past it, pages. A name a reader did not find where it looked first had left there after its
+page was written, so it is in the pages the reader reads afterwards.
+
+Listings page through core.pager: its cursor names a name; the partitions are always the
+listing's own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import attributes, keyspace, pager, times
+from chalicelib.core import attributes, catalog_pages, dynamo, keyspace, pager, times
 from chalicelib.core.aws import DynamoDB
+from chalicelib.core.catalog_pages import Listed
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
 
+PAGE_SK = "p#"
+MIGRATE_PER_FOLD = 1000
+LOGS_PER_FOLD = 5000  # bounds a run's memory and time; a longer log takes more runs
+# A log item lives this long after it is written (TTL deletes it, at no charge): far longer than
+# any gap between folds an operator lets pass (the fold's alarm fires after four intervals).
+LOG_LIFE_S = 14 * 86_400
+
 
 def catalog_pk(kind: str) -> str:
+    """The partition of a catalog's per-name items."""
     return f"{keyspace.CATALOG}{kind}"
+
+
+def log_pk(kind: str) -> str:
+    return f"{keyspace.CATALOG}{kind}{keyspace.CATALOG_LOG}"
+
+
+def pages_pk(kind: str) -> str:
+    return f"{keyspace.CATALOG}{kind}{keyspace.CATALOG_PAGES}"
+
+
+def fold_pk(kind: str) -> str:
+    return f"{keyspace.CATALOG}{kind}{keyspace.CATALOG_FOLD}"
 
 
 # -- writes --------------------------------------------------------------------------------
@@ -88,24 +142,6 @@ def touch(
     return len(fresh)
 
 
-def extend(dynamodb: DynamoDB, settings: Settings, kind: str, names: Mapping[str, int], now_ms: int) -> int:
-    """Record that `names` were seen now, each living until at least its expiry (epoch s): one
-    write per name, which changes nothing when the stored entry already lives longer (its expiry
-    only moves forward). For callers that know when a name needs listing; returns the writes."""
-    for name, expires in sorted(names.items()):
-        # Concurrent writers: the expiry only grows, and last_seen only moves forward.
-        _update_entry(
-            dynamodb,
-            settings,
-            kind,
-            name,
-            "SET last_seen = :t, expires_at = :exp",
-            "attribute_not_exists(expires_at) OR expires_at < :exp OR (expires_at = :exp AND last_seen < :t)",
-            {":t": {"N": str(now_ms)}, ":exp": {"N": str(expires)}},
-        )
-    return len(names)
-
-
 def _update_entry(
     dynamodb: DynamoDB,
     settings: Settings,
@@ -130,6 +166,266 @@ def _update_entry(
         pass
 
 
+def log(dynamodb: DynamoDB, settings: Settings, kind: str, names: Mapping[str, int | None], now_ms: int) -> int:
+    """Record that `names` (each with its expiry, epoch s, or None for a name that never
+    expires) were seen now, in one log item (more only past LOG_RAW_BYTES of entries), which the
+    fold merges into the catalog's pages. Returns the writes made (0 for no names). Written
+    again by a redelivered batch: the listing and the fold merge entries by name.
+
+    After the write, one strongly consistent read of the fold's mark: when a fold has closed the
+    log up to or past this item (it may have read the log before the item was there), the item
+    is written again after the mark, where the next fold reads it."""
+    entries = [Listed(name, now_ms, expires) for name, expires in sorted(names.items())]
+    runs = catalog_pages.chunks(entries, catalog_pages.LOG_RAW_BYTES)
+    writes = 0
+    for run in runs:
+        data = catalog_pages.pack(run)
+        digest = hashlib.sha256(data).hexdigest()[:32]
+        at_ms = now_ms
+        while True:
+            sk = f"{at_ms:013d}#{digest}"
+            item: dict[str, Any] = {
+                "pk": {"S": log_pk(kind)},
+                "sk": {"S": sk},
+                "e": {"B": data},
+                "expires_at": {"N": str(now_ms // 1000 + LOG_LIFE_S)},
+            }
+            with translated(f"could not log names of the {kind} catalog"):
+                dynamodb.put_item(TableName=settings.counts_table, Item=item)
+            writes += 1
+            closing = _mark(dynamodb, settings, kind).closing
+            if closing is None or sk > closing:
+                break
+            at_ms = max(at_ms, int(closing.split("#")[0])) + 1
+    return writes
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """The fold's mark of a catalog: the log is read up to `closing` by a fold under way (or
+    done), and merged into the pages up to `folded` (sort keys of log items; None: nothing)."""
+
+    closing: str | None
+    folded: str | None
+
+
+def _mark(dynamodb: DynamoDB, settings: Settings, kind: str) -> _Mark:
+    with translated(f"could not read the {kind} catalog"):
+        got = dynamodb.get_item(
+            TableName=settings.counts_table,
+            Key={"pk": {"S": fold_pk(kind)}, "sk": {"S": "#"}},
+            ConsistentRead=True,
+        )
+    item = got.get("Item") or {}
+    return _Mark(attributes.optional_text(item, "closing"), attributes.optional_text(item, "folded"))
+
+
+def _move_mark(dynamodb: DynamoDB, settings: Settings, kind: str, name: str, to: str) -> None:
+    """Move the mark's `name` forward to `to` (never back: two folds at once)."""
+    try:
+        with translated(f"could not mark the {kind} catalog's fold"):
+            dynamodb.update_item(
+                TableName=settings.counts_table,
+                Key={"pk": {"S": fold_pk(kind)}, "sk": {"S": "#"}},
+                UpdateExpression="SET #m = :to",
+                ConditionExpression="attribute_not_exists(#m) OR #m < :to",
+                ExpressionAttributeNames={"#m": name},
+                ExpressionAttributeValues={":to": {"S": to}},
+            )
+    except ConditionFailed:
+        pass
+
+
+def _unfolded_logs(
+    dynamodb: DynamoDB, settings: Settings, kind: str, after: str | None, most: int | None = None
+) -> list[dict[str, Any]]:
+    """The log items after `after` (a log sort key; None: all), strongly consistent."""
+    return _all_items(dynamodb, settings, log_pk(kind), kind, most, after)
+
+
+# -- the fold ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Folded:
+    """What one fold of one catalog did: log items merged, per-name items moved (and deleted),
+    pages written and deleted, and whether another fold changed a page first (then the mark was
+    not moved and nothing deleted: the next run folds the same items again)."""
+
+    logs: int = 0
+    migrated: int = 0
+    pages_written: int = 0
+    pages_deleted: int = 0
+    raced: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "logs": self.logs,
+            "migrated": self.migrated,
+            "pages_written": self.pages_written,
+            "pages_deleted": self.pages_deleted,
+            "raced": self.raced,
+        }
+
+
+def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Folded:
+    """Merge the log items of `kind` up to now (and up to MIGRATE_PER_FOLD per-name items of
+    the former layout) into its pages, then move the mark past those log items and delete the
+    per-name items. Each page write is conditional on the version read, so two folds at once
+    never lose an entry: the one that finds a page changed stops before moving the mark or
+    deleting anything. A fold that dies half-way leaves entries in two places, which listings
+    merge and the next fold tidies."""
+    now_s = now_ms // 1000
+    closing = f"{now_ms:013d}#~"
+    folded = _mark(dynamodb, settings, kind).folded
+    if any(attributes.sort_key(i) <= closing for i in _unfolded_logs(dynamodb, settings, kind, folded, 1)):
+        # Close the log up to now before reading it: a log item written from here on but sorted
+        # at or before the mark is written again after it by its writer (log), so none is left
+        # behind. (A run with nothing to merge writes nothing.)
+        _move_mark(dynamodb, settings, kind, "closing", closing)
+        logs = _unfolded_logs(dynamodb, settings, kind, folded, LOGS_PER_FOLD)
+    else:
+        logs = []
+    logs = [item for item in logs if attributes.sort_key(item) <= closing]
+    former = pager.query_page(
+        dynamodb,
+        settings.counts_table,
+        catalog_pk(kind),
+        pager.PageRequest(None, MIGRATE_PER_FOLD),
+        f"could not read the {kind} catalog",
+    ).items
+    if not logs and not former:
+        return Folded()
+    stored_items = {_low(item): item for item in _all_items(dynamodb, settings, pages_pk(kind), kind)}
+    stored = {low: _entries(item) for low, item in stored_items.items()}
+    everything = catalog_pages.union(
+        *stored.values(), *(_entries(item) for item in logs), (_former_entry(item) for item in former)
+    )
+    live = {name: e for name, e in everything.items() if e.live(now_s)}
+    plan = catalog_pages.layout(stored, live, catalog_pages.PAGE_RAW_BYTES)
+    try:
+        # New pages (split off) before the page they came from is cut, so an entry is always
+        # in some page: a fold that dies between leaves it in two, which readers merge.
+        for low in sorted(plan.write, key=lambda x: x in stored):
+            _write_page(dynamodb, settings, kind, low, plan.write[low], stored_items.get(low))
+        for low in plan.delete:
+            _delete(dynamodb, settings, pages_pk(kind), PAGE_SK + low, kind, _version(stored_items[low]))
+    except ConditionFailed:
+        return Folded(raced=True)
+    if logs:  # log items stay until they expire (LOG_LIFE_S): a delete is charged as a write
+        _move_mark(dynamodb, settings, kind, "folded", max(attributes.sort_key(item) for item in logs))
+    for item in former:
+        # Only as it was read: a writer of the former layout that moved it on keeps it.
+        _delete(dynamodb, settings, catalog_pk(kind), attributes.sort_key(item), kind, last_seen=item)
+    return Folded(len(logs), len(former), len(plan.write), len(plan.delete))
+
+
+def fold_all(dynamodb: DynamoDB, settings: Settings, kinds: Sequence[str], now_ms: int) -> dict[str, Any]:
+    """The scheduled fold of each catalog in `kinds`: `{"folded": {kind: what it did}}`."""
+    return {"folded": {kind: fold(dynamodb, settings, kind, now_ms).as_dict() for kind in kinds}}
+
+
+def _write_page(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    kind: str,
+    low: str,
+    entries: list[Listed],
+    stored: dict[str, Any] | None,
+) -> None:
+    version = 0 if stored is None else _version(stored)
+    request: dict[str, Any] = {
+        "TableName": settings.counts_table,
+        "Item": {
+            "pk": {"S": pages_pk(kind)},
+            "sk": {"S": PAGE_SK + low},
+            "e": {"B": catalog_pages.pack(entries)},
+            "n": {"N": str(len(entries))},
+            "v": {"N": str(version + 1)},
+        },
+    }
+    if stored is None:
+        request["ConditionExpression"] = "attribute_not_exists(pk)"
+    else:
+        request["ConditionExpression"] = "v = :v"
+        request["ExpressionAttributeValues"] = {":v": {"N": str(version)}}
+    with translated(f"could not write a page of the {kind} catalog"):
+        dynamodb.put_item(**request)
+
+
+def _delete(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    pk: str,
+    sk: str,
+    kind: str,
+    version: int | None = None,
+    last_seen: dict[str, Any] | None = None,
+) -> None:
+    request: dict[str, Any] = {"TableName": settings.counts_table, "Key": {"pk": {"S": pk}, "sk": {"S": sk}}}
+    if version is not None:
+        request["ConditionExpression"] = "v = :v"
+        request["ExpressionAttributeValues"] = {":v": {"N": str(version)}}
+    elif last_seen is not None and "last_seen" in last_seen:
+        request["ConditionExpression"] = "last_seen = :t"
+        request["ExpressionAttributeValues"] = {":t": last_seen["last_seen"]}
+        try:
+            with translated(f"could not tidy the {kind} catalog"):
+                dynamodb.delete_item(**request)
+        except ConditionFailed:
+            pass
+        return
+    with translated(f"could not tidy the {kind} catalog"):
+        dynamodb.delete_item(**request)
+
+
+def _logs_to_read(dynamodb: DynamoDB, settings: Settings, kind: str) -> list[dict[str, Any]]:
+    """The log items a reader reads: those after the fold's `folded` mark (read first)."""
+    return _unfolded_logs(dynamodb, settings, kind, _mark(dynamodb, settings, kind).folded)
+
+
+def _all_items(
+    dynamodb: DynamoDB, settings: Settings, pk: str, kind: str, most: int | None = None, after: str | None = None
+) -> list[dict[str, Any]]:
+    """The items of partition `pk` (after sort key `after`; the first `most` of them), read
+    strongly consistent."""
+    request: dict[str, Any] = {
+        "TableName": settings.counts_table,
+        "KeyConditionExpression": "pk = :pk" + ("" if after is None else " AND sk > :after"),
+        "ExpressionAttributeValues": {":pk": {"S": pk}},
+        "ConsistentRead": True,
+    }
+    if after is not None:
+        request["ExpressionAttributeValues"][":after"] = {"S": after}
+    items: list[dict[str, Any]] = []
+    for got in dynamo.query_pages(dynamodb, request, f"could not read the {kind} catalog"):
+        items += got.get("Items", [])
+        if most is not None and len(items) >= most:
+            return items[:most]
+    return items
+
+
+def _low(page: dict[str, Any]) -> str:
+    return attributes.sort_key(page).removeprefix(PAGE_SK)
+
+
+def _version(page: dict[str, Any]) -> int:
+    return attributes.integer(page, "v", 0)
+
+
+def _entries(item: dict[str, Any]) -> list[Listed]:
+    return catalog_pages.unpack(attributes.binary(item, "e"))
+
+
+def _former_entry(item: dict[str, Any]) -> Listed:
+    """An item of the per-name layout as an entry."""
+    return Listed(
+        attributes.sort_key(item),
+        attributes.integer(item, "last_seen", 0),
+        attributes.optional_integer(item, "expires_at"),
+    )
+
+
 # -- reads ---------------------------------------------------------------------------------
 
 
@@ -143,13 +439,141 @@ def page(
     dynamodb: DynamoDB, settings: Settings, kind: str, request: pager.PageRequest, now_ms: int
 ) -> tuple[list[Entry], str | None]:
     """Up to `request.limit` live names after `request.after`, in name order, and the cursor of
-    the next page (None at the end). One Query; a page may hold fewer names when some expired."""
-    found = pager.query_page(
+    the next page (None at the end): one Query of the per-name items, the pages from the one
+    holding the cursor until `limit` names after it are read (each page a Query of one item), and
+    the log items not folded yet. A page may hold fewer names when some expired."""
+    now_s = now_ms // 1000
+    after = request.after
+    former = pager.query_page(
         dynamodb,
         settings.counts_table,
         catalog_pk(kind),
         request,
         f"could not read the {kind} catalog",
-        live_at_s=now_ms // 1000,
+        live_at_s=now_s,
+        consistent=True,
     )
-    return [Entry(attributes.sort_key(i), attributes.integer(i, "last_seen")) for i in found.items], found.next
+    # Read in the order opposite to the fold's writes (see "Readers and the fold" above).
+    logged = [e for item in _logs_to_read(dynamodb, settings, kind) for e in _entries(item)]
+    packed, packed_through = _pages_after(dynamodb, settings, kind, after, request.limit, now_s)
+    found = catalog_pages.union((_former_entry(i) for i in former.items), packed, logged)
+    # Every source is read completely up to its bound; past the lowest bound, a source not read
+    # that far may hold names that belong before the others'.
+    bounds = [b for b in (former.after, packed_through) if b is not None]
+    bound = min(bounds) if bounds else None
+    names = sorted(
+        name
+        for name, entry in found.items()
+        if (after is None or name > after) and (bound is None or name <= bound) and entry.live(now_s)
+    )
+    taken = names[: request.limit]
+    position = taken[-1] if len(names) > request.limit else bound
+    cursor = None if position is None else pager.encode_cursor(position)
+    return [Entry(name, found[name].last_seen_ms) for name in taken], cursor
+
+
+def _pages_after(
+    dynamodb: DynamoDB, settings: Settings, kind: str, after: str | None, want: int, now_s: int
+) -> tuple[list[Listed], str | None]:
+    """Entries of the pages from the one holding `after` on, until `want` live names after it
+    are read; and the name through which they are complete (None: to the end)."""
+    pk = pages_pk(kind)
+    failure = f"could not read the {kind} catalog"
+    table = settings.counts_table
+    entries: list[Listed] = []
+    last_sk: str | None = None
+    if after is not None:
+        holding = _one(
+            dynamodb,
+            table,
+            pk,
+            "sk <= :s",
+            {":s": {"S": PAGE_SK + after}},
+            failure,
+            forward=False,
+        )
+        if holding.items:
+            entries += _entries(holding.items[0])
+            last_sk = attributes.sort_key(holding.items[0])
+    while sum(1 for e in entries if (after is None or e.name > after) and e.live(now_s)) < want:
+        got = _one(
+            dynamodb,
+            table,
+            pk,
+            "sk > :s" if last_sk is not None else "begins_with(sk, :s)",
+            {":s": {"S": last_sk if last_sk is not None else PAGE_SK}},
+            failure,
+        )
+        if not got.items:
+            return entries, None
+        entries += _entries(got.items[0])
+        last_sk = attributes.sort_key(got.items[0])
+        if not got.more:
+            return entries, None
+    return entries, max((e.name for e in entries), default=None)
+
+
+@dataclass(frozen=True)
+class _Got:
+    items: list[dict[str, Any]]
+    more: bool
+
+
+def _one(
+    dynamodb: DynamoDB,
+    table: str,
+    pk: str,
+    condition: str,
+    values: dict[str, Any],
+    failure: str,
+    forward: bool = True,
+) -> _Got:
+    """One item of partition `pk` whose sort key meets `condition` (the first in sort-key order,
+    or the last when not `forward`), and whether the partition may hold more."""
+    with translated(failure):
+        got = dynamodb.query(
+            TableName=table,
+            KeyConditionExpression=f"pk = :pk AND {condition}",
+            ExpressionAttributeValues={":pk": {"S": pk}, **values},
+            ScanIndexForward=forward,
+            Limit=1,
+            ConsistentRead=True,
+        )
+    return _Got(list(got.get("Items", [])), "LastEvaluatedKey" in got)
+
+
+def _range(dynamodb: DynamoDB, table: str, pk: str, prefix: str, failure: str) -> list[dict[str, Any]]:
+    """The items of partition `pk` whose sort key begins with `prefix`, strongly consistent."""
+    request = {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+        "ExpressionAttributeValues": {":pk": {"S": pk}, ":p": {"S": prefix}},
+        "ConsistentRead": True,
+    }
+    return [item for got in dynamo.query_pages(dynamodb, request, failure) for item in got.get("Items", [])]
+
+
+def names_with_prefix(
+    dynamodb: DynamoDB, settings: Settings, kind: str, prefixes: Sequence[str], now_ms: int
+) -> tuple[dict[str, list[str]], int]:
+    """For each prefix, the live names of the catalog that begin with it (in name order), and the
+    number of items read: per prefix, one Query of the per-name items and two of the pages (the
+    page holding the prefix, and pages whose range starts within it); the log items once."""
+    now_s = now_ms // 1000
+    failure = f"could not read the {kind} catalog"
+    table = settings.counts_table
+    former: dict[str, list[dict[str, Any]]] = {}
+    for prefix in prefixes:  # read in the order opposite to the fold's ("Readers and the fold")
+        former[prefix] = _range(dynamodb, table, catalog_pk(kind), prefix, failure)
+    logs = _logs_to_read(dynamodb, settings, kind)
+    logged = [e for item in logs for e in _entries(item)]
+    read = len(logs) + 1
+    out: dict[str, list[str]] = {}
+    for prefix in prefixes:
+        holding = _one(dynamodb, table, pages_pk(kind), "sk <= :s", {":s": {"S": PAGE_SK + prefix}}, failure, False)
+        within = _range(dynamodb, table, pages_pk(kind), PAGE_SK + prefix, failure)
+        packed = [e for item in holding.items + within for e in _entries(item)]
+        read += len(former[prefix]) + len(holding.items) + len(within)
+        found = catalog_pages.union((_former_entry(i) for i in former[prefix]), packed, logged)
+        out[prefix] = sorted(n for n, e in found.items() if n.startswith(prefix) and e.live(now_s))
+    return out, read

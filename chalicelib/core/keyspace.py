@@ -35,8 +35,13 @@ capabilities can never collide and an operator can read any item's owner from it
     REPORT#index                         <report id>             one committed report
     QUARANTINE#<source>                  <record id>             a background record set aside (core)
     KEY#                                 <sha256 of the key>     an access key: scopes, prefix, origins (access)
-    CATALOG#counters                     <counter>               a counter exists; when last counted (counters)
-    CATALOG#views                        <sha256 of url>         a URL has a view counter (views)
+    CATALOG#counters                     <counter>               a counter exists; when last counted (counters),
+                                                                 former layout: the fold moves it into pages
+    CATALOG#views                        <sha256 of url>         a URL has a view counter (views), former layout
+    CATALOG#<kind>#log                   <ms>#<content digest>   names one batch saw that were not known listed,
+                                                                 packed; the fold merges them; expires (core/catalog.py)
+    CATALOG#<kind>#pages                 p#<lowest name>         a sorted run of a catalog's names, packed
+    CATALOG#<kind>#fold                  #                       how far the fold has closed and merged the log
     CATALOG#sites                        <site>                  a site sent page views; when last seen (sites)
     SALT#                                d#<day>                 the visitor-id salt of one UTC day: 32 random
                                                                  bytes, expires two days after the day starts and
@@ -64,6 +69,9 @@ REPORT = "REPORT#"
 QUARANTINE = "QUARANTINE#"
 ACCESS_KEY = "KEY#"
 CATALOG = "CATALOG#"
+CATALOG_LOG = "#log"  # after CATALOG<kind>: the catalog's log items
+CATALOG_PAGES = "#pages"  # after CATALOG<kind>: the catalog's pages
+CATALOG_FOLD = "#fold"  # after CATALOG<kind>: the fold's mark
 SALT = "SALT#"
 
 

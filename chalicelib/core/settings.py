@@ -70,6 +70,9 @@ class Settings:
     # closes it is compared (its stream records must have been counted by then).
     audit_interval_minutes: int = 15
     audit_settle_minutes: int = 30
+    # Listings (GET /counters, GET /views/urls): how often the names handlers logged are folded
+    # into the catalogs' pages; a listing reads the log items not folded yet (core/catalog.py).
+    catalog_fold_minutes: int = 15
     # Views: how long the views queue keeps a message (set on the queue where it is created;
     # SQS's default, 4 days), and the horizon: a view is counted only while its own time is
     # less than this old, and its marker lives until its time plus the horizon, so every
@@ -219,6 +222,7 @@ FIELDS: dict[str, Rule] = {
     "report_settle_seconds": Integer(0, 3600),
     "audit_interval_minutes": Integer(5, 1440),
     "audit_settle_minutes": Integer(1, 1440),
+    "catalog_fold_minutes": Integer(5, 1440),
     "views_queue_retention_seconds": Integer(60, MAX_QUEUE_RETENTION_SECONDS),
     # The low bounds are the shortest horizon any queue retention allows (see view_horizon).
     "view_horizon_seconds": Integer(60 + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS, 365 * DAY_S),

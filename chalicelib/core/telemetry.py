@@ -204,6 +204,15 @@ def metric_values(result: Mapping[str, Any], raw: Mapping[str, Any], now_s: floa
             AuditRunsSuperseded=int(bool(result.get("superseded"))),
         )
         return values
+    if "folded" in result:  # the listings' fold (core/catalog.py)
+        folds = [f for f in (result.get("folded") or {}).values() if isinstance(f, Mapping)]
+        values.update(
+            CatalogFolds=1,
+            CatalogLogsFolded=float(sum(int(f.get("logs", 0)) for f in folds)),
+            CatalogPagesWritten=float(sum(int(f.get("pages_written", 0)) for f in folds)),
+            CatalogFoldRaces=float(sum(1 for f in folds if f.get("raced"))),
+        )
+        return values
     if "records" in result:
         for key, name in BATCH_METRICS.items():
             values[name] = float(result.get(key, 0))

@@ -1,13 +1,16 @@
 """Which counters exist: `GET /counters`, written as counters are counted.
 
-A counter's catalog item (`CATALOG#counters` / `<counter>`) lives as long as its latest-expiring
-day bucket (the day's end plus the longest retention of its events), so the listing shows every
-counter a window can still find events for. The stream handler writes it when a counter's day
-bucket is created or made to live longer, which the bucket's own UpdateItem says (it returns
-the old item), and again for a day bucket whose records it found applied (a redelivery: the
-delivery that created the bucket may have died before listing it). So a counter costs one
-catalog write per day it is counted in, whatever the event rate or the number of processes,
-and `last_counted` is the time its latest day was first counted: accurate to the day.
+A counter's catalog entry (core.catalog, packed: `CATALOG#counters#log`, then its pages) lives
+as long as its latest-expiring day bucket (the day's end plus the longest retention of its
+events), so the listing shows every counter a window can still find events for, and drops it
+when they have all expired. The stream handler names a counter in its batch's one log item when
+the counter's day bucket was created or made to live longer, which the bucket's own UpdateItem
+says (it returns the old item), and again for a day bucket whose records it found applied (a
+redelivery: the delivery that created the bucket may have died before listing it). So a batch
+costs one log write (its write units grow with the bytes of the names it lists, about a
+kilobyte per 50 counters) whatever the number of counters new that day, and the fold shares a
+page rewrite among the counters of a page; `last_counted` is the time the counter's latest day
+was first counted: accurate to the day.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ KIND = "counters"
 
 def list_counters(dynamodb: DynamoDB, settings: Settings, expiry: Mapping[str, int], now_ms: int) -> int:
     """List each counter of `expiry` (counter -> its day bucket's expiry, epoch s) as counted
-    now; an entry that already lives longer is left alone. Returns the writes made."""
-    return catalog.extend(dynamodb, settings, KIND, expiry, now_ms)
+    now (an entry that already lives longer keeps its life). Returns the writes made."""
+    return catalog.log(dynamodb, settings, KIND, expiry, now_ms)
 
 
 def listing(dynamodb: DynamoDB, settings: Settings, params: dict[str, str], now_ms: int) -> dict[str, Any]:

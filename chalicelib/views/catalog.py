@@ -3,12 +3,15 @@
 Counters are keyed by the URL's sha256, so the counter item (`URL#<sha>` / `TOTAL`) also keeps
 the URL's text (attribute `url`, set once by the counting transaction), when it was last
 counted (`last`, epoch ms, set by every counting transaction) and `listed` (set by every
-counting transaction). The catalog (`CATALOG#views` / `<sha>`) names the URLs; the queue handler
-writes a URL's entry before counting its views when the URL's counter is not `listed` yet, so
-a URL costs one catalog write in its life, not one an hour (a process reads the counters of the
+counting transaction). The catalog (core.catalog, packed: `CATALOG#views#log`, then its pages;
+`CATALOG#views` / `<sha>` items of the former layout are still read, and moved by the fold)
+names the URLs by sha256; the queue handler logs the batch's URLs whose counter is not `listed`
+yet in one log item before counting their views, so a URL is named in the log once in its life
+(again only when a delivery died between the log and the count), and a batch pays one write of
+about a kilobyte per 30 new URLs, not one write per new URL (a process reads the counters of the
 URLs it has not seen this hour, an eventually consistent read: a counter it finds was made by a
-transaction whose handler wrote the entry before it). A page of the listing is one Query of the
-catalog and one BatchGetItem of the page's counters.
+transaction whose handler logged the URL before it). A page of the listing reads the catalog
+(core.catalog.page) and one BatchGetItem of the page's counters.
 """
 
 from __future__ import annotations
@@ -49,7 +52,18 @@ def record(
     )
     listed = {attributes.partition_key(item).removeprefix(keyspace.VIEW_URL) for item in counters if LISTED in item}
     _recent.mark(dynamodb, dict.fromkeys(listed), hour)
-    return catalog.touch(dynamodb, settings, KIND, _recent, {sha: None for sha in fresh if sha not in listed}, now_ms)
+    new = {sha: None for sha in fresh if sha not in listed}
+    writes = catalog.log(dynamodb, settings, KIND, new, now_ms) if new else 0
+    _recent.mark(dynamodb, new, hour)
+    return writes
+
+
+def shas_of(
+    dynamodb: DynamoDB, settings: Settings, prefixes: list[str], now_ms: int
+) -> tuple[dict[str, list[str]], int]:
+    """The sha256 (hex) of every listed URL beginning with each hex prefix (a top-URL digest),
+    and the catalog items read to find them."""
+    return catalog.names_with_prefix(dynamodb, settings, KIND, prefixes, now_ms)
 
 
 def _sha(value: str) -> str:

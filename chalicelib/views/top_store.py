@@ -41,11 +41,13 @@ A read of the top URLs of hours first..last reads (all numbers are items):
   and delta pairs for any window up to 400 days, with the epoch of each block they lie in
   (at most top.MAX_BLOCKS, 14), one BatchGetItem call per 100; then one Query per block for its logs of two
   epochs (about 2 x FOLD_LOGS small items at most, or 2 x FOLD_BYTES, while handlers fold);
-- per candidate examined (at most `limit` + EXTRA_EXAMINED): one Query of the views catalog
-  (its digest to its sha256), its counter item (the URL's text) and its exact views in the
-  window from its counter and its own buckets (at most api.MAX_KEYS, 19).
-So at most 250 items and 14 log Queries + (limit + 100) x 21 items, whatever the number of
-views or URLs.
+- per candidate examined (at most `limit` + EXTRA_EXAMINED): three Queries of the views catalog
+  (its digest to its sha256, view_catalog.shas_of: the page holding it, one item), its counter
+  item (the URL's text) and its exact views in the window from its counter and its own buckets
+  (at most api.MAX_KEYS, 19);
+- the views catalog's log items not folded yet, once per batch of candidates.
+So at most 250 items and 14 log Queries + (limit + 100) x 21 items and the catalog's unfolded
+log, whatever the number of views or URLs.
 """
 
 from __future__ import annotations
@@ -56,7 +58,6 @@ from typing import Any
 
 from chalicelib.core import (
     attributes,
-    catalog,
     clock,
     dynamo,
     item_sizes,
@@ -488,26 +489,11 @@ def _urls_of(
     reads: list[int],
     sleep: Sleep | None,
 ) -> dict[bytes, list[str]]:
-    """The URLs with these digests: the views catalog names each URL's sha256 (one Query per
-    digest, by prefix), its counter item holds the text."""
-    shas: dict[bytes, list[str]] = {}
-    for digest in digests:
-        request = {
-            "TableName": settings.counts_table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :d)",
-            "ExpressionAttributeValues": {
-                ":pk": {"S": catalog.catalog_pk(view_catalog.KIND)},
-                ":d": {"S": digest.hex()},
-            },
-            "ProjectionExpression": "sk",
-        }
-        names = [
-            attributes.sort_key(i)
-            for page in dynamo.query_pages(dynamodb, request, "could not read the views catalog")
-            for i in page.get("Items", [])
-        ]
-        reads[0] += max(1, len(names))
-        shas[digest] = names
+    """The URLs with these digests: the views catalog names each URL's sha256 (view_catalog.shas_of),
+    its counter item holds the text."""
+    by_prefix, read = view_catalog.shas_of(dynamodb, settings, [d.hex() for d in digests], clock.now_ms())
+    shas = {digest: by_prefix[digest.hex()] for digest in digests}
+    reads[0] += read
     keys = [
         {"pk": {"S": keyspace.VIEW_URL + sha}, "sk": {"S": view_keys.COUNTER_SK}}
         for found in shas.values()

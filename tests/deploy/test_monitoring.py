@@ -60,6 +60,9 @@ def test_given_the_dev_stage_then_every_alarm_condition_is_there_for_every_handl
         0,
         "Sum",
     )
+    (fold,) = [p for p in found.values() if p["MetricName"] == "CatalogFolds"]
+    fold_s = stage.stage_settings(STAGE, PROJECT).catalog_fold_minutes * 60
+    assert (fold["Period"], fold["EvaluationPeriods"], fold["TreatMissingData"]) == (fold_s, 4, "breaching")
     (missed,) = [p for p in found.values() if p["MetricName"] == "ReportRuns"]
     interval_s = stage.stage_settings(STAGE, PROJECT).report_interval_minutes * 60
     assert (missed["Period"], missed["EvaluationPeriods"], missed["TreatMissingData"]) == (interval_s, 2, "breaching")
@@ -77,6 +80,7 @@ def test_given_the_dashboard_then_its_body_is_json_naming_tally_metrics_per_func
         "OnViewMessages",
         "OnUniqueItems",
         "RunScheduledReport",
+        "FoldCatalogs",
     }
 
 

@@ -155,6 +155,22 @@ def test_given_events_to_report_when_scheduled_run_then_report_metrics(
     assert line["event_id"]
 
 
+def test_given_logged_names_when_the_fold_runs_then_fold_metrics(
+    client: Any, aws: Any, clock: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert post(client, "/events", {"events": [{"counter": "c1"}, {"counter": "c2"}]}).status_code == 201
+    invoke(client, "on_event_records", lambda_event(stored_event_records(aws.dynamodb)))
+    capsys.readouterr()
+
+    event = client.events.generate_cw_event("aws.events", "Scheduled Event", {}, [])
+    invoke(client, "fold_catalogs", event)
+
+    (line,) = emf(lines(capsys), "fold_catalogs")
+    m = metrics_of(line)
+    assert m["CatalogFolds"] == (1, "Count") and m["CatalogLogsFolded"][0] == 1
+    assert m["CatalogPagesWritten"][0] == 1 and m["CatalogFoldRaces"][0] == 0
+
+
 def test_given_a_handler_that_fails_when_invoked_then_one_error_line_and_no_metrics(
     client: Any, aws: Any, app_module: Any, clock: Any, capsys: pytest.CaptureFixture[str], monkeypatch: Any
 ) -> None:

@@ -318,7 +318,7 @@ def test_given_a_page_view_when_beaconed_then_the_route_does_bounded_work(
 
 @pytest.mark.parametrize(
     ("views", "pages", "utm", "most_per_view"),
-    [(1, 1, False, 60), (1, 1, True, 90), (100, 5, False, 6), (50, 50, False, 25)],
+    [(1, 1, False, 35), (1, 1, True, 50), (100, 5, False, 3), (50, 50, False, 8)],
 )
 def test_given_page_views_when_counted_then_the_writes_per_view_are_bounded(
     client: Any,
