@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
 
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.settings import Settings
@@ -537,43 +538,63 @@ def test_given_a_partition_counted_whole_when_repaired_then_its_summaries_are_le
 
 class StreamSummarizesFirst(Forwarding):
     """The stream handler counts a new event of counter f between the repair's read of a
-    breakdown summary and its write: the first conditional PutItem of today's summary meets a
-    changed one."""
+    breakdown summary and its write: the repair's first write of a summary the new event is
+    merged into (today's, or this hour's: its parts and quarter hours) meets a changed one."""
 
     def __init__(self, real: Any, client: Any, aws: Any, clock: Any, sent: list[dict[str, Any]]) -> None:
         super().__init__(real)
         self.client, self.aws, self.clock, self.sent, self.done = client, aws, clock, sent, False
         self.refused = 0
 
+    def _meet(self, items: list[dict[str, Any]]) -> None:
+        hour, day = timebuckets.buckets_for(self.clock.now)
+        merged_into = (
+            f"d#{day.index:010d}#",
+            f"h#{hour.index:010d}#",
+            *(f"q#{hour.index * 4 + q:010d}#" for q in range(4)),
+        )
+        if self.done or not any(
+            i["pk"]["S"].startswith(keyspace.SUMMARY) and i["sk"]["S"].startswith(merged_into) for i in items
+        ):
+            return
+        self.done = True
+        event = {
+            "counter": "f",
+            "time": self.clock.now - 2 * MINUTE,
+            "dimensions": {"provider": "p1", "region": "eu"},
+            "values": {"amount": 0.5},
+        }
+        post_events(self.client, [event])
+        self.sent.append(event)
+        fresh = [
+            r
+            for r in stored_event_records(self.aws.dynamodb)
+            if r["dynamodb"]["NewImage"]["ingested_at"]["N"] == str(self.clock.now)
+        ]
+        invoke(self.client, "on_event_records", lambda_event(fresh))
+
     def put_item(self, **kwargs: Any) -> Any:
-        day = f"d#{timebuckets.buckets_for(self.clock.now)[1].index:010d}#0"
-        item = kwargs["Item"]
-        if not self.done and item["pk"]["S"].startswith(keyspace.SUMMARY) and item["sk"]["S"] == day:
-            self.done = True  # today's summary of a dimension: the new event is merged into it
-            event = {
-                "counter": "f",
-                "time": self.clock.now - 2 * MINUTE,
-                "dimensions": {"provider": "p1", "region": "eu"},
-                "values": {"amount": 0.5},
-            }
-            post_events(self.client, [event])
-            self.sent.append(event)
-            fresh = [
-                r
-                for r in stored_event_records(self.aws.dynamodb)
-                if r["dynamodb"]["NewImage"]["ingested_at"]["N"] == str(self.clock.now)
-            ]
-            invoke(self.client, "on_event_records", lambda_event(fresh))
+        self._meet([kwargs["Item"]])
         try:
             return self.real.put_item(**kwargs)
-        except self.real.exceptions.ConditionalCheckFailedException:
+        except ClientError:
+            self.refused += 1
+            raise
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        self._meet([t["Put"]["Item"] for t in kwargs["TransactItems"] if "Put" in t])
+        try:
+            return self.real.transact_write_items(**kwargs)
+        except ClientError:
             self.refused += 1
             raise
 
 
+@pytest.mark.parametrize("single_bytes", [summaries.SINGLE_BYTES, 120])
 def test_given_live_counting_during_the_repair_when_a_summary_changes_then_it_is_recounted_and_exact(
-    client: Any, aws: Any, clock: Any
+    client: Any, aws: Any, clock: Any, monkeypatch: Any, single_bytes: int
 ) -> None:
+    monkeypatch.setattr(summaries, "SINGLE_BYTES", single_bytes)
     start_audit(client)
     sent, short = lose_some_with_dimensions(client, aws, clock, lose=3)
     post_json(client, "/audit")
