@@ -167,3 +167,13 @@ def write(
         (sleep or clock.sleep)(backoff(outcome.retries, cap))
         outcome.retries += 1
     return outcome
+
+
+def write_items(dynamodb: DynamoDB, items: list[dict[str, Any]], *, what: str, attempts: int = 7) -> bool:
+    """Write a fixed list of transaction items, retrying transient failures as `write` does:
+    True once written, False when one of their conditions failed (nothing was written)."""
+    try:
+        write(dynamodb, [what], lambda _: Plan(items, [None] * len(items)), what=what, attempts=attempts)
+    except ConditionFailedError:
+        return False
+    return True

@@ -220,17 +220,7 @@ def _commit(
         {"Put": {"TableName": table, "Item": finding_item(settings, f, now_ms)}}
         for f in short[:FINDINGS_PER_TRANSACTION]
     ]
-    try:
-        transactions.write(
-            dynamodb,
-            [next_ms],
-            lambda _: transactions.Plan(items, [None] * len(items)),
-            what="moving the audit checkpoint",
-            attempts=5,
-        )
-    except transactions.ConditionFailedError:
-        return False
-    return True
+    return transactions.write_items(dynamodb, items, what="moving the audit checkpoint", attempts=5)
 
 
 def _recheck(dynamodb: DynamoDB, settings: Settings, now_ms: int, result: AuditResult) -> None:

@@ -536,17 +536,8 @@ def _account(dynamodb: DynamoDB, settings: Settings, partition: str, stored: int
         items.append(_as_read(table, audit_keys.tally_key(partition), former, partition, grouped=False))
     if len(items) > transactions.MAX_ITEMS:
         return False  # more stream shards than one transaction can check: the next run will say
-    try:
-        transactions.write(
-            dynamodb,
-            [partition],
-            lambda _: transactions.Plan(items, [None] * len(items)),
-            what="recording a repair",
-            attempts=5,
-        )
-    except transactions.ConditionFailedError:
-        return False  # the stream counted some of it meanwhile: the audit's next run will say
-    return True
+    # False: the stream counted some of it meanwhile; the audit's next run will say.
+    return transactions.write_items(dynamodb, items, what="recording a repair", attempts=5)
 
 
 def _as_read(table: str, key: dict[str, Any], item: dict[str, Any], partition: str, grouped: bool) -> dict[str, Any]:

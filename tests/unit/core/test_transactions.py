@@ -81,3 +81,22 @@ def test_given_sdk_or_service_error_when_writing_then_rejected_only_if_about_the
             Scripted(error), ["a"], lambda m: transactions.Plan([{"Put": {}}], [None]), what="t", sleep=lambda s: None
         )
     assert isinstance(raised.value, TransactionRejectedError) == (expected is TransactionRejectedError)
+
+
+def test_given_fixed_items_when_a_conflict_then_success_then_written_once_retried() -> None:
+    items = [{"Put": {"Item": "x"}}, {"ConditionCheck": {"Key": "y"}}]
+    client = Scripted(cancelled("TransactionConflict", "None"), None)
+    assert transactions.write_items(client, items, what="t") is True
+    assert client.sent == [items, items]
+
+
+def test_given_fixed_items_when_a_condition_fails_then_false_and_not_retried() -> None:
+    client = Scripted(cancelled("None", "ConditionalCheckFailed"))
+    assert transactions.write_items(client, [{"Put": {}}, {"ConditionCheck": {}}], what="t") is False
+    assert len(client.sent) == 1
+
+
+def test_given_fixed_items_when_refused_then_rejected_not_false() -> None:
+    client = Scripted(cancelled("ValidationError"))
+    with pytest.raises(TransactionRejectedError):
+        transactions.write_items(client, [{"Put": {}}], what="t")
