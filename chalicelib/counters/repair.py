@@ -53,13 +53,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
-from botocore.exceptions import ClientError
 
 from chalicelib.core import attributes, dynamo, quarantine, timebuckets, times, transactions
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
-from chalicelib.core.storage_errors import ConditionFailed, error_code, translated
+from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import audit, audit_keys, audit_runs, dimension_keys, summaries
 from chalicelib.counters import keys as counter_keys
@@ -458,31 +457,23 @@ def _write_bucket(
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
     }
+    if bucket.resolution == "hour" and day is not None and counter_keys.INLINE_COUNT in day:
+        # The day's inline minutes were subtracted: they must be as read when the hour is written.
+        day_key = _item_key((key[0], key[1], Bucket("day", timebuckets.day_of_hour(bucket.index))))
+        check = {
+            "TableName": settings.counts_table,
+            "Key": day_key,
+            "ConditionExpression": "#ic = :ic",
+            "ExpressionAttributeNames": {"#ic": counter_keys.INLINE_COUNT},
+            "ExpressionAttributeValues": {":ic": day[counter_keys.INLINE_COUNT]},
+        }
+        written = transactions.write_items(
+            dynamodb, [{"Update": update}, {"ConditionCheck": check}], what="writing a recounted hour"
+        )
+        return True if written else None  # None: the hour's bucket or its day changed since read
     try:
         with translated("could not write a recounted bucket"):
-            if bucket.resolution == "hour" and day is not None and counter_keys.INLINE_COUNT in day:
-                # The day's inline minutes were subtracted: they must be as read when the hour is written.
-                day_key = _item_key((key[0], key[1], Bucket("day", timebuckets.day_of_hour(bucket.index))))
-                items: list[Any] = [
-                    {"Update": update},
-                    {
-                        "ConditionCheck": {
-                            "TableName": settings.counts_table,
-                            "Key": day_key,
-                            "ConditionExpression": "#ic = :ic",
-                            "ExpressionAttributeNames": {"#ic": counter_keys.INLINE_COUNT},
-                            "ExpressionAttributeValues": {":ic": day[counter_keys.INLINE_COUNT]},
-                        }
-                    },
-                ]
-                try:
-                    dynamodb.transact_write_items(TransactItems=items)
-                except ClientError as exc:
-                    if error_code(exc) != "TransactionCanceledException":
-                        raise
-                    raise ConditionFailed("a recounted hour's bucket or day changed", None) from exc
-            else:
-                dynamodb.update_item(**update)
+            dynamodb.update_item(**update)
     except ConditionFailed:
         return None
     return True
