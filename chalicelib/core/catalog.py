@@ -47,7 +47,7 @@ import hashlib
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from chalicelib.core import attributes, catalog_pages, dynamo, keyspace, pager, times
@@ -259,13 +259,7 @@ class Folded:
     raced: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "logs": self.logs,
-            "migrated": self.migrated,
-            "pages_written": self.pages_written,
-            "pages_deleted": self.pages_deleted,
-            "raced": self.raced,
-        }
+        return asdict(self)
 
 
 def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Folded:
