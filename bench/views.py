@@ -172,6 +172,7 @@ def per_thousand(meter: Meter, n: int) -> dict[str, float]:
         "wcu+cancelled": usage["write_units"] + usage["cancelled_write_units"],
         "rcu": usage["read_units"],
         **{f"wcu {kind}": units * 1000 / n for kind, units in sorted(meter.writes_by_kind.items())},
+        **{f"rcu {op}": u.read_units * 1000 / n for op, u in sorted(meter.by_operation.items()) if u.read_units},
     }
 
 
@@ -358,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranged", default="1000,10000,100000", help="views of the URL read over 7 days")
     parser.add_argument("--measure-markers-up-to", type=int, default=10_000, help="run the marker Query up to here")
     parser.add_argument("--before-buckets", action="store_true", help="also run the handler without buckets")
-    parser.add_argument("--breakdown", action="store_true", help="also print Tally's write units by item kind")
+    parser.add_argument("--breakdown", action="store_true", help="also print Tally's write units by item kind and read units by call")
     args = parser.parse_args(argv)
     if args.ranged:
         print_ranged([int(n) for n in args.ranged.split(",")], args.measure_markers_up_to)
@@ -387,6 +388,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"{urls:>6}{batch_size:>7}  tally's write units by item kind: "
                     + ", ".join(f"{kind} {units:,.0f}" for kind, units in kinds.items())
+                )
+                reads = {k.removeprefix("rcu "): v for k, v in tally.items() if k.startswith("rcu ")}
+                print(
+                    f"{urls:>6}{batch_size:>7}  tally's read units by call: "
+                    + ", ".join(f"{op} {units:,.0f}" for op, units in reads.items())
                 )
             print(
                 f"{urls:>6}{batch_size:>7}  tally/seed: {tally['wcu'] / seed['wcu']:.2f}x the write units "
