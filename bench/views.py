@@ -359,7 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranged", default="1000,10000,100000", help="views of the URL read over 7 days")
     parser.add_argument("--measure-markers-up-to", type=int, default=10_000, help="run the marker Query up to here")
     parser.add_argument("--before-buckets", action="store_true", help="also run the handler without buckets")
-    parser.add_argument("--breakdown", action="store_true", help="also print Tally's write units by item kind and read units by call")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also print Tally's write units by item kind and read units by call"
+    )
     args = parser.parse_args(argv)
     if args.ranged:
         print_ranged([int(n) for n in args.ranged.split(",")], args.measure_markers_up_to)
