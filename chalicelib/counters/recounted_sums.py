@@ -61,7 +61,10 @@ def stored_sums(item: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
 def recount(item: Mapping[str, Any] | None, bucket: Bucket, events: Iterable[Event]) -> dict[str, dict[str, Any]]:
     """The sums attributes the item must hold for the events it counts (see the module's rules)."""
     stored = dict(item or {})
-    slots = dimension_keys.slots_of(stored)
+    events = list(events)
+    carried = {name for event in events for name in event.values}
+    # The slots of names no event carries are free for the others, as the names leave the item.
+    slots = {slot: name for slot, name in dimension_keys.slots_of(stored).items() if name in carried}
     former_only = {
         str(v["S"])
         for k, v in stored.items()
