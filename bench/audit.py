@@ -188,7 +188,10 @@ def measure_repair(count: int, lose: int, seed: int = 1) -> RepairRow:
             dimensions={"provider": f"p{rng.randrange(5)}", "region": f"r{rng.randrange(2)}"},
             values={"amount": Decimal(rng.randrange(1, 100_000)) / 100, "bytes": Decimal(rng.randrange(1, 10**6))},
         )
-        made.append((event, {k: _SERIALIZER.serialize(v) for k, v in events.to_item(event, ingest, settings).items()}))
+        item = events.to_item(event, ingest, settings)
+        item["pk"] = events.partition_key(ingest, rng.randrange(settings.event_write_shards))
+        item["sk"] = events.sort_key(ingest, f"b{n:06d}")
+        made.append((event, {k: _SERIALIZER.serialize(v) for k, v in item.items()}))
     with mock_aws():
         clients = AwsClients(settings)
         resources.ensure(

@@ -5,7 +5,10 @@ record skipped or lost on the way). Which of its events those are is not recorde
 the repair does not re-apply events: for every bucket (counter, hour or day) that one of the
 partition's events falls in, its counter's and its filter counters' (one per dimension and per
 pair FILTER_PAIRS counts: dimension_keys.subsets), it recounts the bucket from the events table
-and writes the count, with the condition that the bucket is unchanged since it was read. The
+and writes the count, its minutes and its sums (recounted_sums: the stream's own slot-taking,
+`vx` for values without a slot), with the condition that the bucket is unchanged since it was
+read; sums past one expression's 4 KB follow in further updates, each on condition that the
+count is the one just written. The
 breakdown summaries of those buckets (one per dimension of the partition's events) are rebuilt
 from the same events the same way (summaries.rebuild: on condition that the summary's version
 of each item is the one read before the partitions), in one item or in the parts layout as
