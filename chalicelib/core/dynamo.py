@@ -71,3 +71,26 @@ def batch_get_items(
                 break
         else:
             raise StorageError(failure)
+
+
+def put_items(
+    dynamodb: DynamoDB,
+    table: str,
+    items: list[dict[str, Any]],
+    failure: str,
+    sleep: Sleep | None = None,
+    attempts: int = 8,
+    cap: float = 2.0,
+) -> None:
+    """Write whole items (plain puts: the same item written twice is the same), 25 a call,
+    unprocessed items retried with backoff; what is still unwritten becomes StorageError(failure)."""
+    for start in range(0, len(items), 25):
+        requests: list[Any] = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
+        for _ in retry.attempts(attempts, sleep, cap):
+            with translated(failure):
+                response = dynamodb.batch_write_item(RequestItems={table: requests})
+            requests = list(response.get("UnprocessedItems", {}).get(table, []))
+            if not requests:
+                break
+        else:
+            raise StorageError(failure)

@@ -7,6 +7,8 @@ Storage code wraps each call in `translated(failure)`:
   the item DynamoDB returned with the failure when the call asked for it
   (ReturnValuesOnConditionCheckFailure=ALL_OLD); a caller for which a failed condition is an
   answer (already written, someone wrote more) catches it;
+- a single-item write that met an ongoing transaction on its item (TransactionConflictException)
+  becomes `ConflictError`, which a caller that can wait retries;
 - a refusal of the request's data (REJECTED_ERROR_CODES: the same request can never succeed)
   becomes `RejectedError`, which a route answers with 400 and a background handler sets aside;
 - anything else (throttling past the SDK's retries, a service error, a missing queue or bucket)
@@ -28,6 +30,9 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError
 
 CONDITION_FAILED = "ConditionalCheckFailedException"
+# A single-item write on an item an ongoing transaction holds ("Transaction conflict handling"
+# in the DynamoDB developer guide): the same write can succeed once the transaction is done.
+TRANSACTION_CONFLICT = "TransactionConflictException"
 
 
 class ConditionFailed(StorageError):
@@ -38,6 +43,10 @@ class ConditionFailed(StorageError):
     def __init__(self, message: str, item: dict[str, Any] | None) -> None:
         super().__init__(message)
         self.item = item
+
+
+class ConflictError(StorageError):
+    """A single-item write refused because a transaction was writing the same item: retry it."""
 
 
 def error_code(exc: ClientError) -> str:
@@ -56,6 +65,8 @@ def storage_error(exc: ClientError, failure: str) -> StorageError:
     code = error_code(exc)
     if code == CONDITION_FAILED:
         return ConditionFailed(f"{failure}: a condition failed", returned_item(exc))
+    if code == TRANSACTION_CONFLICT:
+        return ConflictError(f"{failure}: a transaction held the item")
     if code in REJECTED_ERROR_CODES:
         return RejectedError(f"{failure}: DynamoDB refused the data ({code})")
     return StorageError(failure)

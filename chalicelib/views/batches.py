@@ -1,16 +1,14 @@
 """Exact view counters, the queue handler side: apply a batch of views exactly once.
 
-A view is counted when its marker is written: markers and the increment of their URL's counter
-item (all time, and the pending count of each view's minute: chalicelib.views.rollup) go in one
-TransactWriteItems, so all happen or none does. The views of one URL in a transaction share one
-counter update, which is what makes a batch cheaper than a transaction per view, and a URL
-viewed once costs what a transaction per view costs: its marker and its counter. Pending
-minutes are moved into the URL's hour, day and block items later, in bulk, once the counter
-holds enough of them (chalicelib.views.rollup.settle, exact under redelivery and races). A
-redelivered view finds its marker: it is dropped before writing when the marker is already
-visible, or else its transaction is cancelled with ConditionalCheckFailed on exactly that
-marker, and the transaction is rebuilt without it (its counter increments shrink with it) and
-retried.
+A view is counted when its marker is written, and its marker is written by the same single
+UpdateItem that adds it to its URL's counter item (all time, and the pending count of its
+minute: chalicelib.views.rollup): the marker is a token in a set on the counter, and the update
+is conditioned on the token not being there (chalicelib.views.markers, which also says how
+markers leave the counter once it would pass a kilobyte, and how markers of the earlier layout
+are still honoured). So both happen or neither does. The views of one URL in a batch share one
+update (up to MAX_UPDATE_VIEWS), and a URL viewed once costs one write unit. A redelivered view
+finds its marker: in the counter (or its spilled item) read before writing, when it is already
+there, or else in the item the failed condition returns, and the update is sent again without it.
 
 At most once, whatever the path back: a marker lives until its view's own time plus the
 horizon (settings.view_horizon_seconds, longer than the queue's and the dead-letter queue's
@@ -22,7 +20,7 @@ The batch runs through core.batch_processor (ViewMessages says what is the views
 Poison is what a message's content causes, and only that: a message is set aside (in the
 queue's dead-letter queue, core.poison, with the reason, on its first delivery) when validation refuses it
 (not JSON, not a view, text that cannot be encoded, older than the horizon) or when DynamoDB
-refuses its data (a transaction that is refused is split in halves until the view it fails for
+refuses its data (an update that is refused is split in halves until the view it fails for
 is alone). Any other failure, whatever the exception (storage unavailable, throttling that
 outlasts the retries, a fault in the code), leaves the views it touched for redelivery: the
 messages that were applied or set aside are deleted and the handler raises.
@@ -36,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import attributes, batch_processor, dynamo, queues, timebuckets, transactions
+from chalicelib.core import attributes, batch_processor, clock, dynamo, queues, timebuckets
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.batch_processor import BatchIncompleteError, Sent, Write
 from chalicelib.core.batch_result import BatchResult
@@ -44,25 +42,27 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.poison import DeadLetterSink
 from chalicelib.core.queues import Message
+from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
-from chalicelib.views import catalog, rollup, top_store, windows
+from chalicelib.core.storage_errors import ConditionFailed, ConflictError, condition_item, translated
+from chalicelib.views import catalog, markers, rollup, top_store, windows
 from chalicelib.views import keys as view_keys
 from chalicelib.views import messages as view_messages
-from chalicelib.views import packing as view_packing
 from chalicelib.views import validation as view_input
 from chalicelib.views.windows import Span
 
-MAX_TRANSACTION_ITEMS = 100
+MAX_UPDATE_VIEWS = 50  # one update's condition names each token: well under the 4 KB expression limit
+MAX_ROUNDS = 12  # updates of one URL's counter in one batch (failed conditions, spills, conflicts)
 MAX_BACKOFFS = 6
 
-__all__ = ["BatchIncompleteError", "Pending", "ViewMessages", "apply_messages", "commit"]
+__all__ = ["BatchIncompleteError", "Pending", "ViewMessages", "apply_messages"]
 
 
 @dataclass
 class Pending:
     """One distinct view of a batch and the messages that carry it."""
 
-    sk: str
+    sk: str  # its marker's sort key (the marker item's, in the earlier layout)
     messages: list[Message]
     url: str = ""  # kept on the URL's counter item (GET /views/urls)
     time_ms: int = 0  # counted in the buckets of this time (a client-day: its earliest view's)
@@ -72,12 +72,17 @@ class Pending:
     def pk(self) -> str:
         return view_keys.url_pk(self.url)
 
+    @property
+    def marked(self) -> markers.Marked:
+        minute = self.time_ms // windows.MINUTE_MS if self.spans else None
+        return markers.Marked(markers.token(self.sk), markers.marker_day(self.time_ms), minute)
+
 
 class ViewMessages(batch_processor.Capability[Message, Pending]):
     """The views queue for the batch processor: a message is one view; views with the same
-    marker are one; a marker already visible, or one a transaction's condition finds, is a view
-    counted before. The handler deletes what it applied itself (core.queues), so a failure
-    leaves only its own views for redelivery."""
+    marker are one; a marker the counters (or the spilled and earlier marker items) read before
+    writing hold, or one a failed condition finds, is a view counted before. The handler deletes
+    what it applied itself (core.queues), so a failure leaves only its own views for redelivery."""
 
     partial = True
 
@@ -88,11 +93,15 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         settings: Settings,
         now_ms: int,
         sleep: Sleep | None,
-        max_items: int | None,
+        max_views: int | None,
     ) -> None:
         self.dynamodb, self.sqs, self.settings, self.now_ms, self.sleep = dynamodb, sqs, settings, now_ms, sleep
-        self.max_items = max_items or MAX_TRANSACTION_ITEMS
+        self.max_views = max_views or MAX_UPDATE_VIEWS
         self._sink = DeadLetterSink(sqs, settings.views_queue, sleep)
+        # Each URL's counter as last read or written by this batch, and the `ks` (spills) its
+        # views' spilled and earlier marker items were read at.
+        self._counters: dict[str, dict[str, Any] | None] = {}
+        self._stored_at: dict[str, int | None] = {}
 
     @property
     def sink(self) -> DeadLetterSink:
@@ -114,29 +123,150 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
 
     def checks(self, records: list[Pending]) -> list[Write[Pending]]:
         urls = {p.pk for p in records}
-        return [Write((), functools.partial(self._catalog, urls)), Write(records, self._visible)]
+        return [Write(records, self._known), Write((), functools.partial(self._catalog, urls))]
+
+    def _known(self, records: list[Pending]) -> Sent[Pending]:
+        """Read the counters (strongly consistent: after every earlier count), and the marker
+        items of the views they do not hold where some may be (spilled, or the earlier layout)."""
+        pks = sorted({p.pk for p in records})
+        items = attributes.by_key(
+            dynamo.batch_get_items(
+                self.dynamodb,
+                self.settings.counts_table,
+                [view_keys.counter_key_of(pk) for pk in pks],
+                "could not read the view counters",
+                self.sleep,
+                attempts=MAX_BACKOFFS,
+                cap=1.0,
+                consistent=True,
+            )
+        )
+        self._counters = {pk: items.get((pk, view_keys.COUNTER_SK)) for pk in pks}
+        held = [p for p in records if markers.holds(self._counters[p.pk], p.marked)]
+        ids = {id(p) for p in held}
+        return Sent(found=held + self._stored([p for p in records if id(p) not in ids]))
+
+    def _stored(self, records: list[Pending]) -> list[Pending]:
+        """The views among `records` whose marker is an item of its own and live: spilled from
+        the counter, or of the earlier layout. Strongly consistent: a spill writes its items
+        before it moves `ks`, which the count's condition checks."""
+        wanted: dict[tuple[str, str], Pending] = {}
+        for p in records:
+            counter = self._counters.get(p.pk)
+            self._stored_at[p.pk] = markers.spills(counter)
+            if markers.spills(counter) is not None:
+                wanted[(p.pk, markers.spilled_sk(p.marked.token))] = p
+            skew = self.settings.max_future_skew_seconds
+            if markers.earlier_markers_may_live(counter, self.settings.view_horizon_seconds, skew, self.now_ms):
+                wanted[(p.pk, p.sk)] = p
+        if not wanted:
+            return []
+        items = dynamo.batch_get_items(
+            self.dynamodb,
+            self.settings.counts_table,
+            [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in wanted],
+            "could not read the view markers",
+            self.sleep,
+            attempts=MAX_BACKOFFS,
+            cap=1.0,
+            projection="pk, sk, expires_at",
+            consistent=True,
+        )
+        now_s = self.now_ms // 1000
+        live = [wanted[attributes.key_of(item)] for item in items if attributes.integer(item, "expires_at") > now_s]
+        return list({id(p): p for p in live}.values())
 
     def _catalog(self, urls: set[str], _: list[Pending]) -> Sent[Pending]:
-        catalog.record(self.dynamodb, self.settings, urls, self.now_ms, self.sleep)  # GET /views/urls
+        known = {pk: self._counters[pk] for pk in urls if pk in self._counters}
+        catalog.record(self.dynamodb, self.settings, urls, self.now_ms, self.sleep, known)  # GET /views/urls
         return Sent()
-
-    def _visible(self, records: list[Pending]) -> Sent[Pending]:
-        seen = _visible_markers(self.dynamodb, self.settings, [(p.pk, p.sk) for p in records], self.now_ms, self.sleep)
-        return Sent(found=[p for p in records if (p.pk, p.sk) in seen])
 
     def writes(self, records: list[Pending]) -> list[Write[Pending]]:
         groups: dict[str, list[Pending]] = defaultdict(list)
         for pending in records:
             groups[pending.pk].append(pending)
-        ordered = [(pk, sorted(group, key=lambda p: (p.time_ms, p.sk))) for pk, group in sorted(groups.items())]
-        return [
-            Write([p for _, group in chunk for p in group], self._commit)
-            for chunk in view_packing.chunks(ordered, self.max_items, _spans_of)
-        ]
+        writes = []
+        for _, group in sorted(groups.items()):
+            group.sort(key=lambda p: (p.time_ms, p.sk))
+            for start in range(0, len(group), self.max_views):
+                writes.append(Write(group[start : start + self.max_views], self._count))
+        return writes
 
-    def _commit(self, members: list[Pending]) -> Sent[Pending]:
-        outcome = commit(self.dynamodb, self.settings, members, self.now_ms, self.sleep)
-        return Sent(applied=outcome.applied, found=outcome.duplicates, calls=outcome.attempts, retries=outcome.retries)
+    def _count(self, members: list[Pending]) -> Sent[Pending]:
+        """Count views of one URL with one UpdateItem of its counter, re-sent without what a
+        failed condition shows is there already, after a spill when the counter needs one."""
+        pk, url = members[0].pk, members[0].url
+        counter = self._counters.get(pk)
+        pending, found = list(members), list[Pending]()
+        calls = retries = 0
+        names = {"last_counted": catalog.LAST_COUNTED, "listed": catalog.LISTED}
+        for _ in range(MAX_ROUNDS):
+            held = {id(p): p for p in pending if markers.holds(counter, p.marked)}
+            if pending and pk in self._stored_at and self._stored_at[pk] != markers.spills(counter):
+                self._counters[pk] = counter
+                held.update((id(p), p) for p in self._stored([p for p in pending if id(p) not in held]))
+            found += held.values()
+            pending = [p for p in pending if id(p) not in held]
+            if not pending:
+                break
+            marked = [p.marked for p in pending]
+            size = markers.size_after(counter, pk, url, marked, self.now_ms, **names)
+            if counter is not None and markers.spill_pays(counter, size):
+                counter = self._spill(pk, counter)
+                calls += 1
+                continue
+            request = markers.count_request(
+                self.settings.counts_table,
+                pk,
+                url,
+                counter,
+                marked,
+                self.now_ms,
+                self.settings.view_horizon_seconds,
+                **names,
+            )
+            calls += 1
+            try:
+                with translated("could not count views"):
+                    response = self.dynamodb.update_item(**request)
+            except ConditionFailed as failed:  # counted or spilled into meanwhile: see what is there
+                counter = condition_item(self.dynamodb, self.settings.counts_table, request["Key"], failed)
+                continue
+            except ConflictError:  # a move of its pending minutes (a transaction) holds the counter
+                if retries >= MAX_BACKOFFS:
+                    raise
+                (self.sleep or clock.sleep)(backoff(retries))
+                retries += 1
+                continue
+            counter = response["Attributes"]
+            self._counters[pk] = counter
+            return Sent(applied=pending, found=found, calls=calls, retries=retries)
+        else:
+            if pending:
+                raise StorageError("a URL's view counter kept changing while its views were counted")
+        self._counters[pk] = counter
+        return Sent(found=found, calls=calls, retries=retries)
+
+    def _spill(self, pk: str, counter: dict[str, Any]) -> dict[str, Any] | None:
+        """Move the counter's inline markers to items of their own; the counter after (or as a
+        failed condition found it: another spill came first)."""
+        plan = markers.spill(self.settings.counts_table, pk, counter, self.settings.view_horizon_seconds, self.now_ms)
+        if plan is None:
+            return counter
+        dynamo.put_items(
+            self.dynamodb, self.settings.counts_table, plan.items, "could not move view markers", self.sleep
+        )
+        try:
+            with translated("could not move view markers"):
+                response = self.dynamodb.update_item(**plan.update)
+        except ConditionFailed as failed:
+            return condition_item(self.dynamodb, self.settings.counts_table, plan.update["Key"], failed)
+        after = response["Attributes"]
+        if self._stored_at.get(pk, markers.spills(counter)) == markers.spills(counter):
+            # The tokens moved were all in the counter as read, so the views still pending, which
+            # were not, have the spilled items they had.
+            self._stored_at[pk] = markers.spills(after)
+        return dict(after)
 
     def follow_ups(self, outcome: batch_processor.Outcome[Message, Pending]) -> list[Write[Pending]]:
         return [Write(outcome.settled() + outcome.checked, self._settle)]
@@ -148,7 +278,9 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         view it was for comes back with its message, and it is done then."""
         touched = {(p.pk, span) for p in members for span in p.spans}
         observed = top_store.Observations()  # the top URLs' summaries take the counts read here
-        moves = rollup.settle(self.dynamodb, self.settings, touched, self.now_ms, self.sleep, observed.add)
+        moves = rollup.settle(
+            self.dynamodb, self.settings, touched, self.now_ms, self.sleep, observed.add, self._counters
+        )
         summaries = top_store.record(self.dynamodb, self.settings, observed, self.sleep)
         return Sent(details=Counter(bucket_moves=moves, top_writes=summaries))
 
@@ -164,11 +296,11 @@ def apply_messages(
     messages: list[Message],
     now_ms: int,
     sleep: Sleep | None = None,
-    max_items: int | None = None,
+    max_views: int | None = None,
 ) -> BatchResult:
     """Count a batch; raises BatchIncompleteError, after removing every other message from the
     queue, when some views could not be written (they come back with the batch)."""
-    return batch_processor.process(ViewMessages(dynamodb, sqs, settings, now_ms, sleep, max_items), messages)
+    return batch_processor.process(ViewMessages(dynamodb, sqs, settings, now_ms, sleep, max_views), messages)
 
 
 def _live_spans(settings: Settings, time_ms: int, now_ms: int) -> tuple[Span, ...]:
@@ -180,126 +312,4 @@ def _live_spans(settings: Settings, time_ms: int, now_ms: int) -> tuple[Span, ..
         span
         for span, _ in placed
         if span.level == "hour" and timebuckets.live(span, settings.view_bucket_retention_seconds, now_ms)
-    )
-
-
-def _spans_of(pending: Pending) -> tuple[Span, ...]:
-    """The bucket items a view adds to its transaction besides its marker and its URL's
-    counter: none (its minute is an attribute of the counter)."""
-    return ()
-
-
-def _visible_markers(
-    dynamodb: DynamoDB, settings: Settings, keys: list[tuple[str, str]], now_ms: int, sleep: Sleep | None
-) -> set[tuple[str, str]]:
-    """Markers already written and live. Reads are cheaper than cancelled transactions; if this
-    read fails the transactions' conditions still catch every duplicate."""
-    found: set[tuple[str, str]] = set()
-    now_s = now_ms // 1000
-    items = dynamo.batch_get_items(
-        dynamodb,
-        settings.counts_table,
-        [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in keys],
-        "could not read the view markers",
-        sleep,
-        attempts=MAX_BACKOFFS,
-        cap=1.0,
-        projection="pk, sk, expires_at",
-    )
-    try:
-        for item in items:
-            if attributes.integer(item, "expires_at") > now_s:
-                found.add(attributes.key_of(item))
-    except StorageError:
-        pass  # an optimisation only: what was read still saves cancelled transactions
-    return found
-
-
-def _transaction(settings: Settings, chunk: list[tuple[str, list[Pending]]], now_ms: int) -> list[dict[str, Any]]:
-    now_s = now_ms // 1000
-    table = settings.counts_table
-    items: list[dict[str, Any]] = []
-    for pk, members in chunk:
-        items.extend(
-            {
-                "Put": {
-                    "TableName": table,
-                    "Item": {
-                        "pk": {"S": pk},
-                        "sk": {"S": p.sk},
-                        "expires_at": {
-                            "N": str(
-                                view_keys.marker_expires_at_s(
-                                    p.time_ms, settings.view_dedup, settings.view_horizon_seconds
-                                )
-                            )
-                        },
-                    },
-                    "ConditionExpression": "attribute_not_exists(pk) OR expires_at < :now",
-                    "ExpressionAttributeValues": {":now": {"N": str(now_s)}},
-                }
-            }
-            for p in members
-        )
-        items.append(_counter_update(table, pk, members, now_ms))
-    return items
-
-
-def _counter_update(table: str, pk: str, members: list[Pending], now_ms: int) -> dict[str, Any]:
-    """Add a transaction's views of one URL to its counter: all time, and pending per minute
-    (only views whose hour bucket is live)."""
-    minutes = Counter(p.time_ms // windows.MINUTE_MS for p in members if p.spans)
-    names = {"#v": "views", "#u": "url", "#l": catalog.LAST_COUNTED, "#c": catalog.LISTED}
-    values: dict[str, Any] = {
-        ":k": {"N": str(len(members))},
-        ":u": {"S": members[0].url},
-        ":now": {"N": str(now_ms)},
-        ":yes": {"BOOL": True},
-    }
-    adds = ["#v :k"]
-    for i, (minute, k) in enumerate(sorted(minutes.items())):
-        names[f"#p{i}"] = view_keys.pending_attribute(minute)
-        values[f":p{i}"] = {"N": str(k)}
-        adds.append(f"#p{i} :p{i}")
-    return {
-        "Update": {
-            "TableName": table,
-            "Key": {"pk": {"S": pk}, "sk": {"S": view_keys.COUNTER_SK}},
-            "UpdateExpression": f"ADD {', '.join(adds)} SET #u = if_not_exists(#u, :u), #l = :now, #c = :yes",
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
-        }
-    }
-
-
-def commit(
-    dynamodb: DynamoDB, settings: Settings, members: list[Pending], now_ms: int, sleep: Sleep | None
-) -> transactions.Outcome[Pending]:
-    """Apply views in one transaction (their markers and counters), or learn that
-    an earlier delivery did: a marker's failed condition names its view as a duplicate."""
-
-    def plan(pending: list[Pending]) -> transactions.Plan[Pending]:
-        groups: dict[str, list[Pending]] = defaultdict(list)
-        for member in pending:
-            groups[member.pk].append(member)
-        regrouped = list(groups.items())
-        items = _transaction(settings, regrouped, now_ms)
-        # Item order is each group's markers, then its counter update (owned by no one view).
-        owners: list[Pending | None] = []
-        for _, group in regrouped:
-            owners += group + [None]
-        assert len(owners) == len(items)
-        return transactions.Plan(items, owners)
-
-    def already_counted(failed: list[Pending | None], pending: list[Pending]) -> list[Pending]:
-        return [member for member in failed if member is not None]
-
-    return transactions.write(
-        dynamodb,
-        members,
-        plan,
-        what="view transaction",
-        duplicates=already_counted,
-        attempts=MAX_BACKOFFS,
-        sleep=sleep,
     )

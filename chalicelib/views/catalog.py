@@ -17,7 +17,7 @@ transaction whose handler logged the URL before it). A page of the listing reads
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from chalicelib.core import attributes, catalog, dynamo, keyspace, pager, times
@@ -37,20 +37,31 @@ LAST_COUNTED = "last"  # on a counter item: epoch ms of its latest counting tran
 
 
 def record(
-    dynamodb: DynamoDB, settings: Settings, url_pks: Iterable[str], now_ms: int, sleep: Sleep | None = None
+    dynamodb: DynamoDB,
+    settings: Settings,
+    url_pks: Iterable[str],
+    now_ms: int,
+    sleep: Sleep | None = None,
+    known: Mapping[str, dict[str, Any] | None] | None = None,
 ) -> int:
     """List the URLs (by their counter partition `URL#<sha>`) about to be counted that are not
-    listed yet; returns the writes made."""
+    listed yet (`known`: counters the caller read, by partition, not read again); returns the
+    writes made."""
     hour = now_ms // times.HOUR_MS
     shas: dict[str, int | None] = {pk.removeprefix(keyspace.VIEW_URL): None for pk in url_pks}
     fresh = _recent.fresh(dynamodb, shas, hour)
     if not fresh:
         return 0
-    keys = [view_keys.counter_key_of(keyspace.VIEW_URL + sha) for sha in fresh]
-    counters = dynamo.batch_get_items(
-        dynamodb, settings.counts_table, keys, "could not read the view counters", sleep, projection="pk, listed"
+    known = known or {}
+    keys = [view_keys.counter_key_of(keyspace.VIEW_URL + sha) for sha in fresh if keyspace.VIEW_URL + sha not in known]
+    counters = list(
+        dynamo.batch_get_items(
+            dynamodb, settings.counts_table, keys, "could not read the view counters", sleep, projection="pk, listed"
+        )
     )
+    counters += [item for item in known.values() if item is not None]
     listed = {attributes.partition_key(item).removeprefix(keyspace.VIEW_URL) for item in counters if LISTED in item}
+    listed &= set(fresh)
     _recent.mark(dynamodb, dict.fromkeys(listed), hour)
     new = {sha: None for sha in fresh if sha not in listed}
     writes = catalog.log(dynamodb, settings, KIND, new, now_ms) if new else 0

@@ -178,8 +178,10 @@ def settle(
     now_ms: int,
     sleep: Sleep | None = None,
     observe: Callable[[str, Span, int], None] | None = None,
+    known: Mapping[str, dict[str, Any] | None] | None = None,
 ) -> int:
-    """After a batch's transactions: move the pending minutes of each touched URL (by counter
+    """After a batch's counts (`known`: counters as the batch last read or wrote them, strongly
+    consistent, taken instead of reading them again): move the pending minutes of each touched URL (by counter
     partition, with the hours its views fall in) that holds more than FLUSH_AT, and tell
     `observe` each URL's views in those hours and their days and blocks (a snapshot of a count
     that only grows, for the top URLs' summaries, chalicelib.views.top). Returns the moves made.
@@ -190,9 +192,10 @@ def settle(
         hours[pk].add(hour)
     if not hours:
         return 0
-    keys = [view_keys.counter_key_of(pk) for pk in sorted(hours)]
-    read_counters = _get(dynamodb, settings, keys, sleep, consistent=True)
-    counters = {pk: read_counters.get((pk, view_keys.COUNTER_SK)) for pk in sorted(hours)}
+    known = known or {}
+    keys = [view_keys.counter_key_of(pk) for pk in sorted(hours) if pk not in known]
+    read_counters = _get(dynamodb, settings, keys, sleep, consistent=True) if keys else {}
+    counters = {pk: known[pk] if pk in known else read_counters.get((pk, view_keys.COUNTER_SK)) for pk in sorted(hours)}
     moves = 0
     for pk in sorted(counters):
         for _ in range(MAX_MOVES):

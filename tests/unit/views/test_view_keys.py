@@ -10,7 +10,6 @@ from chalicelib.core import times
 from chalicelib.core.errors import ValidationError
 from chalicelib.views import keys as view_keys
 from chalicelib.views import messages as view_messages
-from chalicelib.views import packing as view_packing
 from chalicelib.views import validation as view_input
 from chalicelib.views.keys import marker_expires_at_s, marker_sk
 from chalicelib.views.validation import View, check_time
@@ -61,30 +60,6 @@ def test_given_long_url_and_client_when_keyed_then_keys_fit_dynamodb_limits(view
     assert len(key["pk"]["S"].encode()) <= 2048 and len(key["sk"]["S"].encode()) <= 1024
     assert not view_keys.marker_sk(view, "event").startswith(("CTR#", "EVT#", "QUARANTINE#"))
     assert view_keys.url_pk(view.url).startswith("URL#")
-
-
-@given(st.lists(st.integers(1, 250), max_size=30), st.integers(5, 100), st.integers(0, 3))
-def test_given_groups_when_chunked_then_each_member_once_and_no_transaction_too_big(
-    sizes: list[int], max_items: int, spans_each: int
-) -> None:
-    groups = [(f"u{i}", [(i, j) for j in range(n)]) for i, n in enumerate(sizes)]
-
-    def spans(member: tuple[int, int]) -> list[int]:  # a few buckets, shared by neighbours
-        return [member[1] // 7 + k * 1000 for k in range(spans_each)]
-
-    chunks = view_packing.chunks(groups, max_items, spans)
-    members = [m for chunk in chunks for _, part in chunk for m in part]
-    assert sorted(members) == sorted(m for _, g in groups for m in g)
-    for chunk in chunks:
-        keys = [key for key, _ in chunk]
-        assert len(keys) == len(set(keys)), "one counter updated twice in a transaction"
-        assert view_packing.transaction_items(chunk, spans) <= max_items
-        assert all(part for _, part in chunk)
-
-
-def test_given_groups_when_chunked_then_fewer_transactions_than_views() -> None:
-    groups = [(f"u{i}", list(range(9))) for i in range(20)]  # 20 URLs x 9 views = 200 items
-    assert len(view_packing.chunks(groups, 100, lambda member: ())) == 2
 
 
 @pytest.mark.parametrize(

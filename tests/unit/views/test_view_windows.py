@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 from typing import Any
 
@@ -12,9 +11,7 @@ from hypothesis import strategies as st
 from chalicelib.core import timebuckets
 from chalicelib.core.settings import Settings
 from chalicelib.views import api as views_api
-from chalicelib.views import batches as views_batches
 from chalicelib.views import keys as view_keys
-from chalicelib.views import packing as view_packing
 from chalicelib.views import windows
 from chalicelib.views.windows import Part, Span
 
@@ -120,84 +117,6 @@ def test_given_a_url_and_buckets_when_keyed_then_own_partition_and_keys_sort_by_
     assert key["sk"]["S"] < view_keys.bucket_sk(Span(level, index + later))
     others = {view_keys.bucket_sk(Span(other, index)) for other in windows.LEVELS if other != level}
     assert key["sk"]["S"] not in others
-
-
-# -- packing transactions --------------------------------------------------------------------------
-
-
-def pending(group: int, number: int, time_ms: int, now_ms: int) -> views_batches.Pending:
-    spans = views_batches._live_spans(SETTINGS, time_ms, now_ms)
-    return views_batches.Pending(f"V#{group}-{number}", [], f"u{group}", time_ms, spans)
-
-
-def counter_increments(items: list[dict[str, Any]]) -> dict[str, Counter[str]]:
-    """What the transaction's counter updates add, per counter partition and attribute."""
-    added: dict[str, Counter[str]] = {}
-    for item in items:
-        update = item.get("Update", {})
-        if not update:
-            continue
-        assert update["Key"]["sk"]["S"] == view_keys.COUNTER_SK, "a counting transaction writes no bucket"
-        names, values = update["ExpressionAttributeNames"], update["ExpressionAttributeValues"]
-        adds = update["UpdateExpression"].removeprefix("ADD ").split(" SET ")[0].split(", ")
-        pk = update["Key"]["pk"]["S"]
-        assert pk not in added, "one counter updated twice in a transaction"
-        added[pk] = Counter({names[a.split()[0]]: int(values[a.split()[1]]["N"]) for a in adds})
-    return added
-
-
-@settings(max_examples=150)
-@given(
-    st.lists(
-        st.lists(st.integers(-3 * 86_400_000, 0), min_size=1, max_size=140).map(sorted),
-        min_size=1,
-        max_size=8,
-    ),
-    st.integers(5, 100),
-)
-def test_given_markers_over_hours_and_days_when_packed_then_each_once_no_transaction_over_the_limit_and_minutes_match(
-    groups_offsets: list[list[int]], max_items: int
-) -> None:
-    now = 1_795_000_000_000
-    groups = [
-        (f"URL#{g:064x}", [pending(g, i, now + offset, now) for i, offset in enumerate(offsets)])
-        for g, offsets in enumerate(groups_offsets)
-    ]
-    chunks = view_packing.chunks(groups, max_items, views_batches._spans_of)
-    seen = [p.sk for chunk in chunks for _, part in chunk for p in part]
-    assert sorted(seen) == sorted(p.sk for _, members in groups for p in members), "every marker exactly once"
-    for chunk in chunks:
-        assert all(part for _, part in chunk)
-        items = views_batches._transaction(SETTINGS, chunk, now)
-        assert len(items) == view_packing.transaction_items(chunk, views_batches._spans_of) <= max_items
-        expected: dict[str, Counter[str]] = {}
-        for pk, part in chunk:
-            counts = expected.setdefault(pk, Counter())
-            for p in part:
-                counts["views"] += 1
-                counts[f"p{p.time_ms // windows.MINUTE_MS}"] += 1  # hours, days and blocks follow (rollup)
-        assert counter_increments(items) == expected
-
-
-def test_given_views_older_than_the_bucket_retention_when_packed_then_counted_without_buckets() -> None:
-    now = 1_795_000_000_000
-    short = replace(SETTINGS, view_bucket_retention_seconds=86_400)
-    old = views_batches.Pending("V#old", [], "u", now - 70 * 86_400_000, ())  # its block ended too
-    old.spans = views_batches._live_spans(short, old.time_ms, now)
-    recent = views_batches.Pending("V#new", [], "u", now - 60_000, ())
-    recent.spans = views_batches._live_spans(short, recent.time_ms, now)
-    assert old.spans == () and {s.level for s in recent.spans} == {"hour"}
-    items = views_batches._transaction(short, [("URL#" + "0" * 64, [old, recent])], now)
-    assert len(items) == 2 + 1
-    (added,) = counter_increments(items).values()
-    assert added == Counter({"views": 2, f"p{recent.time_ms // windows.MINUTE_MS}": 1})
-
-
-def test_given_many_views_of_one_url_in_one_hour_when_packed_then_few_transactions() -> None:
-    now = 1_795_000_000_000 - 1_795_000_000_000 % 3_600_000
-    groups = [(f"URL#{g:064x}", [pending(g, i, now + i * 1000, now) for i in range(9)]) for g in range(20)]
-    chunks = view_packing.chunks(groups, 100, views_batches._spans_of)
-    assert len(chunks) == 2, "20 URLs x (9 markers + 1 counter) = 200 items"
 
 
 @given(st.integers(0, 60_000_000))

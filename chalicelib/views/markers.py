@@ -1,0 +1,285 @@
+"""Where a view's marker lives, and the writes that count views and move markers. Pure: no I/O.
+
+A view is counted by one conditional UpdateItem of its URL's counter item (`URL#<sha>` /
+`TOTAL`, chalicelib.views.keys), which holds the view's marker inline: a 16-byte token (the
+first bytes of the sha256 of the marker's sort key, so the same view always has the same token)
+in the binary set `k<day>` of the marker's UTC day. The update adds the views (`views`, the
+pending minutes), adds the tokens, and is conditioned on none of the tokens being there
+already: a single-item write is atomic, so the count and the marker happen together or not at
+all, as they did in a transaction of a marker item and the counter, for one write unit where
+that transaction cost four (two items, each charged twice in a transaction).
+
+The counter must stay under one kilobyte for its writes to cost one unit, so markers move out
+("spill") once they would push it past that: their tokens are written as items of their own,
+`URL#<sha>` / `K#<hex token>` (with `expires_at`, the latest expiry of any marker of their
+day), and then one UpdateItem removes those tokens from the sets and adds one to `ks`, on
+condition that `ks` is what was read. A count is conditioned on `ks` too, after reading the
+spilled items of its tokens (strongly consistent) when `ks` has moved since they were read:
+a spill writes its items before it moves `ks`, so a count either sees a token inline (the spill
+has not removed it yet: the condition fails on it) or finds `ks` changed (and reads the spilled
+items again, which are written by then). Spilling the same tokens twice writes the same items.
+
+Markers of an earlier layout (`V#...` / `D#...` items, written with the counter in one
+transaction) are read too while they may be alive: a counter written before inline markers has
+no `ki`, or the time of its first inline marker in `ki`, and every earlier marker expires by
+`ki` plus the horizon and the allowed clock skew. A counter made by an inline count has `ki` = 0.
+
+A set whose day ended more than the horizon ago holds only dead markers (every view they stand
+for is refused as too old: chalicelib.views.validation.check_time), so the next write removes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.core import attributes, item_sizes, times
+
+TOKEN_BYTES = 16
+INLINE_PREFIX = "k"  # k<day since the epoch>: tokens of that day's markers (binary set)
+SPILLS = "ks"  # on the counter: how many times its inline markers were spilled
+INLINE_SINCE = "ki"  # on the counter: epoch ms of its first inline count; 0 if it had no markers before
+SPILLED_PREFIX = "K#"
+# A write is charged per started kilobyte of the larger of the item before and after it.
+WRITE_UNIT_BYTES = 1024
+DAY_MS = times.DAY_MS
+
+
+@dataclass(frozen=True)
+class Marked:
+    """One view to count on its URL's counter: its token, its marker's day and its pending minute
+    (None when its hour bucket is past retention: it counts in all time only)."""
+
+    token: bytes
+    day: int
+    minute: int | None
+
+
+def token(marker_sk: str) -> bytes:
+    return hashlib.sha256(marker_sk.encode("utf-8")).digest()[:TOKEN_BYTES]
+
+
+def marker_day(time_ms: int) -> int:
+    """The UTC day of a view's time (a client-day marker's day is its view's day)."""
+    return time_ms // DAY_MS
+
+
+def inline_attribute(day: int) -> str:
+    return f"{INLINE_PREFIX}{day}"
+
+
+def _day_of(name: str) -> int | None:
+    rest = name[len(INLINE_PREFIX) :]
+    return int(rest) if name.startswith(INLINE_PREFIX) and rest.isdigit() else None
+
+
+def inline(counter: dict[str, Any] | None) -> dict[int, set[bytes]]:
+    """A counter's inline tokens, by marker day."""
+    days: dict[int, set[bytes]] = {}
+    for name, value in (counter or {}).items():
+        day = _day_of(name)
+        if day is not None and "BS" in value:
+            days[day] = {bytes(member) for member in value["BS"]}
+    return days
+
+
+def holds(counter: dict[str, Any] | None, marked: Marked) -> bool:
+    return marked.token in inline(counter).get(marked.day, set())
+
+
+def spills(counter: dict[str, Any] | None) -> int | None:
+    """How many times the counter's markers were spilled; None when never (or no counter)."""
+    return attributes.optional_integer(counter, SPILLS) if counter else None
+
+
+def day_expires_at_s(day: int, horizon_s: int) -> int:
+    """When every marker of `day` is dead: its end plus the horizon (chalicelib.views.keys
+    marker_expires_at_s, for the last millisecond of the day)."""
+    return (day + 1) * DAY_MS // 1000 + horizon_s
+
+
+def live_day(day: int, horizon_s: int, now_ms: int) -> bool:
+    return day_expires_at_s(day, horizon_s) > now_ms // 1000
+
+
+def earlier_markers_may_live(counter: dict[str, Any] | None, horizon_s: int, skew_s: int, now_ms: int) -> bool:
+    """Whether marker items of the earlier layout may still be alive for this counter."""
+    if counter is None:
+        return False
+    since = attributes.optional_integer(counter, INLINE_SINCE)
+    return since is None or (since > 0 and now_ms < since + (horizon_s + skew_s) * 1000)
+
+
+def spilled_sk(value: bytes) -> str:
+    return SPILLED_PREFIX + value.hex()
+
+
+def spilled_item(url_pk: str, value: bytes, day: int, horizon_s: int) -> dict[str, Any]:
+    return {
+        "pk": {"S": url_pk},
+        "sk": {"S": spilled_sk(value)},
+        "expires_at": {"N": str(day_expires_at_s(day, horizon_s))},
+    }
+
+
+def _guard(counter: dict[str, Any] | None, names: dict[str, str], values: dict[str, Any]) -> str:
+    """The condition that no spill happened since `counter` was read."""
+    names["#ks"] = SPILLS
+    seen = spills(counter)
+    if seen is None:
+        return "attribute_not_exists(#ks)"
+    values[":ks"] = {"N": str(seen)}
+    return "#ks = :ks"
+
+
+def _dead_days(counter: dict[str, Any] | None, horizon_s: int, now_ms: int, keep: Iterable[int] = ()) -> list[int]:
+    kept = set(keep)
+    return sorted(day for day in inline(counter) if day not in kept and not live_day(day, horizon_s, now_ms))
+
+
+def count_request(
+    table: str,
+    url_pk: str,
+    url: str,
+    counter: dict[str, Any] | None,
+    views: Sequence[Marked],
+    now_ms: int,
+    horizon_s: int,
+    *,
+    last_counted: str,
+    listed: str,
+) -> dict[str, Any]:
+    """The UpdateItem counting `views` (none held by `counter` as read) on their URL's counter:
+    all time, pending minutes and inline tokens, on condition that none of the tokens is there
+    and no spill happened since `counter` was read. Returns the item after (ALL_NEW), or with a
+    failed condition the item as it is (ALL_OLD)."""
+    names: dict[str, str] = {"#v": "views", "#u": "url", "#l": last_counted, "#c": listed, "#ki": INLINE_SINCE}
+    values: dict[str, Any] = {
+        ":k": {"N": str(len(views))},
+        ":u": {"S": url},
+        ":now": {"N": str(now_ms)},
+        ":yes": {"BOOL": True},
+        ":ki": {"N": "0" if counter is None else str(now_ms)},
+    }
+    adds = ["#v :k"]
+    minutes = Counter(v.minute for v in views if v.minute is not None)
+    for i, (minute, k) in enumerate(sorted(minutes.items())):
+        names[f"#p{i}"] = f"p{minute}"
+        values[f":p{i}"] = {"N": str(k)}
+        adds.append(f"#p{i} :p{i}")
+    by_day: dict[int, list[bytes]] = defaultdict(list)
+    for v in views:
+        by_day[v.day].append(v.token)
+    conditions = [_guard(counter, names, values)]
+    t = 0
+    for d, (day, tokens) in enumerate(sorted(by_day.items())):
+        names[f"#k{d}"] = inline_attribute(day)
+        values[f":k{d}"] = {"BS": sorted(tokens)}
+        adds.append(f"#k{d} :k{d}")
+        for value in tokens:
+            values[f":t{t}"] = {"B": value}
+            conditions.append(f"NOT contains(#k{d}, :t{t})")
+            t += 1
+    expression = (
+        f"ADD {', '.join(adds)} SET #u = if_not_exists(#u, :u), #l = :now, #c = :yes, #ki = if_not_exists(#ki, :ki)"
+    )
+    dead = _dead_days(counter, horizon_s, now_ms, by_day)
+    if dead:
+        for i, day in enumerate(dead):
+            names[f"#x{i}"] = inline_attribute(day)
+        expression += " REMOVE " + ", ".join(f"#x{i}" for i in range(len(dead)))
+    return {
+        "TableName": table,
+        "Key": {"pk": {"S": url_pk}, "sk": {"S": "TOTAL"}},
+        "UpdateExpression": expression,
+        "ConditionExpression": " AND ".join(conditions),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ReturnValues": "ALL_NEW",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+@dataclass(frozen=True)
+class Spill:
+    """Moving a counter's live inline tokens to items of their own: the items (written first),
+    then the counter's update (on condition that `ks` is what was read)."""
+
+    items: list[dict[str, Any]]
+    update: dict[str, Any]
+
+
+def spill(table: str, url_pk: str, counter: dict[str, Any], horizon_s: int, now_ms: int) -> Spill | None:
+    """The spill of every live inline token of `counter` as read; None when it holds none."""
+    live = {day: tokens for day, tokens in inline(counter).items() if live_day(day, horizon_s, now_ms)}
+    if not any(live.values()):
+        return None
+    latest = {value: day for day, tokens in sorted(live.items()) for value in tokens}  # one item a token
+    items = [spilled_item(url_pk, value, day, horizon_s) for value, day in sorted(latest.items())]
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {":next": {"N": str((spills(counter) or 0) + 1)}}
+    condition = _guard(counter, names, values)
+    deletes = []
+    for d, (day, tokens) in enumerate(sorted(live.items())):
+        names[f"#k{d}"] = inline_attribute(day)
+        values[f":k{d}"] = {"BS": sorted(tokens)}
+        deletes.append(f"#k{d} :k{d}")
+    expression = f"SET #ks = :next DELETE {', '.join(deletes)}"
+    dead = _dead_days(counter, horizon_s, now_ms)
+    if dead:
+        for i, day in enumerate(dead):
+            names[f"#x{i}"] = inline_attribute(day)
+        expression += " REMOVE " + ", ".join(f"#x{i}" for i in range(len(dead)))
+    update = {
+        "TableName": table,
+        "Key": {"pk": {"S": url_pk}, "sk": {"S": "TOTAL"}},
+        "UpdateExpression": expression,
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ReturnValues": "ALL_NEW",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    return Spill(items, update)
+
+
+def size_after(
+    counter: dict[str, Any] | None,
+    url_pk: str,
+    url: str,
+    views: Sequence[Marked],
+    now_ms: int,
+    *,
+    last_counted: str,
+    listed: str,
+) -> int:
+    """How big the counter is after count_request adds `views`, by item_sizes' rules (a dead
+    day's set, which the count removes, still counted)."""
+    item = dict(counter or {"pk": {"S": url_pk}, "sk": {"S": "TOTAL"}})
+    item.setdefault("url", {"S": url})
+    item["views"] = {"N": str(attributes.integer(item, "views", 0) + len(views))}
+    item.setdefault(INLINE_SINCE, {"N": "0" if counter is None else str(now_ms)})
+    item[last_counted] = {"N": str(now_ms)}
+    item[listed] = {"BOOL": True}
+    for minute, k in Counter(v.minute for v in views if v.minute is not None).items():
+        item[f"p{minute}"] = {"N": str(attributes.integer(item, f"p{minute}", 0) + k)}
+    days = inline(counter)
+    for v in views:
+        days.setdefault(v.day, set()).add(v.token)
+    for day, tokens in days.items():
+        item[inline_attribute(day)] = {"BS": sorted(tokens)}
+    return item_sizes.item_size(item)
+
+
+def write_units(size: int) -> int:
+    return max(1, -(-size // WRITE_UNIT_BYTES))
+
+
+def spill_pays(counter: dict[str, Any] | None, size: int) -> bool:
+    """Whether the counter's inline tokens cost a count of size `size` (size_after) a write
+    unit more than it would cost without them: then they are spilled first."""
+    held = sum(len(tokens) * TOKEN_BYTES for tokens in inline(counter).values())
+    return held > 0 and write_units(size) > write_units(size - held)
