@@ -21,7 +21,7 @@ from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import audit, audit_runs, breakdowns, dimension_keys, reads, repair, summaries
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest
-from tests.fakes import Dying, Forwarding, Killed
+from tests.fakes import Dying, Forwarding, Killed, recording
 from tests.functional.helpers import (
     account,
     bucket_counts,
@@ -880,3 +880,36 @@ def test_given_the_repair_dies_between_a_buckets_updates_when_run_again_then_its
 
     assert result.busy == [] and result.accounted
     assert sums_exact(client, sent, clock.now)
+
+
+def test_given_a_whole_hour_of_every_value_name_lost_when_repaired_then_its_sums_are_written_in_several_updates_and_exact(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    # 8 value names in each of an hour's 60 minutes, none through the stream: the hour item's
+    # recount is 60 minutes and 480 sums, more than one expression of 4 KB holds.
+    start_audit(client)
+    hour = (clock.now // 3_600_000 - 1) * 3_600_000
+    sent = [
+        {
+            "counter": "f",
+            "time": hour + m * MINUTE,
+            "dimensions": {"provider": f"p{m % 3}"},
+            "values": {f"v{k}": m + k / 4 for k in range(8)},
+        }
+        for m in range(60)
+    ]
+    post_events(client, sent, 1)
+    settle(clock)
+    short = post_json(client, "/audit").json_body["short"]
+    assert sum(f["shortfall"] for f in short) == 60
+    writes: list[dict[str, Any]] = []
+
+    result = repair.repair(recording(aws.dynamodb, "update_item", writes), SETTINGS, short[0]["partition"], clock.now)
+
+    assert result.busy == [] and result.accounted
+    hour_key = (f"{keyspace.COUNTER}f", f"h#{hour // 3_600_000:010d}")
+    updates = [w for w in writes if (w["Key"]["pk"]["S"], w["Key"]["sk"]["S"]) == hour_key]
+    assert len(updates) > 1 and all(len(w["UpdateExpression"].encode()) <= 4096 for w in updates)
+    for first, last in [(hour // MINUTE, hour // MINUTE + 59), (hour // MINUTE + 7, hour // MINUTE + 31)]:
+        for where in [{}, {"provider": "p1"}]:
+            assert sums_read(client, first, last, where) == sums_truth(sent, first, last, where)

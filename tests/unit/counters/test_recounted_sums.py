@@ -127,7 +127,9 @@ def test_given_the_worst_bucket_item_when_recounted_with_new_names_then_it_stays
         assert dimension_keys.not_summed(after) == 60 * 8
 
 
-def test_given_every_minute_and_slot_to_write_when_split_then_each_expression_is_under_4_kb() -> None:
+def test_given_every_minute_and_slot_to_write_when_split_then_each_expression_is_under_4_kb_and_the_clause_cap() -> (
+    None
+):
     item = worst_bucket_item("hour")
     events = [
         Event("c", "e", m * 60_000, 86400, id_given=False, values={n: Decimal(1) for n in VALUE_NAMES})
@@ -141,3 +143,4 @@ def test_given_every_minute_and_slot_to_write_when_split_then_each_expression_is
     written = {first.names[p] for p in first.names} | {a for c in later for a in c.names.values()}
     assert len(change.sets) == 60 * 8 and set(change.sets) <= written
     assert all(len(c.expression().encode()) <= 4096 for c in [first, *later]) and later
+    assert all(len(c.sets) + len(c.removes) <= repair.EXPRESSION_CLAUSES for c in [first, *later])
