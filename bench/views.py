@@ -1,4 +1,5 @@
-"""Exact view counters: Tally's batched transactions vs the seed's one transaction per view,
+"""Exact view counters: Tally's one counter update per URL and batch vs the seed's one
+transaction per view,
 and ranged counts from buckets vs counting markers.
 
     python -m bench.views [--views 2000] [--urls 50,1000,10000] [--duplicates 0.1]
@@ -8,10 +9,12 @@ and ranged counts from buckets vs counting markers.
 Writes. The same workload, on moto, through each design: views spread over URLs, a share of
 the messages delivered again later (SQS's at-least-once), cut into queue batches; every
 number of URLs with every batch size. The seed writes a marker and an increment of 1 in one
-transaction per view; Tally writes the markers of a batch with one increment of K per URL and
-one per hour bucket of the URL's views, up to 100 items per transaction, after reading which
-markers already exist, then copies those hours into their day and 32-day block items with
-plain writes that only grow (chalicelib.views.rollup). Tally's rows include the URL listing:
+transaction per view; Tally reads the batch's counters, then writes one conditional update per
+URL (up to 50 views) adding K to its counter and its pending minutes and the views' marker
+tokens to the counter, spilling the tokens to items of their own once the counter would pass a
+kilobyte (chalicelib.views.markers), and moves pending minutes into hour, day and 32-day block
+items in bulk (chalicelib.views.rollup). Use --views large enough for several hundred views
+per URL to see spills (say --views 20000 --urls 50). Tally's rows include the URL listing:
 each batch's log item naming its new URLs, and the scheduled fold of them into the catalog's
 pages, run once at the end (its share is printed in the row's name); every URL must be listed. With --before-buckets, also the same
 handler without any bucket. Every design must end with exact all-time counts, and Tally with
@@ -169,6 +172,7 @@ def per_thousand(meter: Meter, n: int) -> dict[str, float]:
         "wcu+cancelled": usage["write_units"] + usage["cancelled_write_units"],
         "rcu": usage["read_units"],
         **{f"wcu {kind}": units * 1000 / n for kind, units in sorted(meter.writes_by_kind.items())},
+        **{f"rcu {op}": u.read_units * 1000 / n for op, u in sorted(meter.by_operation.items()) if u.read_units},
     }
 
 
@@ -355,7 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranged", default="1000,10000,100000", help="views of the URL read over 7 days")
     parser.add_argument("--measure-markers-up-to", type=int, default=10_000, help="run the marker Query up to here")
     parser.add_argument("--before-buckets", action="store_true", help="also run the handler without buckets")
-    parser.add_argument("--breakdown", action="store_true", help="also print Tally's write units by item kind")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also print Tally's write units by item kind and read units by call"
+    )
     args = parser.parse_args(argv)
     if args.ranged:
         print_ranged([int(n) for n in args.ranged.split(",")], args.measure_markers_up_to)
@@ -384,6 +390,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"{urls:>6}{batch_size:>7}  tally's write units by item kind: "
                     + ", ".join(f"{kind} {units:,.0f}" for kind, units in kinds.items())
+                )
+                reads = {k.removeprefix("rcu "): v for k, v in tally.items() if k.startswith("rcu ")}
+                print(
+                    f"{urls:>6}{batch_size:>7}  tally's read units by call: "
+                    + ", ".join(f"{op} {units:,.0f}" for op, units in reads.items())
                 )
             print(
                 f"{urls:>6}{batch_size:>7}  tally/seed: {tally['wcu'] / seed['wcu']:.2f}x the write units "

@@ -44,7 +44,7 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.views import keys as view_keys
-from chalicelib.views import windows
+from chalicelib.views import markers, windows
 from chalicelib.views.windows import Span
 
 # Pending minutes a counter may hold before they are moved into buckets: about 12 bytes each,
@@ -97,6 +97,14 @@ def pending_between(
     )
 
 
+def never_moved(counter: dict[str, Any] | None) -> bool:
+    """Whether a counter read strongly has no bucket items: none was ever moved into (no `fv`)
+    and it was made by an inline count (`ki` = 0: no earlier layout wrote buckets for it)."""
+    if counter is None:
+        return True
+    return view_keys.FLUSHES not in counter and attributes.optional_integer(counter, markers.INLINE_SINCE) == 0
+
+
 def flushes(item: dict[str, Any] | None, attribute: str = view_keys.FLUSHES) -> int:
     return attributes.integer(item, attribute, 0) if item else 0
 
@@ -133,6 +141,11 @@ def read(
     result: dict[str, Stored] = {}
     todo = dict(wanted)
     known = dict(counters or {})
+    if ordered:  # a counter that never moved has no bucket items: its count is its pending minutes
+        for pk in [pk for pk in todo if pk in known and never_moved(known[pk])]:
+            result[pk] = Stored(known[pk], dict.fromkeys(todo.pop(pk)))
+        if not todo:
+            return result
     for _ in range(MAX_READS):
         counter_keys = [view_keys.counter_key_of(pk) for pk in todo if not ordered or pk not in known]
         bucket_keys = [_bucket_key(pk, span) for pk, spans in todo.items() for span in spans]

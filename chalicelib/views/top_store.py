@@ -36,7 +36,9 @@ bases, or would pass 16 KB (top.MAX_ITEM_BYTES, as no summary item does), writes
 directly. A handler that dies anywhere leaves its messages, whose
 redelivery reads and reports again.
 
-A read of the top URLs of hours first..last reads (all numbers are items):
+A read of the top URLs of hours first..last reads, strongly consistent, the epochs, then the
+bases, then the logs: the order opposite to a fold's writes, so a moved epoch comes with the
+bases that fold observed its older logs into (all numbers are items):
 - the summaries of the window's whole blocks, days and hours: at most top.MAX_SPANS (118) base
   and delta pairs for any window up to 400 days, with the epoch of each block they lie in
   (at most top.MAX_BLOCKS, 14), one BatchGetItem call per 100; then one Query per block for its logs of two
@@ -422,21 +424,29 @@ def top_urls(
     spans = top.cover(first_hour, last_hour)
     blocks = sorted({top.block_of(span) for span in spans})
     keys = [key for span in spans for key in (summary_key(span), delta_key(span))]
-    found = attributes.by_key(
+    # In the order opposite to a fold's writes (bases, then the epoch), strongly consistent: a
+    # fold that moved an epoch read here had observed its older logs into bases read after it.
+    heads = attributes.by_key(
         dynamo.batch_get_items(
             dynamodb,
             settings.counts_table,
-            keys + [head_key(block) for block in blocks],
+            [head_key(block) for block in blocks],
             "could not read the top URLs",
             sleep,
+            consistent=True,
+        )
+    )
+    found = attributes.by_key(
+        dynamo.batch_get_items(
+            dynamodb, settings.counts_table, keys, "could not read the top URLs", sleep, consistent=True
         )
     )
     pks = [attributes.partition_key(k) for k in keys[::2]]
     pairs = [(found.get((pk, SUMMARY_SK)), found.get((pk, DELTA_SK))) for pk in pks]
     logs: dict[Span, list[dict[str, Any]]] = {}
     for block in blocks:
-        head = found.get((attributes.partition_key(head_key(block)), HEAD_SK))
-        logs[block] = _logs(dynamodb, settings, block, _epoch(head), consistent=False)
+        head = heads.get((attributes.partition_key(head_key(block)), HEAD_SK))
+        logs[block] = _logs(dynamodb, settings, block, _epoch(head), consistent=True)
     items = [base or delta for base, delta in pairs]
     now_s = now_ms // 1000
     retention = settings.view_bucket_retention_seconds

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 import pytest
 
 from chalicelib.views import top, top_store, windows
-from tests.fakes import Killed
+from tests.fakes import Forwarding, Killed
 from tests.functional.helpers import deliver, post_all, receive_all
 
 HOUR = 3_600_000
@@ -284,6 +284,58 @@ def test_given_small_batches_when_counted_then_one_log_item_each_folded_in_and_t
         again = deliver(client, batch)
         assert again["counted"] == 0 and again.get("top_writes", 0) == 0, "a redelivered batch writes nothing"
     assert_top_exact(client, bodies, 30, window="3d")
+
+
+class StaleBases(Forwarding):
+    """Eventually consistent reads that return summary bases as they were before the latest
+    folds (DynamoDB allows it: such a read "might not reflect the results of a recently
+    completed write"), while every other item, the epochs among them, is current."""
+
+    def __init__(self, real: Any, before: dict[tuple[str, str], dict[str, Any]]) -> None:
+        super().__init__(real)
+        self.before, self.served = before, 0
+
+    def batch_get_item(self, **request: Any) -> Any:
+        response = self.real.batch_get_item(**request)
+        for table, items in response.get("Responses", {}).items():
+            if request["RequestItems"][table].get("ConsistentRead"):
+                continue
+            kept = []
+            for item in items:
+                key = (item["pk"]["S"], item["sk"]["S"])
+                if item["pk"]["S"].startswith("VTOP#") and item["sk"]["S"] == top_store.SUMMARY_SK:
+                    self.served += 1
+                    if key in self.before:
+                        kept.append(self.before[key])
+                    continue
+                kept.append(item)
+            response["Responses"][table] = kept
+        return response
+
+
+def test_given_bases_read_before_a_fold_and_its_epoch_after_when_top_read_then_still_exact(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read must not pair a block's moved epoch with bases older than the fold that moved it:
+    the logs that fold observed would then be in neither."""
+    monkeypatch.setattr(top_store, "FOLD_LOGS", 3)
+    rng = random.Random(5)
+    bodies = views_over(rng, clock.now, urls=12, n=120, days=1)
+    post_all(client, bodies)
+    messages = receive_all(aws)
+    batches = [messages[i : i + 6] for i in range(0, len(messages), 6)]
+    for batch in batches[:10]:
+        deliver(client, batch)
+    before = {(i["pk"]["S"], i["sk"]["S"]): i for i in summary_items(aws) if i["sk"]["S"] == top_store.SUMMARY_SK}
+    heads = {i["pk"]["S"]: i["v"]["N"] for i in summary_items(aws) if i["sk"]["S"] == top_store.HEAD_SK}
+    for batch in batches[10:]:
+        deliver(client, batch)
+    moved = {i["pk"]["S"]: i["v"]["N"] for i in summary_items(aws) if i["sk"]["S"] == top_store.HEAD_SK}
+    assert moved != heads, "folds moved an epoch after the bases were taken"
+    stale = StaleBases(aws.dynamodb, before)
+    monkeypatch.setattr(aws, "dynamodb", stale)
+    for window, limit in (("1d", 5), ("2d", 12)):
+        assert_top_exact(client, bodies, limit, window=window)
 
 
 def test_given_a_log_written_after_two_folds_when_the_epoch_moved_then_written_again_and_top_exact(
