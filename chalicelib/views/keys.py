@@ -4,12 +4,15 @@ Every item of a URL shares one partition, "URL#<sha256 of the url>" (a URL may b
 than a key may be, so it is hashed):
     sk "TOTAL"                                the counter: "views" (all time), "url", the
                                               pending minutes "p<minute since the epoch>"
-                                              (views counted, not yet in buckets) and "fv"
-                                              (how many times pending minutes were moved on)
-    sk "V#<iso time>#<sha256 of clientId>"    a marker: one view event (policy "event")
-    sk "D#<iso day>#<sha256 of clientId>"     a marker: one client on one day ("client-day")
-A marker's sort key is what makes a view unique, and it starts with the view's time so the
-markers of a time range are one Query. The URL's views per bucket (chalicelib.views.windows)
+                                              (views counted, not yet in buckets), "fv"
+                                              (how many times pending minutes were moved on),
+                                              and the views' markers as tokens, "k<day>", with
+                                              "ks" and "ki" (chalicelib.views.markers)
+    sk "K#<hex token>"                        a marker spilled from the counter
+    sk "V#<iso time>#<sha256 of clientId>"    a marker item of the earlier layout (policy "event")
+    sk "D#<iso day>#<sha256 of clientId>"     the same, policy "client-day"
+A marker's sort key is what makes a view unique (its token is the start of its sha256), and it
+starts with the view's time. The URL's views per bucket (chalicelib.views.windows)
 have a partition of their own, "VWB#<sha256 of the url>":
     sk "h#<hour>" | "d#<day>" | "b#<block>"  (number since the epoch, 10 digits)
         attributes "n" (the bucket's views), its inner buckets' views (m00.. | h00.. | d00..),

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import attributes, item_sizes, times
+from chalicelib.views import keys as view_keys
 
 TOKEN_BYTES = 16
 INLINE_PREFIX = "k"  # k<day since the epoch>: tokens of that day's markers (binary set)
@@ -193,7 +194,7 @@ def count_request(
         expression += " REMOVE " + ", ".join(f"#x{i}" for i in range(len(dead)))
     return {
         "TableName": table,
-        "Key": {"pk": {"S": url_pk}, "sk": {"S": "TOTAL"}},
+        "Key": view_keys.counter_key_of(url_pk),
         "UpdateExpression": expression,
         "ConditionExpression": " AND ".join(conditions),
         "ExpressionAttributeNames": names,
@@ -235,7 +236,7 @@ def spill(table: str, url_pk: str, counter: dict[str, Any], horizon_s: int, now_
         expression += " REMOVE " + ", ".join(f"#x{i}" for i in range(len(dead)))
     update = {
         "TableName": table,
-        "Key": {"pk": {"S": url_pk}, "sk": {"S": "TOTAL"}},
+        "Key": view_keys.counter_key_of(url_pk),
         "UpdateExpression": expression,
         "ConditionExpression": condition,
         "ExpressionAttributeNames": names,
@@ -258,7 +259,7 @@ def size_after(
 ) -> int:
     """How big the counter is after count_request adds `views`, by item_sizes' rules (a dead
     day's set, which the count removes, still counted)."""
-    item = dict(counter or {"pk": {"S": url_pk}, "sk": {"S": "TOTAL"}})
+    item = dict(counter or view_keys.counter_key_of(url_pk))
     item.setdefault("url", {"S": url})
     item["views"] = {"N": str(attributes.integer(item, "views", 0) + len(views))}
     item.setdefault(INLINE_SINCE, {"N": "0" if counter is None else str(now_ms)})
