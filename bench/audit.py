@@ -1,6 +1,7 @@
 """Cost of the audit per events partition: Tally's Select=COUNT Query vs a Scan of the table.
 
     python -m bench.audit [--per-partition 10 100 1000] [--old 5000] [--attributes 0 1000]
+                          [--repair-events 300 3000] [--lose 5]
 
 For each number of events per partition and attribute size, on a fresh in-process moto: `old`
 events ingested over the six days before one quarter hour, then `per-partition` events in each
@@ -147,11 +148,106 @@ def measure(per_partition: int, old: int, attr_bytes: int, seed: int = 1) -> Row
         )
 
 
+# -- the repair -----------------------------------------------------------------------------------
+
+
+@dataclass
+class RepairRow:
+    events: int
+    lost: int
+    repair: Usage
+    written: int
+    buckets: int
+    exact: bool
+
+
+def measure_repair(count: int, lose: int, seed: int = 1) -> RepairRow:
+    """`count` events of counter `jobs` (a provider of 5 and a region of 2, an amount and a
+    size) ingested over the two hours before the end of quarter hour T0, every stream record
+    delivered in batches of 100 but `lose` of one of T0's partitions; then one repair of that
+    partition, metered. `exact`: the counter's and a filter's sums of the day equal brute force
+    afterwards."""
+    from moto import mock_aws
+
+    from bench.counters import deliver, stream_records_of
+    from chalicelib.counters import reads, repair
+    from tools import resources
+
+    rng = random.Random(seed)
+    settings = Settings()
+    now = T0 + Q + (settings.audit_settle_minutes + 1) * 60_000
+    made = []
+    for n in range(count):
+        ingest = T0 + Q - 2 * 3_600_000 + n * (2 * 3_600_000) // count
+        event = events.Event(
+            "jobs",
+            f"e-{n}",
+            ingest - rng.randrange(300_000),
+            settings.default_retention_seconds,
+            id_given=False,
+            dimensions={"provider": f"p{rng.randrange(5)}", "region": f"r{rng.randrange(2)}"},
+            values={"amount": Decimal(rng.randrange(1, 100_000)) / 100, "bytes": Decimal(rng.randrange(1, 10**6))},
+        )
+        item = events.to_item(event, ingest, settings)
+        item["pk"] = events.partition_key(ingest, rng.randrange(settings.event_write_shards))
+        item["sk"] = events.sort_key(ingest, f"b{n:06d}")
+        made.append((event, {k: _SERIALIZER.serialize(v) for k, v in item.items()}))
+    with mock_aws():
+        clients = AwsClients(settings)
+        resources.ensure(
+            clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings), settings.aws_region
+        )
+        for start in range(0, len(made), 25):
+            clients.dynamodb.batch_write_item(
+                RequestItems={settings.events_table: [{"PutRequest": {"Item": i}} for _, i in made[start : start + 25]]}
+            )
+        short = max(
+            audit.partitions(T0, settings.event_write_shards), key=lambda pk: sum(i["pk"]["S"] == pk for _, i in made)
+        )
+        lost = {id(i) for _, i in [m for m in made if m[1]["pk"]["S"] == short][:lose]}
+        records = [r for r in stream_records_of([i for _, i in made]) if id(r["dynamodb"]["NewImage"]) not in lost]
+        for start in range(0, len(records), 100):
+            deliver(clients.dynamodb, settings, records[start : start + 100], now)
+        probe = MotoProbe(clients.dynamodb, region=settings.aws_region)
+        meter = Meter(probe)
+        result = repair.repair(meter.attach(AwsClients(settings).dynamodb), settings, short, now)
+        assert result.busy == [] and result.accounted, result.as_dict()
+        first, last = (now - 3 * 3_600_000) // 60_000, now // 60_000
+        exact = True
+        for where in ({}, {"provider": "p1"}):
+            chosen = [e for e, _ in made if all(e.dimensions[k] == v for k, v in where.items())]
+            truth: dict[str, Decimal] = {}
+            for e in chosen:
+                for name, amount in e.values.items():
+                    truth[name] = truth.get(name, Decimal(0)) + amount
+            read = reads.count_window(clients.dynamodb, settings, "jobs", first, last, now, where=where)
+            exact = exact and read.count == len(chosen) and read.sums == truth
+        return RepairRow(count, lose, meter.total(), result.written, result.buckets, exact)
+
+
+def print_repair(rows: list[RepairRow]) -> None:
+    print("\nOne repair of a partition short by `lost` records (counter jobs, 2 dimensions, 2 values)\n")
+    header = (
+        f"{'events':>8} {'lost':>5} {'buckets':>7} {'written':>7} {'requests':>8} {'RCU':>9} {'WCU':>7} "
+        f"{'RCU/1,000 events':>16} {'sums exact':>10}"
+    )
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        print(
+            f"{row.events:>8,} {row.lost:>5} {row.buckets:>7} {row.written:>7} {row.repair.requests:>8,} "
+            f"{row.repair.read_units:>9,.1f} {row.repair.write_units:>7,.0f} "
+            f"{row.repair.read_units * 1000 / row.events:>16,.1f} {row.exact!s:>10}"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--per-partition", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--old", type=int, default=5_000)
     parser.add_argument("--attributes", type=int, nargs="+", default=[0, 1000])
+    parser.add_argument("--repair-events", type=int, nargs="*", default=[300, 3000])
+    parser.add_argument("--lose", type=int, default=5)
     args = parser.parse_args(argv)
     moto_patches.memoize_table_order()
 
@@ -172,6 +268,8 @@ def main(argv: list[str] | None = None) -> None:
             f"{row.audit.read_units * 1000 / (row.per_partition * row.partitions):>16,.1f} "
             f"{scan:>18,.1f} {scan / per:>9.1f}x"
         )
+    if args.repair_events:
+        print_repair([measure_repair(n, args.lose) for n in args.repair_events])
 
 
 if __name__ == "__main__":

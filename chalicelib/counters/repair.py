@@ -5,7 +5,10 @@ record skipped or lost on the way). Which of its events those are is not recorde
 the repair does not re-apply events: for every bucket (counter, hour or day) that one of the
 partition's events falls in, its counter's and its filter counters' (one per dimension and per
 pair FILTER_PAIRS counts: dimension_keys.subsets), it recounts the bucket from the events table
-and writes the count, with the condition that the bucket is unchanged since it was read. The
+and writes the count, its minutes and its sums (recounted_sums: the stream's own slot-taking,
+`vx` for values without a slot), with the condition that the bucket is unchanged since it was
+read; sums past one expression's 4 KB follow in further updates, each on condition that the
+count is the one just written. The
 breakdown summaries of those buckets (one per dimension of the partition's events) are rebuilt
 from the same events the same way (summaries.rebuild: on condition that the summary's version
 of each item is the one read before the partitions), in one item or in the parts layout as
@@ -60,7 +63,7 @@ from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import audit, audit_keys, audit_runs, dimension_keys, summaries
+from chalicelib.counters import audit, audit_keys, audit_runs, dimension_keys, recounted_sums, summaries
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest as events_ingest
 from chalicelib.events import packs
@@ -412,10 +415,13 @@ def _write_bucket(
     count: _Count,
     day: dict[str, Any] | None = None,
 ) -> bool | None:
-    """Write the recount if the bucket is as read (and, for an hour, its day's inline minutes):
-    True written, False already right, None changed since it was read."""
+    """Write the recount, counts and sums, if the bucket is as read (and, for an hour, its day's
+    inline minutes): True written, False already right, None changed since it was read."""
     bucket = key[2]
     old = stored or {}
+    # Every event the bucket counts, in the order read (a day's inline minutes carry no values:
+    # an event with values is never held inline, stream_apply._day_mode).
+    sums = recounted_sums.change(stored, recounted_sums.recount(stored, bucket, [s.event for s in count.events]))
     if bucket.resolution == "hour":
         less = _without_inline(count, bucket, day)
         if less is None:
@@ -427,35 +433,34 @@ def _write_bucket(
         if len(name) == 3 and name[0] == "m" and name[1:].isdigit()
     }
     old_n = attributes.integer(old, "n", 0)
-    if old_n == count.n and old_minutes == {m: k for m, k in count.minutes.items() if k}:
+    if old_n == count.n and old_minutes == {m: k for m, k in count.minutes.items() if k} and not sums:
         return False
-    names = {"#n": "n"}
-    values: dict[str, Any] = {":n": {"N": str(count.n)}}
-    sets = ["#n = :n"]
+    first = _Clauses({"#n": "n"}, {":n": {"N": str(count.n)}}, ["#n = :n"])
     for minute, k in sorted(count.minutes.items()):
-        names[f"#m{minute}"] = counter_keys.minute_attribute(minute)
-        values[f":m{minute}"] = {"N": str(k)}
-        sets.append(f"#m{minute} = :m{minute}")
-    removes = [f"#m{m}" for m in sorted(set(old_minutes) - set(count.minutes))]
-    names.update({f"#m{m}": counter_keys.minute_attribute(m) for m in set(old_minutes) - set(count.minutes)})
+        first.names[f"#m{minute}"] = counter_keys.minute_attribute(minute)
+        first.values[f":m{minute}"] = {"N": str(k)}
+        first.sets.append(f"#m{minute} = :m{minute}")
+    for m in sorted(set(old_minutes) - set(count.minutes)):
+        first.names[f"#m{m}"] = counter_keys.minute_attribute(m)
+        first.removes.append(f"#m{m}")
     if stored is None:
         # A new bucket lives as the stream handler would have made it live.
-        names["#r"] = "retention"
-        sets += ["#r = :r", "expires_at = :exp"]
-        values[":r"] = {"N": str(count.retention)}
-        values[":exp"] = {"N": str(timebuckets.expires_at_s(bucket, count.retention))}
+        first.names["#r"] = "retention"
+        first.sets += ["#r = :r", "expires_at = :exp"]
+        first.values[":r"] = {"N": str(count.retention)}
+        first.values[":exp"] = {"N": str(timebuckets.expires_at_s(bucket, count.retention))}
         condition = "attribute_not_exists(pk)"
     else:
-        values[":old"] = stored["n"]
+        first.values[":old"] = stored["n"]
         condition = "#n = :old"
-    expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+    later = _with_sums(first, sums)
     update: dict[str, Any] = {
         "TableName": settings.counts_table,
         "Key": _item_key(key),
-        "UpdateExpression": expression,
+        "UpdateExpression": first.expression(),
         "ConditionExpression": condition,
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
+        "ExpressionAttributeNames": first.names,
+        "ExpressionAttributeValues": first.values,
     }
     if bucket.resolution == "hour" and day is not None and counter_keys.INLINE_COUNT in day:
         # The day's inline minutes were subtracted: they must be as read when the hour is written.
@@ -470,13 +475,80 @@ def _write_bucket(
         written = transactions.write_items(
             dynamodb, [{"Update": update}, {"ConditionCheck": check}], what="writing a recounted hour"
         )
-        return True if written else None  # None: the hour's bucket or its day changed since read
-    try:
-        with translated("could not write a recounted bucket"):
-            dynamodb.update_item(**update)
-    except ConditionFailed:
-        return None
+        if not written:
+            return None  # the hour's bucket or its day changed since read
+    else:
+        try:
+            with translated("could not write a recounted bucket"):
+                dynamodb.update_item(**update)
+        except ConditionFailed:
+            return None
+    for rest in later:
+        # The sums that did not fit the first update's expression, on condition that nothing
+        # counted since (every increment raises `n`). One that fails leaves the bucket to be
+        # read and recounted again; a repair dying here leaves it to the next run's recount.
+        try:
+            with translated("could not write a recounted bucket's sums"):
+                dynamodb.update_item(
+                    TableName=settings.counts_table,
+                    Key=_item_key(key),
+                    UpdateExpression=rest.expression(),
+                    ConditionExpression="#n = :n",
+                    ExpressionAttributeNames={**rest.names, "#n": "n"},
+                    ExpressionAttributeValues={**rest.values, ":n": {"N": str(count.n)}},
+                )
+        except ConditionFailed:
+            return None
     return True
+
+
+# DynamoDB refuses an expression string over 4 KB (docs/guarantees.md): a recount's sums that
+# would take the first update past this many characters go in further updates.
+EXPRESSION_CHARS = 3_500
+# And past this many clauses: AWS sets no limit on them but the 4 KB, while moto (the local stack
+# and the tests) parses an update expression recursively and passes Python's recursion limit at
+# 150 to 200 clauses. An hour of 60 minutes and 8 names to correct takes 6 updates instead of 3.
+EXPRESSION_CLAUSES = 100
+
+
+@dataclass
+class _Clauses:
+    """One UpdateItem's SET and REMOVE clauses with their placeholders."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+    sets: list[str] = field(default_factory=list)
+    removes: list[str] = field(default_factory=list)
+
+    def expression(self) -> str:
+        parts = ["SET " + ", ".join(self.sets)] if self.sets else []
+        return " ".join(parts + (["REMOVE " + ", ".join(self.removes)] if self.removes else []))
+
+    def chars(self) -> int:
+        return len(self.expression())
+
+
+def _with_sums(first: _Clauses, sums: recounted_sums.SumsChange) -> list[_Clauses]:
+    """The sums' clauses added to `first` while its expression stays within EXPRESSION_CHARS and
+    EXPRESSION_CLAUSES; the rest as further updates' clauses, within the same."""
+    changes: list[tuple[str, dict[str, Any] | None]] = [*sums.sets.items(), *((a, None) for a in sums.removes)]
+    later: list[_Clauses] = []
+    target, chars = first, first.chars()
+    for i, (attribute, value) in enumerate(changes):
+        clause = f"#s{i} = :s{i}" if value is not None else f"#s{i}"
+        full = len(target.sets) + len(target.removes) >= EXPRESSION_CLAUSES
+        if full or chars + len(clause) + len(" REMOVE ") > EXPRESSION_CHARS:
+            target = _Clauses()
+            later.append(target)
+            chars = len("SET REMOVE ")
+        chars += len(clause) + 2
+        target.names[f"#s{i}"] = attribute
+        if value is not None:
+            target.values[f":s{i}"] = value
+            target.sets.append(clause)
+        else:
+            target.removes.append(clause)
+    return later
 
 
 def _account(dynamodb: DynamoDB, settings: Settings, partition: str, stored: int, now_ms: int) -> bool:

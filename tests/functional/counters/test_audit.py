@@ -7,6 +7,7 @@ The stream handler writes the audit items of the records it is given (counters/a
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -16,10 +17,11 @@ from botocore.exceptions import ClientError
 
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, audit_runs, breakdowns, reads, repair, summaries
+from chalicelib.core.timebuckets import Bucket
+from chalicelib.counters import audit, audit_runs, breakdowns, dimension_keys, reads, repair, summaries
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest
-from tests.fakes import Dying, Forwarding, Killed
+from tests.fakes import Dying, Forwarding, Killed, recording
 from tests.functional.helpers import (
     account,
     bucket_counts,
@@ -440,16 +442,18 @@ def summary_items(dynamodb: Any) -> dict[tuple[str, str], dict[str, Any]]:
     }
 
 
-def lose_some_with_dimensions(client: Any, aws: Any, clock: Any, lose: int) -> tuple[list[dict[str, Any]], str]:
-    """30 events of counter f with a provider and an amount over the last two hours, each sent
-    alone; every record delivered but `lose` of the fullest partition's. Returns what was sent
-    and the partition that lost records."""
+def lose_some_with_dimensions(
+    client: Any, aws: Any, clock: Any, lose: int, values: Callable[[int], dict[str, Any]] | None = None
+) -> tuple[list[dict[str, Any]], str]:
+    """30 events of counter f with a provider and an amount (or `values(i)`) over the last two
+    hours, each sent alone; every record delivered but `lose` of the fullest partition's.
+    Returns what was sent and the partition that lost records."""
     sent = [
         {
             "counter": "f",
             "time": clock.now - i * 4 * MINUTE,
             "dimensions": {"provider": f"p{i % 4 % 3}", "region": "eu"},
-            "values": {"amount": i + 0.25},
+            "values": values(i) if values else {"amount": i + 0.25},
         }
         for i in range(30)
     ]
@@ -608,3 +612,308 @@ def test_given_live_counting_during_the_repair_when_a_summary_changes_then_it_is
     assert breakdown_read(aws, *window, clock.now) == breakdown_truth(sent, *window)
     cut = (clock.now // MINUTE - 30, clock.now // MINUTE, 3)
     assert breakdown_read(aws, *cut, clock.now) == breakdown_truth(sent, *cut)
+
+
+# -- the buckets' sums ------------------------------------------------------------------------
+
+WHERES: list[dict[str, str]] = [{}, {"provider": "p1"}, {"region": "eu"}, {"provider": "p0", "region": "eu"}]
+
+
+def two_values(i: int) -> dict[str, Any]:
+    """An amount with a fraction and a size, the second one negative now and then."""
+    return {"amount": i + 0.5, "bytes": (-1) ** (i // 7) * (1000 + i)}
+
+
+def sums_truth(sent: list[dict[str, Any]], first: int, last: int, where: dict[str, str]) -> dict[str, Decimal]:
+    """The sum of each value of the events sent in minutes first..last having `where`, by brute force."""
+    sums: dict[str, Decimal] = {}
+    for event in sent:
+        if first <= event["time"] // MINUTE <= last and all(event["dimensions"].get(k) == v for k, v in where.items()):
+            for name, amount in event["values"].items():
+                sums[name] = sums.get(name, Decimal(0)) + Decimal(str(amount))
+    return sums
+
+
+def sums_read(client: Any, first: int, last: int, where: dict[str, str]) -> dict[str, Decimal]:
+    """`GET /counters/f`'s exact sums over minutes first..last, filtered by `where`."""
+    query = f"start={first * MINUTE}&end={last * MINUTE}" + "".join(f"&where={k}:{v}" for k, v in where.items())
+    answer = client.http.get(f"/counters/f?{query}")
+    assert answer.status_code == 200, answer.body
+    assert "sums_complete" not in answer.json_body
+    return {name: Decimal(s) for name, s in answer.json_body["sums_exact"].items()}
+
+
+def sum_windows(now: int) -> list[tuple[int, int]]:
+    """Whole hours and a day (day items read), and a window cutting hours (minutes read)."""
+    minute = now // MINUTE
+    return [(minute - 3 * 60, minute), (minute - 75, minute - 10), (minute - 30 * 60, minute)]
+
+
+def sums_exact(client: Any, sent: list[dict[str, Any]], now: int) -> bool:
+    return all(
+        sums_read(client, first, last, where) == sums_truth(sent, first, last, where)
+        for first, last in sum_windows(now)
+        for where in WHERES
+    )
+
+
+def bucket_items(dynamodb: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every bucket item of the counters and filter counters, as stored."""
+    return {
+        (i["pk"]["S"], i["sk"]["S"]): i
+        for i in dynamodb.scan(TableName=SETTINGS.counts_table)["Items"]
+        if i["pk"]["S"].startswith((keyspace.COUNTER, keyspace.FILTER))
+    }
+
+
+def test_given_records_with_values_lost_on_the_way_when_repaired_then_sums_plain_and_filtered_exact(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    start_audit(client)
+    sent, short = lose_some_with_dimensions(client, aws, clock, lose=3, values=two_values)
+    assert post_json(client, "/audit").json_body["shortfall"] == 3
+    assert not sums_exact(client, sent, clock.now)
+
+    repaired = post_json(client, "/audit/repair", {"partition": short}).json_body
+
+    assert repaired["busy"] == [] and repaired["accounted"] and repaired["written"] > 0
+    assert sums_exact(client, sent, clock.now)
+    # Repairing again changes nothing.
+    before = bucket_items(aws.dynamodb)
+    again = post_json(client, "/audit/repair", {"partition": short}).json_body
+    assert again["written"] == 0 and again["unchanged"] == repaired["buckets"]
+    assert bucket_items(aws.dynamodb) == before
+
+
+def test_given_more_value_names_than_slots_when_repaired_then_each_bucket_sums_its_slots_exactly_and_counts_the_rest(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    # 12 names, two per event: a bucket of more than 8 of them sums 8 in slots and counts the
+    # values of the others in `vx`, as the stream handler does.
+    start_audit(client)
+    sent, short = lose_some_with_dimensions(
+        client, aws, clock, lose=4, values=lambda i: {f"n{i % 12}": i + 0.5, f"n{(i + 5) % 12}": -i}
+    )
+    post_json(client, "/audit")
+
+    def as_counted() -> bool:
+        for (pk, sk), item in bucket_items(aws.dynamodb).items():
+            if pk != f"{keyspace.COUNTER}f":
+                continue
+            index, resolution = int(sk[2:]), "hour" if sk[0] == "h" else "day"
+            events = [e for e in sent if Bucket(resolution, index) in timebuckets.buckets_for(e["time"])]
+            slots = dimension_keys.slots_of(item)
+            truth: dict[str, Decimal] = {}
+            for event in events:
+                for name, amount in event["values"].items():
+                    truth[name] = truth.get(name, Decimal(0)) + Decimal(str(amount))
+            values = sum(len(e["values"]) for e in events)
+            summed = sum(len(e["values"].keys() & set(slots.values())) for e in events)
+            if len(slots) > dimension_keys.MAX_SUM_NAMES or dimension_keys.not_summed(item) != values - summed:
+                return False
+            if dimension_keys.sums_of(item, None, resolution) != {n: truth[n] for n in slots.values()}:
+                return False
+            if len(truth) > dimension_keys.MAX_SUM_NAMES and len(slots) < dimension_keys.MAX_SUM_NAMES:
+                return False  # a free slot left while a name goes unsummed
+        return True
+
+    assert not as_counted()
+
+    repaired = post_json(client, "/audit/repair", {"partition": short}).json_body
+
+    assert repaired["busy"] == [] and repaired["accounted"]
+    assert as_counted()
+    before = bucket_items(aws.dynamodb)
+    assert post_json(client, "/audit/repair", {"partition": short}).json_body["written"] == 0
+    assert bucket_items(aws.dynamodb) == before
+
+
+def to_former_layout(dynamodb: Any, both: bool) -> int:
+    """Rewrite counter f's and its filters' bucket items as the hash-named sums layout held
+    them (`w<hash>`, `t<hash>`, `v<mm><hash>`); with `both`, each day item keeps a part of each
+    total in its slot too (a name in both layouts, as items written before slots and since
+    hold). Returns the items rewritten."""
+    rewritten = 0
+    for item in bucket_items(dynamodb).values():
+        slots = dimension_keys.slots_of(item)
+        if not slots:
+            continue
+        former = dict(item)
+        for slot, name in slots.items():
+            del former[dimension_keys.slot_name_attribute(slot)]
+            former[dimension_keys.name_attribute(name)] = {"S": name}
+            for k in [k for k in former if len(k) == 4 and k[0] == "v" and k[3] == str(slot)]:
+                former[dimension_keys.minute_sum_attribute(int(k[1:3]), name)] = former.pop(k)
+            total = dimension_keys.slot_total_attribute(slot)
+            if total in former:
+                amount = Decimal(former.pop(total)["N"])
+                former[dimension_keys.total_attribute(name)] = {"N": str(amount - 7 if both else amount)}
+                if both:
+                    former[total] = {"N": "7"}
+                    former[dimension_keys.slot_name_attribute(slot)] = {"S": name}
+        dynamodb.put_item(TableName=SETTINGS.counts_table, Item=former)
+        rewritten += 1
+    return rewritten
+
+
+@pytest.mark.parametrize("both", [False, True])
+def test_given_items_of_the_former_sums_layout_when_repaired_then_their_sums_read_exact(
+    client: Any, aws: Any, clock: Any, both: bool
+) -> None:
+    start_audit(client)
+    sent, short = lose_some_with_dimensions(client, aws, clock, lose=3, values=two_values)
+    assert to_former_layout(aws.dynamodb, both) > 0
+    assert post_json(client, "/audit").json_body["shortfall"] == 3
+    assert not sums_exact(client, sent, clock.now)
+
+    repaired = post_json(client, "/audit/repair", {"partition": short}).json_body
+
+    assert repaired["busy"] == [] and repaired["accounted"]
+    assert sums_exact(client, sent, clock.now)
+    before = bucket_items(aws.dynamodb)
+    assert post_json(client, "/audit/repair", {"partition": short}).json_body["written"] == 0
+    assert bucket_items(aws.dynamodb) == before
+    # Both layouts are still there: the repair wrote each name where the item kept it.
+    names = {k for item in before.values() for k in item if k[0] == "w"}
+    assert any(len(k) == 7 for k in names) and (any(len(k) == 2 for k in names) or not both)
+
+
+def test_given_a_partition_counted_whole_when_repaired_then_its_buckets_are_left_byte_identical(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    # Sums with fractions, negatives and a name whose sums are all 0: what the stream stored (or
+    # an earlier repair wrote) is what the recount finds, so nothing is written.
+    start_audit(client)
+    sent, short = lose_some_with_dimensions(client, aws, clock, lose=3, values=lambda i: {**two_values(i), "zero": 0})
+    post_json(client, "/audit")
+    assert post_json(client, "/audit/repair", {"partition": short}).json_body["accounted"]
+    clean = next(
+        r["dynamodb"]["Keys"]["pk"]["S"]
+        for r in stored_event_records(aws.dynamodb)
+        if r["dynamodb"]["Keys"]["pk"]["S"] != short
+    )
+    before = bucket_items(aws.dynamodb)
+
+    result = post_json(client, "/audit/repair", {"partition": clean}).json_body
+
+    assert result["busy"] == [] and result["written"] == 0 and result["unchanged"] == result["buckets"] > 0
+    assert bucket_items(aws.dynamodb) == before
+    assert sums_exact(client, sent, clock.now)
+
+
+class StreamCountsValuesFirst(Forwarding):
+    """The stream handler counts a new event of counter f, with values, in the bucket the repair
+    is writing, just before the repair's `meet_on`-th UpdateItem of that bucket (the first: the
+    recount's own write; the second: sums that did not fit it), in a minute whose sums that
+    UpdateItem sets."""
+
+    def __init__(self, real: Any, client: Any, aws: Any, clock: Any, sent: list[dict[str, Any]], meet_on: int) -> None:
+        super().__init__(real)
+        self.client, self.aws, self.clock, self.sent, self.meet_on = client, aws, clock, sent, meet_on
+        self.calls: Counter[tuple[str, str]] = Counter()
+        self.met: tuple[str, str] | None = None
+        self.refused_met = False
+
+    def update_item(self, **kwargs: Any) -> Any:
+        key = (kwargs["Key"]["pk"]["S"], kwargs["Key"]["sk"]["S"])
+        meet = False
+        if key[0] == f"{keyspace.COUNTER}f" and self.met is None:
+            self.calls[key] += 1
+            sums = sorted(a for a in kwargs["ExpressionAttributeNames"].values() if a[0] in "vt" and a[1:].isdigit())
+            if self.calls[key] == self.meet_on and sums:
+                self.met, meet = key, True
+                self._count_one(key[1], sums[-1])
+        try:
+            return self.real.update_item(**kwargs)
+        except ClientError:
+            self.refused_met = self.refused_met or meet
+            raise
+
+    def _count_one(self, sk: str, attribute: str) -> None:
+        resolution = "hour" if sk[0] == "h" else "day"
+        start = Bucket(resolution, int(sk[2:])).start_ms
+        minute = int(attribute[1:3]) if resolution == "hour" else 0
+        event = {
+            "counter": "f",
+            "time": min(start + minute * MINUTE + 30_000, self.clock.now),
+            "dimensions": {"provider": "p1", "region": "eu"},
+            "values": {"amount": 0.75, "bytes": 5},
+        }
+        post_events(self.client, [event])
+        self.sent.append(event)
+        fresh = [
+            r
+            for r in stored_event_records(self.aws.dynamodb)
+            if r["dynamodb"]["NewImage"]["ingested_at"]["N"] == str(self.clock.now)
+        ]
+        invoke(self.client, "on_event_records", lambda_event(fresh))
+
+
+@pytest.mark.parametrize(("meet_on", "expression_chars"), [(1, repair.EXPRESSION_CHARS), (2, 150)])
+def test_given_live_counting_during_the_repair_when_a_bucket_changes_then_its_sums_are_recounted_and_exact(
+    client: Any, aws: Any, clock: Any, monkeypatch: Any, meet_on: int, expression_chars: int
+) -> None:
+    # 150 characters hold a few sums: a bucket's sums go in several updates, and the stream
+    # writes between the first and the second.
+    monkeypatch.setattr(repair, "EXPRESSION_CHARS", expression_chars)
+    start_audit(client)
+    sent, short = lose_some_with_dimensions(client, aws, clock, lose=3, values=two_values)
+    post_json(client, "/audit")
+    racing = StreamCountsValuesFirst(aws.dynamodb, client, aws, clock, sent, meet_on)
+
+    result = repair.repair(racing, SETTINGS, short, clock.now)
+
+    assert racing.met is not None and racing.refused_met
+    assert result.busy == [] and result.accounted
+    assert sums_exact(client, sent, clock.now)
+    assert buckets(aws.dynamodb, {"f"}) == brute_force(aws.dynamodb)
+
+
+@pytest.mark.parametrize("die_on", [2, 5])
+def test_given_the_repair_dies_between_a_buckets_updates_when_run_again_then_its_sums_are_exact(
+    client: Any, aws: Any, clock: Any, monkeypatch: Any, die_on: int
+) -> None:
+    monkeypatch.setattr(repair, "EXPRESSION_CHARS", 150)
+    start_audit(client)
+    sent, short = lose_some_with_dimensions(client, aws, clock, lose=3, values=two_values)
+    post_json(client, "/audit")
+
+    with pytest.raises(Killed):
+        repair.repair(Dying(aws.dynamodb, die_on, after=True, methods=("update_item",)), SETTINGS, short, clock.now)
+    result = repair.repair(aws.dynamodb, SETTINGS, short, clock.now)
+
+    assert result.busy == [] and result.accounted
+    assert sums_exact(client, sent, clock.now)
+
+
+def test_given_a_whole_hour_of_every_value_name_lost_when_repaired_then_its_sums_are_written_in_several_updates_and_exact(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    # 8 value names in each of an hour's 60 minutes, none through the stream: the hour item's
+    # recount is 60 minutes and 480 sums, more than one expression of 4 KB holds.
+    start_audit(client)
+    hour = (clock.now // 3_600_000 - 1) * 3_600_000
+    sent = [
+        {
+            "counter": "f",
+            "time": hour + m * MINUTE,
+            "dimensions": {"provider": f"p{m % 3}"},
+            "values": {f"v{k}": m + k / 4 for k in range(8)},
+        }
+        for m in range(60)
+    ]
+    post_events(client, sent, 1)
+    settle(clock)
+    short = post_json(client, "/audit").json_body["short"]
+    assert sum(f["shortfall"] for f in short) == 60
+    writes: list[dict[str, Any]] = []
+
+    result = repair.repair(recording(aws.dynamodb, "update_item", writes), SETTINGS, short[0]["partition"], clock.now)
+
+    assert result.busy == [] and result.accounted
+    hour_key = (f"{keyspace.COUNTER}f", f"h#{hour // 3_600_000:010d}")
+    updates = [w for w in writes if (w["Key"]["pk"]["S"], w["Key"]["sk"]["S"]) == hour_key]
+    assert len(updates) > 1 and all(len(w["UpdateExpression"].encode()) <= 4096 for w in updates)
+    for first, last in [(hour // MINUTE, hour // MINUTE + 59), (hour // MINUTE + 7, hour // MINUTE + 31)]:
+        for where in [{}, {"provider": "p1"}]:
+            assert sums_read(client, first, last, where) == sums_truth(sent, first, last, where)
