@@ -14,8 +14,8 @@ last 7 days are asked for, two ways, each metered on the same data:
   then sort.
 
 Both lists must equal the brute-force ranking (`exact` says whether Tally's answer claims it).
-Printed per query: requests, items read, read units (eventually consistent reads, as both
-make), and the summaries' cost on the write side per 1,000 views (every write of a `VTOP#` item)
+Printed per query: requests, items read, read units (Tally reads its summaries strongly
+consistent, the workaround eventually consistent), and the summaries' cost on the write side per 1,000 views (every write of a `VTOP#` item)
 with the largest summary item.
 """
 
