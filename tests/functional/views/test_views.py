@@ -263,9 +263,19 @@ def test_given_bad_read_parameters_when_read_then_400(client: Any, clock: Any) -
 # -- exactly once -----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("unit_bytes", [1024, 160], ids=["kilobyte", "spilling-often"])
 def test_given_every_message_delivered_three_times_shuffled_and_concurrently_then_counts_exact(
-    client: Any, aws: Any, app_module: Any, clock: Any, slept: list[float], monkeypatch: pytest.MonkeyPatch
+    client: Any,
+    aws: Any,
+    app_module: Any,
+    clock: Any,
+    slept: list[float],
+    monkeypatch: pytest.MonkeyPatch,
+    unit_bytes: int,
 ) -> None:
+    """With a write unit of 160 bytes, counters spill their markers every few views, so spills
+    race counts of the same URL in other threads, and duplicates are found in spilled items."""
+    monkeypatch.setattr(markers, "WRITE_UNIT_BYTES", unit_bytes)
     rng = random.Random(7)
     bodies, expected = workload(rng, 150, urls=6, spread_ms=3 * 86_400_000)
     post_all(client, bodies)
@@ -300,6 +310,12 @@ def test_given_every_message_delivered_three_times_shuffled_and_concurrently_the
     for url, n in expected.items():
         assert views_of(client, url) == n, url
     assert_ranges_exact(client, bodies, rng)
+    spilled = aws.dynamodb.scan(
+        TableName=SETTINGS.counts_table,
+        FilterExpression="begins_with(sk, :k)",
+        ExpressionAttributeValues={":k": {"S": markers.SPILLED_PREFIX}},
+    )["Items"]
+    assert (len(spilled) > 100) == (unit_bytes < 1024), len(spilled)
 
 
 def test_given_batch_fails_half_way_when_redelivered_then_exact_and_done_messages_left_the_queue(
