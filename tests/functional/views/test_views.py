@@ -340,14 +340,25 @@ def test_given_batch_fails_half_way_when_redelivered_then_exact_and_done_message
     assert_ranges_exact(client, bodies, random.Random(3))
 
 
+@pytest.mark.parametrize("crash_at", [3, 4, 5, 6])
+@pytest.mark.parametrize("unit_bytes", [1024, 160], ids=["kilobyte", "spilling-often"])
 def test_given_handler_dies_between_counter_updates_when_batch_redelivered_then_exact(
-    client: Any, aws: Any, app_module: Any, clock: Any, slept: list[float], monkeypatch: pytest.MonkeyPatch
+    client: Any,
+    aws: Any,
+    app_module: Any,
+    clock: Any,
+    slept: list[float],
+    monkeypatch: pytest.MonkeyPatch,
+    unit_bytes: int,
+    crash_at: int,
 ) -> None:
+    """Spilling at every count, the handler dies in a count or in a spill's update."""
+    monkeypatch.setattr(markers, "WRITE_UNIT_BYTES", unit_bytes)
     monkeypatch.setattr(views_batches, "MAX_UPDATE_VIEWS", 4)
     bodies, expected = workload(random.Random(5), 60, urls=5, spread_ms=2 * 86_400_000)
     post_all(client, bodies)
     messages = receive_all(aws)
-    monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, crash_at=3))
+    monkeypatch.setattr(aws, "dynamodb", FailingDynamoDB(aws.dynamodb, crash_at=crash_at))
     with pytest.raises(Killed):
         deliver(client, messages)
     assert sum(views_of(client, url) for url in expected) > 0, "the first updates were applied"
