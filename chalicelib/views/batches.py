@@ -72,7 +72,7 @@ class Pending:
     def pk(self) -> str:
         return view_keys.url_pk(self.url)
 
-    @property
+    @functools.cached_property
     def marked(self) -> markers.Marked:
         minute = self.time_ms // windows.MINUTE_MS if self.spans else None
         return markers.Marked(markers.token(self.sk), markers.marker_day(self.time_ms), minute)
@@ -142,7 +142,8 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
             )
         )
         self._counters = {pk: items.get((pk, view_keys.COUNTER_SK)) for pk in pks}
-        held = [p for p in records if markers.holds(self._counters[p.pk], p.marked)]
+        days = {pk: markers.inline(counter) for pk, counter in self._counters.items()}
+        held = [p for p in records if markers.holds(days[p.pk], p.marked)]
         ids = {id(p) for p in held}
         return Sent(found=held + self._stored([p for p in records if id(p) not in ids]))
 
@@ -201,9 +202,10 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         calls = retries = 0
         names = {"last_counted": catalog.LAST_COUNTED, "listed": catalog.LISTED}
         for _ in range(MAX_ROUNDS):
-            held = {id(p): p for p in pending if markers.holds(counter, p.marked)}
+            self._counters[pk] = counter  # what _stored and the batch's later reads take
+            days = markers.inline(counter)
+            held = {id(p): p for p in pending if markers.holds(days, p.marked)}
             if pending and pk in self._stored_at and self._stored_at[pk] != markers.spills(counter):
-                self._counters[pk] = counter
                 held.update((id(p), p) for p in self._stored([p for p in pending if id(p) not in held]))
             found += held.values()
             pending = [p for p in pending if id(p) not in held]
@@ -238,13 +240,10 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
                 (self.sleep or clock.sleep)(backoff(retries))
                 retries += 1
                 continue
-            counter = response["Attributes"]
-            self._counters[pk] = counter
+            self._counters[pk] = response["Attributes"]
             return Sent(applied=pending, found=found, calls=calls, retries=retries)
         else:
-            if pending:
-                raise StorageError("a URL's view counter kept changing while its views were counted")
-        self._counters[pk] = counter
+            raise StorageError("a URL's view counter kept changing while its views were counted")
         return Sent(found=found, calls=calls, retries=retries)
 
     def _spill(self, pk: str, counter: dict[str, Any]) -> dict[str, Any] | None:

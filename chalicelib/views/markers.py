@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,8 +87,9 @@ def inline(counter: dict[str, Any] | None) -> dict[int, set[bytes]]:
     return days
 
 
-def holds(counter: dict[str, Any] | None, marked: Marked) -> bool:
-    return marked.token in inline(counter).get(marked.day, set())
+def holds(days: Mapping[int, set[bytes]], marked: Marked) -> bool:
+    """Whether `days` (a counter's `inline`) hold the view's token."""
+    return marked.token in days.get(marked.day, set())
 
 
 def spills(counter: dict[str, Any] | None) -> int | None:
@@ -136,9 +137,37 @@ def _guard(counter: dict[str, Any] | None, names: dict[str, str], values: dict[s
     return "#ks = :ks"
 
 
-def _dead_days(counter: dict[str, Any] | None, horizon_s: int, now_ms: int, keep: Iterable[int] = ()) -> list[int]:
-    kept = set(keep)
-    return sorted(day for day in inline(counter) if day not in kept and not live_day(day, horizon_s, now_ms))
+def _counter_update(
+    table: str,
+    url_pk: str,
+    counter: dict[str, Any] | None,
+    expression: str,
+    condition: str,
+    names: dict[str, str],
+    values: dict[str, Any],
+    horizon_s: int,
+    now_ms: int,
+    kept_days: Iterable[int] = (),
+) -> dict[str, Any]:
+    """An UpdateItem of the counter that also removes the sets of dead days (but `kept_days`,
+    which the expression writes), returning the item after it, or as it is when the condition
+    fails."""
+    kept = set(kept_days)
+    dead = sorted(day for day in inline(counter) if day not in kept and not live_day(day, horizon_s, now_ms))
+    for i, day in enumerate(dead):
+        names[f"#x{i}"] = inline_attribute(day)
+    if dead:
+        expression += " REMOVE " + ", ".join(f"#x{i}" for i in range(len(dead)))
+    return {
+        "TableName": table,
+        "Key": view_keys.counter_key_of(url_pk),
+        "UpdateExpression": expression,
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ReturnValues": "ALL_NEW",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
 
 
 def count_request(
@@ -187,21 +216,9 @@ def count_request(
     expression = (
         f"ADD {', '.join(adds)} SET #u = if_not_exists(#u, :u), #l = :now, #c = :yes, #ki = if_not_exists(#ki, :ki)"
     )
-    dead = _dead_days(counter, horizon_s, now_ms, by_day)
-    if dead:
-        for i, day in enumerate(dead):
-            names[f"#x{i}"] = inline_attribute(day)
-        expression += " REMOVE " + ", ".join(f"#x{i}" for i in range(len(dead)))
-    return {
-        "TableName": table,
-        "Key": view_keys.counter_key_of(url_pk),
-        "UpdateExpression": expression,
-        "ConditionExpression": " AND ".join(conditions),
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-        "ReturnValues": "ALL_NEW",
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
+    return _counter_update(
+        table, url_pk, counter, expression, " AND ".join(conditions), names, values, horizon_s, now_ms, by_day
+    )
 
 
 @dataclass(frozen=True)
@@ -229,21 +246,7 @@ def spill(table: str, url_pk: str, counter: dict[str, Any], horizon_s: int, now_
         values[f":k{d}"] = {"BS": sorted(tokens)}
         deletes.append(f"#k{d} :k{d}")
     expression = f"SET #ks = :next DELETE {', '.join(deletes)}"
-    dead = _dead_days(counter, horizon_s, now_ms)
-    if dead:
-        for i, day in enumerate(dead):
-            names[f"#x{i}"] = inline_attribute(day)
-        expression += " REMOVE " + ", ".join(f"#x{i}" for i in range(len(dead)))
-    update = {
-        "TableName": table,
-        "Key": view_keys.counter_key_of(url_pk),
-        "UpdateExpression": expression,
-        "ConditionExpression": condition,
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-        "ReturnValues": "ALL_NEW",
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
+    update = _counter_update(table, url_pk, counter, expression, condition, names, values, horizon_s, now_ms)
     return Spill(items, update)
 
 
