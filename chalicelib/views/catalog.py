@@ -1,17 +1,17 @@
 """Which URLs have view counters: the views listing (`GET /views/urls`).
 
 Counters are keyed by the URL's sha256, so the counter item (`URL#<sha>` / `TOTAL`) also keeps
-the URL's text (attribute `url`, set once by the counting transaction), when it was last
-counted (`last`, epoch ms, set by every counting transaction) and `listed` (set by every
-counting transaction). The catalog (core.catalog, packed: `CATALOG#views#log`, then its pages;
-`CATALOG#views` / `<sha>` items of the former layout are still read, and moved by the fold)
-names the URLs by sha256; the queue handler logs the batch's URLs whose counter is not `listed`
-yet in one log item before counting their views, so a URL is named in the log once in its life
-(again only when a delivery died between the log and the count), and a batch pays one write of
-about a kilobyte per 30 new URLs, not one write per new URL (a process reads the counters of the
-URLs it has not seen this hour, an eventually consistent read: a counter it finds was made by a
-transaction whose handler logged the URL before it). A page of the listing reads the catalog
-(core.catalog.page) and one BatchGetItem of the page's counters.
+the URL's text (attribute `url`, set by its first count), when it was last counted (`last`,
+epoch ms, set by every count) and `listed` (set by every count). The catalog (core.catalog,
+packed: `CATALOG#views#log`, then its pages; `CATALOG#views` / `<sha>` items of the former
+layout are still read, and moved by the fold) names the URLs by sha256; the queue handler logs
+the batch's URLs whose counter is not `listed` yet in one log item before counting their
+views, so a URL is named in the log once in its life (again only when a delivery died between
+the log and the count), and a batch pays one write of about a kilobyte per 30 new URLs, not
+one write per new URL. The counters judged are those the handler read before counting (a
+counter it finds was made by a count whose handler logged the URL before it); any it did not
+read are read here, eventually consistent, for the URLs not seen this hour. A page of the
+listing reads the catalog (core.catalog.page) and one BatchGetItem of the page's counters.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ _recent = catalog.Recent()
 
 
 LISTED = "listed"  # on a counter item: its URL has a catalog entry
-LAST_COUNTED = "last"  # on a counter item: epoch ms of its latest counting transaction
+LAST_COUNTED = "last"  # on a counter item: epoch ms of its latest count
 
 
 def record(

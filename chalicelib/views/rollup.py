@@ -1,15 +1,14 @@
 """A URL's ranged counts: pending minutes on its counter, moved into its buckets in bulk.
 
-The counting transaction (chalicelib.views.batches) writes each view's marker and adds the
-views to their URL's counter item, nothing else: to `views` (all time) and to the pending count
-of each view's minute, `p<minute since the epoch>` (chalicelib.views.keys). So a URL viewed
-once in a batch costs its marker and its counter, as a transaction per view does, and a URL
-viewed many times shares one counter update. A URL's views in a range are its bucket items'
+A count (chalicelib.views.batches) adds the views to their URL's counter item, with their
+markers (chalicelib.views.markers), nothing else: to `views` (all time) and to the pending
+count of each view's minute, `p<minute since the epoch>` (chalicelib.views.keys). So a URL
+viewed once in a batch costs one write of its counter, and a URL viewed many times shares it. A URL's views in a range are its bucket items'
 (hour, day, block: chalicelib.views.windows) plus its counter's pending minutes in the range.
 
 Once a counter holds more than FLUSH_AT pending minutes, the handler moves them into the
 buckets with one transaction for the URL: the pending attributes are removed on the condition
-that `views` (which every counting transaction adds to) and `fv` are still what was read (`fv`
+that `views` (which every count adds to) and `fv` are still what was read (`fv`
 becomes one more), and the same views are added to each minute's hour, day and block items, which take
 `f` = the new `fv`. So a move happens whole or not at all and at most once (a repeat finds `fv`
 moved on), and buckets plus pending minutes count the same before and after it. A move that
@@ -20,14 +19,15 @@ minutes whose hour bucket is past its retention count nowhere, and a move drops 
 Reading a counter and buckets is not one atomic read, so a move in between could be counted
 twice (pending in the counter as read, and in a bucket read after the move). A bucket item
 whose `f` is above the counter's `fv` as read was moved into after the counter was read: the
-URL is read again (`read`). The queue handler reads the counter first and then the buckets,
-both strongly consistent, so what it observes for the top URLs' summaries is the URL's count
-at the moment its counter was read, after the batch's own transaction: the last transaction on
-a URL is followed by a read that sees its final count. GET /views reads both in one
+URL is read again (`read`). The queue handler takes the counter its own count returned (or
+read, strongly consistent) and then reads the buckets, strongly consistent (none for a counter
+that never moved), so what it observes for the top URLs' summaries is the URL's count at the
+moment of its counter, after the batch's own count: the last count on a URL is followed by a
+read that sees its final count. GET /views reads both in one
 eventually consistent BatchGetItem: it may miss the latest views (as any eventually consistent
 read may), never counts one twice.
 
-Buckets written before pending minutes (hour items from the counting transaction, day and
+Buckets written before pending minutes (hour items from an earlier counting transaction, day and
 block items holding copies of their hours) read the same: a move adds to what is there.
 """
 

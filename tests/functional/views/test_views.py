@@ -263,7 +263,14 @@ def test_given_bad_read_parameters_when_read_then_400(client: Any, clock: Any) -
 # -- exactly once -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("unit_bytes", [1024, 160], ids=["kilobyte", "spilling-often"])
+@pytest.fixture(params=[1024, 160], ids=["kilobyte", "spilling-often"])
+def unit_bytes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """The write unit the counters are kept under: DynamoDB's, or one so small that a counter
+    spills its markers at every count."""
+    monkeypatch.setattr(markers, "WRITE_UNIT_BYTES", request.param)
+    return int(request.param)
+
+
 def test_given_every_message_delivered_three_times_shuffled_and_concurrently_then_counts_exact(
     client: Any,
     aws: Any,
@@ -275,7 +282,6 @@ def test_given_every_message_delivered_three_times_shuffled_and_concurrently_the
 ) -> None:
     """With a write unit of 160 bytes, counters spill their markers every few views, so spills
     race counts of the same URL in other threads, and duplicates are found in spilled items."""
-    monkeypatch.setattr(markers, "WRITE_UNIT_BYTES", unit_bytes)
     rng = random.Random(7)
     bodies, expected = workload(rng, 150, urls=6, spread_ms=3 * 86_400_000)
     post_all(client, bodies)
@@ -341,7 +347,6 @@ def test_given_batch_fails_half_way_when_redelivered_then_exact_and_done_message
 
 
 @pytest.mark.parametrize("crash_at", [3, 4, 5, 6])
-@pytest.mark.parametrize("unit_bytes", [1024, 160], ids=["kilobyte", "spilling-often"])
 def test_given_handler_dies_between_counter_updates_when_batch_redelivered_then_exact(
     client: Any,
     aws: Any,
@@ -353,7 +358,6 @@ def test_given_handler_dies_between_counter_updates_when_batch_redelivered_then_
     crash_at: int,
 ) -> None:
     """Spilling at every count, the handler dies in a count or in a spill's update."""
-    monkeypatch.setattr(markers, "WRITE_UNIT_BYTES", unit_bytes)
     monkeypatch.setattr(views_batches, "MAX_UPDATE_VIEWS", 4)
     bodies, expected = workload(random.Random(5), 60, urls=5, spread_ms=2 * 86_400_000)
     post_all(client, bodies)
