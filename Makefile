@@ -17,8 +17,10 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 	touch $@
 
 # Data is kept across runs in .local-stack/$(PORT)/ (docs/local-stack.md); FRESH=1 starts empty.
+# The API is under the stage's path, http://127.0.0.1:$(PORT)/api/; BASE_PATH=/ serves it at the
+# root, as a custom domain mapped at its root does.
 run: $(BIN)/.installed vendor
-	$(BIN)/python -m tools.local_stack --port $(PORT) --aws-port $(AWS_PORT) --max-batching-window $(BATCHING_WINDOW) $(if $(FRESH),--fresh)
+	$(BIN)/python -m tools.local_stack --port $(PORT) --aws-port $(AWS_PORT) --max-batching-window $(BATCHING_WINDOW) $(if $(FRESH),--fresh) $(if $(BASE_PATH),--base-path $(BASE_PATH))
 
 test: check $(BIN)/.installed vendor
 	$(BIN)/python -m pytest

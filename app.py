@@ -448,7 +448,9 @@ def tracker_script() -> Response:
 @app.route("/", methods=["GET"])
 @answers
 def dashboard_page() -> Response:
-    return static_answer(dashboard.page())
+    # The path as the client asked for it (stage or base path included): the page's URLs are
+    # relative to it (dashboard/assets.py).
+    return static_answer(dashboard.page(dashboard.relative_base(request().context.get("path", "/"))))
 
 
 @app.route("/dashboard/{name}", methods=["GET"])

@@ -20,11 +20,19 @@ Gateway does (Chalice's calls the authorizer on every request): for the authoriz
 key's later requests, whatever their route. AWS documents that the cached policy is applied
 to additional requests within the TTL, not whether two authorizers share a cache, so the
 local cache is shared by all of them: the strictest reading (docs/guarantees.md).
+
+Locally, `mounted_handler()` serves the API under a base path as API Gateway does: under the
+stage's name on the `execute-api` URL (`/api/...`), at the root or under a base path mapping on
+a custom domain. A request outside it never reaches the API and gets API Gateway's own answer
+for a stage it does not have, which no gateway response of the API changes (docs/guarantees.md).
+The app sees what Lambda sees: the path below the base, and in `requestContext` the whole
+path the client asked for and the stage.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import logging
 import time
@@ -225,6 +233,83 @@ def send_error(handler: Any, code: int, message: str | None = None, explain: str
     handler.end_headers()
     if handler.command != "HEAD":
         handler.wfile.write(body.encode("utf-8"))
+
+
+# -- locally: the API under its base path, as API Gateway serves a stage ---------------------------
+
+# API Gateway's answer to a request for a stage the API does not have (`x-amzn-ErrorType` names
+# the error, as on every answer API Gateway makes itself). Not a gateway response: the API's
+# responses belong to its deployed stages, and this request reaches none.
+NO_SUCH_STAGE_STATUS = 403
+NO_SUCH_STAGE_HEADERS = {"Content-Type": "application/json", "x-amzn-ErrorType": "ForbiddenException"}
+NO_SUCH_STAGE_BODY = '{"message":"Forbidden"}'
+
+
+def normalized_base(base_path: str) -> str:
+    """`api`, `/api` and `/api/` -> `/api`; `/` and `` (the API at the root) -> ``."""
+    return "/" + base_path.strip("/") if base_path.strip("/") else ""
+
+
+def below(base: str, path: str) -> str | None:
+    """`path` (no query) as the API sees it under `base` (normalized): `/api` and `/api/` are its
+    root resource, `/api/counters/x` is `/counters/x`; None when `path` is outside `base`."""
+    if not base:
+        return path or "/"
+    if path == base:
+        return "/"
+    if path.startswith(base + "/"):
+        return path[len(base) :]
+    return None
+
+
+def mounted_handler(base_path: str, stage_name: str) -> type[Any]:
+    """Chalice's local request handler serving the API under `base_path` (`/api`: the stage on
+    the execute-api URL; `/`: a custom domain's root mapping; `/tally`: a base path mapping)."""
+    from http.server import BaseHTTPRequestHandler
+
+    from chalice import local
+
+    base = normalized_base(base_path)
+
+    class StagedGateway(local.LocalGateway):  # type: ignore[misc]
+        # The request's whole path: set by the handler before each request.
+        request_path = "/"
+
+        def _generate_lambda_event(self, method: str, path: str, headers: Any, body: bytes | None) -> Any:
+            event = super()._generate_lambda_event(method, path, headers, body)
+            # As API Gateway sets them: `path` holds the stage or base path, `stage` the stage.
+            event["requestContext"]["path"] = self.request_path
+            event["requestContext"]["stage"] = stage_name
+            return event
+
+    class Mounted(local.ChaliceRequestHandler):  # type: ignore[misc]
+        def __init__(self, request: Any, client_address: Any, server: Any, app_object: Any, config: Any) -> None:
+            # Chalice's __init__, with the gateway above (the base class handles the request
+            # inside __init__, so the gateway must be in place before).
+            self.local_gateway = StagedGateway(app_object, config)
+            BaseHTTPRequestHandler.__init__(self, request, client_address, server)
+
+        def _generic_handle(self) -> None:
+            path, mark, query = self.path.partition("?")
+            inner = below(base, path)
+            if inner is None:
+                self._parse_payload()  # read the body, so the connection stays usable
+                self._send_http_response(NO_SUCH_STAGE_STATUS, dict(NO_SUCH_STAGE_HEADERS), NO_SUCH_STAGE_BODY)
+                return
+            self.local_gateway.request_path = path
+            self.path = inner + mark + query
+            super()._generic_handle()
+
+        do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = _generic_handle
+
+    return Mounted
+
+
+def mount(server: Any, app: Any, config: Any, base_path: str, stage_name: str) -> None:
+    """Make a server from chalice.local.create_local_server serve under `base_path`."""
+    server.server.RequestHandlerClass = functools.partial(
+        mounted_handler(base_path, stage_name), app_object=app, config=config
+    )
 
 
 def method_missing(gateway: Any, method: str, path: str, headers: dict[str, str], body: bytes | None) -> bool:

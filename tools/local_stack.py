@@ -1,6 +1,6 @@
 """Run all of Tally locally: emulator, resources, every handler app.py declares, and the API.
 
-    python -m tools.local_stack [--port 8000] [--aws-port 5000] [--fresh]
+    python -m tools.local_stack [--port 8000] [--aws-port 5000] [--fresh] [--base-path /api]
     python -m tools.local_stack --port 8000 --trigger    # run the scheduled handlers of that stack now
 
 With AWS_ENDPOINT_URL set, an already running emulator is used instead of starting one (and
@@ -10,6 +10,11 @@ periodically while it runs) and restored when it starts again; `--fresh` starts 
 (tools/local_state.py says what a hard kill can lose). Everything a stack keeps on disk,
 its pid file included, is under `.local-stack/<port>/`, so stacks on other ports do not
 interfere. Send SIGUSR1 (`make trigger PORT=...`) to run every scheduled handler now.
+
+The API answers where API Gateway serves it: under the stage's name (`api_gateway_stage` in
+.chalice/config.json), http://127.0.0.1:8000/api/..., and outside it as API Gateway answers for
+a stage it does not have. `--base-path /` serves it at the root, as a custom domain whose base
+path mapping is the root does; `--base-path /tally` as a mapping with that base path.
 """
 
 from __future__ import annotations
@@ -129,6 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aws-port", type=int, default=5000, help="port of the embedded emulator")
     parser.add_argument("--stage", default="local")
     parser.add_argument(
+        "--base-path",
+        default=None,
+        help="serve the API under this path (default: /<the stage's api_gateway_stage>; / for a custom domain's root mapping)",
+    )
+    parser.add_argument(
         "--max-batching-window",
         type=float,
         default=None,
@@ -236,6 +246,9 @@ def run(args: argparse.Namespace) -> int:
         server = create_local_server(app, config, args.host, args.port)
     except OSError as exc:  # taken between the check and now
         raise PortBusy(f"port {args.port} (the API): {exc}. Choose another one: `make run PORT=<port>`") from None
+    api_stage = stage.api_gateway_stage(args.stage)
+    base = gateway.normalized_base(f"/{api_stage}" if args.base_path is None else args.base_path)
+    gateway.mount(server, app, config, base, api_stage)
     # Ctrl-C and SIGTERM stop the server from another thread (shutdown() waits for serve_forever);
     # setting SIGINT explicitly also works when a shell started the stack with SIGINT ignored.
     for stop_signal in (signal.SIGINT, signal.SIGTERM):
@@ -252,7 +265,7 @@ def run(args: argparse.Namespace) -> int:
     threading.Thread(
         target=report_activity, args=(runners, activity_file(directory), stop), name="activity", daemon=True
     ).start()
-    log.info("API on http://%s:%d", args.host, args.port)
+    log.info("API on http://%s:%d%s/", args.host, args.port, base)
     try:
         server.server.serve_forever()  # not server.serve_forever(): it prints a plain-text banner
     except KeyboardInterrupt:

@@ -69,7 +69,7 @@ def configure_api(stage_name: str, session: Any, endpoint_url: str | None, proje
     so the responses take effect. Returns the REST API id."""
     deployed = json.loads((project / ".chalice" / "deployed" / f"{stage_name}.json").read_text())
     rest_api_id = next(r["rest_api_id"] for r in deployed["resources"] if r.get("resource_type") == "rest_api")
-    api_stage = stage.load_config(project)["stages"][stage_name].get("api_gateway_stage", "api")
+    api_stage = stage.api_gateway_stage(stage_name, project)
     settings = stage.stage_settings(stage_name, project)
     apigateway = session.client("apigateway", endpoint_url=endpoint_url)
     gateway.put_responses(apigateway, rest_api_id)

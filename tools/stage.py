@@ -41,6 +41,16 @@ def stage_environment(stage: str, project: Path = PROJECT) -> dict[str, str]:
     return env
 
 
+def api_gateway_stage(stage: str, project: Path = PROJECT) -> str:
+    """The API Gateway stage `chalice deploy` puts the stage's API in: the first segment of every
+    URL of the API (`https://<id>.execute-api.<region>.amazonaws.com/<stage>/...`). The stage's
+    `api_gateway_stage`, else the config's, else Chalice's default, `api`."""
+    config = load_config(project)
+    if stage not in config.get("stages", {}):
+        raise SystemExit(f"no stage {stage!r} in {config_path(project)}")
+    return str(config["stages"][stage].get("api_gateway_stage", config.get("api_gateway_stage", "api")))
+
+
 def stage_settings(stage: str, project: Path = PROJECT) -> Settings:
     """The stage's settings as .chalice/config.json gives them (Chalice sets them on AWS)."""
     return Settings.from_env(stage_environment(stage, project))

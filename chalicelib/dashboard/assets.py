@@ -6,17 +6,26 @@ asset with a version (`?v=<hash of its content>`): an asset asked for with its c
 may be cached for a year (`immutable`); the page itself and anything else are revalidated with
 an ETag on every load, so a new deployment shows at once. Nothing is loaded from elsewhere, and
 the Content-Security-Policy says so.
+
+The API is not at the root of its host: API Gateway serves it under the stage's name
+(`/api/`), a custom domain at its root or under a base path mapping (`/tally/`). So the page
+names everything relative to its own URL: `dashboard/<asset>` from `/api/`, and from `/api`
+(the same root resource, without the slash, where a relative URL would resolve against `/`)
+`api/dashboard/<asset>`. Which of the two the request was comes from the path the client asked
+for, which API Gateway hands the function in `requestContext.path` (stage or base path
+included). The page's scripts find the API from their own URL (dashboard.js).
 """
 
 from __future__ import annotations
 
 import functools
 from pathlib import Path
+from urllib.parse import quote
 
 from chalicelib.core.errors import NotFoundError
 from chalicelib.core.static import IMMUTABLE, REVALIDATE, Asset
 
-__all__ = ["IMMUTABLE", "REVALIDATE", "Asset", "asset", "page"]
+__all__ = ["IMMUTABLE", "REVALIDATE", "Asset", "asset", "page", "relative_base"]
 
 HERE = Path(__file__).resolve().parent
 DIRECTORIES = (HERE / "static", HERE / "vendor")
@@ -56,10 +65,20 @@ def asset(name: str) -> Asset:
     raise NotFoundError(f"no dashboard asset {name}")
 
 
-@functools.lru_cache(maxsize=1)
-def page() -> Asset:
-    """index.html with each `{{asset:<name>}}` replaced by the asset's versioned URL."""
-    text = (DIRECTORIES[0] / PAGE).read_text(encoding="utf-8")
+def relative_base(request_path: str) -> str:
+    """What goes before a path of the API (`dashboard/...`, `openapi.json`) for it to resolve,
+    relative to the page at `request_path` (the root resource's whole path as the client asked
+    for it), under the API's base: nothing from `/api/` or `/`, `api/` from `/api`."""
+    if not request_path or request_path.endswith("/"):
+        return ""
+    return quote(request_path.rsplit("/", 1)[1], safe="") + "/"
+
+
+@functools.lru_cache(maxsize=8)
+def page(base: str = "") -> Asset:
+    """index.html with `{{base}}` replaced by `base` (relative_base's answer) and each
+    `{{asset:<name>}}` by the asset's versioned URL under it."""
+    text = (DIRECTORIES[0] / PAGE).read_text(encoding="utf-8").replace("{{base}}", base)
     start = text.find("{{asset:")
     while start != -1:
         end = text.index("}}", start)
@@ -68,6 +87,6 @@ def page() -> Asset:
             version = asset(name).version
         except NotFoundError as exc:
             raise NotFoundError(f"the dashboard's {name} is missing: run `make vendor`") from exc
-        text = text[:start] + f"/dashboard/{name}?v={version}" + text[end + 2 :]
+        text = text[:start] + f"{base}dashboard/{name}?v={version}" + text[end + 2 :]
         start = text.find("{{asset:", start)
     return Asset(PAGE, text, CONTENT_TYPES[".html"], SECURITY)

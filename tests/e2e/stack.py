@@ -65,15 +65,33 @@ def admin_key_file(state_dir: Path) -> Path:
     return state_dir / "local-admin-key"
 
 
+def stage_path() -> str:
+    """Where the local stage's API is, as API Gateway serves it: `/<api_gateway_stage>`."""
+    from tools import stage
+
+    return "/" + stage.api_gateway_stage("local", PROJECT)
+
+
 class LocalStack:
-    """A running local stack. `get`/`post`/`request` take a path and send the local admin
-    key (`admin_key`) unless given `key=` (None: no key); `http` is a requests session that
-    sends it too."""
+    """A running local stack. `url` is the API's base (`http://127.0.0.1:<port>/api`, no
+    trailing slash; the origin alone for a stack mapped at the root) and `origin` its scheme,
+    host and port. `get`/`post`/`request` take a path below `url` and send the local admin key
+    (`admin_key`) unless given `key=` (None: no key); `http` is a requests session that sends
+    it too."""
 
     def __init__(
-        self, url: str, process: subprocess.Popen[bytes], log_path: Path, port: int, aws_port: int, state_dir: Path
+        self,
+        origin: str,
+        base_path: str,
+        process: subprocess.Popen[bytes],
+        log_path: Path,
+        port: int,
+        aws_port: int,
+        state_dir: Path,
     ) -> None:
-        self.url = url
+        self.origin = origin
+        self.base_path = base_path
+        self.url = origin + base_path
         self.process = process
         self.log_path = log_path
         self.port = port
@@ -150,11 +168,21 @@ class LocalStack:
 
 @contextlib.contextmanager
 def running_stack(
-    log_dir: Path, *extra: str, state_dir: Path | None = None, log_name: str = "stack.log", **environment: str
+    log_dir: Path,
+    *extra: str,
+    state_dir: Path | None = None,
+    log_name: str = "stack.log",
+    base_path: str | None = None,
+    **environment: str,
 ) -> Iterator[LocalStack]:
     """A stack on free ports, stopped with SIGINT (Ctrl-C) at the end. Its data lives in
-    `state_dir` (default: a fresh one in log_dir), so a later stack can restart from it."""
+    `state_dir` (default: a fresh one in log_dir), so a later stack can restart from it. The
+    API is under the stage's path, as API Gateway serves it, unless `base_path` says otherwise
+    (`/`: a custom domain mapped at its root)."""
     port, aws_port = free_port(), free_port()
+    from tools.gateway import normalized_base
+
+    base = stage_path() if base_path is None else normalized_base(base_path)
     state_dir = state_dir or log_dir / "state"
     # Stage variables exported earlier in this process (the deploy tests build the dev stage's
     # template, which exports its variables) must not override the local stage's.
@@ -166,13 +194,13 @@ def running_stack(
     log_path = log_dir / log_name
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            stack_command(port, aws_port, state_dir, "--snapshot-seconds", "0", *extra),
+            stack_command(port, aws_port, state_dir, "--snapshot-seconds", "0", "--base-path", base or "/", *extra),
             cwd=PROJECT,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    stack = LocalStack(f"http://127.0.0.1:{port}", process, log_path, port, aws_port, state_dir)
+    stack = LocalStack(f"http://127.0.0.1:{port}", base, process, log_path, port, aws_port, state_dir)
 
     def ready() -> bool:
         if process.poll() is not None:

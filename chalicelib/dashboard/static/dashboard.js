@@ -24,6 +24,11 @@
   const BUSIEST_OF = 20; // the dashboard opens on the busiest of the first counters listed
   const DIMENSIONS_STORAGE = "tally.dimensions";
   const $ = (id) => document.getElementById(id);
+  // Where the API is: this script is <API>dashboard/dashboard.js (dashboard/assets.py), and the
+  // API is under a base path (the stage's name on API Gateway, /api/, or a custom domain's
+  // mapping), so every path below ("/counters", written as the API documents it) goes there.
+  const API = new URL("../", document.currentScript.src);
+  const apiUrl = (path) => new URL(path.replace(/^\/+/, ""), API).href;
   // What is shown: the tab (document.body.dataset.view), the window, the counter and the
   // dimension it is broken down by, the URL and the unique-count name. All of it is kept in
   // the address bar's fragment (see "the view in the address bar"), so a copied URL reopens it.
@@ -88,7 +93,7 @@
     if (key) headers.Authorization = "Bearer " + key;
     let response;
     try {
-      response = await fetch(path, { headers });
+      response = await fetch(apiUrl(path), { headers });
     } catch (err) {
       throw new ApiError(0, "the API cannot be reached");
     }
@@ -614,7 +619,7 @@
 
   function downloadLink(td, text, path, filename) {
     const link = document.createElement("a");
-    link.href = path;
+    link.href = apiUrl(path);
     link.download = filename;
     link.textContent = text;
     link.setAttribute("aria-label", `${text} of ${filename.replace(/\.\w+$/, "")}`);

@@ -1,6 +1,7 @@
 // Tally's page-view tracker (docs/tracker.md). No cookies, no storage written, nothing that
 // identifies a person: it sends the page URL, the referrer, the viewport width and the time.
-// <script defer src="https://<api>/tally.js" data-key="<ingest key>"></script>
+// <script defer src="https://<api>/tally.js" data-key="<ingest key>"></script>, <api> with its base
+// path (https://<id>.execute-api.<region>.amazonaws.com/api): the beacon goes beside the script.
 // Optional: data-site (the site counted, default the page's host), data-hash (hash routing),
 // data-allow-local (count localhost too). Opt out in your own browser:
 // localStorage.tally_ignore = "true" (read here, never written).
@@ -8,7 +9,7 @@
   var s = d.currentScript, l = w.location, h = w.history, last;
   if (!s) return;
   var a = function (n) { return s.getAttribute("data-" + n); };
-  var api = new URL(s.src).origin + "/beacon/pageview?key=" + encodeURIComponent(a("key") || "");
+  var api = new URL("beacon/pageview", s.src) + "?key=" + encodeURIComponent(a("key") || "");
   var off = function () {
     try { if (w.localStorage.getItem("tally_ignore") === "true") return 1; } catch (e) {}
     return (/^(localhost|127\.|\[::1\]$)/.test(l.hostname) || l.protocol === "file:") && a("allow-local") === null;
