@@ -121,3 +121,38 @@ def test_given_a_running_stack_when_another_starts_beside_it_or_on_its_ports_the
         timeout=60,
     )
     assert missing.returncode == 1 and f"no local stack is running with its API on port {a.port}" in missing.stderr
+
+
+def test_given_the_stack_when_curl_asks_outside_the_stage_path_then_api_gateways_403_and_inside_the_api(
+    local_stack: LocalStack,
+) -> None:
+    """`curl http://127.0.0.1:8000/counters/x`, as a user reading an old URL would: the API is
+    under the stage's path (`/api`), and API Gateway answers a path outside every stage itself."""
+    assert local_stack.url == f"{local_stack.origin}/api"
+
+    def curl(*args: str) -> tuple[int, dict[str, str], str]:
+        done = subprocess.run(["curl", "-s", "-i", *args], capture_output=True, text=True, timeout=30, check=True)
+        head, _, body = done.stdout.replace("\r\n", "\n").partition("\n\n")
+        status_line, *lines = head.splitlines()
+        headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+        return int(status_line.split()[1]), headers, body
+
+    auth = f"Authorization: Bearer {local_stack.admin_key}"
+    for args in (
+        [f"{local_stack.origin}/counters/x"],
+        ["-H", auth, f"{local_stack.origin}/counters/x"],
+        [f"{local_stack.origin}/"],
+        ["-H", auth, "-XPOST", f"{local_stack.origin}/events", "-d", '{"counter": "outside"}'],
+        [f"{local_stack.origin}/apix/counters/x"],
+    ):
+        status, headers, body = curl(*args)
+        assert (status, json.loads(body)) == (403, {"message": "Forbidden"}), args
+        assert headers["x-amzn-errortype"] == "ForbiddenException" and headers["content-type"] == "application/json"
+
+    status, _, body = curl("-H", auth, f"{local_stack.url}/counters/x")
+    assert status == 200 and json.loads(body)["count"] == 0
+    status, _, body = curl(f"{local_stack.url}/counters/x")  # inside: Tally's own answers, in Chalice's shape
+    assert status == 401 and set(json.loads(body)) == {"Code", "Message"}
+    for root in (local_stack.url, f"{local_stack.url}/"):  # the root resource, with or without its slash
+        status, headers, body = curl(root)
+        assert status == 200 and headers["content-type"].startswith("text/html") and "<title>Tally</title>" in body
