@@ -1,6 +1,6 @@
 """Random events for K counters over the last N hours, through the API or straight into the table.
 
-    python -m tools.mock_data --hours 30 --counters 3 --per-hour 20-100 --api http://127.0.0.1:8000 [--key KEY]
+    python -m tools.mock_data --hours 30 --counters 3 --per-hour 20-100 --api http://127.0.0.1:8000/api [--key KEY]
     python -m tools.mock_data --direct --stage local     # BatchWriteItem into the events table
 
 Counters are named <prefix>-1..K (default jobs.provider-1..3, as in the counting post). Through
@@ -24,6 +24,7 @@ import requests
 from tqdm import tqdm
 
 from chalicelib.core import times
+from tools import stage as stages
 
 HOUR_MS = times.HOUR_MS
 
@@ -65,7 +66,6 @@ def send_api(api: str, events: list[dict[str, Any]], key: str | None) -> None:
 def send_direct(stage: str, events: list[dict[str, Any]]) -> None:
     from chalicelib.core.aws import AwsClients
     from chalicelib.events import ingest as event_module
-    from tools import stage as stages
 
     settings = stages.export(stage)
     clients = AwsClients(settings)
@@ -88,7 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=None)
     target = parser.add_mutually_exclusive_group()
-    target.add_argument("--api", default="http://127.0.0.1:8000")
+    target.add_argument(
+        "--api",
+        default=f"http://127.0.0.1:8000/{stages.api_gateway_stage('local')}",
+        help="the API's base URL, stage path included",
+    )
     target.add_argument(
         "--direct", action="store_true", help="write to the events table (AWS_ENDPOINT_URL for the emulator)"
     )

@@ -102,6 +102,9 @@ def test_given_the_document_when_schemathesis_runs_every_operation_then_no_failu
         "--no-color",
         "run",
         f"{fuzzed_stack.url}/openapi.json",
+        # The API's base: the stage's path (the document lists paths below it and names no server).
+        "--url",
+        fuzzed_stack.url,
         "--checks",
         ",".join(CHECKS),
         "--max-examples",
