@@ -286,7 +286,7 @@ def _item_key(backend: Any, table_name: Any, attributes: Any) -> tuple[Any, ...]
     return (table_name, *(repr(attributes.get(name)) for name in names))
 
 
-def _check_transaction(backend: Any, entries: list[dict[str, Any]], what: str) -> None:
+def _check_transaction(backend: Any, entries: list[dict[str, Any]]) -> None:
     from moto.dynamodb.exceptions import MultipleTransactionsException
 
     from chalicelib.core import dynamo_limits
@@ -305,7 +305,7 @@ def _check_transaction(backend: Any, entries: list[dict[str, Any]], what: str) -
                 raise MultipleTransactionsException()
             seen.add(key)
     if size > dynamo_limits.TRANSACTION_BYTES:
-        raise _refuse(f"{what} request size has exceeded the maximum allowed size of 4 MB")
+        raise _refuse("Transaction request size has exceeded the maximum allowed size of 4 MB")
 
 
 def _check_batch_write(backend: Any, request_items: dict[str, list[dict[str, Any]]]) -> None:
@@ -342,10 +342,8 @@ def _check_request(action: str, backend: Any, body: dict[str, Any]) -> None:
     elif action in ("query", "scan"):
         _check_expressions(body)
         _check_numbers(body.get("ExpressionAttributeValues"))
-    elif action == "transact_write_items":
-        _check_transaction(backend, body.get("TransactItems") or [], "Transaction")
-    elif action == "transact_get_items":
-        _check_transaction(backend, body.get("TransactItems") or [], "Transaction")
+    elif action in ("transact_write_items", "transact_get_items"):
+        _check_transaction(backend, body.get("TransactItems") or [])
     elif action == "batch_write_item":
         _check_batch_write(backend, body.get("RequestItems") or {})
     elif action == "batch_get_item":

@@ -7,6 +7,7 @@ Just under a limit is accepted, just over it is refused with the error DynamoDB 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import boto3
@@ -82,24 +83,22 @@ def test_given_a_number_at_the_edge_of_dynamodbs_domain_when_written_anywhere_th
     for shape in shapes:
         db.put_item(TableName="t", Item={**key(), "n": shape(accepted)})
         assert stored(db).keys() == shape(accepted).keys()
-        refused(lambda: db.put_item(TableName="t", Item={**key(), "n": shape(refused_number)}), message=message)
-        refused(
-            lambda: db.update_item(
+        bad = shape(refused_number)
+        for call in (
+            partial(db.put_item, TableName="t", Item={**key(), "n": bad}),
+            partial(
+                db.update_item,
                 TableName="t",
                 Key=key(),
                 UpdateExpression="SET n = :v",
-                ExpressionAttributeValues={":v": shape(refused_number)},
+                ExpressionAttributeValues={":v": bad},
             ),
-            message=message,
-        )
-        refused(
-            lambda: db.batch_write_item(RequestItems={"t": [{"PutRequest": {"Item": {**key("b"), "n": shape(refused_number)}}}]}),
-            message=message,
-        )
-        refused(
-            lambda: db.transact_write_items(TransactItems=[{"Put": {"TableName": "t", "Item": {**key("c"), "n": shape(refused_number)}}}]),
-            message=message,
-        )
+            partial(db.batch_write_item, RequestItems={"t": [{"PutRequest": {"Item": {**key("b"), "n": bad}}}]}),
+            partial(
+                db.transact_write_items, TransactItems=[{"Put": {"TableName": "t", "Item": {**key("c"), "n": bad}}}]
+            ),
+        ):
+            refused(call, message=message)
     assert "Item" not in db.get_item(TableName="t", Key=key("b"))
     assert "Item" not in db.get_item(TableName="t", Key=key("c"))
 
@@ -109,7 +108,11 @@ def test_given_a_number_at_the_edge_of_dynamodbs_domain_when_written_anywhere_th
     [
         ("1" * 37, "1", "1" * 36 + "2"),  # 38 digits: exact
         ("1E+37", "1", "1" + "0" * 36 + "1"),  # 38 digits
-        ("1.0000000000000000000000000000", "0.0000000000000000000000000001", "1.0000000000000000000000000001"),  # 29 digits
+        (
+            "1.0000000000000000000000000000",
+            "0.0000000000000000000000000001",
+            "1.0000000000000000000000000001",
+        ),  # 29 digits
         ("8E+125", "1.9999999999999999999999999999999999999E+125", MAX),
     ],
 )
@@ -121,7 +124,9 @@ def test_given_an_add_whose_result_has_38_digits_when_updated_then_it_is_stored_
     db.put_item(TableName="t", Item={**key(), "n": {"N": start}})
     db.update_item(TableName="t", Key=key(), UpdateExpression="ADD n :v", ExpressionAttributeValues={":v": {"N": step}})
     assert Decimal(stored(db)["N"]) == Decimal(result)
-    db.update_item(TableName="t", Key=key(), UpdateExpression="SET n = n - :v", ExpressionAttributeValues={":v": {"N": step}})
+    db.update_item(
+        TableName="t", Key=key(), UpdateExpression="SET n = n - :v", ExpressionAttributeValues={":v": {"N": step}}
+    )
     assert Decimal(stored(db)["N"]) == Decimal(start)
 
 
@@ -141,8 +146,12 @@ def test_given_an_add_whose_result_dynamodb_cannot_hold_when_updated_then_refuse
     db.put_item(TableName="t", Item={**key(), "n": {"N": start}})
     for expression in ("ADD n :v", "SET n = n + :v"):
         refused(
-            lambda expression=expression: db.update_item(
-                TableName="t", Key=key(), UpdateExpression=expression, ExpressionAttributeValues={":v": {"N": step}}
+            partial(
+                db.update_item,
+                TableName="t",
+                Key=key(),
+                UpdateExpression=expression,
+                ExpressionAttributeValues={":v": {"N": step}},
             ),
             message=message,
         )
@@ -176,8 +185,8 @@ def test_given_an_expression_of_4_kb_when_sent_then_accepted_and_one_byte_more_r
     for size, accepted in ((dynamo_limits.EXPRESSION_BYTES, True), (dynamo_limits.EXPRESSION_BYTES + 1, False)):
         expressions = dict(base)
         expressions[parameter] += " " * (size - len(expressions[parameter]))
-        call = lambda: db.update_item(  # noqa: E731
-            TableName="t", Key=key(), ExpressionAttributeValues={":v": {"N": "1"}}, **expressions
+        call = partial(
+            db.update_item, TableName="t", Key=key(), ExpressionAttributeValues={":v": {"N": "1"}}, **expressions
         )
         if accepted:
             call()
@@ -191,7 +200,8 @@ def test_given_an_expression_of_4_kb_when_sent_then_accepted_and_one_byte_more_r
 def test_given_placeholders_of_255_bytes_when_sent_then_accepted_and_256_refused(db: Any) -> None:
     for length, accepted in ((dynamo_limits.PLACEHOLDER_BYTES, True), (dynamo_limits.PLACEHOLDER_BYTES + 1, False)):
         name, value = "#" + "n" * (length - 1), ":" + "v" * (length - 1)
-        call = lambda: db.update_item(  # noqa: E731
+        call = partial(
+            db.update_item,
             TableName="t",
             Key=key(),
             UpdateExpression=f"SET {name} = {value}",
@@ -214,7 +224,8 @@ def test_given_expression_values_of_2_mb_in_all_when_sent_then_accepted_and_more
     for total, accepted in ((dynamo_limits.SUBSTITUTION_BYTES, True), (dynamo_limits.SUBSTITUTION_BYTES + 1, False)):
         vals = values(total)
         condition = " OR ".join(f"n = {name}" for name in vals)
-        call = lambda: db.update_item(  # noqa: E731
+        call = partial(
+            db.update_item,
             TableName="t",
             Key=key(),
             UpdateExpression="SET m = :w",
@@ -225,7 +236,9 @@ def test_given_expression_values_of_2_mb_in_all_when_sent_then_accepted_and_more
             call()
             assert stored(db, "m") == vals[":w"]
         else:
-            refused(call, message="Expression attribute names and values have exceeded the maximum allowed size of 2 MB")
+            refused(
+                call, message="Expression attribute names and values have exceeded the maximum allowed size of 2 MB"
+            )
 
 
 def padded(k: dict[str, Any], size: int) -> dict[str, Any]:
@@ -254,7 +267,9 @@ def test_given_an_update_that_grows_an_item_past_400_kb_when_sent_then_refused_a
     limit = dynamo_limits.ITEM_BYTES
     db.put_item(TableName="t", Item=padded(key(), limit - 10))
     # "c" (1 byte) + a string of 9 bytes: exactly 400 KB
-    db.update_item(TableName="t", Key=key(), UpdateExpression="SET c = :v", ExpressionAttributeValues={":v": {"S": "y" * 9}})
+    db.update_item(
+        TableName="t", Key=key(), UpdateExpression="SET c = :v", ExpressionAttributeValues={":v": {"S": "y" * 9}}
+    )
     assert item_size(db.get_item(TableName="t", Key=key())["Item"]) == limit
     refused(
         lambda: db.update_item(
@@ -345,7 +360,10 @@ def test_given_two_actions_on_one_item_when_a_transaction_then_refused(db: Any) 
     message = "Transaction request cannot include multiple operations on one item"
     check = {"ConditionCheck": {"TableName": "t", "Key": key(), "ConditionExpression": "attribute_not_exists(pk)"}}
     db.transact_write_items(TransactItems=[{"Put": {"TableName": "t", "Item": key("b")}}, check])
-    refused(lambda: db.transact_write_items(TransactItems=[{"Put": {"TableName": "t", "Item": key()}}, check]), message=message)
+    refused(
+        lambda: db.transact_write_items(TransactItems=[{"Put": {"TableName": "t", "Item": key()}}, check]),
+        message=message,
+    )
     gets = [{"Get": {"TableName": "t", "Key": key()}}, {"Get": {"TableName": "t", "Key": key()}}]
     refused(lambda: db.transact_get_items(TransactItems=gets), message=message)
 
@@ -356,7 +374,9 @@ def test_given_25_requests_when_a_batch_write_then_accepted_and_26_or_a_repeated
     refused(lambda: db.batch_write_item(RequestItems={"t": [{"PutRequest": {"Item": key("b")}}, *puts[1:]]}))
     assert "Item" not in db.get_item(TableName="t", Key=key("b"))
     refused(
-        lambda: db.batch_write_item(RequestItems={"t": [{"PutRequest": {"Item": key("b")}}, {"DeleteRequest": {"Key": key("b")}}]}),
+        lambda: db.batch_write_item(
+            RequestItems={"t": [{"PutRequest": {"Item": key("b")}}, {"DeleteRequest": {"Key": key("b")}}]}
+        ),
         message="Provided list of item keys contains duplicates",
     )
     # 25 items of 400 KB: 10 MB, under the 16 MB the batch may carry
