@@ -76,12 +76,16 @@ def install() -> None:
                     continue
                 current = table.get_item(hash_value, range_value)
                 snapshots.append((table, hash_value, range_value, copy.deepcopy(current)))
+        # a cancelled transaction streams nothing: moto streamed each write it applied and undid
+        streams = {id(s[0]): (s[0].stream_shard, len(s[0].stream_shard.items)) for s in snapshots if s[0].stream_shard}
         _IN_TRANSACTION.active = True
         try:
             original(self, transact_items)
         except Exception:
             for table, hash_value, range_value, before in reversed(snapshots):
                 _restore(table, hash_value, range_value, before)
+            for shard, records in streams.values():
+                del shard.items[records:]
             raise
         finally:
             _IN_TRANSACTION.active = False
@@ -410,15 +414,18 @@ def _sized_update(method: Callable[..., Any]) -> Callable[..., Any]:
         table = self.get_table(table_name)
         hash_value, range_value = _key_values(table, key)
         before = copy.deepcopy(table.get_item(hash_value, range_value)) if hash_value is not None else None
+        records = len(table.stream_shard.items) if table.stream_shard is not None else 0
         try:
             item = method(self, table_name, key, *args, **kwargs)
             if item_size(item.to_json()["Attributes"]) > dynamo_limits.ITEM_BYTES:
-                _restore(table, hash_value, range_value, before)
                 raise ValidationError("Item size to update has exceeded the maximum allowed size")
         except ValidationError as refused:
+            # moto has already applied the update and streamed it: neither happened on DynamoDB
+            _restore(table, hash_value, range_value, before)
+            if table.stream_shard is not None:
+                del table.stream_shard.items[records:]
             if getattr(_IN_TRANSACTION, "active", False):
                 raise  # the transaction's cancellation reason
-            _restore(table, hash_value, range_value, before)
             raise _refuse(str(refused)) from None
         return item
 

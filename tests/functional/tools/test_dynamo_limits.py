@@ -397,3 +397,45 @@ def test_given_100_keys_when_a_batch_get_then_accepted_101_refused_and_past_16_m
     assert len(got) + len(left) == count
     assert sum(item_size(item) for item in got) <= dynamo_limits.BATCH_GET_BYTES
     assert left
+
+
+def test_given_a_refused_update_or_a_cancelled_transaction_when_the_table_streams_then_nothing_is_streamed(
+    db: Any,
+) -> None:
+    db.delete_table(TableName="t")
+    db.create_table(
+        TableName="t",
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    def streamed() -> int:
+        # moto's in-process mock serves no DynamoDB Streams API: its stream is read where it is kept
+        return len(dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].tables["t"].stream_shard.items)
+
+    db.put_item(TableName="t", Item={**key(), "n": {"N": "9E+125"}})
+    assert streamed() == 1
+    add = {"UpdateExpression": "ADD n :v", "ExpressionAttributeValues": {":v": {"N": "9E+125"}}}
+    refused(partial(db.update_item, TableName="t", Key=key(), **add), message=OVERFLOW)
+    refused(
+        partial(
+            db.transact_write_items,
+            TransactItems=[
+                {"Put": {"TableName": "t", "Item": key("b")}},
+                {"Update": {"TableName": "t", "Key": key(), **add}},
+            ],
+        ),
+        code="TransactionCanceledException",
+    )
+    assert streamed() == 1
+    db.update_item(
+        TableName="t", Key=key(), UpdateExpression="ADD n :v", ExpressionAttributeValues={":v": {"N": "-1E+125"}}
+    )
+    assert streamed() == 2
