@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-KB = 1024
-ITEM_LIMIT_BYTES = 400 * KB
+from chalicelib.core import dynamo_limits
+
+KB = dynamo_limits.KB
+ITEM_LIMIT_BYTES = dynamo_limits.ITEM_BYTES
 
 
 def number_size(text: str) -> int:

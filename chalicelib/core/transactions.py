@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
-from chalicelib.core import clock
+from chalicelib.core import clock, dynamo_limits
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-MAX_ITEMS = 100  # TransactWriteItems limit
+MAX_ITEMS = dynamo_limits.TRANSACTION_ITEMS
 # Cancellation reasons that say "try again", not "this item is wrong".
 RETRYABLE_CANCELLATIONS = frozenset(
     {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
