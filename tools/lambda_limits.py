@@ -109,7 +109,9 @@ def stop_thread(thread: threading.Thread) -> bool:
     """Raise InvocationTimeout in `thread` at its next Python instruction; False if it ended."""
     if thread.ident is None or not thread.is_alive():
         return False
-    count = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(InvocationTimeout))
+    count = ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread.ident), ctypes.py_object(InvocationTimeout)
+    )
     return bool(count)
 
 
