@@ -59,11 +59,13 @@ def invoke(
     a `state`, when the mapping has a tumbling window: Lambda counts an answer without one as a
     failed invocation). It logs its own line (app.py's telemetry middleware): the runner adds
     none, except for a timeout, which Lambda logs itself."""
+    wait_for_abandoned(name)
     context = LambdaContext(name, limits)
     try:
         response = call_with_deadline(lambda: handler(event, context), limits.timeout_s, name)
     except TimedOut as exc:
         log.error("%s (batch of %d abandoned)", exc, size)
+        _abandoned[name] = exc.thread
         return False
     except Exception:  # a handler failure is an outcome, already logged, not a crash of the runner
         log.debug("%s: batch of %d failed", name, size, exc_info=True)
@@ -72,6 +74,22 @@ def invoke(
         log.warning("%s: answer without a state: the batch counts as failed", name)
         return False
     return True
+
+
+# Per function, the thread of its last timed-out invocation: stopped, but perhaps still inside
+# a blocking call.
+_abandoned: dict[str, threading.Thread] = {}
+
+
+def wait_for_abandoned(name: str) -> None:
+    """Lambda retries a batch in a new execution environment once the timed-out one is gone:
+    the next invocation waits until the abandoned thread has really ended, so that two never
+    work on one shard's batches at once."""
+    thread = _abandoned.pop(name, None)
+    while thread is not None and thread.is_alive():
+        thread.join(10)
+        if thread.is_alive():
+            log.warning("%s: the invocation that timed out is still in a blocking call; waiting for it", name)
 
 
 class Runner(threading.Thread):

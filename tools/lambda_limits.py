@@ -10,7 +10,9 @@ request answered by API Gateway). A thread cannot be killed, so at the deadline 
 is also raised inside the invocation's thread (PyThreadState_SetAsyncExc), which ends its work
 at its next Python instruction where Lambda would end the process. What differs from Lambda: a
 call blocked in C (a sleep, a socket read, a long regex) finishes before the exception lands,
-and `finally` blocks and context managers still run.
+and `finally` blocks and context managers still run. In the tests, moto runs in the caller's
+thread, so a handler stopped inside an emulator call could leave that call half done; the local
+stack's emulator serves requests on its own threads, which are never stopped.
 
 Memory is reported (the context's `memory_limit_in_mb`), not enforced: every handler and the
 API share one Python process here, and neither the process's size nor tracemalloc (which
@@ -77,7 +79,12 @@ class InvocationTimeout(BaseException):
 
 
 class TimedOut(Exception):
-    """What the caller of `call_with_deadline` gets when the invocation ran past its deadline."""
+    """What the caller of `call_with_deadline` gets when the invocation ran past its deadline;
+    `thread` is the invocation's, which may still be finishing a blocking call."""
+
+    def __init__(self, message: str, thread: threading.Thread) -> None:
+        super().__init__(message)
+        self.thread = thread
 
 
 def call_with_deadline(call: Callable[[], T], seconds: float, name: str) -> T:
@@ -99,7 +106,7 @@ def call_with_deadline(call: Callable[[], T], seconds: float, name: str) -> T:
     worker.start()
     if not done.wait(seconds):
         stop_thread(worker)
-        raise TimedOut(f"{name}: Task timed out after {seconds:.2f} seconds")
+        raise TimedOut(f"{name}: Task timed out after {seconds:.2f} seconds", worker)
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]  # type: ignore[no-any-return]

@@ -18,7 +18,7 @@ from chalice.test import Client
 from moto import mock_aws
 
 from tools import lambda_limits
-from tools.event_runners import SqsRunner, StreamRunner
+from tools.event_runners import ScheduleRunner, SqsRunner, StreamRunner
 from tools.lambda_limits import GATEWAY_PAYLOAD_BYTES, SYNC_PAYLOAD_BYTES, FunctionLimits
 
 REGION = "us-east-1"
@@ -86,6 +86,36 @@ def test_given_a_handler_past_its_timeout_when_polling_sqs_then_the_batch_comes_
     assert not handler.finished_late.is_set()
 
 
+def test_given_a_handler_blocked_past_its_timeout_when_its_batch_comes_back_then_it_waits_for_the_abandoned_one(
+    moto: None,
+) -> None:
+    """Lambda retries in a new execution environment: never two invocations at once on one batch."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="blocked", Attributes={"VisibilityTimeout": "1"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="m-1")
+    started: list[float] = []
+    blocked_until: list[float] = []
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        started.append(time.monotonic())
+        if len(started) == 1:
+            try:
+                time.sleep(2)  # blocked in C past the 0.2 s timeout and the 1 s visibility timeout
+            finally:
+                blocked_until.append(time.monotonic())
+
+    runner = SqsRunner("on_blocked", handler, sqs, "blocked", 10, 0, REGION, threading.Event(), limits=LIMITS)
+    step_until(runner.step, lambda: len(started) == 2, 10)
+
+    assert started[1] >= blocked_until[0]
+    assert (
+        sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"][
+            "ApproximateNumberOfMessages"
+        ]
+        == "0"
+    )
+
+
 class OneShardStream:
     """A DynamoDB stream with one shard holding `records` (moto's in-process mock has no
     DescribeStream): what the stream runner reads."""
@@ -132,6 +162,32 @@ def test_given_a_handler_past_its_timeout_when_reading_a_stream_then_the_same_ba
     assert all(s["memory_mb"] == 256 and 0 < s["remaining_ms"] <= 200 for s in handler.seen)
     time.sleep(0.5)
     assert not handler.finished_late.is_set()
+
+
+class NoPause(threading.Event):
+    """A stop event whose pauses between retries end at once."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return False
+
+
+def test_given_a_scheduled_handler_past_its_timeout_then_it_is_retried_as_an_asynchronous_invocation() -> None:
+    seen: list[int] = []
+    finished_late = threading.Event()
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        seen.append(context.memory_limit_in_mb)
+        if len(seen) == 1:
+            time.sleep(0.5)
+            finished_late.set()
+
+    runner = ScheduleRunner("run_limits", handler, "rate(1 hour)", REGION, NoPause(), limits=LIMITS)
+    runner.trigger()
+
+    assert runner.step() is True
+    assert seen == [256, 256]
+    time.sleep(0.5)
+    assert not finished_late.is_set()
 
 
 # -- the API: a small app behind Chalice's local gateway, as the local stack serves Tally --------
