@@ -14,7 +14,8 @@ Lambda-shaped events read from the emulator, following Lambda's delivery rules:
 - Schedules: run on their rate or cron expression, retried twice on failure like an
   asynchronous invocation; `trigger()` runs one now.
 Each invocation runs under its function's timeout (tools/lambda_limits.py): one still running
-at its deadline is abandoned and counts as failed, as Lambda counts a timed-out invocation.
+at its deadline is abandoned and counts as failed, as Lambda counts a timed-out invocation. A
+stream or queue batch holds no more records than fit in Lambda's 6 MB synchronous payload.
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tools.lambda_limits import FunctionLimits, TimedOut, call_with_deadline
+from tools.lambda_limits import (
+    SYNC_PAYLOAD_BYTES,
+    FunctionLimits,
+    TimedOut,
+    call_with_deadline,
+    records_within_payload,
+)
 
 log = logging.getLogger("tally.local")
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -202,6 +209,7 @@ class StreamRunner(Runner):
                     continue
                 busy = True
                 batch = queue[: self.batch_size]
+                batch = batch[: records_within_payload(self._event(part, []), batch)]
                 if invoke(self.name, self.handler, self._event(part, batch), len(batch), self.limits, needs_state=True):
                     self.pending[part] = queue[len(batch) :]
                     self.failures[part] = 0
@@ -275,11 +283,20 @@ class SqsRunner(Runner):
         self.batch_size = batch_size
         self.batching_window_s = batching_window_s
         self.region = region
+        # Received messages left out of a batch by the 6 MB payload limit: the next batch's first.
+        self.carry: list[dict[str, Any]] = []
+
+    def waiting(self) -> bool:
+        return bool(self.carry)
 
     def step(self) -> bool:
-        messages: list[dict[str, Any]] = []
+        messages, self.carry = self.carry, []
         deadline = time.monotonic() + self.batching_window_s
-        while len(messages) < self.batch_size and not self.stop.is_set():
+        while (
+            len(messages) < self.batch_size
+            and sum(len(m["Body"]) for m in messages) < SYNC_PAYLOAD_BYTES
+            and not self.stop.is_set()
+        ):
             response = self.sqs.receive_message(
                 QueueUrl=self.queue_url,
                 MaxNumberOfMessages=min(10, self.batch_size - len(messages)),
@@ -295,7 +312,10 @@ class SqsRunner(Runner):
                 break
         if not messages:
             return False
-        event = {"Records": [self._lambda_record(m) for m in messages]}
+        records = [self._lambda_record(m) for m in messages]
+        fitting = records_within_payload({"Records": []}, records)
+        messages, self.carry, records = messages[:fitting], messages[fitting:], records[:fitting]
+        event = {"Records": records}
         if invoke(self.name, self.handler, event, len(messages), self.limits):
             for start in range(0, len(messages), 10):
                 self.sqs.delete_message_batch(

@@ -205,6 +205,20 @@ def payload_size(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":"), default=str).encode("utf-8"))
 
 
+def records_within_payload(empty_event: dict[str, Any], records: list[dict[str, Any]]) -> int:
+    """How many of `records`, from the first (one at least), fit in one invocation's event
+    (`empty_event` holding an empty list where they go): "Lambda passes all of the records in
+    the batch to the function in a single call, up to the payload limit for synchronous
+    invocation (6 MB)" (CreateEventSourceMapping, BatchSize)."""
+    size, count = payload_size(empty_event), 0
+    for record in records:
+        size += payload_size(record) + (1 if count else 0)  # and the comma before it
+        if count and size > SYNC_PAYLOAD_BYTES:
+            break
+        count += 1
+    return count
+
+
 def gateway_answer(response_type: str, status: int, headers: dict[str, str]) -> dict[str, Any]:
     """A DEFAULT_4XX/5XX gateway response: Tally's body, API Gateway's status kept."""
     from tools import gateway

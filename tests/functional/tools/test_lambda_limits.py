@@ -19,7 +19,7 @@ from moto import mock_aws
 
 from tools import lambda_limits
 from tools.event_runners import ScheduleRunner, SqsRunner, StreamRunner
-from tools.lambda_limits import GATEWAY_PAYLOAD_BYTES, SYNC_PAYLOAD_BYTES, FunctionLimits
+from tools.lambda_limits import GATEWAY_PAYLOAD_BYTES, SYNC_PAYLOAD_BYTES, FunctionLimits, payload_size
 
 REGION = "us-east-1"
 LIMITS = FunctionLimits(timeout_s=0.2, memory_mb=256)
@@ -162,6 +162,58 @@ def test_given_a_handler_past_its_timeout_when_reading_a_stream_then_the_same_ba
     assert all(s["memory_mb"] == 256 and 0 < s["remaining_ms"] <= 200 for s in handler.seen)
     time.sleep(0.5)
     assert not handler.finished_late.is_set()
+
+
+class Recorder:
+    """Takes every batch; keeps each event's record count and payload size."""
+
+    def __init__(self, answer: Any = None) -> None:
+        self.answer = answer
+        self.batches: list[tuple[int, int]] = []
+
+    def __call__(self, event: dict[str, Any], context: Any) -> Any:
+        self.batches.append((len(event["Records"]), payload_size(event)))
+        return self.answer
+
+
+MEGABYTE = 1_000_000
+
+
+def test_given_messages_of_a_megabyte_when_polling_sqs_then_each_batch_stops_at_lambdas_6_mb(moto: None) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="large")["QueueUrl"]
+    for i in range(8):
+        sqs.send_message(QueueUrl=url, MessageBody=str(i) * MEGABYTE)
+    handler = Recorder()
+    runner = SqsRunner("on_large", handler, sqs, "large", 10, 0, REGION, threading.Event(), limits=LIMITS)
+
+    step_until(runner.step, lambda: sum(n for n, _ in handler.batches) == 8, 10)
+
+    assert [n for n, _ in handler.batches] == [6, 2]  # 7 would be over 6,291,456 bytes
+    assert all(size <= SYNC_PAYLOAD_BYTES for _, size in handler.batches)
+    assert not runner.waiting()
+    assert (
+        sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"])["Attributes"][
+            "ApproximateNumberOfMessagesNotVisible"
+        ]
+        == "0"
+    )
+
+
+def test_given_stream_records_of_a_megabyte_then_each_batch_stops_at_lambdas_6_mb_in_order() -> None:
+    records = [stream_record(str(i)) for i in range(8)]
+    for record in records:
+        record["dynamodb"]["NewImage"]["blob"] = {"S": "x" * MEGABYTE}
+    handler = Recorder(answer={"state": {}})
+    arn = "arn:aws:dynamodb:us-east-1:123456789012:table/large/stream/1"
+    runner = StreamRunner(
+        "on_large", handler, OneShardStream(records), arn, 100, "TRIM_HORIZON", REGION, threading.Event(), limits=LIMITS
+    )
+
+    step_until(runner.step, lambda: sum(n for n, _ in handler.batches) == 8, 10)
+
+    assert [n for n, _ in handler.batches] == [6, 2]
+    assert all(size <= SYNC_PAYLOAD_BYTES for _, size in handler.batches)
 
 
 class NoPause(threading.Event):
