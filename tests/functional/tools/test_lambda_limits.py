@@ -176,20 +176,20 @@ class Recorder:
         return self.answer
 
 
-MEGABYTE = 1_000_000
+RECORD_BYTES = 900_000  # six fit in 6 MB, seven do not
 
 
-def test_given_messages_of_a_megabyte_when_polling_sqs_then_each_batch_stops_at_lambdas_6_mb(moto: None) -> None:
+def test_given_messages_of_900_kb_when_polling_sqs_then_each_batch_stops_at_lambdas_6_mb(moto: None) -> None:
     sqs = boto3.client("sqs", region_name=REGION)
     url = sqs.create_queue(QueueName="large")["QueueUrl"]
     for i in range(8):
-        sqs.send_message(QueueUrl=url, MessageBody=str(i) * MEGABYTE)
+        sqs.send_message(QueueUrl=url, MessageBody=str(i) * RECORD_BYTES)
     handler = Recorder()
     runner = SqsRunner("on_large", handler, sqs, "large", 10, 0, REGION, threading.Event(), limits=LIMITS)
 
     step_until(runner.step, lambda: sum(n for n, _ in handler.batches) == 8, 10)
 
-    assert [n for n, _ in handler.batches] == [6, 2]  # 7 would be over 6,291,456 bytes
+    assert [n for n, _ in handler.batches] == [6, 2]
     assert all(size <= SYNC_PAYLOAD_BYTES for _, size in handler.batches)
     assert not runner.waiting()
     assert (
@@ -200,10 +200,10 @@ def test_given_messages_of_a_megabyte_when_polling_sqs_then_each_batch_stops_at_
     )
 
 
-def test_given_stream_records_of_a_megabyte_then_each_batch_stops_at_lambdas_6_mb_in_order() -> None:
+def test_given_stream_records_of_900_kb_then_each_batch_stops_at_lambdas_6_mb_in_order() -> None:
     records = [stream_record(str(i)) for i in range(8)]
     for record in records:
-        record["dynamodb"]["NewImage"]["blob"] = {"S": "x" * MEGABYTE}
+        record["dynamodb"]["NewImage"]["blob"] = {"S": "x" * RECORD_BYTES}
     handler = Recorder(answer={"state": {}})
     arn = "arn:aws:dynamodb:us-east-1:123456789012:table/large/stream/1"
     runner = StreamRunner(
