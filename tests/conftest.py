@@ -19,10 +19,12 @@ for _key, _value in {
 os.environ.pop("AWS_ENDPOINT_URL", None)
 os.environ.pop("AWS_PROFILE", None)
 
-from tools import gateway, moto_patches  # noqa: E402
+from tools import gateway, lambda_limits, moto_patches, sqs_limits  # noqa: E402
 
 moto_patches.install()
+sqs_limits.install()  # SQS's message sizes measured as AWS measures them (tools/sqs_limits.py)
 gateway.install()  # Chalice's local gateway answers 401/403/404 as API Gateway does (tools/gateway.py)
+lambda_limits.install()  # and applies API Gateway's and Lambda's payload limits and timeouts
 
 
 class Clock:

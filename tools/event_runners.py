@@ -13,6 +13,9 @@ Lambda-shaped events read from the emulator, following Lambda's delivery rules:
   after the queue's visibility timeout (and go to the dead-letter queue after maxReceiveCount).
 - Schedules: run on their rate or cron expression, retried twice on failure like an
   asynchronous invocation; `trigger()` runs one now.
+Each invocation runs under its function's timeout (tools/lambda_limits.py): one still running
+at its deadline is abandoned and counts as failed, as Lambda counts a timed-out invocation. A
+stream or queue batch holds no more records than fit in Lambda's 6 MB synchronous payload.
 """
 
 from __future__ import annotations
@@ -26,6 +29,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tools.lambda_limits import (
+    SYNC_PAYLOAD_BYTES,
+    FunctionLimits,
+    TimedOut,
+    call_with_deadline,
+    records_within_payload,
+)
+
 log = logging.getLogger("tally.local")
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -33,22 +44,36 @@ Handler = Callable[[dict[str, Any], Any], Any]
 class LambdaContext:
     """The attributes handlers commonly read from Lambda's context object."""
 
-    def __init__(self, name: str, timeout_s: int = 60) -> None:
+    def __init__(self, name: str, limits: FunctionLimits) -> None:
         self.function_name = name
         self.aws_request_id = str(uuid.uuid4())
-        self.memory_limit_in_mb = 512
-        self._deadline = time.monotonic() + timeout_s
+        self.memory_limit_in_mb = limits.memory_mb
+        self._deadline = time.monotonic() + limits.timeout_s
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
-def invoke(name: str, handler: Handler, event: dict[str, Any], size: int, needs_state: bool = False) -> bool:
-    """Call the handler as Lambda would; True when it returned (with a `state`, when the mapping
-    has a tumbling window: Lambda counts an answer without one as a failed invocation). It logs
-    its own line (app.py's telemetry middleware): the runner adds none."""
+def invoke(
+    name: str,
+    handler: Handler,
+    event: dict[str, Any],
+    size: int,
+    limits: FunctionLimits,
+    needs_state: bool = False,
+) -> bool:
+    """Call the handler as Lambda would, under its timeout; True when it returned in time (with
+    a `state`, when the mapping has a tumbling window: Lambda counts an answer without one as a
+    failed invocation). It logs its own line (app.py's telemetry middleware): the runner adds
+    none, except for a timeout, which Lambda logs itself."""
+    wait_for_abandoned(name)
+    context = LambdaContext(name, limits)
     try:
-        response = handler(event, LambdaContext(name))
+        response = call_with_deadline(lambda: handler(event, context), limits.timeout_s, name)
+    except TimedOut as exc:
+        log.error("%s (batch of %d abandoned)", exc, size)
+        _abandoned[name] = exc.thread
+        return False
     except Exception:  # a handler failure is an outcome, already logged, not a crash of the runner
         log.debug("%s: batch of %d failed", name, size, exc_info=True)
         return False
@@ -58,10 +83,27 @@ def invoke(name: str, handler: Handler, event: dict[str, Any], size: int, needs_
     return True
 
 
+# Per function, the thread of its last timed-out invocation: stopped, but perhaps still inside
+# a blocking call.
+_abandoned: dict[str, threading.Thread] = {}
+
+
+def wait_for_abandoned(name: str) -> None:
+    """Lambda retries a batch in a new execution environment once the timed-out one is gone:
+    the next invocation waits until the abandoned thread has really ended, so that two never
+    work on one shard's batches at once."""
+    thread = _abandoned.pop(name, None)
+    while thread is not None and thread.is_alive():
+        thread.join(10)
+        if thread.is_alive():
+            log.warning("%s: the invocation that timed out is still in a blocking call; waiting for it", name)
+
+
 class Runner(threading.Thread):
-    def __init__(self, name: str, stop: threading.Event) -> None:
+    def __init__(self, name: str, stop: threading.Event, limits: FunctionLimits | None = None) -> None:
         super().__init__(name=name, daemon=True)
         self.stop = stop
+        self.limits = limits or FunctionLimits()
         # Wall-clock seconds: when the latest step that found nothing to handle began (None while
         # there is work), and when the last step that handled something ended. A test learns
         # from them that everything sent before a moment has been handled.
@@ -107,8 +149,9 @@ class StreamRunner(Runner):
         stop: threading.Event,
         split: int = 1,
         window_seconds: int = 60,
+        limits: FunctionLimits | None = None,
     ) -> None:
-        super().__init__(name, stop)
+        super().__init__(name, stop, limits)
         self.handler = handler
         self.streams = streams
         self.stream_arn = stream_arn
@@ -166,7 +209,8 @@ class StreamRunner(Runner):
                     continue
                 busy = True
                 batch = queue[: self.batch_size]
-                if invoke(self.name, self.handler, self._event(part, batch), len(batch), needs_state=True):
+                batch = batch[: records_within_payload(self._event(part, []), batch)]
+                if invoke(self.name, self.handler, self._event(part, batch), len(batch), self.limits, needs_state=True):
                     self.pending[part] = queue[len(batch) :]
                     self.failures[part] = 0
                 else:
@@ -227,8 +271,9 @@ class SqsRunner(Runner):
         batching_window_s: float,
         region: str,
         stop: threading.Event,
+        limits: FunctionLimits | None = None,
     ) -> None:
-        super().__init__(name, stop)
+        super().__init__(name, stop, limits)
         self.handler = handler
         self.sqs = sqs
         self.queue_url = sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
@@ -238,11 +283,20 @@ class SqsRunner(Runner):
         self.batch_size = batch_size
         self.batching_window_s = batching_window_s
         self.region = region
+        # Received messages left out of a batch by the 6 MB payload limit: the next batch's first.
+        self.carry: list[dict[str, Any]] = []
+
+    def waiting(self) -> bool:
+        return bool(self.carry)
 
     def step(self) -> bool:
-        messages: list[dict[str, Any]] = []
+        messages, self.carry = self.carry, []
         deadline = time.monotonic() + self.batching_window_s
-        while len(messages) < self.batch_size and not self.stop.is_set():
+        while (
+            len(messages) < self.batch_size
+            and sum(len(m["Body"]) for m in messages) < SYNC_PAYLOAD_BYTES
+            and not self.stop.is_set()
+        ):
             response = self.sqs.receive_message(
                 QueueUrl=self.queue_url,
                 MaxNumberOfMessages=min(10, self.batch_size - len(messages)),
@@ -258,8 +312,11 @@ class SqsRunner(Runner):
                 break
         if not messages:
             return False
-        event = {"Records": [self._lambda_record(m) for m in messages]}
-        if invoke(self.name, self.handler, event, len(messages)):
+        records = [self._lambda_record(m) for m in messages]
+        fitting = records_within_payload({"Records": []}, records)
+        messages, self.carry, records = messages[:fitting], messages[fitting:], records[:fitting]
+        event = {"Records": records}
+        if invoke(self.name, self.handler, event, len(messages), self.limits):
             for start in range(0, len(messages), 10):
                 self.sqs.delete_message_batch(
                     QueueUrl=self.queue_url,
@@ -285,8 +342,16 @@ class SqsRunner(Runner):
 
 
 class ScheduleRunner(Runner):
-    def __init__(self, name: str, handler: Handler, expression: str, region: str, stop: threading.Event) -> None:
-        super().__init__(name, stop)
+    def __init__(
+        self,
+        name: str,
+        handler: Handler,
+        expression: str,
+        region: str,
+        stop: threading.Event,
+        limits: FunctionLimits | None = None,
+    ) -> None:
+        super().__init__(name, stop, limits)
         self.handler = handler
         self.expression = expression
         self.region = region
@@ -315,7 +380,7 @@ class ScheduleRunner(Runner):
             "detail": {},
         }
         for attempt in range(3):  # an asynchronous invocation is tried up to three times
-            if invoke(self.name, self.handler, event, 1) or self.stop.wait(5 * (attempt + 1)):
+            if invoke(self.name, self.handler, event, 1, self.limits) or self.stop.wait(5 * (attempt + 1)):
                 break
         return True
 

@@ -100,9 +100,10 @@ def configure_logging() -> None:
 def start_emulator(host: str, port: int) -> Any:
     from moto.server import ThreadedMotoServer
 
-    from tools import moto_patches
+    from tools import moto_patches, sqs_limits
 
     moto_patches.install()
+    sqs_limits.install()
 
     server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
     server.start()
@@ -216,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
     from tools import gateway, keys
 
     gateway.install()  # 401/403/404 answered as API Gateway's gateway responses are (tools/gateway.py)
+    install_limits()
     key_file = args.admin_key_file or keys.LOCAL_ADMIN_KEY
     admin_key, created = keys.local_admin_key(dynamodb, settings, key_file)
     log.info(
@@ -331,11 +333,19 @@ def save_periodically(snapshots: Any, seconds: float, stop: threading.Event) -> 
             log.exception("periodic save failed")
 
 
+def install_limits() -> None:
+    """API Gateway's and Lambda's limits on every request (tools/lambda_limits.py)."""
+    from tools import lambda_limits
+
+    lambda_limits.install()
+
+
 def start_runners(
     app: Any, session: Any, endpoint: str | None, settings: Any, args: argparse.Namespace, stop: threading.Event
 ) -> tuple[list[Any], list[Any], list[Any]]:
     """One runner per event source app.py declares: (all, schedules, streams)."""
     from tools.event_runners import ScheduleRunner, SqsRunner, StreamRunner
+    from tools.lambda_limits import function_limits
 
     runners: list[Any] = []
     schedules: list[ScheduleRunner] = []
@@ -354,6 +364,7 @@ def start_runners(
                 settings.aws_region,
                 stop,
                 split=args.stream_shards,
+                limits=function_limits(args.stage, source.name),
             )
             runners.append(stream)
             streams.append(stream)
@@ -371,19 +382,26 @@ def start_runners(
                     window,
                     settings.aws_region,
                     stop,
+                    limits=function_limits(args.stage, source.name),
                 )
             )
         elif kind == "ScheduledEventConfig":
             expression = source.schedule_expression
             expression = expression if isinstance(expression, str) else expression.to_string()
-            schedule = ScheduleRunner(source.name, handler, expression, settings.aws_region, stop)
+            limits = function_limits(args.stage, source.name)
+            schedule = ScheduleRunner(source.name, handler, expression, settings.aws_region, stop, limits=limits)
             runners.append(schedule)
             schedules.append(schedule)
         else:
             log.warning("%s: %s handlers are not run locally", source.name, kind)
     for runner in runners:
         runner.start()
-        log.info("handler %s running (%s)", runner.name, type(runner).__name__)
+        log.info(
+            "handler %s running (%s)",
+            runner.name,
+            type(runner).__name__,
+            extra={"timeout_s": runner.limits.timeout_s, "memory_mb": runner.limits.memory_mb},
+        )
     return runners, schedules, streams
 
 

@@ -156,3 +156,25 @@ def test_given_the_stack_when_curl_asks_outside_the_stage_path_then_api_gateways
     for root in (local_stack.url, f"{local_stack.url}/"):  # the root resource, with or without its slash
         status, headers, body = curl(root)
         assert status == 200 and headers["content-type"].startswith("text/html") and "<title>Tally</title>" in body
+
+
+def test_given_the_stack_then_each_handler_runs_under_its_deployed_limits_and_a_body_over_10_mb_is_refused(
+    tmp_path: Path,
+) -> None:
+    from tools.lambda_limits import GATEWAY_PAYLOAD_BYTES, FunctionLimits, function_limits
+
+    with running_stack(tmp_path) as stack:
+        headers = {"Content-Type": "application/json"}
+        too_large = stack.post("/events", data=b" " * (GATEWAY_PAYLOAD_BYTES + 1), headers=headers, timeout=60)
+        after = stack.post("/events", json={"counter": "after", "id": "a"}, timeout=10)
+
+    assert too_large.status_code == 413 and too_large.json()["Code"] == "BadRequestError"
+    assert after.status_code == 201
+    started = {
+        str(line["message"]).split()[1]: FunctionLimits(line["timeout_s"], line["memory_mb"])
+        for line in json_lines_only(stack)
+        if str(line.get("message", "")).startswith("handler ") and "timeout_s" in line
+    }
+    assert {"on_event_records", "on_view_messages", "on_unique_items", "run_scheduled_report"} <= set(started)
+    assert started == {name: function_limits("local", name) for name in started}
+    assert started["on_unique_items"].memory_mb > 128  # what the stage sets, not Chalice's default
