@@ -60,9 +60,11 @@ def policy_without(statement: str, tmp_path: Path) -> Path:
 def test_given_a_role_policy_that_cannot_consume_the_queues_then_the_stack_refuses_to_start_as_lambda_refuses_the_mapping(
     tmp_path: Path,
 ) -> None:
-    with pytest.raises(AssertionError, match="the role does not allow sqs:ReceiveMessage, sqs:DeleteMessage"):
-        with running_stack(tmp_path, "--role-policy", str(policy_without("QueueTriggers", tmp_path))):
-            pass
+    policy_file = policy_without("QueueTriggers", tmp_path)
+    refused = "the role does not allow sqs:ReceiveMessage, sqs:DeleteMessage"
+
+    with pytest.raises(AssertionError, match=refused), running_stack(tmp_path, "--role-policy", str(policy_file)):
+        pass
 
 
 def test_given_a_role_policy_without_the_dead_letter_rights_then_the_quarantine_counts_are_refused(
