@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -59,14 +61,43 @@ def slept(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return pauses
 
 
+@functools.cache
+def generated_policy() -> str:
+    """The role policy tools/iam_policy.py generates for the tests' settings (as JSON: each
+    test gets its own copy to narrow)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    from chalicelib.core.settings import Settings
+    from tools import iam_policy
+
+    settings = Settings.from_env({})
+    policy = iam_policy.for_settings(
+        settings, stage_name="tests", region=settings.aws_region, account=DEFAULT_ACCOUNT_ID
+    )
+    return json.dumps(policy)
+
+
 @pytest.fixture
-def aws() -> Iterator[Any]:
-    """moto in-process with every resource the app needs; yields AwsClients for it."""
+def role() -> Any:
+    """The app's IAM role (tools/iam_enforcement.Role) with the generated policy; a test may
+    narrow `role.policy` to see a call refused."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    from tools.iam_enforcement import Role
+
+    return Role(json.loads(generated_policy()), account=DEFAULT_ACCOUNT_ID)
+
+
+@pytest.fixture
+def aws(role: Any) -> Iterator[Any]:
+    """moto in-process with every resource the app needs; yields AwsClients for it. Every call
+    app.py or chalicelib makes with them is judged against the generated role policy and refused
+    as AWS would (tools/iam_enforcement.py); what a test calls on them itself is not."""
     from moto import mock_aws
 
     from chalicelib.core.aws import AwsClients
     from chalicelib.core.settings import Settings
-    from tools import resources
+    from tools import iam_enforcement, resources
 
     with mock_aws():
         settings = Settings.from_env({})
@@ -74,6 +105,7 @@ def aws() -> Iterator[Any]:
         resources.ensure(
             clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings), settings.aws_region
         )
+        iam_enforcement.guard(clients, role, iam_enforcement.deployed_code_calls)
         yield clients
 
 

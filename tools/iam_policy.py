@@ -5,7 +5,8 @@
 Actions: those the boto3 calls in chalicelib need (tools/aws_operations.py), plus what Lambda
 itself needs to feed the handlers (read the events stream, consume the queues) and to log.
 Resources: only the stage's tables (and their indexes and streams), queues and bucket, as
-tools/resources.py defines them. Writes .chalice/policy-<stage>.json, which Chalice uses as
+tools/resources.py defines them, and the dead-letter queue the views handler writes to.
+The tests and the local stack enforce the result on the app's calls (tools/iam_enforcement.py). Writes .chalice/policy-<stage>.json, which Chalice uses as
 the role policy because the stage sets `autogen_policy: false`.
 """
 
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from chalicelib.core.settings import Settings
 from tools import aws_operations, resources, stage
 from tools.resources import Resources
 
@@ -32,6 +34,10 @@ QUEUE_TRIGGER_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueu
 # What Lambda calls with the function's role to describe a stream batch it gave up on in the
 # mapping's on-failure queue (tools/mappings.py).
 ON_FAILURE_ACTIONS = ("sqs:SendMessage",)
+# What the app itself calls on a dead-letter queue it sets poison aside in: its URL
+# (core.queues.dead_letter_url), the poison sent to it (core.poison.DeadLetterSink), its depth
+# (core.quarantine.counts). Nothing of the app receives from or deletes in a dead-letter queue.
+DEAD_LETTER_ACTIONS = ("sqs:GetQueueUrl", "sqs:SendMessage", "sqs:GetQueueAttributes")
 LOG_ACTIONS = ("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents")
 BUCKET_ACTIONS = {"s3:ListBucket"}  # on the bucket itself; every other s3 action is on its objects
 
@@ -56,6 +62,11 @@ def build(
         _allow(
             "QueueTriggers", QUEUE_TRIGGER_ACTIONS, [f"arn:aws:sqs:{arn}:{q.name}" for q in res.queues if q.consumer]
         ),
+        _allow(
+            "DeadLetters",
+            DEAD_LETTER_ACTIONS,
+            [f"arn:aws:sqs:{arn}:{q.dead_letter_queue}" for q in res.queues if q.dead_letter_written],
+        ),
         _allow("StreamFailures", ON_FAILURE_ACTIONS, [f"arn:aws:sqs:{arn}:{name}" for name in res.failure_queues]),
         _allow("Buckets", actions.get("s3", set()) & BUCKET_ACTIONS, buckets),
         _allow("Objects", actions.get("s3", set()) - BUCKET_ACTIONS, [f"{b}/*" for b in buckets]),
@@ -68,9 +79,17 @@ def _allow(sid: str, actions: Any, arns: list[str]) -> dict[str, Any]:
 
 
 def for_stage(stage_name: str, *, region: str, account: str = "*", project: Path = stage.PROJECT) -> dict[str, Any]:
+    settings = stage.stage_settings(stage_name, project)
+    return for_settings(settings, stage_name=stage_name, region=region, account=account, project=project)
+
+
+def for_settings(
+    settings: Settings, *, stage_name: str, region: str, account: str = "*", project: Path = stage.PROJECT
+) -> dict[str, Any]:
+    """The role policy for the resources `settings` name (the local stack's and the tests')."""
     calls = aws_operations.scan(project / "chalicelib")
     return build(
-        resources.for_settings(stage.stage_settings(stage_name, project)),
+        resources.for_settings(settings),
         aws_operations.actions_for(calls),
         app_name=stage.load_config(project)["app_name"],
         stage_name=stage_name,

@@ -164,6 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the app's clock runs ahead of the real one by the milliseconds this file holds (read at every tick)",
     )
+    parser.add_argument(
+        "--role-policy",
+        type=Path,
+        default=None,
+        help="judge the app's AWS calls against this IAM policy (JSON) instead of the one generated for the stage",
+    )
     args = parser.parse_args(argv)
     if args.trigger:
         return trigger(args.port, args.state_dir)
@@ -229,9 +235,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.clock_offset_file is not None:
         shift_clock(args.clock_offset_file)
-    app = importlib.import_module("app").app
+    app_module = importlib.import_module("app")
+    app = app_module.app
+    role = enforce_role(app_module.aws, settings, args.stage, os.environ["EVENTS_STREAM_ARN"], args.role_policy)
     stop = threading.Event()
-    runners, schedules, stream_runners = start_runners(app, session, endpoint, settings, args, stop)
+    runners, schedules, stream_runners = start_runners(app, session, endpoint, settings, args, stop, role)
 
     def run_schedules(*_: Any) -> None:
         for schedule in schedules:
@@ -340,11 +348,39 @@ def install_limits() -> None:
     lambda_limits.install()
 
 
+def enforce_role(clients: Any, settings: Any, stage_name: str, stream_arn: str, policy_file: Path | None) -> Any:
+    """Every call of the app's clients judged against the role policy the stage would deploy
+    with (or `policy_file`'s), and refused as AWS refuses it (tools/iam_enforcement.py): the
+    emulator enforces none."""
+    import json
+
+    from tools import iam_enforcement, iam_policy
+
+    account = stream_arn.split(":")[4]  # the emulator's account, as its ARNs name it
+    if policy_file is not None:
+        policy = json.loads(policy_file.read_text())
+    else:
+        policy = iam_policy.for_settings(settings, stage_name=stage_name, region=settings.aws_region, account=account)
+    role = iam_enforcement.Role(policy, account=account, name=f"{stage.load_config()['app_name']}-{stage_name}")
+    iam_enforcement.guard(clients, role)
+    log.info("IAM: the app's calls are judged against %s", policy_file or f"the {stage_name} stage's role policy")
+    return role
+
+
 def start_runners(
-    app: Any, session: Any, endpoint: str | None, settings: Any, args: argparse.Namespace, stop: threading.Event
+    app: Any,
+    session: Any,
+    endpoint: str | None,
+    settings: Any,
+    args: argparse.Namespace,
+    stop: threading.Event,
+    role: Any,
 ) -> tuple[list[Any], list[Any], list[Any]]:
-    """One runner per event source app.py declares: (all, schedules, streams)."""
+    """One runner per event source app.py declares: (all, schedules, streams). Like Lambda
+    creating an event source mapping, a runner is refused unless the role may read its source
+    (the actions tools/iam_policy.py grants for it)."""
     from tools.event_runners import ScheduleRunner, SqsRunner, StreamRunner
+    from tools.iam_policy import QUEUE_TRIGGER_ACTIONS, STREAM_TRIGGER_ACTIONS
     from tools.lambda_limits import function_limits
 
     runners: list[Any] = []
@@ -354,6 +390,7 @@ def start_runners(
         handler = app.handler_map[source.name]
         kind = type(source).__name__
         if kind == "DynamoDBEventConfig":
+            role.require(STREAM_TRIGGER_ACTIONS, source.stream_arn, source.name)
             stream = StreamRunner(
                 source.name,
                 handler,
@@ -372,19 +409,19 @@ def start_runners(
             window = source.maximum_batching_window_in_seconds or 0
             if args.max_batching_window is not None:
                 window = min(window, args.max_batching_window)
-            runners.append(
-                SqsRunner(
-                    source.name,
-                    handler,
-                    session.client("sqs", endpoint_url=endpoint),
-                    source.queue,
-                    source.batch_size,
-                    window,
-                    settings.aws_region,
-                    stop,
-                    limits=function_limits(args.stage, source.name),
-                )
+            queue = SqsRunner(
+                source.name,
+                handler,
+                session.client("sqs", endpoint_url=endpoint),
+                source.queue,
+                source.batch_size,
+                window,
+                settings.aws_region,
+                stop,
+                limits=function_limits(args.stage, source.name),
             )
+            role.require(QUEUE_TRIGGER_ACTIONS, queue.queue_arn, source.name)
+            runners.append(queue)
         elif kind == "ScheduledEventConfig":
             expression = source.schedule_expression
             expression = expression if isinstance(expression, str) else expression.to_string()

@@ -37,6 +37,9 @@ class Queue:
     # MessageRetentionPeriod, set explicitly: the views horizon is derived from it (core.settings).
     retention_seconds: int = 4 * 86400
     consumer: str = ""  # the app.py handler fed by this queue (its Lambda timeout bounds visibility)
+    # The consumer sets poison aside in the dead-letter queue itself (core.poison.DeadLetterSink)
+    # and GET /quarantine/counts reads its depth (core.quarantine): the role needs rights on it.
+    dead_letter_written: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ def for_settings(settings: Settings) -> Resources:
                 dead_letter_queue=f"{settings.views_queue}-dlq",
                 consumer="on_view_messages",
                 retention_seconds=settings.views_queue_retention_seconds,
+                dead_letter_written=True,
             ),
             Queue(
                 settings.uniques_queue,

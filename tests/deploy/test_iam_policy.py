@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import fnmatch
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tools import aws_operations, iam_policy, resources, stage
+from tools import aws_operations, iam_evaluator, iam_policy, resources, stage
 from tools.aws_operations import UnknownOperationError
 
 REGION, ACCOUNT = "us-east-1", "123456789012"
@@ -19,10 +18,7 @@ def policy_for(project: Path) -> dict[str, Any]:
 
 
 def allows(policy: dict[str, Any], action: str, arn: str) -> bool:
-    return any(
-        s["Effect"] == "Allow" and action in s["Action"] and any(fnmatch.fnmatchcase(arn, r) for r in s["Resource"])
-        for s in policy["Statement"]
-    )
+    return iam_evaluator.decide(policy, action, arn).allowed
 
 
 def targets(project: Path, service: str, action: str) -> list[str]:
@@ -81,7 +77,7 @@ def test_given_a_call_with_no_known_iam_actions_when_policy_generated_then_it_fa
         policy_for(project)
 
 
-def test_given_sqs_and_s3_calls_when_policy_generated_then_scoped_to_main_queues_bucket_and_objects(
+def test_given_sqs_and_s3_calls_when_policy_generated_then_scoped_to_the_queues_bucket_and_objects(
     project: Path,
 ) -> None:
     add_module(
@@ -104,7 +100,7 @@ def test_given_sqs_and_s3_calls_when_policy_generated_then_scoped_to_main_queues
     queue = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{settings.views_queue}"
     bucket = f"arn:aws:s3:::{settings.reports_bucket}"
     assert allows(policy, "sqs:SendMessage", queue)
-    assert not allows(policy, "sqs:SendMessage", f"{queue}-dlq")
+    assert not allows(policy, "sqs:SendMessage", f"arn:aws:sqs:{REGION}:{ACCOUNT}:{settings.uniques_queue}-dlq")
     assert allows(policy, "s3:PutObject", f"{bucket}/any/key") and not allows(policy, "s3:PutObject", bucket)
     assert allows(policy, "s3:ListBucket", bucket) and not allows(policy, "s3:ListBucket", f"{bucket}/any/key")
     assert not allows(policy, "s3:DeleteBucket", bucket) and not allows(policy, "s3:PutBucketPolicy", bucket)
@@ -143,3 +139,21 @@ def test_given_the_stream_mapping_on_failure_queue_then_the_role_may_only_send_t
 
     assert allows(policy, "sqs:SendMessage", queue)
     assert not allows(policy, "sqs:ReceiveMessage", queue) and not allows(policy, "sqs:DeleteMessage", queue)
+
+
+def test_given_the_views_handler_sets_poison_aside_then_the_role_may_find_send_to_and_count_its_dead_letter_queue_only(
+    project: Path,
+) -> None:
+    """The views handler sends poison to its queue's dead-letter queue and GET /quarantine/counts
+    reads its depth (core.poison, core.quarantine); nothing of the app consumes a dead-letter
+    queue, and the uniques handler sets its poison aside in the table, not in its queue's."""
+    settings = stage.stage_settings("dev", project)
+    views_dlq = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{settings.views_queue}-dlq"
+    uniques_dlq = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{settings.uniques_queue}-dlq"
+    every_sqs_action = sorted({a for actions in aws_operations.IAM_ACTIONS.values() for a in actions if "sqs:" in a})
+
+    policy = policy_for(project)
+
+    assert [a for a in every_sqs_action if allows(policy, a, views_dlq)] == sorted(iam_policy.DEAD_LETTER_ACTIONS)
+    assert sorted(iam_policy.DEAD_LETTER_ACTIONS) == ["sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"]
+    assert [a for a in every_sqs_action if allows(policy, a, uniques_dlq)] == []
