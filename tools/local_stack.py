@@ -153,6 +153,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the app's clock runs ahead of the real one by the milliseconds this file holds (read at every tick)",
     )
+    parser.add_argument(
+        "--role-policy",
+        type=Path,
+        default=None,
+        help="judge the app's AWS calls against this IAM policy (JSON) instead of the one generated for the stage",
+    )
     args = parser.parse_args(argv)
     if args.trigger:
         return trigger(args.port, args.state_dir)
@@ -219,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
         shift_clock(args.clock_offset_file)
     app_module = importlib.import_module("app")
     app = app_module.app
-    role = enforce_role(app_module.aws, settings, args.stage, os.environ["EVENTS_STREAM_ARN"])
+    role = enforce_role(app_module.aws, settings, args.stage, os.environ["EVENTS_STREAM_ARN"], args.role_policy)
     stop = threading.Event()
     runners, schedules, stream_runners = start_runners(app, session, endpoint, settings, args, stop, role)
 
@@ -320,16 +326,22 @@ def save_periodically(snapshots: Any, seconds: float, stop: threading.Event) -> 
             log.exception("periodic save failed")
 
 
-def enforce_role(clients: Any, settings: Any, stage_name: str, stream_arn: str) -> Any:
+def enforce_role(clients: Any, settings: Any, stage_name: str, stream_arn: str, policy_file: Path | None) -> Any:
     """Every call of the app's clients judged against the role policy the stage would deploy
-    with, and refused as AWS refuses it (tools/iam_enforcement.py): the emulator enforces none."""
+    with (or `policy_file`'s), and refused as AWS refuses it (tools/iam_enforcement.py): the
+    emulator enforces none."""
+    import json
+
     from tools import iam_enforcement, iam_policy
 
     account = stream_arn.split(":")[4]  # the emulator's account, as its ARNs name it
-    policy = iam_policy.for_settings(settings, stage_name=stage_name, region=settings.aws_region, account=account)
+    if policy_file is not None:
+        policy = json.loads(policy_file.read_text())
+    else:
+        policy = iam_policy.for_settings(settings, stage_name=stage_name, region=settings.aws_region, account=account)
     role = iam_enforcement.Role(policy, account=account, name=f"{stage.load_config()['app_name']}-{stage_name}")
     iam_enforcement.guard(clients, role)
-    log.info("IAM: the app's calls are judged against the %s role policy", stage_name)
+    log.info("IAM: the app's calls are judged against %s", policy_file or f"the {stage_name} stage's role policy")
     return role
 
 
