@@ -5,7 +5,8 @@
 Actions: those the boto3 calls in chalicelib need (tools/aws_operations.py), plus what Lambda
 itself needs to feed the handlers (read the events stream, consume the queues) and to log.
 Resources: only the stage's tables (and their indexes and streams), queues and bucket, as
-tools/resources.py defines them. Writes .chalice/policy-<stage>.json, which Chalice uses as
+tools/resources.py defines them, and the dead-letter queue the views handler writes to.
+The tests and the local stack enforce the result on the app's calls (tools/iam_enforcement.py). Writes .chalice/policy-<stage>.json, which Chalice uses as
 the role policy because the stage sets `autogen_policy: false`.
 """
 
