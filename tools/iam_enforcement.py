@@ -22,7 +22,8 @@ and the test's own setup and inspection: there `deployed_code_calls` judges a ca
 ships in the Lambda package (app.py, chalicelib/) is on the call stack, which is every call the
 deployed functions would make, whether a route, a handler invoked as Lambda would, or a test
 calling a chalicelib function directly; what a test does itself to arrange or inspect the
-emulator stays unrestricted.
+emulator stays unrestricted, and so does a test helper marked `outside_the_app`, which plays
+AWS's part even when app code reaches it through a fake a test injected.
 """
 
 from __future__ import annotations
