@@ -22,7 +22,8 @@ and the test's own setup and inspection: there `deployed_code_calls` judges a ca
 ships in the Lambda package (app.py, chalicelib/) is on the call stack, which is every call the
 deployed functions would make, whether a route, a handler invoked as Lambda would, or a test
 calling a chalicelib function directly; what a test does itself to arrange or inspect the
-emulator stays unrestricted.
+emulator stays unrestricted, and so does a test helper marked `outside_the_app`, which plays
+AWS's part even when app code reaches it through a fake a test injected.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from types import CodeType
+from typing import Any, TypeVar
 
 from botocore.awsrequest import AWSResponse
 
@@ -88,12 +90,27 @@ def always() -> bool:
     return True
 
 
+_OUTSIDE_THE_APP: set[CodeType] = set()
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def outside_the_app(function: F) -> F:
+    """Mark a test helper that plays AWS's part or an operator's (reading what a stream would
+    deliver, say): its calls are not the app's, even when app code reached it through a fake a
+    test injected."""
+    _OUTSIDE_THE_APP.add(function.__code__)
+    return function
+
+
 def deployed_code_calls() -> bool:
-    """Whether code the Lambda package ships (app.py, chalicelib/) is making the current call."""
+    """Whether code the Lambda package ships (app.py, chalicelib/) is making the current call:
+    the nearest such frame up the stack comes before any helper marked `outside_the_app`."""
     frame = sys._getframe(1)
     while frame is not None:
-        name = frame.f_code.co_filename
-        if name in _DEPLOYED_FILES or name.startswith(_DEPLOYED_DIRS):
+        code = frame.f_code
+        if code in _OUTSIDE_THE_APP:
+            return False
+        if code.co_filename in _DEPLOYED_FILES or code.co_filename.startswith(_DEPLOYED_DIRS):
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False

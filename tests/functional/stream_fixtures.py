@@ -13,6 +13,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeSerializer
 
 from chalicelib.core.settings import Settings
+from tools import iam_enforcement
 
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/tally-events/stream/2026-11-21T00:00:00.000"
 SHARD = "shardId-00000001795000000000-0a1b2c3d"
@@ -79,8 +80,10 @@ def lambda_event(records: list[dict[str, Any]], shard: str = SHARD) -> dict[str,
     }
 
 
+@iam_enforcement.outside_the_app
 def stored_event_records(dynamodb: Any, settings: Settings | None = None) -> list[dict[str, Any]]:
-    """INSERT records for every item in the events table, in ingest (sort key) order."""
+    """INSERT records for every item in the events table, in ingest (sort key) order: what the
+    stream delivers (the stream's part, not the app's, wherever a test calls it from)."""
     table = (settings or Settings()).events_table
     items: list[dict[str, Any]] = []
     request: dict[str, Any] = {"TableName": table}

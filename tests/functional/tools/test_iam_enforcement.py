@@ -230,3 +230,23 @@ def test_given_the_role_without_one_dead_letter_right_then_the_path_needing_it_f
 
     assert dead_letters(aws) == (["not json"] if poison_set_aside else [])
     assert response.status_code == (200 if counted else 503), response.body
+
+
+def test_given_a_fake_injected_into_app_code_then_what_it_forwards_is_judged_but_a_helper_playing_aws_is_not(
+    aws: Any, role: Role
+) -> None:
+    from tests.functional.stream_fixtures import stored_event_records
+
+    role.policy = with_deny(role.policy, "dynamodb:*", "*")
+    streamed: list[Any] = []
+
+    class Forwarding:
+        def put_item(self, **kwargs: Any) -> Any:
+            streamed.append(stored_event_records(aws.dynamodb))  # a Scan: the stream's part
+            return aws.dynamodb.put_item(**kwargs)  # the app's call, through the fake
+
+    with pytest.raises(StorageError) as failed:
+        quarantine.put(Forwarding(), SETTINGS, quarantine.EVENTS_STREAM, "id", "{}", "why", 0)
+
+    assert streamed == [[]]
+    assert error_of(failed.value.__cause__) == ("AccessDeniedException", 400)  # type: ignore[arg-type]
