@@ -220,10 +220,10 @@ def run(args: argparse.Namespace) -> int:
         "LatestStreamArn"
     ]
     log.info("resources ready")
-    from tools import gateway, keys
+    from tools import gateway, keys, lambda_limits
 
     gateway.install()  # 401/403/404 answered as API Gateway's gateway responses are (tools/gateway.py)
-    install_limits()
+    lambda_limits.install()  # API Gateway's and Lambda's payload limits and timeouts on each request
     key_file = args.admin_key_file or keys.LOCAL_ADMIN_KEY
     admin_key, created = keys.local_admin_key(dynamodb, settings, key_file)
     log.info(
@@ -339,13 +339,6 @@ def save_periodically(snapshots: Any, seconds: float, stop: threading.Event) -> 
             snapshots.save(include_queues=False)
         except Exception:  # the next try may work; the stop-time save is the one that counts
             log.exception("periodic save failed")
-
-
-def install_limits() -> None:
-    """API Gateway's and Lambda's limits on every request (tools/lambda_limits.py)."""
-    from tools import lambda_limits
-
-    lambda_limits.install()
 
 
 def enforce_role(clients: Any, settings: Any, stage_name: str, stream_arn: str, policy_file: Path | None) -> Any:
