@@ -10,7 +10,11 @@ bounds and the same answers:
 - every string in it, keys included, is text that can be encoded (no lone UTF-16 surrogate:
   `"\\udc00"` is valid JSON but not text, and a key or hash built from it would fail later);
 - every number in it fits a DynamoDB number (38 significant digits, magnitude 1E-130 to
-  below 1E+126; no NaN or Infinity), so nothing accepted is refused by storage later;
+  below 1E+126, or 0; no NaN or Infinity), so nothing accepted is refused by storage later.
+  Trailing zeros are not digits: `1.0000000000000000000000000000000000000000` is 1 and `0E+999`
+  is 0, as DynamoDB itself trims them; `canonical` gives the form stored. Below 1E-128 a number
+  keeps only the digits down to 1E-165 (MIN_DIGIT_EXPONENT), the finest the AWS SDK for Python
+  carries (boto3's DYNAMODB_CONTEXT, which reads every stored number back);
 - a query string has at most MAX_QUERY_PARAMS parameters of at most MAX_QUERY_CHARS each.
 
 Each check raises ValidationError naming where the input went wrong (HTTP 400).
@@ -21,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 from chalicelib.core.errors import ValidationError
@@ -35,6 +39,11 @@ MAX_QUERY_CHARS = 4096
 MAX_NUMBER_DIGITS = 38
 MIN_NUMBER_EXPONENT = -130  # adjusted exponent: the smallest magnitude is 1E-130
 MAX_NUMBER_EXPONENT = 125  # the largest is 9.99...E+125
+# boto3 serializes and deserializes numbers in DYNAMODB_CONTEXT (38 digits, Emin -128, every
+# rounding trapped): its smallest digit (Etiny) is 1E-165. A finer digit, within DynamoDB's range
+# below 1E-128, would make boto3 raise on the write and on every read of the stored item.
+MIN_DIGIT_EXPONENT = -165
+_CANONICAL = Context(prec=MAX_NUMBER_DIGITS)  # exact for every storable number
 _ASCII_DIGITS = re.compile(r"[0-9]+")
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
@@ -144,9 +153,26 @@ def number(value: int | Decimal, field: str) -> int | Decimal:
     if not _storable(value):
         raise ValidationError(
             f"{field} is outside DynamoDB's number range (finite, at most {MAX_NUMBER_DIGITS} significant "
-            f"digits, magnitude from 1E{MIN_NUMBER_EXPONENT} to below 1E+{MAX_NUMBER_EXPONENT + 1})"
+            f"digits, magnitude from 1E{MIN_NUMBER_EXPONENT} to below 1E+{MAX_NUMBER_EXPONENT + 1}, or 0; "
+            f"no digit below 1E{MIN_DIGIT_EXPONENT})"
         )
     return value
+
+
+def canonical(value: int | Decimal) -> Decimal:
+    """A storable number (`number`) in the one form Tally stores it in, the shortest: any zero
+    (`0E+999`, `-0.0`) is 0; a whole number below 1E+38 has no exponent (`1E+3` is 1000,
+    `1.000` is 1); any other number has no trailing zeros (`1.50` is 1.5, `1E+40` stays so).
+    boto3 serializes each of these without rounding, and DynamoDB stores the same value."""
+    if type(value) is int and -(10**MAX_NUMBER_DIGITS) < value < 10**MAX_NUMBER_DIGITS:
+        return Decimal(value)
+    exact = Decimal(value)
+    if exact.is_zero():
+        return Decimal(0)
+    shortest = exact.normalize(_CANONICAL)
+    if shortest.as_tuple().exponent > 0 and shortest.adjusted() < MAX_NUMBER_DIGITS:
+        return shortest.quantize(Decimal(1), context=_CANONICAL)
+    return shortest
 
 
 def _storable(value: int | Decimal) -> bool:
@@ -155,10 +181,18 @@ def _storable(value: int | Decimal) -> bool:
     exact = Decimal(value)
     if not exact.is_finite():
         return False
-    if exact == 0:
+    if exact.is_zero():
         return True
-    significant = "".join(map(str, exact.as_tuple().digits)).strip("0")  # no rounding context
-    return len(significant) <= MAX_NUMBER_DIGITS and MIN_NUMBER_EXPONENT <= exact.adjusted() <= MAX_NUMBER_EXPONENT
+    _sign, digits, exponent = exact.as_tuple()
+    assert isinstance(exponent, int)  # finite
+    written = "".join(map(str, digits))  # every digit, no rounding context
+    significant = written.rstrip("0")  # no leading zeros: Decimal drops them
+    lowest = exponent + len(written) - len(significant)  # the exponent of the last nonzero digit
+    return (
+        len(significant) <= MAX_NUMBER_DIGITS
+        and MIN_NUMBER_EXPONENT <= exact.adjusted() <= MAX_NUMBER_EXPONENT
+        and lowest >= MIN_DIGIT_EXPONENT
+    )
 
 
 def query(params: Mapping[str, str] | None) -> dict[str, str]:
