@@ -170,7 +170,9 @@ def canonical(value: int | Decimal) -> Decimal:
     if exact.is_zero():
         return Decimal(0)
     shortest = exact.normalize(_CANONICAL)
-    if shortest.as_tuple().exponent > 0 and shortest.adjusted() < MAX_NUMBER_DIGITS:
+    exponent = shortest.as_tuple().exponent
+    assert isinstance(exponent, int)  # finite: storable
+    if exponent > 0 and shortest.adjusted() < MAX_NUMBER_DIGITS:
         return shortest.quantize(Decimal(1), context=_CANONICAL)
     return shortest
 
