@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from decimal import Context, Decimal
+from decimal import Context, Decimal, Inexact
 from typing import Any
 
 from chalicelib.core.errors import ValidationError
@@ -44,6 +44,8 @@ MAX_NUMBER_EXPONENT = 125  # the largest is 9.99...E+125
 # below 1E-128, would make boto3 raise on the write and on every read of the stored item.
 MIN_DIGIT_EXPONENT = -165
 _CANONICAL = Context(prec=MAX_NUMBER_DIGITS)  # exact for every storable number
+# Rounding to 38 digits without traps: Inexact is raised exactly when a nonzero digit is lost.
+_DIGITS = Context(prec=MAX_NUMBER_DIGITS, traps=[])
 _ASCII_DIGITS = re.compile(r"[0-9]+")
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
@@ -61,6 +63,11 @@ def json_body(raw: bytes | str | None) -> Any:
         value = json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
     except RecursionError as exc:
         raise ValidationError(f"the body is nested deeper than {MAX_DEPTH} levels") from exc
+    except ArithmeticError as exc:  # Decimal's InvalidOperation: an exponent past 10**18 in magnitude
+        raise ValidationError(
+            f"the body holds a number whose exponent is out of any range (DynamoDB's numbers lie within "
+            f"1E{MIN_NUMBER_EXPONENT} to below 1E+{MAX_NUMBER_EXPONENT + 1})"
+        ) from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationError(f"the body is not valid JSON: {exc}") from exc
     check_tree(value, "body")
@@ -185,16 +192,17 @@ def _storable(value: int | Decimal) -> bool:
         return False
     if exact.is_zero():
         return True
-    _sign, digits, exponent = exact.as_tuple()
-    assert isinstance(exponent, int)  # finite
-    written = "".join(map(str, digits))  # every digit, no rounding context
-    significant = written.rstrip("0")  # no leading zeros: Decimal drops them
-    lowest = exponent + len(written) - len(significant)  # the exponent of the last nonzero digit
-    return (
-        len(significant) <= MAX_NUMBER_DIGITS
-        and MIN_NUMBER_EXPONENT <= exact.adjusted() <= MAX_NUMBER_EXPONENT
-        and lowest >= MIN_DIGIT_EXPONENT
-    )
+    if not MIN_NUMBER_EXPONENT <= exact.adjusted() <= MAX_NUMBER_EXPONENT:
+        return False
+    # Rounded to 38 digits in C, whatever the number of digits written (a million trailing
+    # zeros cost what one does); the digits tuple of such a number would take seconds to build.
+    context = _DIGITS.copy()  # flags are the context's own
+    shortest = context.normalize(exact)
+    if context.flags[Inexact]:
+        return False  # more than 38 significant digits
+    lowest = shortest.as_tuple().exponent  # the exponent of the last nonzero digit
+    assert isinstance(lowest, int)  # finite
+    return lowest >= MIN_DIGIT_EXPONENT
 
 
 def query(params: Mapping[str, str] | None) -> dict[str, str]:

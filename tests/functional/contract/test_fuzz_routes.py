@@ -92,6 +92,7 @@ RAW_BODIES: list[bytes] = [
     b'{"counter": "c", "values": {"amount": 1.0000000000000000000000000000000000000000}}',
     b'{"counter": "c", "values": {"amount": 9.9999999999999999999999999999999999999E125}}',
     b'{"counter": "c", "values": {"amount": 1E-999999999}}',
+    b'{"counter": "c", "values": {"amount": 1E99999999999999999999999}}',
     b'{"data": "a", "time": "2099-01-01T00:00:00Z"}',
     b'{"data": "a\\ud800"}',
     b'{"counter": "c", "id": "\\udc00x"}',

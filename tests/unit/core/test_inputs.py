@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -178,3 +179,29 @@ def test_given_a_number_written_with_zeros_or_an_exponent_when_stored_then_its_s
 def test_given_a_number_outside_the_range_when_parsed_then_refused_naming_where(written: str) -> None:
     with pytest.raises(ValidationError, match=r"body\.a\[1\] is outside DynamoDB's number range"):
         inputs.json_body(f'{{"a": [0, {written}]}}'.encode())
+
+
+@pytest.mark.parametrize(
+    "written", ["1E99999999999999999999999", "-1E-99999999999999999999999", "0E+99999999999999999999"]
+)
+def test_given_an_exponent_past_any_decimal_range_when_parsed_then_refused_not_raised(written: str) -> None:
+    # Python's decimal refuses exponents past 10**18 with InvalidOperation, not ValueError.
+    with pytest.raises(ValidationError, match="exponent is out of any range"):
+        inputs.json_body(f'{{"a": [0, {written}]}}'.encode())
+
+
+@pytest.mark.parametrize(("tail", "accepted"), [(b"", True), (b"1", False)])
+def test_given_a_number_of_millions_of_digits_when_checked_then_judged_in_bounded_time(
+    tail: bytes, accepted: bool
+) -> None:
+    # 5 million trailing zeros are 1; one more nonzero digit is 5,000,002 significant digits.
+    # Judged by rounding in C: about 0.3 s here with the parse, where building the number's digit
+    # tuple took 7 s. The bound is generous for busy machines.
+    raw = b'{"n": 1.' + b"0" * 5_000_000 + tail + b"}"
+    started = time.monotonic()
+    try:
+        parsed = inputs.json_body(raw)
+        assert accepted and inputs.canonical(parsed["n"]) == 1
+    except ValidationError:
+        assert not accepted
+    assert time.monotonic() - started < 3
