@@ -287,7 +287,7 @@ def get_audit() -> dict[str, Any]:
 @answers
 def post_unique_items(name: str) -> Response:
     sketch_name = validation.name(name, "name")
-    post = uniques_api.parse_body(json_body(), clock.now_ms())
+    post = uniques_api.parse_body(json_body(), clock.now_ms(), settings)
     return Response(body={"accepted": uniques_api.enqueue(aws.sqs, settings, sketch_name, post)}, status_code=202)
 
 

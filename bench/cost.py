@@ -474,7 +474,7 @@ def uniques_workload(minutes: int) -> tuple[dict[str, Bill], dict[str, Any]]:
         bodies: list[str] = []
         for start in range(0, n, step):
             with api.invocation():
-                post = uniques_api.parse_body({"data": items[start : start + step]}, T0)
+                post = uniques_api.parse_body({"data": items[start : start + step]}, T0, settings)
                 uniques_api.enqueue(sqs, settings, "visitors", post)
             bodies.append(uniques_batches.message_body("visitors", sketches.item_hashes(post.items), post.time_ms))
         handler, merging = Handler("on_unique_items"), Meter(probe)

@@ -133,6 +133,45 @@ DIMENSION_NAME = string(
     description="a dimension or value name",
 )
 
+# -- numbers -------------------------------------------------------------------------------------
+# Bounds are JSON numbers whose text is exact (10**126 as an integer, 1e-130 as spelled): readers
+# such as Schemathesis take a bound or a multipleOf as the decimal it spells.
+
+# An event value (events/dimensions.py): below 10**18 in magnitude, a multiple of 10**-6.
+VALUE = {
+    "type": "number",
+    "exclusiveMinimum": -(10**event_dimensions.VALUE_INTEGER_DIGITS),
+    "exclusiveMaximum": 10**event_dimensions.VALUE_INTEGER_DIGITS,
+    "multipleOf": float(event_dimensions.VALUE_STEP),
+    "description": f"at most {event_dimensions.VALUE_INTEGER_DIGITS} digits before the decimal point and "
+    f"{event_dimensions.VALUE_FRACTION_DIGITS} after it (trailing zeros are not digits: 1.50 is 1.5), so that "
+    "its sums fit DynamoDB's 38 digits",
+    "examples": [12.5],
+}
+# A number in an event's attributes: DynamoDB's own (core/inputs.py), 0 or a magnitude from
+# 1E-130 to below 1E+126, at most 38 significant digits (which JSON Schema cannot state: said).
+_MAGNITUDE = 10 ** (inputs.MAX_NUMBER_EXPONENT + 1)
+_SMALLEST = float(f"1e{inputs.MIN_NUMBER_EXPONENT}")
+ATTRIBUTE_NUMBER = {
+    "anyOf": [
+        {"const": 0},
+        {"type": "number", "minimum": _SMALLEST, "exclusiveMaximum": _MAGNITUDE},
+        {"type": "number", "maximum": -_SMALLEST, "exclusiveMinimum": -_MAGNITUDE},
+    ],
+    "description": f"a number DynamoDB stores: 0, or a magnitude from 1E{inputs.MIN_NUMBER_EXPONENT} to below "
+    f"1E+{inputs.MAX_NUMBER_EXPONENT + 1} of at most {inputs.MAX_NUMBER_DIGITS} significant digits (trailing "
+    f"zeros are not digits: 1.000 is 1, 0E+999 is 0; below 1E-128, no digit under 1E{inputs.MIN_DIGIT_EXPONENT})",
+}
+ATTRIBUTE_VALUE = {
+    "anyOf": [
+        {"type": ["string", "boolean", "null"]},
+        ref("AttributeNumber"),
+        {"type": "array", "items": ref("AttributeValue")},
+        {"type": "object", "propertyNames": {"minLength": 1}, "additionalProperties": ref("AttributeValue")},
+    ],
+    "description": "any JSON value; its numbers are DynamoDB's (AttributeNumber) and its keys at least one character",
+}
+
 # -- bodies --------------------------------------------------------------------------------------
 
 EVENT = obj(
@@ -160,9 +199,10 @@ EVENT = obj(
         "attributes": {
             "type": "object",
             "propertyNames": {"minLength": 1},
+            "additionalProperties": ref("AttributeValue"),
             "description": f"at most {ingest.MAX_ATTRIBUTES_BYTES} bytes as JSON, nested at most "
             f"{inputs.MAX_STORED_DEPTH} levels, no empty key at any depth (DynamoDB's naming rule); "
-            "numbers are summed in reports",
+            "numbers are DynamoDB's (AttributeNumber), stored in their shortest form, and summed in reports",
         },
         "dimensions": nullable_object(
             {
@@ -180,7 +220,7 @@ EVENT = obj(
                 "type": "object",
                 "maxProperties": event_dimensions.MAX_VALUES,
                 "propertyNames": DIMENSION_NAME,
-                "additionalProperties": {"type": "number", "description": "a number DynamoDB can store (38 digits)"},
+                "additionalProperties": VALUE,
                 "description": f"at most {event_dimensions.MAX_VALUES} numbers, each summed exactly (in decimal) "
                 "beside every count (`sums`)",
                 "examples": [{"amount": 12.5, "bytes": 1024}],
@@ -235,7 +275,8 @@ UNIQUE_ITEMS_BODY = obj(
     {
         "time": {
             **OPTIONAL_TIME,
-            "description": "when the items were seen (null or absent: now)",
+            "description": f"when the items were seen (null or absent: now), at most MAX_FUTURE_SKEW_SECONDS "
+            f"({DEFAULTS.max_future_skew_seconds} s) ahead",
         }
     },
     closed=True,
@@ -504,7 +545,13 @@ ACCEPTED_ITEMS = obj({"accepted": {"type": "integer", "minimum": 1, "maximum": u
 OPENAPI = {"type": "object", "required": ["openapi", "paths"], "description": "this document"}
 
 # Named once in components.schemas and referred to from operations.
-COMPONENTS: dict[str, Schema] = {"Error": ERROR, "Event": EVENT, "View": VIEW}
+COMPONENTS: dict[str, Schema] = {
+    "Error": ERROR,
+    "Event": EVENT,
+    "View": VIEW,
+    "AttributeValue": ATTRIBUTE_VALUE,
+    "AttributeNumber": ATTRIBUTE_NUMBER,
+}
 
 
 # -- the audit and replay (counters.audit_runs, counters.repair, counters.replay) ------------------

@@ -10,7 +10,11 @@ bounds and the same answers:
 - every string in it, keys included, is text that can be encoded (no lone UTF-16 surrogate:
   `"\\udc00"` is valid JSON but not text, and a key or hash built from it would fail later);
 - every number in it fits a DynamoDB number (38 significant digits, magnitude 1E-130 to
-  below 1E+126; no NaN or Infinity), so nothing accepted is refused by storage later;
+  below 1E+126, or 0; no NaN or Infinity), so nothing accepted is refused by storage later.
+  Trailing zeros are not digits: `1.0000000000000000000000000000000000000000` is 1 and `0E+999`
+  is 0, as DynamoDB itself trims them; `canonical` gives the form stored. Below 1E-128 a number
+  keeps only the digits down to 1E-165 (MIN_DIGIT_EXPONENT), the finest the AWS SDK for Python
+  carries (boto3's DYNAMODB_CONTEXT, which reads every stored number back);
 - a query string has at most MAX_QUERY_PARAMS parameters of at most MAX_QUERY_CHARS each.
 
 Each check raises ValidationError naming where the input went wrong (HTTP 400).
@@ -21,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from decimal import Decimal
+from decimal import Context, Decimal, Inexact
 from typing import Any
 
 from chalicelib.core.errors import ValidationError
@@ -35,6 +39,13 @@ MAX_QUERY_CHARS = 4096
 MAX_NUMBER_DIGITS = 38
 MIN_NUMBER_EXPONENT = -130  # adjusted exponent: the smallest magnitude is 1E-130
 MAX_NUMBER_EXPONENT = 125  # the largest is 9.99...E+125
+# boto3 serializes and deserializes numbers in DYNAMODB_CONTEXT (38 digits, Emin -128, every
+# rounding trapped): its smallest digit (Etiny) is 1E-165. A finer digit, within DynamoDB's range
+# below 1E-128, would make boto3 raise on the write and on every read of the stored item.
+MIN_DIGIT_EXPONENT = -165
+_CANONICAL = Context(prec=MAX_NUMBER_DIGITS)  # exact for every storable number
+# Rounding to 38 digits without traps: Inexact is raised exactly when a nonzero digit is lost.
+_DIGITS = Context(prec=MAX_NUMBER_DIGITS, traps=[])
 _ASCII_DIGITS = re.compile(r"[0-9]+")
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
@@ -52,6 +63,11 @@ def json_body(raw: bytes | str | None) -> Any:
         value = json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
     except RecursionError as exc:
         raise ValidationError(f"the body is nested deeper than {MAX_DEPTH} levels") from exc
+    except ArithmeticError as exc:  # Decimal's InvalidOperation: an exponent past 10**18 in magnitude
+        raise ValidationError(
+            f"the body holds a number whose exponent is out of any range (DynamoDB's numbers lie within "
+            f"1E{MIN_NUMBER_EXPONENT} to below 1E+{MAX_NUMBER_EXPONENT + 1})"
+        ) from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValidationError(f"the body is not valid JSON: {exc}") from exc
     check_tree(value, "body")
@@ -144,9 +160,28 @@ def number(value: int | Decimal, field: str) -> int | Decimal:
     if not _storable(value):
         raise ValidationError(
             f"{field} is outside DynamoDB's number range (finite, at most {MAX_NUMBER_DIGITS} significant "
-            f"digits, magnitude from 1E{MIN_NUMBER_EXPONENT} to below 1E+{MAX_NUMBER_EXPONENT + 1})"
+            f"digits, magnitude from 1E{MIN_NUMBER_EXPONENT} to below 1E+{MAX_NUMBER_EXPONENT + 1}, or 0; "
+            f"no digit below 1E{MIN_DIGIT_EXPONENT})"
         )
     return value
+
+
+def canonical(value: int | Decimal) -> Decimal:
+    """A storable number (`number`) in the one form Tally stores it in, the shortest: any zero
+    (`0E+999`, `-0.0`) is 0; a whole number below 1E+38 has no exponent (`1E+3` is 1000,
+    `1.000` is 1); any other number has no trailing zeros (`1.50` is 1.5, `1E+40` stays so).
+    boto3 serializes each of these without rounding, and DynamoDB stores the same value."""
+    if type(value) is int and -(10**MAX_NUMBER_DIGITS) < value < 10**MAX_NUMBER_DIGITS:
+        return Decimal(value)
+    exact = Decimal(value)
+    if exact.is_zero():
+        return Decimal(0)
+    shortest = exact.normalize(_CANONICAL)
+    exponent = shortest.as_tuple().exponent
+    assert isinstance(exponent, int)  # finite: storable
+    if exponent > 0 and shortest.adjusted() < MAX_NUMBER_DIGITS:
+        return shortest.quantize(Decimal(1), context=_CANONICAL)
+    return shortest
 
 
 def _storable(value: int | Decimal) -> bool:
@@ -155,10 +190,19 @@ def _storable(value: int | Decimal) -> bool:
     exact = Decimal(value)
     if not exact.is_finite():
         return False
-    if exact == 0:
+    if exact.is_zero():
         return True
-    significant = "".join(map(str, exact.as_tuple().digits)).strip("0")  # no rounding context
-    return len(significant) <= MAX_NUMBER_DIGITS and MIN_NUMBER_EXPONENT <= exact.adjusted() <= MAX_NUMBER_EXPONENT
+    if not MIN_NUMBER_EXPONENT <= exact.adjusted() <= MAX_NUMBER_EXPONENT:
+        return False
+    # Rounded to 38 digits in C, whatever the number of digits written (a million trailing
+    # zeros cost what one does); the digits tuple of such a number would take seconds to build.
+    context = _DIGITS.copy()  # flags are the context's own
+    shortest = context.normalize(exact)
+    if context.flags[Inexact]:
+        return False  # more than 38 significant digits
+    lowest = shortest.as_tuple().exponent  # the exponent of the last nonzero digit
+    assert isinstance(lowest, int)  # finite
+    return lowest >= MIN_DIGIT_EXPONENT
 
 
 def query(params: Mapping[str, str] | None) -> dict[str, str]:

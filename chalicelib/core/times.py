@@ -56,6 +56,17 @@ def parse(value: Any, field: str = "time") -> int:
     return result
 
 
+def not_ahead(t_ms: int, now_ms: int, skew_s: int, field: str = "time") -> int:
+    """`t_ms`, unless it lies more than `skew_s` seconds after now: clients' clocks may be off by
+    that much (MAX_FUTURE_SKEW_SECONDS), no more. The one check every route taking a time applies."""
+    if t_ms > now_ms + skew_s * 1000:
+        raise ValidationError(
+            f"{field} is {(t_ms - now_ms) // 1000} s in the future; at most {skew_s} s of clock skew "
+            "is allowed (MAX_FUTURE_SKEW_SECONDS)"
+        )
+    return t_ms
+
+
 def _moment(t_ms: int) -> datetime:
     return EPOCH + timedelta(milliseconds=t_ms)
 

@@ -3,8 +3,13 @@
 - `dimensions`: at most MAX_DIMENSIONS names, each mapped to a string of 1 to
   DIMENSION_VALUE_MAX_CHARS characters ("provider": "p2"). Counts and sums are kept per value of
   each dimension (breakdowns) and per combination of them (filters).
-- `values`: at most MAX_VALUES names, each mapped to a number DynamoDB can store ("amount":
-  12.5). Their sums are kept exactly, in decimal, beside every count.
+- `values`: at most MAX_VALUES names, each mapped to a number ("amount": 12.5) of at most
+  VALUE_INTEGER_DIGITS digits before the decimal point and VALUE_FRACTION_DIGITS after it
+  (trailing zeros are not digits: 1.50 is 1.5, 1E+3 is 1000). Their sums are kept exactly, in
+  decimal, beside every count; DynamoDB ADDs them into numbers of 38 digits and refuses an ADD
+  whose result does not fit, so the domain leaves SUM_HEADROOM_DIGITS digits for the sums:
+  10**14 values at the largest magnitude, more than the API can take in while a bucket lives
+  (docs/counting.md, "Values and their sums").
 
 Names in both are 1 to NAME_MAX_CHARS characters of A-Z a-z 0-9 _ . - (no colon: a filter is
 written `name:value`, and the value may hold colons). These bounds are declared here only; the
@@ -25,6 +30,14 @@ MAX_DIMENSIONS = 4
 MAX_VALUES = 8
 NAME_MAX_CHARS = 64
 DIMENSION_VALUE_MAX_CHARS = 128
+VALUE_INTEGER_DIGITS = 18
+VALUE_FRACTION_DIGITS = 6
+# What a sum may grow by beyond one value's digits and still fit DynamoDB's 38: a sum of up to
+# 10**SUM_HEADROOM_DIGITS values, each below 10**18 in magnitude and a multiple of 10**-6, is a
+# multiple of 10**-6 below 10**32 in magnitude: at most 38 digits.
+SUM_HEADROOM_DIGITS = inputs.MAX_NUMBER_DIGITS - VALUE_INTEGER_DIGITS - VALUE_FRACTION_DIGITS
+VALUE_STEP = Decimal(1).scaleb(-VALUE_FRACTION_DIGITS)  # 0.000001
+VALUE_MAX = Decimal(10**VALUE_INTEGER_DIGITS) - VALUE_STEP  # 999999999999999999.999999
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -46,7 +59,8 @@ def dimensions(raw: Any, field: str) -> dict[str, str]:
 
 
 def values(raw: Any, field: str) -> dict[str, Decimal]:
-    """`raw` as an event's values (absent or null: none), as exact decimals; ValidationError naming `field`."""
+    """`raw` as an event's values (absent or null: none), as exact decimals in their stored form
+    (inputs.canonical); ValidationError naming `field`."""
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
@@ -58,10 +72,32 @@ def values(raw: Any, field: str) -> dict[str, Decimal]:
         shown = _name(key, field)
         if isinstance(value, bool) or not isinstance(value, (int, Decimal, float)):
             raise ValidationError(f"{field}.{shown} must be a number")
-        exact = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
-        inputs.number(exact, f"{field}.{shown}")
-        found[key] = exact
+        exact = Decimal(repr(value)) if isinstance(value, float) else value
+        found[key] = summable(exact, f"{field}.{shown}")
     return found
+
+
+def summable(value: int | Decimal, field: str) -> Decimal:
+    """`value` in its stored form if it lies in the values' domain (VALUE_INTEGER_DIGITS before
+    the point, VALUE_FRACTION_DIGITS after), else ValidationError naming `field`. Bounded work
+    for any exponent: the number is first checked against DynamoDB's range, which bounds it."""
+    try:
+        exact = inputs.canonical(inputs.number(value, field))
+    except ValidationError:
+        exact = None
+    if exact is None or exact.adjusted() >= VALUE_INTEGER_DIGITS or _exponent(exact) < -VALUE_FRACTION_DIGITS:
+        raise ValidationError(
+            f"{field} must be a number of at most {VALUE_INTEGER_DIGITS} digits before the decimal point and "
+            f"{VALUE_FRACTION_DIGITS} after it (from -{VALUE_MAX} to {VALUE_MAX}), so that its sums fit "
+            "DynamoDB's 38 digits"
+        )
+    return exact
+
+
+def _exponent(value: Decimal) -> int:
+    exponent = value.as_tuple().exponent
+    assert isinstance(exponent, int)  # finite: inputs.number
+    return exponent
 
 
 def _name(key: Any, field: str) -> str:

@@ -78,12 +78,7 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
     elif not isinstance(event_id, str) or not 1 <= len(event_id) <= ID_MAX_CHARS:
         raise ValidationError(f"{where}.id must be a string of 1-{ID_MAX_CHARS} characters")
     t_ms = now_ms if raw.get("time") is None else times.parse(raw["time"], f"{where}.time")
-    skew_ms = settings.max_future_skew_seconds * 1000
-    if t_ms > now_ms + skew_ms:
-        raise ValidationError(
-            f"{where}.time is {(t_ms - now_ms) // 1000} s in the future; at most "
-            f"{settings.max_future_skew_seconds} s of clock skew is allowed (MAX_FUTURE_SKEW_SECONDS)"
-        )
+    times.not_ahead(t_ms, now_ms, settings.max_future_skew_seconds, f"{where}.time")
     retention = raw.get("retention", settings.default_retention_seconds)
     retention = validation.integer(retention, f"{where}.retention", MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS)
     dims = event_dimensions.dimensions(raw.get("dimensions"), f"{where}.dimensions")
@@ -104,8 +99,8 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
     attributes = _to_dynamodb_numbers(attributes)
     try:
         _SERIALIZER.serialize(attributes)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"{where}.attributes cannot be stored: {exc}") from exc
+    except (TypeError, ValueError, ArithmeticError) as exc:  # decimal's signals are ArithmeticErrors
+        raise ValidationError(f"{where}.attributes cannot be stored: {exc!r}") from exc
     return Event(counter, event_id, t_ms, retention, attributes, id_given, dims, sums)
 
 
@@ -124,9 +119,14 @@ def _has_empty_name(value: Any) -> bool:
 
 
 def _to_dynamodb_numbers(value: Any) -> Any:
-    """JSON floats become Decimals: DynamoDB numbers cannot be floats."""
+    """Every number in its stored form (inputs.canonical: `1.000` is 1, `0E+999` is 0, as DynamoDB
+    trims them), floats as their shortest decimal: DynamoDB numbers cannot be floats, and boto3
+    refuses a number written with more than 38 digits even when the extra ones are zeros.
+    Booleans stay booleans. Every number was checked storable (inputs.check_tree)."""
     if isinstance(value, float):
-        return Decimal(repr(value))
+        return inputs.canonical(Decimal(repr(value)))
+    if isinstance(value, Decimal) or (isinstance(value, int) and not isinstance(value, bool)):
+        return inputs.canonical(value)
     if isinstance(value, dict):
         return {k: _to_dynamodb_numbers(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -84,11 +84,7 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> Beacon:
     time_ms = times.parse(body["time"], "time")
     if time_ms < now_ms - MAX_AGE_MS:
         raise ValidationError("time is more than a day old: a page view is counted within a day")
-    if time_ms > now_ms + settings.max_future_skew_seconds * 1000:
-        raise ValidationError(
-            f"time is in the future; at most {settings.max_future_skew_seconds} s of clock skew "
-            "is allowed (MAX_FUTURE_SKEW_SECONDS)"
-        )
+    times.not_ahead(time_ms, now_ms, settings.max_future_skew_seconds)
     site = None if body.get("site") is None else keys.site_name(body["site"], "site")
     event = PAGEVIEW if body.get("event") is None else validation.name(body["event"], "event")
     if event == PAGEVIEW and (body.get("dimensions") is not None or body.get("values") is not None):

@@ -30,8 +30,9 @@ class Post:
     time_ms: int
 
 
-def parse_body(body: Any, now_ms: int) -> Post:
-    """`{"data": item | [items], "time"?: epoch ms | ISO-8601}` (time defaults to now)."""
+def parse_body(body: Any, now_ms: int, settings: Settings) -> Post:
+    """`{"data": item | [items], "time"?: epoch ms | ISO-8601}` (time defaults to now, and may
+    lie at most MAX_FUTURE_SKEW_SECONDS ahead, as an event's)."""
     if not isinstance(body, dict) or "data" not in body or not set(body) <= BODY_FIELDS:
         raise ValidationError('the body must be {"data": item} or {"data": [items]}, with an optional "time"')
     data = body["data"]
@@ -46,7 +47,7 @@ def parse_body(body: Any, now_ms: int) -> Post:
         except UnicodeEncodeError as exc:
             raise ValidationError(f"data[{index}] is not valid text (a lone UTF-16 surrogate?)") from exc
     time_ms = now_ms if body.get("time") is None else times.parse(body["time"], "time")
-    return Post(items, time_ms)
+    return Post(items, times.not_ahead(time_ms, now_ms, settings.max_future_skew_seconds))
 
 
 def enqueue(sqs: SQS, settings: Settings, name: str, post: Post) -> int:

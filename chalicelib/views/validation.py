@@ -66,8 +66,5 @@ def check_time(view: View, now_ms: int, horizon_s: int, future_skew_s: int | Non
             f"{where}.time is {age_ms // times.DAY_MS} days old: views older than the horizon of "
             f"{horizon_s * 1000 // times.DAY_MS} days (VIEW_HORIZON_SECONDS) cannot be counted exactly once"
         )
-    if future_skew_s is not None and -age_ms > future_skew_s * 1000:
-        raise ValidationError(
-            f"{where}.time is {-age_ms // 1000} s in the future; at most {future_skew_s} s of clock "
-            "skew is allowed (MAX_FUTURE_SKEW_SECONDS)"
-        )
+    if future_skew_s is not None:
+        times.not_ahead(view.time_ms, now_ms, future_skew_s, f"{where}.time")

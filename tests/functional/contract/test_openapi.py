@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Context, Decimal, localcontext
 from typing import Any
 
 import jsonschema
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from openapi_spec_validator import validate
 
 from chalicelib.access import policy
 from chalicelib.contract import document, schemas
-from chalicelib.core import validation
+from chalicelib.core import inputs, validation
 from chalicelib.core.errors import ValidationError
+from chalicelib.events import dimensions
 from tests.functional.helpers import README, TABLE_ROW, declared_routes
 
 
@@ -102,3 +104,61 @@ def test_given_a_window_when_checked_then_the_document_and_the_code_agree(value:
     except ValidationError as exc:
         by_code = "at least one minute" in str(exc)  # the pattern admits 0m; the code's bound refuses it
     assert by_document == by_code
+
+
+# -- numbers: the document's bounds are the door's (events/dimensions.py, core/inputs.py) ----------
+
+
+def as_served(schema: dict[str, Any]) -> dict[str, Any]:
+    """A schema as a client reads the served document: numbers as the decimals they spell."""
+    return dict(json.loads(json.dumps(schema), parse_float=Decimal))
+
+
+def in_document(value: Decimal, schema: dict[str, Any]) -> bool:
+    with localcontext(Context(prec=200)):  # multipleOf exact for every value drawn
+        try:
+            jsonschema.validate(value, schema)
+        except jsonschema.ValidationError:
+            return False
+    return True
+
+
+def near(digits: int, exponents: tuple[int, int]) -> st.SearchStrategy[Decimal]:
+    return st.builds(
+        lambda sign, mantissa, exponent: Decimal(f"{sign}{mantissa}E{exponent}"),
+        st.sampled_from(["", "-"]),
+        st.integers(min_value=0, max_value=10**digits - 1),
+        st.integers(min_value=exponents[0], max_value=exponents[1]),
+    )
+
+
+@given(near(30, (-40, 20)))
+@example(dimensions.VALUE_MAX)
+@example(-dimensions.VALUE_MAX)
+@example(dimensions.VALUE_MAX + dimensions.VALUE_STEP)
+@example(Decimal("0.0000001"))
+@example(Decimal("1.0000000000000000000000000000000000000000"))
+def test_given_any_value_when_checked_then_the_document_and_the_code_agree(value: Decimal) -> None:
+    try:
+        dimensions.summable(value, "v")
+        by_code = True
+    except ValidationError:
+        by_code = False
+    assert in_document(value, as_served(schemas.VALUE)) == by_code
+
+
+@given(near(30, (-170, 130)))
+@example(Decimal("1E-130"))
+@example(Decimal("-1E-131"))
+@example(Decimal("9.99E+125"))
+@example(Decimal("1E+126"))
+@example(Decimal("0E+999"))
+def test_given_any_number_of_up_to_30_digits_when_checked_then_the_document_and_the_code_agree(value: Decimal) -> None:
+    # The document cannot count digits (it says so); within 30 of them its range is the code's.
+    try:
+        inputs.number(value, "n")
+        by_code = True
+    except ValidationError:
+        by_code = False
+    served = as_served(schemas.ATTRIBUTE_NUMBER)
+    assert in_document(value, served) == by_code

@@ -1,8 +1,8 @@
-"""Events at every limit (4 long dimension values, 8 value names of 64 characters with 38-digit
-numbers, many more value names than an item sums, every minute of an hour) go through the stream
-handler twice, on moto; every counts-table item it writes stays under 16 KB, sums at most
-MAX_SUM_NAMES names, and holds them exactly; items of the former hash-named layout are still read
-and added to.
+"""Events at every limit (4 long dimension values, 8 value names of 64 characters with the
+largest values accepted, many more value names than an item sums, every minute of an hour) go
+through the stream handler twice, on moto; every counts-table item it writes stays under 16 KB,
+sums at most MAX_SUM_NAMES names, and holds them exactly; items of the former hash-named layout
+are still read and added to.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import dimension_keys, reads, topk
 from chalicelib.counters import stream_apply as counting
+from chalicelib.events import dimensions as event_dimensions
 from chalicelib.events.stream_records import from_lambda_event
 from tests.functional.stream_fixtures import lambda_event, record
 
@@ -27,7 +28,7 @@ NOW = HOUR_START + 3_600_000
 MINUTE = 60_000
 SETTINGS = Settings()
 COUNTER = "c" * 200
-BIG = Decimal("9" * 37 + "9")
+BIG = event_dimensions.VALUE_MAX  # 24 digits: the longest value an event may carry
 _serialize = TypeSerializer().serialize
 _ids = itertools.count()
 

@@ -126,6 +126,9 @@ def test_given_an_origin_the_key_does_not_list_when_it_beacons_then_403_and_noth
         ({"url": f"{ORIGIN}/", "time": 0, "cookie": "x"}, "unknown"),
         ({"url": f"{ORIGIN}/", "time": 0, "dimensions": {"a": "b"}}, "custom events"),
         ({"url": f"{ORIGIN}/", "time": 0, "event": "signup", "dimensions": {"a": 1}}, "dimensions"),
+        ({"url": f"{ORIGIN}/", "time": 0, "event": "signup", "values": {"amount": 1e18}}, "event.values.amount"),
+        ({"url": f"{ORIGIN}/", "time": 0, "event": "signup", "values": {"amount": 1e-7}}, "event.values.amount"),
+        ({"url": f"{ORIGIN}/", "time": 0, "event": "signup", "values": {"amount": 1e300}}, "values.amount"),
     ],
 )
 def test_given_bad_input_when_beaconed_then_400_in_chalices_shape_and_nothing_counted(

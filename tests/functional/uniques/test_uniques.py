@@ -141,6 +141,23 @@ def test_given_bad_body_when_posted_then_400_and_nothing_queued(client: Any, aws
     assert receive_all(aws) == []
 
 
+def test_given_a_time_past_the_allowed_skew_when_posted_then_400_nothing_queued_and_at_the_skew_accepted(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    # Both routes (`/beacon/hyperloglog/{name}` too) are one handler.
+    skew_ms = SETTINGS.max_future_skew_seconds * 1000
+    for ahead in (clock.now + skew_ms + 1000, uniques_api.times.iso(clock.now + 3_600_000), 4_102_444_799_999):
+        response = post(client, "visitors", {"data": "v", "time": ahead})
+        assert response.status_code == 400, (ahead, response.body)
+        assert (
+            "in the future" in response.json_body["Message"]
+            and "MAX_FUTURE_SKEW_SECONDS" in response.json_body["Message"]
+        )
+    assert receive_all(aws) == []
+    assert post(client, "visitors", {"data": "v", "time": clock.now + skew_ms}).status_code == 202
+    assert len(receive_all(aws)) == 1
+
+
 def test_given_bad_name_or_json_when_posted_then_400(client: Any, aws: Any) -> None:
     assert post(client, "bad%20name", {"data": "x"}).status_code == 400
     assert post(client, "x" * 201, {"data": "x"}).status_code == 400
