@@ -42,7 +42,7 @@ _SERIALIZER = TypeSerializer()
 
 
 def tally_run(dynamodb: Any, s3: Any, settings: Settings, now_ms: int) -> int:
-    result = reports_runs.run(dynamodb, s3, settings, now_ms)
+    result = reports_runs.run(dynamodb, s3, settings, now_ms, reports_runs.scheduled_budget(settings))
     return sum(r["events"] for r in result.written)
 
 
@@ -106,7 +106,9 @@ def measure(old: int, new: int, seed: int = 1) -> list[Row]:
             clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings), settings.aws_region
         )
         settle = settings.report_settle_seconds * 1000
-        reports_runs.run(clients.dynamodb, clients.s3, settings, T0 + settle)  # sets the checkpoint at T0
+        reports_runs.run(
+            clients.dynamodb, clients.s3, settings, T0 + settle, reports_runs.scheduled_budget(settings)
+        )  # sets the checkpoint at T0
         put_events(
             clients.dynamodb, settings, sorted(rng.randrange(T0 - 6 * 24 * HOUR_MS, T0) for _ in range(old)), rng
         )

@@ -54,8 +54,8 @@ def test_given_billing_events_when_rendered_then_json_and_csv_agree_exactly() ->
     body = report.as_dict()
     assert body["events"] == 3
     assert body["counters"] == {
-        "refunds": {"events": 1, "sums": {}},
-        "sales": {"events": 2, "sums": {"amount": 0.3, "qty": 2}},
+        "refunds": {"events": 1, "sums": {}, "sums_exact": {}},
+        "sales": {"events": 2, "sums": {"amount": 0.3, "qty": 2}, "sums_exact": {"amount": "0.30", "qty": "2"}},
     }
     rows = list(csv.reader(io.StringIO(report.as_csv())))
     assert rows == [["counter", "events", "amount", "qty"], ["refunds", "1", "", ""], ["sales", "2", "0.30", "2"]]
