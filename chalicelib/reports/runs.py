@@ -26,6 +26,7 @@ from chalicelib.core.aws import S3, DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import translated
+from chalicelib.events import ingest as events
 from chalicelib.events import packs
 from chalicelib.reports import ranges as report_ranges
 from chalicelib.reports.content import Report
@@ -51,22 +52,32 @@ _DESERIALIZER = TypeDeserializer()
 @dataclass
 class Budget:
     """What one run may still read: events (each item counts the events it holds, read or past
-    their retention) and Queries."""
+    their retention) and Queries. A run stops asking for pages once either is spent; each page
+    asks for at most the events left, counting every item as holding as many events as the
+    largest item the run has read so far (a full pack, events.MAX_BATCH, before it has read
+    any). So a run reads fewer than its events plus one item per write shard, unless a page
+    holds an item larger than any before it (or the run must read on to move past its start)."""
 
     events: int
     queries: int = MAX_RUN_QUERIES
     events_read: int = 0
     queries_made: int = 0
+    widest: int = 0  # the most events one item read so far holds
 
     @property
     def spent(self) -> bool:
         return self.events_read >= self.events or self.queries_made >= self.queries
 
     def page_items(self, readers: int) -> int:
-        """Items to ask each of `readers` Queries for, so that one round of pages stays within
-        the events left when each item holds one event (PAGE_ITEMS at most, 1 at least)."""
+        """Items to ask each of `readers` Queries for (PAGE_ITEMS at most, 1 at least)."""
         left = max(0, self.events - self.events_read)
-        return max(1, min(PAGE_ITEMS, -(-left // max(1, readers))))
+        per_item = self.widest or events.MAX_BATCH
+        return max(1, min(PAGE_ITEMS, left // (max(1, readers) * per_item)))
+
+    def count(self, item: dict[str, Any]) -> None:
+        held = packs.count(item)
+        self.events_read += held
+        self.widest = max(self.widest, held)
 
 
 def scheduled_budget(settings: Settings) -> Budget:
@@ -166,7 +177,7 @@ class _ShardReader:
         budget.queries_made += 1
         for raw in page.get("Items", []):
             item = {k: _DESERIALIZER.deserialize(v) for k, v in raw.items()}
-            budget.events_read += packs.count(item)
+            budget.count(item)
             self.reached = int(item["ingested_at"])  # what its sort key begins with
             self.pending.extend((self.reached, event) for event in _reportable(item, self._now_s))
         if "LastEvaluatedKey" in page:

@@ -16,7 +16,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.reports import ranges as report_ranges
 from chalicelib.reports import runs as reports_runs
 from tests.fakes import Patched
-from tests.functional.helpers import REPORT_SETTLE, all_reports, invoke, post_events, run_now
+from tests.functional.helpers import REPORT_SETTLE, all_reports, assert_each_event_once, invoke, post_events, run_now
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
@@ -31,20 +31,6 @@ def run_scheduled(client: Any) -> Any:
 
 def checkpoint(aws: Any) -> int | None:
     return reports_runs.read_checkpoint(aws.dynamodb, SETTINGS)
-
-
-def assert_each_event_once(found: list[dict[str, Any]], expected: dict[str, int]) -> None:
-    """Each event has its own counter and amount: it must show up in exactly one report."""
-    seen: dict[str, int] = {}
-    for report in found:
-        assert report["events"] == sum(c["events"] for c in report["counters"].values())
-        for name, totals in report["counters"].items():
-            assert name not in seen, f"{name} is in two reports"
-            assert totals["events"] == 1
-            seen[name] = totals["sums"]["amount"]
-    assert seen == expected
-    for earlier, later in zip(found, found[1:]):
-        assert earlier["end"] == later["start"], "reports must tile time: no gap, no overlap"
 
 
 def test_given_events_over_many_quarter_hours_when_runs_are_irregular_and_one_missed_then_each_event_in_one_report(
