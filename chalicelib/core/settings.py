@@ -70,7 +70,7 @@ class Settings:
     # bounds its Queries). Sized so a run stays well inside its function's 300 s and 512 MB
     # (docs/design.md, Reports); an hour holding more is reported over several runs, and the
     # reports keep up while the events of a REPORT_INTERVAL_MINUTES stay under it.
-    report_run_events: int = 200_000
+    report_run_events: int = 100_000
     # The audit: how often it runs, and how long after an events partition's quarter hour
     # closes it is compared (its stream records must have been counted by then).
     audit_interval_minutes: int = 15
