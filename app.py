@@ -340,14 +340,14 @@ def on_unique_items(event: Any) -> dict[str, Any]:
 
 @app.schedule(Rate(settings.report_interval_minutes, unit=Rate.MINUTES))
 def run_scheduled_report(event: Any) -> dict[str, Any]:
-    result = reports_runs.run(aws.dynamodb, aws.s3, settings, clock.now_ms())
+    result = reports_runs.run(aws.dynamodb, aws.s3, settings, clock.now_ms(), reports_runs.scheduled_budget(settings))
     return result.as_dict()
 
 
 @app.route("/reports", methods=["POST"], authorizer=admin_key, content_types=BODY_TYPES)
 @answers
 def post_reports() -> Response:
-    result = reports_runs.run(aws.dynamodb, aws.s3, settings, clock.now_ms())
+    result = reports_runs.run(aws.dynamodb, aws.s3, settings, clock.now_ms(), reports_runs.request_budget(settings))
     return Response(body=result.as_dict(), status_code=201 if result.written else 200)
 
 

@@ -40,8 +40,9 @@ from moto import mock_aws  # noqa: E402
 
 from bench.counters import scan_all, stream_batches  # noqa: E402
 from bench.metering import Meter, MotoProbe, item_size  # noqa: E402
+from chalicelib.core import decimals  # noqa: E402
 from chalicelib.core.settings import Settings  # noqa: E402
-from chalicelib.counters import breakdowns, catalog, dimension_keys, reads, topk  # noqa: E402
+from chalicelib.counters import breakdowns, catalog, dimension_keys, reads  # noqa: E402
 from chalicelib.counters import stream_apply as counting  # noqa: E402
 from chalicelib.events import ingest as events  # noqa: E402
 from chalicelib.events import stream_records  # noqa: E402
@@ -148,7 +149,7 @@ def run(
         sums: dict[str, Decimal] = {}
         for e in base:
             key = e.dimensions["provider"]
-            sums[key] = topk.EXACT.add(sums.get(key, Decimal(0)), e.values["amount"])
+            sums[key] = decimals.EXACT.add(sums.get(key, Decimal(0)), e.values["amount"])
         reader = session.client("dynamodb")
         read_meter = Meter(probe)
         read_meter.attach(reader)

@@ -467,12 +467,16 @@ TOP_VIEWS_ANSWER = obj(
     {**RETENTION, "prefix": string()},
 )
 REPORT_SUMMARY = obj({"id": REPORT_ID, "start": ISO_TIME, "end": ISO_TIME, "events": {"type": "integer", "minimum": 0}})
+# A report sums every numeric attribute, whatever its name.
+SUMS_EXACT_ANY = {k: v for k, v in SUMS_EXACT.items() if k != "propertyNames"}
 REPORT = obj(
     {
         **REPORT_SUMMARY["properties"],
         "counters": {
             "type": "object",
-            "additionalProperties": obj({"events": {"type": "integer"}, "sums": {"type": "object"}}),
+            "additionalProperties": obj(
+                {"events": {"type": "integer"}, "sums": {"type": "object"}, "sums_exact": SUMS_EXACT_ANY}
+            ),
         },
     }
 )
@@ -480,6 +484,7 @@ REPORT_RUN = obj(
     {
         "reports": {"type": "array", "items": REPORT_SUMMARY},
         "superseded": {"type": "boolean", "description": "another run committed the range this one read"},
+        "more": {"type": "boolean", "description": "the run read its budget before it reached now: run again"},
     }
 )
 KEY_RECORD = obj(

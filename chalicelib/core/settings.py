@@ -66,6 +66,11 @@ class Settings:
     # (lets writes that were in flight when a run starts land before their range is read).
     report_interval_minutes: int = 60
     report_settle_seconds: int = 60
+    # How many events one scheduled report run reads at most (reports/runs.py, which also
+    # bounds its Queries). Sized so a run stays well inside its function's 300 s and 512 MB
+    # (docs/design.md, Reports); an hour holding more is reported over several runs, and the
+    # reports keep up while the events of a REPORT_INTERVAL_MINUTES stay under it.
+    report_run_events: int = 100_000
     # The audit: how often it runs, and how long after an events partition's quarter hour
     # closes it is compared (its stream records must have been counted by then).
     audit_interval_minutes: int = 15
@@ -220,6 +225,7 @@ FIELDS: dict[str, Rule] = {
     "uniques_day_retention_seconds": Integer(DAY_S, TEN_YEARS_S),
     "report_interval_minutes": Integer(15, 1440),
     "report_settle_seconds": Integer(0, 3600),
+    "report_run_events": Integer(100, 10_000_000),
     "audit_interval_minutes": Integer(5, 1440),
     "audit_settle_minutes": Integer(1, 1440),
     "catalog_fold_minutes": Integer(5, 1440),

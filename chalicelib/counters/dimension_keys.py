@@ -36,11 +36,10 @@ from decimal import Decimal
 from itertools import combinations
 from typing import Any
 
-from chalicelib.core import attributes, keyspace
+from chalicelib.core import attributes, decimals, keyspace
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import keys as counter_keys
-from chalicelib.counters import topk
 from chalicelib.events import dimensions as event_dimensions
 
 FILTER = keyspace.FILTER
@@ -187,7 +186,7 @@ def sums_of(item: Mapping[str, Any], minutes: tuple[int, int] | None, resolution
     sums: dict[str, Decimal] = {}
 
     def add(name: str, amount: Decimal) -> None:
-        sums[name] = topk.EXACT.add(sums[name], amount) if name in sums else amount
+        sums[name] = decimals.EXACT.add(sums[name], amount) if name in sums else amount
 
     for h, name in names:
         if resolution == "day":
@@ -199,7 +198,7 @@ def sums_of(item: Mapping[str, Any], minutes: tuple[int, int] | None, resolution
         found = False
         for m in range(first, last + 1):
             if f"v{m:02d}{h}" in item:
-                total = topk.EXACT.add(total, attributes.decimal(item, f"v{m:02d}{h}"))
+                total = decimals.EXACT.add(total, attributes.decimal(item, f"v{m:02d}{h}"))
                 found = True
         if found:
             add(name, total)

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from chalicelib.core import attributes, dynamo, keyspace, timebuckets, times, window_params
+from chalicelib.core import attributes, decimals, dynamo, keyspace, timebuckets, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.settings import Settings
-from chalicelib.counters import dimension_keys, topk
+from chalicelib.counters import dimension_keys
 from chalicelib.counters import keys as counter_keys
 
 # -- reads -------------------------------------------------------------------------------
@@ -76,7 +76,7 @@ def json_sums(sums: Mapping[str, Decimal]) -> dict[str, Any]:
 def exact_sums(sums: Mapping[str, Decimal]) -> dict[str, str]:
     """Sums as decimal strings holding every digit (`sums_exact`, beside `sums`): a reader that
     parses JSON numbers as doubles keeps 15-17 significant digits of `sums`, none are lost here."""
-    return {name: format(v.normalize(topk.EXACT), "f") for name, v in sorted(sums.items())}
+    return {name: format(v.normalize(decimals.EXACT), "f") for name, v in sorted(sums.items())}
 
 
 def sums_fields(sums: Mapping[str, Decimal]) -> dict[str, Any]:
@@ -146,7 +146,7 @@ def count_window(
         total += _part_count(item, part)
         unsummed += dimension_keys.not_summed(item)
         for name, amount in dimension_keys.sums_of(item, part.minutes, part.bucket.resolution).items():
-            sums[name] = topk.EXACT.add(sums.get(name, Decimal(0)), amount)
+            sums[name] = decimals.EXACT.add(sums.get(name, Decimal(0)), amount)
     end_ms = (last_minute + 1) * timebuckets.MINUTE_MS
     retained_from = _part_start_ms(parts[first]) if first < len(parts) else end_ms
     return WindowCount(

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from chalicelib.core import timebuckets
+from chalicelib.core import decimals, timebuckets
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import dimension_keys, topk
+from chalicelib.counters import dimension_keys
 from chalicelib.counters.stream_apply import BucketUpdate
 from chalicelib.events.ingest import Event
 
@@ -84,7 +84,7 @@ def recount(item: Mapping[str, Any] | None, bucket: Bucket, events: Iterable[Eve
                 if bucket.resolution == "hour"
                 else dimension_keys.total_attribute(name)
             )
-            former[attribute] = topk.EXACT.add(former.get(attribute, Decimal(0)), amount)
+            former[attribute] = decimals.EXACT.add(former.get(attribute, Decimal(0)), amount)
     wanted: dict[str, dict[str, Any]] = {}
     for name, slot in update.slots.items():
         wanted[dimension_keys.slot_name_attribute(slot)] = {"S": name}

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from chalicelib.core import attributes, batch_processor, keyspace, timebuckets
+from chalicelib.core import attributes, batch_processor, decimals, keyspace, timebuckets
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.batch_processor import Sent, Write
 from chalicelib.core.batch_result import BatchResult
@@ -62,7 +62,7 @@ from chalicelib.core.poison import QuarantineSink
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, condition_item, translated
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import audit_keys, catalog, dimension_keys, summaries, topk
+from chalicelib.counters import audit_keys, catalog, dimension_keys, summaries
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import ingest as events_ingest
 from chalicelib.events import packs, stream_records
@@ -607,7 +607,7 @@ class BucketUpdate:
                 if bucket.resolution == "hour"
                 else dimension_keys.slot_total_attribute(slot)
             )
-            self.sums[attribute] = topk.EXACT.add(self.sums.get(attribute, Decimal(0)), amount)
+            self.sums[attribute] = decimals.EXACT.add(self.sums.get(attribute, Decimal(0)), amount)
 
     def _slot(self, name: str) -> int | None:
         """The slot that sums this value name in the item: its own, else the first free one

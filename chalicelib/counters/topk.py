@@ -22,14 +22,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import Context, Decimal
+from decimal import Decimal
+
+from chalicelib.core.decimals import EXACT
 
 # The encoded summary, with the item's key, positions and expiry, stays under DynamoDB's
 # 16 KB write-price ceiling this design promises (an UpdateItem/PutItem is priced by item size).
 MAX_BYTES = 14_000
-# Sums are exact: DynamoDB numbers have 38 digits, the sums of a summary are kept as text with
-# this precision (the sum of many 38-digit numbers of different exponents needs more).
-EXACT = Context(prec=200)
+# Sums are exact: they add in core.decimals.EXACT, and a summary keeps them as text with every digit.
 
 
 @dataclass

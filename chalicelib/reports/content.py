@@ -1,7 +1,9 @@
 """What a report says: per counter, the events and the sums of numeric attributes. Pure.
 
-Sums are kept as Decimals (DynamoDB numbers) so money adds up exactly; the JSON shows them as
-integers where they are whole, the CSV as exact decimal text.
+Sums are kept as Decimals (DynamoDB numbers) added in the counters' context (core.decimals.EXACT,
+200 digits), so money adds up exactly; the JSON shows them as numbers in `sums` (integers where
+they are whole) and with every digit as decimal strings in `sums_exact`, as the counters' answers
+do; the CSV as exact decimal text.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from chalicelib.core import times
+from chalicelib.core.decimals import EXACT
 
 
 @dataclass
@@ -41,7 +44,7 @@ class Report:
             totals.events += 1
             for name, value in (item.get("attributes") or {}).items():
                 if isinstance(value, Decimal):
-                    totals.sums[name] += value
+                    totals.sums[name] = EXACT.add(totals.sums[name], value)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -55,7 +58,11 @@ class Report:
         return {
             **self.summary(),
             "counters": {
-                name: {"events": totals.events, "sums": {k: _json_number(v) for k, v in sorted(totals.sums.items())}}
+                name: {
+                    "events": totals.events,
+                    "sums": {k: _json_number(v) for k, v in sorted(totals.sums.items())},
+                    "sums_exact": {k: _text(v) for k, v in sorted(totals.sums.items())},
+                }
                 for name, totals in sorted(self.counters.items())
             },
         }
@@ -76,4 +83,5 @@ def _json_number(value: Decimal) -> int | float:
 
 
 def _text(value: Decimal | None) -> str:
+    """Every digit, in positional notation: 1E+3 is "1000", 0.30 stays "0.30"."""
     return "" if value is None else format(value, "f")

@@ -55,14 +55,20 @@ def quarter_hour_starts(start_ms: int, end_ms: int) -> list[int]:
     return list(range(first, end_ms, QUARTER_HOUR_MS))
 
 
-def partition_queries(start_ms: int, end_ms: int, shards: int) -> list[PartitionQuery]:
-    """The Queries that read exactly the events ingested in [start_ms, end_ms)."""
-    queries: list[PartitionQuery] = []
+def quarter_queries(start_ms: int, end_ms: int, shards: int) -> list[tuple[int, list[PartitionQuery]]]:
+    """Per quarter hour overlapping [start_ms, end_ms), in time order: its start and the Queries
+    (one per write shard) that read exactly its events ingested in the range."""
+    quarters: list[tuple[int, list[PartitionQuery]]] = []
     for quarter in quarter_hour_starts(start_ms, end_ms):
         low = times.iso(start_ms) if start_ms > quarter else None
         high = times.iso(end_ms) if end_ms < quarter + QUARTER_HOUR_MS else None
-        queries.extend(PartitionQuery(events.partition_key(quarter, shard), low, high) for shard in range(shards))
-    return queries
+        quarters.append((quarter, [PartitionQuery(events.partition_key(quarter, s), low, high) for s in range(shards)]))
+    return quarters
+
+
+def partition_queries(start_ms: int, end_ms: int, shards: int) -> list[PartitionQuery]:
+    """The Queries that read exactly the events ingested in [start_ms, end_ms)."""
+    return [query for _, queries in quarter_queries(start_ms, end_ms, shards) for query in queries]
 
 
 def first_start(cutoff_ms: int, interval_minutes: int) -> int:

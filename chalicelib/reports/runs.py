@@ -1,20 +1,32 @@
-"""A report run: read what arrived since the last run and commit one report."""
+"""A report run: read what arrived since the last report, at most a budget of events, and commit
+reports that tile time.
+
+A run reads its range quarter hour by quarter hour, the write shards of a quarter side by side,
+one page of each in turn. When its budget (Budget: Settings.report_run_events events and
+MAX_RUN_QUERIES Queries) is spent before the range is read, the report ends at the cut: the
+earliest ingest time any shard still being read has reached. Every event before the cut has
+been read from every shard (each shard is read in sort-key order, which is time order), the
+events read at or after it are dropped, and the next report starts at the cut. A report is
+thus always one whole time range, committed like any other; an hour holding more events than
+one run reads is reported over several runs, in consecutive reports.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from chalicelib.core import attributes, dynamo, keyspace, times, transactions
+from chalicelib.core import attributes, keyspace, times, transactions
 from chalicelib.core.aws import S3, DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import translated
+from chalicelib.events import ingest as events
 from chalicelib.events import packs
 from chalicelib.reports import ranges as report_ranges
 from chalicelib.reports.content import Report
@@ -25,21 +37,70 @@ CHECKPOINT_KEY = {"pk": {"S": f"{keyspace.REPORT}checkpoint"}, "sk": {"S": "#"}}
 INDEX_PK = f"{keyspace.REPORT}index"
 OBJECT_PREFIX = "reports/"
 MAX_REPORT_SPAN_MS = times.DAY_MS
+# Queries one run makes at most: a quiet day is 96 quarter hours x EVENT_WRITE_SHARDS Queries
+# (384 at 4 shards), so a run catches up about a week of quiet time, the events' own TTL.
+MAX_RUN_QUERIES = 3_000
+# Items one Query page asks for at most (DynamoDB also ends a page at 1 MB).
+PAGE_ITEMS = 1_000
+# POST /reports answers through API Gateway, which waits at most 29 s: it reads a tenth of what
+# a scheduled run (300 s) reads.
+REQUEST_SHARE = 10
 _COMMIT_ATTEMPTS = 5
 _DESERIALIZER = TypeDeserializer()
+
+
+@dataclass
+class Budget:
+    """What one run may still read: events (each item counts the events it holds, read or past
+    their retention) and Queries. A run stops asking for pages once either is spent; each page
+    asks for at most the events left, counting every item as holding as many events as the
+    largest item the run has read so far (a full pack, events.MAX_BATCH, before it has read
+    any). So a run reads fewer than its events plus one item per write shard, unless a page
+    holds an item larger than any before it (or the run must read on to move past its start)."""
+
+    events: int
+    queries: int = MAX_RUN_QUERIES
+    events_read: int = 0
+    queries_made: int = 0
+    widest: int = 0  # the most events one item read so far holds
+
+    @property
+    def spent(self) -> bool:
+        return self.events_read >= self.events or self.queries_made >= self.queries
+
+    def page_items(self, readers: int) -> int:
+        """Items to ask each of `readers` Queries for (PAGE_ITEMS at most, 1 at least)."""
+        left = max(0, self.events - self.events_read)
+        per_item = self.widest or events.MAX_BATCH
+        return max(1, min(PAGE_ITEMS, left // (max(1, readers) * per_item)))
+
+    def count(self, item: dict[str, Any]) -> None:
+        held = packs.count(item)
+        self.events_read += held
+        self.widest = max(self.widest, held)
+
+
+def scheduled_budget(settings: Settings) -> Budget:
+    return Budget(settings.report_run_events)
+
+
+def request_budget(settings: Settings) -> Budget:
+    return Budget(max(1, settings.report_run_events // REQUEST_SHARE), max(1, MAX_RUN_QUERIES // REQUEST_SHARE))
 
 
 @dataclass
 class RunResult:
     written: list[dict[str, Any]] = field(default_factory=list)
     superseded: bool = False  # another run committed the range this one had read
+    more: bool = False  # the budget was spent before the run reached now - settle
 
     def as_dict(self) -> dict[str, Any]:
-        return {"reports": self.written, "superseded": self.superseded}
+        return {"reports": self.written, "superseded": self.superseded, "more": self.more}
 
 
-def run(dynamodb: DynamoDB, s3: S3, settings: Settings, now_ms: int) -> RunResult:
-    """Report everything ingested from the checkpoint up to now minus the settle delay."""
+def run(dynamodb: DynamoDB, s3: S3, settings: Settings, now_ms: int, budget: Budget) -> RunResult:
+    """Report what was ingested from the checkpoint up to now minus the settle delay, in reports
+    of at most a day, until the budget is spent."""
     cutoff = now_ms - settings.report_settle_seconds * 1000
     result = RunResult()
     while True:
@@ -51,9 +112,10 @@ def run(dynamodb: DynamoDB, s3: S3, settings: Settings, now_ms: int) -> RunResul
         )
         if start >= cutoff:
             return result
-        end = min(cutoff, start + MAX_REPORT_SPAN_MS)
-        report = Report(report_ranges.report_id(start, end), start, end)
-        report.add(read_events(dynamodb, settings, start, end, now_ms))
+        if budget.spent:
+            result.more = True
+            return result
+        report = read_report(dynamodb, settings, start, min(cutoff, start + MAX_REPORT_SPAN_MS), budget, now_ms)
         _put_objects(s3, settings, report)
         if not _commit(dynamodb, settings, checkpoint, report):
             _discard_unless_committed(dynamodb, s3, settings, report.id)
@@ -69,27 +131,76 @@ def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:
     return None if item is None else attributes.integer(item, "end_ms")
 
 
-def read_events(
-    dynamodb: DynamoDB, settings: Settings, start_ms: int, end_ms: int, now_ms: int | None = None
-) -> Iterator[dict[str, Any]]:
-    """The events ingested in [start_ms, end_ms), by strongly consistent, paginated Queries:
-    every event of every item once, packs unpacked (events/packs.py), items of the one-event
-    layout as they are; with `now_ms`, none past its own retention in the events table."""
-    now_s = None if now_ms is None else now_ms // 1000
-    for query in report_ranges.partition_queries(start_ms, end_ms, settings.event_write_shards):
+def read_report(
+    dynamodb: DynamoDB, settings: Settings, start_ms: int, end_ms: int, budget: Budget, now_ms: int
+) -> Report:
+    """The report of [start_ms, end_ms), or of [start_ms, cut) if the budget is spent first (the
+    cut is always after start_ms: a run that has spent its budget still reads the shards that have
+    not passed start_ms, so every run moves on). Events past their own retention are skipped."""
+    report = Report(report_ranges.report_id(start_ms, end_ms), start_ms, end_ms)
+    for quarter, queries in report_ranges.quarter_queries(start_ms, end_ms, settings.event_write_shards):
+        if budget.spent and quarter > start_ms:
+            return _ended(report, quarter)
+        shards = [_ShardReader(dynamodb, settings.events_table, query, now_ms) for query in queries]
+        while open_shards := [shard for shard in shards if not shard.done]:
+            behind = [shard for shard in open_shards if shard.reached <= start_ms]
+            if budget.spent and not behind:
+                cut = min(shard.reached for shard in open_shards)
+                _add_before(report, shards, cut)
+                return _ended(report, cut)
+            for shard in behind if budget.spent else open_shards:
+                shard.read_page(budget.page_items(len(open_shards)), budget)
+            _add_before(report, shards, min((s.reached for s in shards if not s.done), default=end_ms))
+    return report
+
+
+class _ShardReader:
+    """One write shard of one quarter hour, read a page at a time in sort-key (time) order."""
+
+    def __init__(self, dynamodb: DynamoDB, table: str, query: report_ranges.PartitionQuery, now_ms: int) -> None:
         condition, values = query.key_condition()
-        request: dict[str, Any] = {
-            "TableName": settings.events_table,
+        self._dynamodb = dynamodb
+        self._now_s = now_ms // 1000
+        self._request: dict[str, Any] = {
+            "TableName": table,
             "KeyConditionExpression": condition,
             "ExpressionAttributeValues": values,
             "ConsistentRead": True,
         }
-        for page in dynamo.query_pages(dynamodb, request, "the events of the report could not be read"):
-            for raw in page.get("Items", []):
-                item = {k: _DESERIALIZER.deserialize(v) for k, v in raw.items()}
-                for event in packs.events_in(item, now_s):
-                    if event.get("kind") == packs.EVENT_KIND and "counter" in event:
-                        yield event
+        self.done = False
+        self.reached = -1  # the ingest time of the last item read
+        self.pending: list[tuple[int, dict[str, Any]]] = []  # (ingest time, event) read, not yet added
+
+    def read_page(self, limit: int, budget: Budget) -> None:
+        with translated("the events of the report could not be read"):
+            page = self._dynamodb.query(**self._request, Limit=limit)
+        budget.queries_made += 1
+        for raw in page.get("Items", []):
+            item = {k: _DESERIALIZER.deserialize(v) for k, v in raw.items()}
+            budget.count(item)
+            self.reached = int(item["ingested_at"])  # what its sort key begins with
+            self.pending.extend((self.reached, event) for event in _reportable(item, self._now_s))
+        if "LastEvaluatedKey" in page:
+            self._request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        else:
+            self.done = True
+
+
+def _add_before(report: Report, shards: list[_ShardReader], cut: int) -> None:
+    """Add to the report the events read that were ingested before `cut`; keep the others."""
+    for shard in shards:
+        report.add(event for t, event in shard.pending if t < cut)
+        shard.pending = [(t, event) for t, event in shard.pending if t >= cut]
+
+
+def _ended(report: Report, cut: int) -> Report:
+    return replace(report, id=report_ranges.report_id(report.start_ms, cut), end_ms=cut)
+
+
+def _reportable(item: dict[str, Any], now_s: int | None) -> Iterator[dict[str, Any]]:
+    for event in packs.events_in(item, now_s):
+        if event.get("kind") == packs.EVENT_KIND and "counter" in event:
+            yield event
 
 
 def _object_keys(report_id: str) -> dict[str, str]:

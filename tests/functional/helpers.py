@@ -141,6 +141,20 @@ def all_reports(aws: Any) -> list[dict[str, Any]]:
     return [reports_api.get_report(aws.dynamodb, aws.s3, SETTINGS, r["id"]) for r in reversed(listed)]
 
 
+def assert_each_event_once(found: list[dict[str, Any]], expected: dict[str, int]) -> None:
+    """Each event has its own counter and amount: it must show up in exactly one report."""
+    seen: dict[str, int] = {}
+    for report in found:
+        assert report["events"] == sum(c["events"] for c in report["counters"].values())
+        for name, totals in report["counters"].items():
+            assert name not in seen, f"{name} is in two reports"
+            assert totals["events"] == 1
+            seen[name] = totals["sums"]["amount"]
+    assert seen == expected
+    for earlier, later in zip(found, found[1:]):
+        assert earlier["end"] == later["start"], "reports must tile time: no gap, no overlap"
+
+
 # -- views: the queue and its handler -----------------------------------------------------------
 
 

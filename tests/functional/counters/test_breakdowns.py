@@ -19,6 +19,7 @@ from boto3.dynamodb.types import TypeSerializer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chalicelib.core import decimals
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.counters import breakdowns, reads, summaries, topk
@@ -79,7 +80,7 @@ def brute(
             continue
         count += 1
         for name, amount in values.items():
-            sums[name] = topk.EXACT.add(sums.get(name, Decimal(0)), amount)
+            sums[name] = decimals.EXACT.add(sums.get(name, Decimal(0)), amount)
         if "provider" in dims:
             per[dims["provider"]] += 1
     return count, sums, per

@@ -14,10 +14,11 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeSerializer
 
+from chalicelib.core import decimals
 from chalicelib.core.item_sizes import KB, item_size
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import dimension_keys, reads, topk
+from chalicelib.counters import dimension_keys, reads
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events import dimensions as event_dimensions
 from chalicelib.events.stream_records import from_lambda_event
@@ -90,12 +91,12 @@ def test_given_events_at_every_limit_delivered_twice_when_counted_then_every_ite
 
     answer = reads.count_window(aws.dynamodb, SETTINGS, COUNTER, NOW // MINUTE - 60, NOW // MINUTE - 1, NOW)
     assert answer.count == 180
-    assert answer.sums == {name: topk.EXACT.multiply(BIG, Decimal(60)) for name in names(0)}
+    assert answer.sums == {name: decimals.EXACT.multiply(BIG, Decimal(60)) for name in names(0)}
     # A partial hour, read from the minutes' sums.
     part = reads.count_window(
         aws.dynamodb, SETTINGS, COUNTER, HOUR_START // MINUTE + 10, HOUR_START // MINUTE + 19, NOW
     )
-    assert part.sums == {name: topk.EXACT.multiply(BIG, Decimal(10)) for name in names(0)}
+    assert part.sums == {name: decimals.EXACT.multiply(BIG, Decimal(10)) for name in names(0)}
     assert answer.as_dict()["sums_complete"] is False
 
 

@@ -16,7 +16,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.reports import ranges as report_ranges
 from chalicelib.reports import runs as reports_runs
 from tests.fakes import Patched
-from tests.functional.helpers import REPORT_SETTLE, all_reports, invoke, post_events, run_now
+from tests.functional.helpers import REPORT_SETTLE, all_reports, assert_each_event_once, invoke, post_events, run_now
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
@@ -31,20 +31,6 @@ def run_scheduled(client: Any) -> Any:
 
 def checkpoint(aws: Any) -> int | None:
     return reports_runs.read_checkpoint(aws.dynamodb, SETTINGS)
-
-
-def assert_each_event_once(found: list[dict[str, Any]], expected: dict[str, int]) -> None:
-    """Each event has its own counter and amount: it must show up in exactly one report."""
-    seen: dict[str, int] = {}
-    for report in found:
-        assert report["events"] == sum(c["events"] for c in report["counters"].values())
-        for name, totals in report["counters"].items():
-            assert name not in seen, f"{name} is in two reports"
-            assert totals["events"] == 1
-            seen[name] = totals["sums"]["amount"]
-    assert seen == expected
-    for earlier, later in zip(found, found[1:]):
-        assert earlier["end"] == later["start"], "reports must tile time: no gap, no overlap"
 
 
 def test_given_events_over_many_quarter_hours_when_runs_are_irregular_and_one_missed_then_each_event_in_one_report(
@@ -119,7 +105,7 @@ def test_given_nothing_new_when_run_then_empty_range_writes_nothing_and_quiet_ra
     # Same instant again: the range [checkpoint, now - settle) is empty, no report.
     again = run_now(client)
     assert again.status_code == 200
-    assert again.json_body == {"reports": [], "superseded": False}
+    assert again.json_body == {"reports": [], "superseded": False, "more": False}
     # Time passed with no events: an empty report keeps the sequence of reports gapless.
     clock.advance(HOUR)
     quiet = run_now(client)
@@ -139,8 +125,9 @@ def test_given_a_gap_longer_than_a_day_when_run_then_caught_up_in_reports_of_at_
         post_events(client, [{"counter": f"e{n}", "attributes": {"amount": n}}])
         expected[f"e{n}"] = n
         clock.advance(9 * HOUR)
-    answer = run_now(client).json_body
-    assert len(answer["reports"]) == 3
+    # 54 hours: 3 x 96 quarter hours x 4 shards = 1,152 Queries, within a scheduled run's bound.
+    answer = run_scheduled(client)
+    assert (len(answer["reports"]), answer["more"]) == (3, False)
     found = all_reports(aws)
     spans = [report_ranges.parse_report_id(r["id"]) for r in found]
     assert all(end - start <= reports_runs.MAX_REPORT_SPAN_MS for start, end in spans)
@@ -177,7 +164,7 @@ def test_given_two_runs_at_once_when_both_read_the_checkpoint_then_one_report_an
 
     def one_run(now: int) -> None:
         try:
-            results.append(reports_runs.run(dynamodb, s3, SETTINGS, now))
+            results.append(reports_runs.run(dynamodb, s3, SETTINGS, now, reports_runs.scheduled_budget(SETTINGS)))
         except BaseException as exc:  # surfaced by the assertion below
             errors.append(exc)
 
@@ -207,7 +194,13 @@ def test_given_s3_write_fails_when_run_then_checkpoint_stays_and_next_run_report
         raise ClientError({"Error": {"Code": "InternalError", "Message": "S3 is down"}}, "PutObject")
 
     with pytest.raises(StorageError):
-        reports_runs.run(aws.dynamodb, Patched(aws.s3, put_object=failing_put), SETTINGS, clock.now)
+        reports_runs.run(
+            aws.dynamodb,
+            Patched(aws.s3, put_object=failing_put),
+            SETTINGS,
+            clock.now,
+            reports_runs.scheduled_budget(SETTINGS),
+        )
     assert checkpoint(aws) == before
     assert len(all_reports(aws)) == 1
     clock.advance(MINUTE)
@@ -267,7 +260,10 @@ def test_given_reports_when_read_over_http_then_listed_newest_first_and_served_w
         "start": listed[1]["start"],
         "end": listed[1]["end"],
         "events": 3,
-        "counters": {"refunds": {"events": 1, "sums": {}}, "sales": {"events": 2, "sums": {"amount": 3.75, "qty": 3}}},
+        "counters": {
+            "refunds": {"events": 1, "sums": {}, "sums_exact": {}},
+            "sales": {"events": 2, "sums": {"amount": 3.75, "qty": 3}, "sums_exact": {"amount": "3.75", "qty": "3"}},
+        },
     }
     body = aws.s3.get_object(Bucket=SETTINGS.reports_bucket, Key=f"reports/{listed[1]['id']}.csv")["Body"].read()
     assert list(csv.reader(io.StringIO(body.decode()))) == [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from decimal import Decimal
+from fractions import Fraction
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -54,8 +55,8 @@ def test_given_billing_events_when_rendered_then_json_and_csv_agree_exactly() ->
     body = report.as_dict()
     assert body["events"] == 3
     assert body["counters"] == {
-        "refunds": {"events": 1, "sums": {}},
-        "sales": {"events": 2, "sums": {"amount": 0.3, "qty": 2}},
+        "refunds": {"events": 1, "sums": {}, "sums_exact": {}},
+        "sales": {"events": 2, "sums": {"amount": 0.3, "qty": 2}, "sums_exact": {"amount": "0.30", "qty": "2"}},
     }
     rows = list(csv.reader(io.StringIO(report.as_csv())))
     assert rows == [["counter", "events", "amount", "qty"], ["refunds", "1", "", ""], ["sales", "2", "0.30", "2"]]
@@ -66,3 +67,24 @@ def test_given_no_events_when_rendered_then_empty_counters_and_header_only_csv()
     assert report.as_dict()["events"] == 0
     assert report.as_dict()["counters"] == {}
     assert report.as_csv() == "counter,events\n"
+
+
+digits38 = st.builds(
+    lambda negative, digits, exponent: Decimal(f"{'-' if negative else ''}{digits}E{exponent}"),
+    st.booleans(),
+    st.integers(1, 10**38 - 1),
+    st.integers(-60, 60),
+)
+
+
+@given(st.lists(digits38, min_size=1, max_size=30))
+def test_given_numbers_of_up_to_38_digits_at_any_scale_when_summed_then_the_sums_are_exact(
+    values: list[Decimal],
+) -> None:
+    report = Report("r", 0, 1)
+    report.add([{"counter": "c", "attributes": {"amount": v}} for v in values])
+    exact = sum((Fraction(v) for v in values), Fraction(0))
+    assert Fraction(report.counters["c"].sums["amount"]) == exact
+    # The JSON's sums_exact and the CSV hold every digit of it.
+    assert Fraction(Decimal(report.as_dict()["counters"]["c"]["sums_exact"]["amount"])) == exact
+    assert Fraction(Decimal(report.as_csv().splitlines()[1].split(",")[2])) == exact
