@@ -394,9 +394,8 @@ NEW_KEY_BODY = obj(
             string(
                 minLength=1,
                 maxLength=policy.PREFIX_MAX_CHARS,
-                # Python's str.isprintable: no character of Unicode's C or Z categories but the space
-                pattern=r"^(?:[^\p{C}\p{Z}]| )+$",
-                description="the key reaches only names (and URLs) starting with this (printable "
+                pattern=anchored(policy.PREFIX_PATTERN.pattern.split("{")[0] + "+"),
+                description="the key reaches only names (and URLs) starting with this (no control "
                 "characters); null or absent: every name",
             )
         ),
