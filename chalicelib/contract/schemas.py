@@ -199,27 +199,32 @@ START = {
 }
 
 
+def without(*names: str) -> Schema:
+    """A schema refusing an object that has any of these properties."""
+    return {"not": {"anyOf": [{"required": [name]} for name in names]}}
+
+
 def windowed(most_minutes: dict[str, int] | None = None, default: str | None = None, **more: Schema) -> Schema:
     """A windowed read's window parameters as one object (an exploded query parameter): `window`
     with an optional `end`, or `start` with an optional `end`, never `window` and `start` together.
     With `most_minutes` (a histogram's resolutions, `default` the one taken when none is given),
     also `resolution`, each with the longest `window` whose buckets stay within the histogram's cap.
-    `more`: other parameters every shape may carry."""
+    `more`: other parameters every shape may carry. Other query parameters are ignored, so the
+    object stays open."""
     shapes: list[Schema] = []
     every: dict[str, Schema] = {"end": END, **more}
     if most_minutes is None:
-        shapes.append(obj({}, {"window": WINDOW, **every}, closed=True))
-        shapes.append(obj({"start": START}, every, closed=True))
+        shapes.append({**obj({}, {"window": WINDOW, **every}), **without("start")})
+        shapes.append({**obj({"start": START}, every), **without("window")})
         properties = {"window": WINDOW, "start": START, **every}
     else:
         resolution = string(enum=list(most_minutes), default=default)
         for name, most in most_minutes.items():
             chosen = {"resolution": string(const=name)}
             shape = {"window": duration(most), **every}
-            shapes.append(
-                obj({}, {**shape, **chosen}, closed=True) if name == default else obj(chosen, shape, closed=True)
-            )
-        shapes.append(obj({"start": START}, {**every, "resolution": resolution}, closed=True))
+            chosen_shape = obj({}, {**shape, **chosen}) if name == default else obj(chosen, shape)
+            shapes.append({**chosen_shape, **without("start")})
+        shapes.append({**obj({"start": START}, {**every, "resolution": resolution}), **without("window")})
         properties = {"window": WINDOW, "start": START, **every, "resolution": resolution}
     return {
         "type": "object",
@@ -244,15 +249,17 @@ UNION_NAMES = query_text(
 
 
 def union_or_listing() -> Schema:
-    """GET /hyperloglog's query: `names` with an optional window (a union's count), or a page of
-    the names (`limit`, `cursor`), as one exploded object so that the two cannot mix."""
+    """GET /hyperloglog's query: `names` with an optional window (a union's count; `limit` and
+    `cursor` are ignored there), or a page of the names (`limit`, `cursor`) with no window, as one
+    exploded object."""
     union = windowed(names=UNION_NAMES)
     for shape in union["anyOf"]:
         shape["required"] = ["names", *shape["required"]]
-    page = obj({}, {"limit": LIMIT, "cursor": CURSOR}, closed=True)
+    page = {**obj({}, {"limit": LIMIT, "cursor": CURSOR}), **without("names", "window", "start", "end")}
     return {
         "type": "object",
-        "properties": {**union["properties"], **page["properties"]},
+        # A union ignores `limit` and `cursor`: only a page of names bounds them.
+        "properties": {**union["properties"], "limit": query_text(), "cursor": query_text()},
         "anyOf": [*union["anyOf"], page],
         "description": "`names` (with `window` and `end`, or `start` and `end`), or `limit` and `cursor`",
         "examples": [{"names": "visitors,signups", "window": "24h"}, {"limit": 100}],
@@ -355,7 +362,12 @@ def _nonblank(max_chars: int) -> Schema:
 VIEW = obj(
     {
         "url": _nonblank(view_input.URL_MAX_CHARS),
-        "time": {**BODY_TIME, "description": "when the view happened: part of what makes it unique"},
+        "time": {
+            **BODY_TIME,
+            "description": "when the view happened: part of what makes it unique; younger than the horizon "
+            f"(VIEW_HORIZON_SECONDS, {DEFAULTS.view_horizon_seconds // 86400} days by default) and at most "
+            f"MAX_FUTURE_SKEW_SECONDS ({DEFAULTS.max_future_skew_seconds} s) ahead",
+        },
         "clientId": _nonblank(view_input.CLIENT_ID_MAX_CHARS),
     },
     closed=True,

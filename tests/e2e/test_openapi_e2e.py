@@ -4,7 +4,7 @@ path lacks answered in Chalice's JSON shape, and Schemathesis over the whole API
 Schemathesis (a property-based API tester we did not write) reads the document the stack
 serves and sends every operation its examples, boundary values (coverage), generated requests
 valid and invalid (fuzzing) and chains along the document's links (stateful: create a key, use
-it, revoke it). TALLY_SCHEMATHESIS_EXAMPLES bounds the generated requests per operation (25 in
+it, revoke it). TALLY_SCHEMATHESIS_EXAMPLES bounds the generated requests per operation (10 in
 `make test`; `make fuzz` runs more). The checks (tests/schemathesis.toml), and why the others are
 left out:
 
@@ -44,7 +44,7 @@ from tests.e2e.stack import PROJECT, LocalStack, running_stack
 pytestmark = pytest.mark.e2e
 
 CONFIG = PROJECT / "tests" / "schemathesis.toml"
-EXAMPLES = int(os.environ.get("TALLY_SCHEMATHESIS_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("TALLY_SCHEMATHESIS_EXAMPLES", "10"))
 SEED = os.environ.get("TALLY_SCHEMATHESIS_SEED", "1")
 TIMEOUT_S = int(os.environ.get("TALLY_SCHEMATHESIS_TIMEOUT", "900"))
 
