@@ -30,6 +30,9 @@ PREFIX_MAX_CHARS = 1024
 NOTE_MAX_CHARS = 200
 MAX_ORIGINS = 20
 ORIGIN_PATTERN = re.compile(r"https?://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?")
+# Any text without control characters (C0, DEL, C1): a rule that does not move with the Unicode
+# version (str.isprintable's does), so the OpenAPI document can state it.
+PREFIX_PATTERN = re.compile(rf"[^\x00-\x1f\x7f-\x9f]{{1,{PREFIX_MAX_CHARS}}}")
 NEW_KEY_FIELDS = {"scopes", "prefix", "origins", "note"}
 
 
@@ -154,10 +157,8 @@ def parse_new_key(body: Any) -> NewKey:
     if not isinstance(scopes, list) or not scopes or not all(isinstance(s, str) and s in SCOPES for s in scopes):
         raise ValidationError(f"scopes must be a non-empty list of {', '.join(SCOPES)}")
     prefix = body.get("prefix")
-    if prefix is not None and (
-        not isinstance(prefix, str) or not 1 <= len(prefix) <= PREFIX_MAX_CHARS or not prefix.isprintable()
-    ):
-        raise ValidationError(f"prefix must be 1-{PREFIX_MAX_CHARS} printable characters")
+    if prefix is not None and (not isinstance(prefix, str) or not PREFIX_PATTERN.fullmatch(prefix)):
+        raise ValidationError(f"prefix must be 1-{PREFIX_MAX_CHARS} characters, none a control character")
     origins = body.get("origins", [])
     if not isinstance(origins, list) or len(origins) > MAX_ORIGINS:
         raise ValidationError(f"origins must be a list of at most {MAX_ORIGINS} origins")

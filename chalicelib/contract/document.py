@@ -91,6 +91,8 @@ def _answer(answer: routes.Answer, operation: Operation) -> dict[str, Any]:
 
 def _parameter(param: routes.Param) -> dict[str, Any]:
     result: dict[str, Any] = {"name": param.name, "in": param.where, "schema": param.schema}
+    if param.schema.get("type") == "object":  # its properties are the query parameters (OpenAPI's form style)
+        result.update(style="form", explode=True)
     if param.required:
         result["required"] = True
     if param.description:

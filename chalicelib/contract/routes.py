@@ -7,11 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from chalicelib.contract import schemas as s
-from chalicelib.core import quarantine, window_params
+from chalicelib.core import quarantine, timebuckets, window_params
 from chalicelib.counters import breakdowns
 from chalicelib.dashboard import assets
 from chalicelib.reports import api as reports_api
-from chalicelib.uniques import api as uniques_api
 
 JSON = "application/json"
 
@@ -69,19 +68,38 @@ def path(name: str, schema: s.Schema, description: str = "") -> Param:
     return Param(name, schema, description, "path", True)
 
 
-WINDOW = (
-    Param("window", s.WINDOW),
-    Param("end", s.QUERY_TIME, "the window's end (default now); with `start`, the last minute counted"),
-    Param("start", s.QUERY_TIME, "the first minute counted (with `end`, default now); not with `window`"),
-)
+# The window parameters are one object (style form, exploded: each property is a query parameter
+# of its own), so that the document can say `window` and `start` exclude each other.
+WINDOW = (Param("window", s.windowed(), "the window: `window` and `end`, or `start` and `end`"),)
 PAGE = (
     Param("limit", s.LIMIT, "entries per page"),
     Param("cursor", s.CURSOR),
 )
-COUNTER = path("counter", s.NAME)
+HISTOGRAM_WINDOW = (
+    f"the window and the resolution: at most {window_params.MAX_HISTOGRAM_BUCKETS} buckets, so a finer "
+    "resolution takes a shorter window"
+)
+
+
+def minute_histogram_window(resolution: str) -> int:
+    """The longest window (minutes) whose histogram at `resolution` stays within the bucket cap
+    wherever it ends: W minutes overlap at most ceil((W - 1) / size) + 1 buckets of `size` minutes."""
+    size = timebuckets.RESOLUTION_MINUTES[resolution]
+    return min(window_params.MAX_WINDOW_MINUTES, (window_params.MAX_HISTOGRAM_BUCKETS - 1) * size + 1)
+
+
+def hour_histogram_window(resolution: str) -> int:
+    """As minute_histogram_window for an hour-aligned histogram: W minutes are ceil(W / 60) whole
+    hours, overlapping at most ceil((hours - 1) / per) + 1 buckets of `per` hours."""
+    per = timebuckets.RESOLUTION_MINUTES[resolution] // timebuckets.HOUR_MINUTES
+    hours = (window_params.MAX_HISTOGRAM_BUCKETS - 1) * per + 1
+    return min(window_params.MAX_WINDOW_MINUTES, hours * timebuckets.HOUR_MINUTES)
+
+
+COUNTER = path("counter", s.PATH_NAME)
 WHERE = Param("where", s.WHERE, "a filter: name:value, repeatable")
 FILTERED = "`where=name:value` (repeatable, all must hold) counts only the events having those dimension values."
-UNIQUE_NAME = path("name", s.NAME)
+UNIQUE_NAME = path("name", s.PATH_NAME)
 WINDOWED = (
     f"A window of W minutes ending at T counts the minute buckets floor(T/60000)-W+1 .. floor(T/60000); "
     f"`start` and `end` the buckets from floor(start) to floor(end). At most {window_params.MAX_WINDOW_DAYS} days."
@@ -143,8 +161,11 @@ OPERATIONS: tuple[Operation, ...] = (
         (Answer(200, "one bucket per period", s.HISTOGRAM_ANSWER),),
         params=(
             COUNTER,
-            *WINDOW,
-            Param("resolution", s.query_text(enum=s.RESOLUTIONS, default="hour")),
+            Param(
+                "window",
+                s.windowed({r: minute_histogram_window(r) for r in s.RESOLUTIONS}, "hour"),
+                HISTOGRAM_WINDOW,
+            ),
             WHERE,
         ),
         description=f"{WINDOWED} At most {window_params.MAX_HISTOGRAM_BUCKETS} buckets. {FILTERED}",
@@ -272,8 +293,11 @@ OPERATIONS: tuple[Operation, ...] = (
         (Answer(200, "one bucket per period", s.UNIQUE_HISTOGRAM_ANSWER),),
         params=(
             UNIQUE_NAME,
-            *WINDOW,
-            Param("resolution", s.query_text(enum=s.UNIQUE_RESOLUTIONS, default="day")),
+            Param(
+                "window",
+                s.windowed({r: hour_histogram_window(r) for r in s.UNIQUE_RESOLUTIONS}, "day"),
+                HISTOGRAM_WINDOW,
+            ),
         ),
         description=f"{HOUR_ALIGNED} At most {window_params.MAX_HISTOGRAM_BUCKETS} buckets.",
     ),
@@ -292,12 +316,10 @@ OPERATIONS: tuple[Operation, ...] = (
         ),
         params=(
             Param(
-                "names",
-                s.query_text(minLength=1),
-                f"comma-separated names, at most {uniques_api.MAX_UNION_NAMES}",
+                "query",
+                s.union_or_listing(),
+                "`names` with an optional window (a union), or `limit` and `cursor` (a page of names)",
             ),
-            *WINDOW,
-            *PAGE,
         ),
         description=HOUR_ALIGNED,
     ),
@@ -503,7 +525,9 @@ OPERATIONS: tuple[Operation, ...] = (
         (Answer(200, "the summary", s.SITE_SUMMARY),),
         params=(
             path(
-                "site", {**s.NAME, "maxLength": s.SITE_MAX_CHARS}, "the site: its hostname, or the script's data-site"
+                "site",
+                {**s.PATH_NAME, "maxLength": s.SITE_MAX_CHARS},
+                "the site: its hostname, or the script's data-site",
             ),
             *WINDOW,
             Param("limit", s.query_integer(1, 1000, 10), "the longest list"),

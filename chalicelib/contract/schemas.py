@@ -15,11 +15,10 @@ from chalicelib.access import api_keys as access_keys
 from chalicelib.access import policy
 from chalicelib.core import inputs, pager, quarantine, timebuckets, times, validation, window_params
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, audit_keys, dimension_keys, replay
+from chalicelib.counters import audit_keys, dimension_keys, replay
 from chalicelib.events import dimensions as event_dimensions
 from chalicelib.events import ingest
 from chalicelib.reports import api as reports_api
-from chalicelib.reports import ranges as report_ranges
 from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
 from chalicelib.uniques import keys as uniques_keys
@@ -70,22 +69,101 @@ NAME = string(
     description="a counter or unique-count name",
     examples=["signups"],
 )
-# Accepted times: epoch milliseconds, or ISO-8601 text with a zone (times.parse).
+
+
+def integers(low: int, high: int) -> str:
+    """A regular expression matching the decimal integers low..high (0 <= low <= high), written
+    without leading zeros: JSON Schema bounds numbers, not digits in text."""
+
+    def between(lo: str, hi: str) -> list[str]:  # as many digits each
+        if lo == hi:
+            return [lo]
+        if len(lo) == 1:
+            return [f"[{lo}-{hi}]"]
+        if lo[0] == hi[0]:
+            return [lo[0] + rest for rest in between(lo[1:], hi[1:])]
+        width = len(lo) - 1
+        low_full, high_full = lo[1:] == "0" * width, hi[1:] == "9" * width
+        parts = [] if low_full else [lo[0] + rest for rest in between(lo[1:], "9" * width)]
+        first, last = int(lo[0]) + (0 if low_full else 1), int(hi[0]) - (0 if high_full else 1)
+        if first <= last:
+            parts.append(f"[{first}-{last}][0-9]{{{width}}}")
+        if not high_full:
+            parts += [hi[0] + rest for rest in between("0" * width, hi[1:])]
+        return parts
+
+    parts: list[str] = []
+    for width in range(len(str(low)), len(str(high)) + 1):
+        smallest = 10 ** (width - 1) if width > 1 else 0
+        parts += between(str(max(low, smallest)), str(min(high, 10**width - 1)))
+    return "(?:" + "|".join(parts) + ")"
+
+
+# A name in a path: a client percent-encodes a `:` there (RFC 6570's simple style), and the gateway
+# hands the path parameter on as sent, so `%3A` is not a name's character. Names holding a colon
+# (a site's `site:<host>` counters) are reached with the colon sent as it is.
+PATH_NAME = {
+    **NAME,
+    "pattern": anchored(validation.NAME_PATTERN.pattern.replace(":", "")),
+    "description": "a counter or unique-count name; a `:` in it is sent unencoded (percent-encoded, it is "
+    "not a name's character)",
+}
+
+
+# Times as times.parse takes them: epoch milliseconds (a JSON integer, or its ASCII digits), or
+# ISO-8601 text with a zone, from 2000-01-01 to 2100-01-01 UTC. The text form is documented as
+# RFC 3339 (`date-time`) with its dates spelled out, so that every time the pattern admits is one
+# the API takes: real dates only, and on the first and the last day only offsets that keep the
+# time inside the range.
+_D31, _D30, _D28 = "(?:0[1-9]|[12][0-9]|3[01])", "(?:0[1-9]|[12][0-9]|30)", "(?:0[1-9]|1[0-9]|2[0-8])"
+_SHORT = "(?:0[469]|11)SEP" + _D30 + "|02SEP" + _D28
+_MONTH_DAY = f"(?:(?:0[13578]|1[02])SEP{_D31}|{_SHORT})"
+_NOT_JAN_1 = f"(?:01SEP(?:0[2-9]|[12][0-9]|3[01])|(?:0[3578]|1[02])SEP{_D31}|{_SHORT})"
+_NOT_DEC_31 = f"(?:(?:0[13578]|10)SEP{_D31}|12SEP{_D30}|{_SHORT})"
+_LEAP_DAY = "20(?:[02468][048]|[13579][26])SEP02SEP29"
+
+
+def dates(separator: str) -> str:
+    """Every real date of 2000-2099 as YYYY<separator>MM<separator>DD."""
+    return f"(?:20[0-9]{{2}}SEP{_MONTH_DAY}|{_LEAP_DAY})".replace("SEP", separator)
+
+
+_HOUR_MINUTE = "(?:[01][0-9]|2[0-3]):[0-5][0-9]"
+_CLOCK = rf"{_HOUR_MINUTE}:[0-5][0-9](?:\.[0-9]{{1,9}})?"
+_ANY_OFFSET_DATE = (
+    f"(?:20(?:0[1-9]|[1-8][0-9]|9[0-8])SEP{_MONTH_DAY}|{_LEAP_DAY}|2000SEP{_NOT_JAN_1}|2099SEP{_NOT_DEC_31})"
+).replace("SEP", "-")
+ISO_TIME_PATTERN = (
+    f"(?:{_ANY_OFFSET_DATE}T{_CLOCK}(?:Z|[+-]{_HOUR_MINUTE})"
+    f"|2000-01-01T{_CLOCK}(?:Z|[+-]00:00|-{_HOUR_MINUTE})"
+    rf"|2099-12-31T{_CLOCK}(?:Z|[+-]00:00|\+{_HOUR_MINUTE}))"
+)
+TIME_DIGITS = "0*" + integers(times.MIN_TIME_MS, times.MAX_TIME_MS - 1)
+TIME_RANGE = "from 2000-01-01 to 2100-01-01 UTC"
 TIME_MS = {
     "type": "integer",
     "minimum": times.MIN_TIME_MS,
     "maximum": times.MAX_TIME_MS - 1,
     "description": "epoch milliseconds",
 }
-TIME_TEXT = string(
-    minLength=1,
+TIME_ISO_TEXT = string(
+    format="date-time",
+    pattern=anchored(ISO_TIME_PATTERN),
     maxLength=times.TIME_MAX_CHARS,
-    description="epoch milliseconds in digits, or an ISO-8601 time with a zone (Z or +hh:mm), "
-    "from 2000-01-01 to 2100-01-01",
+    description=f"an ISO-8601 time with a zone (Z or +hh:mm), {TIME_RANGE}",
 )
-BODY_TIME = {"anyOf": [TIME_MS, TIME_TEXT], "examples": ["2026-11-18T10:00:00Z"]}
+TIME_DIGITS_TEXT = string(
+    pattern=anchored(TIME_DIGITS),
+    maxLength=times.TIME_DIGITS_MAX,
+    description=f"epoch milliseconds in ASCII digits, {TIME_RANGE}",
+)
+TIME_TEXT = {"anyOf": [TIME_ISO_TEXT, TIME_DIGITS_TEXT]}
+BODY_TIME = {"anyOf": [TIME_MS, TIME_ISO_TEXT, TIME_DIGITS_TEXT], "examples": ["2026-11-18T10:00:00Z"]}
 # Optional times: null or absent mean now.
-OPTIONAL_TIME = {"anyOf": [TIME_MS, TIME_TEXT, {"type": "null"}], "examples": ["2026-11-18T10:00:00Z"]}
+OPTIONAL_TIME = {
+    "anyOf": [TIME_MS, TIME_ISO_TEXT, TIME_DIGITS_TEXT, {"type": "null"}],
+    "examples": ["2026-11-18T10:00:00Z"],
+}
 
 
 def query_text(**more: Any) -> Schema:
@@ -98,30 +176,106 @@ def query_integer(low: int, high: int, default: int) -> Schema:
     return {"type": "integer", "minimum": low, "maximum": high, "default": default}
 
 
-WINDOW = query_text(
-    pattern=anchored(validation.DURATION_PATTERN),
-    description=f"a duration ending at `end` (default now): minutes, hours or days; at most "
-    f"{window_params.MAX_WINDOW_DAYS} days",
-    examples=["24h", "90m", "7d"],
-)
-QUERY_TIME = query_text(description=TIME_TEXT["description"], examples=["2026-11-18T10:00:00Z"])
+def duration(most_minutes: int) -> Schema:
+    """A `window`: validation.DURATION_PATTERN's minutes, hours or days (up to 6 digits, leading
+    zeros allowed), at least a minute and at most `most_minutes`."""
+    units = [(integers(1, most_minutes // size), unit) for unit, size in validation.DURATION_MINUTES.items()]
+    return string(
+        pattern=anchored("0*(?:" + "|".join(f"{digits}{unit}" for digits, unit in units) + ")"),
+        maxLength=validation.DURATION_DIGITS + 1,
+        description=f"a duration ending at `end` (default now): minutes, hours or days, at most "
+        f"{most_minutes // 1440} days ({most_minutes} minutes)",
+        examples=["24h", "90m", "7d"],
+    )
+
+
+WINDOW = duration(window_params.MAX_WINDOW_MINUTES)
+QUERY_TIME = {**TIME_TEXT, "examples": ["2026-11-18T10:00:00Z"]}
+END = {**QUERY_TIME, "description": "the window's end (default now); with `start`, the last minute counted"}
+START = {
+    **QUERY_TIME,
+    "description": "the first minute counted, not after `end` (default now), at most "
+    f"{window_params.MAX_WINDOW_DAYS} days before it",
+}
+
+
+def without(*names: str) -> Schema:
+    """A schema refusing an object that has any of these properties."""
+    return {"not": {"anyOf": [{"required": [name]} for name in names]}}
+
+
+def windowed(most_minutes: dict[str, int] | None = None, default: str | None = None, **more: Schema) -> Schema:
+    """A windowed read's window parameters as one object (an exploded query parameter): `window`
+    with an optional `end`, or `start` with an optional `end`, never `window` and `start` together.
+    With `most_minutes` (a histogram's resolutions, `default` the one taken when none is given),
+    also `resolution`, each with the longest `window` whose buckets stay within the histogram's cap.
+    `more`: other parameters every shape may carry. Other query parameters are ignored, so the
+    object stays open."""
+    shapes: list[Schema] = []
+    every: dict[str, Schema] = {"end": END, **more}
+    if most_minutes is None:
+        shapes.append({**obj({}, {"window": WINDOW, **every}), **without("start")})
+        shapes.append({**obj({"start": START}, every), **without("window")})
+        properties = {"window": WINDOW, "start": START, **every}
+    else:
+        resolution = string(enum=list(most_minutes), default=default)
+        for name, most in most_minutes.items():
+            chosen = {"resolution": string(const=name)}
+            shape = {"window": duration(most), **every}
+            chosen_shape = obj({}, {**shape, **chosen}) if name == default else obj(chosen, shape)
+            shapes.append({**chosen_shape, **without("start")})
+        shapes.append({**obj({"start": START}, {**every, "resolution": resolution}), **without("window")})
+        properties = {"window": WINDOW, "start": START, **every, "resolution": resolution}
+    return {
+        "type": "object",
+        "properties": properties,
+        "anyOf": shapes,
+        "description": "`window` (with `end`) or `start` (with `end`), not both",
+        "examples": [{"window": "24h"}],
+    }
+
+
 LIMIT = query_integer(1, pager.MAX_LIMIT, pager.DEFAULT_LIMIT)
 CURSOR = query_text(
     maxLength=pager.MAX_CURSOR_CHARS, description="the `next` of the previous page, unchanged (absent: first page)"
 )
+UNION_NAMES = query_text(
+    pattern=anchored(
+        f"{validation.NAME_PATTERN.pattern}(?:,{validation.NAME_PATTERN.pattern}){{0,{uniques_api.MAX_UNION_NAMES - 1}}}"
+    ),
+    description=f"comma-separated names, at most {uniques_api.MAX_UNION_NAMES}",
+    examples=["visitors,signups"],
+)
+
+
+def union_or_listing() -> Schema:
+    """GET /hyperloglog's query: `names` with an optional window (a union's count; `limit` and
+    `cursor` are ignored there), or a page of the names (`limit`, `cursor`) with no window, as one
+    exploded object."""
+    union = windowed(names=UNION_NAMES)
+    for shape in union["anyOf"]:
+        shape["required"] = ["names", *shape["required"]]
+    page = {**obj({}, {"limit": LIMIT, "cursor": CURSOR}), **without("names", "window", "start", "end")}
+    return {
+        "type": "object",
+        # A union ignores `limit` and `cursor`: only a page of names bounds them.
+        "properties": {**union["properties"], "limit": query_text(), "cursor": query_text()},
+        "anyOf": [*union["anyOf"], page],
+        "description": "`names` (with `window` and `end`, or `start` and `end`), or `limit` and `cursor`",
+        "examples": [{"names": "visitors,signups", "window": "24h"}, {"limit": 100}],
+    }
+
+
 RESOLUTIONS = list(timebuckets.RESOLUTION_MINUTES)
 UNIQUE_RESOLUTIONS = list(uniques_keys.PREFIX)
 SCOPE = string(enum=list(policy.SCOPES))
 KEY_ID = string(pattern=anchored(access_keys.ID_PATTERN))
-REPORT_ID = string(pattern=anchored(report_ranges.ID_PATTERN.pattern.replace(r"\d", "[0-9]")))
+# A report id as reports.ranges writes one: two compact UTC times (real ones), the second later.
+_COMPACT_TIME = dates("") + "T(?:[01][0-9]|2[0-3])[0-5][0-9][0-5][0-9][0-9]{3}Z"
+REPORT_ID = string(pattern=anchored(f"{_COMPACT_TIME}-{_COMPACT_TIME}"))
 REPORT_PATH_ID = string(
-    pattern=anchored(
-        report_ranges.ID_PATTERN.pattern.replace(r"\d", "[0-9]")
-        + "(?:"
-        + "|".join(rf"\.{f}" for f in reports_api.FORMATS)
-        + ")?"
-    ),
-    description="a report id as GET /reports lists it, optionally ending in .json or .csv",
+    pattern=anchored(f"{_COMPACT_TIME}-{_COMPACT_TIME}(?:" + "|".join(rf"\.{f}" for f in reports_api.FORMATS) + ")?"),
+    description="a report id as GET /reports lists it (its end after its start), optionally ending in .json or .csv",
     examples=["20261121T230000000Z-20261122T000000000Z"],
 )
 QUARANTINE_SOURCE = string(enum=list(quarantine.SOURCES))
@@ -248,7 +402,12 @@ def _nonblank(max_chars: int) -> Schema:
 VIEW = obj(
     {
         "url": _nonblank(view_input.URL_MAX_CHARS),
-        "time": {**BODY_TIME, "description": "when the view happened: part of what makes it unique"},
+        "time": {
+            **BODY_TIME,
+            "description": "when the view happened: part of what makes it unique; younger than the horizon "
+            f"(VIEW_HORIZON_SECONDS, {DEFAULTS.view_horizon_seconds // 86400} days by default) and at most "
+            f"MAX_FUTURE_SKEW_SECONDS ({DEFAULTS.max_future_skew_seconds} s) ahead",
+        },
         "clientId": _nonblank(view_input.CLIENT_ID_MAX_CHARS),
     },
     closed=True,
@@ -288,7 +447,8 @@ NEW_KEY_BODY = obj(
             string(
                 minLength=1,
                 maxLength=policy.PREFIX_MAX_CHARS,
-                description="the key reaches only names (and URLs) starting with this (printable "
+                pattern=anchored(policy.PREFIX_PATTERN.pattern.split("{")[0] + "+"),
+                description="the key reaches only names (and URLs) starting with this (no control "
                 "characters); null or absent: every name",
             )
         ),
@@ -302,6 +462,11 @@ NEW_KEY_BODY = obj(
     },
     closed=True,
 )
+# Origins limit ingest-only keys: with any origin, every scope is ingest.
+NEW_KEY_BODY["anyOf"] = [
+    {"properties": {"origins": {"maxItems": 0}}},
+    {"properties": {"scopes": {"items": {"const": policy.INGEST}}}},
+]
 
 # -- answers -------------------------------------------------------------------------------------
 
@@ -563,8 +728,9 @@ COMPONENTS: dict[str, Schema] = {
 
 _COUNT = {"type": "integer", "minimum": 0}
 PARTITION = string(
-    pattern=anchored(audit.EVENTS_PK.pattern),
-    description="an events partition: quarter hour of ingest, `#`, write shard",
+    pattern=anchored(dates("") + "(?:[01][0-9]|2[0-3])(?:00|15|30|45)#[0-9]{1,3}"),
+    description="an events partition: quarter hour of ingest (UTC, YYYYMMDDHHMM), `#`, write shard (below "
+    "EVENT_WRITE_SHARDS); a repair takes one whose quarter hour has settled (AUDIT_SETTLE_MINUTES)",
 )
 AUDIT_FINDING = obj(
     {
@@ -634,6 +800,7 @@ REPLAY_BODY = obj(
     },
     closed=True,
 )
+REPLAY_BODY["not"] = {"required": ["ids", "limit"], "description": "ids or a limit, not both"}
 REPLAY = obj(
     {
         name: {"type": "array", "items": string()}
@@ -645,9 +812,16 @@ REPLAY = obj(
 # Bounds as sites/beacon.py declares them (tests/functional/sites/test_sites.py checks they agree).
 BEACON_WIDTH_MAX = 100_000
 SITE_MAX_CHARS = 180
+# sites.privacy.page: an http(s) URL with a host; without `site`, the host is the site, so a name.
+PAGE_URL = string(
+    minLength=1,
+    maxLength=view_input.URL_MAX_CHARS,
+    pattern=rf"^https?://[A-Za-z0-9_.-]{{1,{SITE_MAX_CHARS}}}(?::[0-9]{{1,5}})?(?:[/?#][\s\S]*)?$",
+    examples=["https://blog.example/posts/1"],
+)
 PAGEVIEW_BODY = obj(
     {
-        "url": _nonblank(view_input.URL_MAX_CHARS),
+        "url": PAGE_URL,
         "time": {
             **BODY_TIME,
             "description": "when the page was viewed (the script's clock): with the URL and the visitor it makes "
@@ -666,6 +840,13 @@ PAGEVIEW_BODY = obj(
     },
     closed=True,
 )
+# Dimensions and values belong to custom events: given (not null), they need an event.
+PAGEVIEW_BODY["dependentSchemas"] = {
+    field: {
+        "anyOf": [{"properties": {field: {"type": "null"}}}, {"required": ["event"], "properties": {"event": NAME}}]
+    }
+    for field in ("dimensions", "values")
+}
 PAGEVIEW_OUTCOME = obj(
     {"counted": {"type": "boolean"}, "site": nullable(NAME)},
     {"reason": string(enum=["bot"], description="why nothing was counted")},

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from chalicelib.core import inputs
+from chalicelib.core import inputs, validation
 from chalicelib.core.errors import ValidationError
 
 MINUTE_MS = 60_000
@@ -20,6 +20,7 @@ HOUR_MS = 60 * MINUTE_MS
 DAY_MS = 24 * HOUR_MS
 
 TIME_MAX_CHARS = 64  # the longest ISO-8601 time is about 40 characters
+TIME_DIGITS_MAX = 16  # epoch milliseconds in digits, leading zeros included
 # Earliest and latest times accepted, to catch seconds sent as milliseconds and the like.
 MIN_TIME_MS = 946_684_800_000  # 2000-01-01
 MAX_TIME_MS = 4_102_444_800_000  # 2100-01-01
@@ -31,16 +32,15 @@ _QUARTER = "%Y%m%d%H%M"
 
 def parse(value: Any, field: str = "time") -> int:
     """Epoch milliseconds (integer) or an ISO-8601 string with a zone, as epoch ms."""
-    if isinstance(value, bool):
-        raise ValidationError(f"{field} must be epoch milliseconds or an ISO-8601 time with a zone")
-    if isinstance(value, int):
-        result = value
+    whole = validation.whole(value)
+    if whole is not None:
+        result = whole
     elif isinstance(value, str):
         text = value.strip()
         if len(text) > TIME_MAX_CHARS:
             raise ValidationError(f"{field} is longer than {TIME_MAX_CHARS} characters")
         if text.isdigit():  # any Unicode digit: only ASCII ones are accepted, with a clear answer
-            result = inputs.digits(text, field, 16)
+            result = inputs.digits(text, field, TIME_DIGITS_MAX)
         else:
             try:
                 parsed = datetime.fromisoformat(text)

@@ -5,12 +5,15 @@ Times are parsed and formatted by core.times."""
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Any
 
 from chalicelib.core.errors import ValidationError
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
-DURATION_PATTERN = re.compile(r"(\d{1,6})([mhd])")
+# ASCII digits only: `\d` would take '٣' and '２', which int() reads.
+DURATION_DIGITS = 6
+DURATION_PATTERN = re.compile(rf"([0-9]{{1,{DURATION_DIGITS}}})([mhd])")
 DURATION_MINUTES = {"m": 1, "h": 60, "d": 1440}
 
 
@@ -31,9 +34,23 @@ def duration_minutes(value: Any, field: str = "window") -> int:
     return minutes
 
 
+def whole(value: Any) -> int | None:
+    """`value` as an int when it is a JSON integer, else None. JSON (and JSON Schema) call 5.0
+    and 5E+2 integers as much as 5; a parsed body holds them as Decimal (core.inputs), already
+    bounded to DynamoDB's range, so the conversion is small."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return int(value)
+    return None
+
+
 def integer(value: Any, field: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    number = whole(value)
+    if number is None:
         raise ValidationError(f"{field} must be an integer")
-    if not low <= value <= high:
+    if not low <= number <= high:
         raise ValidationError(f"{field} must be between {low} and {high}")
-    return value
+    return number

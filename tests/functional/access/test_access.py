@@ -254,6 +254,8 @@ def body(value: Any) -> bytes:
         {"scopes": ["read"], "origins": [SITE]},
         {"scopes": ["ingest"], "origins": ["javascript:alert(1)"]},
         {"scopes": ["read"], "prefix": ""},
+        {"scopes": ["read"], "prefix": "a\u0007"},
+        {"scopes": ["read"], "prefix": "a\u0085"},
         {"scopes": ["read"], "extra": 1},
         ["read"],
     ],
@@ -265,6 +267,15 @@ def test_given_a_bad_key_request_when_posted_then_400_and_no_key_stored(client: 
 
     assert response.status_code == 400 and json.loads(response.body)["Code"] == "BadRequestError"
     assert len(json.loads(client.http.get("/keys").body)["keys"]) == before
+
+
+@pytest.mark.parametrize("prefix", ["site:", "\U000e3699 ", "a b", "\u00e9t\u00e9"])
+def test_given_a_prefix_without_control_characters_when_posted_then_the_key_is_made(client: Any, prefix: str) -> None:
+    # Any text but control characters, unassigned code points included: what the document states.
+    response = client.http.post("/keys", body=json.dumps({"scopes": ["read"], "prefix": prefix}).encode())
+
+    assert response.status_code == 201, response.body
+    assert json.loads(response.body)["prefix"] == prefix
 
 
 def test_given_keys_stored_when_the_table_is_read_then_it_holds_hashes_never_a_plain_key(client: Any, aws: Any) -> None:

@@ -16,7 +16,7 @@ from openapi_spec_validator import validate
 
 from chalicelib.access import policy
 from chalicelib.contract import document, schemas
-from chalicelib.core import inputs, validation
+from chalicelib.core import inputs, times, validation, window_params
 from chalicelib.core.errors import ValidationError
 from chalicelib.events import dimensions
 from tests.functional.helpers import README, TABLE_ROW, declared_routes
@@ -95,14 +95,17 @@ def test_given_any_text_when_checked_as_a_name_then_the_document_and_the_code_ag
     assert name_in_document(value) == name_in_code(value)
 
 
-@pytest.mark.parametrize("value", ["24h", "90m", "7d", "1m", "24", "h", "24H", " 24h", "1234567m", "0m"])
+@pytest.mark.parametrize(
+    "value",
+    ["24h", "90m", "7d", "1m", "24", "h", "24H", " 24h", "1234567m", "0m", "400d", "401d", "9601h", "٣h", "0024h"],
+)
 def test_given_a_window_when_checked_then_the_document_and_the_code_agree(value: str) -> None:
-    by_document = re.search(schemas.WINDOW["pattern"], value) is not None
+    by_document = re.search(schemas.WINDOW["pattern"], value) is not None and len(value) <= schemas.WINDOW["maxLength"]
     try:
-        validation.duration_minutes(value)
-        by_code = True
-    except ValidationError as exc:
-        by_code = "at least one minute" in str(exc)  # the pattern admits 0m; the code's bound refuses it
+        minutes = validation.duration_minutes(value)
+        by_code = minutes <= window_params.MAX_WINDOW_MINUTES
+    except ValidationError:
+        by_code = False
     assert by_document == by_code
 
 
@@ -162,3 +165,31 @@ def test_given_any_number_of_up_to_30_digits_when_checked_then_the_document_and_
         by_code = False
     served = as_served(schemas.ATTRIBUTE_NUMBER)
     assert in_document(value, served) == by_code
+
+
+@given(
+    st.from_regex(schemas.ISO_TIME_PATTERN, fullmatch=True)
+    | st.from_regex(schemas.TIME_DIGITS, fullmatch=True).filter(lambda v: len(v) <= times.TIME_DIGITS_MAX)
+)
+def test_given_any_time_text_the_document_admits_when_parsed_then_the_code_takes_it(value: str) -> None:
+    assert times.MIN_TIME_MS <= times.parse(value) < times.MAX_TIME_MS
+
+
+@pytest.mark.parametrize("high", [1, 9, 10, 99, 100, 5000, 576000, 4102444799999])
+def test_given_an_integer_range_when_written_as_a_pattern_then_it_matches_exactly_that_range(high: int) -> None:
+    pattern = re.compile(schemas.anchored(schemas.integers(1, high)))
+    probes = {0, 1, 9, 10, 11, 99, 100, 101, high - 1, high, high + 1, 10 * high, high // 2}
+    assert {n for n in probes if pattern.search(str(n))} == {n for n in probes if 1 <= n <= high}
+
+
+def test_given_integral_numbers_written_with_a_fraction_when_posted_then_they_are_integers(
+    client: Any, clock: Any
+) -> None:
+    # JSON Schema (and JSON) call 1795000000000.0 an integer as much as 1795000000000.
+    body = {"counter": "c", "time": float(clock.now), "retention": 9e4}
+    response = client.http.post("/events", headers={"Content-Type": "application/json"}, body=json.dumps(body))
+
+    assert response.status_code == 201, response.body
+    fractional = {**body, "retention": 90000.5}
+    refused = client.http.post("/events", headers={"Content-Type": "application/json"}, body=json.dumps(fractional))
+    assert refused.status_code == 400
