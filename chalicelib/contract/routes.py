@@ -225,7 +225,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "views",
         "A URL's views: of all time, or over a window",
         (Answer(200, "the count (window fields only with a window)", s.VIEW_COUNT_ANSWER),),
-        params=(Param("url", s.query_text(minLength=1, pattern=r"\S"), required=True), *WINDOW),
+        params=(Param("url", s.VIEW_URL_QUERY, required=True), *WINDOW),
         description=WINDOWED,
     ),
     Operation(

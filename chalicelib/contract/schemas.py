@@ -396,7 +396,7 @@ EVENTS_BODY = {
 
 def _nonblank(max_chars: int) -> Schema:
     # view_input.text: 1-max characters, not only whitespace.
-    return string(minLength=1, maxLength=max_chars, pattern=r"\S")
+    return string(minLength=1, maxLength=max_chars, pattern=view_input.NOT_BLANK)
 
 
 VIEW = obj(
@@ -609,7 +609,8 @@ VIEW_COUNT_ANSWER = obj(
     {**WINDOW_ANSWER, **RETENTION},
 )
 _VIEWS = {"type": "integer", "minimum": 0}
-TOP_PREFIX = query_text(minLength=1, maxLength=view_input.URL_MAX_CHARS, pattern=r"\S")
+VIEW_URL_QUERY = query_text(minLength=1, pattern=view_input.NOT_BLANK)
+TOP_PREFIX = query_text(minLength=1, maxLength=view_input.URL_MAX_CHARS, pattern=view_input.NOT_BLANK)
 TOP_LIMIT = query_integer(1, view_top.MAX_LIMIT, view_top.DEFAULT_LIMIT)
 TOP_VIEWS_ANSWER = obj(
     {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,8 +51,15 @@ def parse_view(raw: Any, where: str = "view") -> View:
     return View(url, t_ms, client_id)
 
 
+# A character that is not blank: not whitespace to Python (str.isspace) nor to ECMAScript (which
+# also counts U+FEFF), spelled out so that the OpenAPI document's pattern, read by a JSON Schema
+# validator in either dialect, means what this check means.
+NOT_BLANK = r"[^\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+_NOT_BLANK = re.compile(NOT_BLANK)
+
+
 def text(value: Any, field: str, max_chars: int) -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= max_chars or not value.strip():
+    if not isinstance(value, str) or not 1 <= len(value) <= max_chars or not _NOT_BLANK.search(value):
         raise ValidationError(f"{field} must be a non-blank string of 1-{max_chars} characters")
     return inputs.text(value, field)  # its key is a hash of its UTF-8 bytes
 

@@ -297,4 +297,4 @@ def test_given_the_zip_when_unpacked_then_the_dashboard_and_its_vendored_library
         timeout=60,
     )
     assert shown.returncode == 0, shown.stderr
-    assert "/dashboard/uPlot.iife.min.js?v=" in shown.stdout
+    assert 'src="dashboard/uPlot.iife.min.js?v=' in shown.stdout  # relative to the page (its base)
