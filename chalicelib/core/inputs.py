@@ -54,7 +54,7 @@ def json_body(raw: bytes | str | None) -> Any:
     """The request body as JSON, every check above applied; floats come back as Decimal."""
     if not raw:
         raise ValidationError("the request needs a JSON body")
-    if len(raw) > MAX_BODY_BYTES:  # bytes from HTTP; a str (a queue message, at most 256 KB) in characters
+    if len(raw) > MAX_BODY_BYTES:  # bytes from HTTP; a str (a queue message, at most 1 MiB) in characters
         raise ValidationError(f"the body is larger than {MAX_BODY_BYTES} bytes")
     if value_bound(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw) > MAX_VALUES:
         raise ValidationError(f"the body holds more than {MAX_VALUES} JSON values")

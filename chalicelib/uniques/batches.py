@@ -88,7 +88,7 @@ class Target:
 
 
 def message_body(name: str, hashes: bytes, time_ms: int) -> str:
-    """One message per request, carrying 8-byte item hashes: any request fits SQS's 256 KB."""
+    """One message per request, carrying 8-byte item hashes: any request fits SQS's 1 MiB message."""
     encoded = base64.b64encode(hashes).decode("ascii")
     return json.dumps({"v": MESSAGE_VERSION, "name": name, "hashes": encoded, "time": time_ms})
 
