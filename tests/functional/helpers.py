@@ -237,3 +237,21 @@ def bucket_counts(items: list[dict[str, Any]]) -> dict[str, int]:
                 hour = f"h#{day * 24 + minute // 60:010d}"
                 counts[hour] = counts.get(hour, 0) + k
     return counts
+
+
+def pk_sk_table(dynamodb: Any, name: str = "t", stream: bool = False) -> None:
+    """A table keyed by string `pk` and `sk` (with a stream of both images when asked), for tests
+    of the emulator itself."""
+    extra: dict[str, Any] = {}
+    if stream:
+        extra["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    dynamodb.create_table(
+        TableName=name,
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        **extra,
+    )

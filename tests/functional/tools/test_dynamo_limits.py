@@ -17,6 +17,7 @@ from moto import mock_aws
 
 from chalicelib.core import dynamo_limits
 from chalicelib.core.item_sizes import item_size
+from tests.functional.helpers import pk_sk_table
 
 OVERFLOW = "Number overflow. Attempting to store a number with magnitude larger than supported range"
 UNDERFLOW = "Number underflow. Attempting to store a number with magnitude smaller than supported range"
@@ -28,15 +29,7 @@ MAX = "9." + "9" * 37 + "E+125"  # the largest magnitude DynamoDB documents, 38 
 def db() -> Iterator[Any]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName="t",
-            BillingMode="PAY_PER_REQUEST",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-        )
+        pk_sk_table(client)
         yield client
 
 
@@ -403,16 +396,7 @@ def test_given_a_refused_update_or_a_cancelled_transaction_when_the_table_stream
     db: Any,
 ) -> None:
     db.delete_table(TableName="t")
-    db.create_table(
-        TableName="t",
-        BillingMode="PAY_PER_REQUEST",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-    )
+    pk_sk_table(db, stream=True)
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
 

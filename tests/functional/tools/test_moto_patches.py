@@ -7,19 +7,13 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from tests.functional.helpers import pk_sk_table
+
 
 def test_given_cancelled_transaction_when_patched_moto_then_nothing_applied() -> None:
     with mock_aws():
         db = boto3.client("dynamodb", region_name="us-east-1")
-        db.create_table(
-            TableName="t",
-            BillingMode="PAY_PER_REQUEST",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-        )
+        pk_sk_table(db)
         db.put_item(TableName="t", Item={"pk": {"S": "a"}, "sk": {"S": "1"}, "n": {"N": "5"}})
         db.put_item(TableName="t", Item={"pk": {"S": "c"}, "sk": {"S": "1"}})
         items = [
