@@ -31,8 +31,8 @@ from typing import Any
 
 from tools.lambda_limits import (
     SYNC_PAYLOAD_BYTES,
+    Abandoned,
     FunctionLimits,
-    TimedOut,
     call_with_deadline,
     records_within_payload,
 )
@@ -62,15 +62,15 @@ def invoke(
     limits: FunctionLimits,
     needs_state: bool = False,
 ) -> bool:
-    """Call the handler as Lambda would, under its timeout; True when it returned in time (with
+    """Call the handler as Lambda would, under its timeout and memory; True when it returned in time (with
     a `state`, when the mapping has a tumbling window: Lambda counts an answer without one as a
     failed invocation). It logs its own line (app.py's telemetry middleware): the runner adds
-    none, except for a timeout, which Lambda logs itself."""
+    none, except for a timeout or running out of memory, which Lambda logs itself."""
     wait_for_abandoned(name)
     context = LambdaContext(name, limits)
     try:
-        response = call_with_deadline(lambda: handler(event, context), limits.timeout_s, name)
-    except TimedOut as exc:
+        response = call_with_deadline(lambda: handler(event, context), limits.timeout_s, name, limits.memory_mb)
+    except Abandoned as exc:  # timed out or out of memory
         log.error("%s (batch of %d abandoned)", exc, size)
         _abandoned[name] = exc.thread
         return False
@@ -83,7 +83,7 @@ def invoke(
     return True
 
 
-# Per function, the thread of its last timed-out invocation: stopped, but perhaps still inside
+# Per function, the thread of its last abandoned (timed-out or out-of-memory) invocation: stopped, but perhaps still inside
 # a blocking call.
 _abandoned: dict[str, threading.Thread] = {}
 

@@ -14,9 +14,14 @@ and `finally` blocks and context managers still run. In the tests, moto runs in 
 thread, so a handler stopped inside an emulator call could leave that call half done; the local
 stack's emulator serves requests on its own threads, which are never stopped.
 
-Memory is reported (the context's `memory_limit_in_mb`), not enforced: every handler and the
-API share one Python process here, and neither the process's size nor tracemalloc (which
-counts every thread's allocations and slows each one) says what one invocation used.
+Memory. Every handler and the API share one Python process here, so what one invocation uses
+cannot be measured exactly (tracemalloc counts every thread's allocations and slows each one
+8 to 10 times). `call_with_deadline` samples the process's resident size instead and ends an
+invocation, as Lambda ends a function out of memory, once the process has grown by more than
+the function's memory since the invocation began. That is lenient (Lambda counts the runtime
+and the code too, which were there before) and may charge an invocation for another thread's
+growth; it catches what matters, an invocation whose work grows with its input past what its
+function has (a report run reading a whole day, say).
 
 API Gateway, in front of `api_handler` (`install()`, over Chalice's local gateway):
 - a request body over 10 MB is refused with 413, the app not called;
@@ -35,7 +40,9 @@ import contextvars
 import ctypes
 import json
 import logging
+import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,8 +86,12 @@ class InvocationTimeout(BaseException):
     handler's own `except Exception` does not carry on past it (Lambda would have ended it)."""
 
 
-class TimedOut(Exception):
-    """What the caller of `call_with_deadline` gets when the invocation ran past its deadline;
+class InvocationOutOfMemory(BaseException):
+    """Raised inside an invocation's thread once it has used more than its function's memory."""
+
+
+class Abandoned(Exception):
+    """What the caller of `call_with_deadline` gets when Lambda would have ended the invocation;
     `thread` is the invocation's, which may still be finishing a blocking call."""
 
     def __init__(self, message: str, thread: threading.Thread) -> None:
@@ -88,9 +99,33 @@ class TimedOut(Exception):
         self.thread = thread
 
 
-def call_with_deadline(call: Callable[[], T], seconds: float, name: str) -> T:
+class TimedOut(Abandoned):
+    """The invocation ran past its deadline."""
+
+
+class OutOfMemory(Abandoned):
+    """The invocation grew the process by more than its function's memory."""
+
+
+MIB = 1 << 20
+# How often a running invocation's memory is looked at.
+MEMORY_SAMPLE_SECONDS = 0.02
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+def resident_bytes() -> int | None:
+    """The process's resident size (Linux's /proc), None where it cannot be read."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[1]) * _PAGE_BYTES
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def call_with_deadline(call: Callable[[], T], seconds: float, name: str, memory_mb: int | None = None) -> T:
     """`call()` in its own thread (with the caller's context variables), its result or its
-    exception; TimedOut once `seconds` pass, the thread then stopped as described above."""
+    exception; TimedOut once `seconds` pass, OutOfMemory once the process has grown by more than
+    `memory_mb` since the call began, the thread then stopped as described above."""
     outcome: dict[str, Any] = {}
     done = threading.Event()
     context = contextvars.copy_context()
@@ -103,23 +138,27 @@ def call_with_deadline(call: Callable[[], T], seconds: float, name: str) -> T:
         finally:
             done.set()
 
+    start = resident_bytes() if memory_mb is not None else None
+    deadline = time.monotonic() + seconds
     worker = threading.Thread(target=run, name=f"{name}-invocation", daemon=True)
     worker.start()
-    if not done.wait(seconds):
-        stop_thread(worker)
-        raise TimedOut(f"{name}: Task timed out after {seconds:.2f} seconds", worker)
+    while not done.wait(max(0.0, min(MEMORY_SAMPLE_SECONDS, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
+            stop_thread(worker, InvocationTimeout)
+            raise TimedOut(f"{name}: Task timed out after {seconds:.2f} seconds", worker)
+        if start is not None and memory_mb is not None and (resident_bytes() or start) - start > memory_mb * MIB:
+            stop_thread(worker, InvocationOutOfMemory)
+            raise OutOfMemory(f"{name}: Runtime exited with error: signal: killed (past {memory_mb} MB)", worker)
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]  # type: ignore[no-any-return]
 
 
-def stop_thread(thread: threading.Thread) -> bool:
-    """Raise InvocationTimeout in `thread` at its next Python instruction; False if it ended."""
+def stop_thread(thread: threading.Thread, raised: type[BaseException] = InvocationTimeout) -> bool:
+    """Raise `raised` in `thread` at its next Python instruction; False if it ended."""
     if thread.ident is None or not thread.is_alive():
         return False
-    count = ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread.ident), ctypes.py_object(InvocationTimeout)
-    )
+    count = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(raised))
     return bool(count)
 
 
@@ -179,7 +218,12 @@ class ApiFunction:
         context.memory_limit_in_mb = self.limits.memory_mb
         deadline = min(integration_timeout_s, self.limits.timeout_s)
         try:
-            response = call_with_deadline(lambda: self.app(event, context), deadline, API_FUNCTION)
+            response = call_with_deadline(
+                lambda: self.app(event, context), deadline, API_FUNCTION, self.limits.memory_mb
+            )
+        except OutOfMemory:
+            log.error("api: %s: past the function's %d MB", where, self.limits.memory_mb)
+            return gateway_answer("DEFAULT_5XX", 502, headers)  # a function error
         except TimedOut:
             # Past the integration timeout API Gateway gives up (504); a function whose own
             # timeout comes first fails, which API Gateway answers 502.

@@ -86,6 +86,38 @@ def test_given_a_handler_past_its_timeout_when_polling_sqs_then_the_batch_comes_
     assert not handler.finished_late.is_set()
 
 
+def test_given_a_handler_that_outgrows_its_memory_when_polling_sqs_then_abandoned_and_its_batch_comes_back(
+    moto: None,
+) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="memory", Attributes={"VisibilityTimeout": "1"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="m-1")
+    calls: list[int] = []
+    finished_late = threading.Event()
+
+    def greedy_first(event: dict[str, Any], context: Any) -> None:
+        calls.append(len(event["Records"]))
+        if len(calls) == 1:
+            held = b"x" * (96 * lambda_limits.MIB)  # past the function's 64 MB
+            for _ in range(500):  # stopped at the next sample, within the timeout
+                time.sleep(0.01)
+            finished_late.set()
+            del held
+
+    limits = FunctionLimits(timeout_s=10, memory_mb=64)
+    runner = SqsRunner("on_memory", greedy_first, sqs, "memory", 10, 0, REGION, threading.Event(), limits=limits)
+
+    began = time.monotonic()
+    assert runner.step() is True
+    abandoned_after = time.monotonic() - began
+    step_until(runner.step, lambda: len(calls) == 2, 10)
+
+    assert abandoned_after < 3  # not the handler's 5 s, nor the 10 s timeout
+    assert not finished_late.is_set()
+    left = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert (left["ApproximateNumberOfMessages"], left["ApproximateNumberOfMessagesNotVisible"]) == ("0", "0")
+
+
 def test_given_a_handler_blocked_past_its_timeout_when_its_batch_comes_back_then_it_waits_for_the_abandoned_one(
     moto: None,
 ) -> None:
@@ -265,6 +297,13 @@ def small_app() -> Chalice:
         ran.append("slow finished")
         return {"done": True}
 
+    @app.route("/held/{mb}")
+    def held(mb: str) -> dict[str, int]:
+        block = b"x" * (int(mb) * lambda_limits.MIB)
+        time.sleep(0.2)  # long enough to be sampled
+        ran.append("held")
+        return {"held": len(block)}
+
     @app.route("/context")
     def context() -> dict[str, int]:
         lambda_context = app.lambda_context
@@ -372,3 +411,13 @@ def test_given_a_function_timeout_shorter_than_the_integrations_then_502_when_it
 
     assert answer(response) == (502, "InternalServerError")
     assert lambda_limits.integration_timeout_s == lambda_limits.INTEGRATION_TIMEOUT_SECONDS == 29.0
+
+
+def test_given_a_route_that_outgrows_the_functions_memory_then_502_and_within_it_answered(tmp_path: Path) -> None:
+    client = client_for(tmp_path, {"lambda_memory_size": 64})
+
+    past = client.http.get("/held/96")
+    within = client.http.get("/held/8")
+
+    assert answer(past) == (502, "InternalServerError")
+    assert within.status_code == 200 and ran == ["held"]  # the first never finished

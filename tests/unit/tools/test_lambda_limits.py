@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tools import lambda_limits, stage
-from tools.lambda_limits import FunctionLimits, TimedOut, call_with_deadline, function_limits
+from tools.lambda_limits import MIB, FunctionLimits, OutOfMemory, TimedOut, call_with_deadline, function_limits
 
 
 def project_with(config: dict[str, Any], tmp_path: Path) -> Path:
@@ -98,6 +98,28 @@ def test_given_a_call_blocked_past_its_deadline_then_answered_at_the_deadline_an
     assert time.monotonic() - began < 0.25
     time.sleep(0.5)
     assert not after.is_set()
+
+
+def test_given_a_call_that_grows_the_process_past_its_memory_then_out_of_memory_and_its_work_stops() -> None:
+    after = threading.Event()
+
+    def greedy() -> None:
+        held = b"x" * (96 * MIB)  # written, so resident
+        for _ in range(500):
+            time.sleep(0.01)
+        after.set()
+        del held
+
+    began = time.monotonic()
+    with pytest.raises(OutOfMemory):
+        call_with_deadline(greedy, 10, "greedy", memory_mb=64)
+    assert time.monotonic() - began < 3
+    time.sleep(0.1)
+    assert not after.is_set()
+
+
+def test_given_a_call_within_its_memory_then_its_result() -> None:
+    assert call_with_deadline(lambda: len(b"x" * (16 * MIB)), 10, "modest", memory_mb=64) == 16 * MIB
 
 
 def test_given_a_call_within_its_deadline_then_its_result_or_its_exception_and_the_callers_context() -> None:
