@@ -2,15 +2,14 @@
 
 A bucket's summary (chalicelib.views.top) is its base item `VTOP#<h|d|b>#<index>` / `S` (`e` the
 packed entries, at most 13,000 bytes, `f` its floor, a version `v`) with the snapshots of its
-block's logs observed into it (and those of a delta item `D`, which an earlier layout wrote:
-still read, never written). A snapshot is the same wherever it waits, and the summary's
+block's logs observed into it. A snapshot is the same wherever it waits, and the summary's
 guarantees hold in any order of observation, so a snapshot may wait in a log as well as in
 the base.
 
 Logs. A batch's snapshots that change its buckets' summaries (the hours, days and block its
 views fall in) go into one new item of their 32-day block, `VTOP#b#<block>` / `L#<epoch>#<id>`
 (one binary attribute per bucket, named by its sort key): one write unit for a small batch,
-whatever the number of buckets, where a delta per bucket cost one each. When the logs of the
+whatever the number of buckets, where a write per bucket would cost one each. When the logs of the
 block's current epoch pass FOLD_LOGS items or FOLD_BYTES, the handler folds: it observes the
 logs of the current epoch and the one before into the base items of their buckets (each under
 its version lock) and then moves the epoch, `VTOP#b#<block>` / `E` `v`, on by one (on the
@@ -28,7 +27,7 @@ once the handler returns, every snapshot it reported is in a base or in a log re
 Only logs of the epoch just read (and read again after the Query) are trusted to hold a
 snapshot when deciding what is new: one of the epoch before may belong to a writer that is
 about to find the epoch moved on. And a snapshot is new unless the base already covers it
-(holds its URL with as many views, or has a floor as high) or a trusted log or the delta holds
+(holds its URL with as many views, or has a floor as high) or a trusted log holds
 one at least as large for its URL (`_uncovered`), which holds whatever order a reader
 observes the logs in. A batch nothing new in is not written at all (a redelivered
 batch costs reads only), and a batch whose log would cost more write units than its buckets'
@@ -40,7 +39,7 @@ A read of the top URLs of hours first..last reads, strongly consistent, the epoc
 bases, then the logs: the order opposite to a fold's writes, so a moved epoch comes with the
 bases that fold observed its older logs into (all numbers are items):
 - the summaries of the window's whole blocks, days and hours: at most top.MAX_SPANS (118) base
-  and delta pairs for any window up to 400 days, with the epoch of each block they lie in
+  items for any window up to 400 days, with the epoch of each block they lie in
   (at most top.MAX_BLOCKS, 14), one BatchGetItem call per 100; then one Query per block for its logs of two
   epochs (about 2 x FOLD_LOGS small items at most, or 2 x FOLD_BYTES, while handlers fold);
 - per candidate examined (at most `limit` + EXTRA_EXAMINED): three Queries of the views catalog
@@ -48,7 +47,7 @@ bases that fold observed its older logs into (all numbers are items):
   item (the URL's text) and its exact views in the window from its counter and its own buckets
   (at most api.MAX_KEYS, 19);
 - the views catalog's log items not folded yet, once per batch of candidates.
-So at most 250 items and 14 log Queries + (limit + 100) x 21 items and the catalog's unfolded
+So at most 132 items and 14 log Queries + (limit + 100) x 21 items and the catalog's unfolded
 log, whatever the number of views or URLs.
 """
 
@@ -82,7 +81,6 @@ from chalicelib.views import validation as view_input
 from chalicelib.views.windows import Span
 
 SUMMARY_SK = "S"
-DELTA_SK = "D"  # the earlier layout's delta item: still read, no longer written
 HEAD_SK = "E"  # on a block's partition: the block's log epoch
 LOG_PREFIX = "L#"
 # A block's logs of its current epoch that make a writer fold them into the bases: whichever
@@ -95,10 +93,6 @@ EXTRA_EXAMINED = 100
 
 def summary_key(span: Span, sk: str = SUMMARY_SK) -> dict[str, Any]:
     return {"pk": {"S": keyspace.VIEW_TOP + view_keys.bucket_sk(span)}, "sk": {"S": sk}}
-
-
-def delta_key(span: Span) -> dict[str, Any]:
-    return summary_key(span, DELTA_SK)
 
 
 def head_key(block: Span) -> dict[str, Any]:
@@ -179,8 +173,7 @@ def _record_block(
         current = [log for log in logs if _log_epoch(log) == epoch]
         changed: dict[Span, dict[bytes, int]] = {}
         for span in sorted(observed):
-            base, delta = stored[span]
-            news = _uncovered(_parse(base)[0], _waiting(delta, current, span), observed[span])
+            news = _uncovered(_parse(stored[span])[0], _waiting(current, span), observed[span])
             if news:
                 changed[span] = news
         logged = False
@@ -240,12 +233,9 @@ def _write_bases(
     spans = sorted(entries)
     stored = _bases(dynamodb, settings, spans, consistent=True)
     for span in spans:
-        base, delta = stored[span]
+        base = stored[span]
         for attempt in range(MAX_ATTEMPTS):
             summary, version = _parse(base)
-            waiting, _ = _parse(delta)
-            for digest, count in sorted(waiting.entries.items()):
-                summary.observe(digest, count)
             if not any([summary.observe(d, c) for d, c in sorted(entries[span].items())]):
                 break
             try:
@@ -274,9 +264,9 @@ def _uncovered(base: top.Summary, waiting: dict[bytes, int], seen: dict[bytes, i
     }
 
 
-def _waiting(delta: dict[str, Any] | None, logs: Sequence[dict[str, Any]], span: Span) -> dict[bytes, int]:
-    """The largest snapshot per URL of a bucket waiting in its delta and in these logs."""
-    found = dict(_parse(delta)[0].entries)
+def _waiting(logs: Sequence[dict[str, Any]], span: Span) -> dict[bytes, int]:
+    """The largest snapshot per URL of a bucket waiting in these logs."""
+    found: dict[bytes, int] = {}
     for log in logs:
         for digest, count in _log_entries(log).get(span, {}).items():
             found[digest] = max(found.get(digest, 0), count)
@@ -292,15 +282,10 @@ def _parse(item: dict[str, Any] | None) -> tuple[top.Summary, int | None]:
     return summary, attributes.integer(item, "v")
 
 
-def _summary(
-    base: dict[str, Any] | None, delta: dict[str, Any] | None, logs: Sequence[dict[str, Any]], span: Span
-) -> top.Summary:
-    """A bucket's summary as read: the base with the snapshots of the delta (the earlier
-    layout's) and of the block's logs observed into it."""
+def _summary(base: dict[str, Any] | None, logs: Sequence[dict[str, Any]], span: Span) -> top.Summary:
+    """A bucket's summary as read: the base with the snapshots of the block's logs observed
+    into it."""
     summary, _ = _parse(base)
-    waiting, _ = _parse(delta)
-    for digest, count in sorted(waiting.entries.items()):
-        summary.observe(digest, count)
     for log in logs:
         for digest, count in sorted(_log_entries(log).get(span, {}).items()):
             summary.observe(digest, count)
@@ -312,25 +297,23 @@ def _units(size: int) -> int:
     return max(1, -(-size // item_sizes.KB))
 
 
-def _base_units(pair: tuple[dict[str, Any] | None, dict[str, Any] | None], news: dict[bytes, int]) -> int:
+def _base_units(base: dict[str, Any] | None, news: dict[bytes, int]) -> int:
     """About what writing a bucket's base with these snapshots costs (the larger of the item
     before and after): a log is written instead only when it costs less."""
-    base, _ = pair
     size = item_sizes.item_size(base) if base else 100
     return _units(size + top.ENTRY_BYTES * len(news))
 
 
 def _bases(
     dynamodb: DynamoDB, settings: Settings, spans: Sequence[Span], consistent: bool
-) -> dict[Span, tuple[dict[str, Any] | None, dict[str, Any] | None]]:
-    keys = [key for span in spans for key in (summary_key(span), delta_key(span))]
+) -> dict[Span, dict[str, Any] | None]:
+    keys = [summary_key(span) for span in spans]
     found = attributes.by_key(
         dynamo.batch_get_items(
             dynamodb, settings.counts_table, keys, "could not read the top URLs", consistent=consistent
         )
     )
-    pks = {span: attributes.partition_key(summary_key(span)) for span in spans}
-    return {span: (found.get((pks[span], SUMMARY_SK)), found.get((pks[span], DELTA_SK))) for span in spans}
+    return {span: found.get((attributes.partition_key(key), SUMMARY_SK)) for span, key in zip(spans, keys)}
 
 
 def _logs(dynamodb: DynamoDB, settings: Settings, block: Span, epoch: int, consistent: bool) -> list[dict[str, Any]]:
@@ -423,7 +406,7 @@ def top_urls(
     window_params.check_hours(first_hour, last_hour)
     spans = top.cover(first_hour, last_hour)
     blocks = sorted({top.block_of(span) for span in spans})
-    keys = [key for span in spans for key in (summary_key(span), delta_key(span))]
+    keys = [summary_key(span) for span in spans]
     # In the order opposite to a fold's writes (bases, then the epoch), strongly consistent: a
     # fold that moved an epoch read here had observed its older logs into bases read after it.
     heads = attributes.by_key(
@@ -441,22 +424,20 @@ def top_urls(
             dynamodb, settings.counts_table, keys, "could not read the top URLs", sleep, consistent=True
         )
     )
-    pks = [attributes.partition_key(k) for k in keys[::2]]
-    pairs = [(found.get((pk, SUMMARY_SK)), found.get((pk, DELTA_SK))) for pk in pks]
+    bases = [found.get((attributes.partition_key(key), SUMMARY_SK)) for key in keys]
     logs: dict[Span, list[dict[str, Any]]] = {}
     for block in blocks:
         head = heads.get((attributes.partition_key(head_key(block)), HEAD_SK))
         logs[block] = _logs(dynamodb, settings, block, _epoch(head), consistent=True)
-    items = [base or delta for base, delta in pairs]
     now_s = now_ms // 1000
     retention = settings.view_bucket_retention_seconds
     first = timebuckets.kept_from(
-        [timebuckets.kept(span, dynamo.stored_expiry(item), retention, now_s) for span, item in zip(spans, items)]
+        [timebuckets.kept(span, dynamo.stored_expiry(base), retention, now_s) for span, base in zip(spans, bases)]
     )
     merged = top.merge(
-        _summary(base, delta, logs[top.block_of(span)], span)
-        for span, (base, delta) in list(zip(spans, pairs))[first:]
-        if base or delta or logs[top.block_of(span)]
+        _summary(base, logs[top.block_of(span)], span)
+        for span, base in list(zip(spans, bases))[first:]
+        if base or logs[top.block_of(span)]
     )
     end_ms = (last_hour + 1) * times.HOUR_MS
     start_minute = spans[first].start_minute if first < len(spans) else end_ms // windows.MINUTE_MS
