@@ -44,6 +44,7 @@ from bench.metering import KB, Meter, MotoProbe, item_size, read_units  # noqa: 
 from chalicelib.core import catalog, dynamo  # noqa: E402
 from chalicelib.core.pager import PageRequest, decode_cursor  # noqa: E402
 from chalicelib.core.queues import Message  # noqa: E402
+from chalicelib.core.times import iso  # noqa: E402
 from chalicelib.views import api as views_api  # noqa: E402
 from chalicelib.views import batches as views_batches  # noqa: E402
 from chalicelib.views import catalog as view_catalog  # noqa: E402
@@ -239,9 +240,17 @@ DAY_MS = 86_400_000
 PAGE_BYTES = 1024 * KB  # a Query page reads at most 1 MB
 
 
+def marker_range(start_ms: int, end_ms: int, policy: str) -> tuple[str, str]:
+    """Sort keys bounding the marker items of views in [start, end) when each marker was an item
+    keyed by its name (chalicelib.views.keys.marker_sk), both inclusive (for BETWEEN: DynamoDB
+    allows no key attribute in a filter). "~" sorts after every hex digit."""
+    prefix = view_keys.POLICY_PREFIX[policy]
+    return f"{prefix}{iso(start_ms)}", f"{prefix}{iso(end_ms - 1)}#~"
+
+
 def marker_count(dynamodb: Any, settings: Any, url: str, start_ms: int, end_ms: int, now_ms: int) -> int:
     """GET /views?start&end before buckets: count the URL's markers in [start, end), every page."""
-    low, high = view_keys.marker_range(start_ms, end_ms, settings.view_dedup)
+    low, high = marker_range(start_ms, end_ms, settings.view_dedup)
     request: dict[str, Any] = {
         "TableName": settings.counts_table,
         "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
@@ -271,7 +280,9 @@ def store_views(dynamodb: Any, settings: Any, url: str, times: list[int], now_ms
 
 
 def marker_item(url: str, time_ms: int, number: int, expires: str) -> dict[str, Any]:
-    return {**view_keys.marker_key(View(url, time_ms, f"client-{number:07d}"), "event"), "expires_at": {"N": expires}}
+    view = View(url, time_ms, f"client-{number:07d}")
+    key = {"pk": {"S": view_keys.url_pk(url)}, "sk": {"S": view_keys.marker_sk(view, "event")}}
+    return {**key, "expires_at": {"N": expires}}
 
 
 def marker_query_by_the_rules(n: int, item_bytes: int) -> dict[str, Any]:

@@ -21,7 +21,7 @@ capabilities can never collide and an operator can read any item's owner from it
     AUDIT#checkpoint                     #                       start of the next quarter hour to audit
     AUDIT#short                          <events pk>             a partition that does not add up (counters)
     URL#<sha256 of url>                  TOTAL                   an exact view counter (views)
-    URL#<sha256 of url>                  V#... | D#...           marker: one view / one client-day was counted
+    URL#<sha256 of url>                  K#<hex token>           a view's marker spilled from the counter (views)
     VWB#<sha256 of url>                  h#<n> | d#<n> | b#<n>   views of an hour (minute counts inside), a UTC
                                                                  day (hour counts), a 32-day block (day counts)
     VTOP#<h|d|b>#<n>                     S                       the most viewed URLs of an hour, day or block: a

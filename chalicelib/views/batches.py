@@ -4,8 +4,7 @@ A view is counted when its marker is written, and its marker is written by the s
 UpdateItem that adds it to its URL's counter item (all time, and the pending count of its
 minute: chalicelib.views.rollup): the marker is a token in a set on the counter, and the update
 is conditioned on the token not being there (chalicelib.views.markers, which also says how
-markers leave the counter once it would pass a kilobyte, and how markers of the earlier layout
-are still honoured). So both happen or neither does. The views of one URL in a batch share one
+markers leave the counter once it would pass a kilobyte). So both happen or neither does. The views of one URL in a batch share one
 update (up to MAX_UPDATE_VIEWS), and a URL viewed once costs one write unit. A redelivered view
 finds its marker: in the counter (or its spilled item) read before writing, when it is already
 there, or else in the item the failed condition returns, and the update is sent again without it.
@@ -62,7 +61,7 @@ __all__ = ["BatchIncompleteError", "Pending", "ViewMessages", "apply_messages"]
 class Pending:
     """One distinct view of a batch and the messages that carry it."""
 
-    sk: str  # its marker's sort key (the marker item's, in the earlier layout)
+    sk: str  # its marker's name (chalicelib.views.keys.marker_sk)
     messages: list[Message]
     url: str = ""  # kept on the URL's counter item (GET /views/urls)
     time_ms: int = 0  # counted in the buckets of this time (a client-day: its earliest view's)
@@ -80,7 +79,7 @@ class Pending:
 
 class ViewMessages(batch_processor.Capability[Message, Pending]):
     """The views queue for the batch processor: a message is one view; views with the same
-    marker are one; a marker the counters (or the spilled and earlier marker items) read before
+    marker are one; a marker the counters (or the spilled marker items) read before
     writing hold, or one a failed condition finds, is a view counted before. The handler deletes
     what it applied itself (core.queues), so a failure leaves only its own views for redelivery."""
 
@@ -99,7 +98,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         self.max_views = max_views or MAX_UPDATE_VIEWS
         self._sink = DeadLetterSink(sqs, settings.views_queue, sleep)
         # Each URL's counter as last read or written by this batch, and the `ks` (spills) its
-        # views' spilled and earlier marker items were read at.
+        # views' spilled marker items were read at.
         self._counters: dict[str, dict[str, Any] | None] = {}
         self._stored_at: dict[str, int | None] = {}
 
@@ -126,8 +125,8 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         return [Write(records, self._known), Write((), functools.partial(self._catalog, urls))]
 
     def _known(self, records: list[Pending]) -> Sent[Pending]:
-        """Read the counters (strongly consistent: after every earlier count), and the marker
-        items of the views they do not hold where some may be (spilled, or the earlier layout)."""
+        """Read the counters (strongly consistent: after every earlier count), and the spilled
+        marker items of the views they do not hold, where the counter has spilled."""
         pks = sorted({p.pk for p in records})
         items = attributes.by_key(
             dynamo.batch_get_items(
@@ -148,18 +147,15 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         return Sent(found=held + self._stored([p for p in records if id(p) not in ids]))
 
     def _stored(self, records: list[Pending]) -> list[Pending]:
-        """The views among `records` whose marker is an item of its own and live: spilled from
-        the counter, or of the earlier layout. Strongly consistent: a spill writes its items
-        before it moves `ks`, which the count's condition checks."""
+        """The views among `records` whose marker was spilled from the counter into an item of
+        its own, live. Strongly consistent: a spill writes its items before it moves `ks`, which
+        the count's condition checks."""
         wanted: dict[tuple[str, str], Pending] = {}
         for p in records:
             counter = self._counters.get(p.pk)
             self._stored_at[p.pk] = markers.spills(counter)
             if markers.spills(counter) is not None:
                 wanted[(p.pk, markers.spilled_sk(p.marked.token))] = p
-            skew = self.settings.max_future_skew_seconds
-            if markers.earlier_markers_may_live(counter, self.settings.view_horizon_seconds, skew, self.now_ms):
-                wanted[(p.pk, p.sk)] = p
         if not wanted:
             return []
         items = dynamo.batch_get_items(
@@ -174,8 +170,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
             consistent=True,
         )
         now_s = self.now_ms // 1000
-        live = [wanted[attributes.key_of(item)] for item in items if attributes.integer(item, "expires_at") > now_s]
-        return list({id(p): p for p in live}.values())
+        return [wanted[attributes.key_of(item)] for item in items if attributes.integer(item, "expires_at") > now_s]
 
     def _catalog(self, urls: set[str], _: list[Pending]) -> Sent[Pending]:
         known = {pk: self._counters[pk] for pk in urls if pk in self._counters}

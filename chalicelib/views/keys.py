@@ -7,12 +7,11 @@ than a key may be, so it is hashed):
                                               (views counted, not yet in buckets), "fv"
                                               (how many times pending minutes were moved on),
                                               and the views' markers as tokens, "k<day>", with
-                                              "ks" and "ki" (chalicelib.views.markers)
+                                              "ks" (chalicelib.views.markers)
     sk "K#<hex token>"                        a marker spilled from the counter
-    sk "V#<iso time>#<sha256 of clientId>"    a marker item of the earlier layout (policy "event")
-    sk "D#<iso day>#<sha256 of clientId>"     the same, policy "client-day"
-A marker's sort key is what makes a view unique (its token is the start of its sha256), and it
-starts with the view's time. The URL's views per bucket (chalicelib.views.windows)
+A marker's name, "V#<iso time>#<sha256 of clientId>" (policy "event") or "D#<iso day>#<sha256
+of clientId>" (policy "client-day"), is what makes a view unique within its URL; its token is
+the start of its sha256. The URL's views per bucket (chalicelib.views.windows)
 have a partition of their own, "VWB#<sha256 of the url>":
     sk "h#<hour>" | "d#<day>" | "b#<block>"  (number since the epoch, 10 digits)
         attributes "n" (the bucket's views), its inner buckets' views (m00.. | h00.. | d00..),
@@ -82,19 +81,10 @@ def bucket_key(url: str, span: Span) -> dict[str, Any]:
 
 
 def marker_sk(view: View, policy: str) -> str:
+    """The view's marker name (not a key: its token, chalicelib.views.markers.token, is what is
+    stored); two views of a URL are one under `policy` exactly when their names are equal."""
     t_ms = view.time_ms - view.time_ms % DAY_MS if policy == "client-day" else view.time_ms
     return f"{POLICY_PREFIX[policy]}{times.iso(t_ms)}#{_digest(view.client_id)}"
-
-
-def marker_key(view: View, policy: str) -> dict[str, Any]:
-    return {"pk": {"S": url_pk(view.url)}, "sk": {"S": marker_sk(view, policy)}}
-
-
-def marker_range(start_ms: int, end_ms: int, policy: str) -> tuple[str, str]:
-    """Sort keys bounding the markers of views in [start, end), both inclusive (for BETWEEN:
-    DynamoDB allows no key attribute in a filter). "~" sorts after every hex digit."""
-    prefix = POLICY_PREFIX[policy]
-    return f"{prefix}{times.iso(start_ms)}", f"{prefix}{times.iso(end_ms - 1)}#~"
 
 
 def _digest(value: str) -> str:

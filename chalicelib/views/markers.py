@@ -2,12 +2,13 @@
 
 A view is counted by one conditional UpdateItem of its URL's counter item (`URL#<sha>` /
 `TOTAL`, chalicelib.views.keys), which holds the view's marker inline: a 16-byte token (the
-first bytes of the sha256 of the marker's sort key, so the same view always has the same token)
+first bytes of the sha256 of the view's marker name, chalicelib.views.keys.marker_sk, so the
+same view always has the same token)
 in the binary set `k<day>` of the marker's UTC day. The update adds the views (`views`, the
 pending minutes), adds the tokens, and is conditioned on none of the tokens being there
 already: a single-item write is atomic, so the count and the marker happen together or not at
-all, as they did in a transaction of a marker item and the counter, for one write unit where
-that transaction cost four (two items, each charged twice in a transaction).
+all, for one write unit where a transaction of a marker item and the counter would cost four
+(two items, each charged twice in a transaction).
 
 The counter must stay under one kilobyte for its writes to cost one unit, so markers move out
 ("spill") once they would push it past that: their tokens are written as items of their own,
@@ -18,11 +19,6 @@ spilled items of its tokens (strongly consistent) when `ks` has moved since they
 a spill writes its items before it moves `ks`, so a count either sees a token inline (the spill
 has not removed it yet: the condition fails on it) or finds `ks` changed (and reads the spilled
 items again, which are written by then). Spilling the same tokens twice writes the same items.
-
-Markers of an earlier layout (`V#...` / `D#...` items, written with the counter in one
-transaction) are read too while they may be alive: a counter written before inline markers has
-no `ki`, or the time of its first inline marker in `ki`, and every earlier marker expires by
-`ki` plus the horizon and the allowed clock skew. A counter made by an inline count has `ki` = 0.
 
 A set whose day ended more than the horizon ago holds only dead markers (every view they stand
 for is refused as too old: chalicelib.views.validation.check_time), so the next write removes it.
@@ -42,7 +38,6 @@ from chalicelib.views import keys as view_keys
 TOKEN_BYTES = 16
 INLINE_PREFIX = "k"  # k<day since the epoch>: tokens of that day's markers (binary set)
 SPILLS = "ks"  # on the counter: how many times its inline markers were spilled
-INLINE_SINCE = "ki"  # on the counter: epoch ms of its first inline count; 0 if it had no markers before
 SPILLED_PREFIX = "K#"
 # A write is charged per started kilobyte of the larger of the item before and after it.
 WRITE_UNIT_BYTES = 1024
@@ -105,14 +100,6 @@ def day_expires_at_s(day: int, horizon_s: int) -> int:
 
 def live_day(day: int, horizon_s: int, now_ms: int) -> bool:
     return day_expires_at_s(day, horizon_s) > now_ms // 1000
-
-
-def earlier_markers_may_live(counter: dict[str, Any] | None, horizon_s: int, skew_s: int, now_ms: int) -> bool:
-    """Whether marker items of the earlier layout may still be alive for this counter."""
-    if counter is None:
-        return False
-    since = attributes.optional_integer(counter, INLINE_SINCE)
-    return since is None or (since > 0 and now_ms < since + (horizon_s + skew_s) * 1000)
 
 
 def spilled_sk(value: bytes) -> str:
@@ -186,13 +173,12 @@ def count_request(
     all time, pending minutes and inline tokens, on condition that none of the tokens is there
     and no spill happened since `counter` was read. Returns the item after (ALL_NEW), or with a
     failed condition the item as it is (ALL_OLD)."""
-    names: dict[str, str] = {"#v": "views", "#u": "url", "#l": last_counted, "#c": listed, "#ki": INLINE_SINCE}
+    names: dict[str, str] = {"#v": "views", "#u": "url", "#l": last_counted, "#c": listed}
     values: dict[str, Any] = {
         ":k": {"N": str(len(views))},
         ":u": {"S": url},
         ":now": {"N": str(now_ms)},
         ":yes": {"BOOL": True},
-        ":ki": {"N": "0" if counter is None else str(now_ms)},
     }
     adds = ["#v :k"]
     minutes = Counter(v.minute for v in views if v.minute is not None)
@@ -213,9 +199,7 @@ def count_request(
             values[f":t{t}"] = {"B": value}
             conditions.append(f"NOT contains(#k{d}, :t{t})")
             t += 1
-    expression = (
-        f"ADD {', '.join(adds)} SET #u = if_not_exists(#u, :u), #l = :now, #c = :yes, #ki = if_not_exists(#ki, :ki)"
-    )
+    expression = f"ADD {', '.join(adds)} SET #u = if_not_exists(#u, :u), #l = :now, #c = :yes"
     return _counter_update(
         table, url_pk, counter, expression, " AND ".join(conditions), names, values, horizon_s, now_ms, by_day
     )
@@ -265,7 +249,6 @@ def size_after(
     item = dict(counter or view_keys.counter_key_of(url_pk))
     item.setdefault("url", {"S": url})
     item["views"] = {"N": str(attributes.integer(item, "views", 0) + len(views))}
-    item.setdefault(INLINE_SINCE, {"N": "0" if counter is None else str(now_ms)})
     item[last_counted] = {"N": str(now_ms)}
     item[listed] = {"BOOL": True}
     for minute, k in Counter(v.minute for v in views if v.minute is not None).items():

@@ -26,9 +26,6 @@ moment of its counter, after the batch's own count: the last count on a URL is f
 read that sees its final count. GET /views reads both in one
 eventually consistent BatchGetItem: it may miss the latest views (as any eventually consistent
 read may), never counts one twice.
-
-Buckets written before pending minutes (hour items from an earlier counting transaction, day and
-block items holding copies of their hours) read the same: a move adds to what is there.
 """
 
 from __future__ import annotations
@@ -44,7 +41,7 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.views import keys as view_keys
-from chalicelib.views import markers, windows
+from chalicelib.views import windows
 from chalicelib.views.windows import Span
 
 # Pending minutes a counter may hold before they are moved into buckets: about 12 bytes each,
@@ -98,11 +95,8 @@ def pending_between(
 
 
 def never_moved(counter: dict[str, Any] | None) -> bool:
-    """Whether a counter read strongly has no bucket items: none was ever moved into (no `fv`)
-    and it was made by an inline count (`ki` = 0: no earlier layout wrote buckets for it)."""
-    if counter is None:
-        return True
-    return view_keys.FLUSHES not in counter and attributes.optional_integer(counter, markers.INLINE_SINCE) == 0
+    """Whether a counter read strongly has no bucket items: none was ever moved into (no `fv`)."""
+    return counter is None or view_keys.FLUSHES not in counter
 
 
 def flushes(item: dict[str, Any] | None, attribute: str = view_keys.FLUSHES) -> int:

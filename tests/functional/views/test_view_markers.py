@@ -1,5 +1,5 @@
 """View markers on the counter (chalicelib.views.markers) on moto: spills, races with a spill,
-a handler dying inside one, markers of the earlier layout, and the counter's size."""
+a handler dying inside one, and the counter's size."""
 
 from __future__ import annotations
 
@@ -149,29 +149,6 @@ def test_given_a_handler_dying_inside_a_spill_when_redelivered_then_exact_and_th
     assert result["counted"] == 40
     again = count(client, aws, bodies(0, 80))
     assert again["counted"] == 0 and again["duplicates"] == 80 and views_of(client) == 80
-
-
-def test_given_a_view_counted_in_the_earlier_layout_when_delivered_again_then_found_by_its_marker_item(
-    client: Any, aws: Any, app_module: Any, clock: Any
-) -> None:
-    clock.now = T0 + 600_000
-    view = View(URL, T0, "c0")
-    sk = view_keys.marker_sk(view, SETTINGS.view_dedup)
-    expires = view_keys.marker_expires_at_s(T0, SETTINGS.view_dedup, SETTINGS.view_horizon_seconds)
-    # What a counting transaction of the earlier layout left: the marker item and the counter.
-    aws.dynamodb.put_item(
-        TableName=SETTINGS.counts_table, Item={"pk": {"S": PK}, "sk": {"S": sk}, "expires_at": {"N": str(expires)}}
-    )
-    aws.dynamodb.put_item(
-        TableName=SETTINGS.counts_table,
-        Item={**view_keys.counter_key(URL), "views": {"N": "1"}, "url": {"S": URL}, catalog.LISTED: {"BOOL": True}},
-    )
-    result = count(client, aws, [{"url": URL, "time": T0, "clientId": "c0"}, *bodies(1, 2)])
-    assert result["counted"] == 2 and result["duplicates"] == 1
-    assert views_of(client) == 3
-    assert counter(aws)[markers.INLINE_SINCE] == {"N": str(clock.now)}, "earlier markers read until they expire"
-    clock.now = T0 + (SETTINGS.view_horizon_seconds + SETTINGS.max_future_skew_seconds) * 1000 + 600_000
-    assert not markers.earlier_markers_may_live(counter(aws), SETTINGS.view_horizon_seconds, 300, clock.now)
 
 
 @pytest.mark.parametrize("views", [1, 7, 40])

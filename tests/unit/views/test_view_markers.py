@@ -69,7 +69,6 @@ def test_given_views_when_counted_then_the_update_adds_each_once_by_minute_and_d
     assert condition.startswith("attribute_not_exists(#ks)"), "no spill since the (missing) counter was read"
     tokens = [v["B"] for k, v in values.items() if k.startswith(":t")]
     assert sorted(tokens) == sorted(v.token for v in views) and condition.count("NOT contains(") == len(views)
-    assert values[":ki"] == {"N": "0"}, "a counter made by an inline count has no earlier markers"
 
 
 def test_given_a_counter_read_with_spills_and_dead_days_when_counted_then_guarded_by_its_spills_and_dead_sets_removed() -> (
@@ -83,7 +82,6 @@ def test_given_a_counter_read_with_spills_and_dead_days_when_counted_then_guarde
     assert "#ks = :ks" in request["ConditionExpression"] and request["ExpressionAttributeValues"][":ks"] == {"N": "3"}
     removed = request["UpdateExpression"].split(" REMOVE ")[1].split(", ")
     assert [request["ExpressionAttributeNames"][r] for r in removed] == [markers.inline_attribute(dead)]
-    assert request["ExpressionAttributeValues"][":ki"] == {"N": str(NOW)}
 
 
 @given(st.integers(0, 86_400_000 - 1), st.integers(-2 * 86_400, 2 * 86_400), st.sampled_from(["event", "client-day"]))
@@ -144,17 +142,6 @@ def test_given_inline_tokens_when_a_count_is_sized_then_spill_pays_exactly_when_
     assert size - without == 16 * held + (len(markers.inline_attribute(today)) if held and not new else 0)
     pays = markers.spill_pays(counter, size)
     assert pays == (held > 0 and markers.write_units(size) > markers.write_units(size - 16 * held))
-
-
-def test_given_counters_of_either_layout_when_judged_then_earlier_markers_read_only_while_they_may_live() -> None:
-    skew = SETTINGS.max_future_skew_seconds
-    assert not markers.earlier_markers_may_live(None, HORIZON, skew, NOW), "no counter: no earlier marker"
-    assert markers.earlier_markers_may_live(counter_with({}), HORIZON, skew, NOW), "never counted inline"
-    born_inline = counter_with({}, ki={"N": "0"})
-    assert not markers.earlier_markers_may_live(born_inline, HORIZON, skew, NOW)
-    since = counter_with({}, ki={"N": str(NOW)})
-    assert markers.earlier_markers_may_live(since, HORIZON, skew, NOW + (HORIZON + skew) * 1000 - 1)
-    assert not markers.earlier_markers_may_live(since, HORIZON, skew, NOW + (HORIZON + skew) * 1000)
 
 
 def test_given_the_same_view_twice_when_tokened_then_the_same_token_and_16_bytes() -> None:
