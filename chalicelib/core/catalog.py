@@ -4,7 +4,8 @@ Two layouts, each for the names whose cost it suits:
 
 - One item per name (`CATALOG#<kind>` / `<name>`, `last_seen` epoch ms and, when the name
   expires, `expires_at`), written at most once per name and hour per process (`touch`,
-  `Recent`). One small write per name: what sites use.
+  `Recent`) and listed one Query a page (`touched_page`). One small write per name: what sites
+  use.
 - Packed (`log`, `fold`): a handler batch writes ONE log item (`CATALOG#<kind>#log` / `<ms>#
   <content digest>`) naming every name it saw that was not known listed, its write units
   growing with the names' bytes (compressed; about 1 KB per 30-100 names), not with their
@@ -18,12 +19,11 @@ Two layouts, each for the names whose cost it suits:
 
 Entries merge by name (catalog_pages.merged), so a redelivered batch, a log folded twice or a
 fold that died between its page writes never lists a name twice, and an entry only lives
-longer. A listing page (`page`) reads the names after its cursor from all three places: the
-per-name items (a stage upgraded in place keeps listing them; the fold moves a kind's per-name
-items into its pages, MIGRATE_PER_FOLD a run, and deletes them), the log items past the
-`folded` mark (at most a fold interval's worth of batches that saw new names), and the pages
-from the one holding the cursor on until the page is full. Expired entries are left out of every
-answer and dropped by the fold when it rewrites their page.
+longer. A listing page of a packed catalog (`page`) reads the names after its cursor from both
+places: the log items past the `folded` mark (at most a fold interval's worth of batches that
+saw new names), and the pages from the one holding the cursor on until the page is full.
+Expired entries are left out of every answer and dropped by the fold when it rewrites their
+page.
 
 No log item is left behind: the fold first moves the mark's `closing` to its start time, then
 reads the log items up to it; a writer, after writing its item, reads the mark (strongly
@@ -32,10 +32,10 @@ log before the item was there), writes the item again after the mark. Every item
 read by the fold that closed past it, or written again where the next fold reads it.
 
 Readers and the fold: a reader finds every name whatever a concurrent fold does. The fold
-writes the pages before it moves `folded` and before it deletes the per-name items it moved; a
-reader reads, strongly consistent, in the opposite order: per-name items, the mark and the log
-past it, pages. A name a reader did not find where it looked first had left there after its
-page was written, so it is in the pages the reader reads afterwards.
+writes the pages before it moves `folded`; a reader reads, strongly consistent, in the opposite
+order: the mark and the log past it, then the pages. A name a reader did not find in the log
+past the mark it read had been folded before the mark moved, so it is in the pages the reader
+reads afterwards.
 
 Listings page through core.pager: its cursor names a name; the partitions are always the
 listing's own.
@@ -57,7 +57,6 @@ from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
 
 PAGE_SK = "p#"
-MIGRATE_PER_FOLD = 1000
 LOGS_PER_FOLD = 5000  # bounds a run's memory and time; a longer log takes more runs
 # A log item lives this long after it is written (TTL deletes it, at no charge): far longer than
 # any gap between folds an operator lets pass (the fold's alarm fires after four intervals).
@@ -248,12 +247,11 @@ def _unfolded_logs(
 
 @dataclass(frozen=True)
 class Folded:
-    """What one fold of one catalog did: log items merged, per-name items moved (and deleted),
-    pages written and deleted, and whether another fold changed a page first (then the mark was
-    not moved and nothing deleted: the next run folds the same items again)."""
+    """What one fold of one catalog did: log items merged, pages written and deleted, and
+    whether another fold changed a page first (then the mark was not moved: the next run folds
+    the same items again)."""
 
     logs: int = 0
-    migrated: int = 0
     pages_written: int = 0
     pages_deleted: int = 0
     raced: bool = False
@@ -263,12 +261,10 @@ class Folded:
 
 
 def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Folded:
-    """Merge the log items of `kind` up to now (and up to MIGRATE_PER_FOLD per-name items of
-    the former layout) into its pages, then move the mark past those log items and delete the
-    per-name items. Each page write is conditional on the version read, so two folds at once
-    never lose an entry: the one that finds a page changed stops before moving the mark or
-    deleting anything. A fold that dies half-way leaves entries in two places, which listings
-    merge and the next fold tidies."""
+    """Merge the log items of `kind` up to now into its pages, then move the mark past them.
+    Each page write is conditional on the version read, so two folds at once never lose an
+    entry: the one that finds a page changed stops before moving the mark. A fold that dies
+    half-way leaves entries in two places, which listings merge and the next fold tidies."""
     now_s = now_ms // 1000
     closing = f"{now_ms:013d}#~"
     folded = _mark(dynamodb, settings, kind).folded
@@ -281,20 +277,11 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
     else:
         logs = []
     logs = [item for item in logs if attributes.sort_key(item) <= closing]
-    former = pager.query_page(
-        dynamodb,
-        settings.counts_table,
-        catalog_pk(kind),
-        pager.PageRequest(None, MIGRATE_PER_FOLD),
-        f"could not read the {kind} catalog",
-    ).items
-    if not logs and not former:
+    if not logs:
         return Folded()
     stored_items = {_low(item): item for item in _all_items(dynamodb, settings, pages_pk(kind), kind)}
     stored = {low: _entries(item) for low, item in stored_items.items()}
-    everything = catalog_pages.union(
-        *stored.values(), *(_entries(item) for item in logs), (_former_entry(item) for item in former)
-    )
+    everything = catalog_pages.union(*stored.values(), *(_entries(item) for item in logs))
     live = {name: e for name, e in everything.items() if e.live(now_s)}
     plan = catalog_pages.layout(stored, live, catalog_pages.PAGE_RAW_BYTES)
     try:
@@ -303,15 +290,12 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
         for low in sorted(plan.write, key=lambda x: x in stored):
             _write_page(dynamodb, settings, kind, low, plan.write[low], stored_items.get(low))
         for low in plan.delete:
-            _delete(dynamodb, settings, pages_pk(kind), PAGE_SK + low, kind, _version(stored_items[low]))
+            _delete_page(dynamodb, settings, kind, low, _version(stored_items[low]))
     except ConditionFailed:
         return Folded(raced=True)
-    if logs:  # log items stay until they expire (LOG_LIFE_S): a delete is charged as a write
-        _move_mark(dynamodb, settings, kind, "folded", max(attributes.sort_key(item) for item in logs))
-    for item in former:
-        # Only as it was read: a writer of the former layout that moved it on keeps it.
-        _delete(dynamodb, settings, catalog_pk(kind), attributes.sort_key(item), kind, last_seen=item)
-    return Folded(len(logs), len(former), len(plan.write), len(plan.delete))
+    # Log items stay until they expire (LOG_LIFE_S): a delete is charged as a write.
+    _move_mark(dynamodb, settings, kind, "folded", max(attributes.sort_key(item) for item in logs))
+    return Folded(len(logs), len(plan.write), len(plan.delete))
 
 
 def fold_all(dynamodb: DynamoDB, settings: Settings, kinds: Sequence[str], now_ms: int) -> dict[str, Any]:
@@ -347,30 +331,14 @@ def _write_page(
         dynamodb.put_item(**request)
 
 
-def _delete(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    pk: str,
-    sk: str,
-    kind: str,
-    version: int | None = None,
-    last_seen: dict[str, Any] | None = None,
-) -> None:
-    request: dict[str, Any] = {"TableName": settings.counts_table, "Key": {"pk": {"S": pk}, "sk": {"S": sk}}}
-    if version is not None:
-        request["ConditionExpression"] = "v = :v"
-        request["ExpressionAttributeValues"] = {":v": {"N": str(version)}}
-    elif last_seen is not None and "last_seen" in last_seen:
-        request["ConditionExpression"] = "last_seen = :t"
-        request["ExpressionAttributeValues"] = {":t": last_seen["last_seen"]}
-        try:
-            with translated(f"could not tidy the {kind} catalog"):
-                dynamodb.delete_item(**request)
-        except ConditionFailed:
-            pass
-        return
+def _delete_page(dynamodb: DynamoDB, settings: Settings, kind: str, low: str, version: int) -> None:
     with translated(f"could not tidy the {kind} catalog"):
-        dynamodb.delete_item(**request)
+        dynamodb.delete_item(
+            TableName=settings.counts_table,
+            Key={"pk": {"S": pages_pk(kind)}, "sk": {"S": PAGE_SK + low}},
+            ConditionExpression="v = :v",
+            ExpressionAttributeValues={":v": {"N": str(version)}},
+        )
 
 
 def _logs_to_read(dynamodb: DynamoDB, settings: Settings, kind: str) -> list[dict[str, Any]]:
@@ -411,15 +379,6 @@ def _entries(item: dict[str, Any]) -> list[Listed]:
     return catalog_pages.unpack(attributes.binary(item, "e"))
 
 
-def _former_entry(item: dict[str, Any]) -> Listed:
-    """An item of the per-name layout as an entry."""
-    return Listed(
-        attributes.sort_key(item),
-        attributes.integer(item, "last_seen", 0),
-        attributes.optional_integer(item, "expires_at"),
-    )
-
-
 # -- reads ---------------------------------------------------------------------------------
 
 
@@ -432,29 +391,18 @@ class Entry:
 def page(
     dynamodb: DynamoDB, settings: Settings, kind: str, request: pager.PageRequest, now_ms: int
 ) -> tuple[list[Entry], str | None]:
-    """Up to `request.limit` live names after `request.after`, in name order, and the cursor of
-    the next page (None at the end): one Query of the per-name items, the pages from the one
-    holding the cursor until `limit` names after it are read (each page a Query of one item), and
-    the log items not folded yet. A page may hold fewer names when some expired."""
+    """Up to `request.limit` live names of a packed catalog after `request.after`, in name order,
+    and the cursor of the next page (None at the end): the log items not folded yet, and the
+    pages from the one holding the cursor until `limit` names after it are read (each page a
+    Query of one item). A page may hold fewer names when some expired."""
     now_s = now_ms // 1000
     after = request.after
-    former = pager.query_page(
-        dynamodb,
-        settings.counts_table,
-        catalog_pk(kind),
-        request,
-        f"could not read the {kind} catalog",
-        live_at_s=now_s,
-        consistent=True,
-    )
     # Read in the order opposite to the fold's writes (see "Readers and the fold" above).
     logged = [e for item in _logs_to_read(dynamodb, settings, kind) for e in _entries(item)]
-    packed, packed_through = _pages_after(dynamodb, settings, kind, after, request.limit, now_s)
-    found = catalog_pages.union((_former_entry(i) for i in former.items), packed, logged)
-    # Every source is read completely up to its bound; past the lowest bound, a source not read
-    # that far may hold names that belong before the others'.
-    bounds = [b for b in (former.after, packed_through) if b is not None]
-    bound = min(bounds) if bounds else None
+    packed, bound = _pages_after(dynamodb, settings, kind, after, request.limit, now_s)
+    found = catalog_pages.union(packed, logged)
+    # The pages are read completely up to `bound`; past it, a page not read may hold names that
+    # belong before the log's.
     names = sorted(
         name
         for name, entry in found.items()
@@ -464,6 +412,24 @@ def page(
     position = taken[-1] if len(names) > request.limit else bound
     cursor = None if position is None else pager.encode_cursor(position)
     return [Entry(name, found[name].last_seen_ms) for name in taken], cursor
+
+
+def touched_page(
+    dynamodb: DynamoDB, settings: Settings, kind: str, request: pager.PageRequest, now_ms: int
+) -> tuple[list[Entry], str | None]:
+    """Up to `request.limit` live names of a per-name catalog (`touch`) after `request.after`, in
+    name order, and the cursor of the next page (None at the end): one Query."""
+    got = pager.query_page(
+        dynamodb,
+        settings.counts_table,
+        catalog_pk(kind),
+        request,
+        f"could not read the {kind} catalog",
+        live_at_s=now_ms // 1000,
+        consistent=True,
+    )
+    entries = [Entry(attributes.sort_key(i), attributes.integer(i, "last_seen", 0)) for i in got.items]
+    return entries, got.next
 
 
 def _pages_after(
@@ -550,16 +516,13 @@ def _range(dynamodb: DynamoDB, table: str, pk: str, prefix: str, failure: str) -
 def names_with_prefix(
     dynamodb: DynamoDB, settings: Settings, kind: str, prefixes: Sequence[str], now_ms: int
 ) -> tuple[dict[str, list[str]], int]:
-    """For each prefix, the live names of the catalog that begin with it (in name order), and the
-    number of items read: per prefix, one Query of the per-name items and two of the pages (the
-    page holding the prefix, and pages whose range starts within it); the log items once."""
+    """For each prefix, the live names of a packed catalog that begin with it (in name order), and
+    the number of items read: the log items once, then per prefix two Queries of the pages (the
+    page holding the prefix, and pages whose range starts within it)."""
     now_s = now_ms // 1000
     failure = f"could not read the {kind} catalog"
     table = settings.counts_table
-    former: dict[str, list[dict[str, Any]]] = {}
-    for prefix in prefixes:  # read in the order opposite to the fold's ("Readers and the fold")
-        former[prefix] = _range(dynamodb, table, catalog_pk(kind), prefix, failure)
-    logs = _logs_to_read(dynamodb, settings, kind)
+    logs = _logs_to_read(dynamodb, settings, kind)  # before the pages ("Readers and the fold")
     logged = [e for item in logs for e in _entries(item)]
     read = len(logs) + 1
     out: dict[str, list[str]] = {}
@@ -567,7 +530,7 @@ def names_with_prefix(
         holding = _one(dynamodb, table, pages_pk(kind), "sk <= :s", {":s": {"S": PAGE_SK + prefix}}, failure, False)
         within = _range(dynamodb, table, pages_pk(kind), PAGE_SK + prefix, failure)
         packed = [e for item in holding.items + within for e in _entries(item)]
-        read += len(former[prefix]) + len(holding.items) + len(within)
-        found = catalog_pages.union((_former_entry(i) for i in former[prefix]), packed, logged)
+        read += len(holding.items) + len(within)
+        found = catalog_pages.union(packed, logged)
         out[prefix] = sorted(n for n, e in found.items() if n.startswith(prefix) and e.live(now_s))
     return out, read

@@ -11,8 +11,6 @@ capabilities can never collide and an operator can read any item's owner from it
     TOP#<counter>#<dimension>            q#|h#|d#<n>#<part>      a breakdown summary: values with counts and sums
                                                                  (counters/topk.py)
     EVT#<counter>#<id>                   #                       marker: an event with a client id was counted
-    SEQ#<events pk>                      #                       former stream position per events partition, left to expire
-    LED#<events pk>#<ingest slice>       #                       former counting ledger, left to expire
     AUQ#<quarter hour>                   s:<shard hash>          what the counting path did with the events of a
                                          | #repaired             quarter hour's partitions, one item per stream
                                                                  shard, and the repair's (counters/audit_keys.py)
@@ -35,9 +33,6 @@ capabilities can never collide and an operator can read any item's owner from it
     REPORT#index                         <report id>             one committed report
     QUARANTINE#<source>                  <record id>             a background record set aside (core)
     KEY#                                 <sha256 of the key>     an access key: scopes, prefix, origins (access)
-    CATALOG#counters                     <counter>               a counter exists; when last counted (counters),
-                                                                 former layout: the fold moves it into pages
-    CATALOG#views                        <sha256 of url>         a URL has a view counter (views), former layout
     CATALOG#<kind>#log                   <ms>#<content digest>   names one batch saw that were not known listed,
                                                                  packed; the fold merges them; expires (core/catalog.py)
     CATALOG#<kind>#pages                 p#<lowest name>         a sorted run of a catalog's names, packed
@@ -54,10 +49,8 @@ COUNTER = "CTR#"
 FILTER = "FLT#"
 SUMMARY = "TOP#"
 EVENT_MARKER = "EVT#"
-STREAM_POSITION = "SEQ#"  # no longer written; items of a stage upgraded from it expire by TTL
 AUDIT = "AUD#"  # the former layout of AUDIT_GROUP: still read (counters/audit_keys.py)
 AUDIT_GROUP = "AUQ#"
-LEDGER = "LED#"  # no longer written; items of a stage upgraded from it expire by TTL
 AUDIT_RUN = "AUDIT#"
 VIEW_URL = "URL#"
 VIEW_BUCKET = "VWB#"

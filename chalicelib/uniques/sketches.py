@@ -13,10 +13,9 @@ Stored form (never pickle): a 5-byte header, then the payload.
     DENSE  (kind 0): zlib(one byte per register, m = 2**p bytes)
     SPARSE (kind 1): zlib(uint16 big-endian index deltas of the non-zero registers, then
                      their values, one byte each); the first delta is the first index.
-    EXACT  (kind 2, version 2 only): the distinct item hashes, sorted, 8 bytes big-endian each.
-Version 1 (DENSE/SPARSE only) is a register sketch of unknown size: written before exact
-sketches existed, or merged from one, and still read. Version 2 DENSE/SPARSE is a register
-sketch known to hold more than EXACT_LIMIT items. Encoding picks the smaller register form,
+    EXACT  (kind 2): the distinct item hashes, sorted, 8 bytes big-endian each.
+A DENSE/SPARSE sketch is a register sketch, which holds more than EXACT_LIMIT items by
+construction. The format version is 2; no other is read. Encoding picks the smaller register form,
 so a sketch of a few items takes a few hundred bytes and a full one stays far below the 12 KB
 of a dense Redis HyperLogLog. Decoding checks every field and bounds decompression, so a
 corrupt or foreign item is refused, never executed.
@@ -44,7 +43,6 @@ from msgpack import packb
 from chalicelib.core.errors import TallyError
 
 MAGIC = b"TH"
-LEGACY_VERSION = 1
 FORMAT_VERSION = 2
 DENSE = 0
 SPARSE = 1
@@ -69,7 +67,7 @@ class Sketch:
     """Registers at precision p, plus the exact hash set while it is small.
 
     `floor` is what the estimate can never go below: EXACT_LIMIT + 1 for a sketch that left the
-    exact state, 0 for a register sketch of unknown size (format version 1).
+    exact state, 0 while it is exact.
     """
 
     __slots__ = ("M", "exact", "floor", "p")
@@ -245,14 +243,13 @@ def interval(sketch: Sketch, z: float = 1.96) -> tuple[int, int]:
 def encode(sketch: Sketch) -> bytes:
     if sketch.exact is not None:
         return _header(FORMAT_VERSION, EXACT, sketch.p) + sketch.exact.astype(_HASHES).tobytes()
-    version = FORMAT_VERSION if sketch.floor else LEGACY_VERSION
     registers = sketch.M
-    candidates = [_header(version, DENSE, sketch.p) + zlib.compress(registers.tobytes(), 9)]
+    candidates = [_header(FORMAT_VERSION, DENSE, sketch.p) + zlib.compress(registers.tobytes(), 9)]
     indices = np.flatnonzero(registers)
     if len(indices) <= len(registers) // _SPARSE_LIMIT_DIVISOR:
         deltas = np.diff(indices, prepend=0).astype(">u2")
         payload = deltas.tobytes() + registers[indices].tobytes()
-        candidates.append(_header(version, SPARSE, sketch.p) + zlib.compress(payload, 9))
+        candidates.append(_header(FORMAT_VERSION, SPARSE, sketch.p) + zlib.compress(payload, 9))
     return min(candidates, key=len)
 
 
@@ -266,12 +263,12 @@ def decode(data: bytes) -> Sketch:
     magic, version, kind, p = HEADER.unpack_from(data)
     if magic != MAGIC:
         raise SketchFormatError("not a sketch (bad magic)")
-    if version not in (LEGACY_VERSION, FORMAT_VERSION):
+    if version != FORMAT_VERSION:
         raise SketchFormatError(f"unknown sketch format version {version}")
     if not MIN_PRECISION <= p <= MAX_PRECISION:
         raise SketchFormatError(f"precision {p} out of range")
     m = 1 << p
-    if kind == EXACT and version == FORMAT_VERSION:
+    if kind == EXACT:
         return _from_values(p, _exact_hashes(data[HEADER.size :]))
     if kind == DENSE:
         registers = np.frombuffer(_inflate(data[HEADER.size :], m), dtype=np.uint8)
@@ -280,10 +277,10 @@ def decode(data: bytes) -> Sketch:
     elif kind == SPARSE:
         registers = _sparse_registers(_inflate(data[HEADER.size :], 3 * m), m)
     else:
-        raise SketchFormatError(f"unknown sketch kind {kind} in format version {version}")
+        raise SketchFormatError(f"unknown sketch kind {kind}")
     if registers.size and int(registers.max()) > 64 - p + 1:
         raise SketchFormatError("register value out of range")
-    return Sketch(p, registers.copy(), None, EXACT_LIMIT + 1 if version == FORMAT_VERSION else 0)
+    return Sketch(p, registers.copy(), None, EXACT_LIMIT + 1)
 
 
 def _exact_hashes(payload: bytes) -> np.ndarray[Any, Any]:

@@ -1,7 +1,7 @@
 """The packed listings (`GET /counters`, `GET /views/urls`): handlers log new names, one item a
 batch; the scheduled fold merges the log into pages. Names appear before and after the fold,
-redelivered batches list nothing twice, expired names disappear, items of the former per-name
-layout are still listed (and moved by the fold), and paging crosses pages, log and former items."""
+redelivered batches list nothing twice, expired names disappear, and paging crosses pages and
+log."""
 
 from __future__ import annotations
 
@@ -103,31 +103,7 @@ def test_given_counters_whose_counts_expired_then_they_disappear_from_the_listin
     assert [e.name for e in catalog_pages.unpack(page["e"]["B"])] == ["long", "other"]
 
 
-def test_given_former_per_name_items_then_listed_with_the_new_and_the_fold_moves_them(
-    client: Any, aws: Any, clock: Any
-) -> None:
-    # As the per-name layout stored them (a stage upgraded in place).
-    for name in ("old.a", "old.m", "old.z"):
-        aws.dynamodb.put_item(
-            TableName=SETTINGS.counts_table,
-            Item={
-                "pk": {"S": catalog.catalog_pk("counters")},
-                "sk": {"S": name},
-                "last_seen": {"N": str(clock.now - 1000)},
-                "expires_at": {"N": str(clock.now // 1000 + DAY_S)},
-            },
-        )
-    post_events(client, [{"counter": n, "time": clock.now} for n in ("new.b", "old.m", "zz")])
-    count_stream(client, aws)
-    expected = ["new.b", "old.a", "old.m", "old.z", "zz"]
-    for limit in (1, 2, 5):
-        assert listed(client, "/counters", "counters", "name", limit) == expected
-    assert fold(client)["counters"]["migrated"] == 3
-    assert partition(aws.dynamodb, catalog.catalog_pk("counters")) == []
-    assert listed(client, "/counters", "counters", "name", 2) == expected
-
-
-def test_given_many_pages_a_log_and_former_items_when_paged_with_any_limit_then_each_name_once_in_order(
+def test_given_many_pages_and_a_log_when_paged_with_any_limit_then_each_name_once_in_order(
     client: Any, aws: Any, clock: Any
 ) -> None:
     now = clock.now
@@ -138,11 +114,7 @@ def test_given_many_pages_a_log_and_former_items_when_paged_with_any_limit_then_
     assert len(pages(aws, "counters")) >= 3
     logged = {f"{'p' * 150}.{i:04d}x": expires for i in range(0, 400, 37)}  # between folded names
     counter_catalog.list_counters(aws.dynamodb, SETTINGS, logged, now)
-    aws.dynamodb.put_item(
-        TableName=SETTINGS.counts_table,
-        Item={"pk": {"S": catalog.catalog_pk("counters")}, "sk": {"S": "a.former"}, "last_seen": {"N": str(now)}},
-    )
-    expected = sorted({*long_names, *logged, "a.former"})
+    expected = sorted({*long_names, *logged})
     for limit in (1, 7, 100, 161, 1000):
         assert listed(client, "/counters", "counters", "name", limit) == expected, limit
     fold(client)
@@ -169,25 +141,6 @@ def test_given_new_urls_when_views_counted_then_logged_once_listed_and_found_by_
     assert all(found[s[:16]] == [s] for s in shas) and read >= len(shas)
     answer = get(client, "/views/top?window=1h&limit=5").json_body
     assert len(answer["urls"]) == 5 and all(u["url"] in urls for u in answer["urls"])
-
-
-def test_given_former_view_catalog_items_then_listed_and_found_by_digest_before_and_after_the_fold(
-    client: Any, aws: Any, clock: Any
-) -> None:
-    urls = [f"https://old.example/{i}" for i in range(5)]
-    deliver_views(aws, [View(u, clock.now, "c") for u in urls], clock.now)
-    # Rewrite the catalog as the former layout held it: one item per sha, no log.
-    (log,) = logs(aws, "views")
-    for entry in catalog_pages.unpack(log["e"]["B"]):
-        aws.dynamodb.put_item(
-            TableName=SETTINGS.counts_table,
-            Item={"pk": {"S": catalog.catalog_pk("views")}, "sk": {"S": entry.name}, "last_seen": {"N": "1"}},
-        )
-    aws.dynamodb.delete_item(TableName=SETTINGS.counts_table, Key={"pk": log["pk"], "sk": log["sk"]})
-    assert sorted(listed(client, "/views/urls", "urls", "url", 2)) == sorted(urls)
-    assert fold(client)["views"]["migrated"] == 5
-    assert sorted(listed(client, "/views/urls", "urls", "url", 2)) == sorted(urls)
-    assert len(get(client, "/views/top?window=1h&limit=10").json_body["urls"]) == 5
 
 
 def long_names(prefix: str, n: int, expires: int, suffix: str = "") -> dict[str, int | None]:

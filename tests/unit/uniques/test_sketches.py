@@ -71,20 +71,6 @@ def test_given_exact_sketch_when_one_more_item_arrives_then_registers_and_estima
         assert np.array_equal(sketch.M, library(P, items).M)
 
 
-def test_given_version_1_sketches_when_decoded_then_read_as_registers_of_unknown_size() -> None:
-    registers = sketches.from_hashes(P, keys(0, 10)).M
-    indices = np.flatnonzero(registers)
-    payload = np.diff(indices, prepend=0).astype(">u2").tobytes() + registers[indices].tobytes()
-    old = sketches.HEADER.pack(b"TH", 1, sketches.SPARSE, P) + zlib.compress(payload, 9)
-    sketch = sketches.decode(old)
-    assert not sketches.is_exact(sketch) and sketch.floor == 0
-    assert sketches.estimate(sketch) == 10
-    assert sketches.encode(sketch) == old  # re-encoded as it was: nothing claims it is large
-    merged = sketches.merge([sketch, sketches.from_hashes(P, keys(5, 20))], P)
-    assert not sketches.is_exact(merged) and sketches.estimate(merged) == 20
-    assert sketches.decode(sketches.encode(merged)) == merged
-
-
 def test_given_empty_and_small_register_sketches_when_encoded_then_sparse_and_under_1kb() -> None:
     for n in (0, 10, 99):
         sketch = sketches.fold(sketches.from_hashes(P, keys(0, n)), P)
@@ -119,6 +105,7 @@ def corrupt_variants() -> list[bytes]:
     dense = sketches.encode(sketches.from_hashes(P, keys(0, 20_000)))
     exact = sketches.encode(sketches.from_hashes(P, keys(0, 5)))
     header = sketches.HEADER
+    v = sketches.FORMAT_VERSION
     overflow = np.zeros(1 << P, np.uint8)
     overflow[3] = 64
     return [
@@ -133,15 +120,15 @@ def corrupt_variants() -> list[bytes]:
         good + b"junk",  # trailing bytes
         good[:5] + bytes(b ^ 0xFF for b in good[5:]),  # flipped payload
         dense[:4] + bytes([P - 1]) + dense[5:],  # too many registers for the precision
-        header.pack(b"TH", 1, sketches.DENSE, P) + zlib.compress(overflow.tobytes()),  # rho too large
-        header.pack(b"TH", 1, sketches.SPARSE, P) + zlib.compress(b"\x00\x05\x00\x00\x01\x01"),  # repeat index
-        header.pack(b"TH", 1, sketches.SPARSE, P) + zlib.compress(b"\xff\xff\x01"),  # index beyond m
-        header.pack(b"TH", 1, sketches.SPARSE, P) + zlib.compress(b"\x00\x05\x00"),  # zero value
-        header.pack(b"TH", 1, sketches.DENSE, P) + zlib.compress(bytes(1 << 20)),  # inflates far too big
+        header.pack(b"TH", v, sketches.DENSE, P) + zlib.compress(overflow.tobytes()),  # rho too large
+        header.pack(b"TH", v, sketches.SPARSE, P) + zlib.compress(b"\x00\x05\x00\x00\x01\x01"),  # repeat index
+        header.pack(b"TH", v, sketches.SPARSE, P) + zlib.compress(b"\xff\xff\x01"),  # index beyond m
+        header.pack(b"TH", v, sketches.SPARSE, P) + zlib.compress(b"\x00\x05\x00"),  # zero value
+        header.pack(b"TH", v, sketches.DENSE, P) + zlib.compress(bytes(1 << 20)),  # inflates far too big
         exact[:-3],  # exact: not whole hashes
         exact[:5] + exact[13:21] + exact[5:13] + exact[21:],  # exact: not sorted
         exact + exact[-8:],  # exact: repeated hash
-        exact[:2] + b"\x01" + exact[3:],  # exact kind in format version 1
+        exact[:2] + b"\x01" + exact[3:],  # format version 1: not read
         exact[:5] + bytes(8 * (EXACT_LIMIT + 1)),  # exact: too many
         pickle.dumps(HyperLogLog(0.01), 2),  # the seed's format
     ]
