@@ -3,8 +3,7 @@
 Counters are keyed by the URL's sha256, so the counter item (`URL#<sha>` / `TOTAL`) also keeps
 the URL's text (attribute `url`, set by its first count), when it was last counted (`last`,
 epoch ms, set by every count) and `listed` (set by every count). The catalog (core.catalog,
-packed: `CATALOG#views#log`, then its pages; `CATALOG#views` / `<sha>` items of the former
-layout are still read, and moved by the fold) names the URLs by sha256; the queue handler logs
+packed: `CATALOG#views#log`, then its pages) names the URLs by sha256; the queue handler logs
 the batch's URLs whose counter is not `listed` yet in one log item before counting their
 views, so a URL is named in the log once in its life (again only when a delivery died between
 the log and the count), and a batch pays one write of about a kilobyte per 30 new URLs, not
