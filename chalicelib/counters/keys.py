@@ -12,7 +12,6 @@ EVT#<counter>#<id> / #                            marker of an event with a clie
                                                   stream record that claimed it (shard hash, position)
 AUQ#<quarter hour> / s:<shard hash> | #repaired  audit counters of a quarter hour's events partitions,
                                                   one item per stream shard (counters/audit_keys.py)
-AUD#<events pk> / #                               former audit counters of one events partition
 QUARANTINE#events-stream / <stream event id>      a record that could not be counted
 """
 
@@ -46,11 +45,6 @@ def bucket_key(counter: str, bucket: Bucket) -> dict[str, Any]:
 
 def marker_key(counter: str, event_id: str) -> dict[str, Any]:
     return _key(f"{keyspace.EVENT_MARKER}{counter}#{event_id}", "#")
-
-
-def audit_key(events_pk: str) -> dict[str, Any]:
-    """The item counting what became of the events of one events-table partition."""
-    return _key(f"{keyspace.AUDIT}{events_pk}", "#")
 
 
 def audit_group_key(group: str, sort_key: str) -> dict[str, Any]:

@@ -405,35 +405,6 @@ def test_given_records_with_dimensions_lost_on_the_way_when_repaired_then_filter
     assert reads.count_window(aws.dynamodb, SETTINGS, "f", first, last, clock.now).count == len(sent)
 
 
-def test_given_a_partition_counted_partly_in_the_former_layout_when_audited_then_both_add_up_and_a_loss_shows(
-    client: Any, aws: Any, clock: Any
-) -> None:
-    start_audit(client)
-    post_events(client, [{"counter": "f", "time": clock.now - i * MINUTE} for i in range(16)], 1)
-    records = stored_event_records(aws.dynamodb)
-    # The handler before the quarter-hour items counted every third record: per-partition items.
-    former = records[::3]
-    for pk, n in Counter(r["dynamodb"]["Keys"]["pk"]["S"] for r in former).items():
-        account(aws.dynamodb, pk, clock.now, applied=n)
-    rest = [r for r in records if r not in former]
-    lost = rest[0]
-    invoke(client, "on_event_records", lambda_event([r for r in rest if r is not lost]))
-    settle(clock)
-
-    found = post_json(client, "/audit").json_body
-
-    short = lost["dynamodb"]["Keys"]["pk"]["S"]
-    assert [(f["partition"], f["shortfall"]) for f in found["short"]] == [(short, 1)]
-    assert found["audited"] % SETTINGS.event_write_shards == 0 and found["shortfall"] == 1
-
-    # Late, through a child shard (a shard's records come in order: it cannot follow later ones).
-    invoke(client, "on_event_records", lambda_event([lost], "shardId-00000001795000000001-late"))
-    again = post_json(client, "/audit").json_body
-
-    assert (again["rechecked"], again["resolved"], again["open"]) == (1, 1, 0)
-    assert client.http.get("/audit").json_body == {"partitions": [], "next": None}
-
-
 def summary_items(dynamodb: Any) -> dict[tuple[str, str], dict[str, Any]]:
     return {
         (i["pk"]["S"], i["sk"]["S"]): i

@@ -26,8 +26,8 @@ def test_given_text_no_key_can_hold_when_keys_built_then_value_error() -> None:
     with pytest.raises(ValueError):
         counter_keys.marker_key("c", "id-\udc00x")
     with pytest.raises(ValueError):
-        counter_keys.audit_key("p" * 2045)
-    assert counter_keys.audit_key("202611211000#0")["pk"]["S"] == "AUD#202611211000#0"
+        counter_keys.audit_group_key("p" * 2045, "#")
+    assert counter_keys.audit_group_key("202611211000", "#")["pk"]["S"] == "AUQ#202611211000"
 
 
 @given(st.integers(0, 10**9), st.integers(0, 10**9))
