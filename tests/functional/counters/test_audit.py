@@ -2,7 +2,7 @@
 closed by the repair (buckets exact against a brute-force count); a clean run finds nothing.
 
 The stream handler writes the audit items of the records it is given (counters/audit_keys.py);
-`helpers.account` writes items of the former per-partition layout, which the audit still reads."""
+`helpers.account` adds numbers on an audit item of a stream shard of its own."""
 
 from __future__ import annotations
 
@@ -697,56 +697,6 @@ def test_given_more_value_names_than_slots_when_repaired_then_each_bucket_sums_i
     before = bucket_items(aws.dynamodb)
     assert post_json(client, "/audit/repair", {"partition": short}).json_body["written"] == 0
     assert bucket_items(aws.dynamodb) == before
-
-
-def to_former_layout(dynamodb: Any, both: bool) -> int:
-    """Rewrite counter f's and its filters' bucket items as the hash-named sums layout held
-    them (`w<hash>`, `t<hash>`, `v<mm><hash>`); with `both`, each day item keeps a part of each
-    total in its slot too (a name in both layouts, as items written before slots and since
-    hold). Returns the items rewritten."""
-    rewritten = 0
-    for item in bucket_items(dynamodb).values():
-        slots = dimension_keys.slots_of(item)
-        if not slots:
-            continue
-        former = dict(item)
-        for slot, name in slots.items():
-            del former[dimension_keys.slot_name_attribute(slot)]
-            former[dimension_keys.name_attribute(name)] = {"S": name}
-            for k in [k for k in former if len(k) == 4 and k[0] == "v" and k[3] == str(slot)]:
-                former[dimension_keys.minute_sum_attribute(int(k[1:3]), name)] = former.pop(k)
-            total = dimension_keys.slot_total_attribute(slot)
-            if total in former:
-                amount = Decimal(former.pop(total)["N"])
-                former[dimension_keys.total_attribute(name)] = {"N": str(amount - 7 if both else amount)}
-                if both:
-                    former[total] = {"N": "7"}
-                    former[dimension_keys.slot_name_attribute(slot)] = {"S": name}
-        dynamodb.put_item(TableName=SETTINGS.counts_table, Item=former)
-        rewritten += 1
-    return rewritten
-
-
-@pytest.mark.parametrize("both", [False, True])
-def test_given_items_of_the_former_sums_layout_when_repaired_then_their_sums_read_exact(
-    client: Any, aws: Any, clock: Any, both: bool
-) -> None:
-    start_audit(client)
-    sent, short = lose_some_with_dimensions(client, aws, clock, lose=3, values=two_values)
-    assert to_former_layout(aws.dynamodb, both) > 0
-    assert post_json(client, "/audit").json_body["shortfall"] == 3
-    assert not sums_exact(client, sent, clock.now)
-
-    repaired = post_json(client, "/audit/repair", {"partition": short}).json_body
-
-    assert repaired["busy"] == [] and repaired["accounted"]
-    assert sums_exact(client, sent, clock.now)
-    before = bucket_items(aws.dynamodb)
-    assert post_json(client, "/audit/repair", {"partition": short}).json_body["written"] == 0
-    assert bucket_items(aws.dynamodb) == before
-    # Both layouts are still there: the repair wrote each name where the item kept it.
-    names = {k for item in before.values() for k in item if k[0] == "w"}
-    assert any(len(k) == 7 for k in names) and (any(len(k) == 2 for k in names) or not both)
 
 
 def test_given_a_partition_counted_whole_when_repaired_then_its_buckets_are_left_byte_identical(
