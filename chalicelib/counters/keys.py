@@ -122,8 +122,7 @@ def split_stamped(value: str) -> Stamp:
 # past that they spill to the hour items. `x:<shard hash>` on a day item says, per shard, where
 # that shard's events went (stream_apply): NOT_SPILLED, every event of the shard at or below its
 # position is inline; a position, the events before it are inline and those from it on are in
-# hour items; FROM_START (or absent: items written before inline minutes existed), every one is
-# in hour items. A read adds a day's inline minutes to its hours (reads.py).
+# hour items; FROM_START, every one is in hour items. A read adds a day's inline minutes to its hours (reads.py).
 INLINE_MAX = 8
 INLINE_COUNT = "ic"
 SPILL_PREFIX = "x:"

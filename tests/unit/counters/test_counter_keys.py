@@ -46,7 +46,7 @@ def test_given_any_event_position_when_judged_against_a_day_items_spill_then_inl
     assert position is not None and spill is not None
     assert counter_keys.held_inline(counter_keys.NOT_SPILLED, position)  # inline so far: every event
     assert not counter_keys.held_inline(counter_keys.FROM_START, position)  # hours from the start
-    assert not counter_keys.held_inline(None, position)  # written before inline minutes: hours
+    assert not counter_keys.held_inline(None, position)  # no x: nothing inline
     assert counter_keys.held_inline(spill, position) == (sequence < spilled_at)
 
 
