@@ -14,8 +14,6 @@ capabilities can never collide and an operator can read any item's owner from it
     AUQ#<quarter hour>                   s:<shard hash>          what the counting path did with the events of a
                                          | #repaired             quarter hour's partitions, one item per stream
                                                                  shard, and the repair's (counters/audit_keys.py)
-    AUD#<events pk>                      #                       the same for one events partition, former layout:
-                                                                 still read, no longer written by the stream
     AUDIT#checkpoint                     #                       start of the next quarter hour to audit
     AUDIT#short                          <events pk>             a partition that does not add up (counters)
     URL#<sha256 of url>                  TOTAL                   an exact view counter (views)
@@ -49,7 +47,6 @@ COUNTER = "CTR#"
 FILTER = "FLT#"
 SUMMARY = "TOP#"
 EVENT_MARKER = "EVT#"
-AUDIT = "AUD#"  # the former layout of AUDIT_GROUP: still read (counters/audit_keys.py)
 AUDIT_GROUP = "AUQ#"
 AUDIT_RUN = "AUDIT#"
 VIEW_URL = "URL#"

@@ -96,12 +96,6 @@ class Finding:
         }
 
 
-def compare(partition: str, stored: int, tally_item: dict[str, Any] | None) -> Finding:
-    """The finding for one partition from its stored count and its audit item of the former
-    layout (or none)."""
-    return finding(partition, stored, audit_keys.accounts(tally_item))
-
-
 def finding(partition: str, stored: int, numbers: dict[str, int]) -> Finding:
     """The finding for one partition from its stored count and its numbers (audit_keys.ACCOUNTS)."""
     return Finding(partition, stored, **{name: numbers.get(name, 0) for name in audit_keys.ACCOUNTS})

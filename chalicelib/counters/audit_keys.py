@@ -23,11 +23,6 @@ applied#<member> of the item that counted the record as set aside. The audit's r
     pk = AUQ#<group>, sk = #repaired
     repaired#<member>    N   events of P the repair accounted for
 
-Items of the former layout, one per events partition (`AUD#<P>` / `#`, the same numbers without
-the `#<member>` suffix), are still read: the audit adds them when a partition's group items alone
-fall short (counters/audit_runs.py), and replay and repair read them too. Nothing writes new ones
-but replay, moving a record that item counted as set aside.
-
 Every stored event of P ends up in exactly one of the numbers, so once P's quarter hour has
 closed and its records have been through the stream, their sum over P's items equals the number
 of events stored under P (a pack counts its `n`); the audit (counters/audit.py) checks that.
@@ -37,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import attributes, keyspace
+from chalicelib.core import attributes
 from chalicelib.counters import keys
 
 SORT_KEY = "#"
@@ -56,12 +51,6 @@ AUDIT_TALLY_TTL_SECONDS = 8 * 86400
 REPAIRS_SORT_KEY = "#repaired"
 # The numbers the stream handler (and replay) write; REPAIRED is the repair's own.
 STREAM_ACCOUNTS = (APPLIED, SET_ASIDE, EXPIRED, DUPLICATES)
-
-
-def tally_key(events_pk: str) -> dict[str, Any]:
-    """The former layout's audit item of one events partition key (ValueError if DynamoDB would
-    refuse the key)."""
-    return keys.audit_key(events_pk)
 
 
 def split(events_pk: str) -> tuple[str, str]:
@@ -89,19 +78,6 @@ def repairs_key(events_pk: str) -> dict[str, Any]:
 def attribute(account: str, events_pk: str) -> str:
     """The attribute holding one of P's numbers on an item of its group."""
     return f"{account}#{split(events_pk)[1]}"
-
-
-def events_pk_of(tally_pk: str) -> str:
-    """The events partition key an audit item's pk names."""
-    if not tally_pk.startswith(keyspace.AUDIT):
-        raise ValueError(f"not an audit item: {tally_pk!r}")
-    return tally_pk[len(keyspace.AUDIT) :]
-
-
-def accounts(item: dict[str, Any] | None) -> dict[str, int]:
-    """The numbers of a stored audit item of the former layout (DynamoDB JSON); zeros for none."""
-    item = item or {}
-    return {name: attributes.integer(item, name, 0) for name in ACCOUNTS}
 
 
 def member_accounts(item: dict[str, Any] | None, events_pk: str) -> dict[str, int]:

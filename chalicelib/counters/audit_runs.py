@@ -4,11 +4,7 @@ A run compares the settled quarter hours from its checkpoint on (counters/audit.
 events partition, one Query over the partition reading each item's number of events (DynamoDB reads, and
 charges for, every item it counts), and for each quarter hour one Query of its audit items (one
 per stream shard that carried its events, and the repair's: counters/audit_keys.py), which
-serves every partition of the quarter. A partition whose numbers there fall short is read once
-more in the former layout (its own `AUD#<P>` item, written before the group items existed), and
-that item's numbers are added: a partition counted before the change, or partly before and
-partly after, adds up as it did. Partitions
-that do not add up are written as findings, `AUDIT#short` / `<events pk>`, in the same
+serves every partition of the quarter. Partitions that do not add up are written as findings, `AUDIT#short` / `<events pk>`, in the same
 transaction that moves the checkpoint (`AUDIT#checkpoint`) past their quarter hour, on
 condition that the checkpoint is where the run read it: a run that lost that race (a duplicate
 scheduled invocation, an operator's POST /audit at the same moment) writes nothing, so a
@@ -87,7 +83,7 @@ def run(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> AuditResult:
         # in between shows as accounted (its event was stored already), never as missing.
         stored = {pk: stored_count(dynamodb, settings, pk) for pk in pks}
         group = read_group(dynamodb, settings, pks[0]) if pks else []
-        findings = [_finding(dynamodb, settings, pk, stored[pk], group) for pk in pks]
+        findings = [_finding(pk, stored[pk], group) for pk in pks]
         short = [f for f in findings if not f.adds_up]
         if not _commit(dynamodb, settings, checkpoint, quarter + audit.QUARTER_MS, short, now_ms):
             result.superseded = True
@@ -102,26 +98,18 @@ def run(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> AuditResult:
 def compare(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> audit.Finding:
     """One partition now: its stored events against its audit items."""
     stored = stored_count(dynamodb, settings, events_pk)
-    return _finding(dynamodb, settings, events_pk, stored, read_group(dynamodb, settings, events_pk))
+    return _finding(events_pk, stored, read_group(dynamodb, settings, events_pk))
 
 
-def _finding(
-    dynamodb: DynamoDB, settings: Settings, events_pk: str, stored: int, group: list[dict[str, Any]]
-) -> audit.Finding:
+def _finding(events_pk: str, stored: int, group: list[dict[str, Any]]) -> audit.Finding:
     """A partition's finding from its stored count and the audit items of its quarter hour (read
-    once for all its partitions), adding its item of the former layout when those fall short."""
-    numbers = audit_keys.group_accounts(group, events_pk)
-    if audit_keys.accounted(numbers) < stored:  # counted (partly) before the group items existed?
-        numbers = audit_keys.added(numbers, audit_keys.accounts(read_tally(dynamodb, settings, events_pk)))
-    return audit.finding(events_pk, stored, numbers)
+    once for all its partitions)."""
+    return audit.finding(events_pk, stored, audit_keys.group_accounts(group, events_pk))
 
 
 def accounted(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> dict[str, int]:
-    """Everything the audit items say of one events partition, in both layouts."""
-    return audit_keys.added(
-        audit_keys.group_accounts(read_group(dynamodb, settings, events_pk), events_pk),
-        audit_keys.accounts(read_tally(dynamodb, settings, events_pk)),
-    )
+    """Everything the audit items say of one events partition."""
+    return audit_keys.group_accounts(read_group(dynamodb, settings, events_pk), events_pk)
 
 
 def read_group(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> list[dict[str, Any]]:
@@ -159,14 +147,6 @@ def stored_count(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> int:
         for page in dynamo.query_pages(dynamodb, request, "could not count an events partition")
         for item in page.get("Items", [])
     )
-
-
-def read_tally(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> dict[str, Any] | None:
-    with translated("could not read an audit item"):
-        item: dict[str, Any] | None = dynamodb.get_item(
-            TableName=settings.counts_table, Key=audit_keys.tally_key(events_pk), ConsistentRead=True
-        ).get("Item")
-    return item
 
 
 def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:

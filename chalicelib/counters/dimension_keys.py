@@ -22,9 +22,7 @@ Sums live beside counts in at most MAX_SUM_NAMES slots per bucket item (`<s>`, o
 (hour items). A name takes the next free slot of the item, on condition that the slot is free
 (and a name already in a slot, that it is still there), so no item sums more than MAX_SUM_NAMES
 names whatever the number of value names a counter's events carry: a value whose name finds no
-slot is not summed there, and `vx` counts such values. Items written before slots existed named
-their sums by a short hash of the name (`w<h>`, `t<h>`, `v<mm><h>`, 6 hex); they are read as they
-are, and take at most MAX_SUM_NAMES slots more (docs/counting.md, "Item sizes").
+slot is not summed there, and `vx` counts such values (docs/counting.md, "Item sizes").
 """
 
 from __future__ import annotations
@@ -125,23 +123,6 @@ def bucket_item_key(pk: str, bucket: Bucket) -> dict[str, Any]:
 # -- sums ----------------------------------------------------------------------------------
 
 
-# The former layout (hash-named sums), still read: sums_of.
-def value_hash(name: str) -> str:
-    return _digest(name)[:6]
-
-
-def name_attribute(name: str) -> str:
-    return f"w{value_hash(name)}"
-
-
-def total_attribute(name: str) -> str:
-    return f"t{value_hash(name)}"
-
-
-def minute_sum_attribute(minute_of_hour: int, name: str) -> str:
-    return f"v{minute_of_hour:02d}{value_hash(name)}"
-
-
 # A bucket item sums at most this many value names: an event's limit, so an event alone is
 # always summed whole.
 MAX_SUM_NAMES = event_dimensions.MAX_VALUES
@@ -177,31 +158,20 @@ def not_summed(item: Mapping[str, Any] | None) -> int:
 def sums_of(item: Mapping[str, Any], minutes: tuple[int, int] | None, resolution: str) -> dict[str, Decimal]:
     """The sums a stored bucket item holds: the whole bucket (minutes None), or minutes
     first..last of an hour item."""
-    # A slot (one digit) or a hash of the former layout (6 hex) names the sums' attributes alike.
-    names = [
-        (k[1:], v["S"])
-        for k, v in item.items()
-        if k[:1] == "w" and (len(k) == 7 or (len(k) == 2 and k[1].isdigit())) and "S" in v
-    ]
     sums: dict[str, Decimal] = {}
-
-    def add(name: str, amount: Decimal) -> None:
-        sums[name] = decimals.EXACT.add(sums[name], amount) if name in sums else amount
-
-    for h, name in names:
+    for slot, name in slots_of(item).items():
         if resolution == "day":
-            if f"t{h}" in item:
-                add(name, attributes.decimal(item, f"t{h}"))
+            if slot_total_attribute(slot) in item:
+                sums[name] = attributes.decimal(item, slot_total_attribute(slot))
             continue
         first, last = minutes if minutes is not None else (0, 59)
-        total = Decimal(0)
-        found = False
-        for m in range(first, last + 1):
-            if f"v{m:02d}{h}" in item:
-                total = decimals.EXACT.add(total, attributes.decimal(item, f"v{m:02d}{h}"))
-                found = True
+        held = [slot_minute_attribute(m, slot) for m in range(first, last + 1)]
+        found = [attributes.decimal(item, a) for a in held if a in item]
         if found:
-            add(name, total)
+            total = Decimal(0)
+            for amount in found:
+                total = decimals.EXACT.add(total, amount)
+            sums[name] = total
     return sums
 
 

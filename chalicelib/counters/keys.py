@@ -12,7 +12,6 @@ EVT#<counter>#<id> / #                            marker of an event with a clie
                                                   stream record that claimed it (shard hash, position)
 AUQ#<quarter hour> / s:<shard hash> | #repaired  audit counters of a quarter hour's events partitions,
                                                   one item per stream shard (counters/audit_keys.py)
-AUD#<events pk> / #                               former audit counters of one events partition
 QUARANTINE#events-stream / <stream event id>      a record that could not be counted
 """
 
@@ -46,11 +45,6 @@ def bucket_key(counter: str, bucket: Bucket) -> dict[str, Any]:
 
 def marker_key(counter: str, event_id: str) -> dict[str, Any]:
     return _key(f"{keyspace.EVENT_MARKER}{counter}#{event_id}", "#")
-
-
-def audit_key(events_pk: str) -> dict[str, Any]:
-    """The item counting what became of the events of one events-table partition."""
-    return _key(f"{keyspace.AUDIT}{events_pk}", "#")
 
 
 def audit_group_key(group: str, sort_key: str) -> dict[str, Any]:
@@ -128,8 +122,7 @@ def split_stamped(value: str) -> Stamp:
 # past that they spill to the hour items. `x:<shard hash>` on a day item says, per shard, where
 # that shard's events went (stream_apply): NOT_SPILLED, every event of the shard at or below its
 # position is inline; a position, the events before it are inline and those from it on are in
-# hour items; FROM_START (or absent: items written before inline minutes existed), every one is
-# in hour items. A read adds a day's inline minutes to its hours (reads.py).
+# hour items; FROM_START, every one is in hour items. A read adds a day's inline minutes to its hours (reads.py).
 INLINE_MAX = 8
 INLINE_COUNT = "ic"
 SPILL_PREFIX = "x:"

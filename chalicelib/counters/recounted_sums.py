@@ -1,8 +1,7 @@
 """What a recounted bucket item's sums must be, and what to change on the stored item to make
 them so (the repair, counters/repair.py). Pure.
 
-The sums of an item are its value names, in one-digit slots or in the former hash-named layout
-(dimension_keys), their sums (`v<mm><s>` per minute on hour items, `t<s>` on day items), and
+The sums of an item are its value names, in one-digit slots (dimension_keys), their sums (`v<mm><s>` per minute on hour items, `t<s>` on day items), and
 `vx`, the values not summed for want of a slot. From the events the bucket counts, in the
 order they were read:
 
@@ -10,10 +9,7 @@ order they were read:
   whose name finds none is counted in `vx`: stream_apply.BucketUpdate decides both, exactly as
   it does for the stream handler (the names the item holds keep their slots, a new name takes
   the lowest free slot in the order of the events);
-- a value whose name the item sums only in the former layout is summed in its hash-named
-  attributes, which stay (a name in both layouts is summed whole in its slot, and its
-  hash-named attributes are removed, for the reads add both: dimension_keys.sums_of);
-- a name no event of the bucket carries any more leaves the item, slot or hash-named.
+- a name no event of the bucket carries any more leaves the item.
 
 So an item's sums are a function of its events and of the names it held: a repair run twice
 changes nothing the second time, and an item the stream counted whole is left as it is. The
@@ -25,20 +21,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from chalicelib.core import decimals, timebuckets
 from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import dimension_keys
 from chalicelib.counters.stream_apply import BucketUpdate
 from chalicelib.events.ingest import Event
 
-# The attributes holding sums: slots (`w3`, `t3`, `v053`), the former layout (`wab12cd`,
-# `tab12cd`, `v05ab12cd`) and `vx`.
-_SUM_ATTRIBUTE = re.compile(r"[wt][0-9]|v[0-9]{3}|[wt][0-9a-f]{6}|v[0-9]{2}[0-9a-f]{6}|vx")
-_FORMER_NAME = re.compile(r"w[0-9a-f]{6}")
+# The attributes holding sums: slots (`w3`, `t3`, `v053`) and `vx`.
+_SUM_ATTRIBUTE = re.compile(r"[wt][0-9]|v[0-9]{3}|vx")
 
 
 @dataclass(frozen=True)
@@ -65,32 +58,13 @@ def recount(item: Mapping[str, Any] | None, bucket: Bucket, events: Iterable[Eve
     carried = {name for event in events for name in event.values}
     # The slots of names no event carries are free for the others, as the names leave the item.
     slots = {slot: name for slot, name in dimension_keys.slots_of(stored).items() if name in carried}
-    former_only = {
-        str(v["S"])
-        for k, v in stored.items()
-        if _FORMER_NAME.fullmatch(k) and isinstance(v, dict) and "S" in v and str(v["S"]) not in slots.values()
-    }
     update = BucketUpdate(stored=slots)
-    former: dict[str, Decimal] = {}
-    named: set[str] = set()
     for event in events:
-        update.add(bucket, replace(event, values={k: v for k, v in event.values.items() if k not in former_only}))
-        for name, amount in event.values.items():
-            if name not in former_only:
-                continue
-            named.add(name)
-            attribute = (
-                dimension_keys.minute_sum_attribute(timebuckets.minute_of_hour(event.time_ms), name)
-                if bucket.resolution == "hour"
-                else dimension_keys.total_attribute(name)
-            )
-            former[attribute] = decimals.EXACT.add(former.get(attribute, Decimal(0)), amount)
+        update.add(bucket, event)
     wanted: dict[str, dict[str, Any]] = {}
     for name, slot in update.slots.items():
         wanted[dimension_keys.slot_name_attribute(slot)] = {"S": name}
-    for name in named:
-        wanted[dimension_keys.name_attribute(name)] = {"S": name}
-    for attribute, amount in [*update.sums.items(), *former.items()]:
+    for attribute, amount in update.sums.items():
         wanted[attribute] = {"N": str(amount)}
     if update.unsummed:
         wanted[dimension_keys.NOT_SUMMED] = {"N": str(update.unsummed)}

@@ -555,19 +555,15 @@ def _account(dynamodb: DynamoDB, settings: Settings, partition: str, stored: int
     """Set the partition's `repaired` (on its group's repairs item, counters/audit_keys.py) to
     what makes it add up, if its other numbers are as read: one transaction that checks each
     audit item read that holds them (the stream shards' items of the group that carry the
-    partition, and its item of the former layout, or that item's absence)."""
+    partition)."""
     group = audit_runs.read_group(dynamodb, settings, partition)
-    former = audit_runs.read_tally(dynamodb, settings, partition)
     repairs = attributes.key_of(audit_keys.repairs_key(partition))
     carrying = [
         i
         for i in group
         if attributes.key_of(i) != repairs and any(audit_keys.attribute(a, partition) in i for a in audit_keys.ACCOUNTS)
     ]
-    others = audit_keys.added(
-        audit_keys.group_accounts(carrying, partition), {**audit_keys.accounts(former), audit_keys.REPAIRED: 0}
-    )
-    already = audit_keys.accounts(former)[audit_keys.REPAIRED]
+    others = audit_keys.group_accounts(carrying, partition)
     table = settings.counts_table
     items: list[dict[str, Any]] = [
         {
@@ -577,39 +573,27 @@ def _account(dynamodb: DynamoDB, settings: Settings, partition: str, stored: int
                 "UpdateExpression": "SET #rep = :rep, expires_at = if_not_exists(expires_at, :exp)",
                 "ExpressionAttributeNames": {"#rep": audit_keys.attribute(audit_keys.REPAIRED, partition)},
                 "ExpressionAttributeValues": {
-                    ":rep": {"N": str(stored - audit_keys.accounted(others) - already)},
+                    ":rep": {"N": str(stored - audit_keys.accounted(others))},
                     ":exp": {"N": str(now_ms // 1000 + audit_keys.AUDIT_TALLY_TTL_SECONDS)},
                 },
             }
         }
     ]
     for item in carrying:
-        items.append(_as_read(table, {"pk": item["pk"], "sk": item["sk"]}, item, partition, grouped=True))
-    if former is None:
-        items.append(
-            {
-                "ConditionCheck": {
-                    "TableName": table,
-                    "Key": audit_keys.tally_key(partition),
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            }
-        )
-    else:
-        items.append(_as_read(table, audit_keys.tally_key(partition), former, partition, grouped=False))
+        items.append(_as_read(table, {"pk": item["pk"], "sk": item["sk"]}, item, partition))
     if len(items) > transactions.MAX_ITEMS:
         return False  # more stream shards than one transaction can check: the next run will say
     # False: the stream counted some of it meanwhile; the audit's next run will say.
     return transactions.write_items(dynamodb, items, what="recording a repair", attempts=5)
 
 
-def _as_read(table: str, key: dict[str, Any], item: dict[str, Any], partition: str, grouped: bool) -> dict[str, Any]:
+def _as_read(table: str, key: dict[str, Any], item: dict[str, Any], partition: str) -> dict[str, Any]:
     """A ConditionCheck that the stream's numbers of the partition on an audit item are as read."""
     names: dict[str, str] = {}
     values: dict[str, Any] = {}
     parts = []
     for i, account in enumerate(audit_keys.STREAM_ACCOUNTS):
-        name = audit_keys.attribute(account, partition) if grouped else account
+        name = audit_keys.attribute(account, partition)
         names[f"#a{i}"] = name
         if name in item:
             values[f":a{i}"] = item[name]

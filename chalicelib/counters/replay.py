@@ -22,9 +22,8 @@ record that is now valid is counted in ONE TransactWriteItems (core.transactions
   DynamoDB refused those) is its own: the record is counted. The set-aside copy keeps the shard
   it came through (stream_records.SHARD_FIELD), which the claim names;
 - moves one from its partition's `set_aside` to `applied` on the audit item that counted it as
-  set aside (its stream shard's item of the partition's quarter hour, or the partition's item
-  of the former layout: counters/audit_keys.py), on condition that `set_aside` there is at
-  least 1, so the audit still adds up (no audit item: nothing to move; audit items with nothing
+  set aside (its stream shard's item of the partition's quarter hour: counters/audit_keys.py),
+  on condition that `set_aside` there is at least 1, so the audit still adds up (no audit item: nothing to move; audit items with nothing
   set aside left: the record is not replayed, and says why).
 
 A record still invalid stays set aside with the new reason. Work is bounded: at most
@@ -43,7 +42,7 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError, reason
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
-from chalicelib.counters import audit_keys, audit_runs, dimension_keys, stream_apply, summaries
+from chalicelib.counters import audit_keys, dimension_keys, stream_apply, summaries
 from chalicelib.counters import keys as counter_keys
 from chalicelib.events import packs, stream_records
 
@@ -170,7 +169,6 @@ def _parse(item: dict[str, Any], now_ms: int) -> stream_apply.Countable:
     partition = (record.new_image or {}).get("pk")
     if not isinstance(partition, str):
         raise ValidationError("the stored record names no events partition")
-    audit_keys.tally_key(partition)
     audit_keys.shard_item_key(partition, countable.shard)
     return replace(countable, buckets=tuple(stream_apply.live_buckets(countable.event, now_ms)))
 
@@ -233,27 +231,23 @@ class _AuditItem:
 
     key: dict[str, Any]
     partition: str
-    grouped: bool  # an item of the partition's group (audit_keys); else the former layout's
 
     def attribute(self, account: str) -> str:
-        return audit_keys.attribute(account, self.partition) if self.grouped else account
+        return audit_keys.attribute(account, self.partition)
 
 
 def _audit_item(
     dynamodb: DynamoDB, settings: Settings, countable: stream_apply.Countable, partition: str
 ) -> _AuditItem | None:
     """Where the stream handler counted the record as set aside: its shard's item of the
-    partition's group, or (set aside before that layout) the partition's own item. None when
-    neither exists; _ReplayedAlreadyError when they exist with nothing set aside left."""
+    partition's group. None when it does not exist; _ReplayedAlreadyError when it exists with
+    nothing set aside left."""
     key = audit_keys.shard_item_key(partition, countable.shard)
     with translated("could not read an audit item"):
         item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
     if audit_keys.member_accounts(item, partition)[audit_keys.SET_ASIDE] >= 1:
-        return _AuditItem(key, partition, grouped=True)
-    former = audit_runs.read_tally(dynamodb, settings, partition)
-    if audit_keys.accounts(former)[audit_keys.SET_ASIDE] >= 1:
-        return _AuditItem(audit_keys.tally_key(partition), partition, grouped=False)
-    if item is None and former is None:
+        return _AuditItem(key, partition)
+    if item is None:
         return None
     raise _ReplayedAlreadyError(partition)
 

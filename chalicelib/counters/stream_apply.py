@@ -243,8 +243,8 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
                         "expires_at": {"N": str(now_s + self.settings.marker_ttl_seconds)},
                     },
                     # Free, expired (lingering until TTL deletes it), or claimed by this very record
-                    # on an earlier delivery. A marker of the former layout has no claim: its event
-                    # was counted in the transaction that wrote it.
+                    # on an earlier delivery. A marker with no claim (replay's, for a record that
+                    # names no shard) was written with its event counted.
                     ConditionExpression="attribute_not_exists(pk) OR expires_at < :now OR c = :claim",
                     ExpressionAttributeValues={":now": {"N": str(now_s)}, ":claim": {"S": claim}},
                 )
@@ -389,7 +389,6 @@ class _Rounds:
     calls: int = 0
     spill: str | None = ""
     inline_count: int = 0
-    positioned: bool = False  # the item holds a position of this shard
     slots: dict[int, str] | None = None  # the value names the item sums by slot, once read (or a hint)
     taken: dict[int, str] = field(default_factory=dict)  # the slots the last update sent uses
 
@@ -472,8 +471,6 @@ def _day_mode(rounds: _Rounds, members: list[Countable]) -> str:
     has_values = any(c.event.values for c in members)
     if spill not in (UNKNOWN, None, counter_keys.NOT_SPILLED):
         return "spilled"
-    if spill is None and rounds.positioned:  # written before inline minutes: hours from the start
-        return "spill"
     if has_values or rounds.inline_count + len(members) > counter_keys.INLINE_MAX:
         return "spill"
     return "inline"
@@ -560,10 +557,8 @@ def _not_held(
     members = [c for c in members if c.position > stamp.position]
     rounds.before = stamp.position
     longer = stored.retention > max((c.event.retention_seconds for c in members), default=0)
-    learnt = bool(mode) and (
-        rounds.spill != spill or rounds.inline_count != stored.inline_count or rounds.positioned != bool(stamp.position)
-    )
-    rounds.spill, rounds.inline_count, rounds.positioned = spill, stored.inline_count, bool(stamp.position)
+    learnt = bool(mode) and (rounds.spill != spill or rounds.inline_count != stored.inline_count)
+    rounds.spill, rounds.inline_count = spill, stored.inline_count
     named = rounds.slots != stored.slots
     rounds.slots = stored.slots
     _slot_hints.put(dynamodb, key, stored.slots)
@@ -661,7 +656,7 @@ def _bucket_update(
         values[":k"] = {"N": str(update.n)}
         request["UpdateExpression"] = request["UpdateExpression"].replace("ADD ", "ADD #ic :k, ", 1)
         request["UpdateExpression"] += ", #x = :inf"
-        conditions.append("((attribute_not_exists(#x) AND attribute_not_exists(#p)) OR #x = :inf)")
+        conditions.append("(attribute_not_exists(#x) OR #x = :inf)")
         conditions.append("(attribute_not_exists(#ic) OR #ic <= :room)")
     elif mode == "spill" and rounds.spill == counter_keys.NOT_SPILLED:
         request["UpdateExpression"] += ", #x = :first"  # inline before this update, hours from it on

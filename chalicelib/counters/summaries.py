@@ -22,9 +22,10 @@ part 0 says (`layout`):
   racing writer's condition fails and reads the new layout.
 
 So a redelivered batch adds nothing, a handler dying between two items leaves each item exactly
-at the records it holds, and the redelivery completes the rest, exactly as for counts. Items of
-the parts layout written before the single layout existed (no `layout` on part 0, or no part 0)
-are read as they are and merged into the split when part 0 grows out of single.
+at the records it holds, and the redelivery completes the rest, exactly as for counts. Each
+item of the parts layout lives by the longest retention of the events it took, so one can
+outlive part 0: a single summary written after part 0 expired finds it when it grows out of
+single, and the split merges it in.
 """
 
 from __future__ import annotations
@@ -321,7 +322,7 @@ def _split(
     pieces = _pieces(target.resolution, target.index, summary)
     others = [target.key(0, "quarter", target.index * 4 + q) for q in range(4)] if target.resolution == "hour" else []
     others += [target.key(p) for p in range(1, dimension_keys.SUMMARY_PARTS)]
-    # Items of the parts layout from before single ones existed: merged in, not overwritten.
+    # Items of an earlier split that outlived part 0 (a longer retention): merged in, not overwritten.
     earlier = {
         attributes.sort_key(item): item
         for item in dynamo.batch_get_items(

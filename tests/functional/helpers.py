@@ -78,22 +78,27 @@ def every_page(client: Any, path: str, field: str, limit: int) -> tuple[list[Any
 
 
 def accounts(dynamodb: Any, events_pk: str) -> dict[str, int]:
-    """Every number the audit items hold of one events partition (both layouts: audit_keys)."""
+    """Every number the audit items hold of one events partition (counters/audit_keys.py)."""
     from chalicelib.counters import audit_runs
 
     return audit_runs.accounted(dynamodb, Settings(), events_pk)
 
 
 def account(dynamodb: Any, events_pk: str, now_ms: int, applied: int = 0, set_aside: int = 0, expired: int = 0) -> None:
-    """Add to an events partition's audit item of the former layout (`AUD#<P>`, counters/
-    audit_keys.py: still read) numbers the counting path would have written for it."""
+    """Add to an events partition's numbers, on an audit item of its quarter hour of a stream
+    shard of its own (counters/audit_keys.py), what the counting path would have written for it."""
     from chalicelib.counters import audit_keys
+    from chalicelib.counters import keys as counter_keys
 
     dynamodb.update_item(
         TableName=Settings().counts_table,
-        Key=audit_keys.tally_key(events_pk),
+        Key=audit_keys.shard_item_key(events_pk, counter_keys.shard_attribute("shardId-accounted-aside")),
         UpdateExpression="ADD #a :a, #s :s, #e :e SET expires_at = :exp",
-        ExpressionAttributeNames={"#a": audit_keys.APPLIED, "#s": audit_keys.SET_ASIDE, "#e": audit_keys.EXPIRED},
+        ExpressionAttributeNames={
+            "#a": audit_keys.attribute(audit_keys.APPLIED, events_pk),
+            "#s": audit_keys.attribute(audit_keys.SET_ASIDE, events_pk),
+            "#e": audit_keys.attribute(audit_keys.EXPIRED, events_pk),
+        },
         ExpressionAttributeValues={
             ":a": {"N": str(applied)},
             ":s": {"N": str(set_aside)},

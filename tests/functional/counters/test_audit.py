@@ -2,7 +2,7 @@
 closed by the repair (buckets exact against a brute-force count); a clean run finds nothing.
 
 The stream handler writes the audit items of the records it is given (counters/audit_keys.py);
-`helpers.account` writes items of the former per-partition layout, which the audit still reads."""
+`helpers.account` adds numbers on an audit item of a stream shard of its own."""
 
 from __future__ import annotations
 
@@ -405,35 +405,6 @@ def test_given_records_with_dimensions_lost_on_the_way_when_repaired_then_filter
     assert reads.count_window(aws.dynamodb, SETTINGS, "f", first, last, clock.now).count == len(sent)
 
 
-def test_given_a_partition_counted_partly_in_the_former_layout_when_audited_then_both_add_up_and_a_loss_shows(
-    client: Any, aws: Any, clock: Any
-) -> None:
-    start_audit(client)
-    post_events(client, [{"counter": "f", "time": clock.now - i * MINUTE} for i in range(16)], 1)
-    records = stored_event_records(aws.dynamodb)
-    # The handler before the quarter-hour items counted every third record: per-partition items.
-    former = records[::3]
-    for pk, n in Counter(r["dynamodb"]["Keys"]["pk"]["S"] for r in former).items():
-        account(aws.dynamodb, pk, clock.now, applied=n)
-    rest = [r for r in records if r not in former]
-    lost = rest[0]
-    invoke(client, "on_event_records", lambda_event([r for r in rest if r is not lost]))
-    settle(clock)
-
-    found = post_json(client, "/audit").json_body
-
-    short = lost["dynamodb"]["Keys"]["pk"]["S"]
-    assert [(f["partition"], f["shortfall"]) for f in found["short"]] == [(short, 1)]
-    assert found["audited"] % SETTINGS.event_write_shards == 0 and found["shortfall"] == 1
-
-    # Late, through a child shard (a shard's records come in order: it cannot follow later ones).
-    invoke(client, "on_event_records", lambda_event([lost], "shardId-00000001795000000001-late"))
-    again = post_json(client, "/audit").json_body
-
-    assert (again["rechecked"], again["resolved"], again["open"]) == (1, 1, 0)
-    assert client.http.get("/audit").json_body == {"partitions": [], "next": None}
-
-
 def summary_items(dynamodb: Any) -> dict[tuple[str, str], dict[str, Any]]:
     return {
         (i["pk"]["S"], i["sk"]["S"]): i
@@ -726,56 +697,6 @@ def test_given_more_value_names_than_slots_when_repaired_then_each_bucket_sums_i
     before = bucket_items(aws.dynamodb)
     assert post_json(client, "/audit/repair", {"partition": short}).json_body["written"] == 0
     assert bucket_items(aws.dynamodb) == before
-
-
-def to_former_layout(dynamodb: Any, both: bool) -> int:
-    """Rewrite counter f's and its filters' bucket items as the hash-named sums layout held
-    them (`w<hash>`, `t<hash>`, `v<mm><hash>`); with `both`, each day item keeps a part of each
-    total in its slot too (a name in both layouts, as items written before slots and since
-    hold). Returns the items rewritten."""
-    rewritten = 0
-    for item in bucket_items(dynamodb).values():
-        slots = dimension_keys.slots_of(item)
-        if not slots:
-            continue
-        former = dict(item)
-        for slot, name in slots.items():
-            del former[dimension_keys.slot_name_attribute(slot)]
-            former[dimension_keys.name_attribute(name)] = {"S": name}
-            for k in [k for k in former if len(k) == 4 and k[0] == "v" and k[3] == str(slot)]:
-                former[dimension_keys.minute_sum_attribute(int(k[1:3]), name)] = former.pop(k)
-            total = dimension_keys.slot_total_attribute(slot)
-            if total in former:
-                amount = Decimal(former.pop(total)["N"])
-                former[dimension_keys.total_attribute(name)] = {"N": str(amount - 7 if both else amount)}
-                if both:
-                    former[total] = {"N": "7"}
-                    former[dimension_keys.slot_name_attribute(slot)] = {"S": name}
-        dynamodb.put_item(TableName=SETTINGS.counts_table, Item=former)
-        rewritten += 1
-    return rewritten
-
-
-@pytest.mark.parametrize("both", [False, True])
-def test_given_items_of_the_former_sums_layout_when_repaired_then_their_sums_read_exact(
-    client: Any, aws: Any, clock: Any, both: bool
-) -> None:
-    start_audit(client)
-    sent, short = lose_some_with_dimensions(client, aws, clock, lose=3, values=two_values)
-    assert to_former_layout(aws.dynamodb, both) > 0
-    assert post_json(client, "/audit").json_body["shortfall"] == 3
-    assert not sums_exact(client, sent, clock.now)
-
-    repaired = post_json(client, "/audit/repair", {"partition": short}).json_body
-
-    assert repaired["busy"] == [] and repaired["accounted"]
-    assert sums_exact(client, sent, clock.now)
-    before = bucket_items(aws.dynamodb)
-    assert post_json(client, "/audit/repair", {"partition": short}).json_body["written"] == 0
-    assert bucket_items(aws.dynamodb) == before
-    # Both layouts are still there: the repair wrote each name where the item kept it.
-    names = {k for item in before.values() for k in item if k[0] == "w"}
-    assert any(len(k) == 7 for k in names) and (any(len(k) == 2 for k in names) or not both)
 
 
 def test_given_a_partition_counted_whole_when_repaired_then_its_buckets_are_left_byte_identical(

@@ -310,3 +310,42 @@ def test_given_filter_pairs_declared_when_events_counted_then_only_those_pairs_h
         aws.dynamodb, declared, "paired", "provider", first, last, 5, {"region": "eu"}, NOW
     )
     assert [(v["value"], v["count"]) for v in by_region["values"]] == [("p0", 3), ("p1", 3)]
+
+
+def test_given_a_split_summary_whose_part_0_expired_when_a_new_single_one_outgrows_then_the_split_keeps_the_rest(
+    aws: Any, monkeypatch: Any
+) -> None:
+    """Each item of the split layout lives by its own events' longest retention, so the bucket's
+    other items can outlive part 0. A single part 0 written after it expired and grown past its
+    size must merge them into its split, not fail on them."""
+    monkeypatch.setattr(summaries, "SINGLE_BYTES", 120)
+    counter = f"outlived{next(_names)}"
+    t = NOW - 5 * MINUTE
+    first = [image("q#0", counter, t, {"provider": f"a{i}"}, {}) for i in range(12)]
+    apply(aws.dynamodb, [record(i) for i in first], "shard-0")
+
+    def summary_items() -> dict[tuple[str, str], dict[str, Any]]:
+        return {
+            (i["pk"]["S"], i["sk"]["S"]): i
+            for i in aws.dynamodb.scan(TableName=SETTINGS.counts_table)["Items"]
+            if i["pk"]["S"] == f"TOP#{counter}#provider"
+        }
+
+    heads = [k for k, i in summary_items().items() if k[1][0] in "hd" and k[1].endswith("#0")]
+    assert heads and all(summary_items()[k][summaries.LAYOUT]["S"] == "parts" for k in heads)
+    for pk, sk in heads:  # as TTL deletes an expired part 0
+        aws.dynamodb.delete_item(TableName=SETTINGS.counts_table, Key={"pk": {"S": pk}, "sk": {"S": sk}})
+    left = {k: topk.decode(i["e"]["S"]).entries for k, i in summary_items().items()}
+    assert any(left.values())
+
+    second = [image("q#0", counter, t, {"provider": f"b{i}"}, {}) for i in range(12)]
+    apply(aws.dynamodb, [record(i) for i in second], "shard-0")
+
+    after = summary_items()
+    assert all(after[k][summaries.LAYOUT]["S"] == "parts" for k in heads)
+    for key, entries in left.items():
+        kept = topk.decode(after[key]["e"]["S"]).entries
+        assert {e: c.count for e, c in entries.items()}.items() <= {e: c.count for e, c in kept.items()}.items()
+    answer = breakdowns.breakdown(aws.dynamodb, SETTINGS, counter, "provider", t // MINUTE, t // MINUTE, 50, {}, NOW)
+    listed = {v["value"]: v["count"] for v in answer["values"]}
+    assert all(listed.get(f"b{i}") == 1 for i in range(12))

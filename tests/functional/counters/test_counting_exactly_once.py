@@ -358,39 +358,6 @@ def test_given_an_hour_split_between_inline_and_its_item_when_its_item_expires_t
     assert [b["count"] for b in hours(gone)["buckets"]] == [0, 0] and not hours(gone)["complete"]
 
 
-def test_given_a_day_item_of_the_former_layout_when_its_shard_writes_again_then_its_events_stay_in_hours(
-    aws: Any,
-) -> None:
-    """A day item written before inline minutes holds its shard's position and no x: its
-    events went to hour items, so its later events do too, and a redelivery finds them there."""
-    images = [image("p7#2", "legacy-day", NOW - i * MINUTE) for i in range(3)]
-    records = [record(i) for i in images]
-    first = records[0]["dynamodb"]["SequenceNumber"]
-    position = counter_keys.stamped_position(counter_keys.sequence_position(first) or "", 1_795_000_000)
-    shard = counter_keys.shard_attribute(SHARD)
-    day, hour = timebuckets.buckets_for(NOW)[1], timebuckets.buckets_for(NOW - 0)[0]
-    minute = counter_keys.minute_attribute(timebuckets.minute_of_hour(NOW))
-    for sk, extra in ((f"d#{day.index:010d}", {}), (f"h#{hour.index:010d}", {minute: {"N": "1"}})):
-        aws.dynamodb.put_item(
-            TableName=SETTINGS.counts_table,
-            Item={
-                "pk": {"S": f"{keyspace.COUNTER}legacy-day"},
-                "sk": {"S": sk},
-                "n": {"N": "1"},
-                "retention": {"N": str(7 * 86400)},
-                "expires_at": {"N": "9999999999"},
-                shard: {"S": position},
-                **extra,
-            },
-        )
-    result = apply(aws.dynamodb, records)
-    assert (result.counted, result.duplicates) == (2, 1)
-    assert_exact(aws.dynamodb, images)
-    stored_day = stored_buckets(aws.dynamodb, "legacy-day")[f"d#{day.index:010d}"]
-    assert counter_keys.inline_minutes(stored_day) == {}
-    assert stored_day[counter_keys.spill_attribute(shard)]["S"] == counter_keys.FROM_START
-
-
 def test_given_stream_event_without_shard_id_when_applied_then_batch_fails_and_nothing_written(aws: Any) -> None:
     event = lambda_event([record(image("p6#8", "noshard", NOW))])
     del event["shardId"]
@@ -657,9 +624,6 @@ def test_given_a_batch_over_every_write_shard_of_two_quarters_when_applied_then_
     assert all(c["Key"]["sk"]["S"] == counter_keys.shard_attribute(SHARD) for c in audit_writes)
     expected = {f"{q}#{w}": 5 for q in quarters for w in range(4)}
     assert {pk: audit(aws.dynamodb, pk)["applied"] for pk in expected} == expected
-    assert all(
-        partition(aws.dynamodb, f"{keyspace.AUDIT}{pk}") == [] for pk in expected
-    )  # the former layout: unwritten
 
     # Delivered again, whole and cut differently (a bisected retry): the audit items add nothing.
     calls.clear()

@@ -1,14 +1,12 @@
 """Events at every limit (4 long dimension values, 8 value names of 64 characters with the
 largest values accepted, many more value names than an item sums, every minute of an hour) go
 through the stream handler twice, on moto; every counts-table item it writes stays under 16 KB,
-sums at most MAX_SUM_NAMES names, and holds them exactly; items of the former hash-named layout
-are still read and added to.
+sums at most MAX_SUM_NAMES names, and holds them exactly.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from decimal import Decimal
 from typing import Any
 
@@ -17,7 +15,6 @@ from boto3.dynamodb.types import TypeSerializer
 from chalicelib.core import decimals
 from chalicelib.core.item_sizes import KB, item_size
 from chalicelib.core.settings import Settings
-from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import dimension_keys, reads
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events import dimensions as event_dimensions
@@ -98,53 +95,3 @@ def test_given_events_at_every_limit_delivered_twice_when_counted_then_every_ite
     )
     assert part.sums == {name: decimals.EXACT.multiply(BIG, Decimal(10)) for name in names(0)}
     assert answer.as_dict()["sums_complete"] is False
-
-
-def test_given_an_hour_item_of_the_former_layout_when_more_events_come_then_both_layouts_are_read_and_summed(
-    aws: Any,
-) -> None:
-    counter = "upgraded"
-    key = dimension_keys.bucket_item_key(dimension_keys.counter_pk(counter), Bucket("hour", HOUR_START // 3_600_000))
-    # As the former layout wrote it: one event at minute 5 with amount 2.5, named by hash.
-    aws.dynamodb.put_item(
-        TableName=SETTINGS.counts_table,
-        Item={
-            **key,
-            "n": {"N": "1"},
-            "m05": {"N": "1"},
-            "retention": {"N": str(7 * 86400)},
-            "expires_at": {"N": str(NOW // 1000 + 7 * 86400)},
-            dimension_keys.name_attribute("amount"): {"S": "amount"},
-            dimension_keys.minute_sum_attribute(5, "amount"): {"N": "2.5"},
-        },
-    )
-    day = dimension_keys.bucket_item_key(dimension_keys.counter_pk(counter), Bucket("day", HOUR_START // 86_400_000))
-    aws.dynamodb.put_item(
-        TableName=SETTINGS.counts_table,
-        Item={
-            **day,
-            "n": {"N": "1"},
-            "retention": {"N": str(7 * 86400)},
-            "expires_at": {"N": str(NOW // 1000 + 7 * 86400)},
-            dimension_keys.name_attribute("amount"): {"S": "amount"},
-            dimension_keys.total_attribute("amount"): {"N": "2.5"},
-        },
-    )
-    fresh = []
-    for i in range(12):
-        img = image(HOUR_START + (5 + i) * MINUTE, {"amount": Decimal("1.25"), "bytes": Decimal(i)})
-        img["counter"] = {"S": counter}
-        del img["dimensions"]
-        fresh.append(record(img))
-    counting.apply_stream_batch(aws.dynamodb, SETTINGS, from_lambda_event(lambda_event(fresh, "s-0")), NOW)
-    whole = reads.count_window(aws.dynamodb, SETTINGS, counter, HOUR_START // MINUTE, NOW // MINUTE - 1, NOW)
-    assert whole.count == 13
-    assert whole.sums == {"amount": Decimal("17.5"), "bytes": Decimal(66)}
-    assert "sums_complete" not in whole.as_dict()
-    minute5 = reads.count_window(
-        aws.dynamodb, SETTINGS, counter, HOUR_START // MINUTE + 5, HOUR_START // MINUTE + 5, NOW
-    )
-    assert minute5.count == 2
-    assert minute5.sums == {"amount": Decimal("3.75"), "bytes": Decimal(0)}
-    stored = aws.dynamodb.get_item(TableName=SETTINGS.counts_table, Key=key)["Item"]
-    assert Counter(dimension_keys.slots_of(stored).values()) == Counter({"amount": 1, "bytes": 1})

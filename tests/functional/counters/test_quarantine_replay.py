@@ -14,7 +14,7 @@ from boto3.dynamodb.types import TypeSerializer
 
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, audit_keys, breakdowns, dimension_keys, reads, replay, summaries, topk
+from chalicelib.counters import audit, breakdowns, dimension_keys, reads, replay, summaries, topk
 from chalicelib.counters import keys as counter_keys
 from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
@@ -475,22 +475,3 @@ def test_given_a_replay_that_overfills_a_whole_summary_when_the_stream_splits_it
         assert [(v["value"], v["count"]) for v in answer["values"]] == [("value-00-" + "x" * 40, 4)]
         assert answer["bound"] >= 1  # every value not listed had one event
         assert answer["others"]["count"] == 34 - 4
-
-
-def test_given_a_record_set_aside_in_the_former_audit_layout_when_replayed_then_moved_there(
-    client: Any, aws: Any, clock: Any
-) -> None:
-    bad_id, _, pk = poisoned(client, aws, clock)
-    # As the handler before the quarter-hour items left it: the partition's own item holds the numbers.
-    for item in partition(aws.dynamodb, audit_keys.group_pk(pk)):
-        aws.dynamodb.delete_item(TableName=SETTINGS.counts_table, Key={"pk": item["pk"], "sk": item["sk"]})
-    account(aws.dynamodb, pk, clock.now, applied=1, set_aside=1)
-    correct_time(aws.dynamodb, bad_id, clock.now - 2 * MINUTE)
-
-    answer = post_replay(client, {"source": "events-stream", "ids": [bad_id]}).json_body
-
-    assert answer["replayed"] == [bad_id]
-    assert count_of(aws.dynamodb, "replayed") == 2
-    (former,) = partition(aws.dynamodb, audit_keys.tally_key(pk)["pk"]["S"])
-    assert audit_keys.accounts(former) == {"applied": 2, "set_aside": 0, "expired": 0, "duplicates": 0, "repaired": 0}
-    assert partition(aws.dynamodb, audit_keys.group_pk(pk)) == []

@@ -26,8 +26,8 @@ def test_given_text_no_key_can_hold_when_keys_built_then_value_error() -> None:
     with pytest.raises(ValueError):
         counter_keys.marker_key("c", "id-\udc00x")
     with pytest.raises(ValueError):
-        counter_keys.audit_key("p" * 2045)
-    assert counter_keys.audit_key("202611211000#0")["pk"]["S"] == "AUD#202611211000#0"
+        counter_keys.audit_group_key("p" * 2045, "#")
+    assert counter_keys.audit_group_key("202611211000", "#")["pk"]["S"] == "AUQ#202611211000"
 
 
 @given(st.integers(0, 10**9), st.integers(0, 10**9))
@@ -46,7 +46,7 @@ def test_given_any_event_position_when_judged_against_a_day_items_spill_then_inl
     assert position is not None and spill is not None
     assert counter_keys.held_inline(counter_keys.NOT_SPILLED, position)  # inline so far: every event
     assert not counter_keys.held_inline(counter_keys.FROM_START, position)  # hours from the start
-    assert not counter_keys.held_inline(None, position)  # written before inline minutes: hours
+    assert not counter_keys.held_inline(None, position)  # no x: nothing inline
     assert counter_keys.held_inline(spill, position) == (sequence < spilled_at)
 
 

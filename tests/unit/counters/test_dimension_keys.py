@@ -63,16 +63,16 @@ def test_given_bad_where_when_parsed_then_400(bad: list[str]) -> None:
 
 def test_given_hour_item_with_minute_sums_when_read_then_the_minutes_asked() -> None:
     item = {
-        dimension_keys.name_attribute("amount"): {"S": "amount"},
-        dimension_keys.minute_sum_attribute(3, "amount"): {"N": "1.5"},
-        dimension_keys.minute_sum_attribute(40, "amount"): {"N": "2"},
+        dimension_keys.slot_name_attribute(0): {"S": "amount"},
+        dimension_keys.slot_minute_attribute(3, 0): {"N": "1.5"},
+        dimension_keys.slot_minute_attribute(40, 0): {"N": "2"},
     }
     assert dimension_keys.sums_of(item, None, "hour") == {"amount": 3.5}
     assert dimension_keys.sums_of(item, (0, 10), "hour") == {"amount": 1.5}
     assert dimension_keys.sums_of(item, (5, 10), "hour") == {}
     day = {
-        dimension_keys.name_attribute("amount"): {"S": "amount"},
-        dimension_keys.total_attribute("amount"): {"N": "7"},
+        dimension_keys.slot_name_attribute(0): {"S": "amount"},
+        dimension_keys.slot_total_attribute(0): {"N": "7"},
     }
     assert dimension_keys.sums_of(day, None, "day") == {"amount": 7}
 

@@ -92,18 +92,6 @@ def test_given_every_limit_at_its_maximum_when_a_bucket_item_is_priced_then_unde
     assert len(dimension_keys.sums_of(item, None, resolution)) == dimension_keys.MAX_SUM_NAMES
 
 
-def test_given_the_former_hash_named_layout_when_priced_at_the_same_limits_then_it_was_over_16_kb() -> None:
-    """Why the slots: the same hour item with sums named by a 6-hex hash of the name."""
-    item = worst_bucket_item("hour")
-    for slot, name in enumerate(VALUE_NAMES):
-        del item[dimension_keys.slot_name_attribute(slot)]
-        item[dimension_keys.name_attribute(name)] = {"S": name}
-        for minute in range(60):
-            del item[dimension_keys.slot_minute_attribute(minute, slot)]
-            item[dimension_keys.minute_sum_attribute(minute, name)] = {"N": DIGITS38}
-    assert item_size(item) > LIMIT
-
-
 def test_given_a_full_summary_part_when_priced_then_under_16_kb() -> None:
     item = worst_summary_item()
     assert topk.encoded_size(topk.decode(item["e"]["S"])) <= topk.MAX_BYTES

@@ -1,7 +1,7 @@
 """The sums a repair writes on a recounted bucket item (counters/recounted_sums.py), against
 brute force: applied to any stored item, the change leaves sums that read exactly what the
 events hold for every name the item sums, `vx` counting the values of the others, no more names
-than slots beside the former layout's, and a second recount changing nothing."""
+than slots, and a second recount changing nothing."""
 
 from __future__ import annotations
 
@@ -54,17 +54,13 @@ events_strategy = st.lists(
 @st.composite
 def stored_items(draw: Any) -> dict[str, Any]:
     """An item as the stream (or an earlier write) may have left it: some slots named, some
-    names in the former hash layout, some sums and a `vx` that need not be right."""
+    sums and a `vx` that need not be right."""
     item: dict[str, Any] = {"n": {"N": "1"}}
     slots = draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=dimension_keys.MAX_SUM_NAMES))
     for slot, name in zip(draw(st.permutations(range(dimension_keys.MAX_SUM_NAMES))), slots, strict=False):
         item[dimension_keys.slot_name_attribute(slot)] = {"S": name}
         item[dimension_keys.slot_minute_attribute(draw(st.integers(0, 59)), slot)] = {"N": "3"}
         item[dimension_keys.slot_total_attribute(slot)] = {"N": "3"}
-    for name in draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=3)):
-        item[dimension_keys.name_attribute(name)] = {"S": name}
-        item[dimension_keys.minute_sum_attribute(draw(st.integers(0, 59)), name)] = {"N": "5"}
-        item[dimension_keys.total_attribute(name)] = {"N": "5"}
     if draw(st.booleans()):
         item[dimension_keys.NOT_SUMMED] = {"N": "2"}
     return item
@@ -79,17 +75,15 @@ def test_given_any_stored_item_when_its_sums_are_recounted_then_they_read_as_bru
     after = applied(item, recounted_sums.change(item, recounted_sums.recount(item, bucket, events)))
 
     summed = {**{v: 1 for v in dimension_keys.slots_of(after).values()}}
-    summed.update({v["S"]: 1 for k, v in after.items() if len(k) == 7 and k[0] == "w"})
     first, last = min(a, b), max(a, b)
     read = dimension_keys.sums_of(after, (first, last) if resolution == "hour" else None, resolution)
     expected = truth(events, first, last) if resolution == "hour" else truth(events)
     assert read == {n: s for n, s in expected.items() if n in summed}
     assert dimension_keys.not_summed(after) == sum(1 for e in events for n in e.values if n not in summed)
     assert len(dimension_keys.slots_of(after)) <= dimension_keys.MAX_SUM_NAMES
-    # A name is summed in one layout only, and only while some event carries it.
+    # A name is summed only while some event carries it.
     assert set(summed) == {n for e in events for n in e.values} & set(summed)
     slot_names = set(dimension_keys.slots_of(after).values())
-    assert not any(len(k) == 7 and k[0] == "w" and v["S"] in slot_names for k, v in after.items())
     # Values go unsummed only when every slot is taken.
     if dimension_keys.not_summed(after):
         assert len(slot_names) == dimension_keys.MAX_SUM_NAMES
