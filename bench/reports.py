@@ -26,6 +26,8 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -108,18 +110,25 @@ class Row:
     cost: Usage  # of the Query and Scan calls
 
 
-def measure(old: int, new: int, seed: int = 1) -> list[Row]:
+@contextmanager
+def emulated(settings: Settings) -> Iterator[AwsClients]:
+    """moto in-process with the stage's tables, queues and bucket; the clients for it."""
     from moto import mock_aws
 
     from tools import resources
 
-    rng = random.Random(seed)
-    settings = Settings()
     with mock_aws():
         clients = AwsClients(settings)
         resources.ensure(
             clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings), settings.aws_region
         )
+        yield clients
+
+
+def measure(old: int, new: int, seed: int = 1) -> list[Row]:
+    rng = random.Random(seed)
+    settings = Settings()
+    with emulated(settings) as clients:
         settle = settings.report_settle_seconds * 1000
         reports_runs.run(
             clients.dynamodb, clients.s3, settings, T0 + settle, reports_runs.scheduled_budget(settings)
@@ -174,17 +183,9 @@ def _timed(work: Any) -> tuple[Any, float]:
 
 
 def measure_volume(volume: int, budget: int, seed: int = 2) -> list[VolumeRow]:
-    from moto import mock_aws
-
-    from tools import resources
-
     rng = random.Random(seed)
     settings = Settings()
-    with mock_aws():
-        clients = AwsClients(settings)
-        resources.ensure(
-            clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings), settings.aws_region
-        )
+    with emulated(settings) as clients:
         settle = settings.report_settle_seconds * 1000
         now = T0 + HOUR_MS + settle
         first = reports_runs.scheduled_budget(settings)
