@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,6 +19,15 @@ from typing import Any
 
 from chalicelib.core import times
 from chalicelib.core.decimals import EXACT
+
+# A cell starting with one of these is run by a spreadsheet as a formula (OWASP, "CSV
+# Injection"; docs/design.md, Reports, "CSV cells"): it is written with ESCAPE before it, unless
+# it is a plain decimal number (a sum such as -3 or -0.5 is read as a number and runs nothing).
+# A cell starting with ESCAPE gets one too, so removing one leading ESCAPE from every cell that
+# has one gives the raw values back.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+ESCAPE = "'"
+_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 
 
 @dataclass
@@ -71,11 +81,22 @@ class Report:
         """One row per counter: counter, events, then one column per summed attribute."""
         attributes = sorted({name for totals in self.counters.values() for name in totals.sums})
         out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["counter", "events", *attributes])
+        # Rows end with CRLF (RFC 4180): Python's writer quotes a cell holding a carriage return
+        # only when the line terminator holds one, and an unquoted CR breaks the row for readers.
+        writer = csv.writer(out, lineterminator="\r\n")
+        writer.writerow([cell(text) for text in ("counter", "events", *attributes)])
         for name, totals in sorted(self.counters.items()):
-            writer.writerow([name, totals.events, *(_text(totals.sums.get(a)) for a in attributes)])
+            row = (name, str(totals.events), *(_text(totals.sums.get(a)) for a in attributes))
+            writer.writerow([cell(text) for text in row])
         return out.getvalue()
+
+
+def cell(text: str) -> str:
+    """The text as a CSV cell no spreadsheet runs: ESCAPE before a formula's first character
+    (FORMULA_STARTS) or ESCAPE itself; plain decimal numbers as they are."""
+    if text.startswith(ESCAPE) or (text.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(text)):
+        return ESCAPE + text
+    return text
 
 
 def _json_number(value: Decimal) -> int | float:

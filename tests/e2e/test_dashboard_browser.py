@@ -266,8 +266,8 @@ def test_given_data_sent_through_the_api_when_the_dashboard_is_opened_then_every
     assert download.suggested_filename == f"{report['id']}.csv"
     served = api.get(f"{stack.url}/reports/{report['id']}.csv", timeout=5)
     assert served.headers["Content-Type"].startswith("text/csv")
-    assert Path(download.path()).read_text() == served.text
-    assert served.text.startswith("counter,events,amount\n") and "dash.signups,5,10\n" in served.text
+    assert Path(download.path()).read_bytes() == served.content
+    assert served.text.startswith("counter,events,amount\r\n") and "dash.signups,5,10\r\n" in served.text
     with page.expect_download() as json_info:
         row.get_by_role("link", name=re.compile("^JSON")).click()
     assert json_info.value.suggested_filename == f"{report['id']}.json"

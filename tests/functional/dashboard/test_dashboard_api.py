@@ -240,7 +240,7 @@ def test_given_a_report_when_downloaded_as_csv_then_text_csv_equal_to_the_stored
     assert client.http.post("/reports", headers={"Content-Type": "application/json"}, body="{}").status_code == 201
     (report,) = get(client, "/reports").json_body["reports"]
     stored = aws.s3.get_object(Bucket=SETTINGS.reports_bucket, Key=f"reports/{report['id']}.csv")["Body"].read()
-    assert stored.decode() == "counter,events,amount\nsales,1,2.5\nsignups,1,\n"
+    assert stored.decode() == "counter,events,amount\r\nsales,1,2.5\r\nsignups,1,\r\n"
     for path in (f"/reports/{report['id']}.csv", f"/reports/{report['id']}?format=csv"):
         response = get(client, path)
         assert response.headers["Content-Type"].startswith("text/csv")

@@ -273,6 +273,31 @@ def test_given_reports_when_read_over_http_then_listed_newest_first_and_served_w
     ]
 
 
+def test_given_attribute_names_a_spreadsheet_would_run_when_reported_then_the_stored_csv_quotes_them(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    formulas = ['=HYPERLINK("https://evil.example","x")', "+1", "-2+3", "@SUM(A1)", "\tx", "\rx", "'q"]
+    post_events(
+        client,
+        [
+            {"counter": "-refunds", "attributes": {name: -3 for name in formulas}},
+            {"counter": "sales", "attributes": {"amount": -0.5}},
+        ],
+    )
+    clock.advance(REPORT_SETTLE)
+    run_now(client)
+
+    (listed,) = client.http.get("/reports").json_body["reports"]
+    body = aws.s3.get_object(Bucket=SETTINGS.reports_bucket, Key=f"reports/{listed['id']}.csv")["Body"].read()
+    header, refunds, sales = csv.reader(io.StringIO(body.decode(), newline=""))
+    assert header == ["counter", "events", *(f"'{name}" for name in sorted(formulas)), "amount"]
+    assert refunds == ["'-refunds", "1", *["-3"] * len(formulas), ""]  # negative sums stay numbers
+    assert sales == ["sales", "1", *[""] * len(formulas), "-0.5"]
+    # The JSON keeps the names as written.
+    report = client.http.get(f"/reports/{listed['id']}").json_body
+    assert set(report["counters"]["-refunds"]["sums"]) == set(formulas)
+
+
 @pytest.mark.parametrize(
     "path, status",
     [

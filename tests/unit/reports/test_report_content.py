@@ -7,10 +7,11 @@ import io
 from decimal import Decimal
 from fractions import Fraction
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chalicelib.reports.content import Report
+from chalicelib.reports.content import Report, cell
 
 amounts = st.decimals(min_value=-10_000, max_value=10_000, places=2, allow_nan=False, allow_infinity=False)
 items = st.lists(
@@ -66,7 +67,7 @@ def test_given_no_events_when_rendered_then_empty_counters_and_header_only_csv()
     report = Report("r", 0, 1)
     assert report.as_dict()["events"] == 0
     assert report.as_dict()["counters"] == {}
-    assert report.as_csv() == "counter,events\n"
+    assert report.as_csv() == "counter,events\r\n"
 
 
 digits38 = st.builds(
@@ -88,3 +89,52 @@ def test_given_numbers_of_up_to_38_digits_at_any_scale_when_summed_then_the_sums
     # The JSON's sums_exact and the CSV hold every digit of it.
     assert Fraction(Decimal(report.as_dict()["counters"]["c"]["sums_exact"]["amount"])) == exact
     assert Fraction(Decimal(report.as_csv().splitlines()[1].split(",")[2])) == exact
+
+
+@pytest.mark.parametrize("start", ["=", "+", "-", "@", "\t", "\r"])
+def test_given_a_name_starting_with_a_formula_character_when_rendered_as_csv_then_it_is_quoted(start: str) -> None:
+    name = f"{start}HYPERLINK(1)"
+    report = Report("r", 0, 1)
+    report.add([{"counter": "sales", "attributes": {name: Decimal(1)}}])
+    header, row = list(csv.reader(io.StringIO(report.as_csv())))
+    assert header == ["counter", "events", f"'{name}"]
+    assert row == ["sales", "1", "1"]
+    assert cell(name) == f"'{name}"
+
+
+@pytest.mark.parametrize(
+    "raw, written",
+    [
+        ("-3", "-3"),  # a number: a spreadsheet runs nothing
+        ("-0.25", "-0.25"),
+        ("-2+3", "'-2+3"),
+        ("-3e2", "'-3e2"),
+        ('=HYPERLINK("https://evil.example","x")', '\'=HYPERLINK("https://evil.example","x")'),
+        ("'=1", "''=1"),  # a raw leading quote is doubled, so removing one gives it back
+        ("'plain", "''plain"),
+        ("amount", "amount"),
+        ("", ""),
+        ("a=b", "a=b"),
+    ],
+)
+def test_given_cell_text_when_neutralized_then_only_formulas_and_quotes_change(raw: str, written: str) -> None:
+    assert cell(raw) == written
+    assert (written[1:] if written.startswith("'") else written) == raw
+
+
+def test_given_negative_sums_and_a_dashed_counter_when_rendered_then_numbers_stay_and_the_name_is_quoted() -> None:
+    report = Report("r", 0, 1)
+    report.add([{"counter": "-refunds", "attributes": {"amount": Decimal("-3"), "fee": Decimal("-0.50")}}])
+    assert list(csv.reader(io.StringIO(report.as_csv()))) == [
+        ["counter", "events", "amount", "fee"],
+        ["'-refunds", "1", "-3", "-0.50"],
+    ]
+
+
+def test_given_names_holding_line_breaks_when_rendered_then_each_stays_one_cell() -> None:
+    report = Report("r", 0, 1)
+    report.add([{"counter": "sales", "attributes": {"a\rb": Decimal(1), "c\nd": Decimal(2), "e\r\nf": Decimal(3)}}])
+    assert list(csv.reader(io.StringIO(report.as_csv(), newline=""))) == [
+        ["counter", "events", "a\rb", "c\nd", "e\r\nf"],
+        ["sales", "1", "1", "2", "3"],
+    ]
