@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from chalicelib.core import catalog, times, validation
 from chalicelib.core.aws import SQS, DynamoDB
@@ -112,7 +111,7 @@ def count(
     site = beacon.site or keys.site_name(page.host, "url's host")
     salt = salts.salt_for_day(dynamodb, settings, beacon.time_ms // times.DAY_MS, now_ms)
     visitor = privacy.visitor_id(salt, site, ip, user_agent)
-    view_url = page_url(beacon.url)
+    view_url = privacy.page_url(beacon.url)
     if beacon.event != PAGEVIEW:
         counter = validation.name(keys.event_counter(site, beacon.event), "event (with the site, at most 200)")
         body = {
@@ -157,13 +156,6 @@ def pageview_events(site: str, page: privacy.Page, beacon: Beacon, view_url: str
             }
         )
     return found
-
-
-def page_url(url: str) -> str:
-    """The URL a page's views are counted under: without its query (UTM fields and the like)."""
-    parts = urlsplit(url)
-    fragment = f"#{parts.fragment}" if parts.fragment else ""
-    return f"{parts.scheme}://{parts.netloc}{parts.path or '/'}{fragment}"
 
 
 def _derived(*parts: str) -> str:

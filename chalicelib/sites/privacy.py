@@ -6,7 +6,8 @@
   nothing can recompute it, so a visitor cannot be followed from one day to the next.
 - Known bots, by user agent: a short documented list of patterns (BOT_PATTERNS).
 - The device class, from the viewport width alone (no screen size, no fingerprint).
-- The page path, the referrer's host and the UTM fields, from the URLs the script sends.
+- The page path, the referrer's host and the UTM fields, from the URLs the script sends, and
+  the URL a page is counted under (no user info, port or query: docs/tracker.md, "What is stored").
 """
 
 from __future__ import annotations
@@ -110,15 +111,32 @@ def clip(value: str) -> str:
 
 def page(url: str, referrer: str | None) -> Page:
     """The page a URL names; ValueError when it is not an http(s) URL with a host. The path
-    keeps the fragment (the script sends one only in hash routing) and drops the query."""
+    keeps the route of a fragment (route) and drops the query."""
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
     if parts.scheme not in ("http", "https") or not host:
         raise ValueError("not an http(s) URL with a host")
-    path = (parts.path or "/") + (f"#{parts.fragment}" if parts.fragment else "")
+    path = (parts.path or "/") + route(parts.fragment)
     query = parse_qs(parts.query)
     utm = [clip(query[name][0].strip()) if query.get(name) and query[name][0].strip() else NONE for name in UTM_FIELDS]
     return Page(host, clip(path), referrer_host(referrer, host), *utm)
+
+
+def page_url(url: str) -> str:
+    """The URL a page's views are counted under: scheme, host, path and a fragment's route;
+    never user info, port, query or a route's query (docs/tracker.md, "What is stored").
+    ValueError as page()."""
+    parts = urlsplit(url)
+    host = page(url, None).host
+    netloc = f"[{host}]" if ":" in host else host  # an IPv6 address keeps its brackets
+    return f"{parts.scheme}://{netloc}{parts.path or '/'}{route(parts.fragment)}"
+
+
+def route(fragment: str) -> str:
+    """`#` and the path of a fragment (the script sends one only in hash routing): a route's
+    query (`#/reset?token=...`) is dropped as a URL's is; "" for none."""
+    path = fragment.split("?", 1)[0]
+    return f"#{path}" if path else ""
 
 
 def referrer_host(referrer: str | None, own_host: str) -> str:

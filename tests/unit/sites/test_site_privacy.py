@@ -126,6 +126,40 @@ def test_given_a_hash_route_when_read_then_the_fragment_is_part_of_the_path() ->
     assert privacy.page("http://127.0.0.1:8123/app#/settings", None).path == "/app#/settings"
 
 
+@pytest.mark.parametrize(
+    ("url", "counted", "path"),
+    [
+        ("https://user:password@Blog.Example:8443/posts/1?token=s3cret&email=a%40b.example", "https://blog.example/posts/1", "/posts/1"),
+        ("https://user@blog.example/", "https://blog.example/", "/"),
+        ("http://blog.example:80", "http://blog.example/", "/"),
+        ("https://blog.example/app#/reset?token=s3cret&email=a@b.example", "https://blog.example/app#/reset", "/app#/reset"),
+        ("https://blog.example/app?x=1#!/orders/7?page=2", "https://blog.example/app#!/orders/7", "/app#!/orders/7"),
+        ("https://blog.example/app#?token=s3cret", "https://blog.example/app", "/app"),
+        ("https://blog.example/app#", "https://blog.example/app", "/app"),
+        ("http://u:p@[::1]:8123/app#/settings", "http://[::1]/app#/settings", "/app#/settings"),
+    ],
+)  # fmt: skip
+def test_given_a_url_with_private_parts_when_read_then_no_user_info_port_or_query_is_kept(
+    url: str, counted: str, path: str
+) -> None:
+    assert privacy.page_url(url) == counted
+    assert privacy.page(url, None).path == path
+    for private in ("user", "password", "8443", ":80", "8123", "s3cret", "email", "b.example", "page=2"):
+        assert private not in privacy.page_url(url) + privacy.page(url, None).path
+
+
+def test_given_a_route_query_when_read_then_only_the_route_path_is_kept() -> None:
+    assert privacy.route("/reset?token=t&email=e") == "#/reset"
+    assert privacy.route("section-2") == "#section-2"
+    assert privacy.route("") == privacy.route("?token=t") == ""
+
+
+@pytest.mark.parametrize("url", ["ftp://blog.example/", "https://", "https://user:pw@/x"])
+def test_given_a_url_that_is_not_a_pages_when_its_counted_url_is_asked_then_refused(url: str) -> None:
+    with pytest.raises(ValueError):
+        privacy.page_url(url)
+
+
 def test_given_a_long_path_when_read_then_it_is_clipped_to_a_dimension_value() -> None:
     assert len(privacy.page("https://blog.example/" + "a" * 500, None).path) == privacy.DIMENSION_MAX_CHARS
 
