@@ -35,11 +35,12 @@ FIREFOX_AGENTS = (
     "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0",
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:128.0) Gecko/20100101 Firefox/128.0",
 )
-# The site's pages record what tally.js hands to sendBeacon (the test's own hook, not the
+# The site's pages record the beacons tally.js hands to fetch (the test's own hook, not the
 # tracker's): the test sends one of them again.
 RECORD = (
-    "<script>window.sent = []; const beacon = navigator.sendBeacon.bind(navigator);"
-    " navigator.sendBeacon = (url, body) => { window.sent.push([url, body]); return beacon(url, body); };</script>"
+    "<script>window.sent = []; const send = window.fetch.bind(window);"
+    " window.fetch = (url, init) => { if (String(url).includes('/beacon/')) window.sent.push([String(url), init.body]);"
+    " return send(url, init); };</script>"
 )
 APP = """<script>
 function go(path) { history.pushState({}, "", path); document.getElementById("where").textContent = path; }
@@ -83,6 +84,11 @@ def serving(root: Path) -> Iterator[str]:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     with running_stack(tmp_path_factory.mktemp("tracker-stack")) as running:
         yield running
+
+
+def counted_as(origin: str) -> str:
+    """The origin as a page's URL is sent and counted: without its port."""
+    return origin.rsplit(":", 1)[0]
 
 
 def ingest_key(stack: LocalStack, origin: str) -> str:
@@ -148,7 +154,7 @@ def test_given_two_visitors_in_chromium_when_they_browse_the_site_and_its_app_th
                 made["/app/settings"] += 1
                 page.wait_for_function("window.sent.length === 4")
                 sent_in_app = page.evaluate("window.sent.map(s => JSON.parse(s[1]).url)")
-                assert [u.removeprefix(origin) for u in sent_in_app] == [
+                assert [u.removeprefix(counted_as(origin)) for u in sent_in_app] == [
                     "/app.html", "/app/settings", "/app/profile", "/app/settings"
                 ]  # fmt: skip
                 page.click("#settings")  # the page it is on: not a new page view
@@ -182,7 +188,7 @@ def test_given_two_visitors_in_chromium_when_they_browse_the_site_and_its_app_th
         after = settled(stack, site, 9, 2)
         assert (after["pageviews"], after["visitors"]) == (9, 2)
         assert {p["path"]: p["pageviews"] for p in after["pages"]} == dict(made)
-        views = stack.get("/views", params={"url": f"{origin}/index.html"}).json()
+        views = stack.get("/views", params={"url": f"{counted_as(origin)}/index.html"}).json()
         assert views["views"] == 2
         signups = stack.get(f"/counters/site-event:{site}:signup", params={"window": "1h"}).json()
         assert (signups["count"], signups["sums"]) == (1, {"amount": 12.5})
@@ -191,6 +197,78 @@ def test_given_two_visitors_in_chromium_when_they_browse_the_site_and_its_app_th
             browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
             try:
                 dashboard_shows(browser.new_page(), stack, site, after)
+            finally:
+                browser.close()
+
+
+def tally_warnings(context: Any, url: str) -> list[str]:
+    """The console messages starting "tally:" of one page load, once the first has come."""
+    page = context.new_page()
+    said: list[str] = []
+    page.on("console", lambda m: said.append(f"{m.type}: {m.text}") if m.text.startswith("tally:") else None)
+    with page.expect_console_message(lambda m: m.text.startswith("tally:"), timeout=15_000):
+        page.goto(url)
+    page.wait_for_timeout(500)  # a second warning would come by now
+    page.close()
+    return said
+
+
+def test_given_skipped_pages_and_refused_beacons_in_chromium_when_loaded_then_one_tally_warning_says_why(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    sync_playwright = browser_or_skip()
+    with serving(tmp_path) as origin:
+        key = ingest_key(stack, origin)
+        elsewhere = ingest_key(stack, "https://elsewhere.example")
+        pages = {
+            "local.html": f'data-key="{key}"',  # served from 127.0.0.1 without data-allow-local
+            "nokey.html": "data-allow-local",
+            "unknown.html": 'data-key="not-a-key" data-allow-local',  # 401, CORS headers: the page reads it
+            "foreign.html": f'data-key="{elsewhere}" data-allow-local',  # another origin's key: 403
+            "counted.html": f'data-key="{key}" data-allow-local data-hash',
+        }
+        for name, attributes in pages.items():
+            snippet = f'<script defer src="{stack.url}/tally.js" {attributes}></script>'
+            (tmp_path / name).write_text(f"<!doctype html><html><head>{RECORD}{snippet}</head><body></body></html>")
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
+            try:
+                context = browser.new_context(user_agent=AGENTS[0])
+                assert tally_warnings(context, f"{origin}/local.html") == [
+                    "warning: tally: a local page (127.0.0.1) needs data-allow-local: not counted"
+                ]
+                assert tally_warnings(context, f"{origin}/nokey.html") == [
+                    "warning: tally: the script tag has no data-key: not counted"
+                ]
+                assert tally_warnings(context, f"{origin}/unknown.html") == [
+                    "warning: tally: the beacon was refused (HTTP 401): not counted"
+                ]
+                # The local stage answers CORS to every origin (CORS_ORIGINS "*"), so the page reads the 403.
+                assert tally_warnings(context, f"{origin}/foreign.html") == [
+                    "warning: tally: the beacon was refused (HTTP 403): not counted"
+                ]
+                # An answer the page may not read (a stage without CORS for it) or no answer at all.
+                cut = browser.new_context(user_agent=AGENTS[0])
+                cut.route("**/beacon/pageview*", lambda route: route.abort())
+                assert tally_warnings(cut, f"{origin}/counted.html") == [
+                    "warning: tally: the beacon was refused (no readable answer): not counted"
+                ]
+                opted_out = browser.new_context(user_agent=AGENTS[0])
+                opted_out.add_init_script("localStorage.setItem('tally_ignore', 'true')")
+                assert tally_warnings(opted_out, f"{origin}/counted.html") == [
+                    "warning: tally: localStorage.tally_ignore is set: not counted"
+                ]
+
+                # Accepted: no warning, and the URL sent holds no port, query or route query but UTM fields.
+                page = context.new_page()
+                said: list[str] = []
+                page.on("console", lambda m: said.append(m.text))
+                page.goto(f"{origin}/counted.html?token=s3cret&utm_source=news#/reset?token=s3cret&email=a@b.example")
+                page.wait_for_function("window.sent.length === 1")
+                sent = json.loads(page.evaluate("window.sent[0][1]"))
+                assert sent["url"] == f"{counted_as(origin)}/counted.html?utm_source=news#/reset"
+                page.wait_for_timeout(500)
+                assert [text for text in said if text.startswith("tally:")] == []
             finally:
                 browser.close()
 
@@ -249,7 +327,7 @@ def test_given_two_visitors_in_firefox_when_they_browse_the_site_and_its_app_the
             tmp_path / "one", FIREFOX_AGENTS[0], origin,
             [("goto", "/index.html"), ("goto", "/app.html"), ("click", "settings"), ("click", "profile")],
         )  # fmt: skip
-        assert [json.loads(b)["url"].removeprefix(origin) for b in sent] == [
+        assert [json.loads(b)["url"].removeprefix(counted_as(origin)) for b in sent] == [
             "/app.html",
             "/app/settings",
             "/app/profile",
