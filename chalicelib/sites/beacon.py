@@ -24,7 +24,7 @@ from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.events import ingest as events
-from chalicelib.sites import keys, privacy, salts
+from chalicelib.sites import keys, privacy, salts, summary
 from chalicelib.uniques import api as uniques_api
 from chalicelib.views import api as views_api
 from chalicelib.views import validation as view_input
@@ -118,6 +118,7 @@ def count(
             "counter": counter,
             "id": _derived("event", beacon.event, view_url, str(beacon.time_ms), visitor),
             "time": beacon.time_ms,
+            "retention": summary.RETENTION_SECONDS,
             "dimensions": beacon.dimensions,
             "values": beacon.values,
         }
@@ -143,6 +144,7 @@ def pageview_events(site: str, page: privacy.Page, beacon: Beacon, view_url: str
             "counter": keys.pageview_counter(site),
             "id": event_id,
             "time": beacon.time_ms,
+            "retention": summary.RETENTION_SECONDS,
             "dimensions": {"page": page.path, "referrer": page.referrer, "source": page.utm_source, "device": device},
         }
     ]
@@ -152,6 +154,7 @@ def pageview_events(site: str, page: privacy.Page, beacon: Beacon, view_url: str
                 "counter": keys.utm_counter(site),
                 "id": event_id,
                 "time": beacon.time_ms,
+                "retention": summary.RETENTION_SECONDS,
                 "dimensions": {"source": page.utm_source, "medium": page.utm_medium, "campaign": page.utm_campaign},
             }
         )
@@ -167,5 +170,5 @@ def _derived(*parts: str) -> str:
 
 def _note_site(dynamodb: DynamoDB, settings: Settings, site: str, now_ms: int) -> None:
     """The site in the catalog of sites (one write per site and hour per process)."""
-    expires = now_ms // 1000 + settings.default_retention_seconds + times.DAY_MS // 1000
+    expires = now_ms // 1000 + summary.RETENTION_SECONDS + times.DAY_MS // 1000
     catalog.touch(dynamodb, settings, keys.CATALOG_KIND, _recent, {site: expires}, now_ms)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.core import pager, times
+from chalicelib.core import pager, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.settings import Settings
 from chalicelib.counters import breakdowns
@@ -20,6 +20,9 @@ from chalicelib.sites import keys
 from chalicelib.uniques import api as uniques_api
 
 DEFAULT_LIMIT = 10
+# How long a site's page views (its events) are kept: the longest window a summary answers, as
+# the visitors' day sketches are kept (UNIQUES_DAY_RETENTION_SECONDS), so every summary is whole.
+RETENTION_SECONDS = window_params.MAX_WINDOW_DAYS * times.DAY_MS // 1000
 # Each list: the summary's name for it, the counter it is a breakdown of, the dimension, the
 # name of a value in the list.
 LISTS = (

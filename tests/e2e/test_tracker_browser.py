@@ -293,6 +293,13 @@ def dashboard_shows(page: Any, stack: LocalStack, site: str, expected: dict[str,
              for i in range(rows.count())}  # fmt: skip
     assert shown == {p["path"]: p["pageviews"] for p in expected["pages"]}
     assert page.locator("#site-devices tbody tr").count() == len(expected["devices"])
+    assert page.locator("#site-retained").is_hidden()  # the last hour: everything is kept
+    # Seven days per hour reach past the visitors' hour sketches (kept 48 hours): the tab says so.
+    page.select_option("#window", "7d")
+    page.wait_for_function("() => !document.getElementById('site-retained').hidden")
+    note = page.inner_text("#site-retained")
+    assert note.startswith("Visitors per hour before ") and "no longer kept" in note, note
+    assert page.inner_text("#site-pageviews") == str(expected["pageviews"])  # page views are all kept
     assert errors == []
 
 

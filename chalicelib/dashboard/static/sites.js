@@ -1,6 +1,7 @@
 /* The dashboard's Sites tab (docs/tracker.md): a site's visitors and page views over the
-   window as a chart, then its top pages, referrers, sources and devices. It uses the helpers
-   dashboard.js exposes as window.tallyDashboard and loads when that tab is shown. */
+   window as a chart, then its top pages, referrers, sources and devices, and a note when the
+   window reaches past what is kept (hourly visitors are kept shorter than page views). It uses
+   the helpers dashboard.js exposes as window.tallyDashboard and loads when that tab is shown. */
 (() => {
   "use strict";
 
@@ -18,6 +19,18 @@
   const board = () => window.tallyDashboard;
   const segment = (name) => board().segment(name);
   const windowValue = () => $("window").value;
+  const when = (iso) => new Date(iso).toLocaleString();
+
+  // What the window asks for and is no longer kept: one sentence per answer that says so.
+  function notKept(summary, views, uniques, resolution) {
+    const notes = [];
+    if (summary.complete === false) notes.push("The totals and top lists count only what is still kept.");
+    if (views.complete === false) notes.push(`Page views before ${when(views.retained_from)} are no longer kept.`);
+    if (uniques.complete === false) {
+      notes.push(`Visitors per ${resolution} before ${when(uniques.retained_from)} are no longer kept: the chart shows none before then.`);
+    }
+    return notes.join(" ");
+  }
 
   async function loadSites() {
     const { getJson, say, failure } = board();
@@ -82,12 +95,17 @@
       $("site-title").textContent = site;
       $("site-visitors").textContent = summary.visitors.toLocaleString();
       $("site-pageviews").textContent = summary.pageviews.toLocaleString();
+      const note = notKept(summary, views, uniques, resolution);
+      $("site-retained").textContent = note;
+      $("site-retained").hidden = note === "";
       const visitorsAt = new Map(uniques.buckets.map((b) => [Date.parse(b.start), b.cardinality]));
       const starts = views.buckets.map((b) => Date.parse(b.start));
+      // Before what is kept, no value (a gap in the line), not a zero.
+      const keptFrom = uniques.complete === false ? Date.parse(uniques.retained_from) : -Infinity;
       drawSeries(
         $("site-chart"),
         starts.map((t) => t / 1000),
-        starts.map((t) => visitorsAt.get(t) || 0),
+        starts.map((t) => (t < keptFrom ? null : visitorsAt.get(t) || 0)),
         views.buckets.map((b) => b.count),
       );
       for (const [field, label, table] of LISTS) {

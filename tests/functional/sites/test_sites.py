@@ -15,6 +15,9 @@ from tests.functional.site_helpers import FIREFOX, GOOGLEBOT, SETTINGS, Counting
 
 SITE = "blog.example"
 ORIGIN = "https://blog.example"
+MINUTE = 60_000
+HOUR = 60 * MINUTE
+DAY = 24 * HOUR
 
 
 @pytest.fixture
@@ -370,3 +373,19 @@ def test_given_a_beacon_resent_after_midnight_when_counted_then_once_and_a_new_d
     assert pageviews(client) == 2
     # The same browser on two days: two visitor ids (each day's salt), so two in a window over both.
     assert visitors(client) == 2
+
+
+def test_given_page_views_when_25_hours_then_29_days_pass_then_a_30_day_summary_still_counts_them(
+    client: Any, aws: Any, clock: Any, key: str, counting: Counting
+) -> None:
+    for i, path in enumerate(["/a", "/a", "/b"]):
+        assert beacon(client, key, view(clock, path, ago_ms=i * 1000), origin=ORIGIN).json_body["counted"]
+    counting.process()
+    start = clock.now
+    for later_ms in (25 * HOUR + MINUTE, 29 * DAY):
+        clock.advance(start + later_ms - clock.now)
+        got = client.http.get(f"/sites/{SITE}/summary?window=30d").json_body
+        assert (got["pageviews"], got["visitors"], got["complete"]) == (3, 1, True), later_ms
+        assert {p["path"]: p["pageviews"] for p in got["pages"]} == {"/a": 2, "/b": 1}
+        assert client.http.get(f"/counters/site:{SITE}?window=30d").json_body["count"] == 3
+        assert [s["site"] for s in client.http.get("/sites").json_body["sites"]] == [SITE]
