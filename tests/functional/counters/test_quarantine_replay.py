@@ -251,6 +251,34 @@ def test_given_a_client_id_record_refused_after_claiming_its_marker_when_replaye
     assert count_of(aws.dynamodb, "refused") == 1
 
 
+def test_given_a_set_aside_copy_without_its_shard_when_replayed_then_it_stays_and_no_marker_is_put(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    """A client id's marker always names the record that claimed it (shard and position): a copy
+    that no longer says which shard it came through cannot claim one, so it is not counted."""
+    bad_id, _, pk = poisoned(client, aws, clock, client_id="order-5")
+    correct_time(aws.dynamodb, bad_id, clock.now - 2 * MINUTE)
+    item = quarantined(aws.dynamodb)[bad_id]
+    raw = json.loads(item["record"]["S"])
+    del raw["shardId"]
+    aws.dynamodb.update_item(
+        TableName=SETTINGS.counts_table,
+        Key={"pk": item["pk"], "sk": item["sk"]},
+        UpdateExpression="SET #r = :r",
+        ExpressionAttributeNames={"#r": "record"},
+        ExpressionAttributeValues={":r": {"S": json.dumps(raw)}},
+    )
+
+    answer = post_replay(client, {"source": "events-stream", "ids": [bad_id]}).json_body
+
+    assert answer["still_bad"] == [{"id": bad_id, "reason": "the stored record names no stream shard"}]
+    assert set(quarantined(aws.dynamodb)) == {bad_id}
+    marker = layout.marker_key("replayed", "order-5")
+    assert "Item" not in aws.dynamodb.get_item(TableName=SETTINGS.counts_table, Key=marker)
+    assert count_of(aws.dynamodb, "replayed") == 1
+    assert tally(aws.dynamodb, pk)["set_aside"] == 1
+
+
 def minutes_of(dynamodb: Any, pk: str) -> int:
     """The minute counts of one counter (or filter) partition: in its hour items, or inline in
     its day items."""
