@@ -78,7 +78,7 @@ def countable_from_record(record: StreamRecord, now_ms: int) -> Countable:
 
 def is_event(record: StreamRecord) -> bool:
     """Whether a stream record is the insert of an event (anything else is counted nowhere)."""
-    return record.event_name == "INSERT" and (record.new_image or {}).get("kind", packs.EVENT_KIND) in packs.KINDS
+    return record.event_name == "INSERT" and (record.new_image or {}).get("kind") in packs.KINDS
 
 
 def countables(record: StreamRecord, now_ms: int) -> list[Countable]:

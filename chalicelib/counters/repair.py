@@ -270,7 +270,7 @@ def _parse(raw: dict[str, Any]) -> list[_Stored | None]:
         item = {k: _DESERIALIZER.deserialize(v) for k, v in raw.items()}
     except (TypeError, ValueError):
         return [None]
-    if item.get("kind", packs.EVENT_KIND) not in packs.KINDS:
+    if item.get("kind") not in packs.KINDS:
         return []
     try:
         unpacked = packs.unpack(item)

@@ -227,7 +227,7 @@ def _place(record: StreamRecord) -> tuple[str | None, str, str] | None:
 
 @dataclass(frozen=True, order=True)
 class Accounted:
-    """What became of one event of a stream shard (an audit_keys account), for its audit item."""
+    """What became of one event of a stream shard (an audit_items account), for its audit item."""
 
     position: str
     partition: str
