@@ -69,6 +69,11 @@ def correct_time(dynamodb: Any, record_id: str, time_ms: int) -> None:
     item = quarantined(dynamodb)[record_id]
     raw = json.loads(item["record"]["S"])
     raw["dynamodb"]["NewImage"]["time"] = {"N": str(time_ms)}
+    rewrite(dynamodb, item, raw)
+
+
+def rewrite(dynamodb: Any, item: dict[str, Any], raw: dict[str, Any]) -> None:
+    """Store `raw` as the set-aside copy of the quarantine item `item`."""
     dynamodb.update_item(
         TableName=SETTINGS.counts_table,
         Key={"pk": item["pk"], "sk": item["sk"]},
@@ -132,13 +137,7 @@ def test_given_a_record_still_invalid_when_replayed_then_it_stays_with_the_new_r
     raw = json.loads(item["record"]["S"])
     raw["dynamodb"]["NewImage"]["time"] = {"N": str(clock.now)}
     raw["dynamodb"]["NewImage"]["counter"] = {"S": "not a name"}  # a fix that made it worse
-    aws.dynamodb.update_item(
-        TableName=SETTINGS.counts_table,
-        Key={"pk": item["pk"], "sk": item["sk"]},
-        UpdateExpression="SET #r = :r",
-        ExpressionAttributeNames={"#r": "record"},
-        ExpressionAttributeValues={":r": {"S": json.dumps(raw)}},
-    )
+    rewrite(aws.dynamodb, item, raw)
 
     answer = post_replay(client, {"source": "events-stream", "limit": 10}).json_body
 
@@ -261,13 +260,7 @@ def test_given_a_set_aside_copy_without_its_shard_when_replayed_then_it_stays_an
     item = quarantined(aws.dynamodb)[bad_id]
     raw = json.loads(item["record"]["S"])
     del raw["shardId"]
-    aws.dynamodb.update_item(
-        TableName=SETTINGS.counts_table,
-        Key={"pk": item["pk"], "sk": item["sk"]},
-        UpdateExpression="SET #r = :r",
-        ExpressionAttributeNames={"#r": "record"},
-        ExpressionAttributeValues={":r": {"S": json.dumps(raw)}},
-    )
+    rewrite(aws.dynamodb, item, raw)
 
     answer = post_replay(client, {"source": "events-stream", "ids": [bad_id]}).json_body
 
