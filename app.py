@@ -19,12 +19,11 @@ from chalicelib.core.errors import NotFoundError as TallyNotFound
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.static import Asset
-from chalicelib.counters import audit_runs, breakdowns, dimension_keys
+from chalicelib.counters import audit_runs, breakdowns, filters, stream
 from chalicelib.counters import catalog as counter_catalog
 from chalicelib.counters import reads as counters
 from chalicelib.counters import repair as counter_repair
 from chalicelib.counters import replay as counter_replay
-from chalicelib.counters import stream_apply as counting
 from chalicelib.dashboard import assets as dashboard
 from chalicelib.events import ingest as events
 from chalicelib.events import stream_records
@@ -93,7 +92,7 @@ def query() -> dict[str, str]:
 def where() -> dict[str, str]:
     """The `where=name:value` filters of the request (repeatable)."""
     params = request().query_params
-    return dimension_keys.parse_where(params.getlist("where") if params and "where" in params else [])
+    return filters.parse_where(params.getlist("where") if params and "where" in params else [])
 
 
 # -- access: keys and scopes (docs/access.md) ----------------------------------------------
@@ -247,7 +246,7 @@ def on_event_records(event: Any) -> dict[str, Any]:
     # The mapping has a tumbling window (for `shardId`): Lambda wants `{"state": ...}` back. The
     # state carries this invocation's counts (telemetry reads them there); nothing reads it back.
     records = stream_records.from_lambda_event(event.to_dict())
-    result = counting.apply_stream_batch(aws.dynamodb, settings, records, clock.now_ms())
+    result = stream.apply_stream_batch(aws.dynamodb, settings, records, clock.now_ms())
     return {**stream_records.window_response(), "state": result.as_dict()}
 
 

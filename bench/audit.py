@@ -37,7 +37,11 @@ from boto3.dynamodb.types import TypeSerializer  # noqa: E402
 from bench.metering import Meter, MotoProbe, Usage  # noqa: E402
 from chalicelib.core.aws import AwsClients  # noqa: E402
 from chalicelib.core.settings import Settings  # noqa: E402
-from chalicelib.counters import audit, audit_keys, audit_runs  # noqa: E402
+from chalicelib.counters import (  # noqa: E402
+    audit,
+    audit_items,
+    audit_runs,
+)
 from chalicelib.events import ingest as events  # noqa: E402
 from tools import moto_patches  # noqa: E402
 
@@ -121,14 +125,14 @@ def measure(per_partition: int, old: int, attr_bytes: int, seed: int = 1) -> Row
             TableName=settings.counts_table, Item={**audit_runs.CHECKPOINT_KEY, "next_ms": {"N": str(T0)}}
         )
         # What the stream handler wrote, every event applied: its shard's item of the quarter
-        # hour, holding every partition's numbers (counters/audit_keys.py).
+        # hour, holding every partition's numbers (counters/audit_items.py).
         pks = audit.partitions(T0, shards)
         clients.dynamodb.put_item(
             TableName=settings.counts_table,
             Item={
-                **audit_keys.shard_item_key(pks[0], STREAM_SHARD),
+                **audit_items.shard_item_key(pks[0], STREAM_SHARD),
                 STREAM_SHARD: {"S": "40" + "9" * 40},
-                **{audit_keys.attribute(audit_keys.APPLIED, pk): {"N": str(per_partition)} for pk in pks},
+                **{audit_items.attribute(audit_items.APPLIED, pk): {"N": str(per_partition)} for pk in pks},
             },
         )
         probe = MotoProbe(clients.dynamodb, region=settings.aws_region)

@@ -42,8 +42,7 @@ from bench.counters import scan_all, stream_batches  # noqa: E402
 from bench.metering import Meter, MotoProbe, item_size  # noqa: E402
 from chalicelib.core import decimals  # noqa: E402
 from chalicelib.core.settings import Settings  # noqa: E402
-from chalicelib.counters import breakdowns, catalog, dimension_keys, reads  # noqa: E402
-from chalicelib.counters import stream_apply as counting  # noqa: E402
+from chalicelib.counters import breakdowns, catalog, filters, reads, stream  # noqa: E402  # noqa: E402
 from chalicelib.events import ingest as events  # noqa: E402
 from chalicelib.events import stream_records  # noqa: E402
 from tools import resources  # noqa: E402
@@ -86,7 +85,7 @@ def workaround_events(made: list[events.Event], every: bool, pairs: tuple[str, .
         else:
             names = [
                 "jobs." + ".".join(f"{k}:{v}" for k, v in sorted(subset.items()))
-                for subset in dimension_keys.subsets(e.dimensions, pairs)
+                for subset in filters.subsets(e.dimensions, pairs)
             ]
         out += [events.Event(n, e.id, e.time_ms, e.retention_seconds, id_given=False, values=e.values) for n in names]
     return out
@@ -109,7 +108,7 @@ def items_of(made: list[events.Event], settings: Settings) -> list[dict[str, Any
 
 
 def deliver(client: Any, settings: Settings, batch: list[dict[str, Any]], now: int) -> None:
-    counting.apply_stream_batch(
+    stream.apply_stream_batch(
         client, settings, stream_records.from_lambda_event({"Records": batch, "shardId": SHARD, "state": {}}), now
     )
 

@@ -46,10 +46,9 @@ from bench.metering import Meter, MotoProbe, item_size, write_units  # noqa: E40
 from chalicelib.core import catalog, timebuckets  # noqa: E402
 from chalicelib.core.settings import Settings  # noqa: E402
 from chalicelib.counters import catalog as counter_catalog  # noqa: E402
-from chalicelib.counters import keys as counter_keys  # noqa: E402
+from chalicelib.counters import layout, stream  # noqa: E402
 from chalicelib.counters import reads as counters  # noqa: E402
-from chalicelib.counters import stream_apply as counting  # noqa: E402
-from chalicelib.counters.keys import bucket_sort_key  # noqa: E402
+from chalicelib.counters.layout import bucket_sort_key  # noqa: E402
 from chalicelib.events import ingest as events  # noqa: E402
 from chalicelib.events import stream_records  # noqa: E402
 from tools import resources  # noqa: E402
@@ -146,7 +145,7 @@ def deliver(client: Any, settings: Settings, batch: list[dict[str, Any]], now: i
     hours of a slow ingest as it does on AWS: hourly and daily work shows)."""
     event = {"Records": batch, "shardId": shard, "state": {}}
     at = max((int(r["dynamodb"]["NewImage"]["ingested_at"]["N"]) for r in batch), default=now) + 1000
-    return counting.apply_stream_batch(client, settings, stream_records.from_lambda_event(event), min(now, at))
+    return stream.apply_stream_batch(client, settings, stream_records.from_lambda_event(event), min(now, at))
 
 
 def seed_apply(dynamodb: Any, batch: list[dict[str, Any]]) -> None:
@@ -282,7 +281,7 @@ def exact_buckets(dynamodb: Any, settings: Settings, items: list[dict[str, Any]]
         stored[(counter, sk)] += int(i["n"]["N"])
         if sk.startswith("d#"):  # a quiet day's first minutes, held inline by its day item
             day = int(sk.split("#")[1])
-            for minute, k in counter_keys.inline_minutes(i).items():
+            for minute, k in layout.inline_minutes(i).items():
                 stored[(counter, bucket_sort_key("hour", day * 24 + minute // 60))] += k
     return dict(stored) == dict(truth)
 

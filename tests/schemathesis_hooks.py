@@ -34,7 +34,7 @@ from schemathesis.hooks import HookContext
 from chalicelib.core import times, window_params
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, dimension_keys
+from chalicelib.counters import audit, filters
 from chalicelib.sites import keys as site_keys
 from chalicelib.uniques import api as uniques_api
 
@@ -143,7 +143,7 @@ def _where(query: dict[str, Any], path: str) -> None:
         name = str(clause).split(":", 1)[0]
         if name in named and not (path.endswith("/breakdown") and name == query.get("by")):
             continue
-        if len(named | {name}) > dimension_keys.MAX_WHERE:
+        if len(named | {name}) > filters.MAX_WHERE:
             continue
         named.add(name)
         kept.append(clause)

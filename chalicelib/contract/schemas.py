@@ -15,7 +15,7 @@ from chalicelib.access import api_keys as access_keys
 from chalicelib.access import policy
 from chalicelib.core import inputs, pager, quarantine, timebuckets, times, validation, window_params
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit_keys, dimension_keys, replay
+from chalicelib.counters import audit_items, filters, replay
 from chalicelib.events import dimensions as event_dimensions
 from chalicelib.events import ingest
 from chalicelib.reports import api as reports_api
@@ -551,9 +551,9 @@ BREAKDOWN_ANSWER = obj(
 WHERE = {
     "type": "array",
     "items": query_text(pattern=r"^[A-Za-z0-9_.-]{1,64}:[\s\S]{1,128}$"),
-    "maxItems": dimension_keys.MAX_WHERE,
+    "maxItems": filters.MAX_WHERE,
     "description": "name:value (the value may hold colons); repeatable, every clause must hold: "
-    f"only the events having those dimension values (at most {dimension_keys.MAX_WHERE} clauses: filters are "
+    f"only the events having those dimension values (at most {filters.MAX_WHERE} clauses: filters are "
     "counted for single dimensions and pairs)",
     "examples": [["provider:p2"]],
 }
@@ -737,7 +737,7 @@ AUDIT_FINDING = obj(
     {
         "partition": PARTITION,
         "stored": _COUNT,
-        **{name: _COUNT for name in audit_keys.ACCOUNTS},
+        **{name: _COUNT for name in audit_items.ACCOUNTS},
         "shortfall": {"type": "integer", "description": "stored minus accounted; negative when over"},
     }
 )
@@ -747,7 +747,7 @@ AUDIT_LISTING = obj(
             "type": "array",
             "items": obj(
                 {"partition": PARTITION, "audited_at": ISO_TIME},
-                {"stored": _COUNT, **{name: _COUNT for name in audit_keys.ACCOUNTS}, "shortfall": {"type": "integer"}},
+                {"stored": _COUNT, **{name: _COUNT for name in audit_items.ACCOUNTS}, "shortfall": {"type": "integer"}},
             ),
         },
         "next": NEXT,

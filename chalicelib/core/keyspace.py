@@ -7,13 +7,13 @@ capabilities can never collide and an operator can read any item's owner from it
     pk                                   sk                      what
     CTR#<counter>                        h#<hour> | d#<day>      a windowed-count bucket (counters)
     FLT#<counter>#<subset hash>          h#<hour> | d#<day>      the buckets of the events having some dimension values
-                                                                 (counters/dimension_keys.py)
+                                                                 (counters/filters.py)
     TOP#<counter>#<dimension>            q#|h#|d#<n>#<part>      a breakdown summary: values with counts and sums
                                                                  (counters/topk.py)
     EVT#<counter>#<id>                   #                       marker: an event with a client id was counted
     AUQ#<quarter hour>                   s:<shard hash>          what the counting path did with the events of a
                                          | #repaired             quarter hour's partitions, one item per stream
-                                                                 shard, and the repair's (counters/audit_keys.py)
+                                                                 shard, and the repair's (counters/audit_items.py)
     AUDIT#checkpoint                     #                       start of the next quarter hour to audit
     AUDIT#short                          <events pk>             a partition that does not add up (counters)
     URL#<sha256 of url>                  TOTAL                   an exact view counter (views)

@@ -4,7 +4,7 @@ Counts are kept per hour and per UTC day; an hour item also holds the count of e
 minutes, so minute precision costs no extra keys. A window of minutes [first, last] is read
 as: whole days from day items, whole hours from hour items, and the minutes of at most two
 partial hours from the minute counts inside their hour items (plus, for the hours, the day
-items that may hold a quiet day's first minutes inline: counters/keys.py). A 24-hour window
+items that may hold a quiet day's first minutes inline: counters/layout.py). A 24-hour window
 therefore reads at most 27 items, and no bucket is ever subtracted: a count is exact even when events
 carry times later than the window's end.
 """

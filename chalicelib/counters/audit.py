@@ -1,25 +1,18 @@
 """The audit's arithmetic: which partitions to compare, and whether one adds up. Pure.
 
-An events partition (quarter hour of ingest plus write shard, events/ingest.py) is compared
-once its quarter hour has closed and a settle margin has passed (AUDIT_SETTLE_MINUTES): by then
-every record of it has been through the stream handler, which accounts for each event in the
-audit items of the partition's quarter hour (counters/audit_keys.py). The events stored in the
-partition must then equal applied + duplicates + set_aside + expired + repaired. Fewer accounted is a shortfall (events stored
-and never counted nor set aside); more is an excess (events counted that are not stored, or
-counted twice). Either is a finding.
-
-Runs move a checkpoint (the start of the next quarter hour to compare) so each run reads only
-partitions no run has read, at most MAX_QUARTERS_PER_RUN quarter hours of them.
+An events partition is compared once its quarter hour has closed and AUDIT_SETTLE_MINUTES have
+passed; its stored events must then equal the numbers of audit_items.ACCOUNTS. Fewer is a
+shortfall, more an excess: either is a finding. docs/counting.md, "The audit".
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from chalicelib.core import times
-from chalicelib.counters import audit_keys
+from chalicelib.counters import audit_items
 from chalicelib.events import ingest as events
 
 QUARTER_MS = times.QUARTER_HOUR_MS
@@ -36,11 +29,8 @@ def settled_before(now_ms: int, settle_minutes: int) -> int:
 
 
 def quarters_to_audit(checkpoint_ms: int, now_ms: int, settle_minutes: int, most: int) -> list[int]:
-    """Start times of the settled quarter hours from the checkpoint on, at most `most`.
-
-    The very first run has no checkpoint: it sets one at `settled_before(now)` and compares
-    nothing. Partitions counted before the audit items were written (a stage upgraded to them)
-    would otherwise all be reported short."""
+    """Start times of the settled quarter hours from the checkpoint on, at most `most` (the
+    first run has no checkpoint: it sets one at `settled_before(now)` and compares nothing)."""
     end = settled_before(now_ms, settle_minutes)
     start = checkpoint_ms - checkpoint_ms % QUARTER_MS
     return list(range(start, end, QUARTER_MS))[:most]
@@ -84,21 +74,12 @@ class Finding:
         return self.shortfall == 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "partition": self.partition,
-            "stored": self.stored,
-            "applied": self.applied,
-            "set_aside": self.set_aside,
-            "expired": self.expired,
-            "duplicates": self.duplicates,
-            "repaired": self.repaired,
-            "shortfall": self.shortfall,
-        }
+        return {**asdict(self), "shortfall": self.shortfall}
 
 
 def finding(partition: str, stored: int, numbers: dict[str, int]) -> Finding:
-    """The finding for one partition from its stored count and its numbers (audit_keys.ACCOUNTS)."""
-    return Finding(partition, stored, **{name: numbers.get(name, 0) for name in audit_keys.ACCOUNTS})
+    """The finding for one partition from its stored count and its numbers (audit_items.ACCOUNTS)."""
+    return Finding(partition, stored, **{name: numbers.get(name, 0) for name in audit_items.ACCOUNTS})
 
 
 def total_shortfall(findings: list[Finding]) -> int:

@@ -1,18 +1,10 @@
-"""An audit run, its findings and `GET /audit`: the storage side of counters/audit.py.
+"""An audit run, its findings and `GET /audit`: the storage side of audit.py.
 
-A run compares the settled quarter hours from its checkpoint on (counters/audit.py): for each
-events partition, one Query over the partition reading each item's number of events (DynamoDB reads, and
-charges for, every item it counts), and for each quarter hour one Query of its audit items (one
-per stream shard that carried its events, and the repair's: counters/audit_keys.py), which
-serves every partition of the quarter. Partitions that do not add up are written as findings, `AUDIT#short` / `<events pk>`, in the same
-transaction that moves the checkpoint (`AUDIT#checkpoint`) past their quarter hour, on
-condition that the checkpoint is where the run read it: a run that lost that race (a duplicate
-scheduled invocation, an operator's POST /audit at the same moment) writes nothing, so a
-partition is reported by one run only.
-
-Each run also compares again up to RECHECK_LIMIT open findings, oldest first, and removes those
-that now add up (a repair, or records the stream handler counted late); the others stay
-listed with their latest numbers. Findings expire after FINDING_TTL_SECONDS.
+A run compares the settled quarter hours from its checkpoint on: per events partition, its
+stored events (one Query) against its numbers on the quarter hour's audit items (one Query per
+quarter hour); the partitions that do not add up are written as findings in the transaction
+that moves the checkpoint, on condition that it is where the run read it. Each run also
+rechecks open findings. Why each partition is reported once: docs/counting.md, "The audit".
 """
 
 from __future__ import annotations
@@ -28,7 +20,7 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import translated
-from chalicelib.counters import audit, audit_keys
+from chalicelib.counters import audit, audit_items
 from chalicelib.events import packs
 
 CHECKPOINT_KEY = {"pk": {"S": f"{keyspace.AUDIT_RUN}checkpoint"}, "sk": {"S": "#"}}
@@ -104,12 +96,12 @@ def compare(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> audit.Fin
 def _finding(events_pk: str, stored: int, group: list[dict[str, Any]]) -> audit.Finding:
     """A partition's finding from its stored count and the audit items of its quarter hour (read
     once for all its partitions)."""
-    return audit.finding(events_pk, stored, audit_keys.group_accounts(group, events_pk))
+    return audit.finding(events_pk, stored, audit_items.group_accounts(group, events_pk))
 
 
 def accounted(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> dict[str, int]:
     """Everything the audit items say of one events partition."""
-    return audit_keys.group_accounts(read_group(dynamodb, settings, events_pk), events_pk)
+    return audit_items.group_accounts(read_group(dynamodb, settings, events_pk), events_pk)
 
 
 def read_group(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> list[dict[str, Any]]:
@@ -119,7 +111,7 @@ def read_group(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> list[d
     request = {
         "TableName": settings.counts_table,
         "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": audit_keys.group_pk(events_pk)}},
+        "ExpressionAttributeValues": {":pk": {"S": audit_items.group_pk(events_pk)}},
         "ConsistentRead": True,
     }
     return [
@@ -130,11 +122,9 @@ def read_group(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> list[d
 
 
 def stored_count(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> int:
-    """Events stored under one events partition key: a paged Query reading each item's kind and
-    number of events (a pack holds `n`, an item of the one-event layout one: events/packs.py).
-    DynamoDB charges a Query by the size of the items it reads whatever it returns, so this
-    costs what a `Select=COUNT` did. Eventually consistent (half the read units): the
-    partition's quarter hour closed a settle margin ago."""
+    """Events stored under one events partition key: a paged Query of each item's kind and `n`
+    (events/packs.py), eventually consistent (its quarter hour closed a settle margin ago).
+    Its cost: docs/counting.md, "The audit"."""
     request = {
         "TableName": settings.events_table,
         "KeyConditionExpression": "pk = :pk",
@@ -255,7 +245,7 @@ def listing(dynamodb: DynamoDB, settings: Settings, params: dict[str, str], now_
                 "partition": attributes.sort_key(i),
                 **{
                     name: attributes.integer(i, name)
-                    for name in ("stored", *audit_keys.ACCOUNTS, "shortfall")
+                    for name in ("stored", *audit_items.ACCOUNTS, "shortfall")
                     if name in i
                 },
                 "audited_at": times.iso(attributes.integer(i, "audited_at")),

@@ -1,27 +1,9 @@
 """Breakdowns: a counter's count and sums per value of one dimension, over any window.
 
-`breakdown` reads, for the window's parts (timebuckets.plan: whole days, whole hours, and the
-minutes of at most two partial hours), the breakdown summaries of the dimension (counters/topk.py,
-counters/summaries.py: per day or hour one item while it is small, else SUMMARY_PARTS items; for
-a partial hour the hour's item kept whole or, once split, its quarter hours, cut to the minutes
-the window holds), merges them and ranks the values:
-
-- every summary read is exact (nothing was ever evicted from it): the ranking, the counts and
-  the sums are exact, `exact: true`;
-- otherwise the listed values' counts and sums are read exactly from their filter counters
-  (`where by=value`: the keys of a count each) and `exact: false` says so, with `bound`: the
-  most events a value not listed can have in the window.
-
-With `where`, the candidates are the values the dimension's summaries list, each counted
-exactly from the filter counter of `where` plus that value (the keys of a count per candidate,
-at most MAX_CANDIDATES candidates). Filter counters exist for single dimensions and pairs, so
-`where` and `by` name at most two dimensions together, a pair the FILTER_PAIRS setting counts
-(anything else is a 400).
-
-`others` covers the rest of the window's count: values not listed and events without the
-dimension, so the listed counts plus `others.count` are the window's count. That count is read
-last: the stream handler writes a counter's buckets before its filters' and its summaries, so
-what the list holds is always within it.
+The window's summaries (topk.py, written by summary_writes.py) are read, merged and ranked; when
+one evicted, or with `where`, the listed values are counted exactly from their filter counters;
+`others` is the window's count, read last, less the listed counts. What is exact, the bounds and
+the keys read: docs/counting.md, "Breakdowns" and "Bounds".
 """
 
 from __future__ import annotations
@@ -33,7 +15,7 @@ from chalicelib.core import attributes, dynamo, timebuckets, times, window_param
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
-from chalicelib.counters import dimension_keys, reads, summaries, topk
+from chalicelib.counters import filters, layout, reads, topk
 from chalicelib.events import dimensions as event_dimensions
 
 DEFAULT_LIMIT = 10
@@ -47,28 +29,26 @@ Group = tuple[list[dict[str, Any]], tuple[int, int] | None]
 def summary_keys(counter: str, by: str, first_minute: int, last_minute: int) -> list[Group]:
     """Per part of the window (timebuckets.plan), the keys of the summaries that cover it: a
     whole bucket's parts; for a partial hour, its part 0 with the minutes of the hour it needs
-    (read only when it is kept whole: summaries.SINGLE), then each quarter hour it overlaps, with
+    (read only when it is kept whole: layout.SINGLE), then each quarter hour it overlaps, with
     the minutes of that quarter it needs (there once the hour was split). Pure."""
     groups: list[Group] = []
-    quarter = dimension_keys.QUARTER_MINUTES
+    quarter = layout.QUARTER_MINUTES
     for part in timebuckets.plan(first_minute, last_minute):
         bucket = part.bucket
         if part.minutes is None:
             keys = [
-                dimension_keys.summary_key(counter, by, bucket.resolution, bucket.index, p)
-                for p in range(dimension_keys.PARTS[bucket.resolution])
+                layout.summary_key(counter, by, bucket.resolution, bucket.index, p)
+                for p in range(layout.PARTS[bucket.resolution])
             ]
             groups.append((keys, None))
             continue
-        groups.append(([dimension_keys.summary_key(counter, by, "hour", bucket.index, 0)], part.minutes))
+        groups.append(([layout.summary_key(counter, by, "hour", bucket.index, 0)], part.minutes))
         first = bucket.first_minute + part.minutes[0]
         last = bucket.first_minute + part.minutes[1]
         for q in range(first // quarter, last // quarter + 1):
             start = q * quarter
             span = (max(first, start) - start, min(last, start + quarter - 1) - start)
-            keys = [
-                dimension_keys.summary_key(counter, by, "quarter", q, p) for p in range(dimension_keys.PARTS["quarter"])
-            ]
+            keys = [layout.summary_key(counter, by, "quarter", q, p) for p in range(layout.PARTS["quarter"])]
             groups.append((keys, span))
     return groups
 
@@ -78,8 +58,8 @@ def stored_summary(item: dict[str, Any], span: tuple[int, int] | None) -> topk.S
     kept whole is cut to the minutes asked; an hour's part 0 asked for a partial hour once the
     hour was split gives nothing (its quarter hours do); a quarter hour is cut to its minutes."""
     summary = topk.decode(attributes.text(item, "e"))
-    hour = attributes.sort_key(item).startswith(dimension_keys.SUMMARY_PREFIX["hour"])
-    if attributes.optional_text(item, summaries.LAYOUT) == summaries.SINGLE:
+    hour = attributes.sort_key(item).startswith(layout.SUMMARY_PREFIX["hour"])
+    if attributes.optional_text(item, layout.LAYOUT) == layout.SINGLE:
         return topk.within(summary, *(span or (0, 59))) if hour else summary
     if span is None:
         return summary
@@ -107,7 +87,7 @@ def breakdown(
         raise ValidationError(f"limit must be an integer from 1 to {MAX_LIMIT}")
     where = dict(where)
     if where:  # each value is counted from the filter counter of where plus by
-        dimension_keys.check_filter({*where, by}, settings.filter_pairs)
+        filters.check_filter({*where, by}, settings.filter_pairs)
     # Which part of the window is retained is what a count of it says; the summaries are read
     # for that part only (they live exactly as long as the counter's buckets).
     probe = reads.count_window(dynamodb, settings, counter, first_minute, last_minute, now_ms, where=where)

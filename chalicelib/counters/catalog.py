@@ -1,16 +1,8 @@
-"""Which counters exist: `GET /counters`, written as counters are counted.
+"""Which counters exist: `GET /counters`, listed by core.catalog as counters are counted.
 
-A counter's catalog entry (core.catalog, packed: `CATALOG#counters#log`, then its pages) lives
-as long as its latest-expiring day bucket (the day's end plus the longest retention of its
-events), so the listing shows every counter a window can still find events for, and drops it
-when they have all expired. The stream handler names a counter in its batch's one log item when
-the counter's day bucket was created or made to live longer, which the bucket's own UpdateItem
-says (it returns the old item), and again for a day bucket whose records it found applied (a
-redelivery: the delivery that created the bucket may have died before listing it). So a batch
-costs one log write (its write units grow with the bytes of the names it lists, about a
-kilobyte per 50 counters) whatever the number of counters new that day, and the fold shares a
-page rewrite among the counters of a page; `last_counted` is the time the counter's latest day
-was first counted: accurate to the day.
+A counter is listed (again) when a batch creates its day bucket, makes it live longer, or finds
+some of its records applied (a redelivery), and lives as long as its latest day bucket.
+docs/design.md, "Which names exist"; its cost: docs/counting.md, "Cost".
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
-"""Windowed counts: a window read from its day and hour items, and histograms.
+"""Windowed counts: a window read from its day and hour items (with a day's inline minutes),
+and histograms.
 
-The buckets are written by chalicelib.counters.stream_apply; their keys are in chalicelib.counters.keys.
-
-The rule. A bucket keeps its counts until its end plus the retention of its events
-(`expires_at`, stored on the item; with mixed retentions the longest, see stream_apply). The
-minutes of an hour live inside the hour's item, so they go with it. A day therefore outlives
-its hours by up to a day: coarser buckets are kept longer, as time-series stores keep
-downsampled data longer than raw points. Reads ignore a bucket past its expiry even before
-DynamoDB deletes it.
-
-What an answer says. A window is read as parts (days, hours, minutes of an hour; see
-core.timebuckets.plan) and a histogram as buckets, both in time order. A part is *kept* when its
-item is there and not expired, or when it is absent (no events) and would not have expired
-yet by the counter's retention (the longest retention among the items read, or the default:
-an absent item past that may have been deleted). The answer counts exactly the parts from the
-first one after which every part is kept: `retained_from` is that part's start, `complete`
-says it is the window's start. So `count` is always the number of events in
-[retained_from, end), whatever the window's alignment; an older part that happens to be kept
-(a day that outlives the hours around it, or a longer retention) is not added to it.
+The buckets are written by bucket_writes.py, in the layout of layout.py. What an answer counts
+(`complete`, `retained_from`) and why a day outlives its hours: docs/counting.md, "Retention";
+the inline minutes: "Inline minutes".
 """
 
 from __future__ import annotations
@@ -25,14 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeGuard
 
 from chalicelib.core import attributes, decimals, dynamo, keyspace, timebuckets, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.settings import Settings
-from chalicelib.counters import dimension_keys
-from chalicelib.counters import keys as counter_keys
+from chalicelib.counters import filters, layout
 
 # -- reads -------------------------------------------------------------------------------
 
@@ -98,54 +83,42 @@ def count_window(
     events having every one of those dimension values (read from their filter counter: the same
     keys, so the same bound)."""
     window_params.check_minutes(first_minute, last_minute)
-    dimension_keys.check_filter(where or {}, settings.filter_pairs)
+    filters.check_filter(where or {}, settings.filter_pairs)
     parts = timebuckets.plan(first_minute, last_minute)
-    pk = dimension_keys.read_pk(counter, where or {})
-    keys = [dimension_keys.bucket_item_key(pk, p.bucket) for p in parts]
-    # The days of the hours read: a quiet counter's first minutes of a day are held in its day
-    # item (counters/keys.py, INLINE_MAX), at most two more keys (the window's two ends).
+    pk = filters.read_pk(counter, where or {})
+    keys = [layout.bucket_item_key(pk, p.bucket) for p in parts]
+    # The days of the hours read, whose day items may hold some of their minutes inline: at most
+    # two more keys (the window's two ends).
     days = {timebuckets.day_of_hour(p.bucket.index) for p in parts if p.bucket.resolution == "hour"}
-    day_keys = {d: dimension_keys.bucket_item_key(pk, timebuckets.Bucket("day", d)) for d in sorted(days)}
+    day_keys = {d: layout.bucket_item_key(pk, timebuckets.Bucket("day", d)) for d in sorted(days)}
     extra = [k for k in day_keys.values() if k not in keys]
     found = _batch_get(dynamodb, settings, keys + extra, sleep)
     items = [found.get(attributes.key_of(key)) for key in keys]
-    inline = {i: counter_keys.inline_minutes(found.get(attributes.key_of(k))) for i, k in day_keys.items()}
     # The day items read count too: an hour whose events its day holds inline has no item.
     assumed = _assumed_retention(found.values(), settings)
     now_s = now_ms // 1000
-    day_items = {d: found.get(attributes.key_of(k)) for d, k in day_keys.items()}
-
-    def held_inline(part: timebuckets.Part) -> int:
-        return (
-            _inline_count(inline[timebuckets.day_of_hour(part.bucket.index)], part)
-            if part.bucket.resolution == "hour"
-            else 0
+    inline = [
+        _inline_kept(
+            found.get(attributes.key_of(day_keys[timebuckets.day_of_hour(p.bucket.index)])), p.bucket, p.minutes, now_s
         )
-
-    def inline_kept(part: timebuckets.Part) -> bool:
-        """An hour's inline minutes live by their day item's retention (its events' longest)."""
-        day = day_items.get(timebuckets.day_of_hour(part.bucket.index)) if part.bucket.resolution == "hour" else None
-        retention = attributes.integer(day, "retention", 0) if day is not None else 0
-        return held_inline(part) > 0 and timebuckets.expires_at_s(part.bucket, retention) > now_s
-
+        if p.bucket.resolution == "hour"
+        else 0
+        for p in parts
+    ]
     flags = [
-        timebuckets.kept(p.bucket, dynamo.stored_expiry(item), assumed, now_s) or inline_kept(p)
-        for p, item in zip(parts, items)
+        timebuckets.kept(p.bucket, dynamo.stored_expiry(item), assumed, now_s) or held > 0
+        for p, item, held in zip(parts, items, inline)
     ]
     first = timebuckets.kept_from(flags)
-    total = 0
+    total = sum(inline[first:])
     unsummed = 0
     sums: dict[str, Decimal] = {}
     for part, item in zip(parts[first:], items[first:]):
-        if inline_kept(part):
-            total += held_inline(part)
-        expiry = dynamo.stored_expiry(item)
-        if item is None or (expiry is not None and expiry <= now_s):
-            continue  # an hour item past its own events' retention, kept for its inline minutes'
-
+        if not _live(item, now_s):
+            continue  # none, or an hour item past its own events' retention, kept for its inline minutes'
         total += _part_count(item, part)
-        unsummed += dimension_keys.not_summed(item)
-        for name, amount in dimension_keys.sums_of(item, part.minutes, part.bucket.resolution).items():
+        unsummed += layout.not_summed(item)
+        for name, amount in layout.sums_of(item, part.minutes, part.bucket.resolution).items():
             sums[name] = decimals.EXACT.add(sums.get(name, Decimal(0)), amount)
     end_ms = (last_minute + 1) * timebuckets.MINUTE_MS
     retained_from = _part_start_ms(parts[first]) if first < len(parts) else end_ms
@@ -178,14 +151,23 @@ def _part_count(item: dict[str, Any], part: timebuckets.Part) -> int:
     if part.minutes is None:
         return attributes.integer(item, "n")
     first, last = part.minutes
-    return sum(attributes.integer(item, counter_keys.minute_attribute(m), 0) for m in range(first, last + 1))
+    return sum(attributes.integer(item, layout.minute_attribute(m), 0) for m in range(first, last + 1))
 
 
-def _inline_count(inline: Mapping[int, int], part: timebuckets.Part) -> int:
-    """The events of an hour part that its day item holds inline."""
-    first, last = part.minutes if part.minutes is not None else (0, 59)
-    start = part.bucket.first_minute % timebuckets.DAY_MINUTES
-    return sum(inline.get(start + m, 0) for m in range(first, last + 1))
+def _inline_kept(
+    day: dict[str, Any] | None, hour: timebuckets.Bucket, minutes: tuple[int, int] | None, now_s: int
+) -> int:
+    """The events of minutes first..last of an hour (all of it: None) that its day item holds
+    inline, while they are kept: by the day's retention (docs/counting.md, "Inline minutes")."""
+    first, last = minutes if minutes is not None else (0, 59)
+    held = sum(k for m, k in layout.hour_inline(day, hour).items() if first <= m <= last)
+    retention = attributes.integer(day, "retention", 0) if day is not None else 0
+    return held if held and timebuckets.expires_at_s(hour, retention) > now_s else 0
+
+
+def _live(item: dict[str, Any] | None, now_s: int) -> TypeGuard[dict[str, Any]]:
+    expiry = dynamo.stored_expiry(item)
+    return item is not None and (expiry is None or expiry > now_s)
 
 
 def _batch_get(
@@ -207,24 +189,16 @@ def histogram(
 ) -> dict[str, Any]:
     """Counts and sums per bucket; with `where`, of the events having those dimension values."""
     window_params.check_histogram(timebuckets.bucket_count(first_minute, last_minute, resolution))
-    dimension_keys.check_filter(where or {}, settings.filter_pairs)
+    filters.check_filter(where or {}, settings.filter_pairs)
     buckets = timebuckets.buckets_between(first_minute, last_minute, resolution)
     # Minutes live inside their hour items: a minute series is read from hour items.
     stored: timebuckets.Resolution = "hour" if resolution == "minute" else resolution
     size = timebuckets.RESOLUTION_MINUTES[stored]
-    pk = dimension_keys.read_pk(counter, where or {})
+    pk = filters.read_pk(counter, where or {})
     items = dict(_query_buckets(dynamodb, settings, pk, stored, buckets[0], buckets[-1]))
     # Minutes a day item holds inline belong to its hours (one more Query, of the days spanned).
-    inline: dict[int, int] = {}
-    retentions: list[dict[str, Any]] = []
-    day_retention: dict[int, int] = {}
-    if stored == "hour":
-        for day, day_item in _query_buckets(dynamodb, settings, pk, "day", buckets[0], buckets[-1]):
-            for minute, k in counter_keys.inline_minutes(day_item).items():
-                inline[day * timebuckets.DAY_MINUTES + minute] = k
-            retentions.append(day_item)
-            day_retention[day] = attributes.integer(day_item, "retention", 0)
-    assumed = _assumed_retention([*items.values(), *retentions], settings)
+    day_items = dict(_query_buckets(dynamodb, settings, pk, "day", buckets[0], buckets[-1])) if stored == "hour" else {}
+    assumed = _assumed_retention([*items.values(), *day_items.values()], settings)
     now_s = now_ms // 1000
 
     # One object per stored item: the hour items of a minute series, else the buckets themselves.
@@ -237,46 +211,37 @@ def histogram(
     def stored_bucket(bucket: timebuckets.Bucket) -> timebuckets.Bucket:
         return hours[bucket.first_minute // size] if hours else bucket
 
-    def inline_kept(hour: timebuckets.Bucket) -> bool:
-        """An hour's inline minutes live by their day item's retention (its events' longest), as
-        count_window judges them: the hour is kept while they are, whatever its own item says."""
-        if stored != "hour" or not inline:
-            return False
-        held = sum(inline.get(m, 0) for m in range(hour.first_minute, hour.first_minute + size))
-        retention = day_retention.get(timebuckets.day_of_hour(hour.index), 0)
-        return held > 0 and timebuckets.expires_at_s(hour, retention) > now_s
+    def inline_held(bucket: timebuckets.Bucket, whole_hour: bool = False) -> int:
+        """The bucket's events (its whole hour's) that its day item holds inline, while kept."""
+        if stored != "hour":
+            return 0
+        hour = stored_bucket(bucket)
+        minutes = None if whole_hour or resolution == "hour" else (bucket.first_minute % 60,) * 2
+        return _inline_kept(day_items.get(timebuckets.day_of_hour(hour.index)), hour, minutes, now_s)
 
+    # An hour is kept while its item or its day's inline minutes of it are, as count_window judges.
     flags = [
         timebuckets.kept(stored_bucket(b), dynamo.stored_expiry(items.get(stored_bucket(b).index)), assumed, now_s)
-        or inline_kept(stored_bucket(b))
+        or inline_held(b, whole_hour=True) > 0
         for b in buckets
     ]
     first = timebuckets.kept_from(flags)
     counts: dict[int, int] = {}
     sums: dict[int, dict[str, Decimal]] = {}
     for bucket in buckets[first:]:
-        held = 0
-        if inline_kept(stored_bucket(bucket)):
-            minutes = (
-                (bucket.first_minute,)
-                if resolution == "minute"
-                else range(bucket.first_minute, bucket.first_minute + size)
-            )
-            held = sum(inline.get(m, 0) for m in minutes)
+        held = inline_held(bucket)
         item = items.get(stored_bucket(bucket).index)
-        expiry = dynamo.stored_expiry(item)
-        if item is None or (expiry is not None and expiry <= now_s):
-            # No item, or one past its own events' retention kept for its inline minutes'.
-            if held:
+        if not _live(item, now_s):
+            if held:  # no item, or one past its own events' retention kept for its inline minutes'
                 counts[bucket.index] = held
             continue
         if resolution == "minute":
             minute = bucket.first_minute % 60
-            counts[bucket.index] = attributes.integer(item, counter_keys.minute_attribute(minute), 0) + held
-            sums[bucket.index] = dimension_keys.sums_of(item, (minute, minute), "hour")
+            counts[bucket.index] = attributes.integer(item, layout.minute_attribute(minute), 0) + held
+            sums[bucket.index] = layout.sums_of(item, (minute, minute), "hour")
         else:
-            counts[bucket.index] = attributes.integer(item, "n") + (held if resolution == "hour" else 0)
-            sums[bucket.index] = dimension_keys.sums_of(item, None, resolution)
+            counts[bucket.index] = attributes.integer(item, "n") + held
+            sums[bucket.index] = layout.sums_of(item, None, resolution)
     retained_from = buckets[first].start_ms if first < len(buckets) else buckets[-1].end_ms
     return {
         "counter": counter,
@@ -304,8 +269,8 @@ def _query_buckets(
         dynamodb,
         settings.counts_table,
         pk,
-        counter_keys.bucket_sort_key(resolution, lo),
-        counter_keys.bucket_sort_key(resolution, hi),
+        layout.bucket_sort_key(resolution, lo),
+        layout.bucket_sort_key(resolution, hi),
         "could not read the counts",
     )
     for item in items:

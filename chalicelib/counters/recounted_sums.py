@@ -1,20 +1,10 @@
-"""What a recounted bucket item's sums must be, and what to change on the stored item to make
-them so (the repair, counters/repair.py). Pure.
+"""A recounted bucket item's sums, and what to change on the stored item to make them so (the
+repair, repair.py). Pure.
 
-The sums of an item are its value names, in one-digit slots (dimension_keys), their sums (`v<mm><s>` per minute on hour items, `t<s>` on day items), and
-`vx`, the values not summed for want of a slot. From the events the bucket counts, in the
-order they were read:
-
-- a value whose name holds a slot on the item, or takes a free one, is summed there, and one
-  whose name finds none is counted in `vx`: stream_apply.BucketUpdate decides both, exactly as
-  it does for the stream handler (the names the item holds keep their slots, a new name takes
-  the lowest free slot in the order of the events);
-- a name no event of the bucket carries any more leaves the item.
-
-So an item's sums are a function of its events and of the names it held: a repair run twice
-changes nothing the second time, and an item the stream counted whole is left as it is. The
-item takes no attribute the stream handler could not give it (slots, minutes, `vx`), so the
-16 KB bound of docs/counting.md ("Item sizes") holds.
+The events are added in the order read with the stream handler's own BucketUpdate on the slots
+the item holds, and a name no event carries any more leaves the item: so a repair run twice
+changes nothing the second time and an item the stream counted whole is left as it is.
+docs/counting.md, "Repair" (Sums).
 """
 
 from __future__ import annotations
@@ -26,8 +16,8 @@ from decimal import Decimal
 from typing import Any
 
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import dimension_keys
-from chalicelib.counters.stream_apply import BucketUpdate
+from chalicelib.counters import layout
+from chalicelib.counters.bucket_writes import BucketUpdate
 from chalicelib.events.ingest import Event
 
 # The attributes holding sums: slots (`w3`, `t3`, `v053`) and `vx`.
@@ -57,17 +47,17 @@ def recount(item: Mapping[str, Any] | None, bucket: Bucket, events: Iterable[Eve
     events = list(events)
     carried = {name for event in events for name in event.values}
     # The slots of names no event carries are free for the others, as the names leave the item.
-    slots = {slot: name for slot, name in dimension_keys.slots_of(stored).items() if name in carried}
+    slots = {slot: name for slot, name in layout.slots_of(stored).items() if name in carried}
     update = BucketUpdate(stored=slots)
     for event in events:
         update.add(bucket, event)
     wanted: dict[str, dict[str, Any]] = {}
     for name, slot in update.slots.items():
-        wanted[dimension_keys.slot_name_attribute(slot)] = {"S": name}
+        wanted[layout.slot_name_attribute(slot)] = {"S": name}
     for attribute, amount in update.sums.items():
         wanted[attribute] = {"N": str(amount)}
     if update.unsummed:
-        wanted[dimension_keys.NOT_SUMMED] = {"N": str(update.unsummed)}
+        wanted[layout.NOT_SUMMED] = {"N": str(update.unsummed)}
     return wanted
 
 

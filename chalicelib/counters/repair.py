@@ -1,58 +1,19 @@
 """`POST /audit/repair`: make a short partition's buckets exact again, by recounting them.
 
-A partition the audit lists as short holds events the counting path never accounted for (a
-record skipped or lost on the way). Which of its events those are is not recorded anywhere, so
-the repair does not re-apply events: for every bucket (counter, hour or day) that one of the
-partition's events falls in, its counter's and its filter counters' (one per dimension and per
-pair FILTER_PAIRS counts: dimension_keys.subsets), it recounts the bucket from the events table
-and writes the count, its minutes and its sums (recounted_sums: the stream's own slot-taking,
-`vx` for values without a slot), with the condition that the bucket is unchanged since it was
-read; sums past one expression's 4 KB follow in further updates, each on condition that the
-count is the one just written. The
-breakdown summaries of those buckets (one per dimension of the partition's events) are rebuilt
-from the same events the same way (summaries.rebuild: on condition that the summary's version
-of each item is the one read before the partitions), in one item or in the parts layout as
-the stream would keep them.
-
-What it reads, for those buckets: every events partition whose quarter hour can hold one of
-their events, from the oldest bucket's start minus MAX_FUTURE_SKEW_SECONDS (no event is
-ingested earlier than its time minus that skew) to now, every write shard; then each of those
-partitions' audit items. A bucket is recounted from the partitions whose every event is
-accounted for (applied, set aside, expired or repaired: their increments are stored, for the
-audit item is written after the bucket updates) plus the partitions listed short (their
-missing events are taken as lost: see Limits). If a partition that is neither holds events of
-a bucket (records still on their way through the stream), the bucket is left alone this time
-and named in the answer as busy; run the repair again later.
-
-Exactness under concurrency, retries and crashes:
-- the bucket is read before the partitions; a stream write landing on it meanwhile changes its
-  `n` (every increment raises it) and the conditional write fails: the bucket is read and
-  recounted again (REPAIR_ATTEMPTS times at most, then it is reported busy);
-- a write of the stream that lands after the repair's counts events the repair did not read
-  (their partition was not yet accounted for, which would have made the bucket busy, or they
-  were stored after it was read): it adds on top, as it should;
-- the recount is a function of what is stored, so a repair retried or run twice, or dying
-  half-way, writes the same values again;
-- once every bucket is written, the partition's `repaired` (on its quarter hour's repairs
-  item, counters/audit_keys.py) becomes the shortfall, in one transaction on condition that
-  the partition's other numbers on each audit item read are still as read, and its finding is
-  removed. A stream shard writing the partition's quarter hour for the first time after that
-  read is not among the items checked: what it adds shows as an excess on the audit's next run.
-
-Limits (docs/counting.md): the recount can only see events the events table still holds, so a
-bucket whose start lies more than EVENT_TTL_SECONDS minus the skew back is refused; a client id
-re-sent after its marker expired (MARKER_TTL_SECONDS) is counted twice by the stream but once
-here; an event whose bucket expired while its record waited in the stream is judged by its
-ingest time; records of a short partition that do reach the stream handler after the repair are
-counted again (the audit then finds the partition over, not short). Work grows with the events
-ingested over the span read: for a day bucket, up to a day and a half of events.
+For every bucket (counter or filter, hour or day) an event of the partition falls in, the
+events that can fall in it are read from the events table, of the partitions whose every event
+is accounted for and of those listed short; the count, minutes and sums (recounted_sums.py) are
+written on condition that the bucket is as read before, and its breakdown summaries rebuilt
+(summary_writes.rebuild). A bucket whose events are still on their way through the stream is
+left busy. Then the partition's `repaired` makes its audit add up. Why this is exact under
+concurrency, retries and crashes, and its limits: docs/counting.md, "Repair".
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter as Tally
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
@@ -63,15 +24,16 @@ from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import audit, audit_keys, audit_runs, dimension_keys, recounted_sums, summaries
-from chalicelib.counters import keys as counter_keys
+from chalicelib.counters import audit, audit_items, audit_runs, filters, layout, recounted_sums, summary_writes
+from chalicelib.counters.countable import live_buckets
 from chalicelib.events import ingest as events_ingest
 from chalicelib.events import packs
 from chalicelib.events.ingest import Event
 
 REPAIR_ATTEMPTS = 4
 _DESERIALIZER = TypeDeserializer()
-_FIELDS = (
+# What the stream handler reads of an events item (of either layout).
+_FIELDS: tuple[str, ...] = (
     "pk",
     "sk",
     "kind",
@@ -82,10 +44,8 @@ _FIELDS = (
     "retention",
     "ingested_at",
     "expires_at",
-    "dimensions",
-    "values",
 )
-_PACK_FIELDS = (packs.EVENTS, packs.OFFSET)
+_FIELDS += ("dimensions", "values", packs.EVENTS, packs.OFFSET)
 Subset = tuple[tuple[str, str], ...]  # a filter's dimension values, sorted; () for the counter's own buckets
 Key = tuple[str, Subset, Bucket]
 SummaryKey = tuple[str, str, Bucket]  # a counter's breakdown summary of one dimension in one bucket
@@ -108,26 +68,12 @@ class RepairResult:
     finding: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "partition": self.partition,
-            "buckets": self.buckets,
-            "written": self.written,
-            "unchanged": self.unchanged,
-            "busy": [
-                {"counter": c, **({"where": dict(sub)} if sub else {}), "resolution": b.resolution, "start": _iso(b)}
-                for c, sub, b in self.busy
-            ]
-            + [
-                {"counter": c, "by": d, "resolution": b.resolution, "start": _iso(b)} for c, d, b in self.busy_summaries
-            ],
-            "summaries": self.summaries,
-            "summaries_written": self.summaries_written,
-            "summaries_unchanged": self.summaries_unchanged,
-            "partitions_read": self.partitions_read,
-            "events_read": self.events_read,
-            "accounted": self.accounted,
-            "finding": self.finding,
-        }
+        answer = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "busy_summaries"}
+        answer["busy"] = [
+            {"counter": c, **({"where": dict(sub)} if sub else {}), "resolution": b.resolution, "start": _iso(b)}
+            for c, sub, b in self.busy
+        ] + [{"counter": c, "by": d, "resolution": b.resolution, "start": _iso(b)} for c, d, b in self.busy_summaries]
+        return answer
 
 
 def _iso(bucket: Bucket) -> str:
@@ -148,9 +94,11 @@ def repair(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int) 
     own_all = _events(dynamodb, settings, partition, with_invalid=True)
     own = [s for s in own_all if s is not None]
     touched = {
-        (s.event.counter, sub, b) for s in own for sub in _subsets(s, settings) for b in _counted_buckets(s, now_ms)
+        (s.event.counter, sub, b) for s in own for sub in _subsets(s, settings) for b in live_buckets(s.event, now_ms)
     }
-    summarized = {(s.event.counter, d, b) for s in own for d in s.event.dimensions for b in _counted_buckets(s, now_ms)}
+    summarized = {
+        (s.event.counter, d, b) for s in own for d in s.event.dimensions for b in live_buckets(s.event, now_ms)
+    }
     result.buckets, result.summaries = len(touched), len(summarized)
     if touched:
         oldest = min(b.start_ms for _, _, b in touched) - settings.max_future_skew_seconds * 1000
@@ -183,7 +131,7 @@ def _attempt(
 ) -> tuple[set[Key], set[SummaryKey]]:
     """One pass: read the buckets and their summaries, recount them, write them; the keys still to do."""
     stored = {key: _read_bucket(dynamodb, settings, key) for key in pending}
-    # An hour's first events of a quiet day may be held inline by its day item (counters/keys.py):
+    # An hour's first events of a quiet day may be held inline by its day item (layout.hour_inline):
     # the hour item holds the others.
     days = {
         key: _read_bucket(dynamodb, settings, (key[0], key[1], Bucket("day", timebuckets.day_of_hour(key[2].index))))
@@ -191,7 +139,7 @@ def _attempt(
         if key[2].resolution == "hour"
     }
     # A summary is read before the partitions too, and written on condition that it is as read.
-    heads = {key: summaries.bucket_items(dynamodb, settings, *key) for key in waiting}
+    heads = {key: summary_writes.bucket_items(dynamodb, settings, *key) for key in waiting}
     lost = _lost_partitions(dynamodb, settings, now_ms) | {partition}
     oldest = min(b.start_ms for _, _, b in pending | waiting) - settings.max_future_skew_seconds * 1000
     counts: dict[Key, _Count] = {key: _Count() for key in pending}
@@ -214,7 +162,7 @@ def _attempt(
                 busy |= {k for _, k in mine}  # records of it are still on their way
                 busy_summaries |= {k for _, k in theirs}
                 continue
-            if tally[audit_keys.SET_ASIDE] and quarantined is None:
+            if tally[audit_items.SET_ASIDE] and quarantined is None:
                 quarantined = _quarantined_keys(dynamodb, settings)
             for s, key in mine:
                 if quarantined and s.key in quarantined:
@@ -237,12 +185,12 @@ def _attempt(
             result.unchanged += 1
     still: set[SummaryKey] = set()
     for summary_key in waiting - busy_summaries:
-        written = summaries.rebuild(
+        written = summary_writes.rebuild(
             dynamodb, settings, *summary_key, heads[summary_key], [s.event for s in members[summary_key].events]
         )
-        if written == summaries.CHANGED:
+        if written == summary_writes.CHANGED:
             still.add(summary_key)
-        elif written == summaries.REBUILT:
+        elif written == summary_writes.REBUILT:
             result.summaries_written += 1
         else:
             result.summaries_unchanged += 1
@@ -270,47 +218,40 @@ class _Count:
         self.retention = max(self.retention, event.retention_seconds)
 
 
-def _counted_buckets(stored: _Stored, at_ms: int) -> list[Bucket]:
-    """The buckets the stream handler counted the event in: those live when it was counted."""
-    event = stored.event
-    return [b for b in timebuckets.buckets_for(event.time_ms) if timebuckets.live(b, event.retention_seconds, at_ms)]
-
-
 def _subsets(stored: _Stored, settings: Settings) -> list[Subset]:
     """The counters the stream handler counts the event in: its own (()) and its filters'."""
-    found = dimension_keys.subsets(stored.event.dimensions, settings.filter_pairs)
+    found = filters.subsets(stored.event.dimensions, settings.filter_pairs)
     return [(), *(tuple(sorted(sub.items())) for sub in found)]
 
 
 def _keys(stored: _Stored, pending: set[Key], settings: Settings) -> list[Key]:
-    counted = _counted_buckets(stored, stored.ingested_ms)
+    counted = live_buckets(stored.event, stored.ingested_ms)
     keys = [(stored.event.counter, sub, b) for sub in _subsets(stored, settings) for b in counted]
     return [k for k in keys if k in pending]
 
 
 def _summary_keys(stored: _Stored, waiting: set[SummaryKey]) -> list[SummaryKey]:
     """The summaries the stream handler merged the event into, among those waiting."""
-    counted = _counted_buckets(stored, stored.ingested_ms)
+    counted = live_buckets(stored.event, stored.ingested_ms)
     keys = [(stored.event.counter, d, b) for d in sorted(stored.event.dimensions) for b in counted]
     return [k for k in keys if k in waiting]
 
 
 def _item_key(key: Key) -> dict[str, Any]:
     counter, sub, bucket = key
-    return dimension_keys.bucket_item_key(dimension_keys.read_pk(counter, dict(sub)), bucket)
+    return layout.bucket_item_key(filters.read_pk(counter, dict(sub)), bucket)
 
 
 def _events(dynamodb: DynamoDB, settings: Settings, pk: str, with_invalid: bool = False) -> list[Any]:
     """The events stored under one events partition that the counting path would count (None
     in place of each that it would set aside, when `with_invalid`): every event of a pack,
     an item of the one-event layout as one."""
-    fields = (*_FIELDS, *_PACK_FIELDS)
     request = {
         "TableName": settings.events_table,
         "KeyConditionExpression": "pk = :pk",
         "ExpressionAttributeValues": {":pk": {"S": pk}},
-        "ProjectionExpression": ", ".join(f"#f{i}" for i in range(len(fields))),
-        "ExpressionAttributeNames": {f"#f{i}": name for i, name in enumerate(fields)},
+        "ProjectionExpression": ", ".join(f"#f{i}" for i in range(len(_FIELDS))),
+        "ExpressionAttributeNames": {f"#f{i}": name for i, name in enumerate(_FIELDS)},
         "ConsistentRead": True,
     }
     found: list[Any] = []
@@ -329,7 +270,7 @@ def _parse(raw: dict[str, Any]) -> list[_Stored | None]:
         item = {k: _DESERIALIZER.deserialize(v) for k, v in raw.items()}
     except (TypeError, ValueError):
         return [None]
-    if item.get("kind", packs.EVENT_KIND) not in packs.KINDS:
+    if item.get("kind") not in packs.KINDS:
         return []
     try:
         unpacked = packs.unpack(item)
@@ -397,8 +338,7 @@ def _read_bucket(dynamodb: DynamoDB, settings: Settings, key: Key) -> dict[str, 
 def _without_inline(count: _Count, bucket: Bucket, day: dict[str, Any] | None) -> _Count | None:
     """An hour's recount less the events its day item holds inline; None if the day holds more
     than the recount (it changed since it was read, or its events are not all accounted yet)."""
-    start = bucket.first_minute % timebuckets.DAY_MINUTES
-    inline = {m - start: k for m, k in counter_keys.inline_minutes(day).items() if start <= m < start + 60}
+    inline = layout.hour_inline(day, bucket)
     if not inline:
         return count
     minutes = Tally({m: count.minutes[m] - inline.get(m, 0) for m in set(count.minutes) | set(inline)})
@@ -420,7 +360,7 @@ def _write_bucket(
     bucket = key[2]
     old = stored or {}
     # Every event the bucket counts, in the order read (a day's inline minutes carry no values:
-    # an event with values is never held inline, stream_apply._day_mode).
+    # an event with values is never held inline, bucket_writes._day_mode).
     sums = recounted_sums.change(stored, recounted_sums.recount(stored, bucket, [s.event for s in count.events]))
     if bucket.resolution == "hour":
         less = _without_inline(count, bucket, day)
@@ -437,11 +377,11 @@ def _write_bucket(
         return False
     first = _Clauses({"#n": "n"}, {":n": {"N": str(count.n)}}, ["#n = :n"])
     for minute, k in sorted(count.minutes.items()):
-        first.names[f"#m{minute}"] = counter_keys.minute_attribute(minute)
+        first.names[f"#m{minute}"] = layout.minute_attribute(minute)
         first.values[f":m{minute}"] = {"N": str(k)}
         first.sets.append(f"#m{minute} = :m{minute}")
     for m in sorted(set(old_minutes) - set(count.minutes)):
-        first.names[f"#m{m}"] = counter_keys.minute_attribute(m)
+        first.names[f"#m{m}"] = layout.minute_attribute(m)
         first.removes.append(f"#m{m}")
     if stored is None:
         # A new bucket lives as the stream handler would have made it live.
@@ -462,15 +402,15 @@ def _write_bucket(
         "ExpressionAttributeNames": first.names,
         "ExpressionAttributeValues": first.values,
     }
-    if bucket.resolution == "hour" and day is not None and counter_keys.INLINE_COUNT in day:
+    if bucket.resolution == "hour" and day is not None and layout.INLINE_COUNT in day:
         # The day's inline minutes were subtracted: they must be as read when the hour is written.
         day_key = _item_key((key[0], key[1], Bucket("day", timebuckets.day_of_hour(bucket.index))))
         check = {
             "TableName": settings.counts_table,
             "Key": day_key,
             "ConditionExpression": "#ic = :ic",
-            "ExpressionAttributeNames": {"#ic": counter_keys.INLINE_COUNT},
-            "ExpressionAttributeValues": {":ic": day[counter_keys.INLINE_COUNT]},
+            "ExpressionAttributeNames": {"#ic": layout.INLINE_COUNT},
+            "ExpressionAttributeValues": {":ic": day[layout.INLINE_COUNT]},
         }
         written = transactions.write_items(
             dynamodb, [{"Update": update}, {"ConditionCheck": check}], what="writing a recounted hour"
@@ -552,29 +492,30 @@ def _with_sums(first: _Clauses, sums: recounted_sums.SumsChange) -> list[_Clause
 
 
 def _account(dynamodb: DynamoDB, settings: Settings, partition: str, stored: int, now_ms: int) -> bool:
-    """Set the partition's `repaired` (on its group's repairs item, counters/audit_keys.py) to
+    """Set the partition's `repaired` (on its group's repairs item, counters/audit_items.py) to
     what makes it add up, if its other numbers are as read: one transaction that checks each
     audit item read that holds them (the stream shards' items of the group that carry the
     partition)."""
     group = audit_runs.read_group(dynamodb, settings, partition)
-    repairs = attributes.key_of(audit_keys.repairs_key(partition))
+    repairs = attributes.key_of(audit_items.repairs_key(partition))
     carrying = [
         i
         for i in group
-        if attributes.key_of(i) != repairs and any(audit_keys.attribute(a, partition) in i for a in audit_keys.ACCOUNTS)
+        if attributes.key_of(i) != repairs
+        and any(audit_items.attribute(a, partition) in i for a in audit_items.ACCOUNTS)
     ]
-    others = audit_keys.group_accounts(carrying, partition)
+    others = audit_items.group_accounts(carrying, partition)
     table = settings.counts_table
     items: list[dict[str, Any]] = [
         {
             "Update": {
                 "TableName": table,
-                "Key": audit_keys.repairs_key(partition),
+                "Key": audit_items.repairs_key(partition),
                 "UpdateExpression": "SET #rep = :rep, expires_at = if_not_exists(expires_at, :exp)",
-                "ExpressionAttributeNames": {"#rep": audit_keys.attribute(audit_keys.REPAIRED, partition)},
+                "ExpressionAttributeNames": {"#rep": audit_items.attribute(audit_items.REPAIRED, partition)},
                 "ExpressionAttributeValues": {
-                    ":rep": {"N": str(stored - audit_keys.accounted(others))},
-                    ":exp": {"N": str(now_ms // 1000 + audit_keys.AUDIT_TALLY_TTL_SECONDS)},
+                    ":rep": {"N": str(stored - audit_items.accounted(others))},
+                    ":exp": {"N": str(now_ms // 1000 + audit_items.AUDIT_TALLY_TTL_SECONDS)},
                 },
             }
         }
@@ -592,8 +533,8 @@ def _as_read(table: str, key: dict[str, Any], item: dict[str, Any], partition: s
     names: dict[str, str] = {}
     values: dict[str, Any] = {}
     parts = []
-    for i, account in enumerate(audit_keys.STREAM_ACCOUNTS):
-        name = audit_keys.attribute(account, partition)
+    for i, account in enumerate(audit_items.STREAM_ACCOUNTS):
+        name = audit_items.attribute(account, partition)
         names[f"#a{i}"] = name
         if name in item:
             values[f":a{i}"] = item[name]

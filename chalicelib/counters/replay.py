@@ -1,50 +1,28 @@
 """`POST /quarantine/replay`: count stream records that were set aside, once they are valid.
 
-A stream record is set aside (`QUARANTINE#events-stream` / <stream event id>, core/quarantine.py)
-when its content cannot be counted. After a fix (the code now accepts it, or an operator
-corrected the stored copy of the record) replay parses the stored copy again exactly as the
-stream handler does (events/stream_records, events/ingest.from_item, counters/stream_apply). A
-record that is now valid is counted in ONE TransactWriteItems (core.transactions) that
-
-- deletes its quarantine item, on condition that it still exists: a replay run twice, or two
-  runs at once, or a run retried after dying, count it once (the second finds no item, or its
-  transaction is cancelled on that condition);
-- adds its increments to its buckets with the stream handler's own update (expiry and retention
-  as the stream handler sets them: later events only extend a bucket's life), its counter's and
-  its filters', except the buckets that took it before DynamoDB refused another of its buckets
-  (the set-aside copy lists them, stream_records.HELD_FIELD);
-- merges it into its breakdown summaries (summaries.replay_puts: each summary item as read, on
-  condition that its version is still the one read; a summary the stream handler rewrote
-  meanwhile is read again, up to MAX_SUMMARY_ROUNDS times);
-- for an event with a client id, puts its marker as the stream handler does; if the marker is
-  there (another copy of the event was counted) the record is only taken off the quarantine. A
-  marker claimed by this very record (the stream handler claims before its bucket writes, and
-  DynamoDB refused those) is its own: the record is counted. The set-aside copy keeps the shard
-  it came through (stream_records.SHARD_FIELD), which the claim names;
-- moves one from its partition's `set_aside` to `applied` on the audit item that counted it as
-  set aside (its stream shard's item of the partition's quarter hour: counters/audit_keys.py),
-  on condition that `set_aside` there is at least 1, so the audit still adds up (no audit item: nothing to move; audit items with nothing
-  set aside left: the record is not replayed, and says why).
-
-A record still invalid stays set aside with the new reason. Work is bounded: at most
-MAX_REPLAY records a request, one transaction each.
+The stored copy is parsed as the stream handler parses a record (countable.py) and, if valid
+now, counted in one TransactWriteItems: the quarantine item deleted on condition that it
+exists, the bucket increments (bucket_writes.increment) of the buckets that did not take it
+before it was set aside, its breakdown summaries (summary_writes.replay_puts), its client id's
+claim (countable.claim_put), and one moved from `set_aside` to `applied` on its audit item.
+Why that counts it once, whatever runs twice or dies: docs/counting.md, "Replay".
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.core import attributes, dynamo, inputs, keyspace, quarantine, times, transactions, validation
+from chalicelib.core import attributes, inputs, keyspace, pager, quarantine, times, transactions, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError, reason
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
-from chalicelib.counters import audit_keys, dimension_keys, stream_apply, summaries
-from chalicelib.counters import keys as counter_keys
-from chalicelib.events import packs, stream_records
+from chalicelib.counters import audit_items, bucket_writes, filters, layout, summary_writes
+from chalicelib.counters.countable import Countable, claim_put, countable_from_record, is_event
+from chalicelib.events import stream_records
 
 SOURCE = quarantine.EVENTS_STREAM
 MAX_REPLAY = 100
@@ -121,15 +99,15 @@ def _selected(
                 )
             found.append((record_id, item))
         return found
-    query = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": QUARANTINE_PK}},
-        "Limit": request.limit,
-        "ConsistentRead": True,
-    }
-    page = next(dynamo.query_pages(dynamodb, query, "could not read the quarantine"))
-    return [(attributes.sort_key(i), i) for i in page.get("Items", [])]
+    page = pager.query_page(
+        dynamodb,
+        settings.counts_table,
+        QUARANTINE_PK,
+        pager.PageRequest(None, request.limit),
+        "could not read the quarantine",
+        consistent=True,
+    )
+    return [(attributes.sort_key(i), i) for i in page.items]
 
 
 def _key(record_id: str) -> dict[str, Any]:
@@ -137,7 +115,7 @@ def _key(record_id: str) -> dict[str, Any]:
 
 
 def _held(item: dict[str, Any]) -> frozenset[str]:
-    """The items that took the record before it was set aside (counter_keys.held_id of each):
+    """The items that took the record before it was set aside (layout.held_id of each):
     the stream handler had written some of its buckets when DynamoDB refused another."""
     try:
         raw = json.loads(attributes.text(item, "record"))
@@ -147,7 +125,7 @@ def _held(item: dict[str, Any]) -> frozenset[str]:
     return frozenset(h for h in held if isinstance(h, str)) if isinstance(held, list) else frozenset()
 
 
-def _parse(item: dict[str, Any], now_ms: int) -> stream_apply.Countable:
+def _parse(item: dict[str, Any], now_ms: int) -> Countable:
     """The stored copy, read as the stream handler reads a record; ValidationError/ValueError if
     it still cannot be counted."""
     try:
@@ -157,20 +135,19 @@ def _parse(item: dict[str, Any], now_ms: int) -> stream_apply.Countable:
             f"the stored record is not JSON (cut at {quarantine.MAX_RECORD_CHARS} characters?)"
         ) from exc
     shard = raw.get(stream_records.SHARD_FIELD) if isinstance(raw, dict) else None
-    record = stream_records.from_lambda_record(raw, shard if isinstance(shard, str) else "")
-    if record.event_name != "INSERT" or (record.new_image or {}).get("kind", packs.EVENT_KIND) not in packs.KINDS:
+    if not isinstance(shard, str) or not shard:
+        raise ValidationError("the stored record names no stream shard")
+    record = stream_records.from_lambda_record(raw, shard)
+    if not is_event(record):
         raise ValidationError("the stored record is not the insert of an event")
     # An event set aside from a pack kept its record narrowed to it (events/stream_records.py).
     carried = stream_records.events_of(record)
     if len(carried) != 1:
         raise ValidationError(f"the stored record carries {len(carried)} events, not one")
-    (record,) = carried
-    countable = stream_apply.countable_from_record(record)
-    partition = (record.new_image or {}).get("pk")
-    if not isinstance(partition, str):
+    found = countable_from_record(carried[0], now_ms)
+    if found.partition is None:
         raise ValidationError("the stored record names no events partition")
-    audit_keys.shard_item_key(partition, countable.shard)
-    return replace(countable, buckets=tuple(stream_apply.live_buckets(countable.event, now_ms)))
+    return found
 
 
 def _replay_one(
@@ -233,19 +210,17 @@ class _AuditItem:
     partition: str
 
     def attribute(self, account: str) -> str:
-        return audit_keys.attribute(account, self.partition)
+        return audit_items.attribute(account, self.partition)
 
 
-def _audit_item(
-    dynamodb: DynamoDB, settings: Settings, countable: stream_apply.Countable, partition: str
-) -> _AuditItem | None:
+def _audit_item(dynamodb: DynamoDB, settings: Settings, countable: Countable, partition: str) -> _AuditItem | None:
     """Where the stream handler counted the record as set aside: its shard's item of the
     partition's group. None when it does not exist; _ReplayedAlreadyError when it exists with
     nothing set aside left."""
-    key = audit_keys.shard_item_key(partition, countable.shard)
+    key = audit_items.shard_item_key(partition, countable.shard)
     with translated("could not read an audit item"):
         item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
-    if audit_keys.member_accounts(item, partition)[audit_keys.SET_ASIDE] >= 1:
+    if audit_items.member_accounts(item, partition)[audit_items.SET_ASIDE] >= 1:
         return _AuditItem(key, partition)
     if item is None:
         return None
@@ -260,7 +235,7 @@ class _Plan:
         dynamodb: DynamoDB,
         settings: Settings,
         record_id: str,
-        countable: stream_apply.Countable,
+        countable: Countable,
         now_ms: int,
         tally: _AuditItem | None,
         held: frozenset[str] = frozenset(),
@@ -273,63 +248,37 @@ class _Plan:
         self.keep_stored: set[tuple[str, str]] = set()
         self.summary_rounds = 0
 
-    def build(self, pending: list[stream_apply.Countable]) -> transactions.Plan[stream_apply.Countable]:
+    def build(self, pending: list[Countable]) -> transactions.Plan[Countable]:
         table, c = self.settings.counts_table, self.countable
-        now_s = self.now_ms // 1000
         items: list[dict[str, Any]] = [
             {"Delete": {"TableName": table, "Key": _key(self.record_id), "ConditionExpression": "attribute_exists(pk)"}}
         ]
-        owners: list[stream_apply.Countable | None] = [c]
+        owners: list[Countable | None] = [c]
         counting = bool(c.buckets) and not self.counted_elsewhere
         if counting and c.event.id_given:
-            marker: dict[str, Any] = {
-                "pk": counter_keys.marker_key(c.event.counter, c.event.id)["pk"],
-                "sk": {"S": "#"},
-                "expires_at": {"N": str(now_s + self.settings.marker_ttl_seconds)},
-            }
-            condition = "attribute_not_exists(pk) OR expires_at < :now"
-            values = {":now": {"N": str(now_s)}}
-            if c.record.shard:
-                # The stream handler claims the marker before the bucket writes: a record set
-                # aside because DynamoDB refused those writes still holds its claim, and was
-                # counted nowhere. Its own claim (stream_apply's `<shard>:<position>`) is no
-                # other copy's.
-                claim = f"{c.shard}:{c.position}"
-                marker["c"] = {"S": claim}
-                condition += " OR c = :claim"
-                values[":claim"] = {"S": claim}
-            items.append(
-                {
-                    "Put": {
-                        "TableName": table,
-                        "Item": marker,
-                        "ConditionExpression": condition,
-                        "ExpressionAttributeValues": values,
-                    }
-                }
-            )
+            items.append({"Put": claim_put(self.settings, c, self.now_ms)})
             owners.append(None)
         if counting:
             # Its counter's buckets and its filters', then its breakdown summaries.
-            for pk in dimension_keys.count_pks(c.event.counter, c.event.dimensions, self.settings.filter_pairs):
+            for pk in filters.count_pks(c.event.counter, c.event.dimensions, self.settings.filter_pairs):
                 for bucket in c.buckets:
-                    key = dimension_keys.bucket_item_key(pk, bucket)
-                    if counter_keys.held_id(key) in self.held:
+                    key = layout.bucket_item_key(pk, bucket)
+                    if layout.held_id(key) in self.held:
                         continue
                     # Its values go to the slots the item gives their names (read again on each
                     # build: a slot taken meanwhile fails the transaction's condition).
-                    slots = stream_apply.stored_slots(self.dynamodb, self.settings, key) if c.event.values else None
-                    update = stream_apply.BucketUpdate(stored=slots)
+                    slots = bucket_writes.stored_slots(self.dynamodb, self.settings, key) if c.event.values else None
+                    update = bucket_writes.BucketUpdate(stored=slots)
                     update.add(bucket, c.event)
                     keep = attributes.key_of(key) in self.keep_stored
                     # The stream handler's own increment: one rule for a bucket's expiry and retention.
-                    items.append({"Update": stream_apply.increment(self.settings, key, bucket, update, keep)})
+                    items.append({"Update": bucket_writes.increment(self.settings, key, bucket, update, keep)})
                     owners.append(None)
-            for put in summaries.replay_puts(self.dynamodb, self.settings, c):
+            for put in summary_writes.replay_puts(self.dynamodb, self.settings, c):
                 items.append(put)
                 owners.append(None)
         if self.tally is not None:
-            to = audit_keys.APPLIED if c.buckets else audit_keys.EXPIRED
+            to = audit_items.APPLIED if c.buckets else audit_items.EXPIRED
             items.append(
                 {
                     "Update": {
@@ -339,7 +288,7 @@ class _Plan:
                         "ConditionExpression": "#s >= :one",
                         "ExpressionAttributeNames": {
                             "#to": self.tally.attribute(to),
-                            "#s": self.tally.attribute(audit_keys.SET_ASIDE),
+                            "#s": self.tally.attribute(audit_items.SET_ASIDE),
                         },
                         "ExpressionAttributeValues": {":one": {"N": "1"}, ":minus": {"N": "-1"}},
                     }

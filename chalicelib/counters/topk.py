@@ -1,20 +1,10 @@
 """Breakdown summaries: values of one dimension with their counts and sums, bounded in bytes,
 mergeable over a window. Pure.
 
-One summary covers one bucket (minute, hour or day) of one counter's dimension, or one part of
-it (values are split into parts by a hash: dimension_keys.part_of). It is a Space-Saving
-summary whose capacity is measured in bytes rather than entries:
-
-- entries: value -> (count, err, sums). While nothing has been evicted (`floor` 0) every count
-  and sum is exact and every value of the bucket is listed.
-- when the encoded summary would exceed MAX_BYTES, the entries with the smallest counts are
-  evicted and `floor` becomes the largest count evicted. A value not listed then occurred at
-  most `floor` times in the bucket; a value added after that starts at floor + its count
-  (err = floor), so `count - err <= true count <= count` holds for every entry.
-
-Merging a window's summaries adds, per value, its count where it is listed and the part's
-`floor` where it is not (an upper bound), and its count - err where it is listed (a lower
-bound). The ranking is exact when every summary read has floor 0.
+A Space-Saving summary whose capacity is in bytes (MAX_BYTES): exact while `floor` is 0; past
+it the smallest entries are evicted and `floor` is the largest count evicted, so every entry
+has `count - err <= true count <= count`. Merging a window adds a part's floor where a value is
+not listed. docs/counting.md, "Breakdowns".
 """
 
 from __future__ import annotations

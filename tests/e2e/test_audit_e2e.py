@@ -14,8 +14,7 @@ from typing import Any
 import boto3
 
 from chalicelib.core import keyspace, timebuckets
-from chalicelib.counters import audit, audit_keys
-from chalicelib.counters import keys as counter_keys
+from chalicelib.counters import audit, audit_items, layout
 from tests.e2e.stack import LocalStack, running_stack, wait_for
 
 MINUTE = 60_000
@@ -60,10 +59,10 @@ def settle_ingested(stack: LocalStack, offset_file: Path, offset_ms: int) -> int
 
 
 def audit_tallies(dynamodb: Any) -> list[tuple[str, dict[str, Any], str, int]]:
-    """Every `applied` number on the stream shards' audit items (counters/audit_keys.py): its
+    """Every `applied` number on the stream shards' audit items (counters/audit_items.py): its
     events partition, the item's key, the attribute and its value."""
     items = dynamodb.scan(TableName=COUNTS_TABLE, ConsistentRead=True)["Items"]
-    prefix = f"{audit_keys.APPLIED}#"
+    prefix = f"{audit_items.APPLIED}#"
     return [
         (
             f"{i['pk']['S'][len(keyspace.AUDIT_GROUP) :]}#{name[len(prefix) :]}",
@@ -80,7 +79,7 @@ def audit_tallies(dynamodb: Any) -> list[tuple[str, dict[str, Any], str, int]]:
 
 def day_bucket(dynamodb: Any, t_ms: int) -> tuple[dict[str, Any], int]:
     day = next(b for b in timebuckets.buckets_for(t_ms) if b.resolution == "day")
-    key = counter_keys.bucket_key(COUNTER, day)
+    key = layout.bucket_key(COUNTER, day)
     item = dynamodb.get_item(TableName=COUNTS_TABLE, Key=key, ConsistentRead=True)["Item"]
     return key, int(item["n"]["N"])
 

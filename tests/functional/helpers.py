@@ -78,7 +78,7 @@ def every_page(client: Any, path: str, field: str, limit: int) -> tuple[list[Any
 
 
 def accounts(dynamodb: Any, events_pk: str) -> dict[str, int]:
-    """Every number the audit items hold of one events partition (counters/audit_keys.py)."""
+    """Every number the audit items hold of one events partition (counters/audit_items.py)."""
     from chalicelib.counters import audit_runs
 
     return audit_runs.accounted(dynamodb, Settings(), events_pk)
@@ -86,24 +86,23 @@ def accounts(dynamodb: Any, events_pk: str) -> dict[str, int]:
 
 def account(dynamodb: Any, events_pk: str, now_ms: int, applied: int = 0, set_aside: int = 0, expired: int = 0) -> None:
     """Add to an events partition's numbers, on an audit item of its quarter hour of a stream
-    shard of its own (counters/audit_keys.py), what the counting path would have written for it."""
-    from chalicelib.counters import audit_keys
-    from chalicelib.counters import keys as counter_keys
+    shard of its own (counters/audit_items.py), what the counting path would have written for it."""
+    from chalicelib.counters import audit_items, layout
 
     dynamodb.update_item(
         TableName=Settings().counts_table,
-        Key=audit_keys.shard_item_key(events_pk, counter_keys.shard_attribute("shardId-accounted-aside")),
+        Key=audit_items.shard_item_key(events_pk, layout.shard_attribute("shardId-accounted-aside")),
         UpdateExpression="ADD #a :a, #s :s, #e :e SET expires_at = :exp",
         ExpressionAttributeNames={
-            "#a": audit_keys.attribute(audit_keys.APPLIED, events_pk),
-            "#s": audit_keys.attribute(audit_keys.SET_ASIDE, events_pk),
-            "#e": audit_keys.attribute(audit_keys.EXPIRED, events_pk),
+            "#a": audit_items.attribute(audit_items.APPLIED, events_pk),
+            "#s": audit_items.attribute(audit_items.SET_ASIDE, events_pk),
+            "#e": audit_items.attribute(audit_items.EXPIRED, events_pk),
         },
         ExpressionAttributeValues={
             ":a": {"N": str(applied)},
             ":s": {"N": str(set_aside)},
             ":e": {"N": str(expired)},
-            ":exp": {"N": str(now_ms // 1000 + audit_keys.AUDIT_TALLY_TTL_SECONDS)},
+            ":exp": {"N": str(now_ms // 1000 + audit_items.AUDIT_TALLY_TTL_SECONDS)},
         },
     )
 
@@ -228,9 +227,9 @@ def post_all(client: Any, bodies: list[dict[str, Any]]) -> None:
 
 def bucket_counts(items: list[dict[str, Any]]) -> dict[str, int]:
     """Per bucket sort key of one counter (or filter), its count as a read sees it: a day's `n`;
-    an hour's `n` plus the minutes its day item holds inline (counters/keys.py). An hour whose
+    an hour's `n` plus the minutes its day item holds inline (counters/layout.py). An hour whose
     every event its day holds inline has no item, and is listed all the same."""
-    from chalicelib.counters import keys as counter_keys
+    from chalicelib.counters import layout
 
     counts: dict[str, int] = {}
     for item in items:
@@ -238,7 +237,7 @@ def bucket_counts(items: list[dict[str, Any]]) -> dict[str, int]:
         counts[sk] = counts.get(sk, 0) + int(item["n"]["N"])
         if sk.startswith("d#"):
             day = int(sk.split("#")[1])
-            for minute, k in counter_keys.inline_minutes(item).items():
+            for minute, k in layout.inline_minutes(item).items():
                 hour = f"h#{day * 24 + minute // 60:010d}"
                 counts[hour] = counts.get(hour, 0) + k
     return counts

@@ -1,7 +1,7 @@
 """The audit and its repair on moto: a shortfall made on purpose is found, listed once, and
 closed by the repair (buckets exact against a brute-force count); a clean run finds nothing.
 
-The stream handler writes the audit items of the records it is given (counters/audit_keys.py);
+The stream handler writes the audit items of the records it is given (counters/audit_items.py);
 `helpers.account` adds numbers on an audit item of a stream shard of its own."""
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from botocore.exceptions import ClientError
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.settings import Settings
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import audit, audit_runs, breakdowns, dimension_keys, reads, repair, summaries
-from chalicelib.counters import keys as counter_keys
+from chalicelib.counters import audit, audit_runs, breakdowns, layout, reads, repair, summary_writes
 from chalicelib.events import ingest
 from tests.fakes import Dying, Forwarding, Killed, recording
 from tests.functional.helpers import (
@@ -74,7 +73,7 @@ def minutes_exact(dynamodb: Any) -> bool:
                     if k[0] == "m" and k[1:].isdigit():
                         stored[(counter, index, int(k[1:]))] += int(v["N"])
             else:
-                for minute, n in counter_keys.inline_minutes(i).items():
+                for minute, n in layout.inline_minutes(i).items():
                     stored[(counter, index * 24 + minute // 60, minute % 60)] += n
         if +stored != +Counter({key: n for key, n in truth.items() if key[0] == counter}):
             return False
@@ -465,13 +464,13 @@ def breakdown_read(aws: Any, first: int, last: int, limit: int, now: int) -> dic
     }
 
 
-@pytest.mark.parametrize("single_bytes", [summaries.SINGLE_BYTES, 120])
+@pytest.mark.parametrize("single_bytes", [summary_writes.SINGLE_BYTES, 120])
 def test_given_records_with_dimensions_lost_on_the_way_when_repaired_then_breakdowns_exact_too(
     client: Any, aws: Any, clock: Any, monkeypatch: Any, single_bytes: int
 ) -> None:
     # 120 bytes hold about three entries: the day's summary is split into parts (and busy hours
     # into parts and quarter hours) by the stream, or by the repair's recount.
-    monkeypatch.setattr(summaries, "SINGLE_BYTES", single_bytes)
+    monkeypatch.setattr(summary_writes, "SINGLE_BYTES", single_bytes)
     start_audit(client)
     sent, short = lose_some_with_dimensions(client, aws, clock, lose=3)
     assert post_json(client, "/audit").json_body["shortfall"] == 3
@@ -486,8 +485,8 @@ def test_given_records_with_dimensions_lost_on_the_way_when_repaired_then_breakd
     for first, last, limit in windows:
         assert breakdown_read(aws, first, last, limit, clock.now) == breakdown_truth(sent, first, last, limit)
     assert repaired["summaries_written"] > 0
-    layouts = {i.get(summaries.LAYOUT, {}).get("S") for i in summary_items(aws.dynamodb).values()} - {None}
-    assert layouts == ({summaries.SINGLE} if single_bytes > 1000 else {summaries.SINGLE, "parts"})
+    layouts = {i.get(layout.LAYOUT, {}).get("S") for i in summary_items(aws.dynamodb).values()} - {None}
+    assert layouts == ({layout.SINGLE} if single_bytes > 1000 else {layout.SINGLE, "parts"})
     # Repairing again changes nothing.
     before = summary_items(aws.dynamodb)
     again = post_json(client, "/audit/repair", {"partition": short}).json_body
@@ -565,11 +564,11 @@ class StreamSummarizesFirst(Forwarding):
             raise
 
 
-@pytest.mark.parametrize("single_bytes", [summaries.SINGLE_BYTES, 120])
+@pytest.mark.parametrize("single_bytes", [summary_writes.SINGLE_BYTES, 120])
 def test_given_live_counting_during_the_repair_when_a_summary_changes_then_it_is_recounted_and_exact(
     client: Any, aws: Any, clock: Any, monkeypatch: Any, single_bytes: int
 ) -> None:
-    monkeypatch.setattr(summaries, "SINGLE_BYTES", single_bytes)
+    monkeypatch.setattr(summary_writes, "SINGLE_BYTES", single_bytes)
     start_audit(client)
     sent, short = lose_some_with_dimensions(client, aws, clock, lose=3)
     post_json(client, "/audit")
@@ -673,18 +672,18 @@ def test_given_more_value_names_than_slots_when_repaired_then_each_bucket_sums_i
                 continue
             index, resolution = int(sk[2:]), "hour" if sk[0] == "h" else "day"
             events = [e for e in sent if Bucket(resolution, index) in timebuckets.buckets_for(e["time"])]
-            slots = dimension_keys.slots_of(item)
+            slots = layout.slots_of(item)
             truth: dict[str, Decimal] = {}
             for event in events:
                 for name, amount in event["values"].items():
                     truth[name] = truth.get(name, Decimal(0)) + Decimal(str(amount))
             values = sum(len(e["values"]) for e in events)
             summed = sum(len(e["values"].keys() & set(slots.values())) for e in events)
-            if len(slots) > dimension_keys.MAX_SUM_NAMES or dimension_keys.not_summed(item) != values - summed:
+            if len(slots) > layout.MAX_SUM_NAMES or layout.not_summed(item) != values - summed:
                 return False
-            if dimension_keys.sums_of(item, None, resolution) != {n: truth[n] for n in slots.values()}:
+            if layout.sums_of(item, None, resolution) != {n: truth[n] for n in slots.values()}:
                 return False
-            if len(truth) > dimension_keys.MAX_SUM_NAMES and len(slots) < dimension_keys.MAX_SUM_NAMES:
+            if len(truth) > layout.MAX_SUM_NAMES and len(slots) < layout.MAX_SUM_NAMES:
                 return False  # a free slot left while a name goes unsummed
         return True
 

@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 from chalicelib.core import decimals
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
-from chalicelib.counters import breakdowns, reads, summaries, topk
-from chalicelib.counters import stream_apply as counting
+from chalicelib.counters import breakdowns, layout, reads, stream, summary_writes, topk
 from chalicelib.events.stream_records import from_lambda_event
 from tests.fakes import Dying, Killed
 from tests.functional.stream_fixtures import lambda_event, record
@@ -57,9 +56,7 @@ def image(pk: str, counter: str, t: int, dims: dict[str, str], values: dict[str,
 
 
 def apply(dynamodb: Any, records: list[dict[str, Any]], shard: str) -> None:
-    counting.apply_stream_batch(
-        dynamodb, SETTINGS, from_lambda_event(lambda_event(records, shard)), NOW, lambda s: None
-    )
+    stream.apply_stream_batch(dynamodb, SETTINGS, from_lambda_event(lambda_event(records, shard)), NOW, lambda s: None)
 
 
 def plain(img: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Decimal]]:
@@ -139,13 +136,13 @@ def drain(dynamodb: Any, tagged: list[dict[str, Any]], schedule: list[tuple[int,
             checkpoint[shard] += 6
 
 
-@pytest.mark.parametrize("single_bytes", [summaries.SINGLE_BYTES, 120], ids=["kept-whole", "split-mid-way"])
+@pytest.mark.parametrize("single_bytes", [summary_writes.SINGLE_BYTES, 120], ids=["kept-whole", "split-mid-way"])
 def test_given_events_with_dimensions_under_any_delivery_when_read_over_random_windows_then_exact(
     aws: Any, monkeypatch: Any, single_bytes: int
 ) -> None:
     # 120 bytes hold about three entries: summaries are split into parts and quarter hours while
     # batches are delivered twice and handlers die, between any two writes or in the split itself.
-    monkeypatch.setattr(summaries, "SINGLE_BYTES", single_bytes)
+    monkeypatch.setattr(summary_writes, "SINGLE_BYTES", single_bytes)
 
     # The same 25 examples every run: the layout assertion after the property needs at least one
     # of them to outgrow a summary item, which a random draw of 25 does not always do.
@@ -182,11 +179,11 @@ def test_given_events_with_dimensions_under_any_delivery_when_read_over_random_w
 
     check()
     head_layouts = {
-        item.get(summaries.LAYOUT, {}).get("S")
+        item.get(layout.LAYOUT, {}).get("S")
         for item in aws.dynamodb.scan(TableName=SETTINGS.counts_table)["Items"]
         if item["pk"]["S"].startswith("TOP#") and item["sk"]["S"].endswith("#0") and item["sk"]["S"][0] in "hd"
     }
-    assert head_layouts == ({summaries.SINGLE} if single_bytes > 1000 else {summaries.SINGLE, "parts"})
+    assert head_layouts == ({layout.SINGLE} if single_bytes > 1000 else {layout.SINGLE, "parts"})
 
 
 def test_given_more_values_than_summaries_hold_when_broken_down_then_listed_exact_and_bound_honest(
@@ -287,7 +284,7 @@ def test_given_filter_pairs_declared_when_events_counted_then_only_those_pairs_h
         image("q#0", "paired", NOW - i * MINUTE, {"provider": f"p{i % 2}", "region": "eu", "tier": "t"}, {})
         for i in range(6)
     ]
-    counting.apply_stream_batch(
+    stream.apply_stream_batch(
         aws.dynamodb, declared, from_lambda_event(lambda_event([record(i) for i in images], "shard-0")), NOW
     )
     first, last = NOW // MINUTE - 10, NOW // MINUTE
@@ -318,7 +315,7 @@ def test_given_a_split_summary_whose_part_0_expired_when_a_new_single_one_outgro
     """Each item of the split layout lives by its own events' longest retention, so the bucket's
     other items can outlive part 0. A single part 0 written after it expired and grown past its
     size must merge them into its split, not fail on them."""
-    monkeypatch.setattr(summaries, "SINGLE_BYTES", 120)
+    monkeypatch.setattr(summary_writes, "SINGLE_BYTES", 120)
     counter = f"outlived{next(_names)}"
     t = NOW - 5 * MINUTE
     first = [image("q#0", counter, t, {"provider": f"a{i}"}, {}) for i in range(12)]
@@ -332,7 +329,7 @@ def test_given_a_split_summary_whose_part_0_expired_when_a_new_single_one_outgro
         }
 
     heads = [k for k, i in summary_items().items() if k[1][0] in "hd" and k[1].endswith("#0")]
-    assert heads and all(summary_items()[k][summaries.LAYOUT]["S"] == "parts" for k in heads)
+    assert heads and all(summary_items()[k][layout.LAYOUT]["S"] == "parts" for k in heads)
     for pk, sk in heads:  # as TTL deletes an expired part 0
         aws.dynamodb.delete_item(TableName=SETTINGS.counts_table, Key={"pk": {"S": pk}, "sk": {"S": sk}})
     left = {k: topk.decode(i["e"]["S"]).entries for k, i in summary_items().items()}
@@ -342,7 +339,7 @@ def test_given_a_split_summary_whose_part_0_expired_when_a_new_single_one_outgro
     apply(aws.dynamodb, [record(i) for i in second], "shard-0")
 
     after = summary_items()
-    assert all(after[k][summaries.LAYOUT]["S"] == "parts" for k in heads)
+    assert all(after[k][layout.LAYOUT]["S"] == "parts" for k in heads)
     for key, entries in left.items():
         kept = topk.decode(after[key]["e"]["S"]).entries
         assert {e: c.count for e, c in entries.items()}.items() <= {e: c.count for e, c in kept.items()}.items()

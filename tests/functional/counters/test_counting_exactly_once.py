@@ -25,9 +25,8 @@ from hypothesis import strategies as st
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.settings import Settings
-from chalicelib.counters import keys as counter_keys
+from chalicelib.counters import layout, stream
 from chalicelib.counters import reads as counters_reads
-from chalicelib.counters import stream_apply as counting
 from chalicelib.events.stream_records import from_lambda_event
 from tests.fakes import Dying, Killed, checking, failing, recording
 from tests.functional.helpers import accounts, bucket_counts, partition
@@ -42,7 +41,7 @@ _names = itertools.count()
 
 def apply(dynamodb: Any, records: list[dict[str, Any]], now: int = NOW, shard: str = SHARD) -> BatchResult:
     """One Lambda batch of one stream shard."""
-    return counting.apply_stream_batch(
+    return stream.apply_stream_batch(
         dynamodb, SETTINGS, from_lambda_event(lambda_event(records, shard)), now, lambda s: None
     )
 
@@ -236,37 +235,6 @@ def test_given_client_id_claimed_when_handler_died_before_its_buckets_then_redel
     assert_exact(aws.dynamodb, [img])
 
 
-def test_given_marker_of_the_former_layout_when_its_event_comes_again_then_not_counted(aws: Any) -> None:
-    img = image("p6#6", "legacy", NOW - MINUTE, client_id="order-7")
-    aws.dynamodb.put_item(  # what the transaction of the former layout left: no claim
-        TableName=SETTINGS.counts_table,
-        Item={
-            "pk": {"S": f"{keyspace.EVENT_MARKER}legacy#order-7"},
-            "sk": {"S": "#"},
-            "expires_at": {"N": "9999999999"},
-        },
-    )
-    assert apply(aws.dynamodb, [record(img)]).duplicates == 1
-    assert stored_buckets(aws.dynamodb, "legacy") == {}
-
-
-def test_given_bucket_of_the_former_layout_when_counted_again_then_it_keeps_its_count(aws: Any) -> None:
-    img = image("p6#7", "old", NOW - MINUTE)
-    hour = timebuckets.buckets_for(NOW - MINUTE)[0]
-    aws.dynamodb.put_item(  # a bucket written before shard positions: no `s:` attributes
-        TableName=SETTINGS.counts_table,
-        Item={
-            "pk": {"S": f"{keyspace.COUNTER}old"},
-            "sk": {"S": f"h#{hour.index:010d}"},
-            "n": {"N": "5"},
-            "retention": {"N": str(7 * 86400)},
-            "expires_at": {"N": "9999999999"},
-        },
-    )
-    apply(aws.dynamodb, [record(img)])
-    assert bucket_counts(list(stored_buckets(aws.dynamodb, "old").values()))[f"h#{hour.index:010d}"] == 6
-
-
 # -- inline minutes: a quiet counter's first events of a day cost one write ---------------------
 
 
@@ -275,7 +243,7 @@ def test_given_a_lone_event_when_counted_then_one_write_holds_it_in_its_day(aws:
     apply(recording(aws.dynamodb, "update_item", calls), [record(image("p7#0", "lone", NOW - MINUTE))])
     assert [c["Key"]["sk"]["S"][:2] for c in calls if c["Key"]["pk"]["S"] == f"{keyspace.COUNTER}lone"] == ["d#"]
     (day,) = stored_buckets(aws.dynamodb, "lone").values()
-    assert counter_keys.inline_minutes(day) == {timebuckets.minute_of(NOW - MINUTE) % 1440: 1}
+    assert layout.inline_minutes(day) == {timebuckets.minute_of(NOW - MINUTE) % 1440: 1}
 
 
 @pytest.mark.parametrize("die_on", [1, 2, 3, 4])
@@ -286,7 +254,7 @@ def test_given_a_counter_passing_the_inline_room_when_batches_die_and_come_back_
     """Which events a day holds inline is decided once, on the day item (x: per shard): a
     redelivery cut differently, after the handler died between the day and its hours, puts
     every event where the first delivery put it."""
-    images = [image("p7#1", "spill", NOW - i * 7 * MINUTE) for i in range(counter_keys.INLINE_MAX + 5)]
+    images = [image("p7#1", "spill", NOW - i * 7 * MINUTE) for i in range(layout.INLINE_MAX + 5)]
     records = [record(i) for i in images]
     apply(aws.dynamodb, records[:5])
     with contextlib.suppress(Killed):  # a write that fails its condition is not one it dies after
@@ -295,8 +263,8 @@ def test_given_a_counter_passing_the_inline_room_when_batches_die_and_come_back_
         apply(aws.dynamodb, records[start : start + 3])
     assert_exact(aws.dynamodb, images)
     day = next(i for sk, i in stored_buckets(aws.dynamodb, "spill").items() if sk.startswith("d#"))
-    assert sum(counter_keys.inline_minutes(day).values()) == int(day[counter_keys.INLINE_COUNT]["N"])
-    assert int(day[counter_keys.INLINE_COUNT]["N"]) <= counter_keys.INLINE_MAX
+    assert sum(layout.inline_minutes(day).values()) == int(day[layout.INLINE_COUNT]["N"])
+    assert int(day[layout.INLINE_COUNT]["N"]) <= layout.INLINE_MAX
 
 
 def test_given_an_hour_split_between_inline_and_its_item_when_its_item_expires_then_the_inline_events_stay(
@@ -314,7 +282,7 @@ def test_given_an_hour_split_between_inline_and_its_item_when_its_item_expires_t
     first = hour.first_minute
     later = hour.end_ms + 120_000  # the hour item (retention 60) is past its expiry
     answer = counters_reads.count_window(aws.dynamodb, SETTINGS, "mixed", first, first + 59, later)
-    assert answer.count == counter_keys.INLINE_MAX  # the inline ones, the 7,200-second event among them
+    assert answer.count == layout.INLINE_MAX  # the inline ones, the 7,200-second event among them
     assert (
         counters_reads.count_window(aws.dynamodb, SETTINGS, "mixed", first, first + 59, start + 12 * MINUTE).count == 11
     )
@@ -347,8 +315,8 @@ def test_given_an_hour_split_between_inline_and_its_item_when_its_item_expires_t
     later = hour.end_ms + 120_000  # the hour item (retention 60) is past its expiry, the day's 7,200 s not
     by_hour, by_minute = hours(later), minutes(later)
 
-    assert [b["count"] for b in by_hour["buckets"]] == [0, counter_keys.INLINE_MAX] and by_hour["complete"]
-    assert [b["count"] for b in by_minute["buckets"]][:12] == [1] * counter_keys.INLINE_MAX + [0] * 4
+    assert [b["count"] for b in by_hour["buckets"]] == [0, layout.INLINE_MAX] and by_hour["complete"]
+    assert [b["count"] for b in by_minute["buckets"]][:12] == [1] * layout.INLINE_MAX + [0] * 4
     assert by_minute["complete"]
     assert sum(b["count"] for b in by_hour["buckets"]) == (
         counters_reads.count_window(aws.dynamodb, SETTINGS, "mixed-h", first - 60, first + 59, later).count
@@ -361,8 +329,8 @@ def test_given_an_hour_split_between_inline_and_its_item_when_its_item_expires_t
 def test_given_stream_event_without_shard_id_when_applied_then_batch_fails_and_nothing_written(aws: Any) -> None:
     event = lambda_event([record(image("p6#8", "noshard", NOW))])
     del event["shardId"]
-    with pytest.raises(counting.ShardUnknownError):
-        counting.apply_stream_batch(aws.dynamodb, SETTINGS, from_lambda_event(event), NOW)
+    with pytest.raises(stream.ShardUnknownError):
+        stream.apply_stream_batch(aws.dynamodb, SETTINGS, from_lambda_event(event), NOW)
     assert stored_buckets(aws.dynamodb, "noshard") == {}
 
 
@@ -376,9 +344,9 @@ def test_given_position_older_than_the_stream_can_redeliver_when_item_written_ag
     # Each item written (the day, holding both minutes inline) drops the parent's position.
     assert result.details["positions_pruned"] == len(stored) >= 1
     for item in stored.values():
-        shards = [name for name in item if name.startswith(("s:", counter_keys.SPILL_PREFIX))]
-        child = counter_keys.shard_attribute(CHILD_A)
-        assert set(shards) <= {child, counter_keys.spill_attribute(child)} and child in shards
+        shards = [name for name in item if name.startswith(("s:", layout.SPILL_PREFIX))]
+        child = layout.shard_attribute(CHILD_A)
+        assert set(shards) <= {child, layout.spill_attribute(child)} and child in shards
     assert set(bucket_counts(list(stored.values())).values()) == {2}
 
 
@@ -621,7 +589,7 @@ def test_given_a_batch_over_every_write_shard_of_two_quarters_when_applied_then_
 
     audit_writes = [c for c in calls if c["Key"]["pk"]["S"].startswith(keyspace.AUDIT_GROUP)]
     assert sorted(c["Key"]["pk"]["S"] for c in audit_writes) == [f"{keyspace.AUDIT_GROUP}{q}" for q in quarters]
-    assert all(c["Key"]["sk"]["S"] == counter_keys.shard_attribute(SHARD) for c in audit_writes)
+    assert all(c["Key"]["sk"]["S"] == layout.shard_attribute(SHARD) for c in audit_writes)
     expected = {f"{q}#{w}": 5 for q in quarters for w in range(4)}
     assert {pk: audit(aws.dynamodb, pk)["applied"] for pk in expected} == expected
 

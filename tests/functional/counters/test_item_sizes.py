@@ -15,8 +15,7 @@ from boto3.dynamodb.types import TypeSerializer
 from chalicelib.core import decimals
 from chalicelib.core.item_sizes import KB, item_size
 from chalicelib.core.settings import Settings
-from chalicelib.counters import dimension_keys, reads
-from chalicelib.counters import stream_apply as counting
+from chalicelib.counters import layout, reads, stream
 from chalicelib.events import dimensions as event_dimensions
 from chalicelib.events.stream_records import from_lambda_event
 from tests.functional.stream_fixtures import lambda_event, record
@@ -68,7 +67,7 @@ def test_given_events_at_every_limit_delivered_twice_when_counted_then_every_ite
     # expressions up to 4 KB, and refuses a longer one, which the processor halves; moto 5 recurses).
     for _ in range(2):  # every batch delivered twice
         for start in range(0, len(records), 10):
-            counting.apply_stream_batch(
+            stream.apply_stream_batch(
                 aws.dynamodb, SETTINGS, from_lambda_event(lambda_event(records[start : start + 10], "s-0")), NOW
             )
 
@@ -83,8 +82,8 @@ def test_given_events_at_every_limit_delivered_twice_when_counted_then_every_ite
     buckets = [i for i in counted if not i["pk"]["S"].startswith("TOP#")]
     assert len(buckets) == 2 * (1 + 4 + 6)  # an hour and a day of the counter and of its 10 filters
     for item in buckets:
-        assert dimension_keys.slots_of(item) == dict(enumerate(names(0)))
-        assert dimension_keys.not_summed(item) == 2 * 60 * 8  # the other groups' values, once each
+        assert layout.slots_of(item) == dict(enumerate(names(0)))
+        assert layout.not_summed(item) == 2 * 60 * 8  # the other groups' values, once each
 
     answer = reads.count_window(aws.dynamodb, SETTINGS, COUNTER, NOW // MINUTE - 60, NOW // MINUTE - 1, NOW)
     assert answer.count == 180

@@ -14,9 +14,7 @@ from boto3.dynamodb.types import TypeSerializer
 
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, breakdowns, dimension_keys, reads, replay, summaries, topk
-from chalicelib.counters import keys as counter_keys
-from chalicelib.counters import stream_apply as counting
+from chalicelib.counters import audit, breakdowns, filters, layout, reads, replay, stream, summary_writes, topk
 from chalicelib.events.stream_records import from_lambda_event
 from tests.fakes import Dying, Forwarding, Killed, failing
 from tests.functional.helpers import account, accounts, invoke, partition
@@ -71,6 +69,11 @@ def correct_time(dynamodb: Any, record_id: str, time_ms: int) -> None:
     item = quarantined(dynamodb)[record_id]
     raw = json.loads(item["record"]["S"])
     raw["dynamodb"]["NewImage"]["time"] = {"N": str(time_ms)}
+    rewrite(dynamodb, item, raw)
+
+
+def rewrite(dynamodb: Any, item: dict[str, Any], raw: dict[str, Any]) -> None:
+    """Store `raw` as the set-aside copy of the quarantine item `item`."""
     dynamodb.update_item(
         TableName=SETTINGS.counts_table,
         Key={"pk": item["pk"], "sk": item["sk"]},
@@ -134,13 +137,7 @@ def test_given_a_record_still_invalid_when_replayed_then_it_stays_with_the_new_r
     raw = json.loads(item["record"]["S"])
     raw["dynamodb"]["NewImage"]["time"] = {"N": str(clock.now)}
     raw["dynamodb"]["NewImage"]["counter"] = {"S": "not a name"}  # a fix that made it worse
-    aws.dynamodb.update_item(
-        TableName=SETTINGS.counts_table,
-        Key={"pk": item["pk"], "sk": item["sk"]},
-        UpdateExpression="SET #r = :r",
-        ExpressionAttributeNames={"#r": "record"},
-        ExpressionAttributeValues={":r": {"S": json.dumps(raw)}},
-    )
+    rewrite(aws.dynamodb, item, raw)
 
     answer = post_replay(client, {"source": "events-stream", "limit": 10}).json_body
 
@@ -230,11 +227,11 @@ def test_given_a_client_id_record_refused_after_claiming_its_marker_when_replaye
         stored(aws.dynamodb, item)
     records = [record(good), record(claimed)]
     refusing = failing(aws.dynamodb, "update_item", "ValidationException", lambda kw: "CTR#refused" in str(kw["Key"]))
-    result = counting.apply_stream_batch(refusing, SETTINGS, from_lambda_event(lambda_event(records)), clock.now)
+    result = stream.apply_stream_batch(refusing, SETTINGS, from_lambda_event(lambda_event(records)), clock.now)
     assert (result.counted, len(result.quarantined)) == (1, 1)
     set_aside = records[1]["eventID"]
     assert set(quarantined(aws.dynamodb)) == {set_aside}
-    marker = counter_keys.marker_key("refused", "order-7")
+    marker = layout.marker_key("refused", "order-7")
     assert "Item" in aws.dynamodb.get_item(TableName=SETTINGS.counts_table, Key=marker)  # claimed by the record
     assert count_of(aws.dynamodb, "refused") == 0
     pk = good["pk"]["S"]
@@ -253,12 +250,34 @@ def test_given_a_client_id_record_refused_after_claiming_its_marker_when_replaye
     assert count_of(aws.dynamodb, "refused") == 1
 
 
+def test_given_a_set_aside_copy_without_its_shard_when_replayed_then_it_stays_and_no_marker_is_put(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    """A client id's marker always names the record that claimed it (shard and position): a copy
+    that no longer says which shard it came through cannot claim one, so it is not counted."""
+    bad_id, _, pk = poisoned(client, aws, clock, client_id="order-5")
+    correct_time(aws.dynamodb, bad_id, clock.now - 2 * MINUTE)
+    item = quarantined(aws.dynamodb)[bad_id]
+    raw = json.loads(item["record"]["S"])
+    del raw["shardId"]
+    rewrite(aws.dynamodb, item, raw)
+
+    answer = post_replay(client, {"source": "events-stream", "ids": [bad_id]}).json_body
+
+    assert answer["still_bad"] == [{"id": bad_id, "reason": "the stored record names no stream shard"}]
+    assert set(quarantined(aws.dynamodb)) == {bad_id}
+    marker = layout.marker_key("replayed", "order-5")
+    assert "Item" not in aws.dynamodb.get_item(TableName=SETTINGS.counts_table, Key=marker)
+    assert count_of(aws.dynamodb, "replayed") == 1
+    assert tally(aws.dynamodb, pk)["set_aside"] == 1
+
+
 def minutes_of(dynamodb: Any, pk: str) -> int:
     """The minute counts of one counter (or filter) partition: in its hour items, or inline in
     its day items."""
     items = partition(dynamodb, pk)
     hours = [i for i in items if i["sk"]["S"].startswith("h#")]
-    inline = sum(sum(counter_keys.inline_minutes(i).values()) for i in items if i["sk"]["S"].startswith("d#"))
+    inline = sum(sum(layout.inline_minutes(i).values()) for i in items if i["sk"]["S"].startswith("d#"))
     return inline + sum(int(v["N"]) for i in hours for k, v in i.items() if k[0] == "m" and k[1:].isdigit())
 
 
@@ -278,9 +297,9 @@ def test_given_a_record_refused_by_one_bucket_after_another_took_it_when_replaye
         Item={
             "pk": {"S": f"{keyspace.COUNTER}split"},
             "sk": {"S": f"d#{day.index:010d}"},
-            "n": {"N": str(counter_keys.INLINE_MAX)},
-            counter_keys.INLINE_COUNT: {"N": str(counter_keys.INLINE_MAX)},
-            counter_keys.inline_attribute(0): {"N": str(counter_keys.INLINE_MAX)},
+            "n": {"N": str(layout.INLINE_MAX)},
+            layout.INLINE_COUNT: {"N": str(layout.INLINE_MAX)},
+            layout.inline_attribute(0): {"N": str(layout.INLINE_MAX)},
             "retention": {"N": "90000"},
             "expires_at": {"N": "9999999999"},
         },
@@ -292,10 +311,10 @@ def test_given_a_record_refused_by_one_bucket_after_another_took_it_when_replaye
         "ValidationException",
         lambda kw: kw["Key"]["pk"]["S"] == f"{keyspace.COUNTER}split" and kw["Key"]["sk"]["S"].startswith("h#"),
     )
-    result = counting.apply_stream_batch(refusing, SETTINGS, from_lambda_event(lambda_event(records)), clock.now)
+    result = stream.apply_stream_batch(refusing, SETTINGS, from_lambda_event(lambda_event(records)), clock.now)
     assert (result.counted, len(result.quarantined)) == (1, 1)
     set_aside = records[1]["eventID"]
-    full = counter_keys.INLINE_MAX
+    full = layout.INLINE_MAX
     assert count_of(aws.dynamodb, "split") == full + 1  # the day took it
     assert minutes_of(aws.dynamodb, f"{keyspace.COUNTER}split") == full  # the hour refused it
 
@@ -318,11 +337,9 @@ def test_given_a_record_held_inline_by_its_day_then_refused_by_a_filter_when_rep
     event = event_image(clock, "inline", 1, clock.now - MINUTE)
     event["dimensions"] = _serialize({"region": "eu"})
     stored(aws.dynamodb, event)
-    flt = dimension_keys.filter_pk("inline", {"region": "eu"})
+    flt = filters.filter_pk("inline", {"region": "eu"})
     refusing = failing(aws.dynamodb, "update_item", "ValidationException", lambda kw: kw["Key"]["pk"]["S"] == flt)
-    result = counting.apply_stream_batch(
-        refusing, SETTINGS, from_lambda_event(lambda_event([record(event)])), clock.now
-    )
+    result = stream.apply_stream_batch(refusing, SETTINGS, from_lambda_event(lambda_event([record(event)])), clock.now)
     assert len(result.quarantined) == 1
     assert (count_of(aws.dynamodb, "inline"), minutes_of(aws.dynamodb, f"{keyspace.COUNTER}inline")) == (1, 1)
 
@@ -383,11 +400,11 @@ class SummaryRewrittenMeanwhile(Forwarding):
         return self.real.transact_write_items(**kwargs)
 
 
-@pytest.mark.parametrize("single_bytes", [summaries.SINGLE_BYTES, 60], ids=["kept-whole", "split"])
+@pytest.mark.parametrize("single_bytes", [summary_writes.SINGLE_BYTES, 60], ids=["kept-whole", "split"])
 def test_given_a_record_with_dimensions_set_aside_when_replayed_then_its_filters_and_breakdown_count_it_once(
     client: Any, aws: Any, clock: Any, monkeypatch: Any, single_bytes: int
 ) -> None:
-    monkeypatch.setattr(summaries, "SINGLE_BYTES", single_bytes)  # 60 bytes: split at the second value
+    monkeypatch.setattr(summary_writes, "SINGLE_BYTES", single_bytes)  # 60 bytes: split at the second value
 
     def with_dimensions(seq: int, time: Any, provider: str) -> dict[str, Any]:
         item = event_image(clock, "sliced", seq, time)
@@ -397,7 +414,7 @@ def test_given_a_record_with_dimensions_set_aside_when_replayed_then_its_filters
 
     images = [with_dimensions(1, clock.now - MINUTE, "p1"), with_dimensions(2, str(clock.now - MINUTE), "p2")]
     images += [with_dimensions(3 + i, clock.now - MINUTE, f"p{3 + i}") for i in range(3)]
-    counting.apply_stream_batch(
+    stream.apply_stream_batch(
         aws.dynamodb, SETTINGS, from_lambda_event(lambda_event([record(i) for i in images])), clock.now
     )
     (bad_id,) = quarantined(aws.dynamodb)
@@ -406,7 +423,7 @@ def test_given_a_record_with_dimensions_set_aside_when_replayed_then_its_filters
 
     def stream_meanwhile() -> None:
         batch = lambda_event([record(late)], "shard-late")
-        counting.apply_stream_batch(aws.dynamodb, SETTINGS, from_lambda_event(batch), clock.now)
+        stream.apply_stream_batch(aws.dynamodb, SETTINGS, from_lambda_event(batch), clock.now)
 
     racing = SummaryRewrittenMeanwhile(aws.dynamodb, stream_meanwhile)
     first = replay.replay(racing, SETTINGS, replay.ReplayRequest(ids=(bad_id,)), clock.now)
@@ -440,7 +457,7 @@ def test_given_a_replay_that_overfills_a_whole_summary_when_the_stream_splits_it
     """A replay merges into a summary kept whole without splitting it: if that overfills it, it
     evicts (a floor). The stream handler's split afterwards keeps that floor in every part and
     quarter hour, so the breakdown says `exact: false` with a bound that holds."""
-    monkeypatch.setattr(summaries, "SINGLE_BYTES", 100_000)
+    monkeypatch.setattr(summary_writes, "SINGLE_BYTES", 100_000)
 
     def with_provider(seq: int, time: Any, provider: str) -> dict[str, Any]:
         item = event_image(clock, "overfilled", seq, time)
@@ -450,7 +467,7 @@ def test_given_a_replay_that_overfills_a_whole_summary_when_the_stream_splits_it
     t = clock.now - MINUTE
     images = [with_provider(i, t, f"value-{i:02d}-" + "x" * 40) for i in range(30)]
     images.append(with_provider(99, str(t), "late-" + "y" * 40))  # set aside: its time is text
-    counting.apply_stream_batch(
+    stream.apply_stream_batch(
         aws.dynamodb, SETTINGS, from_lambda_event(lambda_event([record(i) for i in images])), clock.now
     )
     (bad_id,) = quarantined(aws.dynamodb)
@@ -458,7 +475,7 @@ def test_given_a_replay_that_overfills_a_whole_summary_when_the_stream_splits_it
     monkeypatch.setattr(topk, "MAX_BYTES", 1_200)  # the whole summary no longer fits: the replay evicts
     assert replay.replay(aws.dynamodb, SETTINGS, replay.ReplayRequest(ids=(bad_id,)), clock.now).replayed == [bad_id]
     heavy = [with_provider(200 + i, t, "value-00-" + "x" * 40) for i in range(3)]
-    counting.apply_stream_batch(  # the next write splits it
+    stream.apply_stream_batch(  # the next write splits it
         aws.dynamodb, SETTINGS, from_lambda_event(lambda_event([record(i) for i in heavy], "shard-2")), clock.now
     )
 

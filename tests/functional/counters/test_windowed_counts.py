@@ -13,7 +13,7 @@ import pytest
 
 from chalicelib.core import keyspace
 from chalicelib.core.settings import Settings
-from chalicelib.counters import stream_apply as counting
+from chalicelib.counters import stream
 from tests.fakes import Patched, recording
 from tests.functional.helpers import invoke, post_events
 from tests.functional.stream_fixtures import batches, lambda_event, record, stored_event_records
@@ -172,7 +172,7 @@ def test_given_same_bucket_events_in_batch_when_applied_then_one_update_per_buck
         "put_item",
         puts,
     )
-    counting.apply_stream_batch(
+    stream.apply_stream_batch(
         recorded, Settings(), from_lambda_event(lambda_event(stored_event_records(aws.dynamodb))), clock.now
     )
     buckets = [u for u in updates if u["Key"]["pk"]["S"].startswith("CTR#")]
@@ -183,7 +183,7 @@ def test_given_same_bucket_events_in_batch_when_applied_then_one_update_per_buck
     assert minute_counts == ["20"]
     # Generated ids: the proof is the shard's position on each bucket item, in the same
     # UpdateItem; no transaction, and one audit update for the batch: the stream shard's item of
-    # the quarter hour, holding every events partition's numbers (counters/audit_keys.py).
+    # the quarter hour, holding every events partition's numbers (counters/audit_items.py).
     assert transactions == []
     audits = [u for u in updates if u["Key"]["pk"]["S"].startswith(keyspace.AUDIT_GROUP)]
     assert len(audits) == 1

@@ -13,7 +13,7 @@ from chalicelib.core.errors import StorageError
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
 from chalicelib.counters import catalog as counter_catalog
-from chalicelib.counters import stream_apply as counting
+from chalicelib.counters import stream
 from chalicelib.dashboard import assets
 from chalicelib.events.stream_records import from_lambda_event
 from chalicelib.views import batches as views_batches
@@ -102,7 +102,7 @@ def count(dynamodb: Any, images: list[dict[str, Any]], now: int) -> int:
     one log write)."""
     calls: list[dict[str, Any]] = []
     records = from_lambda_event(lambda_event([record(i) for i in images]))
-    counting.apply_stream_batch(recording(dynamodb, "put_item", calls), SETTINGS, records, now)
+    stream.apply_stream_batch(recording(dynamodb, "put_item", calls), SETTINGS, records, now)
     logged = [c for c in calls if c["Item"]["pk"]["S"] == catalog.log_pk(counter_catalog.KIND)]
     assert len(logged) <= 1
     return sum(len(catalog_pages.unpack(c["Item"]["e"]["B"])) for c in logged)
@@ -134,10 +134,10 @@ def test_given_a_batch_dying_before_its_listing_when_redelivered_then_the_counte
         aws.dynamodb, "put_item", "ServiceUnavailable", lambda kw: kw["Item"]["pk"]["S"].startswith("CATALOG#")
     )
     with pytest.raises(StorageError):
-        counting.apply_stream_batch(catalog_down, SETTINGS, from_lambda_event(lambda_event(records)), clock.now)
+        stream.apply_stream_batch(catalog_down, SETTINGS, from_lambda_event(lambda_event(records)), clock.now)
     assert listed(client) == []  # the buckets are written, the listing is not
 
-    again = counting.apply_stream_batch(aws.dynamodb, SETTINGS, from_lambda_event(lambda_event(records)), clock.now)
+    again = stream.apply_stream_batch(aws.dynamodb, SETTINGS, from_lambda_event(lambda_event(records)), clock.now)
 
     assert again.counted == 0 and listed(client) == ["late.listed"]
     assert get(client, "/counters/late.listed?window=1h").json_body["count"] == 5

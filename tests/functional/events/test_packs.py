@@ -19,8 +19,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from chalicelib.core import keyspace, timebuckets
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.settings import Settings
-from chalicelib.counters import audit, repair, replay
-from chalicelib.counters import stream_apply as counting
+from chalicelib.counters import audit, repair, replay, stream
 from chalicelib.events import ingest, packs
 from chalicelib.events.stream_records import from_lambda_event
 from tests.fakes import Dying, Killed, failing, unprocessed_writes
@@ -62,7 +61,7 @@ def event(counter: str, t: int, *, client_id: str | None = None, retention: int 
 
 
 def apply(dynamodb: Any, records: list[dict[str, Any]], now: int = NOW) -> BatchResult:
-    return counting.apply_stream_batch(dynamodb, SETTINGS, from_lambda_event(lambda_event(records)), now)
+    return stream.apply_stream_batch(dynamodb, SETTINGS, from_lambda_event(lambda_event(records)), now)
 
 
 def truth(events: list[ingest.Event]) -> dict[tuple[str, str], int]:

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chalicelib.core import telemetry
-from chalicelib.counters import audit, audit_keys
+from chalicelib.counters import audit, audit_items
 from chalicelib.events import ingest
 
 Q = audit.QUARTER_MS
@@ -97,7 +97,7 @@ def test_given_an_audit_run_result_when_turned_into_metrics_then_shortfall_is_a_
 
 @given(
     shares=st.lists(
-        st.tuples(st.integers(0, 3), st.sampled_from(audit_keys.ACCOUNTS), st.integers(0, 100)), max_size=40
+        st.tuples(st.integers(0, 3), st.sampled_from(audit_items.ACCOUNTS), st.integers(0, 100)), max_size=40
     ),
     items=st.integers(1, 3),
 )
@@ -111,15 +111,15 @@ def test_given_numbers_spread_over_a_quarter_hours_items_when_read_then_each_par
     truth: dict[str, dict[str, int]] = {}
     for n, (shard, account, k) in enumerate(shares):
         pk = ingest.partition_key(T0, shard)
-        name = audit_keys.attribute(account, pk)
+        name = audit_items.attribute(account, pk)
         item = stored[n % items]
         item[name] = {"N": str(int(item.get(name, {"N": "0"})["N"]) + k)}
-        truth.setdefault(pk, dict.fromkeys(audit_keys.ACCOUNTS, 0))[account] += k
+        truth.setdefault(pk, dict.fromkeys(audit_items.ACCOUNTS, 0))[account] += k
     for shard in range(4):
         pk = ingest.partition_key(T0, shard)
-        assert audit_keys.split(pk) == (quarter, str(shard))
-        expected = truth.get(pk, dict.fromkeys(audit_keys.ACCOUNTS, 0))
-        assert audit_keys.group_accounts(stored, pk) == expected
-        assert audit_keys.accounted(audit_keys.group_accounts(stored, pk)) == sum(expected.values())
-    assert len({audit_keys.group_pk(ingest.partition_key(T0, s)) for s in range(4)}) == 1
-    assert audit_keys.group_pk(ingest.partition_key(T0 + Q, 0)) != audit_keys.group_pk(ingest.partition_key(T0, 0))
+        assert audit_items.split(pk) == (quarter, str(shard))
+        expected = truth.get(pk, dict.fromkeys(audit_items.ACCOUNTS, 0))
+        assert audit_items.group_accounts(stored, pk) == expected
+        assert audit_items.accounted(audit_items.group_accounts(stored, pk)) == sum(expected.values())
+    assert len({audit_items.group_pk(ingest.partition_key(T0, s)) for s in range(4)}) == 1
+    assert audit_items.group_pk(ingest.partition_key(T0 + Q, 0)) != audit_items.group_pk(ingest.partition_key(T0, 0))

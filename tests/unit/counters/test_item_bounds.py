@@ -18,9 +18,8 @@ import pytest
 
 from chalicelib.core.item_sizes import KB, item_size
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import dimension_keys, topk
-from chalicelib.counters import keys as counter_keys
-from chalicelib.counters.stream_apply import BucketUpdate
+from chalicelib.counters import filters, layout, topk
+from chalicelib.counters.bucket_writes import BucketUpdate
 from chalicelib.events import dimensions as event_dimensions
 from chalicelib.events.ingest import Event
 
@@ -29,38 +28,38 @@ SHARDS = 16  # shard positions one item holds at once, within which the bound is
 DIGITS38 = "9" * 38
 COUNTER = "c" * 200
 PAIR = {("d" * 63) + str(i): "v" * event_dimensions.DIMENSION_VALUE_MAX_CHARS for i in range(2)}
-VALUE_NAMES = [("a" * 63) + str(i) for i in range(dimension_keys.MAX_SUM_NAMES)]
-POSITION = counter_keys.event_position("9" * 40, 999) or ""
+VALUE_NAMES = [("a" * 63) + str(i) for i in range(layout.MAX_SUM_NAMES)]
+POSITION = layout.event_position("9" * 40, 999) or ""
 
 
 def positions(item: dict[str, Any], shards: int, day: bool) -> None:
     for s in range(shards):
-        shard = counter_keys.shard_attribute(f"shardId-{s:020d}-{'f' * 8}")
-        item[shard] = {"S": counter_keys.stamped_position(POSITION, 9_999_999_999, POSITION, POSITION)}
+        shard = layout.shard_attribute(f"shardId-{s:020d}-{'f' * 8}")
+        item[shard] = {"S": layout.stamped_position(POSITION, 9_999_999_999, POSITION, POSITION)}
         if day:
-            item[counter_keys.spill_attribute(shard)] = {"S": POSITION}
+            item[layout.spill_attribute(shard)] = {"S": POSITION}
 
 
 def worst_bucket_item(resolution: str, shards: int = SHARDS) -> dict[str, Any]:
     """A filter counter's bucket item (its key is longer than the counter's own) at every limit."""
-    pk = dimension_keys.filter_pk(COUNTER, PAIR)
-    item: dict[str, Any] = dict(dimension_keys.bucket_item_key(pk, Bucket(resolution, 10**9)))
-    for name in ("n", "retention", "expires_at", dimension_keys.NOT_SUMMED):
+    pk = filters.filter_pk(COUNTER, PAIR)
+    item: dict[str, Any] = dict(layout.bucket_item_key(pk, Bucket(resolution, 10**9)))
+    for name in ("n", "retention", "expires_at", layout.NOT_SUMMED):
         item[name] = {"N": DIGITS38}
     for slot, name in enumerate(VALUE_NAMES):
-        item[dimension_keys.slot_name_attribute(slot)] = {"S": name}
+        item[layout.slot_name_attribute(slot)] = {"S": name}
         if resolution == "hour":
             for minute in range(60):
-                item[dimension_keys.slot_minute_attribute(minute, slot)] = {"N": DIGITS38}
+                item[layout.slot_minute_attribute(minute, slot)] = {"N": DIGITS38}
         else:
-            item[dimension_keys.slot_total_attribute(slot)] = {"N": DIGITS38}
+            item[layout.slot_total_attribute(slot)] = {"N": DIGITS38}
     if resolution == "hour":
         for minute in range(60):
-            item[counter_keys.minute_attribute(minute)] = {"N": DIGITS38}
+            item[layout.minute_attribute(minute)] = {"N": DIGITS38}
     else:
-        item[counter_keys.INLINE_COUNT] = {"N": DIGITS38}
-        for minute in range(counter_keys.INLINE_MAX):
-            item[counter_keys.inline_attribute(1439 - minute)] = {"N": DIGITS38}
+        item[layout.INLINE_COUNT] = {"N": DIGITS38}
+        for minute in range(layout.INLINE_MAX):
+            item[layout.inline_attribute(1439 - minute)] = {"N": DIGITS38}
     positions(item, shards, day=resolution == "day")
     return item
 
@@ -72,9 +71,9 @@ def worst_summary_item(shards: int = SHARDS) -> dict[str, Any]:
     sums = {name: Decimal(DIGITS38) for name in VALUE_NAMES}
     for i in range(40):
         value = f"{i:03d}" + "v" * (event_dimensions.DIMENSION_VALUE_MAX_CHARS - 3)
-        summary.add(dimension_keys.hour_entry(59, value), 10**18, sums)
+        summary.add(layout.hour_entry(59, value), 10**18, sums)
     summary.fit()
-    key = dimension_keys.summary_key(COUNTER, "d" * 64, "hour", 10**9, dimension_keys.SUMMARY_PARTS - 1)
+    key = layout.summary_key(COUNTER, "d" * 64, "hour", 10**9, layout.SUMMARY_PARTS - 1)
     item: dict[str, Any] = {**key, "e": {"S": topk.encode(summary)}}
     for name in ("ver", "retention", "expires_at", "evicted"):
         item[name] = {"N": DIGITS38}
@@ -88,8 +87,8 @@ def test_given_every_limit_at_its_maximum_when_a_bucket_item_is_priced_then_unde
     item = worst_bucket_item(resolution)
     assert item_size(item) < LIMIT
     # The bound is met with the slots full, not by leaving something out.
-    assert len(dimension_keys.slots_of(item)) == dimension_keys.MAX_SUM_NAMES
-    assert len(dimension_keys.sums_of(item, None, resolution)) == dimension_keys.MAX_SUM_NAMES
+    assert len(layout.slots_of(item)) == layout.MAX_SUM_NAMES
+    assert len(layout.sums_of(item, None, resolution)) == layout.MAX_SUM_NAMES
 
 
 def test_given_a_full_summary_part_when_priced_then_under_16_kb() -> None:
@@ -108,19 +107,19 @@ def test_given_more_value_names_than_slots_when_added_then_the_first_take_the_sl
     names = [f"n{i:02d}" for i in range(20)]
     for start in range(0, 20, 5):
         update.add(Bucket("hour", 0), event(names[start : start + 5]))
-    assert sorted(update.slots.values()) == list(range(dimension_keys.MAX_SUM_NAMES))
-    assert set(update.slots) == set(names[: dimension_keys.MAX_SUM_NAMES])
-    assert update.unsummed == 20 - dimension_keys.MAX_SUM_NAMES
-    assert len(update.sums) == dimension_keys.MAX_SUM_NAMES  # one minute: one attribute per slot
+    assert sorted(update.slots.values()) == list(range(layout.MAX_SUM_NAMES))
+    assert set(update.slots) == set(names[: layout.MAX_SUM_NAMES])
+    assert update.unsummed == 20 - layout.MAX_SUM_NAMES
+    assert len(update.sums) == layout.MAX_SUM_NAMES  # one minute: one attribute per slot
 
 
 def test_given_an_item_whose_slots_are_taken_when_new_names_come_then_only_its_own_names_are_summed() -> None:
-    stored = {slot: f"old{slot}" for slot in range(dimension_keys.MAX_SUM_NAMES)}
+    stored = {slot: f"old{slot}" for slot in range(layout.MAX_SUM_NAMES)}
     update = BucketUpdate(stored=stored)
     update.add(Bucket("day", 0), event(["new", "old3"]))
     assert update.slots == {"old3": 3}
     assert update.unsummed == 1
-    assert update.sums == {dimension_keys.slot_total_attribute(3): Decimal(DIGITS38)}
+    assert update.sums == {layout.slot_total_attribute(3): Decimal(DIGITS38)}
 
 
 def test_given_an_item_with_free_slots_when_a_name_it_holds_comes_again_then_its_own_slot_is_used() -> None:

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from chalicelib.core import timebuckets
 from chalicelib.core.item_sizes import KB, item_size
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import dimension_keys, recounted_sums, repair
-from chalicelib.counters.stream_apply import BucketUpdate
+from chalicelib.counters import layout, recounted_sums, repair
+from chalicelib.counters.bucket_writes import BucketUpdate
 from chalicelib.events.ingest import Event
 from tests.unit.counters.test_item_bounds import DIGITS38, VALUE_NAMES, worst_bucket_item
 
@@ -56,13 +56,13 @@ def stored_items(draw: Any) -> dict[str, Any]:
     """An item as the stream (or an earlier write) may have left it: some slots named, some
     sums and a `vx` that need not be right."""
     item: dict[str, Any] = {"n": {"N": "1"}}
-    slots = draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=dimension_keys.MAX_SUM_NAMES))
-    for slot, name in zip(draw(st.permutations(range(dimension_keys.MAX_SUM_NAMES))), slots, strict=False):
-        item[dimension_keys.slot_name_attribute(slot)] = {"S": name}
-        item[dimension_keys.slot_minute_attribute(draw(st.integers(0, 59)), slot)] = {"N": "3"}
-        item[dimension_keys.slot_total_attribute(slot)] = {"N": "3"}
+    slots = draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=layout.MAX_SUM_NAMES))
+    for slot, name in zip(draw(st.permutations(range(layout.MAX_SUM_NAMES))), slots, strict=False):
+        item[layout.slot_name_attribute(slot)] = {"S": name}
+        item[layout.slot_minute_attribute(draw(st.integers(0, 59)), slot)] = {"N": "3"}
+        item[layout.slot_total_attribute(slot)] = {"N": "3"}
     if draw(st.booleans()):
-        item[dimension_keys.NOT_SUMMED] = {"N": "2"}
+        item[layout.NOT_SUMMED] = {"N": "2"}
     return item
 
 
@@ -74,19 +74,19 @@ def test_given_any_stored_item_when_its_sums_are_recounted_then_they_read_as_bru
     resolution = bucket.resolution
     after = applied(item, recounted_sums.change(item, recounted_sums.recount(item, bucket, events)))
 
-    summed = {**{v: 1 for v in dimension_keys.slots_of(after).values()}}
+    summed = {**{v: 1 for v in layout.slots_of(after).values()}}
     first, last = min(a, b), max(a, b)
-    read = dimension_keys.sums_of(after, (first, last) if resolution == "hour" else None, resolution)
+    read = layout.sums_of(after, (first, last) if resolution == "hour" else None, resolution)
     expected = truth(events, first, last) if resolution == "hour" else truth(events)
     assert read == {n: s for n, s in expected.items() if n in summed}
-    assert dimension_keys.not_summed(after) == sum(1 for e in events for n in e.values if n not in summed)
-    assert len(dimension_keys.slots_of(after)) <= dimension_keys.MAX_SUM_NAMES
+    assert layout.not_summed(after) == sum(1 for e in events for n in e.values if n not in summed)
+    assert len(layout.slots_of(after)) <= layout.MAX_SUM_NAMES
     # A name is summed only while some event carries it.
     assert set(summed) == {n for e in events for n in e.values} & set(summed)
-    slot_names = set(dimension_keys.slots_of(after).values())
+    slot_names = set(layout.slots_of(after).values())
     # Values go unsummed only when every slot is taken.
-    if dimension_keys.not_summed(after):
-        assert len(slot_names) == dimension_keys.MAX_SUM_NAMES
+    if layout.not_summed(after):
+        assert len(slot_names) == layout.MAX_SUM_NAMES
     assert not recounted_sums.change(after, recounted_sums.recount(after, bucket, events))
 
 
@@ -101,8 +101,8 @@ def test_given_an_item_the_stream_counted_when_recounted_then_nothing_changes() 
             update.add(bucket, e)
         # As DynamoDB stores what the stream ADDs: numbers normalized (1.50 as 1.5).
         item: dict[str, Any] = {a: {"N": str(s.normalize())} for a, s in update.sums.items()}
-        item.update({dimension_keys.slot_name_attribute(s): {"S": n} for n, s in update.slots.items()})
-        item[dimension_keys.NOT_SUMMED] = {"N": str(update.unsummed)}
+        item.update({layout.slot_name_attribute(s): {"S": n} for n, s in update.slots.items()})
+        item[layout.NOT_SUMMED] = {"N": str(update.unsummed)}
         assert update.unsummed > 0
         assert not recounted_sums.change(item, recounted_sums.recount(item, bucket, events))
 
@@ -118,7 +118,7 @@ def test_given_the_worst_bucket_item_when_recounted_with_new_names_then_it_stays
         ]
         after = applied(item, recounted_sums.change(item, recounted_sums.recount(item, bucket, events)))
         assert item_size(after) < 16 * KB
-        assert dimension_keys.not_summed(after) == 60 * 8
+        assert layout.not_summed(after) == 60 * 8
 
 
 def test_given_every_minute_and_slot_to_write_when_split_then_each_expression_is_under_4_kb_and_the_clause_cap() -> (

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from chalicelib.core.item_sizes import item_size
 from chalicelib.core.settings import Settings
-from chalicelib.counters import keys as counter_keys
+from chalicelib.counters import layout
 from chalicelib.events import ingest, packs
 
 NOW = 1_795_000_000_000
@@ -133,20 +133,18 @@ def test_given_positions_of_records_and_pack_events_then_they_sort_like_sequence
     # One record is either a pack or one event: an index or none per sequence number.
     kinds: dict[int, bool] = {}
     events = [(s, i) for s, i in events if kinds.setdefault(s, i is not None) == (i is not None)]
-    positions = {e: counter_keys.event_position(str(e[0]), e[1]) for e in events}
+    positions = {e: layout.event_position(str(e[0]), e[1]) for e in events}
     by_position = sorted(set(events), key=lambda e: str(positions[e]))
     assert by_position == sorted(set(events), key=lambda e: (e[0], -1 if e[1] is None else e[1]))
     # A record's stored position stamped (what an item keeps) still sorts below its later events.
     for s, i in events:
         if i is not None and i < 24:
-            stamped = counter_keys.stamped_position(str(positions[(s, i)]), 1)
-            assert stamped < str(counter_keys.event_position(str(s), i + 1))
-            assert stamped >= str(counter_keys.event_position(str(s), i))
+            stamped = layout.stamped_position(str(positions[(s, i)]), 1)
+            assert stamped < str(layout.event_position(str(s), i + 1))
+            assert stamped >= str(layout.event_position(str(s), i))
 
 
 def test_given_an_item_of_the_one_event_layout_then_its_position_is_the_record_position_as_before() -> None:
-    assert counter_keys.event_position("123456789012345678901", None) == counter_keys.sequence_position(
-        "123456789012345678901"
-    )
-    assert counter_keys.event_position("123456789012345678901", 7) == "21123456789012345678901007"
-    assert counter_keys.event_position("123456789012345678901", 1000) is None
+    assert layout.event_position("123456789012345678901", None) == layout.sequence_position("123456789012345678901")
+    assert layout.event_position("123456789012345678901", 7) == "21123456789012345678901007"
+    assert layout.event_position("123456789012345678901", 1000) is None

@@ -1,4 +1,4 @@
-"""Filter counters, sums attributes and `where` parsing (counters/dimension_keys.py)."""
+"""Filter counters, sums attributes and `where` parsing (counters/layout.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chalicelib.core.errors import ValidationError
-from chalicelib.counters import breakdowns, dimension_keys
+from chalicelib.counters import breakdowns, filters, layout
 
 DIMS = st.dictionaries(
     st.from_regex(r"[a-z]{1,5}", fullmatch=True), st.text(min_size=1, max_size=10), min_size=0, max_size=4
@@ -16,32 +16,32 @@ DIMS = st.dictionaries(
 
 @given(DIMS)
 def test_given_dimensions_when_subsets_taken_then_every_single_and_pair_once(dims: dict[str, str]) -> None:
-    found = list(dimension_keys.subsets(dims))
+    found = list(filters.subsets(dims))
     k = len(dims)
     assert len(found) == k + k * (k - 1) // 2
-    assert len({dimension_keys.subset_id(s) for s in found}) == len(found)
+    assert len({filters.subset_id(s) for s in found}) == len(found)
     assert all(set(s.items()) <= set(dims.items()) and 1 <= len(s) <= 2 for s in found)
     # An event is counted in exactly the filter counters a where over its own values reads.
-    pks = dimension_keys.count_pks("c", dims)
+    pks = filters.count_pks("c", dims)
     for s in found:
-        assert dimension_keys.read_pk("c", s) in pks
-    assert dimension_keys.read_pk("c", {}) == pks[0] == "CTR#c"
+        assert filters.read_pk("c", s) in pks
+    assert filters.read_pk("c", {}) == pks[0] == "CTR#c"
 
 
 def test_given_the_same_pairs_in_another_order_when_keyed_then_same_filter() -> None:
-    a = dimension_keys.filter_pk("jobs", {"provider": "p2", "region": "eu"})
-    b = dimension_keys.filter_pk("jobs", {"region": "eu", "provider": "p2"})
-    assert a == b != dimension_keys.filter_pk("jobs", {"provider": "p2"})
-    assert dimension_keys.filter_pk("jobs", {"a": "b#c"}) != dimension_keys.filter_pk("jobs", {"a#b": "c"})
+    a = filters.filter_pk("jobs", {"provider": "p2", "region": "eu"})
+    b = filters.filter_pk("jobs", {"region": "eu", "provider": "p2"})
+    assert a == b != filters.filter_pk("jobs", {"provider": "p2"})
+    assert filters.filter_pk("jobs", {"a": "b#c"}) != filters.filter_pk("jobs", {"a#b": "c"})
 
 
 def test_given_where_clauses_when_parsed_then_value_keeps_its_colons() -> None:
-    assert dimension_keys.parse_where(["url:https://x.example:8080/a", "region:eu"]) == {
+    assert filters.parse_where(["url:https://x.example:8080/a", "region:eu"]) == {
         "url": "https://x.example:8080/a",
         "region": "eu",
     }
-    assert dimension_keys.parse_where(["a:b", "a:b"]) == {"a": "b"}
-    assert dimension_keys.parse_where(None) == {}
+    assert filters.parse_where(["a:b", "a:b"]) == {"a": "b"}
+    assert filters.parse_where(None) == {}
 
 
 @pytest.mark.parametrize(
@@ -58,23 +58,23 @@ def test_given_where_clauses_when_parsed_then_value_keeps_its_colons() -> None:
 )
 def test_given_bad_where_when_parsed_then_400(bad: list[str]) -> None:
     with pytest.raises(ValidationError):
-        dimension_keys.parse_where(bad)
+        filters.parse_where(bad)
 
 
 def test_given_hour_item_with_minute_sums_when_read_then_the_minutes_asked() -> None:
     item = {
-        dimension_keys.slot_name_attribute(0): {"S": "amount"},
-        dimension_keys.slot_minute_attribute(3, 0): {"N": "1.5"},
-        dimension_keys.slot_minute_attribute(40, 0): {"N": "2"},
+        layout.slot_name_attribute(0): {"S": "amount"},
+        layout.slot_minute_attribute(3, 0): {"N": "1.5"},
+        layout.slot_minute_attribute(40, 0): {"N": "2"},
     }
-    assert dimension_keys.sums_of(item, None, "hour") == {"amount": 3.5}
-    assert dimension_keys.sums_of(item, (0, 10), "hour") == {"amount": 1.5}
-    assert dimension_keys.sums_of(item, (5, 10), "hour") == {}
+    assert layout.sums_of(item, None, "hour") == {"amount": 3.5}
+    assert layout.sums_of(item, (0, 10), "hour") == {"amount": 1.5}
+    assert layout.sums_of(item, (5, 10), "hour") == {}
     day = {
-        dimension_keys.slot_name_attribute(0): {"S": "amount"},
-        dimension_keys.slot_total_attribute(0): {"N": "7"},
+        layout.slot_name_attribute(0): {"S": "amount"},
+        layout.slot_total_attribute(0): {"N": "7"},
     }
-    assert dimension_keys.sums_of(day, None, "day") == {"amount": 7}
+    assert layout.sums_of(day, None, "day") == {"amount": 7}
 
 
 @given(st.integers(0, 10_000_000), st.integers(0, 400 * 1440))
@@ -82,7 +82,7 @@ def test_given_any_window_up_to_400_days_when_planned_then_summary_keys_bounded(
     groups = breakdowns.summary_keys("c", "d", first, first + length)
     # days + hours of two partial days + two partial hours, each its hour's part 0 and quarter hours
     assert len(groups) <= 401 + 2 * 23 + 2 * (1 + 4)
-    assert sum(len(keys) for keys, _ in groups) <= (401 + 46) * dimension_keys.SUMMARY_PARTS + 2 * (1 + 4)
+    assert sum(len(keys) for keys, _ in groups) <= (401 + 46) * layout.SUMMARY_PARTS + 2 * (1 + 4)
     covered: set[int] = set()
     partial_hours: set[int] = set()
     for keys, span in groups:
@@ -103,16 +103,16 @@ def test_given_any_window_up_to_400_days_when_planned_then_summary_keys_bounded(
 def test_given_declared_pairs_when_subsets_taken_then_singles_and_only_those_pairs() -> None:
     dims = {"provider": "p2", "region": "eu", "tier": "a"}
     declared = ("region+provider",)
-    found = list(dimension_keys.subsets(dims, declared))
+    found = list(filters.subsets(dims, declared))
     assert found == [{"provider": "p2"}, {"region": "eu"}, {"tier": "a"}, {"provider": "p2", "region": "eu"}]
-    assert len(list(dimension_keys.subsets(dims, ("none",)))) == 3
-    dimension_keys.check_filter(["provider", "region"], declared)
-    dimension_keys.check_filter(["tier"], ("none",))
+    assert len(list(filters.subsets(dims, ("none",)))) == 3
+    filters.check_filter(["provider", "region"], declared)
+    filters.check_filter(["tier"], ("none",))
     for names, pairs in ((["provider", "tier"], declared), (["provider", "region"], ("none",))):
         with pytest.raises(ValidationError, match="FILTER_PAIRS"):
-            dimension_keys.check_filter(names, pairs)
+            filters.check_filter(names, pairs)
     with pytest.raises(ValidationError, match="pairs"):
-        dimension_keys.check_filter(["provider", "region", "tier"], dimension_keys.EVERY_PAIR)
+        filters.check_filter(["provider", "region", "tier"], filters.EVERY_PAIR)
 
 
 @pytest.mark.parametrize("raw", ["a", "a+a", "a+b+c", "a+b,*", "a b+c"])

@@ -1,38 +1,19 @@
-"""Writing breakdown summaries from a stream batch, exactly once, under the per-shard proof.
+"""The breakdown summary writes: a shard's records merged into a bucket's summary, exactly once.
 
-A summary item (`TOP#<counter>#<dimension>` / `<q|h|d>#<index>#<part>`, counters/topk.py) is
-rewritten whole: its entries are evicted by size, which no ADD can express. So each item of a
-batch is one consistent GetItem and one conditional write:
-
-- the item carries, like every bucket item, the position of each stream shard that wrote to it
-  (`s:<shard hash>`); the records of this batch at or below the stored position of their shard
-  are already in it and are left out, the later ones are merged in;
-- the write is conditioned on the version read (`ver`), so nothing written between the read
-  and the write is lost; a failed condition reads again.
-
-A bucket's summary (a counter's dimension in one hour or day) has one of two layouts, which
-part 0 says (`layout`):
-
-- **single** (while its encoding fits SINGLE_BYTES): part 0 alone holds every value, exactly;
-  an hour's entries are (minute of the hour, value), so a partial hour is cut from it with no
-  quarter-hour items. A sparse batch rewrites one small item, not up to 8 parts and 4 quarters.
-- **parts** (once it outgrows that, for good): SUMMARY_PARTS parts by value hash and, for an
-  hour, its 4 quarter-hour items, each written as above. The change is ONE TransactWriteItems
-  of every new item, conditioned on part 0's version: it happens whole or not at all, and a
-  racing writer's condition fails and reads the new layout.
-
-So a redelivered batch adds nothing, a handler dying between two items leaves each item exactly
-at the records it holds, and the redelivery completes the rest, exactly as for counts. Each
-item of the parts layout lives by the longest retention of the events it took, so one can
-outlive part 0: a single summary written after part 0 expired finds it when it grows out of
-single, and the split merges it in.
+A summary item is rewritten whole (its entries are evicted by size, which no ADD can express):
+one consistent read and one PutItem on condition of the version read, the records at or below
+the item's stored position of their shard left out. A bucket's summary is one item (single)
+until it outgrows SINGLE_BYTES, then split for good into parts in one transaction. Also the
+replay's puts of one event and the repair's rebuild of a bucket's summary. Why this is exact:
+docs/counting.md, "The proof for summaries" and "Breakdowns"; docs/guarantees.md, "Read, then
+write on condition".
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from chalicelib.core import attributes, dynamo, timebuckets, transactions
 from chalicelib.core.aws import DynamoDB
@@ -40,21 +21,16 @@ from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.counters import dimension_keys, topk
-from chalicelib.counters import keys as counter_keys
+from chalicelib.counters import layout, topk
+from chalicelib.counters.countable import Countable
 from chalicelib.events.ingest import Event
 
-if TYPE_CHECKING:
-    from chalicelib.counters.stream_apply import Countable
-
 MAX_ROUNDS = 8
-LAYOUT = "layout"
-SINGLE = "single"
 # The most bytes of entries a bucket's summary keeps in one item before it is split: a write of
 # it costs at most 4 write units (an UpdateItem/PutItem is priced per started KB of the item).
 SINGLE_BYTES = 3_500
 
-Member = tuple["Countable", str]  # a record and its entry: the value (days), minute and value (hours)
+Member = tuple[Countable, str]  # a record and its entry: the value (days), minute and value (hours)
 
 
 @dataclass(frozen=True, order=True)
@@ -69,7 +45,7 @@ class Target:
     ends: Bucket  # the counter bucket whose end and retention the summary is kept by
 
     def key(self, part: int, resolution: str | None = None, index: int | None = None) -> dict[str, Any]:
-        return dimension_keys.summary_key(
+        return layout.summary_key(
             self.counter, self.dimension, resolution or self.resolution, self.index if index is None else index, part
         )
 
@@ -94,7 +70,7 @@ def entry_of(event: Event, dimension: str, bucket: Bucket) -> str:
     """An event's entry in its bucket's summary of a dimension."""
     value = event.dimensions[dimension]
     if bucket.resolution == "hour":
-        return dimension_keys.hour_entry(timebuckets.minute_of(event.time_ms), value)
+        return layout.hour_entry(timebuckets.minute_of(event.time_ms), value)
     return value
 
 
@@ -116,7 +92,7 @@ def write(dynamodb: DynamoDB, settings: Settings, target: Target, members: list[
     for _ in range(MAX_ROUNDS):
         stored = _read(dynamodb, settings, head)
         calls += 1
-        if stored is not None and attributes.optional_text(stored, LAYOUT) != SINGLE:
+        if stored is not None and attributes.optional_text(stored, layout.LAYOUT) != layout.SINGLE:
             return calls + _write_parts(dynamodb, settings, target, members, now_ms, stored)
         later = _later(stored, target.shard, members)
         if not later:
@@ -124,7 +100,7 @@ def write(dynamodb: DynamoDB, settings: Settings, target: Target, members: list[
         summary = _with(stored, later)
         if topk.encoded_size(summary) <= single_bytes():
             item = _item(settings, head, target, [stored], summary, later, now_ms)
-            item[LAYOUT] = {"S": SINGLE}
+            item[layout.LAYOUT] = {"S": layout.SINGLE}
             calls += 1
             if _put(dynamodb, settings, item, stored):
                 return calls
@@ -144,7 +120,7 @@ def _read(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> dict[s
 
 def _later(stored: dict[str, Any] | None, shard: str, members: list[Member]) -> list[Member]:
     """The members above the item's stored position of their shard: not in it yet."""
-    stamp = counter_keys.split_stamped(attributes.text(stored or {}, shard, ""))
+    stamp = layout.split_stamped(attributes.text(stored or {}, shard, ""))
     return [m for m in members if m[0].position > stamp.position]
 
 
@@ -184,14 +160,12 @@ def _by_item(target: Target, members: list[Member]) -> dict[tuple[str, int, int]
     items: dict[tuple[str, int, int], list[Member]] = {}
     for countable, entry in members:
         if target.resolution == "hour":
-            minute, value = dimension_keys.split_quarter_entry(entry)
-            quarter = target.index * 4 + minute // dimension_keys.QUARTER_MINUTES
-            items.setdefault(("quarter", quarter, 0), []).append(
-                (countable, dimension_keys.quarter_entry(minute, value))
-            )
+            minute, value = layout.split_quarter_entry(entry)
+            quarter = target.index * 4 + minute // layout.QUARTER_MINUTES
+            items.setdefault(("quarter", quarter, 0), []).append((countable, layout.quarter_entry(minute, value)))
         else:
             value = entry
-        part = dimension_keys.part_of(value, target.resolution)
+        part = layout.part_of(value, target.resolution)
         items.setdefault((target.resolution, target.index, part), []).append((countable, value))
     return items
 
@@ -214,15 +188,13 @@ def _write_parts(
 
 
 def replay_puts(dynamodb: DynamoDB, settings: Settings, countable: Countable) -> list[dict[str, Any]]:
-    """The transaction items that add one set-aside event to its summaries (quarantine replay):
-    each item as read now with the event merged in, on condition that it is still the version
-    read. The replay's transaction deletes the set-aside record with them, which is what makes
-    the event counted once; the items' shard positions are left as they are (the record's
-    position may lie below them: later records of its shard were counted meanwhile)."""
+    """The transaction Puts that add one set-aside event to its summaries (quarantine replay):
+    each item as read now with the event merged in, on condition of the version read; their
+    shard positions are left as they are (docs/counting.md, "Replay")."""
     puts = []
     for target, entry in targets(countable):
         head = _read(dynamodb, settings, target.key(0))
-        single = head is None or attributes.optional_text(head, LAYOUT) == SINGLE
+        single = head is None or attributes.optional_text(head, layout.LAYOUT) == layout.SINGLE
         chosen = (
             {(target.resolution, target.index, 0): [(countable, entry)]}
             if single
@@ -234,19 +206,40 @@ def replay_puts(dynamodb: DynamoDB, settings: Settings, countable: Countable) ->
             summary = _decoded(stored)
             for _, added in members:
                 summary.add(added, 1, countable.event.values)
-            evicted = summary.fit()  # a single summary holds what one more event adds without evicting
             retention = max(attributes.integer(stored or {}, "retention", 0), countable.event.retention_seconds)
-            item = {**(stored or {}), **key}
-            if stored is None and part == 0 and resolution == target.resolution:
-                item[LAYOUT] = {"S": SINGLE}
-            item["e"] = {"S": topk.encode(summary)}
-            item["ver"] = {"N": str(attributes.integer(stored or {}, "ver", 0) + 1)}
-            item["retention"] = {"N": str(retention)}
-            item["expires_at"] = {"N": str(timebuckets.expires_at_s(target.ends, retention))}
-            if evicted:
-                item["evicted"] = {"N": str(attributes.integer(stored or {}, "evicted", 0) + evicted)}
-            puts.append({"Put": {"TableName": settings.counts_table, "Item": item, **_unchanged(stored)}})
+            new_head = stored is None and (resolution, part) == (target.resolution, 0)
+            puts.append(
+                _rewrite(settings, key, stored, summary, retention, target.ends, layout.SINGLE if new_head else None)
+            )
     return puts
+
+
+def _rewrite(
+    settings: Settings,
+    key: dict[str, Any],
+    old: dict[str, Any] | None,
+    summary: topk.Summary,
+    retention: int,
+    ends: Bucket,
+    kind: str | None = None,
+) -> dict[str, Any]:
+    """The transaction Put of an item (`old` as read, None: absent) rewritten to hold `summary`
+    (fitted to MAX_BYTES), one version up, on condition that it is still as read; its shard
+    positions are kept as they are."""
+    evicted = summary.fit()
+    item = {
+        **(old or {}),
+        **key,
+        "e": {"S": topk.encode(summary)},
+        "ver": {"N": str(attributes.integer(old or {}, "ver", 0) + 1)},
+        "retention": {"N": str(retention)},
+        "expires_at": {"N": str(timebuckets.expires_at_s(ends, retention))},
+    }
+    if kind is not None:
+        item[layout.LAYOUT] = {"S": kind}
+    if evicted:
+        item["evicted"] = {"N": str(attributes.integer(old or {}, "evicted", 0) + evicted)}
+    return {"Put": {"TableName": settings.counts_table, "Item": item, **_unchanged(old)}}
 
 
 def _write_item(
@@ -272,8 +265,8 @@ def _write_item(
         summary = _with(stored, later)
         evicted = summary.fit()
         item = _item(settings, key, target, [stored], summary, later, now_ms, evicted)
-        if stored is not None and LAYOUT in stored:
-            item[LAYOUT] = stored[LAYOUT]
+        if stored is not None and layout.LAYOUT in stored:
+            item[layout.LAYOUT] = stored[layout.LAYOUT]
         calls += 1
         if _put(dynamodb, settings, item, stored):
             return calls
@@ -290,21 +283,19 @@ def _pieces(resolution: str, index: int, summary: topk.Summary) -> dict[tuple[st
     values = topk.within(summary, 0, 59) if hour else summary
     pieces: dict[tuple[str, int, int], topk.Summary] = {
         (resolution, index, p): topk.Summary(floor=values.floor)
-        for p in range(dimension_keys.SUMMARY_PARTS if values.floor else 1)
+        for p in range(layout.SUMMARY_PARTS if values.floor else 1)
     }
     for value, counted in values.entries.items():
-        part = dimension_keys.part_of(value, resolution)
+        part = layout.part_of(value, resolution)
         piece = pieces.setdefault((resolution, index, part), topk.Summary(floor=values.floor))
         piece.entries[value] = topk.Entry(counted.count, counted.err, dict(counted.sums))
     for q in range(4 if hour and summary.floor else 0):
         pieces[("quarter", index * 4 + q, 0)] = topk.Summary(floor=summary.floor)
     for entry, counted in summary.entries.items() if hour else ():
-        minute, value = dimension_keys.split_quarter_entry(entry)
-        quarter = index * 4 + minute // dimension_keys.QUARTER_MINUTES
+        minute, value = layout.split_quarter_entry(entry)
+        quarter = index * 4 + minute // layout.QUARTER_MINUTES
         piece = pieces.setdefault(("quarter", quarter, 0), topk.Summary(floor=summary.floor))
-        piece.entries[dimension_keys.quarter_entry(minute, value)] = topk.Entry(
-            counted.count, counted.err, dict(counted.sums)
-        )
+        piece.entries[layout.quarter_entry(minute, value)] = topk.Entry(counted.count, counted.err, dict(counted.sums))
     return pieces
 
 
@@ -321,7 +312,7 @@ def _split(
     transaction conditioned on every item being as read; (False, calls) when one was not."""
     pieces = _pieces(target.resolution, target.index, summary)
     others = [target.key(0, "quarter", target.index * 4 + q) for q in range(4)] if target.resolution == "hour" else []
-    others += [target.key(p) for p in range(1, dimension_keys.SUMMARY_PARTS)]
+    others += [target.key(p) for p in range(1, layout.SUMMARY_PARTS)]
     # Items of an earlier split that outlived part 0 (a longer retention): merged in, not overwritten.
     earlier = {
         attributes.sort_key(item): item
@@ -340,19 +331,10 @@ def _split(
         read = [head] if stored is head else [head, stored]
         item = _item(settings, key, target, read, piece, later, now_ms, evicted)
         if (resolution, part) == (target.resolution, 0):
-            item[LAYOUT] = {"S": "parts"}
+            item[layout.LAYOUT] = {"S": "parts"}
         puts.append({"Put": {"TableName": settings.counts_table, "Item": item, **_unchanged(stored)}})
     # An earlier part no piece of this split touches is left as it is: it is one of the parts.
-    try:
-        transactions.write(
-            dynamodb,
-            [target],
-            lambda _: transactions.Plan(puts, [None] * len(puts)),
-            what="splitting a breakdown summary",
-        )
-    except transactions.ConditionFailedError:
-        return False, calls + 1
-    return True, calls + 1
+    return transactions.write_items(dynamodb, puts, what="splitting a breakdown summary"), calls + 1
 
 
 def _item(
@@ -375,15 +357,15 @@ def _item(
     horizon = now_ms // 1000 - settings.marker_ttl_seconds
     last = later[-1][0]
     created_s = int(last.record.created_s) if last.record.created_s is not None else 0
-    item: dict[str, Any] = {**key, target.shard: {"S": counter_keys.stamped_position(last.position, created_s)}}
+    item: dict[str, Any] = {**key, target.shard: {"S": layout.stamped_position(last.position, created_s)}}
     for one in read:
         for name, value in (one or {}).items():
-            if not counter_keys.is_shard_attribute(name):
+            if not layout.is_shard_attribute(name):
                 continue
-            stamp = counter_keys.split_stamped(attributes.text(one or {}, name, ""))
+            stamp = layout.split_stamped(attributes.text(one or {}, name, ""))
             if name != target.shard and stamp.created_s is not None and stamp.created_s < horizon:
                 continue  # a shard no delivery can bring back below its position
-            if name not in item or counter_keys.split_stamped(attributes.text(item, name)).position < stamp.position:
+            if name not in item or layout.split_stamped(attributes.text(item, name)).position < stamp.position:
                 item[name] = value
     item["e"] = {"S": topk.encode(summary)}
     item["ver"] = {"N": str(1 + max(attributes.integer(r or {}, "ver", 0) for r in read))}
@@ -405,11 +387,11 @@ def bucket_items(
     """Every stored item of a bucket's summary of a dimension (its parts and, for an hour, its
     quarter hours), by sort key, read consistently."""
     keys = [
-        dimension_keys.summary_key(counter, dimension, bucket.resolution, bucket.index, p)
-        for p in range(dimension_keys.PARTS[bucket.resolution])
+        layout.summary_key(counter, dimension, bucket.resolution, bucket.index, p)
+        for p in range(layout.PARTS[bucket.resolution])
     ]
     if bucket.resolution == "hour":
-        keys += [dimension_keys.summary_key(counter, dimension, "quarter", bucket.index * 4 + q, 0) for q in range(4)]
+        keys += [layout.summary_key(counter, dimension, "quarter", bucket.index * 4 + q, 0) for q in range(4)]
     found = dynamo.batch_get_items(
         dynamodb, settings.counts_table, keys, "could not read a breakdown summary", consistent=True
     )
@@ -425,34 +407,29 @@ def rebuild(
     stored: dict[str, dict[str, Any]],
     events: list[Event],
 ) -> str:
-    """Make a bucket's summary of a dimension exactly the events given (POST /audit/repair's
-    recount of the bucket), on condition that each item rewritten is still as `stored`
-    (bucket_items, read before the events were): REBUILT, UNCHANGED (it already was) or CHANGED
-    (written to meanwhile: read and recount again).
-
-    It stays in one item while it is kept single and the recount fits; otherwise it is written in
-    the parts layout (_pieces), every changed item in one transaction. Each item keeps the stream
-    shard positions it holds: a redelivered record at or below them is in the recount, as it was
-    in the summary the stream wrote."""
+    """Make a bucket's summary of a dimension exactly the events given (the repair's recount),
+    on condition that each item rewritten is still as `stored` (bucket_items, read before the
+    events were): REBUILT, UNCHANGED (it already was) or CHANGED (written to meanwhile). Single
+    while it was and fits, else the parts layout in one transaction (docs/counting.md, "Repair")."""
 
     def key_of(resolution: str, index: int, part: int) -> dict[str, Any]:
-        return dimension_keys.summary_key(counter, dimension, resolution, index, part)
+        return layout.summary_key(counter, dimension, resolution, index, part)
 
     head = stored.get(attributes.sort_key(key_of(bucket.resolution, bucket.index, 0)))
     summary = topk.Summary()
     for event in events:
         summary.add(entry_of(event, dimension, bucket), 1, event.values)
-    single = (not stored or (head is not None and attributes.optional_text(head, LAYOUT) == SINGLE)) and (
+    single = (not stored or (head is not None and attributes.optional_text(head, layout.LAYOUT) == layout.SINGLE)) and (
         topk.encoded_size(summary) <= single_bytes()
     )
     pieces: dict[tuple[str, int, int], topk.Summary] = (
         {(bucket.resolution, bucket.index, 0): summary} if single else _pieces(bucket.resolution, bucket.index, summary)
     )
     for sk in stored:  # an item the recount leaves empty is emptied
-        kept: str = "quarter" if sk.startswith(dimension_keys.SUMMARY_PREFIX["quarter"]) else bucket.resolution
+        kept: str = "quarter" if sk.startswith(layout.SUMMARY_PREFIX["quarter"]) else bucket.resolution
         index, part = (int(n) for n in sk.split("#")[1:3])
         pieces.setdefault((kept, index, part), topk.Summary())
-    layout = SINGLE if single else "parts"
+    kind = layout.SINGLE if single else "parts"
     retention = max(
         [attributes.integer(i, "retention", 0) for i in stored.values()] + [e.retention_seconds for e in events]
     )
@@ -461,23 +438,11 @@ def rebuild(
         key = key_of(resolution, index, part)
         old = stored.get(attributes.sort_key(key))
         is_head = (resolution, part) == (bucket.resolution, 0)
-        evicted = piece.fit()
-        same = old is not None and topk.encode(piece) == topk.encode(_decoded(old))
-        if same and (not is_head or attributes.optional_text(old or {}, LAYOUT) == layout):
+        put = _rewrite(settings, key, old, piece, retention, bucket, kind if is_head else None)
+        same = old is not None and put["Put"]["Item"]["e"] == old.get("e")
+        if same and (not is_head or attributes.optional_text(old or {}, layout.LAYOUT) == kind):
             continue
-        item = {
-            **(old or {}),
-            **key,
-            "e": {"S": topk.encode(piece)},
-            "ver": {"N": str(attributes.integer(old or {}, "ver", 0) + 1)},
-            "retention": {"N": str(retention)},
-            "expires_at": {"N": str(timebuckets.expires_at_s(bucket, retention))},
-        }
-        if is_head:
-            item[LAYOUT] = {"S": layout}
-        if evicted:
-            item["evicted"] = {"N": str(attributes.integer(old or {}, "evicted", 0) + evicted)}
-        puts.append({"Put": {"TableName": settings.counts_table, "Item": item, **_unchanged(old)}})
+        puts.append(put)
     if not puts:
         return UNCHANGED
     if len(puts) == 1:
@@ -485,13 +450,4 @@ def rebuild(
         return (
             REBUILT if _put(dynamodb, settings, put["Item"], stored.get(attributes.sort_key(put["Item"]))) else CHANGED
         )
-    try:
-        transactions.write(
-            dynamodb,
-            [(counter, dimension, bucket)],
-            lambda _: transactions.Plan(puts, [None] * len(puts)),
-            what="rebuilding a breakdown summary",
-        )
-    except transactions.ConditionFailedError:
-        return CHANGED
-    return REBUILT
+    return REBUILT if transactions.write_items(dynamodb, puts, what="rebuilding a breakdown summary") else CHANGED

@@ -1,0 +1,490 @@
+"""The bucket writes: a set of a shard's events added to one bucket item, exactly once.
+
+`apply_item` sends one conditional UpdateItem per bucket item and shard (ADD the counts and
+sums, SET the shard's position, and on a day item where its events went: inline or spilled),
+re-sent without what a cancelled condition says the item holds; `increment` is the update
+itself, which the quarantine replay sends in its transaction too. Why this is exact:
+docs/counting.md, "The proof", "Inline minutes" and "Item sizes" (value names).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import Counter
+from collections import Counter as Tally
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Generic, TypeVar
+
+from chalicelib.core import attributes, decimals, keyspace, timebuckets
+from chalicelib.core.aws import DynamoDB
+from chalicelib.core.batch_processor import Sent
+from chalicelib.core.errors import StorageError
+from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import ConditionFailed, condition_item, translated
+from chalicelib.core.timebuckets import Bucket
+from chalicelib.counters import layout
+from chalicelib.counters.countable import Countable, Touch
+from chalicelib.events.ingest import Event
+from chalicelib.events.stream_records import StreamRecord
+
+# An item's stored position can only move the records still to send forward: more rounds than
+# this on one item means the stored state is not what this code writes.
+MAX_ROUNDS = 8
+
+# The mark of the records whose counter's listing a batch writes (follow_ups).
+LISTED = "listed"
+
+
+# The mark of the events a day item holds inline (layout.INLINE_MAX).
+INLINE = "inline"
+
+
+@dataclass
+class _Rounds:
+    """What the rounds of one item's update have learnt: the item's position for this shard
+    (once a cancelled condition has shown it), whether its stored retention is the longer, the
+    records it held already (in the batch's range, or beyond it: a skip), of those the ones it
+    holds inline, the calls made, and for a day item where this shard's events go (`spill`:
+    the stored `x:` value, UNKNOWN until read, None when absent) and how many it holds inline."""
+
+    before: str = ""
+    keep_stored: bool = False
+    found: list[Countable] = field(default_factory=list)
+    beyond: list[Countable] = field(default_factory=list)
+    inline: list[Countable] = field(default_factory=list)
+    calls: int = 0
+    spill: str | None = ""
+    inline_count: int = 0
+    slots: dict[int, str] | None = None  # the value names the item sums by slot, once read (or a hint)
+    taken: dict[int, str] = field(default_factory=dict)  # the slots the last update sent uses
+
+    def marks(self, listed: bool = False, applied: Sequence[Countable] = ()) -> dict[str, Sequence[Countable]]:
+        marks: dict[str, Sequence[Countable]] = {"found_applied": self.found, "beyond": self.beyond}
+        if listed:
+            marks[LISTED] = [*self.found, *applied]
+        marks[INLINE] = self.inline
+        return marks
+
+
+UNKNOWN = ""  # _Rounds.spill before the item was read
+
+
+_H = TypeVar("_H")
+
+
+class _Hints(Generic[_H]):
+    """Per DynamoDB client, what this process last saw of an item (and shard), so that the next
+    batch's update starts from it instead of a guess its condition cancels (a cancelled
+    condition still costs a write). Only a hint: the update's condition checks it. Bounded:
+    forgotten whole past MAX entries."""
+
+    MAX = 100_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: weakref.WeakKeyDictionary[DynamoDB, dict[tuple[str, ...], _H]] = weakref.WeakKeyDictionary()
+
+    def get(self, client: DynamoDB, key: tuple[str, ...]) -> _H | None:
+        with self._lock:
+            return self._seen.get(client, {}).get(key)
+
+    def put(self, client: DynamoDB, key: tuple[str, ...], value: _H) -> None:
+        with self._lock:
+            seen = self._seen.setdefault(client, {})
+            if len(seen) >= self.MAX:
+                seen.clear()
+            seen[key] = value
+
+
+# A day item's `x:` of a shard once past NOT_SPILLED: it never goes back (only a prune removes
+# it), so the next update goes straight to the hours' mode.
+_spilled: _Hints[str] = _Hints()
+# The value names each bucket item was last seen to sum, by slot.
+_slot_hints: _Hints[dict[int, str]] = _Hints()
+
+
+def _note_spill(client: DynamoDB, key: dict[str, Any], shard: str, spill: str | None) -> None:
+    if spill not in (None, UNKNOWN, layout.NOT_SPILLED):
+        _spilled.put(client, (*attributes.key_of(key), shard), str(spill))
+
+
+def _day_mode(rounds: _Rounds, members: list[Countable]) -> str:
+    """How a day item takes this shard's next events: `inline` (their minutes in the day item),
+    `spill` (SET x: to FROM_START, or to their first position when inline so far: later events
+    of the shard go to hours) or `spilled` (x: already says so). Before the item was read, a
+    guess its condition checks."""
+    spill = rounds.spill
+    has_values = any(c.event.values for c in members)
+    if spill not in (UNKNOWN, None, layout.NOT_SPILLED):
+        return "spilled"
+    if has_values or rounds.inline_count + len(members) > layout.INLINE_MAX:
+        return "spill"
+    return "inline"
+
+
+def _needs_listing(old: dict[str, Any], request: dict[str, Any], rounds: _Rounds) -> bool:
+    """Whether the counter's listing must be written after this update of its day bucket: the
+    update created the item, or made it live longer, or some of its records were found applied
+    (a redelivery: the delivery that applied them may have died before writing the listing)."""
+    if not old or rounds.found:
+        return True
+    expires = attributes.integer(request["ExpressionAttributeValues"], ":exp")
+    return attributes.integer(old, "expires_at", 0) < expires
+
+
+def apply_item(
+    dynamodb: DynamoDB, settings: Settings, touch: Touch, shard: str, members: list[Countable], now_ms: int
+) -> Sent[Countable]:
+    """Apply the records of one shard to one bucket item: one conditional UpdateItem, re-sent
+    without what the item says it already holds. RejectedError when DynamoDB refuses the data
+    (the batch processor then halves the records to find the one to blame). A day item marks
+    (INLINE) the events it holds inline, which their hour items must not take."""
+    members = sorted(members, key=lambda c: c.position)
+    key = touch.key()
+    day = touch.bucket.resolution == "day"
+    spill = _spilled.get(dynamodb, (*attributes.key_of(key), shard)) if day else None
+    rounds = _Rounds(spill=spill or UNKNOWN, slots=_slot_hints.get(dynamodb, attributes.key_of(key)))
+    # A counter's own day bucket decides its listing (GET /counters, catalog.py).
+    lists = day and touch.pk.startswith(keyspace.COUNTER)
+    for _ in range(MAX_ROUNDS):
+        if not members:
+            return Sent(found=rounds.found, calls=rounds.calls, marks=rounds.marks(listed=lists))
+        mode = _day_mode(rounds, members) if day else ""
+        request = _bucket_update(settings, key, touch.bucket, shard, members, rounds, mode)
+        try:
+            rounds.calls += 1
+            with translated("could not count a bucket"):
+                response = dynamodb.update_item(**request)
+        except ConditionFailed as failed:
+            members = _not_held(dynamodb, settings, failed, key, shard, members, rounds, mode)
+            continue
+        if mode == "inline":
+            rounds.inline += members
+        elif mode == "spill":
+            spill = members[0].position if rounds.spill == layout.NOT_SPILLED else layout.FROM_START
+            _note_spill(dynamodb, key, shard, spill)
+        elif mode == "spilled":
+            _note_spill(dynamodb, key, shard, rounds.spill)
+        old = response.get("Attributes", {})
+        if rounds.taken:
+            _slot_hints.put(dynamodb, attributes.key_of(key), {**layout.slots_of(old), **rounds.taken})
+        pruned = _prune(dynamodb, settings, key, old, shard, now_ms)
+        marks = rounds.marks(listed=lists and _needs_listing(old, request, rounds), applied=members)
+        return Sent(
+            applied=members,
+            found=rounds.found,
+            calls=rounds.calls + (1 if pruned is not None else 0),
+            marks=marks,
+            details=Counter(positions_pruned=pruned) if pruned else Counter(),
+        )
+    raise StorageError("a bucket's position kept moving")
+
+
+def _not_held(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    failed: ConditionFailed,
+    key: dict[str, Any],
+    shard: str,
+    members: list[Countable],
+    rounds: _Rounds,
+    mode: str,
+) -> list[Countable]:
+    """After a failed update: the records the item does not hold yet (its cancelled condition
+    returned how far this shard got), noting the others in `rounds`."""
+    stored = stored_item(dynamodb, settings, failed, key)
+    stamp = stored.stamp(shard)
+    applied = [c for c in members if c.position <= stamp.position]
+    rounds.found += applied
+    # Between the position stored before the last update and that update's first record: that
+    # update skipped it, which only a shard read out of order does.
+    rounds.beyond += [c for c in applied if stamp.before < c.position < stamp.first]
+    spill = stored.spills.get(layout.spill_attribute(shard))
+    rounds.inline += [c for c in applied if layout.held_inline(spill, c.position)]
+    members = [c for c in members if c.position > stamp.position]
+    rounds.before = stamp.position
+    longer = stored.retention > max((c.event.retention_seconds for c in members), default=0)
+    learnt = bool(mode) and (rounds.spill != spill or rounds.inline_count != stored.inline_count)
+    rounds.spill, rounds.inline_count = spill, stored.inline_count
+    named = rounds.slots != stored.slots
+    rounds.slots = stored.slots
+    _slot_hints.put(dynamodb, attributes.key_of(key), stored.slots)
+    if not applied and not learnt and not named and (rounds.keep_stored or not longer):
+        raise StorageError("a bucket's condition failed for no reason this code knows") from failed
+    rounds.keep_stored = rounds.keep_stored or longer
+    return members
+
+
+@dataclass
+class BucketUpdate:
+    """What a set of events adds to one bucket item."""
+
+    n: int = 0
+    minutes: Tally[int] = field(default_factory=Tally)
+    retention: int = 0
+    sums: dict[str, Decimal] = field(default_factory=dict)  # attribute name -> amount to ADD
+    # The item's value names by slot as known (None: not read: taken as none, which the update's
+    # condition checks), the slot of each name this update sums, and the values it leaves unsummed.
+    stored: dict[int, str] | None = None
+    slots: dict[str, int] = field(default_factory=dict)
+    unsummed: int = 0
+
+    inline: Tally[int] = field(default_factory=Tally)  # day items: minute of day -> count
+
+    def add(self, bucket: Bucket, event: Event, inline: bool = False) -> None:
+        self.n += 1
+        minute = timebuckets.minute_of_hour(event.time_ms)
+        if bucket.resolution == "hour":
+            self.minutes[minute] += 1
+        elif inline:
+            self.inline[timebuckets.minute_of(event.time_ms) % timebuckets.DAY_MINUTES] += 1
+        self.retention = max(self.retention, event.retention_seconds)
+        for name, amount in event.values.items():
+            slot = self._slot(name)
+            if slot is None:
+                self.unsummed += 1
+                continue
+            attribute = (
+                layout.slot_minute_attribute(minute, slot)
+                if bucket.resolution == "hour"
+                else layout.slot_total_attribute(slot)
+            )
+            self.sums[attribute] = decimals.EXACT.add(self.sums.get(attribute, Decimal(0)), amount)
+
+    def _slot(self, name: str) -> int | None:
+        """The slot that sums this value name in the item: its own, else the first free one
+        (names take slots in the order of the events), None when every slot is taken."""
+        if name in self.slots:
+            return self.slots[name]
+        known = self.stored or {}
+        own = [slot for slot, held in sorted(known.items()) if held == name]
+        free = [s for s in range(layout.MAX_SUM_NAMES) if s not in known and s not in self.slots.values()]
+        slot = own[0] if own else free[0] if free else None
+        if slot is not None:
+            self.slots[name] = slot
+        return slot
+
+
+def _bucket_update(
+    settings: Settings,
+    key: dict[str, Any],
+    bucket: Bucket,
+    shard: str,
+    members: list[Countable],
+    rounds: _Rounds,
+    mode: str = "",
+) -> dict[str, Any]:
+    update = BucketUpdate(stored=rounds.slots)
+    for c in members:
+        # Inline only a minute its hour still counts (an hour past the event's retention does not).
+        live_hour = any(b.resolution == "hour" for b in c.buckets)
+        update.add(bucket, c.event, inline=mode == "inline" and live_hour)
+    last = members[-1]
+    rounds.taken = {slot: name for name, slot in update.slots.items()}
+    request = increment(settings, key, bucket, update, rounds.keep_stored)
+    names, values = request["ExpressionAttributeNames"], request["ExpressionAttributeValues"]
+    names["#p"] = shard
+    values[":first"] = {"S": members[0].position}
+    values[":pos"] = {
+        "S": layout.stamped_position(last.position, _created_s(last.record), members[0].position, rounds.before)
+    }
+    request["UpdateExpression"] += ", #p = :pos"
+    conditions = ["(attribute_not_exists(#p) OR #p < :first)"]
+    if request.get("ConditionExpression"):
+        conditions.append(request["ConditionExpression"])
+    if mode in ("inline", "spill"):
+        names["#x"] = layout.spill_attribute(shard)
+    if mode == "inline" or (mode == "spill" and rounds.spill == layout.NOT_SPILLED):
+        values[":inf"] = {"S": layout.NOT_SPILLED}
+    if mode == "inline":
+        # Inline while this shard is (or starts) inline and the item has room.
+        names["#ic"] = layout.INLINE_COUNT
+        values[":room"] = {"N": str(layout.INLINE_MAX - update.n)}
+        values[":k"] = {"N": str(update.n)}
+        request["UpdateExpression"] = request["UpdateExpression"].replace("ADD ", "ADD #ic :k, ", 1)
+        request["UpdateExpression"] += ", #x = :inf"
+        conditions.append("(attribute_not_exists(#x) OR #x = :inf)")
+        conditions.append("(attribute_not_exists(#ic) OR #ic <= :room)")
+    elif mode == "spill" and rounds.spill == layout.NOT_SPILLED:
+        request["UpdateExpression"] += ", #x = :first"  # inline before this update, hours from it on
+        conditions.append("#x = :inf")
+    elif mode == "spilled":
+        # Known (or remembered) past NOT_SPILLED; checked, for a remembered value is a hint.
+        names["#x"] = layout.spill_attribute(shard)
+        conditions.append("(attribute_not_exists(#x) OR #x < :first)")
+    elif mode == "spill":
+        values[":start"] = {"S": layout.FROM_START}
+        request["UpdateExpression"] += ", #x = :start"
+        conditions.append("attribute_not_exists(#x)")
+    request["ConditionExpression"] = " AND ".join(conditions)
+    # The old item comes back at no read cost: it shows positions to prune.
+    request["ReturnValues"] = "ALL_OLD"
+    # A cancelled condition returns the item, which says how far it got.
+    request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+    return request
+
+
+def increment(
+    settings: Settings, key: dict[str, Any], bucket: Bucket, update: BucketUpdate, keep_stored: bool
+) -> dict[str, Any]:
+    """The UpdateItem request that adds `update` to a bucket item, with the one rule for its
+    life: later events can only extend it (a condition keeps the longer retention; with
+    `keep_stored` the stored one is known to be longer and is left alone). The stream handler
+    adds its shard position to it; the quarantine replay sends it in its transaction."""
+    names = {"#n": "n", "#r": "retention"}
+    values = {
+        ":n": {"N": str(update.n)},
+        ":exp": {"N": str(timebuckets.expires_at_s(bucket, update.retention))},
+        ":r": {"N": str(update.retention)},
+    }
+    adds = ["#n :n"]
+    for minute, k in sorted(update.minutes.items()):
+        names[f"#m{minute}"] = layout.minute_attribute(minute)
+        values[f":m{minute}"] = {"N": str(k)}
+        adds.append(f"#m{minute} :m{minute}")
+    for minute, k in sorted(update.inline.items()):
+        names[f"#i{minute}"] = layout.inline_attribute(minute)
+        values[f":i{minute}"] = {"N": str(k)}
+        adds.append(f"#i{minute} :i{minute}")
+    sets: list[str] = []
+    for i, (attribute, amount) in enumerate(sorted(update.sums.items())):
+        names[f"#v{i}"] = attribute
+        values[f":v{i}"] = {"N": str(amount)}
+        adds.append(f"#v{i} :v{i}")
+    conditions = [] if keep_stored else ["(attribute_not_exists(#r) OR #r <= :r)"]
+    conditions += _slot_conditions(update, names, values, adds, sets)
+    request: dict[str, Any] = {
+        "TableName": settings.counts_table,
+        "Key": key,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+    if keep_stored:
+        request["UpdateExpression"] = (
+            f"ADD {', '.join(adds)} SET expires_at = if_not_exists(expires_at, :exp), #r = if_not_exists(#r, :r)"
+            + "".join(sets)
+        )
+    else:
+        request["UpdateExpression"] = f"ADD {', '.join(adds)} SET expires_at = :exp, #r = :r" + "".join(sets)
+    if conditions:
+        request["ConditionExpression"] = " AND ".join(conditions)
+    return request
+
+
+def _slot_conditions(
+    update: BucketUpdate, names: dict[str, str], values: dict[str, Any], adds: list[str], sets: list[str]
+) -> list[str]:
+    """The update's value names in their slots: a slot the item is known to give the name, on
+    condition that it still does; a free one, SET on condition that it is still free. So a
+    wrong guess (an item not read yet, or changed since) fails the condition and is read again,
+    and no item ever sums more than MAX_SUM_NAMES names. The values left unsummed are counted."""
+    if update.unsummed:
+        names["#vx"] = layout.NOT_SUMMED
+        values[":vx"] = {"N": str(update.unsummed)}
+        adds.append("#vx :vx")
+    conditions = []
+    for name, slot in sorted(update.slots.items(), key=lambda kv: kv[1]):
+        names[f"#w{slot}"] = layout.slot_name_attribute(slot)
+        values[f":w{slot}"] = {"S": name}
+        if (update.stored or {}).get(slot) == name:
+            conditions.append(f"#w{slot} = :w{slot}")
+        else:
+            sets.append(f", #w{slot} = :w{slot}")
+            conditions.append(f"attribute_not_exists(#w{slot})")
+    return conditions
+
+
+def stored_slots(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> dict[int, str]:
+    """The value names a bucket item sums by slot, read consistently (for an update sent in a
+    transaction, whose cancelled condition returns no item to learn them from)."""
+    names = {f"#w{s}": layout.slot_name_attribute(s) for s in range(layout.MAX_SUM_NAMES)}
+    with translated("could not read a bucket's value names"):
+        response = dynamodb.get_item(
+            TableName=settings.counts_table,
+            Key=key,
+            ConsistentRead=True,
+            ProjectionExpression=", ".join(names),
+            ExpressionAttributeNames=names,
+        )
+    return layout.slots_of(response.get("Item", {}))
+
+
+def _created_s(record: StreamRecord) -> int:
+    return int(record.created_s) if record.created_s is not None else 0
+
+
+@dataclass(frozen=True)
+class StoredPositions:
+    """A bucket or audit item as read back for its proof: each shard's stamped position (by
+    its `s:<hash>` attribute) and the retention it keeps."""
+
+    positions: dict[str, str]
+    retention: int
+    spills: dict[str, str] = field(default_factory=dict)  # day items: `x:<hash>` -> where its events went
+    inline_count: int = 0
+    slots: dict[int, str] = field(default_factory=dict)  # the value names it sums, by slot
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> StoredPositions:
+        positions = {
+            name: str(value["S"])
+            for name, value in item.items()
+            if layout.is_shard_attribute(name) and isinstance(value, dict) and "S" in value
+        }
+        spills = {
+            name: str(value["S"])
+            for name, value in item.items()
+            if name.startswith(layout.SPILL_PREFIX) and isinstance(value, dict) and "S" in value
+        }
+        inline = attributes.integer(item, layout.INLINE_COUNT, 0)
+        slots = layout.slots_of(item)
+        return cls(positions, attributes.integer(item, "retention", 0), spills, inline, slots)
+
+    def stamp(self, shard: str) -> layout.Stamp:
+        return layout.split_stamped(self.positions.get(shard, ""))
+
+
+def stored_item(
+    dynamodb: DynamoDB, settings: Settings, failed: ConditionFailed, key: dict[str, Any]
+) -> StoredPositions:
+    """The positions on the item a cancelled condition found (returned with the failure:
+    ReturnValuesOnConditionCheckFailure=ALL_OLD, which moto 5.2.5 supports for UpdateItem too)."""
+    found = condition_item(dynamodb, settings.counts_table, key, failed, "could not read an item's positions")
+    return StoredPositions.from_item(found or {})
+
+
+def _prune(
+    dynamodb: DynamoDB, settings: Settings, key: dict[str, Any], old: dict[str, Any], own: str, now_ms: int
+) -> int | None:
+    """Remove the positions of shards no delivery can bring back below (their record is older
+    than the stream's retention plus margin): one extra write, once per such shard and item.
+    Returns how many were removed, None when there was nothing to remove (no call made)."""
+    horizon = now_ms // 1000 - settings.marker_ttl_seconds
+    stale = {
+        name: value
+        for name, value in StoredPositions.from_item(old).positions.items()
+        if name != own and (created := layout.split_stamped(value).created_s) is not None and created < horizon
+    }
+    if not stale:
+        return None
+    names = {f"#s{i}": name for i, name in enumerate(sorted(stale))}
+    values = {f":s{i}": {"S": stale[name]} for i, name in enumerate(sorted(stale))}
+    # A day item's `x:` of the shard goes with its position: no delivery can ask about it again.
+    spills = {f"#x{i}": layout.spill_attribute(name) for i, name in enumerate(sorted(stale))}
+    spills = {n: a for n, a in spills.items() if a in old}
+    try:
+        with translated("could not prune positions"):
+            dynamodb.update_item(
+                TableName=settings.counts_table,
+                Key=key,
+                UpdateExpression="REMOVE " + ", ".join([*names, *spills]),
+                ConditionExpression=" AND ".join(f"{n} = :{n[1:]}" for n in names),
+                ExpressionAttributeNames={**names, **spills},
+                ExpressionAttributeValues=values,
+            )
+    except ConditionFailed:  # moved on meanwhile: the next write prunes it
+        return 0
+    return len(stale)

@@ -1,0 +1,260 @@
+"""The counts-table items of windowed counters: their keys and attribute names. Pure.
+
+    CTR#<counter> / h#<hour> | d#<day>              a bucket: `n`, hour items m00..m59, sums in
+                                                    slots, `s:<shard hash>` positions; day items
+                                                    inline minutes (`i<mmmm>`, `ic`, `x:<hash>`)
+    FLT#<counter>#<subset hash> / h#.. | d#..       the same buckets for a filter (counters/filters.py)
+    TOP#<counter>#<dimension> / q#|h#|d#<n>#<part>  a breakdown summary (counters/topk.py)
+    EVT#<counter>#<id> / #                          a client id's marker; `c` = the record that claimed it
+
+What each attribute proves and why: docs/counting.md ("The proof", "Inline minutes", "Packs",
+"Dimensions, values, filters and breakdowns", "Item sizes"). The audit items: counters/audit_items.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from chalicelib.core import attributes, decimals, keyspace, timebuckets
+from chalicelib.core.timebuckets import Bucket
+from chalicelib.events import dimensions as event_dimensions
+
+PREFIX = {"hour": "h", "day": "d"}
+MAX_PARTITION_KEY_BYTES = 2048  # DynamoDB's limit
+# DynamoDB stream sequence numbers are decimal strings of 21 to 40 digits (StreamRecord API).
+_SEQUENCE = re.compile(r"[0-9]{1,40}")
+
+
+def bucket_sort_key(resolution: str, index: int) -> str:
+    return keyspace.index_sort_key(PREFIX[resolution], index)
+
+
+def minute_attribute(minute_of_hour: int) -> str:
+    return f"m{minute_of_hour:02d}"
+
+
+def counter_pk(counter: str) -> str:
+    return f"{keyspace.COUNTER}{counter}"
+
+
+def bucket_key(counter: str, bucket: Bucket) -> dict[str, Any]:
+    return bucket_item_key(counter_pk(counter), bucket)
+
+
+def bucket_item_key(pk: str, bucket: Bucket) -> dict[str, Any]:
+    """The bucket of a counter's or a filter's pk."""
+    return item_key(pk, bucket_sort_key(bucket.resolution, bucket.index))
+
+
+def marker_key(counter: str, event_id: str) -> dict[str, Any]:
+    return item_key(f"{keyspace.EVENT_MARKER}{counter}#{event_id}", "#")
+
+
+# -- stream positions (docs/counting.md, "The proof" and "Packs") -----------------------------
+
+SHARD_ATTRIBUTE_PREFIX = "s:"
+
+
+def shard_attribute(shard_id: str) -> str:
+    """The attribute holding one stream shard's position on an item: 8 hex of sha256 of the
+    shard id (a collision could only make a record look applied: never an overcount)."""
+    return SHARD_ATTRIBUTE_PREFIX + hashlib.sha256(shard_id.encode("utf-8")).hexdigest()[:8]
+
+
+def is_shard_attribute(name: str) -> bool:
+    return name.startswith(SHARD_ATTRIBUTE_PREFIX)
+
+
+def sequence_position(sequence_number: str) -> str | None:
+    """A stream sequence number as a string that sorts like the number: its digit count (2
+    digits) then the digits; None if it is not one."""
+    if not _SEQUENCE.fullmatch(sequence_number) or (sequence_number.startswith("0") and sequence_number != "0"):
+        return None
+    return f"{len(sequence_number):02d}{sequence_number}"
+
+
+PACK_INDEX_DIGITS = 3  # a pack holds at most 25 events (events/packs.py)
+
+
+def event_position(sequence_number: str, pack_index: int | None) -> str | None:
+    """The position of one event of a stream record: the record's own for an item of one event,
+    followed by the index in fixed width for an event of a pack (ordered as docs/counting.md,
+    "Packs", requires)."""
+    position = sequence_position(sequence_number)
+    if position is None or pack_index is None:
+        return position
+    if not 0 <= pack_index < 10**PACK_INDEX_DIGITS:
+        return None
+    return f"{position}{pack_index:0{PACK_INDEX_DIGITS}d}"
+
+
+def stamped_position(position: str, created_s: int, first: str = "", before: str = "") -> str:
+    """What an item stores for a shard: the position applied up to, its record's creation time
+    (for pruning), and the update's first record and the position stored before it (a record
+    found between those two was skipped, not redelivered). Sorts against a bare position like
+    the position alone."""
+    return f"{position}@{created_s}@{first}@{before}"
+
+
+@dataclass(frozen=True)
+class Stamp:
+    position: str = ""
+    created_s: int | None = None
+    first: str = ""
+    before: str = ""
+
+
+def split_stamped(value: str) -> Stamp:
+    parts = (value.split("@") + ["", "", ""])[:4]
+    return Stamp(parts[0], int(parts[1]) if parts[1].isdigit() else None, parts[2], parts[3])
+
+
+# -- inline minutes of a day item (docs/counting.md, "Inline minutes") ------------------------
+
+INLINE_MAX = 8
+INLINE_COUNT = "ic"
+SPILL_PREFIX = "x:"
+NOT_SPILLED = "~"  # sorts after every position (digits)
+FROM_START = "!"  # sorts before every position
+
+
+def inline_attribute(minute_of_day: int) -> str:
+    return f"i{minute_of_day:04d}"
+
+
+def inline_minutes(item: Mapping[str, Any] | None) -> dict[int, int]:
+    """A day item's inline minutes: minute of day -> count."""
+    return {
+        int(k[1:]): int(v["N"])
+        for k, v in (item or {}).items()
+        if len(k) == 5 and k[0] == "i" and k[1:].isdigit() and isinstance(v, dict) and "N" in v
+    }
+
+
+def hour_inline(day: Mapping[str, Any] | None, hour: Bucket) -> dict[int, int]:
+    """The one reader of inline minutes: what a day item holds of one of its hours, by minute
+    of the hour."""
+    start = hour.first_minute % timebuckets.DAY_MINUTES
+    return {m - start: k for m, k in inline_minutes(day).items() if start <= m < start + 60}
+
+
+def spill_attribute(shard_attribute: str) -> str:
+    """The day item's attribute saying where the events of one shard (`s:<hash>`) went."""
+    return SPILL_PREFIX + shard_attribute[len(SHARD_ATTRIBUTE_PREFIX) :]
+
+
+def held_inline(spill: str | None, position: str) -> bool:
+    """Whether an event a day item holds (at or below its shard's position) is held inline,
+    given that shard's `x:` value (None: absent)."""
+    return spill is not None and position < spill
+
+
+def held_id(key: dict[str, Any]) -> str:
+    """A short id of an item that took a record before the record was set aside (the set-aside
+    copy lists them, stream_records.HELD_FIELD): 16 hex of sha256 of its pk, then its sk."""
+    pk, sk = attributes.key_of(key)
+    return hashlib.sha256(pk.encode("utf-8")).hexdigest()[:16] + "|" + sk
+
+
+# -- sums in slots (docs/counting.md, "Item sizes": value names) ------------------------------
+
+# A bucket item sums at most this many value names: an event's limit, so an event alone is
+# always summed whole.
+MAX_SUM_NAMES = event_dimensions.MAX_VALUES
+NOT_SUMMED = "vx"
+
+
+def slot_name_attribute(slot: int) -> str:
+    return f"w{slot}"
+
+
+def slot_total_attribute(slot: int) -> str:
+    return f"t{slot}"
+
+
+def slot_minute_attribute(minute_of_hour: int, slot: int) -> str:
+    return f"v{minute_of_hour:02d}{slot}"
+
+
+def slots_of(item: Mapping[str, Any]) -> dict[int, str]:
+    """The value names a stored bucket item sums, by slot."""
+    return {
+        int(k[1]): str(v["S"])
+        for k, v in item.items()
+        if len(k) == 2 and k[0] == "w" and k[1].isdigit() and isinstance(v, dict) and "S" in v
+    }
+
+
+def not_summed(item: Mapping[str, Any] | None) -> int:
+    """How many values of the events an item counts it did not sum (no slot for their name)."""
+    return attributes.integer(dict(item or {}), NOT_SUMMED, 0)
+
+
+def sums_of(item: Mapping[str, Any], minutes: tuple[int, int] | None, resolution: str) -> dict[str, Decimal]:
+    """The sums a stored bucket item holds: the whole bucket (minutes None), or minutes
+    first..last of an hour item."""
+    sums: dict[str, Decimal] = {}
+    for slot, name in slots_of(item).items():
+        if resolution == "day":
+            if slot_total_attribute(slot) in item:
+                sums[name] = attributes.decimal(item, slot_total_attribute(slot))
+            continue
+        first, last = minutes if minutes is not None else (0, 59)
+        found = [
+            attributes.decimal(item, a) for m in range(first, last + 1) if (a := slot_minute_attribute(m, slot)) in item
+        ]
+        if found:
+            total = Decimal(0)
+            for amount in found:
+                total = decimals.EXACT.add(total, amount)
+            sums[name] = total
+    return sums
+
+
+# -- breakdown summaries (docs/counting.md, "Breakdowns") -------------------------------------
+
+SUMMARY_PARTS = 8  # parts of a split hour or day summary, by value hash
+QUARTER_MINUTES = 15
+PARTS = {"quarter": 1, "hour": SUMMARY_PARTS, "day": SUMMARY_PARTS}
+SUMMARY_PREFIX = {"quarter": "q", "hour": "h", "day": "d"}
+LAYOUT = "layout"  # on part 0: SINGLE (one item holds the bucket's summary) or "parts"
+SINGLE = "single"
+
+
+def part_of(value: str, resolution: str) -> int:
+    return int(hashlib.sha256(value.encode("utf-8")).hexdigest()[:8], 16) % PARTS[resolution]
+
+
+def quarter_entry(minute: int, value: str) -> str:
+    """A value's entry in one minute of a quarter-hour summary: the minute of the quarter (2
+    digits), then the value."""
+    return f"{minute % QUARTER_MINUTES:02d}{value}"
+
+
+def hour_entry(minute: int, value: str) -> str:
+    """A value's entry in one minute of a single hour summary: the minute of the hour (2
+    digits), then the value."""
+    return f"{minute % 60:02d}{value}"
+
+
+def split_quarter_entry(entry: str) -> tuple[int, str]:
+    """A minute entry (quarter_entry, hour_entry) as its minute and its value."""
+    return int(entry[:2]), entry[2:]
+
+
+def summary_key(counter: str, dimension: str, resolution: str, index: int, part: int) -> dict[str, Any]:
+    sk = f"{keyspace.index_sort_key(SUMMARY_PREFIX[resolution], index)}#{part}"
+    return item_key(f"{keyspace.SUMMARY}{counter}#{dimension}", sk)
+
+
+def item_key(pk: str, sk: str) -> dict[str, Any]:
+    """A key DynamoDB will take: valid text within the size limit, else ValueError."""
+    size = len(pk.encode("utf-8"))  # raises UnicodeEncodeError (a ValueError) on a lone surrogate
+    if size > MAX_PARTITION_KEY_BYTES:
+        raise ValueError(f"key of {size} bytes is over DynamoDB's {MAX_PARTITION_KEY_BYTES}")
+    return {"pk": {"S": pk}, "sk": {"S": sk}}
