@@ -1,44 +1,11 @@
-"""Catalogs: which names exist, written rarely as they are counted, read a page at a time.
+"""Catalogs: which names exist (counters, view URLs, unique-count names, sites), the one name
+listing every capability uses.
 
-Two layouts, each for the names whose cost it suits:
-
-- One item per name (`CATALOG#<kind>` / `<name>`, `last_seen` epoch ms and, when the name
-  expires, `expires_at`), written at most once per name and hour per process (`touch`,
-  `Recent`) and listed one Query a page (`touched_page`). One small write per name: what sites
-  use.
-- Packed (`log`, `fold`): a handler batch writes ONE log item (`CATALOG#<kind>#log` / `<ms>#
-  <content digest>`) naming every name it saw that was not known listed, its write units
-  growing with the names' bytes (compressed; about 1 KB per 30-100 names), not with their
-  number; the scheduled fold (`fold`, every CATALOG_FOLD_MINUTES) merges the log items into
-  pages (`CATALOG#<kind>#pages` / `p#<lowest name of the page's range>`, sorted entries,
-  compressed, at most catalog_pages.PAGE_RAW_BYTES before compression), rewriting only the
-  pages whose entries changed. Folded log items are not deleted (DynamoDB charges a delete by
-  the item's size, as much as the write): they expire LOG_LIFE_S after they were written (TTL
-  deletes at no charge), and the fold's mark (`CATALOG#<kind>#fold` / `#`) says how far the
-  log is merged (`folded`). Counters and views use it.
-
-Entries merge by name (catalog_pages.merged), so a redelivered batch, a log folded twice or a
-fold that died between its page writes never lists a name twice, and an entry only lives
-longer. A listing page of a packed catalog (`page`) reads the names after its cursor from both
-places: the log items past the `folded` mark (at most a fold interval's worth of batches that
-saw new names), and the pages from the one holding the cursor on until the page is full.
-Expired entries are left out of every answer and dropped by the fold when it rewrites their
-page.
-
-No log item is left behind: the fold first moves the mark's `closing` to its start time, then
-reads the log items up to it; a writer, after writing its item, reads the mark (strongly
-consistent) and, when `closing` has reached its item's sort key (the fold may have read the
-log before the item was there), writes the item again after the mark. Every item is either
-read by the fold that closed past it, or written again where the next fold reads it.
-
-Readers and the fold: a reader finds every name whatever a concurrent fold does. The fold
-writes the pages before it moves `folded`; a reader reads, strongly consistent, in the opposite
-order: the mark and the log past it, then the pages. A name a reader did not find in the log
-past the mark it read had been folded before the mark moved, so it is in the pages the reader
-reads afterwards.
-
-Listings page through core.pager: its cursor names a name; the partitions are always the
-listing's own.
+Two layouts, each for the names whose cost it suits: one item per name (`touch`, listed by
+`touched_page`: sites and unique-count names), and packed (`log`, `fold`, listed by `page` and
+`names_with_prefix`: counters and view URLs). Keys: core/keyspace.py (`CATALOG#`). Why no name
+is lost or hidden: docs/design.md, "Which names exist" and "Log and fold"; the AWS behaviour it
+relies on: docs/guarantees.md, "Listings: log items, the fold's mark and pages".
 """
 
 from __future__ import annotations
@@ -117,15 +84,16 @@ def touch(
     dynamodb: DynamoDB,
     settings: Settings,
     kind: str,
-    recent: Recent,
+    recent: Recent | None,
     names: Mapping[str, int | None],
     now_ms: int,
 ) -> int:
     """Record that `names` were seen now; `names` maps each to its expiry (epoch s) or None
     for a name that never expires. Returns the number of writes made (0 when every name was
-    already written this hour)."""
+    already written this hour; without `recent`, every name is written, so `last_seen` is
+    exact to the call)."""
     hour = now_ms // times.HOUR_MS
-    fresh = recent.fresh(dynamodb, names, hour)
+    fresh = sorted(names) if recent is None else recent.fresh(dynamodb, names, hour)
     for name in fresh:
         expires = names[name]
         values: dict[str, Any] = {":t": {"N": str(now_ms)}}
@@ -137,7 +105,8 @@ def touch(
         _update_entry(
             dynamodb, settings, kind, name, update, "attribute_not_exists(last_seen) OR last_seen < :t", values
         )
-    recent.mark(dynamodb, {name: names[name] for name in fresh}, hour)
+    if recent is not None:
+        recent.mark(dynamodb, {name: names[name] for name in fresh}, hour)
     return len(fresh)
 
 
@@ -290,7 +259,7 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
         for low in sorted(plan.write, key=lambda x: x in stored):
             _write_page(dynamodb, settings, kind, low, plan.write[low], stored_items.get(low))
         for low in plan.delete:
-            _delete_page(dynamodb, settings, kind, low, _version(stored_items[low]))
+            _delete_page(dynamodb, settings, kind, low, dynamo.stored_version(stored_items[low]))
     except ConditionFailed:
         return Folded(raced=True)
     # Log items stay until they expire (LOG_LIFE_S): a delete is charged as a write.
@@ -304,31 +273,18 @@ def fold_all(dynamodb: DynamoDB, settings: Settings, kinds: Sequence[str], now_m
 
 
 def _write_page(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    kind: str,
-    low: str,
-    entries: list[Listed],
-    stored: dict[str, Any] | None,
+    dynamodb: DynamoDB, settings: Settings, kind: str, low: str, entries: list[Listed], stored: dict[str, Any] | None
 ) -> None:
-    version = 0 if stored is None else _version(stored)
-    request: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "Item": {
-            "pk": {"S": pages_pk(kind)},
-            "sk": {"S": PAGE_SK + low},
-            "e": {"B": catalog_pages.pack(entries)},
-            "n": {"N": str(len(entries))},
-            "v": {"N": str(version + 1)},
-        },
+    item = {
+        "pk": {"S": pages_pk(kind)},
+        "sk": {"S": PAGE_SK + low},
+        "e": {"B": catalog_pages.pack(entries)},
+        "n": {"N": str(len(entries))},
     }
-    if stored is None:
-        request["ConditionExpression"] = "attribute_not_exists(pk)"
-    else:
-        request["ConditionExpression"] = "v = :v"
-        request["ExpressionAttributeValues"] = {":v": {"N": str(version)}}
-    with translated(f"could not write a page of the {kind} catalog"):
-        dynamodb.put_item(**request)
+    version = dynamo.stored_version(stored)
+    dynamo.put_versioned(
+        dynamodb, settings.counts_table, item, version, f"could not write a page of the {kind} catalog"
+    )
 
 
 def _delete_page(dynamodb: DynamoDB, settings: Settings, kind: str, low: str, version: int) -> None:
@@ -336,8 +292,9 @@ def _delete_page(dynamodb: DynamoDB, settings: Settings, kind: str, low: str, ve
         dynamodb.delete_item(
             TableName=settings.counts_table,
             Key={"pk": {"S": pages_pk(kind)}, "sk": {"S": PAGE_SK + low}},
-            ConditionExpression="v = :v",
-            ExpressionAttributeValues={":v": {"N": str(version)}},
+            ConditionExpression="#ver = :ver",
+            ExpressionAttributeNames={"#ver": dynamo.VERSION},
+            ExpressionAttributeValues={":ver": {"N": str(version)}},
         )
 
 
@@ -351,28 +308,13 @@ def _all_items(
 ) -> list[dict[str, Any]]:
     """The items of partition `pk` (after sort key `after`; the first `most` of them), read
     strongly consistent."""
-    request: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk" + ("" if after is None else " AND sk > :after"),
-        "ExpressionAttributeValues": {":pk": {"S": pk}},
-        "ConsistentRead": True,
-    }
-    if after is not None:
-        request["ExpressionAttributeValues"][":after"] = {"S": after}
-    items: list[dict[str, Any]] = []
-    for got in dynamo.query_pages(dynamodb, request, f"could not read the {kind} catalog"):
-        items += got.get("Items", [])
-        if most is not None and len(items) >= most:
-            return items[:most]
-    return items
+    sk, values = ("", {}) if after is None else ("sk > :after", {":after": after})
+    request = dynamo.query_request(settings.counts_table, pk, sk=sk, values=values, consistent=True)
+    return dynamo.query_items(dynamodb, request, f"could not read the {kind} catalog", most)
 
 
 def _low(page: dict[str, Any]) -> str:
     return attributes.sort_key(page).removeprefix(PAGE_SK)
-
-
-def _version(page: dict[str, Any]) -> int:
-    return attributes.integer(page, "v", 0)
 
 
 def _entries(item: dict[str, Any]) -> list[Listed]:
@@ -397,7 +339,7 @@ def page(
     Query of one item). A page may hold fewer names when some expired."""
     now_s = now_ms // 1000
     after = request.after
-    # Read in the order opposite to the fold's writes (see "Readers and the fold" above).
+    # Read in the order opposite to the fold's writes (docs/design.md, "Log and fold").
     logged = [e for item in _logs_to_read(dynamodb, settings, kind) for e in _entries(item)]
     packed, bound = _pages_after(dynamodb, settings, kind, after, request.limit, now_s)
     found = catalog_pages.union(packed, logged)
@@ -443,74 +385,32 @@ def _pages_after(
     entries: list[Listed] = []
     last_sk: str | None = None
     if after is not None:
-        holding = _one(
-            dynamodb,
-            table,
-            pk,
-            "sk <= :s",
-            {":s": {"S": PAGE_SK + after}},
-            failure,
-            forward=False,
-        )
-        if holding.items:
-            entries += _entries(holding.items[0])
-            last_sk = attributes.sort_key(holding.items[0])
+        holding, _ = _one(dynamodb, table, pk, "sk <= :s", PAGE_SK + after, failure, forward=False)
+        if holding:
+            entries += _entries(holding[0])
+            last_sk = attributes.sort_key(holding[0])
     while sum(1 for e in entries if (after is None or e.name > after) and e.live(now_s)) < want:
-        got = _one(
-            dynamodb,
-            table,
-            pk,
-            "sk > :s" if last_sk is not None else "begins_with(sk, :s)",
-            {":s": {"S": last_sk if last_sk is not None else PAGE_SK}},
-            failure,
-        )
-        if not got.items:
+        condition = "sk > :s" if last_sk is not None else "begins_with(sk, :s)"
+        got, more = _one(dynamodb, table, pk, condition, last_sk if last_sk is not None else PAGE_SK, failure)
+        if not got:
             return entries, None
-        entries += _entries(got.items[0])
-        last_sk = attributes.sort_key(got.items[0])
-        if not got.more:
+        entries += _entries(got[0])
+        last_sk = attributes.sort_key(got[0])
+        if not more:
             return entries, None
     return entries, max((e.name for e in entries), default=None)
 
 
-@dataclass(frozen=True)
-class _Got:
-    items: list[dict[str, Any]]
-    more: bool
-
-
 def _one(
-    dynamodb: DynamoDB,
-    table: str,
-    pk: str,
-    condition: str,
-    values: dict[str, Any],
-    failure: str,
-    forward: bool = True,
-) -> _Got:
-    """One item of partition `pk` whose sort key meets `condition` (the first in sort-key order,
-    or the last when not `forward`), and whether the partition may hold more."""
-    with translated(failure):
-        got = dynamodb.query(
-            TableName=table,
-            KeyConditionExpression=f"pk = :pk AND {condition}",
-            ExpressionAttributeValues={":pk": {"S": pk}, **values},
-            ScanIndexForward=forward,
-            Limit=1,
-            ConsistentRead=True,
-        )
-    return _Got(list(got.get("Items", [])), "LastEvaluatedKey" in got)
-
-
-def _range(dynamodb: DynamoDB, table: str, pk: str, prefix: str, failure: str) -> list[dict[str, Any]]:
-    """The items of partition `pk` whose sort key begins with `prefix`, strongly consistent."""
-    request = {
-        "TableName": table,
-        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
-        "ExpressionAttributeValues": {":pk": {"S": pk}, ":p": {"S": prefix}},
-        "ConsistentRead": True,
-    }
-    return [item for got in dynamo.query_pages(dynamodb, request, failure) for item in got.get("Items", [])]
+    dynamodb: DynamoDB, table: str, pk: str, condition: str, value: str, failure: str, forward: bool = True
+) -> tuple[list[dict[str, Any]], bool]:
+    """One item of partition `pk` whose sort key meets `condition` (on `:s`, `value`): the first
+    in sort-key order, or the last when not `forward`; and whether the partition may hold more."""
+    request = dynamo.query_request(
+        table, pk, sk=condition, values={":s": value}, limit=1, forward=forward, consistent=True
+    )
+    got = next(dynamo.query_pages(dynamodb, request, failure))
+    return list(got.get("Items", [])), "LastEvaluatedKey" in got
 
 
 def names_with_prefix(
@@ -522,15 +422,21 @@ def names_with_prefix(
     now_s = now_ms // 1000
     failure = f"could not read the {kind} catalog"
     table = settings.counts_table
-    logs = _logs_to_read(dynamodb, settings, kind)  # before the pages ("Readers and the fold")
+    logs = _logs_to_read(dynamodb, settings, kind)  # before the pages (docs/design.md, "Log and fold")
     logged = [e for item in logs for e in _entries(item)]
     read = len(logs) + 1
     out: dict[str, list[str]] = {}
     for prefix in prefixes:
-        holding = _one(dynamodb, table, pages_pk(kind), "sk <= :s", {":s": {"S": PAGE_SK + prefix}}, failure, False)
-        within = _range(dynamodb, table, pages_pk(kind), PAGE_SK + prefix, failure)
-        packed = [e for item in holding.items + within for e in _entries(item)]
-        read += len(holding.items) + len(within)
+        holding, _ = _one(dynamodb, table, pages_pk(kind), "sk <= :s", PAGE_SK + prefix, failure, False)
+        within = dynamo.query_items(
+            dynamodb,
+            dynamo.query_request(
+                table, pages_pk(kind), sk="begins_with(sk, :p)", values={":p": PAGE_SK + prefix}, consistent=True
+            ),
+            failure,
+        )
+        packed = [e for item in holding + within for e in _entries(item)]
+        read += len(holding) + len(within)
         found = catalog_pages.union(packed, logged)
         out[prefix] = sorted(n for n, e in found.items() if n.startswith(prefix) and e.live(now_s))
     return out, read

@@ -22,11 +22,10 @@ capabilities can never collide and an operator can read any item's owner from it
                                                                  day (hour counts), a 32-day block (day counts)
     VTOP#<h|d|b>#<n>                     S                       the most viewed URLs of an hour, day or block: a
                                                                  heavy-hitters summary of URL digests (views)
-    VTOP#b#<n>                           E | L#<epoch>#<id>      a block's summary log epoch / one batch's snapshots
+    VTOP#b#<n>                           E | L#<epoch>#<id>      a block's log epoch (`ver`) / one batch's snapshots
                                                                  waiting to be folded into the summaries (views)
     HLL#<name>                           shard#<nn>              an all-time unique-count sketch shard (uniques)
     HLW#<name>                           h#<hour> | d#<day>      a unique-count sketch of one hour / UTC day
-    HLN#index                            <name>                  a unique-count name and when it was last seen
     REPORT#checkpoint                    #                       end of the last committed report (reports)
     REPORT#index                         <report id>             one committed report
     QUARANTINE#<source>                  <record id>             a background record set aside (core)
@@ -35,7 +34,8 @@ capabilities can never collide and an operator can read any item's owner from it
                                                                  packed; the fold merges them; expires (core/catalog.py)
     CATALOG#<kind>#pages                 p#<lowest name>         a sorted run of a catalog's names, packed
     CATALOG#<kind>#fold                  #                       how far the fold has closed and merged the log
-    CATALOG#sites                        <site>                  a site sent page views; when last seen (sites)
+    CATALOG#sites | CATALOG#uniques      <name>                  a site that sent page views, a unique-count name
+                                                                 with items; when last seen (core/catalog.py touch)
     SALT#                                d#<day>                 the visitor-id salt of one UTC day: 32 random
                                                                  bytes, expires two days after the day starts and
                                                                  never leaves the table (sites/salts.py)
@@ -54,7 +54,6 @@ VIEW_BUCKET = "VWB#"
 VIEW_TOP = "VTOP#"
 SKETCH = "HLL#"
 SKETCH_WINDOW = "HLW#"
-SKETCH_NAMES = "HLN#"
 REPORT = "REPORT#"
 QUARANTINE = "QUARANTINE#"
 ACCESS_KEY = "KEY#"

@@ -103,19 +103,15 @@ def query_page(
     order (reversed with `newest_first`). With `live_at_s`, items whose `expires_at` has passed
     are left out (DynamoDB deletes expired items only eventually), so a page may hold fewer
     items than `limit` while `next` is still given; a failed call becomes StorageError(failure)."""
-    request: dict[str, Any] = {
-        "TableName": table,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": pk}},
-        "Limit": page.limit,
-        "ScanIndexForward": not newest_first,
-        "ConsistentRead": consistent,
-    }
-    if live_at_s is not None:
-        request["FilterExpression"] = "attribute_not_exists(expires_at) OR expires_at > :now"
-        request["ExpressionAttributeValues"][":now"] = {"N": str(live_at_s)}
-    if page.after is not None:
-        request["ExclusiveStartKey"] = {"pk": {"S": pk}, "sk": {"S": page.after}}
+    request = dynamo.query_request(
+        table,
+        pk,
+        limit=page.limit,
+        forward=not newest_first,
+        consistent=consistent,
+        live_at_s=live_at_s,
+        start_after=page.after,
+    )
     first = next(dynamo.query_pages(dynamodb, request, failure))
     last = first.get("LastEvaluatedKey")
     return Page(list(first.get("Items", [])), attributes.sort_key(last) if last else None)

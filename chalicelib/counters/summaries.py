@@ -350,7 +350,7 @@ def _split(
             lambda _: transactions.Plan(puts, [None] * len(puts)),
             what="splitting a breakdown summary",
         )
-    except transactions.ConditionFailedError:
+    except ConditionFailed:
         return False, calls + 1
     return True, calls + 1
 
@@ -492,6 +492,6 @@ def rebuild(
             lambda _: transactions.Plan(puts, [None] * len(puts)),
             what="rebuilding a breakdown summary",
         )
-    except transactions.ConditionFailedError:
+    except ConditionFailed:
         return CHANGED
     return REBUILT

@@ -25,7 +25,7 @@ from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.events import ingest as events
-from chalicelib.sites import keys, privacy, salts
+from chalicelib.sites import names, privacy, salts
 from chalicelib.uniques import api as uniques_api
 from chalicelib.views import api as views_api
 from chalicelib.views import validation as view_input
@@ -85,7 +85,7 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> Beacon:
     if time_ms < now_ms - MAX_AGE_MS:
         raise ValidationError("time is more than a day old: a page view is counted within a day")
     times.not_ahead(time_ms, now_ms, settings.max_future_skew_seconds)
-    site = None if body.get("site") is None else keys.site_name(body["site"], "site")
+    site = None if body.get("site") is None else names.site_name(body["site"], "site")
     event = PAGEVIEW if body.get("event") is None else validation.name(body["event"], "event")
     if event == PAGEVIEW and (body.get("dimensions") is not None or body.get("values") is not None):
         raise ValidationError("dimensions and values belong to custom events: give event too")
@@ -109,12 +109,12 @@ def count(
         page = privacy.page(beacon.url, beacon.referrer)
     except ValueError as exc:
         raise ValidationError("url must be an http(s) URL with a host") from exc
-    site = beacon.site or keys.site_name(page.host, "url's host")
+    site = beacon.site or names.site_name(page.host, "url's host")
     salt = salts.salt_for_day(dynamodb, settings, beacon.time_ms // times.DAY_MS, now_ms)
     visitor = privacy.visitor_id(salt, site, ip, user_agent)
     view_url = page_url(beacon.url)
     if beacon.event != PAGEVIEW:
-        counter = validation.name(keys.event_counter(site, beacon.event), "event (with the site, at most 200)")
+        counter = validation.name(names.event_counter(site, beacon.event), "event (with the site, at most 200)")
         body = {
             "counter": counter,
             "id": _derived("event", beacon.event, view_url, str(beacon.time_ms), visitor),
@@ -129,7 +129,7 @@ def count(
     batch = events.parse_body({"events": pageview_events(site, page, beacon, view_url, visitor)}, now_ms, settings)
     view = view_input.View(view_url, beacon.time_ms, _derived("view", view_url, str(beacon.time_ms), visitor))
     views_api.enqueue(sqs, settings, [view], now_ms)
-    uniques_api.enqueue(sqs, settings, keys.visitors_name(site), uniques_api.Post([visitor], beacon.time_ms))
+    uniques_api.enqueue(sqs, settings, names.visitors_name(site), uniques_api.Post([visitor], beacon.time_ms))
     events.store(dynamodb, settings, batch, now_ms)
     _note_site(dynamodb, settings, site, now_ms)
     return Outcome(True, site)
@@ -141,7 +141,7 @@ def pageview_events(site: str, page: privacy.Page, beacon: Beacon, view_url: str
     event_id = _derived("pageview", view_url, str(beacon.time_ms), visitor)
     found: list[dict[str, Any]] = [
         {
-            "counter": keys.pageview_counter(site),
+            "counter": names.pageview_counter(site),
             "id": event_id,
             "time": beacon.time_ms,
             "dimensions": {"page": page.path, "referrer": page.referrer, "source": page.utm_source, "device": device},
@@ -150,7 +150,7 @@ def pageview_events(site: str, page: privacy.Page, beacon: Beacon, view_url: str
     if page.has_utm:
         found.append(
             {
-                "counter": keys.utm_counter(site),
+                "counter": names.utm_counter(site),
                 "id": event_id,
                 "time": beacon.time_ms,
                 "dimensions": {"source": page.utm_source, "medium": page.utm_medium, "campaign": page.utm_campaign},
@@ -176,4 +176,4 @@ def _derived(*parts: str) -> str:
 def _note_site(dynamodb: DynamoDB, settings: Settings, site: str, now_ms: int) -> None:
     """The site in the catalog of sites (one write per site and hour per process)."""
     expires = now_ms // 1000 + settings.default_retention_seconds + times.DAY_MS // 1000
-    catalog.touch(dynamodb, settings, keys.CATALOG_KIND, _recent, {site: expires}, now_ms)
+    catalog.touch(dynamodb, settings, names.CATALOG_KIND, _recent, {site: expires}, now_ms)

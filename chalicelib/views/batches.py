@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import attributes, batch_processor, clock, dynamo, queues, timebuckets
+from chalicelib.core import attributes, batch_processor, dynamo, queues, retry, timebuckets
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.batch_processor import BatchIncompleteError, Sent, Write
 from chalicelib.core.batch_result import BatchResult
@@ -41,11 +41,10 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.poison import DeadLetterSink
 from chalicelib.core.queues import Message
-from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, ConflictError, condition_item, translated
 from chalicelib.views import catalog, markers, rollup, top_store, windows
-from chalicelib.views import keys as view_keys
+from chalicelib.views import layout as view_layout
 from chalicelib.views import messages as view_messages
 from chalicelib.views import validation as view_input
 from chalicelib.views.windows import Span
@@ -61,7 +60,7 @@ __all__ = ["BatchIncompleteError", "Pending", "ViewMessages", "apply_messages"]
 class Pending:
     """One distinct view of a batch and the messages that carry it."""
 
-    sk: str  # its marker's name (chalicelib.views.keys.marker_sk)
+    sk: str  # its marker's name (chalicelib.views.layout.marker_sk)
     messages: list[Message]
     url: str = ""  # kept on the URL's counter item (GET /views/urls)
     time_ms: int = 0  # counted in the buckets of this time (a client-day: its earliest view's)
@@ -69,7 +68,7 @@ class Pending:
 
     @property
     def pk(self) -> str:
-        return view_keys.url_pk(self.url)
+        return view_layout.url_pk(self.url)
 
     @functools.cached_property
     def marked(self) -> markers.Marked:
@@ -109,7 +108,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
     def parse(self, raw: Message) -> list[Pending]:
         view = view_messages.from_message(raw.body)
         view_input.check_time(view, self.now_ms, self.settings.view_horizon_seconds, None, "message")
-        sk = view_keys.marker_sk(view, self.settings.view_dedup)
+        sk = view_layout.marker_sk(view, self.settings.view_dedup)
         return [Pending(sk, [raw], view.url, view.time_ms, _live_spans(self.settings, view.time_ms, self.now_ms))]
 
     def key(self, record: Pending) -> tuple[str, str]:
@@ -132,7 +131,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
             dynamo.batch_get_items(
                 self.dynamodb,
                 self.settings.counts_table,
-                [view_keys.counter_key_of(pk) for pk in pks],
+                [view_layout.counter_key_of(pk) for pk in pks],
                 "could not read the view counters",
                 self.sleep,
                 attempts=MAX_BACKOFFS,
@@ -140,7 +139,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
                 consistent=True,
             )
         )
-        self._counters = {pk: items.get((pk, view_keys.COUNTER_SK)) for pk in pks}
+        self._counters = {pk: items.get((pk, view_layout.COUNTER_SK)) for pk in pks}
         days = {pk: markers.inline(counter) for pk, counter in self._counters.items()}
         held = [p for p in records if markers.holds(days[p.pk], p.marked)]
         ids = {id(p) for p in held}
@@ -232,7 +231,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
             except ConflictError:  # a move of its pending minutes (a transaction) holds the counter
                 if retries >= MAX_BACKOFFS:
                     raise
-                (self.sleep or clock.sleep)(backoff(retries))
+                retry.pause(retries, self.sleep)
                 retries += 1
                 continue
             self._counters[pk] = response["Attributes"]

@@ -24,7 +24,7 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
-from chalicelib.views import keys as view_keys
+from chalicelib.views import layout as view_layout
 
 KIND = "views"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -52,7 +52,9 @@ def record(
     if not fresh:
         return 0
     known = known or {}
-    keys = [view_keys.counter_key_of(keyspace.VIEW_URL + sha) for sha in fresh if keyspace.VIEW_URL + sha not in known]
+    keys = [
+        view_layout.counter_key_of(keyspace.VIEW_URL + sha) for sha in fresh if keyspace.VIEW_URL + sha not in known
+    ]
     counters = list(
         dynamo.batch_get_items(
             dynamodb, settings.counts_table, keys, "could not read the view counters", sleep, projection="pk, listed"
@@ -93,7 +95,7 @@ def listing(
     the catalog's order (by digest: stable, not by count)."""
     request = pager.page_request(params, _sha)
     entries, cursor = catalog.page(dynamodb, settings, KIND, request, now_ms)
-    keys = [{"pk": {"S": keyspace.VIEW_URL + e.name}, "sk": {"S": view_keys.COUNTER_SK}} for e in entries]
+    keys = [{"pk": {"S": keyspace.VIEW_URL + e.name}, "sk": {"S": view_layout.COUNTER_SK}} for e in entries]
     items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the view counters", sleep)
     counters = {attributes.partition_key(item).removeprefix(keyspace.VIEW_URL): item for item in items}
     urls = []

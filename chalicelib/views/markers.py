@@ -1,8 +1,8 @@
 """Where a view's marker lives, and the writes that count views and move markers. Pure: no I/O.
 
 A view is counted by one conditional UpdateItem of its URL's counter item (`URL#<sha>` /
-`TOTAL`, chalicelib.views.keys), which holds the view's marker inline: a 16-byte token (the
-first bytes of the sha256 of the view's marker name, chalicelib.views.keys.marker_sk, so the
+`TOTAL`, chalicelib.views.layout), which holds the view's marker inline: a 16-byte token (the
+first bytes of the sha256 of the view's marker name, chalicelib.views.layout.marker_sk, so the
 same view always has the same token)
 in the binary set `k<day>` of the marker's UTC day. The update adds the views (`views`, the
 pending minutes), adds the tokens, and is conditioned on none of the tokens being there
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import attributes, item_sizes, times
-from chalicelib.views import keys as view_keys
+from chalicelib.views import layout as view_layout
 
 TOKEN_BYTES = 16
 INLINE_PREFIX = "k"  # k<day since the epoch>: tokens of that day's markers (binary set)
@@ -93,7 +93,7 @@ def spills(counter: dict[str, Any] | None) -> int | None:
 
 
 def day_expires_at_s(day: int, horizon_s: int) -> int:
-    """When every marker of `day` is dead: its end plus the horizon (chalicelib.views.keys
+    """When every marker of `day` is dead: its end plus the horizon (chalicelib.views.layout
     marker_expires_at_s, for the last millisecond of the day)."""
     return (day + 1) * DAY_MS // 1000 + horizon_s
 
@@ -147,7 +147,7 @@ def _counter_update(
         expression += " REMOVE " + ", ".join(f"#x{i}" for i in range(len(dead)))
     return {
         "TableName": table,
-        "Key": view_keys.counter_key_of(url_pk),
+        "Key": view_layout.counter_key_of(url_pk),
         "UpdateExpression": expression,
         "ConditionExpression": condition,
         "ExpressionAttributeNames": names,
@@ -246,7 +246,7 @@ def size_after(
 ) -> int:
     """How big the counter is after count_request adds `views`, by item_sizes' rules (a dead
     day's set, which the count removes, still counted)."""
-    item = dict(counter or view_keys.counter_key_of(url_pk))
+    item = dict(counter or view_layout.counter_key_of(url_pk))
     item.setdefault("url", {"S": url})
     item["views"] = {"N": str(attributes.integer(item, "views", 0) + len(views))}
     item[last_counted] = {"N": str(now_ms)}

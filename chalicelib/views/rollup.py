@@ -2,7 +2,7 @@
 
 A count (chalicelib.views.batches) adds the views to their URL's counter item, with their
 markers (chalicelib.views.markers), nothing else: to `views` (all time) and to the pending
-count of each view's minute, `p<minute since the epoch>` (chalicelib.views.keys). So a URL
+count of each view's minute, `p<minute since the epoch>` (chalicelib.views.layout). So a URL
 viewed once in a batch costs one write of its counter, and a URL viewed many times shares it. A URL's views in a range are its bucket items'
 (hour, day, block: chalicelib.views.windows) plus its counter's pending minutes in the range.
 
@@ -40,7 +40,7 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
-from chalicelib.views import keys as view_keys
+from chalicelib.views import layout as view_layout
 from chalicelib.views import windows
 from chalicelib.views.windows import Span
 
@@ -89,17 +89,17 @@ def pending_between(
     """A counter's pending views in minutes first..last (inclusive) that still count."""
     return sum(
         n
-        for minute, n in view_keys.pending_minutes(counter).items()
+        for minute, n in view_layout.pending_minutes(counter).items()
         if first_minute <= minute <= last_minute and live_minute(settings, minute, now_ms)
     )
 
 
 def never_moved(counter: dict[str, Any] | None) -> bool:
     """Whether a counter read strongly has no bucket items: none was ever moved into (no `fv`)."""
-    return counter is None or view_keys.FLUSHES not in counter
+    return counter is None or view_layout.FLUSHES not in counter
 
 
-def flushes(item: dict[str, Any] | None, attribute: str = view_keys.FLUSHES) -> int:
+def flushes(item: dict[str, Any] | None, attribute: str = view_layout.FLUSHES) -> int:
     return attributes.integer(item, attribute, 0) if item else 0
 
 
@@ -141,7 +141,7 @@ def read(
         if not todo:
             return result
     for _ in range(MAX_READS):
-        counter_keys = [view_keys.counter_key_of(pk) for pk in todo if not ordered or pk not in known]
+        counter_keys = [view_layout.counter_key_of(pk) for pk in todo if not ordered or pk not in known]
         bucket_keys = [_bucket_key(pk, span) for pk, spans in todo.items() for span in spans]
         if ordered:
             found = _get(dynamodb, settings, counter_keys, sleep, consistent=True)
@@ -150,9 +150,9 @@ def read(
             found = _get(dynamodb, settings, counter_keys + bucket_keys, sleep, consistent=False)
         again: dict[str, Sequence[Span]] = {}
         for pk, spans in todo.items():
-            counter = known[pk] if ordered and pk in known else found.get((pk, view_keys.COUNTER_SK))
-            buckets = {span: found.get((view_keys.bucket_pk(pk), view_keys.bucket_sk(span))) for span in spans}
-            if any(flushes(b, view_keys.FLUSHED) > flushes(counter) for b in buckets.values()):
+            counter = known[pk] if ordered and pk in known else found.get((pk, view_layout.COUNTER_SK))
+            buckets = {span: found.get((view_layout.bucket_pk(pk), view_layout.bucket_sk(span))) for span in spans}
+            if any(flushes(b, view_layout.FLUSHED) > flushes(counter) for b in buckets.values()):
                 again[pk] = spans
             else:
                 result[pk] = Stored(counter, buckets)
@@ -163,7 +163,7 @@ def read(
 
 
 def _bucket_key(url_pk: str, span: Span) -> dict[str, Any]:
-    return {"pk": {"S": view_keys.bucket_pk(url_pk)}, "sk": {"S": view_keys.bucket_sk(span)}}
+    return {"pk": {"S": view_layout.bucket_pk(url_pk)}, "sk": {"S": view_layout.bucket_sk(span)}}
 
 
 def _get(
@@ -200,28 +200,30 @@ def settle(
     if not hours:
         return 0
     known = known or {}
-    keys = [view_keys.counter_key_of(pk) for pk in sorted(hours) if pk not in known]
+    keys = [view_layout.counter_key_of(pk) for pk in sorted(hours) if pk not in known]
     read_counters = _get(dynamodb, settings, keys, sleep, consistent=True) if keys else {}
-    counters = {pk: known[pk] if pk in known else read_counters.get((pk, view_keys.COUNTER_SK)) for pk in sorted(hours)}
+    counters = {
+        pk: known[pk] if pk in known else read_counters.get((pk, view_layout.COUNTER_SK)) for pk in sorted(hours)
+    }
     moves = 0
     for pk in sorted(counters):
         for _ in range(MAX_MOVES):
             counter = counters[pk]
-            if len(view_keys.pending_minutes(counter)) <= FLUSH_AT:
+            if len(view_layout.pending_minutes(counter)) <= FLUSH_AT:
                 break
             if not move(dynamodb, settings, pk, counter, now_ms, sleep):
                 del counters[pk]  # changed since read: read again below
                 break
             moves += 1
-            counters[pk] = _get(dynamodb, settings, [view_keys.counter_key_of(pk)], sleep, True).get(
-                (pk, view_keys.COUNTER_SK)
+            counters[pk] = _get(dynamodb, settings, [view_layout.counter_key_of(pk)], sleep, True).get(
+                (pk, view_layout.COUNTER_SK)
             )
     if observe is None:
         return moves
     wanted = {pk: enclosing(spans) for pk, spans in hours.items()}
     for pk, stored in sorted(read(dynamodb, settings, wanted, sleep, ordered=True, counters=counters).items()):
         for span in wanted[pk]:
-            observe(view_keys.bucket_pk(pk), span, stored.count(settings, span, now_ms))
+            observe(view_layout.bucket_pk(pk), span, stored.count(settings, span, now_ms))
     return moves
 
 
@@ -238,23 +240,14 @@ def move(
     items = move_items(settings, url_pk, counter, now_ms)
     if not items:
         return False
-    try:
-        transactions.write(
-            dynamodb,
-            [url_pk],
-            lambda pending: transactions.Plan(items if pending else [], [None] * len(items)),
-            what="view bucket move",
-            sleep=sleep,
-        )
-    except transactions.ConditionFailedError:
-        return False  # counted into meanwhile, or moved by another handler: a later batch moves it
-    return True
+    # A failed condition: counted into meanwhile, or moved by another handler; a later batch moves it.
+    return transactions.write_items(dynamodb, items, what="view bucket move", sleep=sleep)
 
 
 def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, now_ms: int) -> list[dict[str, Any]]:
     """The transaction moving a counter's pending minutes (the earliest, as many as fit) into
     the hour, day and block items of each; minutes past retention are dropped. Pure."""
-    pending = view_keys.pending_minutes(counter)
+    pending = view_layout.pending_minutes(counter)
     if not pending:
         return []
     taken: list[int] = []
@@ -270,20 +263,20 @@ def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, 
             increment.inner[position] += pending[minute]
     done = flushes(counter)
     # Every counting transaction adds to `views`: unchanged, no minute has moved on since read.
-    names = {"#fv": view_keys.FLUSHES, "#v": "views"}
+    names = {"#fv": view_layout.FLUSHES, "#v": "views"}
     values: dict[str, Any] = {":next": {"N": str(done + 1)}, ":v": (counter or {}).get("views", {"N": "0"})}
     condition = "#v = :v AND attribute_not_exists(#fv)"
-    if counter and view_keys.FLUSHES in counter:
+    if counter and view_layout.FLUSHES in counter:
         condition = "#v = :v AND #fv = :fv"
         values[":fv"] = {"N": str(done)}
     for i, minute in enumerate(taken):
-        names[f"#p{i}"] = view_keys.pending_attribute(minute)
+        names[f"#p{i}"] = view_layout.pending_attribute(minute)
     removed = ", ".join(f"#p{i}" for i in range(len(taken)))
     items: list[dict[str, Any]] = [
         {
             "Update": {
                 "TableName": settings.counts_table,
-                "Key": view_keys.counter_key_of(url_pk),
+                "Key": view_layout.counter_key_of(url_pk),
                 "UpdateExpression": f"SET #fv = :next REMOVE {removed}",
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": names,
@@ -291,7 +284,7 @@ def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, 
             }
         }
     ]
-    bucket_pk = view_keys.bucket_pk(url_pk)
+    bucket_pk = view_layout.bucket_pk(url_pk)
     for span, increment in sorted(increments.items()):
         items.append(bucket_update(settings, bucket_pk, span, increment, done + 1))
     return items
@@ -313,13 +306,13 @@ def bucket_update(
         values[f":i{position}"] = {"N": str(k)}
         adds.append(f"#i{position} :i{position}")
     if moved is not None:
-        names["#f"] = view_keys.FLUSHED
+        names["#f"] = view_layout.FLUSHED
         values[":f"] = {"N": str(moved)}
         sets.append("#f = :f")
     return {
         "Update": {
             "TableName": settings.counts_table,
-            "Key": {"pk": {"S": pk}, "sk": {"S": view_keys.bucket_sk(span)}},
+            "Key": {"pk": {"S": pk}, "sk": {"S": view_layout.bucket_sk(span)}},
             "UpdateExpression": f"ADD {', '.join(adds)} SET {', '.join(sets)}",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,

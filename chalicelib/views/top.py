@@ -40,6 +40,7 @@ from chalicelib.views.windows import BLOCK_DAYS, SIZE_MINUTES, Level, Span
 
 CAPACITY = 1000
 DEFAULT_LIMIT, MAX_LIMIT = 10, 1000  # URLs one answer lists
+EXTRA_EXAMINED = 100  # candidates an answer may examine past `limit` (their exact views read)
 DIGEST_BYTES = 8
 COUNT_BYTES = 5  # counts up to 2**40 - 1 views per URL and bucket
 ENTRY_BYTES = DIGEST_BYTES + COUNT_BYTES

@@ -228,7 +228,7 @@ def test_given_a_400_day_window_when_read_then_a_bounded_number_of_keys(client: 
     deliver(client, receive_all(aws))
     for limit in (1, 10, 100):
         answer = top_answer(client, window="400d", limit=limit)
-        assert answer["keys_read"] <= top.MAX_SPANS + 2 * top.MAX_BLOCKS + (limit + top_store.EXTRA_EXAMINED) * 21
+        assert answer["keys_read"] <= top.MAX_SPANS + 2 * top.MAX_BLOCKS + (limit + top.EXTRA_EXAMINED) * 21
     assert top_answer(client, window="400d", limit=100)["keys_read"] <= top.MAX_SPANS + 2 * top.MAX_BLOCKS + 30 * 21
 
 
@@ -276,7 +276,7 @@ def test_given_small_batches_when_counted_then_one_log_item_each_folded_in_and_t
     ]
     assert sum(written) < 0.75 * sum(buckets), (sum(written), sum(buckets))
     stored = summary_items(aws)
-    assert any(i["sk"]["S"] == top_store.HEAD_SK and int(i["v"]["N"]) > 1 for i in stored), "logs were folded"
+    assert any(i["sk"]["S"] == top_store.HEAD_SK and int(i["ver"]["N"]) > 1 for i in stored), "logs were folded"
     for window, limit in (("1h", 3), ("5h", 5), ("1d", 1), ("2d", 8), ("3d", 30)):
         assert_top_exact(client, bodies, limit, window=window)
     assert_top_exact(client, bodies, 4, prefix="https://shop.example/", window="3d")
@@ -327,10 +327,10 @@ def test_given_bases_read_before_a_fold_and_its_epoch_after_when_top_read_then_s
     for batch in batches[:10]:
         deliver(client, batch)
     before = {(i["pk"]["S"], i["sk"]["S"]): i for i in summary_items(aws) if i["sk"]["S"] == top_store.SUMMARY_SK}
-    heads = {i["pk"]["S"]: i["v"]["N"] for i in summary_items(aws) if i["sk"]["S"] == top_store.HEAD_SK}
+    heads = {i["pk"]["S"]: i["ver"]["N"] for i in summary_items(aws) if i["sk"]["S"] == top_store.HEAD_SK}
     for batch in batches[10:]:
         deliver(client, batch)
-    moved = {i["pk"]["S"]: i["v"]["N"] for i in summary_items(aws) if i["sk"]["S"] == top_store.HEAD_SK}
+    moved = {i["pk"]["S"]: i["ver"]["N"] for i in summary_items(aws) if i["sk"]["S"] == top_store.HEAD_SK}
     assert moved != heads, "folds moved an epoch after the bases were taken"
     stale = StaleBases(aws.dynamodb, before)
     monkeypatch.setattr(aws, "dynamodb", stale)
@@ -363,7 +363,7 @@ def test_given_a_log_written_after_two_folds_when_the_epoch_moved_then_written_a
     deliver(client, messages)
     assert slept, "the handler found the epoch moved on after its log and wrote it again"
     epochs = [int(i["sk"]["S"][2:12]) for i in summary_items(aws) if i["sk"]["S"].startswith("L#")]
-    heads = [int(i["v"]["N"]) for i in summary_items(aws) if i["sk"]["S"] == top_store.HEAD_SK]
+    heads = [int(i["ver"]["N"]) for i in summary_items(aws) if i["sk"]["S"] == top_store.HEAD_SK]
     assert min(epochs) < max(heads) - 1, "the first log is one no reader looks at any more"
     assert_top_exact(client, first + second, 40, window="1h")
 
