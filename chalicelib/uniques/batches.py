@@ -1,25 +1,8 @@
-"""Unique counts, the queue handler side: merge batches into all-time, hour and day sketches.
-
-Each message carries the hashes of one request's items and their time. A batch touches, per
-name, the hour and day sketches of its items' times and then one shard of the all-time sketch
-(picked from the batch's first message id, so concurrent invocations spread out; see
-chalicelib.uniques.layout). Each touched sketch is read once and written once with a condition on
-the version read; a writer that loses the race reads again, merges again and retries.
-Merging is idempotent and commutative, so neither a lost race nor a redelivered batch can lose
-or inflate anything, and a redelivered batch writes nothing.
-
-Hour and day sketches are not sharded: a window is read in one BatchGetItem of at most 100
-keys, one key per hour or day it needs, so shards would multiply its cost (a 30-day window
-would need more than one call with 2 shards). Concurrent writers of the same hour retry
-instead, which the version condition makes safe.
-
-The batch runs through core.batch_processor, which decides poison the same way for every source:
-a message that validation refuses, or whose sketch write DynamoDB refuses for its data (found by
-halving the refused write), is put aside alone under QUARANTINE#uniques-queue on its first
-delivery and the rest of the batch is applied. Any other failure, whatever the exception
-(throttling, storage unavailable, an unreadable stored sketch, a fault in the code), or a
-refusal of every message alike, fails the batch: Lambda leaves it in the queue, and merging
-again changes nothing.
+"""Unique counts, the queue handler side: each batch merged, through core.batch_processor
+(`UniqueItems`), into its names' hour and day sketches and one shard of each all-time sketch
+(each read once and written once with dynamo.put_versioned), and its names touched in the
+catalog. Why neither a lost race nor a redelivery loses or inflates anything, and why hour and
+day sketches are not sharded: docs/design.md, "Unique counts"; poison: "Where poison goes".
 """
 
 from __future__ import annotations

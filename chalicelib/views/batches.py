@@ -1,28 +1,8 @@
-"""Exact view counters, the queue handler side: apply a batch of views exactly once.
-
-A view is counted when its marker is written, and its marker is written by the same single
-UpdateItem that adds it to its URL's counter item (all time, and the pending count of its
-minute: chalicelib.views.rollup): the marker is a token in a set on the counter, and the update
-is conditioned on the token not being there (chalicelib.views.markers, which also says how
-markers leave the counter once it would pass a kilobyte). So both happen or neither does. The views of one URL in a batch share one
-update (up to MAX_UPDATE_VIEWS), and a URL viewed once costs one write unit. A redelivered view
-finds its marker: in the counter (or its spilled item) read before writing, when it is already
-there, or else in the item the failed condition returns, and the update is sent again without it.
-
-At most once, whatever the path back: a marker lives until its view's own time plus the
-horizon (settings.view_horizon_seconds, longer than the queue's and the dead-letter queue's
-retention), and a message whose view is older than the horizon is set aside, not counted. So
-a delivery of a view either finds its marker or is refused, however late it comes (a redrive
-makes a new message whose retention starts again: docs/guarantees.md).
-
-The batch runs through core.batch_processor (ViewMessages says what is the views' own).
-Poison is what a message's content causes, and only that: a message is set aside (in the
-queue's dead-letter queue, core.poison, with the reason, on its first delivery) when validation refuses it
-(not JSON, not a view, text that cannot be encoded, older than the horizon) or when DynamoDB
-refuses its data (an update that is refused is split in halves until the view it fails for
-is alone). Any other failure, whatever the exception (storage unavailable, throttling that
-outlasts the retries, a fault in the code), leaves the views it touched for redelivery: the
-messages that were applied or set aside are deleted and the handler raises.
+"""Exact view counters, the queue handler side: a batch of views counted exactly once (one
+conditional UpdateItem per URL, its markers inline), through core.batch_processor
+(`ViewMessages`). Why exactly once, and at most once however late a view comes back:
+docs/design.md, "Exactly once" and "At most once, provably: the horizon"; poison:
+docs/design.md, "Where poison goes".
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""Which URLs have view counters: the views listing (`GET /views/urls`).
-
-Counters are keyed by the URL's sha256, so the counter item (`URL#<sha>` / `TOTAL`) also keeps
-the URL's text (attribute `url`, set by its first count), when it was last counted (`last`,
-epoch ms, set by every count) and `listed` (set by every count). The catalog (core.catalog,
-packed: `CATALOG#views#log`, then its pages) names the URLs by sha256; the queue handler logs
-the batch's URLs whose counter is not `listed` yet in one log item before counting their
-views, so a URL is named in the log once in its life (again only when a delivery died between
-the log and the count), and a batch pays one write of about a kilobyte per 30 new URLs, not
-one write per new URL. The counters judged are those the handler read before counting (a
-counter it finds was made by a count whose handler logged the URL before it); any it did not
-read are read here, eventually consistent, for the URLs not seen this hour. A page of the
-listing reads the catalog (core.catalog.page) and one BatchGetItem of the page's counters.
+"""Which URLs have view counters: the views listing (`GET /views/urls`) and the queue handler's
+log of the URLs whose counter is not `listed` yet, on the packed catalog (core.catalog) by
+sha256; the URL's text is on its counter item. Why a URL is logged once in its life and
+listed: docs/design.md, "Which names exist".
 """
 
 from __future__ import annotations

@@ -1,31 +1,8 @@
-"""A URL's ranged counts: pending minutes on its counter, moved into its buckets in bulk.
-
-A count (chalicelib.views.batches) adds the views to their URL's counter item, with their
-markers (chalicelib.views.markers), nothing else: to `views` (all time) and to the pending
-count of each view's minute, `p<minute since the epoch>` (chalicelib.views.layout). So a URL
-viewed once in a batch costs one write of its counter, and a URL viewed many times shares it. A URL's views in a range are its bucket items'
-(hour, day, block: chalicelib.views.windows) plus its counter's pending minutes in the range.
-
-Once a counter holds more than FLUSH_AT pending minutes, the handler moves them into the
-buckets with one transaction for the URL: the pending attributes are removed on the condition
-that `views` (which every count adds to) and `fv` are still what was read (`fv`
-becomes one more), and the same views are added to each minute's hour, day and block items, which take
-`f` = the new `fv`. So a move happens whole or not at all and at most once (a repeat finds `fv`
-moved on), and buckets plus pending minutes count the same before and after it. A move that
-loses a race is left to a later batch: nothing is lost, the counter holds more pending minutes
-meanwhile (at most FLUSH_AT plus one transaction's minutes, so the item stays small). Pending
-minutes whose hour bucket is past its retention count nowhere, and a move drops them.
-
-Reading a counter and buckets is not one atomic read, so a move in between could be counted
-twice (pending in the counter as read, and in a bucket read after the move). A bucket item
-whose `f` is above the counter's `fv` as read was moved into after the counter was read: the
-URL is read again (`read`). The queue handler takes the counter its own count returned (or
-read, strongly consistent) and then reads the buckets, strongly consistent (none for a counter
-that never moved), so what it observes for the top URLs' summaries is the URL's count at the
-moment of its counter, after the batch's own count: the last count on a URL is followed by a
-read that sees its final count. GET /views reads both in one
-eventually consistent BatchGetItem: it may miss the latest views (as any eventually consistent
-read may), never counts one twice.
+"""A URL's ranged counts: the pending minutes on its counter, moved into its hour, day and block
+items in bulk (one transaction per URL), and the reads of counter and buckets together. Why a
+move happens whole, at most once, and is never counted twice by a read: docs/design.md, "Exactly
+once" under Exact view counters; the transaction: docs/guarantees.md, "Pending view minutes
+move into buckets in one transaction".
 """
 
 from __future__ import annotations
