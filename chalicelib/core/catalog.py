@@ -102,34 +102,38 @@ def touch(
             update += ", expires_at = :exp"
             values[":exp"] = {"N": str(expires)}
         # Concurrent writers: last_seen only moves forward.
-        _update_entry(
-            dynamodb, settings, kind, name, update, "attribute_not_exists(last_seen) OR last_seen < :t", values
-        )
+        condition = "attribute_not_exists(last_seen) OR last_seen < :t"
+        _update_forward(dynamodb, settings, kind, catalog_pk(kind), name, update, condition, values)
     if recent is not None:
         recent.mark(dynamodb, {name: names[name] for name in fresh}, hour)
     return len(fresh)
 
 
-def _update_entry(
+def _update_forward(
     dynamodb: DynamoDB,
     settings: Settings,
     kind: str,
-    name: str,
+    pk: str,
+    sk: str,
     update: str,
     condition: str,
     values: dict[str, Any],
+    names: dict[str, str] | None = None,
 ) -> None:
-    """One conditional write of a catalog entry; a failed condition means a writer that knew
-    better got there first, which leaves nothing to do."""
+    """One conditional write that only moves a value forward; a failed condition means a writer
+    that knew better got there first, which leaves nothing to do."""
+    request: dict[str, Any] = {
+        "TableName": settings.counts_table,
+        "Key": {"pk": {"S": pk}, "sk": {"S": sk}},
+        "UpdateExpression": update,
+        "ConditionExpression": condition,
+        "ExpressionAttributeValues": values,
+    }
+    if names:
+        request["ExpressionAttributeNames"] = names
     try:
         with translated(f"could not update the {kind} catalog"):
-            dynamodb.update_item(
-                TableName=settings.counts_table,
-                Key={"pk": {"S": catalog_pk(kind)}, "sk": {"S": name}},
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeValues=values,
-            )
+            dynamodb.update_item(**request)
     except ConditionFailed:
         pass
 
@@ -190,18 +194,9 @@ def _mark(dynamodb: DynamoDB, settings: Settings, kind: str) -> _Mark:
 
 def _move_mark(dynamodb: DynamoDB, settings: Settings, kind: str, name: str, to: str) -> None:
     """Move the mark's `name` forward to `to` (never back: two folds at once)."""
-    try:
-        with translated(f"could not mark the {kind} catalog's fold"):
-            dynamodb.update_item(
-                TableName=settings.counts_table,
-                Key={"pk": {"S": fold_pk(kind)}, "sk": {"S": "#"}},
-                UpdateExpression="SET #m = :to",
-                ConditionExpression="attribute_not_exists(#m) OR #m < :to",
-                ExpressionAttributeNames={"#m": name},
-                ExpressionAttributeValues={":to": {"S": to}},
-            )
-    except ConditionFailed:
-        pass
+    condition = "attribute_not_exists(#m) OR #m < :to"
+    values = {":to": {"S": to}}
+    _update_forward(dynamodb, settings, kind, fold_pk(kind), "#", "SET #m = :to", condition, values, {"#m": name})
 
 
 def _unfolded_logs(

@@ -1,7 +1,7 @@
 """DynamoDB calls every storage module makes the same way: the one Query (built by
 `query_request`, sent by `query_pages`), batch reads and writes with their retries, and the one
 optimistic put (`put_versioned`, on the version attribute VERSION). Why a version condition
-loses no write: docs/design.md, "Optimistic writes"."""
+loses no write: docs/guarantees.md, "Read, then write on condition"."""
 
 from __future__ import annotations
 

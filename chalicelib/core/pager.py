@@ -1,14 +1,7 @@
-"""Listings: the one pager every `GET` that lists goes through.
-
-Every listing takes `limit` (1-1000, default 100) and `cursor` (the `next` of the previous
-page, unchanged) and answers `next` (null on the last page). A page is one Query of one
-partition (a listing over several partitions, such as every quarantine source, reads the next
-partition only while the page has room: at most one Query per partition).
-
-A cursor is opaque to clients: base64url of a position, the sort key of the last item read
-(or `<partition label>#<sort key>` across partitions). It names only a sort key; the partition
-is always the listing's own, so no cursor can reach other items, and each listing checks the
-position it decodes (a name, a digest, a report id) before it is used.
+"""Listings: the one pager every `GET` that lists goes through: `limit`, the opaque `cursor`
+(base64url of a sort key, checked by each listing before use) and `next`; one Query a page of
+the listing's own partition, or of several in turn. Why a cursor reaches nothing else and what
+a page costs: docs/design.md, "Listings".
 """
 
 from __future__ import annotations
