@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from chalicelib.core import attributes, catalog_pages, dynamo, keyspace, pager, times
+from chalicelib.core import attributes, catalog_pages, dynamo, keyspace, log_fold, pager, times
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.catalog_pages import Listed
 from chalicelib.core.settings import Settings
@@ -118,7 +118,6 @@ def _update_forward(
     update: str,
     condition: str,
     values: dict[str, Any],
-    names: dict[str, str] | None = None,
 ) -> None:
     """One conditional write that only moves a value forward; a failed condition means a writer
     that knew better got there first, which leaves nothing to do."""
@@ -129,8 +128,6 @@ def _update_forward(
         "ConditionExpression": condition,
         "ExpressionAttributeValues": values,
     }
-    if names:
-        request["ExpressionAttributeNames"] = names
     try:
         with translated(f"could not update the {kind} catalog"):
             dynamodb.update_item(**request)
@@ -142,68 +139,19 @@ def log(dynamodb: DynamoDB, settings: Settings, kind: str, names: Mapping[str, i
     """Record that `names` (each with its expiry, epoch s, or None for a name that never
     expires) were seen now, in one log item (more only past LOG_RAW_BYTES of entries), which the
     fold merges into the catalog's pages. Returns the writes made (0 for no names). Written
-    again by a redelivered batch: the listing and the fold merge entries by name.
-
-    After the write, one strongly consistent read of the fold's mark: when a fold has closed the
-    log up to or past this item (it may have read the log before the item was there), the item
-    is written again after the mark, where the next fold reads it."""
+    again by a redelivered batch: the listing and the fold merge entries by name."""
     entries = [Listed(name, now_ms, expires) for name, expires in sorted(names.items())]
-    runs = catalog_pages.chunks(entries, catalog_pages.LOG_RAW_BYTES)
     writes = 0
-    for run in runs:
+    for run in catalog_pages.chunks(entries, catalog_pages.LOG_RAW_BYTES):
         data = catalog_pages.pack(run)
-        digest = hashlib.sha256(data).hexdigest()[:32]
-        at_ms = now_ms
-        while True:
-            sk = f"{at_ms:013d}#{digest}"
-            item: dict[str, Any] = {
-                "pk": {"S": log_pk(kind)},
-                "sk": {"S": sk},
-                "e": {"B": data},
-                "expires_at": {"N": str(now_ms // 1000 + LOG_LIFE_S)},
-            }
-            with translated(f"could not log names of the {kind} catalog"):
-                dynamodb.put_item(TableName=settings.counts_table, Item=item)
-            writes += 1
-            closing = _mark(dynamodb, settings, kind).closing
-            if closing is None or sk > closing:
-                break
-            at_ms = max(at_ms, int(closing.split("#")[0])) + 1
+        item = {"e": {"B": data}, "expires_at": {"N": str(now_ms // 1000 + LOG_LIFE_S)}}
+        writes += _log(settings, kind).append(dynamodb, item, now_ms, hashlib.sha256(data).hexdigest()[:32])[0]
     return writes
 
 
-@dataclass(frozen=True)
-class _Mark:
-    """The fold's mark of a catalog: the log is read up to `closing` by a fold under way (or
-    done), and merged into the pages up to `folded` (sort keys of log items; None: nothing)."""
-
-    closing: str | None
-    folded: str | None
-
-
-def _mark(dynamodb: DynamoDB, settings: Settings, kind: str) -> _Mark:
-    with translated(f"could not read the {kind} catalog"):
-        got = dynamodb.get_item(
-            TableName=settings.counts_table,
-            Key={"pk": {"S": fold_pk(kind)}, "sk": {"S": "#"}},
-            ConsistentRead=True,
-        )
-    item = got.get("Item") or {}
-    return _Mark(attributes.optional_text(item, "closing"), attributes.optional_text(item, "folded"))
-
-
-def _move_mark(dynamodb: DynamoDB, settings: Settings, kind: str, name: str, to: str) -> None:
-    """Move the mark's `name` forward to `to` (never back: two folds at once)."""
-    condition = "attribute_not_exists(#m) OR #m < :to"
-    values = {":to": {"S": to}}
-    _update_forward(dynamodb, settings, kind, fold_pk(kind), "#", "SET #m = :to", condition, values, {"#m": name})
-
-
-def _unfolded_logs(
-    dynamodb: DynamoDB, settings: Settings, kind: str, after: str | None, most: int | None = None
-) -> list[dict[str, Any]]:
-    """The log items after `after` (a log sort key; None: all), strongly consistent."""
-    return _all_items(dynamodb, settings, log_pk(kind), kind, most, after)
+def _log(settings: Settings, kind: str) -> log_fold.Log:
+    mark = {"pk": {"S": fold_pk(kind)}, "sk": {"S": "#"}}
+    return log_fold.Log(settings.counts_table, log_pk(kind), mark, f"the {kind} catalog")
 
 
 # -- the fold ------------------------------------------------------------------------------
@@ -230,20 +178,13 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
     entry: the one that finds a page changed stops before moving the mark. A fold that dies
     half-way leaves entries in two places, which listings merge and the next fold tidies."""
     now_s = now_ms // 1000
-    closing = f"{now_ms:013d}#~"
-    folded = _mark(dynamodb, settings, kind).folded
-    if any(attributes.sort_key(i) <= closing for i in _unfolded_logs(dynamodb, settings, kind, folded, 1)):
-        # Close the log up to now before reading it: a log item written from here on but sorted
-        # at or before the mark is written again after it by its writer (log), so none is left
-        # behind. (A run with nothing to merge writes nothing.)
-        _move_mark(dynamodb, settings, kind, "closing", closing)
-        logs = _unfolded_logs(dynamodb, settings, kind, folded, LOGS_PER_FOLD)
-    else:
-        logs = []
-    logs = [item for item in logs if attributes.sort_key(item) <= closing]
+    log = _log(settings, kind)
+    logs = log.close(dynamodb, now_ms, LOGS_PER_FOLD)
     if not logs:
         return Folded()
-    stored_items = {_low(item): item for item in _all_items(dynamodb, settings, pages_pk(kind), kind)}
+    request = dynamo.query_request(settings.counts_table, pages_pk(kind), consistent=True)
+    read = dynamo.query_items(dynamodb, request, f"could not read the {kind} catalog")
+    stored_items = {_low(item): item for item in read}
     stored = {low: _entries(item) for low, item in stored_items.items()}
     everything = catalog_pages.union(*stored.values(), *(_entries(item) for item in logs))
     live = {name: e for name, e in everything.items() if e.live(now_s)}
@@ -258,7 +199,7 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
     except ConditionFailed:
         return Folded(raced=True)
     # Log items stay until they expire (LOG_LIFE_S): a delete is charged as a write.
-    _move_mark(dynamodb, settings, kind, "folded", max(attributes.sort_key(item) for item in logs))
+    log.folded(dynamodb, logs)
     return Folded(len(logs), len(plan.write), len(plan.delete))
 
 
@@ -295,17 +236,7 @@ def _delete_page(dynamodb: DynamoDB, settings: Settings, kind: str, low: str, ve
 
 def _logs_to_read(dynamodb: DynamoDB, settings: Settings, kind: str) -> list[dict[str, Any]]:
     """The log items a reader reads: those after the fold's `folded` mark (read first)."""
-    return _unfolded_logs(dynamodb, settings, kind, _mark(dynamodb, settings, kind).folded)
-
-
-def _all_items(
-    dynamodb: DynamoDB, settings: Settings, pk: str, kind: str, most: int | None = None, after: str | None = None
-) -> list[dict[str, Any]]:
-    """The items of partition `pk` (after sort key `after`; the first `most` of them), read
-    strongly consistent."""
-    sk, values = ("", {}) if after is None else ("sk > :after", {":after": after})
-    request = dynamo.query_request(settings.counts_table, pk, sk=sk, values=values, consistent=True)
-    return dynamo.query_items(dynamodb, request, f"could not read the {kind} catalog", most)
+    return _log(settings, kind).unfolded(dynamodb)
 
 
 def _low(page: dict[str, Any]) -> str:

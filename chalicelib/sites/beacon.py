@@ -1,16 +1,8 @@
 """`POST /beacon/pageview`: one page view (or custom event) from the tracker script, counted
-through Tally's own paths. The visitor id is derived here and handed on only as values made
-from it (docs/tracker.md, "What is stored").
-
-A page view is counted
-- as an exact view of its page (views: url, time and a per-view client id made from the
-  visitor id, url and time, so a resent beacon counts once and a reload counts again; the
-  stored marker cannot link one visitor's views of different pages);
-- as the visitor, in the site's unique counts (uniques, hour and day sketches);
-- as an event of counter `site:<site>` with dimensions page, referrer, source and device, and
-  when it carries UTM fields one of `site-utm:<site>` with source, medium and campaign (events;
-  the event id is made from the same three, so a resent beacon counts once there too).
-Every path is idempotent under a resend, so a request that failed half-way may simply be sent again.
+through Tally's own paths (a view, the visitor in the site's unique counts, the site's events),
+each idempotent under a resend. The visitor id is derived here and handed on only as values
+made from it. What is counted and stored: docs/tracker.md, "How a page view is counted" and
+"What is stored".
 """
 
 from __future__ import annotations

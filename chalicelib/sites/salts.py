@@ -1,11 +1,7 @@
-"""The daily salt of visitor ids, kept in the counts table (keyspace SALT#, sites.names).
-
-One salt per UTC day: 32 random bytes, created by the first page view that needs it (a
-conditional put; a concurrent creator's salt wins and is read back), expiring two days after
-its day starts (`expires_at`, the table's TTL). DynamoDB deletes expired items only eventually
-(docs/guarantees.md), so a read ignores a salt past its expiry as if it were gone, and the
-first page view of a day deletes the salt that has just expired. Nothing
-but `visitor_id` ever sees a salt: no route answers one.
+"""The daily salt of visitor ids (`SALT#` / `d#<day>`, sites.names): 32 random bytes per UTC day,
+created by a conditional put (a concurrent creator's salt wins and is read back), ignored past
+its expiry and deleted by the first page view of the next day. Why a salt lives two days and
+never leaves the table: docs/tracker.md, "Privacy: what is collected and what is not".
 """
 
 from __future__ import annotations

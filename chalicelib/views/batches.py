@@ -254,7 +254,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         moves = rollup.settle(
             self.dynamodb, self.settings, touched, self.now_ms, self.sleep, observed.add, self._counters
         )
-        summaries = top_store.record(self.dynamodb, self.settings, observed, self.sleep)
+        summaries = top_store.record(self.dynamodb, self.settings, observed, self.now_ms, self.sleep)
         return Sent(details=Counter(bucket_moves=moves, top_writes=summaries))
 
     def acknowledge(self, done: Sequence[Message]) -> None:

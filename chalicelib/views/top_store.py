@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import attributes, dynamo, item_sizes, keyspace, retry, timebuckets
+from chalicelib.core import attributes, dynamo, item_sizes, keyspace, log_fold, retry, timebuckets
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
@@ -22,10 +22,10 @@ from chalicelib.views import top, windows
 from chalicelib.views.windows import Span
 
 SUMMARY_SK = "S"
-HEAD_SK = "E"  # on a block's partition: the block's log epoch
+HEAD_SK = "E"  # on a block's partition: the mark of the block's log (core.log_fold)
 LOG_PREFIX = "L#"
-# A block's logs of its current epoch that make a writer fold them into the bases: whichever
-# comes first, so a reader's Query of a block's logs stays a few pages at most.
+# A block's unfolded logs that make a writer fold them into the bases: whichever comes first,
+# so a reader's Query of a block's logs stays a few pages at most.
 FOLD_LOGS = 64
 FOLD_BYTES = 64 * 1024
 MAX_ATTEMPTS = 8
@@ -39,16 +39,11 @@ def head_key(block: Span) -> dict[str, Any]:
     return summary_key(block, HEAD_SK)
 
 
-def log_sk(epoch: int, name: str) -> str:
-    return f"{LOG_PREFIX}{epoch:010d}#{name}"
-
-
-def _epoch(item: dict[str, Any] | None) -> int:
-    return dynamo.stored_version(item)
-
-
-def _log_epoch(item: dict[str, Any]) -> int:
-    return int(attributes.sort_key(item)[len(LOG_PREFIX) : len(LOG_PREFIX) + 10])
+def block_log(settings: Settings, block: Span) -> log_fold.Log:
+    """A block's log: its items in `VTOP#b#<block>#log`, its mark the block's `E` item."""
+    expires = timebuckets.expires_at_s(block, settings.view_bucket_retention_seconds)
+    pk = head_key(block)["pk"]["S"] + keyspace.CATALOG_LOG
+    return log_fold.Log(settings.counts_table, pk, head_key(block), "the top URLs", LOG_PREFIX, expires)
 
 
 def _log_entries(item: dict[str, Any]) -> dict[Span, dict[bytes, int]]:
@@ -82,15 +77,16 @@ class Observations:
             seen[digest] = count
 
 
-def record(dynamodb: DynamoDB, settings: Settings, observed: Observations, sleep: Sleep | None = None) -> int:
+def record(
+    dynamodb: DynamoDB, settings: Settings, observed: Observations, now_ms: int, sleep: Sleep | None = None
+) -> int:
     """Bring each bucket's summary up to the snapshots observed; returns the items written.
-    StorageError if storage
-    fails or a block's epoch keeps moving MAX_ATTEMPTS times in a row (the batch's messages
-    then come back, and the snapshots are read and observed again)."""
+    StorageError if storage fails (the batch's messages then come back, and the snapshots are
+    read and observed again)."""
     blocks: dict[Span, dict[Span, dict[bytes, int]]] = {}
     for span, seen in observed.by_span.items():
         blocks.setdefault(top.block_of(span), {})[span] = seen
-    return sum(_record_block(dynamodb, settings, block, blocks[block], sleep) for block in sorted(blocks))
+    return sum(_record_block(dynamodb, settings, block, blocks[block], now_ms, sleep) for block in sorted(blocks))
 
 
 def _record_block(
@@ -98,68 +94,56 @@ def _record_block(
     settings: Settings,
     block: Span,
     observed: dict[Span, dict[bytes, int]],
+    now_ms: int,
     sleep: Sleep | None,
 ) -> int:
     """One block's buckets: the snapshots that change their summaries go into one new log item
     of the block (or, when that would be larger than the summaries themselves, into the base
-    items directly); see the module's docstring for why a log is never lost."""
-    writes = 0
-    for _ in retry.attempts(MAX_ATTEMPTS, sleep, cap=1.0):
-        epoch = _epoch(_get(dynamodb, settings, head_key(block)))
-        logs = _logs(dynamodb, settings, block, epoch, consistent=True)
-        stored = _bases(dynamodb, settings, sorted(observed), consistent=True)
-        # Only logs of the epoch read are trusted to hold a snapshot: one of the epoch before
-        # may belong to a writer that finds the epoch moved on and writes it again.
-        current = [log for log in logs if _log_epoch(log) == epoch]
-        changed: dict[Span, dict[bytes, int]] = {}
-        for span in sorted(observed):
-            news = _uncovered(_parse(stored[span])[0], _waiting(current, span), observed[span])
-            if news:
-                changed[span] = news
-        logged = False
-        if changed:
-            log = _log_item(settings, block, epoch, changed)
-            size = item_sizes.item_size(log)
-            if size > top.MAX_ITEM_BYTES or _units(size) >= sum(
-                _base_units(stored[span], news) for span, news in changed.items()
-            ):
-                writes += _write_bases(dynamodb, settings, changed, sleep)
-            else:
-                _put_log(dynamodb, settings, log)
-                writes, logged = writes + 1, True
-                current.append(log)
-        if _epoch(_get(dynamodb, settings, head_key(block))) == epoch:
-            size = sum(item_sizes.item_size(log) for log in current)
-            if logged and (len(current) > FOLD_LOGS or size > FOLD_BYTES):
-                writes += fold(dynamodb, settings, block, sleep)
-            return writes
-        # A fold moved the epoch on meanwhile, and may not have read this batch's log (nor the
-        # logs it trusted): observe again against what is stored now.
-    raise StorageError("the top URLs of a block stayed contended")
+    items directly); why none is lost: docs/design.md, "Top URLs"."""
+    log = block_log(settings, block)
+    logs = log.unfolded(dynamodb)
+    stored = _bases(dynamodb, settings, sorted(observed), consistent=True)
+    # Only logs past `closing` as read after them are trusted to hold a snapshot: every fold
+    # that moves `folded` past one of them closes the log after this read, so reads it. One
+    # behind `closing` may belong to a writer about to write it again, or to die first.
+    closing = log.read_mark(dynamodb).closing
+    trusted = [item for item in logs if closing is None or attributes.sort_key(item) > closing]
+    changed: dict[Span, dict[bytes, int]] = {}
+    for span in sorted(observed):
+        news = _uncovered(_parse(stored[span])[0], _waiting(trusted, span), observed[span])
+        if news:
+            changed[span] = news
+    if not changed:
+        return 0
+    item = _log_item(log, changed)
+    size = item_sizes.item_size(item) + 40  # and its key
+    if size > top.MAX_ITEM_BYTES or _units(size) >= sum(_base_units(stored[s], news) for s, news in changed.items()):
+        return _write_bases(dynamodb, settings, changed, sleep)
+    writes, written = _put_log(dynamodb, log, item, now_ms)
+    if len(logs) + 1 > FOLD_LOGS or size + sum(item_sizes.item_size(i) for i in logs) > FOLD_BYTES:
+        # Closed past every log read and this one, should this handler's clock be behind theirs.
+        at_ms = max(log.time_of(sk) for sk in [written, *(attributes.sort_key(i) for i in logs)])
+        writes += fold(dynamodb, settings, block, max(now_ms, at_ms), sleep)
+    return writes
 
 
-def fold(dynamodb: DynamoDB, settings: Settings, block: Span, sleep: Sleep | None = None) -> int:
-    """Observe a block's logs of its current epoch and the one before into the base items of
-    their buckets, then move the epoch on (so readers skip what was folded); returns the items
-    written. Another handler folding at the same time is harmless: bases only take snapshots
-    under their version lock, and one of the two moves the epoch."""
-    head = _get(dynamodb, settings, head_key(block))
-    epoch = _epoch(head)
+def fold(dynamodb: DynamoDB, settings: Settings, block: Span, now_ms: int, sleep: Sleep | None = None) -> int:
+    """Observe a block's logs up to now into the base items of their buckets, then mark them
+    folded (so readers skip them); returns the items written. Another handler folding at the
+    same time is harmless: bases only take snapshots under their version lock, and the mark only
+    moves forward."""
+    log = block_log(settings, block)
+    logs = log.close(dynamodb, now_ms)
+    if not logs:
+        return 0
     entries: dict[Span, dict[bytes, int]] = {}
-    for log in _logs(dynamodb, settings, block, epoch, consistent=True):
-        for span, found in _log_entries(log).items():
+    for item in logs:
+        for span, found in _log_entries(item).items():
             into = entries.setdefault(span, {})
             for digest, count in found.items():
                 into[digest] = max(into.get(digest, 0), count)
     writes = _write_bases(dynamodb, settings, entries, sleep)
-    item = {
-        **head_key(block),
-        "expires_at": {"N": str(timebuckets.expires_at_s(block, settings.view_bucket_retention_seconds))},
-    }
-    try:
-        _put(dynamodb, settings, item, epoch)
-    except ConditionFailed:
-        return writes  # another fold moved the epoch on: it read at least what this one did
+    log.folded(dynamodb, logs)
     return writes + 1
 
 
@@ -253,32 +237,16 @@ def _bases(
     return {span: found.get((attributes.partition_key(key), SUMMARY_SK)) for span, key in zip(spans, keys)}
 
 
-def _logs(dynamodb: DynamoDB, settings: Settings, block: Span, epoch: int, consistent: bool) -> list[dict[str, Any]]:
-    """A block's logs of `epoch` and the one before (older ones were folded into the bases)."""
-    request = dynamo.query_request(
-        settings.counts_table,
-        head_key(block)["pk"]["S"],
-        sk="sk BETWEEN :lo AND :hi",
-        values={":lo": log_sk(max(epoch - 1, 0), ""), ":hi": LOG_PREFIX + "~"},
-        consistent=consistent,
-    )
-    return [dict(item) for item in dynamo.query_items(dynamodb, request, "could not read the top URLs")]
-
-
-def _log_item(settings: Settings, block: Span, epoch: int, changed: dict[Span, dict[bytes, int]]) -> dict[str, Any]:
-    item: dict[str, Any] = {
-        "pk": head_key(block)["pk"],
-        "sk": {"S": log_sk(epoch, uuid.uuid4().hex)},
-        "expires_at": {"N": str(timebuckets.expires_at_s(block, settings.view_bucket_retention_seconds))},
-    }
+def _log_item(log: log_fold.Log, changed: dict[Span, dict[bytes, int]]) -> dict[str, Any]:
+    """A log item's attributes: one binary attribute per bucket, named by its sort key."""
+    item: dict[str, Any] = {"expires_at": {"N": str(log.expires_at)}}
     for span, entries in sorted(changed.items()):
         item[view_layout.bucket_sk(span)] = {"B": top.Summary(dict(entries)).encode()}
     return item
 
 
-def _put_log(dynamodb: DynamoDB, settings: Settings, item: dict[str, Any]) -> None:
-    with translated("could not write the top URLs"):
-        dynamodb.put_item(TableName=settings.counts_table, Item=item)
+def _put_log(dynamodb: DynamoDB, log: log_fold.Log, item: dict[str, Any], now_ms: int) -> tuple[int, str]:
+    return log.append(dynamodb, item, now_ms, uuid.uuid4().hex)
 
 
 def _get(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> dict[str, Any] | None:
@@ -319,9 +287,8 @@ class Read:
 def read(
     dynamodb: DynamoDB, settings: Settings, spans: Sequence[Span], now_ms: int, sleep: Sleep | None = None
 ) -> Read:
-    """The summaries of `spans` merged, read strongly consistent: the epochs of their blocks,
-    then the bases, then the logs (the order opposite to a fold's writes: a fold that moved an
-    epoch read here had observed its older logs into bases read after it)."""
+    """The summaries of `spans` merged, read strongly consistent: the marks of their blocks'
+    logs, then the bases, then the logs past `folded` (the order opposite to a fold's writes)."""
     blocks = sorted({top.block_of(span) for span in spans})
     keys = [summary_key(span) for span in spans]
     failure = "could not read the top URLs"
@@ -333,8 +300,8 @@ def read(
     bases = [found.get((attributes.partition_key(key), SUMMARY_SK)) for key in keys]
     logs: dict[Span, list[dict[str, Any]]] = {}
     for block in blocks:
-        head = heads.get((attributes.partition_key(head_key(block)), HEAD_SK))
-        logs[block] = _logs(dynamodb, settings, block, _epoch(head), consistent=True)
+        mark = heads.get((attributes.partition_key(head_key(block)), HEAD_SK)) or {}
+        logs[block] = block_log(settings, block).after(dynamodb, attributes.optional_text(mark, "folded"))
     retention = settings.view_bucket_retention_seconds
     first = timebuckets.kept_from(
         [
