@@ -38,7 +38,6 @@ from chalicelib.uniques import batches as uniques_batches
 from chalicelib.views import api as views_api
 from chalicelib.views import batches as views_batches
 from chalicelib.views import catalog as view_catalog
-from chalicelib.views import top_store as top_views
 from chalicelib.views import validation as view_input
 
 app = Chalice(app_name="tally")
@@ -304,7 +303,7 @@ def get_unique_count(name: str) -> dict[str, Any]:
 def get_union_count() -> dict[str, Any]:
     params = query()
     if "names" not in params:  # without names= the route lists the names that exist
-        return uniques_api.list_names(aws.dynamodb, settings, params)
+        return uniques_api.list_names(aws.dynamodb, settings, params, clock.now_ms())
     now = clock.now_ms()
     hours = windows.optional_hour_range(params, now)
     names = uniques_api.parse_names(params["names"])
@@ -391,8 +390,8 @@ def get_top_views() -> dict[str, Any]:
     now = clock.now_ms()
     params = query()
     hours = windows.hour_range(params, now)
-    limit, prefix = top_views.parse_query(params)
-    return top_views.top_urls(aws.dynamodb, settings, hours, limit, prefix, now)
+    limit, prefix = views_api.parse_top_query(params)
+    return views_api.top_urls(aws.dynamodb, settings, hours, limit, prefix, now)
 
 
 @app.on_sqs_message(

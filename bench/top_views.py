@@ -38,7 +38,6 @@ from chalicelib.views import api as views_api  # noqa: E402
 from chalicelib.views import batches as views_batches  # noqa: E402
 from chalicelib.views import catalog as view_catalog  # noqa: E402
 from chalicelib.views import messages as view_messages  # noqa: E402
-from chalicelib.views import top_store  # noqa: E402
 from chalicelib.views.validation import View  # noqa: E402
 
 NOW = 1_795_000_000_000
@@ -112,7 +111,7 @@ def run(urls: int, per_url: int, limit: int) -> list[tuple[str, str, dict[str, f
         for window, hours in (("24h", (last_hour - 23, last_hour)), ("7d", (last_hour - 167, last_hour))):
             expected = sorted(truth.items(), key=lambda uv: (-uv[1], uv[0]))[:limit]  # every view is in both
             tally = Meter(probe)
-            answer = top_store.top_urls(tally.attach(AwsClients(settings).dynamodb), settings, hours, limit, None, NOW)
+            answer = views_api.top_urls(tally.attach(AwsClients(settings).dynamodb), settings, hours, limit, None, NOW)
             listed = [(r["url"], r["views"]) for r in answer["urls"]]
             ok = [v for _, v in listed] == [v for _, v in expected] and all(truth[u] == v for u, v in listed)
             rows.append((window, "tally", _usage(tally), ok, f"exact={answer['exact']} bound={answer['bound']}"))

@@ -41,7 +41,7 @@ from chalicelib.core.queues import Message  # noqa: E402
 from chalicelib.core.settings import Settings  # noqa: E402
 from chalicelib.uniques import api as uniques_api  # noqa: E402
 from chalicelib.uniques import batches as uniques_batches  # noqa: E402
-from chalicelib.uniques import keys as uniques_keys  # noqa: E402
+from chalicelib.uniques import layout as uniques_keys  # noqa: E402
 from chalicelib.uniques import sketches  # noqa: E402
 from tools import resources  # noqa: E402
 

@@ -48,7 +48,7 @@ from chalicelib.core.times import iso  # noqa: E402
 from chalicelib.views import api as views_api  # noqa: E402
 from chalicelib.views import batches as views_batches  # noqa: E402
 from chalicelib.views import catalog as view_catalog  # noqa: E402
-from chalicelib.views import keys as view_keys  # noqa: E402
+from chalicelib.views import layout as view_keys  # noqa: E402
 from chalicelib.views import messages as view_messages  # noqa: E402
 from chalicelib.views import rollup, windows  # noqa: E402
 from chalicelib.views.validation import View  # noqa: E402
@@ -242,7 +242,7 @@ PAGE_BYTES = 1024 * KB  # a Query page reads at most 1 MB
 
 def marker_range(start_ms: int, end_ms: int, policy: str) -> tuple[str, str]:
     """Sort keys bounding the marker items of views in [start, end) when each marker was an item
-    keyed by its name (chalicelib.views.keys.marker_sk), both inclusive (for BETWEEN: DynamoDB
+    keyed by its name (chalicelib.views.layout.marker_sk), both inclusive (for BETWEEN: DynamoDB
     allows no key attribute in a filter). "~" sorts after every hex digit."""
     prefix = view_keys.POLICY_PREFIX[policy]
     return f"{prefix}{iso(start_ms)}", f"{prefix}{iso(end_ms - 1)}#~"

@@ -35,7 +35,7 @@ from chalicelib.core import times, window_params
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit, filters
-from chalicelib.sites import keys as site_keys
+from chalicelib.sites import names as site_keys
 from chalicelib.uniques import api as uniques_api
 
 SETTINGS = Settings()

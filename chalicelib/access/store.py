@@ -94,12 +94,10 @@ def revoke(dynamodb: DynamoDB, settings: Settings, key_id: str, now_ms: int) -> 
     """Mark a key revoked (idempotent: the first revocation time stays)."""
     if not api_keys.ID_PATTERN.fullmatch(key_id):
         raise ValidationError("a key id is 16 hex digits, as GET /keys lists them")
-    request = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :id)",
-        "ExpressionAttributeValues": {":pk": {"S": keyspace.ACCESS_KEY}, ":id": {"S": key_id}},
-    }
-    items = [item for page in dynamo.query_pages(dynamodb, request, "could not find the key") for item in page["Items"]]
+    request = dynamo.query_request(
+        settings.counts_table, keyspace.ACCESS_KEY, sk="begins_with(sk, :id)", values={":id": key_id}
+    )
+    items = dynamo.query_items(dynamodb, request, "could not find the key")
     if not items:
         raise NotFoundError(f"no key with id {key_id}")
     for item in items:  # ids are 64 bits of the hash: two keys sharing one would both go

@@ -1,32 +1,8 @@
-"""The one batch processor every background handler runs (stream, views queue, uniques queue).
-
-Shaped after Powertools for AWS Lambda's batch processor: the processor owns what became of
-every record, calls the capability's own functions for what only it knows, and keeps the
-exception of every record that failed. A capability (`Capability`) supplies:
-
-- `parse`: a raw record (stream record, queue message) into its typed records, `[]` when the
-  record is not for this capability; a ValidationError makes the raw record poison;
-- `key` / `combine`: when two records of one batch are the same (a redelivery inside the batch);
-- `checks`: writes or reads that find records an earlier delivery already applied (client-id
-  claims, marker reads); what they find is a duplicate and goes no further;
-- `writes`: the writes that apply the remaining records, each carrying its records;
-- `follow_ups`: writes derived from what was applied (audit counters, rollups, name listings);
-- `summarize`: its own details, from the outcome;
-- `sink`: where its poison goes (core.poison: the quarantine item, or the queue's dead-letter
-  queue), and `partial`: whether it can acknowledge records one by one (docs/design.md).
-
-The processor runs them in that order and decides, the same way for every source:
-
-- poison is what a record's content causes: a ValidationError while parsing, or DynamoDB
-  refusing a write's data (RejectedError). A refused write is split in halves until the record
-  it fails for is alone, then that record is poison and set aside through the sink; a write
-  refused for every one of its records alone is about the write, not a record, and fails.
-- any other exception (storage unavailable, a bug) is no record's fault: without `partial` it
-  fails the batch at once (Lambda delivers it again; every write is idempotent under the
-  capability's proof); with `partial` the records it was for are failed, the others go on, and
-  at the end the capability acknowledges what was done and `BatchIncompleteError` is raised.
-- a write that carries no record (a listing, the catalog) fails the batch when it fails.
-- the BatchResult is built from what the writes returned; nothing writes into a shared result.
+"""The one batch processor every background handler runs (stream, views queue, uniques queue):
+a `Capability` supplies parse, key/combine, checks, writes, follow_ups, summarize and its sink;
+the processor runs them in that order, halves a refused write down to its poison record and
+builds the BatchResult. Which failure is poison and which fails the batch: docs/design.md,
+"Background batches".
 """
 
 from __future__ import annotations

@@ -1,44 +1,11 @@
-"""Catalogs: which names exist, written rarely as they are counted, read a page at a time.
+"""Catalogs: which names exist (counters, view URLs, unique-count names, sites), the one name
+listing every capability uses.
 
-Two layouts, each for the names whose cost it suits:
-
-- One item per name (`CATALOG#<kind>` / `<name>`, `last_seen` epoch ms and, when the name
-  expires, `expires_at`), written at most once per name and hour per process (`touch`,
-  `Recent`) and listed one Query a page (`touched_page`). One small write per name: what sites
-  use.
-- Packed (`log`, `fold`): a handler batch writes ONE log item (`CATALOG#<kind>#log` / `<ms>#
-  <content digest>`) naming every name it saw that was not known listed, its write units
-  growing with the names' bytes (compressed; about 1 KB per 30-100 names), not with their
-  number; the scheduled fold (`fold`, every CATALOG_FOLD_MINUTES) merges the log items into
-  pages (`CATALOG#<kind>#pages` / `p#<lowest name of the page's range>`, sorted entries,
-  compressed, at most catalog_pages.PAGE_RAW_BYTES before compression), rewriting only the
-  pages whose entries changed. Folded log items are not deleted (DynamoDB charges a delete by
-  the item's size, as much as the write): they expire LOG_LIFE_S after they were written (TTL
-  deletes at no charge), and the fold's mark (`CATALOG#<kind>#fold` / `#`) says how far the
-  log is merged (`folded`). Counters and views use it.
-
-Entries merge by name (catalog_pages.merged), so a redelivered batch, a log folded twice or a
-fold that died between its page writes never lists a name twice, and an entry only lives
-longer. A listing page of a packed catalog (`page`) reads the names after its cursor from both
-places: the log items past the `folded` mark (at most a fold interval's worth of batches that
-saw new names), and the pages from the one holding the cursor on until the page is full.
-Expired entries are left out of every answer and dropped by the fold when it rewrites their
-page.
-
-No log item is left behind: the fold first moves the mark's `closing` to its start time, then
-reads the log items up to it; a writer, after writing its item, reads the mark (strongly
-consistent) and, when `closing` has reached its item's sort key (the fold may have read the
-log before the item was there), writes the item again after the mark. Every item is either
-read by the fold that closed past it, or written again where the next fold reads it.
-
-Readers and the fold: a reader finds every name whatever a concurrent fold does. The fold
-writes the pages before it moves `folded`; a reader reads, strongly consistent, in the opposite
-order: the mark and the log past it, then the pages. A name a reader did not find in the log
-past the mark it read had been folded before the mark moved, so it is in the pages the reader
-reads afterwards.
-
-Listings page through core.pager: its cursor names a name; the partitions are always the
-listing's own.
+Two layouts, each for the names whose cost it suits: one item per name (`touch`, listed by
+`touched_page`: sites and unique-count names), and packed (`log`, `fold`, listed by `page` and
+`names_with_prefix`: counters and view URLs). Keys: core/keyspace.py (`CATALOG#`). Why no name
+is lost or hidden: docs/design.md, "Which names exist" and "Log and fold"; the AWS behaviour it
+relies on: docs/guarantees.md, "Listings: log items, the fold's mark and pages".
 """
 
 from __future__ import annotations
@@ -50,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from chalicelib.core import attributes, catalog_pages, dynamo, keyspace, pager, times
+from chalicelib.core import attributes, catalog_pages, dynamo, keyspace, log_fold, pager, times
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.catalog_pages import Listed
 from chalicelib.core.settings import Settings
@@ -117,15 +84,16 @@ def touch(
     dynamodb: DynamoDB,
     settings: Settings,
     kind: str,
-    recent: Recent,
+    recent: Recent | None,
     names: Mapping[str, int | None],
     now_ms: int,
 ) -> int:
     """Record that `names` were seen now; `names` maps each to its expiry (epoch s) or None
     for a name that never expires. Returns the number of writes made (0 when every name was
-    already written this hour)."""
+    already written this hour; without `recent`, every name is written, so `last_seen` is
+    exact to the call)."""
     hour = now_ms // times.HOUR_MS
-    fresh = recent.fresh(dynamodb, names, hour)
+    fresh = sorted(names) if recent is None else recent.fresh(dynamodb, names, hour)
     for name in fresh:
         expires = names[name]
         values: dict[str, Any] = {":t": {"N": str(now_ms)}}
@@ -134,33 +102,35 @@ def touch(
             update += ", expires_at = :exp"
             values[":exp"] = {"N": str(expires)}
         # Concurrent writers: last_seen only moves forward.
-        _update_entry(
-            dynamodb, settings, kind, name, update, "attribute_not_exists(last_seen) OR last_seen < :t", values
-        )
-    recent.mark(dynamodb, {name: names[name] for name in fresh}, hour)
+        condition = "attribute_not_exists(last_seen) OR last_seen < :t"
+        _update_forward(dynamodb, settings, kind, catalog_pk(kind), name, update, condition, values)
+    if recent is not None:
+        recent.mark(dynamodb, {name: names[name] for name in fresh}, hour)
     return len(fresh)
 
 
-def _update_entry(
+def _update_forward(
     dynamodb: DynamoDB,
     settings: Settings,
     kind: str,
-    name: str,
+    pk: str,
+    sk: str,
     update: str,
     condition: str,
     values: dict[str, Any],
 ) -> None:
-    """One conditional write of a catalog entry; a failed condition means a writer that knew
-    better got there first, which leaves nothing to do."""
+    """One conditional write that only moves a value forward; a failed condition means a writer
+    that knew better got there first, which leaves nothing to do."""
+    request: dict[str, Any] = {
+        "TableName": settings.counts_table,
+        "Key": {"pk": {"S": pk}, "sk": {"S": sk}},
+        "UpdateExpression": update,
+        "ConditionExpression": condition,
+        "ExpressionAttributeValues": values,
+    }
     try:
         with translated(f"could not update the {kind} catalog"):
-            dynamodb.update_item(
-                TableName=settings.counts_table,
-                Key={"pk": {"S": catalog_pk(kind)}, "sk": {"S": name}},
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeValues=values,
-            )
+            dynamodb.update_item(**request)
     except ConditionFailed:
         pass
 
@@ -169,77 +139,19 @@ def log(dynamodb: DynamoDB, settings: Settings, kind: str, names: Mapping[str, i
     """Record that `names` (each with its expiry, epoch s, or None for a name that never
     expires) were seen now, in one log item (more only past LOG_RAW_BYTES of entries), which the
     fold merges into the catalog's pages. Returns the writes made (0 for no names). Written
-    again by a redelivered batch: the listing and the fold merge entries by name.
-
-    After the write, one strongly consistent read of the fold's mark: when a fold has closed the
-    log up to or past this item (it may have read the log before the item was there), the item
-    is written again after the mark, where the next fold reads it."""
+    again by a redelivered batch: the listing and the fold merge entries by name."""
     entries = [Listed(name, now_ms, expires) for name, expires in sorted(names.items())]
-    runs = catalog_pages.chunks(entries, catalog_pages.LOG_RAW_BYTES)
     writes = 0
-    for run in runs:
+    for run in catalog_pages.chunks(entries, catalog_pages.LOG_RAW_BYTES):
         data = catalog_pages.pack(run)
-        digest = hashlib.sha256(data).hexdigest()[:32]
-        at_ms = now_ms
-        while True:
-            sk = f"{at_ms:013d}#{digest}"
-            item: dict[str, Any] = {
-                "pk": {"S": log_pk(kind)},
-                "sk": {"S": sk},
-                "e": {"B": data},
-                "expires_at": {"N": str(now_ms // 1000 + LOG_LIFE_S)},
-            }
-            with translated(f"could not log names of the {kind} catalog"):
-                dynamodb.put_item(TableName=settings.counts_table, Item=item)
-            writes += 1
-            closing = _mark(dynamodb, settings, kind).closing
-            if closing is None or sk > closing:
-                break
-            at_ms = max(at_ms, int(closing.split("#")[0])) + 1
+        item = {"e": {"B": data}, "expires_at": {"N": str(now_ms // 1000 + LOG_LIFE_S)}}
+        writes += _log(settings, kind).append(dynamodb, item, now_ms, hashlib.sha256(data).hexdigest()[:32])[0]
     return writes
 
 
-@dataclass(frozen=True)
-class _Mark:
-    """The fold's mark of a catalog: the log is read up to `closing` by a fold under way (or
-    done), and merged into the pages up to `folded` (sort keys of log items; None: nothing)."""
-
-    closing: str | None
-    folded: str | None
-
-
-def _mark(dynamodb: DynamoDB, settings: Settings, kind: str) -> _Mark:
-    with translated(f"could not read the {kind} catalog"):
-        got = dynamodb.get_item(
-            TableName=settings.counts_table,
-            Key={"pk": {"S": fold_pk(kind)}, "sk": {"S": "#"}},
-            ConsistentRead=True,
-        )
-    item = got.get("Item") or {}
-    return _Mark(attributes.optional_text(item, "closing"), attributes.optional_text(item, "folded"))
-
-
-def _move_mark(dynamodb: DynamoDB, settings: Settings, kind: str, name: str, to: str) -> None:
-    """Move the mark's `name` forward to `to` (never back: two folds at once)."""
-    try:
-        with translated(f"could not mark the {kind} catalog's fold"):
-            dynamodb.update_item(
-                TableName=settings.counts_table,
-                Key={"pk": {"S": fold_pk(kind)}, "sk": {"S": "#"}},
-                UpdateExpression="SET #m = :to",
-                ConditionExpression="attribute_not_exists(#m) OR #m < :to",
-                ExpressionAttributeNames={"#m": name},
-                ExpressionAttributeValues={":to": {"S": to}},
-            )
-    except ConditionFailed:
-        pass
-
-
-def _unfolded_logs(
-    dynamodb: DynamoDB, settings: Settings, kind: str, after: str | None, most: int | None = None
-) -> list[dict[str, Any]]:
-    """The log items after `after` (a log sort key; None: all), strongly consistent."""
-    return _all_items(dynamodb, settings, log_pk(kind), kind, most, after)
+def _log(settings: Settings, kind: str) -> log_fold.Log:
+    mark = {"pk": {"S": fold_pk(kind)}, "sk": {"S": "#"}}
+    return log_fold.Log(settings.counts_table, log_pk(kind), mark, f"the {kind} catalog")
 
 
 # -- the fold ------------------------------------------------------------------------------
@@ -266,20 +178,13 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
     entry: the one that finds a page changed stops before moving the mark. A fold that dies
     half-way leaves entries in two places, which listings merge and the next fold tidies."""
     now_s = now_ms // 1000
-    closing = f"{now_ms:013d}#~"
-    folded = _mark(dynamodb, settings, kind).folded
-    if any(attributes.sort_key(i) <= closing for i in _unfolded_logs(dynamodb, settings, kind, folded, 1)):
-        # Close the log up to now before reading it: a log item written from here on but sorted
-        # at or before the mark is written again after it by its writer (log), so none is left
-        # behind. (A run with nothing to merge writes nothing.)
-        _move_mark(dynamodb, settings, kind, "closing", closing)
-        logs = _unfolded_logs(dynamodb, settings, kind, folded, LOGS_PER_FOLD)
-    else:
-        logs = []
-    logs = [item for item in logs if attributes.sort_key(item) <= closing]
+    log = _log(settings, kind)
+    logs = log.close(dynamodb, now_ms, LOGS_PER_FOLD)
     if not logs:
         return Folded()
-    stored_items = {_low(item): item for item in _all_items(dynamodb, settings, pages_pk(kind), kind)}
+    request = dynamo.query_request(settings.counts_table, pages_pk(kind), consistent=True)
+    read = dynamo.query_items(dynamodb, request, f"could not read the {kind} catalog")
+    stored_items = {_low(item): item for item in read}
     stored = {low: _entries(item) for low, item in stored_items.items()}
     everything = catalog_pages.union(*stored.values(), *(_entries(item) for item in logs))
     live = {name: e for name, e in everything.items() if e.live(now_s)}
@@ -290,11 +195,11 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
         for low in sorted(plan.write, key=lambda x: x in stored):
             _write_page(dynamodb, settings, kind, low, plan.write[low], stored_items.get(low))
         for low in plan.delete:
-            _delete_page(dynamodb, settings, kind, low, _version(stored_items[low]))
+            _delete_page(dynamodb, settings, kind, low, dynamo.stored_version(stored_items[low]))
     except ConditionFailed:
         return Folded(raced=True)
     # Log items stay until they expire (LOG_LIFE_S): a delete is charged as a write.
-    _move_mark(dynamodb, settings, kind, "folded", max(attributes.sort_key(item) for item in logs))
+    log.folded(dynamodb, logs)
     return Folded(len(logs), len(plan.write), len(plan.delete))
 
 
@@ -304,31 +209,18 @@ def fold_all(dynamodb: DynamoDB, settings: Settings, kinds: Sequence[str], now_m
 
 
 def _write_page(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    kind: str,
-    low: str,
-    entries: list[Listed],
-    stored: dict[str, Any] | None,
+    dynamodb: DynamoDB, settings: Settings, kind: str, low: str, entries: list[Listed], stored: dict[str, Any] | None
 ) -> None:
-    version = 0 if stored is None else _version(stored)
-    request: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "Item": {
-            "pk": {"S": pages_pk(kind)},
-            "sk": {"S": PAGE_SK + low},
-            "e": {"B": catalog_pages.pack(entries)},
-            "n": {"N": str(len(entries))},
-            "v": {"N": str(version + 1)},
-        },
+    item = {
+        "pk": {"S": pages_pk(kind)},
+        "sk": {"S": PAGE_SK + low},
+        "e": {"B": catalog_pages.pack(entries)},
+        "n": {"N": str(len(entries))},
     }
-    if stored is None:
-        request["ConditionExpression"] = "attribute_not_exists(pk)"
-    else:
-        request["ConditionExpression"] = "v = :v"
-        request["ExpressionAttributeValues"] = {":v": {"N": str(version)}}
-    with translated(f"could not write a page of the {kind} catalog"):
-        dynamodb.put_item(**request)
+    version = dynamo.stored_version(stored)
+    dynamo.put_versioned(
+        dynamodb, settings.counts_table, item, version, f"could not write a page of the {kind} catalog"
+    )
 
 
 def _delete_page(dynamodb: DynamoDB, settings: Settings, kind: str, low: str, version: int) -> None:
@@ -336,43 +228,19 @@ def _delete_page(dynamodb: DynamoDB, settings: Settings, kind: str, low: str, ve
         dynamodb.delete_item(
             TableName=settings.counts_table,
             Key={"pk": {"S": pages_pk(kind)}, "sk": {"S": PAGE_SK + low}},
-            ConditionExpression="v = :v",
-            ExpressionAttributeValues={":v": {"N": str(version)}},
+            ConditionExpression="#ver = :ver",
+            ExpressionAttributeNames={"#ver": dynamo.VERSION},
+            ExpressionAttributeValues={":ver": {"N": str(version)}},
         )
 
 
 def _logs_to_read(dynamodb: DynamoDB, settings: Settings, kind: str) -> list[dict[str, Any]]:
     """The log items a reader reads: those after the fold's `folded` mark (read first)."""
-    return _unfolded_logs(dynamodb, settings, kind, _mark(dynamodb, settings, kind).folded)
-
-
-def _all_items(
-    dynamodb: DynamoDB, settings: Settings, pk: str, kind: str, most: int | None = None, after: str | None = None
-) -> list[dict[str, Any]]:
-    """The items of partition `pk` (after sort key `after`; the first `most` of them), read
-    strongly consistent."""
-    request: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk" + ("" if after is None else " AND sk > :after"),
-        "ExpressionAttributeValues": {":pk": {"S": pk}},
-        "ConsistentRead": True,
-    }
-    if after is not None:
-        request["ExpressionAttributeValues"][":after"] = {"S": after}
-    items: list[dict[str, Any]] = []
-    for got in dynamo.query_pages(dynamodb, request, f"could not read the {kind} catalog"):
-        items += got.get("Items", [])
-        if most is not None and len(items) >= most:
-            return items[:most]
-    return items
+    return _log(settings, kind).unfolded(dynamodb)
 
 
 def _low(page: dict[str, Any]) -> str:
     return attributes.sort_key(page).removeprefix(PAGE_SK)
-
-
-def _version(page: dict[str, Any]) -> int:
-    return attributes.integer(page, "v", 0)
 
 
 def _entries(item: dict[str, Any]) -> list[Listed]:
@@ -397,7 +265,7 @@ def page(
     Query of one item). A page may hold fewer names when some expired."""
     now_s = now_ms // 1000
     after = request.after
-    # Read in the order opposite to the fold's writes (see "Readers and the fold" above).
+    # Read in the order opposite to the fold's writes (docs/design.md, "Log and fold").
     logged = [e for item in _logs_to_read(dynamodb, settings, kind) for e in _entries(item)]
     packed, bound = _pages_after(dynamodb, settings, kind, after, request.limit, now_s)
     found = catalog_pages.union(packed, logged)
@@ -443,74 +311,32 @@ def _pages_after(
     entries: list[Listed] = []
     last_sk: str | None = None
     if after is not None:
-        holding = _one(
-            dynamodb,
-            table,
-            pk,
-            "sk <= :s",
-            {":s": {"S": PAGE_SK + after}},
-            failure,
-            forward=False,
-        )
-        if holding.items:
-            entries += _entries(holding.items[0])
-            last_sk = attributes.sort_key(holding.items[0])
+        holding, _ = _one(dynamodb, table, pk, "sk <= :s", PAGE_SK + after, failure, forward=False)
+        if holding:
+            entries += _entries(holding[0])
+            last_sk = attributes.sort_key(holding[0])
     while sum(1 for e in entries if (after is None or e.name > after) and e.live(now_s)) < want:
-        got = _one(
-            dynamodb,
-            table,
-            pk,
-            "sk > :s" if last_sk is not None else "begins_with(sk, :s)",
-            {":s": {"S": last_sk if last_sk is not None else PAGE_SK}},
-            failure,
-        )
-        if not got.items:
+        condition = "sk > :s" if last_sk is not None else "begins_with(sk, :s)"
+        got, more = _one(dynamodb, table, pk, condition, last_sk if last_sk is not None else PAGE_SK, failure)
+        if not got:
             return entries, None
-        entries += _entries(got.items[0])
-        last_sk = attributes.sort_key(got.items[0])
-        if not got.more:
+        entries += _entries(got[0])
+        last_sk = attributes.sort_key(got[0])
+        if not more:
             return entries, None
     return entries, max((e.name for e in entries), default=None)
 
 
-@dataclass(frozen=True)
-class _Got:
-    items: list[dict[str, Any]]
-    more: bool
-
-
 def _one(
-    dynamodb: DynamoDB,
-    table: str,
-    pk: str,
-    condition: str,
-    values: dict[str, Any],
-    failure: str,
-    forward: bool = True,
-) -> _Got:
-    """One item of partition `pk` whose sort key meets `condition` (the first in sort-key order,
-    or the last when not `forward`), and whether the partition may hold more."""
-    with translated(failure):
-        got = dynamodb.query(
-            TableName=table,
-            KeyConditionExpression=f"pk = :pk AND {condition}",
-            ExpressionAttributeValues={":pk": {"S": pk}, **values},
-            ScanIndexForward=forward,
-            Limit=1,
-            ConsistentRead=True,
-        )
-    return _Got(list(got.get("Items", [])), "LastEvaluatedKey" in got)
-
-
-def _range(dynamodb: DynamoDB, table: str, pk: str, prefix: str, failure: str) -> list[dict[str, Any]]:
-    """The items of partition `pk` whose sort key begins with `prefix`, strongly consistent."""
-    request = {
-        "TableName": table,
-        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
-        "ExpressionAttributeValues": {":pk": {"S": pk}, ":p": {"S": prefix}},
-        "ConsistentRead": True,
-    }
-    return [item for got in dynamo.query_pages(dynamodb, request, failure) for item in got.get("Items", [])]
+    dynamodb: DynamoDB, table: str, pk: str, condition: str, value: str, failure: str, forward: bool = True
+) -> tuple[list[dict[str, Any]], bool]:
+    """One item of partition `pk` whose sort key meets `condition` (on `:s`, `value`): the first
+    in sort-key order, or the last when not `forward`; and whether the partition may hold more."""
+    request = dynamo.query_request(
+        table, pk, sk=condition, values={":s": value}, limit=1, forward=forward, consistent=True
+    )
+    got = next(dynamo.query_pages(dynamodb, request, failure))
+    return list(got.get("Items", [])), "LastEvaluatedKey" in got
 
 
 def names_with_prefix(
@@ -522,15 +348,21 @@ def names_with_prefix(
     now_s = now_ms // 1000
     failure = f"could not read the {kind} catalog"
     table = settings.counts_table
-    logs = _logs_to_read(dynamodb, settings, kind)  # before the pages ("Readers and the fold")
+    logs = _logs_to_read(dynamodb, settings, kind)  # before the pages (docs/design.md, "Log and fold")
     logged = [e for item in logs for e in _entries(item)]
     read = len(logs) + 1
     out: dict[str, list[str]] = {}
     for prefix in prefixes:
-        holding = _one(dynamodb, table, pages_pk(kind), "sk <= :s", {":s": {"S": PAGE_SK + prefix}}, failure, False)
-        within = _range(dynamodb, table, pages_pk(kind), PAGE_SK + prefix, failure)
-        packed = [e for item in holding.items + within for e in _entries(item)]
-        read += len(holding.items) + len(within)
+        holding, _ = _one(dynamodb, table, pages_pk(kind), "sk <= :s", PAGE_SK + prefix, failure, False)
+        within = dynamo.query_items(
+            dynamodb,
+            dynamo.query_request(
+                table, pages_pk(kind), sk="begins_with(sk, :p)", values={":p": PAGE_SK + prefix}, consistent=True
+            ),
+            failure,
+        )
+        packed = [e for item in holding + within for e in _entries(item)]
+        read += len(holding) + len(within)
         found = catalog_pages.union(packed, logged)
         out[prefix] = sorted(n for n, e in found.items() if n.startswith(prefix) and e.live(now_s))
     return out, read

@@ -1,11 +1,7 @@
-"""Packed catalog entries: many names in one item, and how a fold lays them out. Pure.
-
-A catalog (core.catalog) keeps its names packed: a log item holds the names one handler batch
-saw that were not known listed, a page holds a sorted run of the catalog. Both store entries the
-same way: lines of `name<TAB>last_seen ms<TAB>expiry s` (an empty expiry: the name never
-expires), zlib-compressed into one binary attribute. Entries merge by name (the later
-`last_seen`, the longer life), so a name written twice (a redelivered batch, a log folded twice)
-is still one entry.
+"""Packed catalog entries (lines of `name<TAB>last_seen ms<TAB>expiry s`, zlib-compressed into
+one binary attribute), how they merge by name (the later `last_seen`, the longer life) and how
+a fold lays them out in pages. Pure. Why a name written twice is one entry: docs/design.md,
+"Which names exist".
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
-"""DynamoDB helpers shared by the storage modules: paging, batch reads, retries."""
+"""DynamoDB calls every storage module makes the same way: the one Query (built by
+`query_request`, sent by `query_pages`), batch reads and writes with their retries, and the one
+optimistic put (`put_versioned`, on the version attribute VERSION). Why a version condition
+loses no write: docs/guarantees.md, "Read, then write on condition"."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
 from chalicelib.core import attributes, retry
@@ -10,6 +13,60 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.storage_errors import translated
+
+# The attribute every optimistically written item keeps its version in.
+VERSION = "ver"
+
+
+def query_request(
+    table: str,
+    pk: str,
+    *,
+    sk: str = "",
+    values: Mapping[str, str] | None = None,
+    limit: int | None = None,
+    forward: bool = True,
+    consistent: bool = False,
+    projection: str | None = None,
+    live_at_s: int | None = None,
+    start_after: str | None = None,
+    count: bool = False,
+) -> dict[str, Any]:
+    """A Query of partition `pk`: `sk` a condition on the sort key (its placeholders' text values
+    in `values`), at most `limit` items a page, in sort-key order (reversed unless `forward`),
+    starting after sort key `start_after`. With `live_at_s`, items whose `expires_at` has passed
+    are left out (DynamoDB deletes expired items only eventually); with `count`, only counted."""
+    request: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk" + (f" AND {sk}" if sk else ""),
+        "ExpressionAttributeValues": {":pk": {"S": pk}, **{k: {"S": v} for k, v in (values or {}).items()}},
+        "ScanIndexForward": forward,
+        "ConsistentRead": consistent,
+    }
+    if limit is not None:
+        request["Limit"] = limit
+    if projection:
+        request["ProjectionExpression"] = projection
+    if count:
+        request["Select"] = "COUNT"
+    if live_at_s is not None:
+        request["FilterExpression"] = "attribute_not_exists(expires_at) OR expires_at > :now"
+        request["ExpressionAttributeValues"][":now"] = {"N": str(live_at_s)}
+    if start_after is not None:
+        request["ExclusiveStartKey"] = {"pk": {"S": pk}, "sk": {"S": start_after}}
+    return request
+
+
+def query_items(
+    dynamodb: DynamoDB, request: dict[str, Any], failure: str, most: int | None = None
+) -> list[dict[str, Any]]:
+    """The items of every page of a Query (the first `most` of them, reading no further)."""
+    items: list[dict[str, Any]] = []
+    for page in query_pages(dynamodb, request, failure):
+        items += page.get("Items", [])
+        if most is not None and len(items) >= most:
+            return items[:most]
+    return items
 
 
 def query_pages(dynamodb: DynamoDB, request: dict[str, Any], failure: str) -> Iterator[dict[str, Any]]:
@@ -29,11 +86,7 @@ def query_sort_range(
     dynamodb: DynamoDB, table: str, pk: str, lo: str, hi: str, failure: str
 ) -> Iterator[dict[str, Any]]:
     """Every item of partition `pk` whose sort key lies in [lo, hi], paginated."""
-    request = {
-        "TableName": table,
-        "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-        "ExpressionAttributeValues": {":pk": {"S": pk}, ":lo": {"S": lo}, ":hi": {"S": hi}},
-    }
+    request = query_request(table, pk, sk="sk BETWEEN :lo AND :hi", values={":lo": lo, ":hi": hi})
     for page in query_pages(dynamodb, request, failure):
         yield from page.get("Items", [])
 
@@ -94,3 +147,26 @@ def put_items(
                 break
         else:
             raise StorageError(failure)
+
+
+def put_versioned(dynamodb: DynamoDB, table: str, item: dict[str, Any], version: int | None, failure: str) -> None:
+    """Write `item` with VERSION one past `version`, on the condition that the stored item's
+    VERSION is still `version` (None or 0: that there is no item yet). ConditionFailed when
+    another writer got there first: read again, merge again, retry."""
+    item = {**item, VERSION: {"N": str((version or 0) + 1)}}
+    condition: dict[str, Any] = (
+        {"ConditionExpression": "attribute_not_exists(pk)"}
+        if not version
+        else {
+            "ConditionExpression": "#ver = :ver",
+            "ExpressionAttributeNames": {"#ver": VERSION},
+            "ExpressionAttributeValues": {":ver": {"N": str(version)}},
+        }
+    )
+    with translated(failure):
+        dynamodb.put_item(TableName=table, Item=item, **condition)
+
+
+def stored_version(item: dict[str, Any] | None) -> int:
+    """The VERSION of an item as read (0 for none)."""
+    return 0 if item is None else attributes.integer(item, VERSION, 0)

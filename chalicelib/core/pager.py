@@ -1,14 +1,7 @@
-"""Listings: the one pager every `GET` that lists goes through.
-
-Every listing takes `limit` (1-1000, default 100) and `cursor` (the `next` of the previous
-page, unchanged) and answers `next` (null on the last page). A page is one Query of one
-partition (a listing over several partitions, such as every quarantine source, reads the next
-partition only while the page has room: at most one Query per partition).
-
-A cursor is opaque to clients: base64url of a position, the sort key of the last item read
-(or `<partition label>#<sort key>` across partitions). It names only a sort key; the partition
-is always the listing's own, so no cursor can reach other items, and each listing checks the
-position it decodes (a name, a digest, a report id) before it is used.
+"""Listings: the one pager every `GET` that lists goes through: `limit`, the opaque `cursor`
+(base64url of a sort key, checked by each listing before use) and `next`; one Query a page of
+the listing's own partition, or of several in turn. Why a cursor reaches nothing else and what
+a page costs: docs/design.md, "Listings".
 """
 
 from __future__ import annotations
@@ -103,19 +96,15 @@ def query_page(
     order (reversed with `newest_first`). With `live_at_s`, items whose `expires_at` has passed
     are left out (DynamoDB deletes expired items only eventually), so a page may hold fewer
     items than `limit` while `next` is still given; a failed call becomes StorageError(failure)."""
-    request: dict[str, Any] = {
-        "TableName": table,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": pk}},
-        "Limit": page.limit,
-        "ScanIndexForward": not newest_first,
-        "ConsistentRead": consistent,
-    }
-    if live_at_s is not None:
-        request["FilterExpression"] = "attribute_not_exists(expires_at) OR expires_at > :now"
-        request["ExpressionAttributeValues"][":now"] = {"N": str(live_at_s)}
-    if page.after is not None:
-        request["ExclusiveStartKey"] = {"pk": {"S": pk}, "sk": {"S": page.after}}
+    request = dynamo.query_request(
+        table,
+        pk,
+        limit=page.limit,
+        forward=not newest_first,
+        consistent=consistent,
+        live_at_s=live_at_s,
+        start_after=page.after,
+    )
     first = next(dynamo.query_pages(dynamodb, request, failure))
     last = first.get("LastEvaluatedKey")
     return Page(list(first.get("Items", [])), attributes.sort_key(last) if last else None)

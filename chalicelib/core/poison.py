@@ -1,12 +1,6 @@
-"""Where a background handler's poison goes: the two sinks of core.batch_processor.
-
-One decision for every source (docs/design.md): poison is set aside as a quarantine item
-(`QUARANTINE#<source>`, core.quarantine: listed by GET /quarantine, kept 30 days), except the
-views queue, whose poison goes to its own dead-letter queue: a view is counted at most once only
-while it is younger than the view horizon, which is derived from the queues' retention
-(settings.view_horizon_seconds); a quarantine item outliving the queues would hold views that
-can never be counted again, while a message redriven from the dead-letter queue is either
-counted once or refused by the horizon.
+"""Where a background handler's poison goes: the two sinks of core.batch_processor, a quarantine
+item (`QUARANTINE#<source>`, core.quarantine) or the views queue's dead-letter queue. Why the
+views differ: docs/design.md, "Where poison goes".
 """
 
 from __future__ import annotations

@@ -81,12 +81,7 @@ def counts(dynamodb: DynamoDB, sqs: SQS, settings: Settings) -> list[dict[str, A
     and the views queue's dead-letter queue (SQS's approximate count)."""
     answer: list[dict[str, Any]] = []
     for name in SOURCES:
-        request = {
-            "TableName": settings.counts_table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": partition_key(name)}},
-            "Select": "COUNT",
-        }
+        request = dynamo.query_request(settings.counts_table, partition_key(name), count=True)
         total, complete = 0, True
         for page in dynamo.query_pages(dynamodb, request, "could not count the quarantine"):
             total += int(page.get("Count", 0))

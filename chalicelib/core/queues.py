@@ -1,9 +1,6 @@
-"""SQS plumbing shared by queue producers and handlers: URLs, batched sends and deletes.
-
-Lambda's SQS source deletes a batch only when the handler returns, and Chalice cannot turn on
-ReportBatchItemFailures; a handler that must fail for some messages deletes the others itself
-(`delete`) before raising, and sets poison messages aside in the queue's dead-letter queue,
-found from the queue's own redrive policy so there is one definition of it.
+"""SQS plumbing shared by queue producers and handlers: URLs, batched sends and deletes (each
+entry retried through core.retry), and the queue's dead-letter queue found from its own
+redrive policy. Why a handler deletes messages itself: docs/design.md, "Background batches".
 """
 
 from __future__ import annotations

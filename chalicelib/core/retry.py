@@ -1,5 +1,6 @@
 """The one retry loop for what the SDK does not retry (unprocessed items and keys, failed batch
-entries, optimistic-lock races), and the pause before each retry."""
+entries, optimistic-lock races, transaction conflicts), and the one pause before each retry.
+Why jitter: docs/design.md, "Retries"."""
 
 from __future__ import annotations
 
@@ -17,11 +18,16 @@ def backoff(attempt: int, cap: float = 2.0) -> float:
     return step / 2 + random.uniform(0, step / 2)
 
 
+def pause(attempt: int, sleep: Sleep | None = None, cap: float = 2.0) -> None:
+    """Wait `backoff(attempt, cap)`: every pause between retries is this one."""
+    (sleep or clock.sleep)(backoff(attempt, cap))
+
+
 def attempts(count: int, sleep: Sleep | None = None, cap: float = 2.0) -> Iterator[int]:
-    """Attempt numbers 0..count-1, pausing `backoff(n - 1, cap)` before attempt n: never before
-    the first, never after the last. The caller stops iterating when an attempt succeeds, and
-    says what running out means (`for ... else`): the budget `count` is the call site's."""
+    """Attempt numbers 0..count-1, pausing before attempt n (`pause(n - 1)`): never before the
+    first, never after the last. The caller stops iterating when an attempt succeeds, and says
+    what running out means (`for ... else`): the budget `count` is the call site's."""
     for attempt in range(count):
         if attempt:
-            (sleep or clock.sleep)(backoff(attempt - 1, cap))
+            pause(attempt - 1, sleep, cap)
         yield attempt

@@ -1,21 +1,7 @@
-"""The one place a botocore `ClientError` becomes Tally's own exception, by its error code
-(never its message text), and the one reader of the item a failed condition found.
-
-Storage code wraps each call in `translated(failure)`:
-
-- a failed condition (ConditionalCheckFailedException) becomes `ConditionFailed`, which carries
-  the item DynamoDB returned with the failure when the call asked for it
-  (ReturnValuesOnConditionCheckFailure=ALL_OLD); a caller for which a failed condition is an
-  answer (already written, someone wrote more) catches it;
-- a single-item write that met an ongoing transaction on its item (TransactionConflictException)
-  becomes `ConflictError`, which a caller that can wait retries;
-- a refusal of the request's data (REJECTED_ERROR_CODES: the same request can never succeed)
-  becomes `RejectedError`, which a route answers with 400 and a background handler sets aside;
-- anything else (throttling past the SDK's retries, a service error, a missing queue or bucket)
-  becomes `StorageError(failure)`, a 503 for a route and a redelivery for a handler.
-
-Transactions are read by core.transactions, which uses `error_code` from here; a batch call's
-unprocessed items are retried where the call is made (core.dynamo, core.queues).
+"""The one place a botocore `ClientError` becomes Tally's own exception, by its error code (never
+its message text): `translated(failure)` around each storage call gives `ConditionFailed` (with
+the item returned, read by `condition_item`), `ConflictError`, `RejectedError` or
+`StorageError`. What each outcome means to a route and to a handler: docs/design.md, "Errors".
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
-"""What every handler tells an operator: one JSON line per invocation, metrics in the same line.
-
-Registered once in app.py as Chalice middleware for every event type, so no handler logs or
-counts anything itself:
-- A background invocation (stream, queue, schedule) that returns writes ONE line: a CloudWatch
-  embedded-metric-format (EMF) document, made by Powertools' EMF provider, whose metrics are
-  taken from what the handler returned (a `BatchResult.as_dict()` or a report run) and whose
-  other fields make it the invocation's log line: function, request id, first and last record
-  ids, duration, counts. CloudWatch turns it into metrics and keeps it as a log line.
-- A background invocation that raises writes one ERROR line (Powertools Logger) with the same
-  identity fields and the exception; Lambda's own `Errors` metric counts it.
-- An HTTP request answered with 4xx or 5xx writes one line: route, method, status, error code.
-Never a payload, a message body, a header or a key.
-
-One provider per invocation (not Powertools' shared `Metrics` singleton): the local stack runs
-handlers in threads of one process, and Lambda runs one invocation at a time anyway.
+"""What every handler tells an operator: one JSON line per background invocation (an EMF document
+made by Powertools' EMF provider from the handler's BatchResult or report run), one ERROR line
+for one that raises, and one line per HTTP 4xx or 5xx; registered once in app.py as middleware.
+Never a payload, a body, a header or a key. What each line holds: docs/deploy.md, "Logs" and
+"Metrics". One provider per invocation (not Powertools' shared `Metrics` singleton): the local
+stack runs handlers in threads of one process.
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
-"""The one way Tally runs a TransactWriteItems: build, send, read the cancellation, retry.
-
-Every capability that writes a transaction (counting a stream batch, counting views, committing
-a report) hands `write` the members it wants applied and a function that turns members into
-transaction items. What comes back from DynamoDB is read here, once:
-
-- a cancellation whose reasons are all transient (conflicts, throttling) is retried after a
-  jittered backoff, up to `attempts` times;
-- items cancelled with ConditionalCheckFailed are shown to the caller's `duplicates` callback,
-  which names the members already applied by an earlier delivery; the transaction is retried
-  without them at once (no backoff: nothing was contended);
-- a failed condition that names no duplicate is shown to the caller's `adapt` callback, which
-  may change what its plan builds (say, an update whose condition guards a maximum becomes one
-  that leaves the larger stored value alone) and so ask for an immediate retry;
-- otherwise it is the caller's answer (`ConditionFailedError`);
-- anything no retry can fix (ValidationException, an item too large) is `TransactionRejectedError`,
-  so a background handler can set the offending record aside instead of failing its batch.
+"""The one way Tally runs a TransactWriteItems: `write_items` for a fixed list of items, `write`
+for the one caller whose members an earlier delivery may have applied (counters' replay). How a
+cancellation is read and retried: docs/design.md, "Transactions"; what a transaction
+guarantees: docs/guarantees.md, "A transaction applies all of its writes or none".
 """
 
 from __future__ import annotations
@@ -25,13 +12,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
-from chalicelib.core import clock, dynamo_limits
+from chalicelib.core import dynamo_limits, retry
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError
-from chalicelib.core.retry import backoff
-from chalicelib.core.storage_errors import ConditionFailed
-from chalicelib.core.storage_errors import error_code as error_code  # re-exported: callers read codes here
+from chalicelib.core.storage_errors import ConditionFailed, error_code
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
@@ -55,25 +40,7 @@ RETRYABLE_ERRORS = frozenset(
         "ServiceUnavailable",
     }
 )
-# Error codes that name the request's data: the same request can never succeed.
-REJECTED_ERRORS = REJECTED_ERROR_CODES
 REJECTED_CANCELLATIONS = frozenset({"ValidationError", "ItemCollectionSizeLimitExceeded"})
-
-
-class TransactionRejectedError(RejectedError):
-    """DynamoDB refused the transaction for a reason no retry changes (HTTP 400 at the door)."""
-
-    def __init__(self, message: str, reasons: Sequence[str] | None = None) -> None:
-        super().__init__(message)
-        self.reasons = list(reasons or [])
-
-
-class ConditionFailedError(ConditionFailed):
-    """A condition failed and the caller named no duplicate: the state is not what it expected."""
-
-    def __init__(self, message: str, failed: Sequence[int]) -> None:
-        super().__init__(message, None)
-        self.failed = list(failed)
 
 
 @dataclass(frozen=True)
@@ -92,7 +59,7 @@ class Outcome(Generic[T]):
     retries: int = 0  # attempts that waited for a transient failure
 
 
-def cancellation_reasons(exc: ClientError) -> list[str] | None:
+def _cancellation_reasons(exc: ClientError) -> list[str] | None:
     """Per-item codes of a cancelled transaction, in item order ("None" for an item that was
     fine), or None when the error is not a cancellation."""
     if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
@@ -112,7 +79,8 @@ def write(
     cap: float = 2.0,
     sleep: Sleep | None = None,
 ) -> Outcome[T]:
-    """Apply `members` in one transaction (or learn that some already were).
+    """Apply `members` in one transaction (or learn that some already were); ConditionFailed
+    when a condition failed that names no duplicate and `adapt` did not change the plan.
 
     `duplicates(failed_owners, pending)` is called with the owners of the items whose condition
     failed and the members still pending; it returns the members an earlier delivery applied.
@@ -133,20 +101,20 @@ def write(
             outcome.applied += pending
             return outcome
         except ParamValidationError as exc:  # the SDK refused the data before sending it
-            raise TransactionRejectedError(f"{what} rejected: {exc}") from exc
+            raise RejectedError(f"{what} rejected: {exc}") from exc
         except BotoCoreError as exc:  # no answer (connection, timeout) after the SDK's own retries
             raise StorageError(f"{what} failed: {type(exc).__name__}") from exc
         except ClientError as exc:
-            code, reasons = error_code(exc), cancellation_reasons(exc)
+            code, reasons = error_code(exc), _cancellation_reasons(exc)
             cause: ClientError = exc
         if reasons is None:
-            if code in REJECTED_ERRORS:
-                raise TransactionRejectedError(f"{what} rejected: {code}") from cause
+            if code in REJECTED_ERROR_CODES:
+                raise RejectedError(f"{what} rejected: {code}") from cause
             if code not in RETRYABLE_ERRORS:
                 raise StorageError(f"{what} failed: {code}") from cause
         else:
             if any(r in REJECTED_CANCELLATIONS for r in reasons):
-                raise TransactionRejectedError(f"{what} rejected: {reasons}", reasons) from cause
+                raise RejectedError(f"{what} rejected: {reasons}") from cause
             failed = [i for i, r in enumerate(reasons) if r == "ConditionalCheckFailed"]
             if failed:
                 owners = [transaction.owners[i] if i < len(transaction.owners) else None for i in failed]
@@ -158,22 +126,24 @@ def write(
                     continue
                 if adapt is not None and adapt([transaction.items[i] for i in failed if i < len(transaction.items)]):
                     continue
-                raise ConditionFailedError(f"{what}: a condition failed", failed)
+                raise ConditionFailed(f"{what}: a condition failed", None)
             unknown = [r for r in reasons if r not in RETRYABLE_CANCELLATIONS | {"None"}]
             if unknown or not reasons:
                 raise StorageError(f"{what} cancelled: {reasons}") from cause
         if outcome.retries >= attempts:
             raise StorageError(f"{what} kept failing: {code} {reasons or ''}".strip()) from cause
-        (sleep or clock.sleep)(backoff(outcome.retries, cap))
+        retry.pause(outcome.retries, sleep, cap)
         outcome.retries += 1
     return outcome
 
 
-def write_items(dynamodb: DynamoDB, items: list[dict[str, Any]], *, what: str, attempts: int = 7) -> bool:
+def write_items(
+    dynamodb: DynamoDB, items: list[dict[str, Any]], *, what: str, attempts: int = 7, sleep: Sleep | None = None
+) -> bool:
     """Write a fixed list of transaction items, retrying transient failures as `write` does:
     True once written, False when one of their conditions failed (nothing was written)."""
     try:
-        write(dynamodb, [what], lambda _: Plan(items, [None] * len(items)), what=what, attempts=attempts)
-    except ConditionFailedError:
+        write(dynamodb, [what], lambda _: Plan(items, [None] * len(items)), what=what, attempts=attempts, sleep=sleep)
+    except ConditionFailed:
         return False
     return True

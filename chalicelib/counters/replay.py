@@ -183,7 +183,7 @@ def _replay_one(
             adapt=plan.adapt,
             sleep=sleep,
         )
-    except transactions.ConditionFailedError:
+    except ConditionFailed:
         result.still_bad.append(
             {"id": record_id, "reason": "its audit item or a summary changed under it: replay it again"}
         )

@@ -30,21 +30,20 @@ class PartitionQuery:
     low: str | None = None
     high: str | None = None
 
-    def key_condition(self) -> tuple[str, dict[str, Any]]:
-        values: dict[str, Any] = {":pk": {"S": self.pk}}
-        expression = "pk = :pk"
+    def sort_condition(self) -> tuple[str, dict[str, str]]:
+        """The condition on the sort key (empty: the whole partition) and its placeholders' values."""
+        values = {k: v for k, v in ((":low", self.low), (":high", self.high)) if v is not None}
         if self.low is not None and self.high is not None:
             # BETWEEN is inclusive, but no sort key equals `high` (each carries '#suffix').
-            expression += " AND sk BETWEEN :low AND :high"
-        elif self.low is not None:
-            expression += " AND sk >= :low"
-        elif self.high is not None:
-            expression += " AND sk < :high"
+            return "sk BETWEEN :low AND :high", values
         if self.low is not None:
-            values[":low"] = {"S": self.low}
-        if self.high is not None:
-            values[":high"] = {"S": self.high}
-        return expression, values
+            return "sk >= :low", values
+        return ("sk < :high" if self.high is not None else ""), values
+
+    def key_condition(self) -> tuple[str, dict[str, Any]]:
+        condition, values = self.sort_condition()
+        expression = "pk = :pk" + (f" AND {condition}" if condition else "")
+        return expression, {":pk": {"S": self.pk}, **{k: {"S": v} for k, v in values.items()}}
 
 
 def quarter_hour_starts(start_ms: int, end_ms: int) -> list[int]:

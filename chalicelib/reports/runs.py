@@ -21,7 +21,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from chalicelib.core import attributes, keyspace, times, transactions
+from chalicelib.core import attributes, dynamo, keyspace, times, transactions
 from chalicelib.core.aws import S3, DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
@@ -158,22 +158,17 @@ class _ShardReader:
     """One write shard of one quarter hour, read a page at a time in sort-key (time) order."""
 
     def __init__(self, dynamodb: DynamoDB, table: str, query: report_ranges.PartitionQuery, now_ms: int) -> None:
-        condition, values = query.key_condition()
+        condition, values = query.sort_condition()
         self._dynamodb = dynamodb
         self._now_s = now_ms // 1000
-        self._request: dict[str, Any] = {
-            "TableName": table,
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeValues": values,
-            "ConsistentRead": True,
-        }
+        self._request = dynamo.query_request(table, query.pk, sk=condition, values=values, consistent=True)
         self.done = False
         self.reached = -1  # the ingest time of the last item read
         self.pending: list[tuple[int, dict[str, Any]]] = []  # (ingest time, event) read, not yet added
 
     def read_page(self, limit: int, budget: Budget) -> None:
-        with translated("the events of the report could not be read"):
-            page = self._dynamodb.query(**self._request, Limit=limit)
+        request = {**self._request, "Limit": limit}
+        page = next(dynamo.query_pages(self._dynamodb, request, "the events of the report could not be read"))
         budget.queries_made += 1
         for raw in page.get("Items", []):
             item = {k: _DESERIALIZER.deserialize(v) for k, v in raw.items()}
@@ -243,17 +238,9 @@ def _commit(dynamodb: DynamoDB, settings: Settings, checkpoint: int | None, repo
         "ConditionExpression": "attribute_not_exists(pk)",
     }
     # A transaction on the same items in flight is retried; the condition then decides.
-    try:
-        transactions.write(
-            dynamodb,
-            [report],
-            lambda _: transactions.Plan([{"Update": move}, {"Put": index}], [None, None]),
-            what="moving the report checkpoint",
-            attempts=_COMMIT_ATTEMPTS,
-        )
-    except transactions.ConditionFailedError:
-        return False
-    return True
+    return transactions.write_items(
+        dynamodb, [{"Update": move}, {"Put": index}], what="moving the report checkpoint", attempts=_COMMIT_ATTEMPTS
+    )
 
 
 def _discard_unless_committed(dynamodb: DynamoDB, s3: S3, settings: Settings, report_id: str) -> None:

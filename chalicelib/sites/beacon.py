@@ -1,16 +1,8 @@
 """`POST /beacon/pageview`: one page view (or custom event) from the tracker script, counted
-through Tally's own paths. The visitor id is derived here and handed on only as values made
-from it (docs/tracker.md, "What is stored").
-
-A page view is counted
-- as an exact view of its page (views: url, time and a per-view client id made from the
-  visitor id, url and time, so a resent beacon counts once and a reload counts again; the
-  stored marker cannot link one visitor's views of different pages);
-- as the visitor, in the site's unique counts (uniques, hour and day sketches);
-- as an event of counter `site:<site>` with dimensions page, referrer, source and device, and
-  when it carries UTM fields one of `site-utm:<site>` with source, medium and campaign (events;
-  the event id is made from the same three, so a resent beacon counts once there too).
-Every path is idempotent under a resend, so a request that failed half-way may simply be sent again.
+through Tally's own paths (a view, the visitor in the site's unique counts, the site's events),
+each idempotent under a resend. The visitor id is derived here and handed on only as values
+made from it. What is counted and stored: docs/tracker.md, "How a page view is counted" and
+"What is stored".
 """
 
 from __future__ import annotations
@@ -24,7 +16,7 @@ from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.events import ingest as events
-from chalicelib.sites import keys, privacy, salts, summary
+from chalicelib.sites import names, privacy, salts, summary
 from chalicelib.uniques import api as uniques_api
 from chalicelib.views import api as views_api
 from chalicelib.views import validation as view_input
@@ -84,7 +76,7 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> Beacon:
     if time_ms < now_ms - MAX_AGE_MS:
         raise ValidationError("time is more than a day old: a page view is counted within a day")
     times.not_ahead(time_ms, now_ms, settings.max_future_skew_seconds)
-    site = None if body.get("site") is None else keys.site_name(body["site"], "site")
+    site = None if body.get("site") is None else names.site_name(body["site"], "site")
     event = PAGEVIEW if body.get("event") is None else validation.name(body["event"], "event")
     if event == PAGEVIEW and (body.get("dimensions") is not None or body.get("values") is not None):
         raise ValidationError("dimensions and values belong to custom events: give event too")
@@ -108,12 +100,12 @@ def count(
         page = privacy.page(beacon.url, beacon.referrer)
     except ValueError as exc:
         raise ValidationError("url must be an http(s) URL with a host") from exc
-    site = beacon.site or keys.site_name(page.host, "url's host")
+    site = beacon.site or names.site_name(page.host, "url's host")
     salt = salts.salt_for_day(dynamodb, settings, beacon.time_ms // times.DAY_MS, now_ms)
     visitor = privacy.visitor_id(salt, site, ip, user_agent)
     view_url = privacy.page_url(beacon.url)
     if beacon.event != PAGEVIEW:
-        counter = validation.name(keys.event_counter(site, beacon.event), "event (with the site, at most 200)")
+        counter = validation.name(names.event_counter(site, beacon.event), "event (with the site, at most 200)")
         body = {
             "counter": counter,
             "id": _derived("event", beacon.event, view_url, str(beacon.time_ms), visitor),
@@ -129,7 +121,7 @@ def count(
     batch = events.parse_body({"events": pageview_events(site, page, beacon, view_url, visitor)}, now_ms, settings)
     view = view_input.View(view_url, beacon.time_ms, _derived("view", view_url, str(beacon.time_ms), visitor))
     views_api.enqueue(sqs, settings, [view], now_ms)
-    uniques_api.enqueue(sqs, settings, keys.visitors_name(site), uniques_api.Post([visitor], beacon.time_ms))
+    uniques_api.enqueue(sqs, settings, names.visitors_name(site), uniques_api.Post([visitor], beacon.time_ms))
     events.store(dynamodb, settings, batch, now_ms)
     _note_site(dynamodb, settings, site, now_ms)
     return Outcome(True, site)
@@ -141,7 +133,7 @@ def pageview_events(site: str, page: privacy.Page, beacon: Beacon, view_url: str
     event_id = _derived("pageview", view_url, str(beacon.time_ms), visitor)
     found: list[dict[str, Any]] = [
         {
-            "counter": keys.pageview_counter(site),
+            "counter": names.pageview_counter(site),
             "id": event_id,
             "time": beacon.time_ms,
             "retention": summary.RETENTION_SECONDS,
@@ -151,7 +143,7 @@ def pageview_events(site: str, page: privacy.Page, beacon: Beacon, view_url: str
     if page.has_utm:
         found.append(
             {
-                "counter": keys.utm_counter(site),
+                "counter": names.utm_counter(site),
                 "id": event_id,
                 "time": beacon.time_ms,
                 "retention": summary.RETENTION_SECONDS,
@@ -171,4 +163,4 @@ def _derived(*parts: str) -> str:
 def _note_site(dynamodb: DynamoDB, settings: Settings, site: str, now_ms: int) -> None:
     """The site in the catalog of sites (one write per site and hour per process)."""
     expires = now_ms // 1000 + summary.RETENTION_SECONDS + times.DAY_MS // 1000
-    catalog.touch(dynamodb, settings, keys.CATALOG_KIND, _recent, {site: expires}, now_ms)
+    catalog.touch(dynamodb, settings, names.CATALOG_KIND, _recent, {site: expires}, now_ms)

@@ -1,13 +1,8 @@
-"""What a page-view beacon becomes before anything is counted. Pure.
-
-- The visitor id, as Plausible documents it: a keyed hash of a daily random salt, the site,
-  the client's IP address and its user agent. It is never stored: the counting paths receive
-  only values derived from it (docs/tracker.md says which), and once the day's salt is deleted
-  nothing can recompute it, so a visitor cannot be followed from one day to the next.
-- Known bots, by user agent: a short documented list of patterns (BOT_PATTERNS).
-- The device class, from the viewport width alone (no screen size, no fingerprint).
-- The page path, the referrer's host and the UTM fields, from the URLs the script sends, and
-  the URL a page is counted under (no user info, port or query: docs/tracker.md, "What is stored").
+"""What a page-view beacon becomes before anything is counted: the visitor id (a keyed hash of
+the day's salt, the site, IP address and user agent; never stored), known bots by user agent
+(BOT_PATTERNS), the device class from the viewport width, and the page path, referrer host and
+UTM fields, and the URL a page is counted under (no user info, port or query). Pure.
+Why this is private: docs/tracker.md, "Privacy: what is collected and what is not".
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""The daily salt of visitor ids, kept in the counts table (keyspace SALT#, sites.keys).
-
-One salt per UTC day: 32 random bytes, created by the first page view that needs it (a
-conditional put; a concurrent creator's salt wins and is read back), expiring two days after
-its day starts (`expires_at`, the table's TTL). DynamoDB deletes expired items only eventually
-(docs/guarantees.md), so a read ignores a salt past its expiry as if it were gone, and the
-first page view of a day deletes the salt that has just expired. Nothing
-but `visitor_id` ever sees a salt: no route answers one.
+"""The daily salt of visitor ids (`SALT#` / `d#<day>`, sites.names): 32 random bytes per UTC day,
+created by a conditional put (a concurrent creator's salt wins and is read back), ignored past
+its expiry and deleted by the first page view of the next day. Why a salt lives two days and
+never leaves the table: docs/tracker.md, "Privacy: what is collected and what is not".
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
-from chalicelib.sites import keys
+from chalicelib.sites import names
 from chalicelib.sites.privacy import SALT_BYTES
 
 SALT_DAYS = 2  # a salt lives this many days from its day's start
@@ -77,7 +73,7 @@ def salt_for_day(
 
 def _read(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int) -> bytes | None:
     with translated("could not read the day's salt"):
-        item = dynamodb.get_item(TableName=settings.counts_table, Key=keys.salt_key(day), ConsistentRead=True).get(
+        item = dynamodb.get_item(TableName=settings.counts_table, Key=names.salt_key(day), ConsistentRead=True).get(
             "Item"
         )
     if item is None or attributes.integer(item, "expires_at") <= now_s:
@@ -93,7 +89,7 @@ def _delete_expired(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int
         with translated("could not delete an expired salt"):
             dynamodb.delete_item(
                 TableName=settings.counts_table,
-                Key=keys.salt_key(day),
+                Key=names.salt_key(day),
                 ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
                 ExpressionAttributeValues={":now": {"N": str(now_s)}},
             )
@@ -106,7 +102,7 @@ def _create(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int, salt: 
         with translated("could not store the day's salt"):
             dynamodb.put_item(
                 TableName=settings.counts_table,
-                Item={**keys.salt_key(day), "salt": {"B": salt}, "expires_at": {"N": str(expires_at_s(day))}},
+                Item={**names.salt_key(day), "salt": {"B": salt}, "expires_at": {"N": str(expires_at_s(day))}},
                 # Another request may have created it meanwhile: its salt wins (read back below).
                 ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
                 ExpressionAttributeValues={":now": {"N": str(now_s)}},

@@ -1,5 +1,5 @@
 """`GET /sites/{site}/summary`: a site's visitors, page views and top pages, referrers,
-sources and devices over a window, each list a breakdown of the site's counters (sites.keys).
+sources and devices over a window, each list a breakdown of the site's counters (sites.names).
 
 Reads: the visitors' hour and day sketches (uniques, one BatchGetItem), and four breakdowns
 (counters.breakdowns: page, referrer, source and device of `site:<site>`), each a bounded read
@@ -16,7 +16,7 @@ from chalicelib.core import pager, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.settings import Settings
 from chalicelib.counters import breakdowns
-from chalicelib.sites import keys
+from chalicelib.sites import names
 from chalicelib.uniques import api as uniques_api
 
 DEFAULT_LIMIT = 10
@@ -26,10 +26,10 @@ RETENTION_SECONDS = window_params.MAX_WINDOW_DAYS * times.DAY_MS // 1000
 # Each list: the summary's name for it, the counter it is a breakdown of, the dimension, the
 # name of a value in the list.
 LISTS = (
-    ("pages", keys.pageview_counter, "page", "path"),
-    ("referrers", keys.pageview_counter, "referrer", "referrer"),
-    ("sources", keys.pageview_counter, "source", "source"),
-    ("devices", keys.pageview_counter, "device", "device"),
+    ("pages", names.pageview_counter, "page", "path"),
+    ("referrers", names.pageview_counter, "referrer", "referrer"),
+    ("sources", names.pageview_counter, "source", "source"),
+    ("devices", names.pageview_counter, "device", "device"),
 )
 
 
@@ -49,9 +49,9 @@ def summary(
 ) -> dict[str, Any]:
     """The summary of `site` over minutes first..last; its visitors over the hours holding them
     (unique counts are hour-aligned: `visitors_start`, `visitors_end`)."""
-    site = keys.site_name(site)
+    site = names.site_name(site)
     first, last = minutes
-    visitors = uniques_api.window_cardinality(dynamodb, settings, [keys.visitors_name(site)], hours, now_ms)
+    visitors = uniques_api.window_cardinality(dynamodb, settings, [names.visitors_name(site)], hours, now_ms)
     answer: dict[str, Any] = {
         "site": site,
         "start": times.iso(first * times.MINUTE_MS),

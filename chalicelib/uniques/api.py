@@ -7,14 +7,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import attributes, dynamo, keyspace, pager, queues, timebuckets, times, validation, window_params
+from chalicelib.core import (
+    attributes,
+    catalog,
+    dynamo,
+    keyspace,
+    pager,
+    queues,
+    timebuckets,
+    times,
+    validation,
+    window_params,
+)
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import translated
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.uniques import keys, sketches
+from chalicelib.uniques import layout, sketches
 from chalicelib.uniques.batches import MAX_ITEMS, decode_item, message_body
 
 MAX_ITEM_CHARS = 1024
@@ -102,7 +113,7 @@ def window_cardinality(
     first_live_hour = timebuckets.first_live_index("hour", now_ms, settings.uniques_hour_retention_seconds)
     first_live_day = timebuckets.first_live_index("day", now_ms, settings.uniques_day_retention_seconds)
     plan = timebuckets.hour_day_plan(first, last, first_live_hour)
-    wanted = [keys.bucket_key(name, bucket) for name in names for bucket in plan]
+    wanted = [layout.bucket_key(name, bucket) for name in names for bucket in plan]
     if len(wanted) > MAX_KEYS_READ:
         raise ValidationError(f"this would read {len(wanted)} sketches (at most {MAX_KEYS_READ}): fewer names or days")
     found = dynamo.batch_get_items(
@@ -176,9 +187,9 @@ def histogram(
     items = dynamo.query_sort_range(
         dynamodb,
         settings.counts_table,
-        keys.window_pk(name),
-        keys.bucket_sort_key(resolution, first),
-        keys.bucket_sort_key(resolution, last),
+        layout.window_pk(name),
+        layout.bucket_sort_key(resolution, first),
+        layout.bucket_sort_key(resolution, last),
         "could not read the sketches",
     )
     now_s = now_ms // 1000
@@ -206,34 +217,20 @@ def histogram(
 
 
 def _read_all_shards(dynamodb: DynamoDB, settings: Settings, name: str) -> list[sketches.Sketch]:
-    request: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": keys.shards_pk(name)}},
-        "ProjectionExpression": "pk, sk, sketch",
-    }
-    pages = dynamo.query_pages(dynamodb, request, "could not read the sketches")
-    return [decode_item(item) for page in pages for item in page.get("Items", [])]
+    request = dynamo.query_request(settings.counts_table, layout.shards_pk(name), projection="pk, sk, sketch")
+    return [decode_item(item) for item in dynamo.query_items(dynamodb, request, "could not read the sketches")]
 
 
 # -- the names that exist ----------------------------------------------------------------------
 
 
-def list_names(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
+def list_names(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str], now_ms: int) -> dict[str, Any]:
     """`{"names": [{"name", "last_seen"}], "next": cursor | None}` in name order, one page
-    (core.pager) of `limit` (1-1000, default 100) after `cursor` (the `next` of the previous page).
-    A window without names is refused: the listing has no window, and ignoring one would answer
-    a question that was not asked."""
+    (core.pager) of `limit` (1-1000, default 100) after `cursor` (the `next` of the previous page),
+    from the catalog of unique-count names (core.catalog). A window without names is refused:
+    the listing has no window, and ignoring one would answer a question that was not asked."""
     if window_params.is_windowed(params):
         raise ValidationError(f"{', '.join(window_params.WINDOW_PARAMS)} count a union: give names too")
     request = pager.page_request(params, lambda n: validation.name(n, "cursor"))
-    page = pager.query_page(
-        dynamodb, settings.counts_table, keys.NAMES_PK, request, "could not read the unique-count names"
-    )
-    return {
-        "names": [
-            {"name": attributes.sort_key(i), "last_seen": times.iso(attributes.integer(i, "last_seen"))}
-            for i in page.items
-        ],
-        "next": page.next,
-    }
+    entries, cursor = catalog.touched_page(dynamodb, settings, layout.CATALOG_KIND, request, now_ms)
+    return {"names": [{"name": e.name, "last_seen": times.iso(e.last_seen_ms)} for e in entries], "next": cursor}

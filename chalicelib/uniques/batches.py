@@ -1,25 +1,8 @@
-"""Unique counts, the queue handler side: merge batches into all-time, hour and day sketches.
-
-Each message carries the hashes of one request's items and their time. A batch touches, per
-name, the hour and day sketches of its items' times and then one shard of the all-time sketch
-(picked from the batch's first message id, so concurrent invocations spread out; see
-chalicelib.uniques.keys). Each touched sketch is read once and written once with a condition on
-the version read; a writer that loses the race reads again, merges again and retries.
-Merging is idempotent and commutative, so neither a lost race nor a redelivered batch can lose
-or inflate anything, and a redelivered batch writes nothing.
-
-Hour and day sketches are not sharded: a window is read in one BatchGetItem of at most 100
-keys, one key per hour or day it needs, so shards would multiply its cost (a 30-day window
-would need more than one call with 2 shards). Concurrent writers of the same hour retry
-instead, which the version condition makes safe.
-
-The batch runs through core.batch_processor, which decides poison the same way for every source:
-a message that validation refuses, or whose sketch write DynamoDB refuses for its data (found by
-halving the refused write), is put aside alone under QUARANTINE#uniques-queue on its first
-delivery and the rest of the batch is applied. Any other failure, whatever the exception
-(throttling, storage unavailable, an unreadable stored sketch, a fault in the code), or a
-refusal of every message alike, fails the batch: Lambda leaves it in the queue, and merging
-again changes nothing.
+"""Unique counts, the queue handler side: each batch merged, through core.batch_processor
+(`UniqueItems`), into its names' hour and day sketches and one shard of each all-time sketch
+(each read once and written once with dynamo.put_versioned), and its names touched in the
+catalog. Why neither a lost race nor a redelivery loses or inflates anything, and why hour and
+day sketches are not sharded: docs/design.md, "Unique counts"; poison: "Where poison goes".
 """
 
 from __future__ import annotations
@@ -33,7 +16,17 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import attributes, batch_processor, quarantine, retry, timebuckets, times, validation
+from chalicelib.core import (
+    attributes,
+    batch_processor,
+    catalog,
+    dynamo,
+    quarantine,
+    retry,
+    timebuckets,
+    times,
+    validation,
+)
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.batch_processor import Sent, Write
 from chalicelib.core.batch_result import BatchResult
@@ -44,17 +37,12 @@ from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.core.timebuckets import Bucket
-from chalicelib.uniques import keys, sketches
+from chalicelib.uniques import layout, sketches
 
 MAX_ITEMS = 500
 MESSAGE_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # version 1 had no time: its items count at the time they are applied
 MAX_WRITE_ATTEMPTS = 12
 SOURCE = quarantine.UNIQUES_QUEUE
-
-
-class ContendedError(StorageError):
-    """A sketch kept changing between our read and our write: retry the batch later."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +72,7 @@ class Target:
         return (self.name, 0, self.bucket.resolution, self.bucket.index)
 
     def key(self, shard: int) -> dict[str, Any]:
-        return keys.shard_key(self.name, shard) if self.bucket is None else keys.bucket_key(self.name, self.bucket)
+        return layout.shard_key(self.name, shard) if self.bucket is None else layout.bucket_key(self.name, self.bucket)
 
 
 def message_body(name: str, hashes: bytes, time_ms: int) -> str:
@@ -99,17 +87,17 @@ def parse_message(body: str) -> tuple[str, bytes]:
     return name, raw
 
 
-def parse_items(message: Message, now_ms: int) -> Items:
+def parse_items(message: Message) -> Items:
     name, raw, time_ms = _parse(message.body)
-    return Items(message, name, raw, now_ms if time_ms is None else time_ms)
+    return Items(message, name, raw, time_ms)
 
 
-def _parse(body: str) -> tuple[str, bytes, int | None]:
+def _parse(body: str) -> tuple[str, bytes, int]:
     try:
         message = json.loads(body)
     except ValueError as exc:
         raise ValidationError(f"message is not JSON: {exc}") from exc
-    if not isinstance(message, dict) or message.get("v") not in READABLE_VERSIONS:
+    if not isinstance(message, dict) or message.get("v") != MESSAGE_VERSION:
         raise ValidationError("message is not a unique-items message of a known version")
     name = validation.name(message.get("name"), "name")
     try:
@@ -119,8 +107,7 @@ def _parse(body: str) -> tuple[str, bytes, int | None]:
     size = sketches.HASH_BYTES
     if not raw or len(raw) % size or len(raw) // size > MAX_ITEMS:
         raise ValidationError(f"hashes must be 1-{MAX_ITEMS} values of {size} bytes")
-    time_ms = times.parse(message.get("time"), "time") if message.get("v") == MESSAGE_VERSION else None
-    return name, raw, time_ms
+    return name, raw, times.parse(message.get("time"), "time")
 
 
 def choose_shard(messages: list[Message], shards: int) -> int:
@@ -168,7 +155,7 @@ class UniqueItems(batch_processor.Capability[Message, Items]):
         return self._sink
 
     def parse(self, raw: Message) -> list[Items]:
-        return [parse_items(raw, self.now_ms)]
+        return [parse_items(raw)]
 
     def writes(self, records: list[Items]) -> list[Write[Items]]:
         by_target: dict[Target, list[Items]] = defaultdict(list)
@@ -196,7 +183,8 @@ class UniqueItems(batch_processor.Capability[Message, Items]):
         return [Write((), functools.partial(self._touch, name)) for name in names]
 
     def _touch(self, name: str, _: list[Items]) -> Sent[Items]:
-        _touch_name(self.dynamodb, self.settings, name, self.now_ms)
+        # Every batch writes its names (no `Recent`): a name's last_seen is its latest batch's.
+        catalog.touch(self.dynamodb, self.settings, layout.CATALOG_KIND, None, {name: None}, self.now_ms)
         return Sent(details=Counter(names=1))
 
     def summarize(self, outcome: batch_processor.Outcome[Message, Items]) -> Counter[str]:
@@ -226,7 +214,7 @@ def merge_into_shard(
     sleep: Sleep | None = None,
 ) -> tuple[int, int]:
     """Add item hashes to one shard of a name's all-time sketch: (1 if written else 0, conflicts)."""
-    return merge_into(dynamodb, settings, keys.shard_key(name, shard), hashes, now_ms, None, sleep)
+    return merge_into(dynamodb, settings, layout.shard_key(name, shard), hashes, now_ms, None, sleep)
 
 
 def merge_into(
@@ -251,7 +239,7 @@ def merge_into(
         if _write_sketch(dynamodb, settings, key, merged, version, now_ms, expires_at_s):
             return 1, conflicts
     where = f"{key['pk']['S']} {key['sk']['S']}"
-    raise ContendedError(f"sketch {where} kept changing under us; the batch will be retried")
+    raise StorageError(f"sketch {where} kept changing under us; the batch will be retried")
 
 
 def _read_sketch(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> tuple[sketches.Sketch | None, int]:
@@ -259,7 +247,7 @@ def _read_sketch(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) ->
         item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
     if item is None:
         return None, 0
-    return decode_item(item), attributes.integer(item, "version")
+    return decode_item(item), dynamo.stored_version(item)
 
 
 def _write_sketch(
@@ -272,40 +260,14 @@ def _write_sketch(
     expires_at_s: int | None,
 ) -> bool:
     """Conditional put on the version read; False if another writer got there first."""
-    condition: dict[str, Any] = (
-        {"ConditionExpression": "attribute_not_exists(pk)"}
-        if version == 0
-        else {"ConditionExpression": "version = :v", "ExpressionAttributeValues": {":v": {"N": str(version)}}}
-    )
-    item = {
-        **key,
-        "sketch": {"B": sketches.encode(sketch)},
-        "version": {"N": str(version + 1)},
-        "updated_at": {"S": times.iso(now_ms)},
-    }
+    item = {**key, "sketch": {"B": sketches.encode(sketch)}, "updated_at": {"S": times.iso(now_ms)}}
     if expires_at_s is not None:
         item["expires_at"] = {"N": str(expires_at_s)}
-    try:
-        with translated("could not write a sketch"):  # RejectedError when DynamoDB refuses the sketch itself
-            dynamodb.put_item(TableName=settings.counts_table, Item=item, **condition)
+    try:  # RejectedError when DynamoDB refuses the sketch itself
+        dynamo.put_versioned(dynamodb, settings.counts_table, item, version, "could not write a sketch")
     except ConditionFailed:
         return False
     return True
-
-
-def _touch_name(dynamodb: DynamoDB, settings: Settings, name: str, now_ms: int) -> None:
-    """Record that a name has items (one small write per name per batch; never moves back)."""
-    try:
-        with translated("could not record a unique-count name"):
-            dynamodb.update_item(
-                TableName=settings.counts_table,
-                Key=keys.name_key(name),
-                UpdateExpression="SET last_seen = :t",
-                ConditionExpression="attribute_not_exists(last_seen) OR last_seen < :t",
-                ExpressionAttributeValues={":t": {"N": str(now_ms)}},
-            )
-    except ConditionFailed:
-        pass
 
 
 def decode_item(item: dict[str, Any]) -> sketches.Sketch:

@@ -1,29 +1,8 @@
-"""Unique-count sketches: exact while small, HyperLogLog registers beyond. Pure, no I/O.
-
-A `Sketch` keeps the sorted set of its items' 64-bit hashes while it holds at most
-EXACT_LIMIT distinct items, and answers their exact number; past that it keeps registers only
-and the `hyperloglog` library estimates. The registers are maintained in both states (they are
-derived from the hashes), so the switch loses nothing: a sketch's registers always equal those
-of `HyperLogLog.add_bulk` over its items. A sketch that left the exact state holds more than
-EXACT_LIMIT items by construction, so its estimate is never below EXACT_LIMIT + 1 and a count
-cannot fall as items are added across the switch.
-
-Stored form (never pickle): a 5-byte header, then the payload.
-    magic b"TH" | format version | kind | precision p
-    DENSE  (kind 0): zlib(one byte per register, m = 2**p bytes)
-    SPARSE (kind 1): zlib(uint16 big-endian index deltas of the non-zero registers, then
-                     their values, one byte each); the first delta is the first index.
-    EXACT  (kind 2): the distinct item hashes, sorted, 8 bytes big-endian each.
-A DENSE/SPARSE sketch is a register sketch, which holds more than EXACT_LIMIT items by
-construction. The format version is 2; no other is read. Encoding picks the smaller register form,
-so a sketch of a few items takes a few hundred bytes and a full one stays far below the 12 KB
-of a dense Redis HyperLogLog. Decoding checks every field and bounds decompression, so a
-corrupt or foreign item is refused, never executed.
-
-Items are hashed once, where they arrive, with the library's own hash (the first 8 bytes of
-SHA-1 over the msgpack form). Applying those hashes here is the library's `add_bulk` minus its
-per-item Python hashing loop, vectorised, so a sketch built from hashes equals one built by
-`HyperLogLog.add_bulk(items)` register for register, at a fraction of the cost.
+"""Unique-count sketches: exact while small (the sorted 64-bit item hashes, kind EXACT), HyperLogLog
+registers beyond (DENSE or SPARSE, whichever is smaller), in one stored form (never pickle): a
+5-byte header `TH` | format version 2 | kind | precision, then the payload; decoding checks
+every field and bounds decompression. Pure, no I/O. Why the switch loses nothing and a sketch
+built from hashes equals the library's `add_bulk`: docs/design.md, "Unique counts".
 """
 
 from __future__ import annotations

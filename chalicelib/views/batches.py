@@ -1,28 +1,8 @@
-"""Exact view counters, the queue handler side: apply a batch of views exactly once.
-
-A view is counted when its marker is written, and its marker is written by the same single
-UpdateItem that adds it to its URL's counter item (all time, and the pending count of its
-minute: chalicelib.views.rollup): the marker is a token in a set on the counter, and the update
-is conditioned on the token not being there (chalicelib.views.markers, which also says how
-markers leave the counter once it would pass a kilobyte). So both happen or neither does. The views of one URL in a batch share one
-update (up to MAX_UPDATE_VIEWS), and a URL viewed once costs one write unit. A redelivered view
-finds its marker: in the counter (or its spilled item) read before writing, when it is already
-there, or else in the item the failed condition returns, and the update is sent again without it.
-
-At most once, whatever the path back: a marker lives until its view's own time plus the
-horizon (settings.view_horizon_seconds, longer than the queue's and the dead-letter queue's
-retention), and a message whose view is older than the horizon is set aside, not counted. So
-a delivery of a view either finds its marker or is refused, however late it comes (a redrive
-makes a new message whose retention starts again: docs/guarantees.md).
-
-The batch runs through core.batch_processor (ViewMessages says what is the views' own).
-Poison is what a message's content causes, and only that: a message is set aside (in the
-queue's dead-letter queue, core.poison, with the reason, on its first delivery) when validation refuses it
-(not JSON, not a view, text that cannot be encoded, older than the horizon) or when DynamoDB
-refuses its data (an update that is refused is split in halves until the view it fails for
-is alone). Any other failure, whatever the exception (storage unavailable, throttling that
-outlasts the retries, a fault in the code), leaves the views it touched for redelivery: the
-messages that were applied or set aside are deleted and the handler raises.
+"""Exact view counters, the queue handler side: a batch of views counted exactly once (one
+conditional UpdateItem per URL, its markers inline), through core.batch_processor
+(`ViewMessages`). Why exactly once, and at most once however late a view comes back:
+docs/design.md, "Exactly once" and "At most once, provably: the horizon"; poison:
+docs/design.md, "Where poison goes".
 """
 
 from __future__ import annotations
@@ -33,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import attributes, batch_processor, clock, dynamo, queues, timebuckets
+from chalicelib.core import attributes, batch_processor, dynamo, queues, retry, timebuckets
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.batch_processor import BatchIncompleteError, Sent, Write
 from chalicelib.core.batch_result import BatchResult
@@ -41,11 +21,10 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.poison import DeadLetterSink
 from chalicelib.core.queues import Message
-from chalicelib.core.retry import backoff
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, ConflictError, condition_item, translated
 from chalicelib.views import catalog, markers, rollup, top_store, windows
-from chalicelib.views import keys as view_keys
+from chalicelib.views import layout as view_layout
 from chalicelib.views import messages as view_messages
 from chalicelib.views import validation as view_input
 from chalicelib.views.windows import Span
@@ -61,7 +40,7 @@ __all__ = ["BatchIncompleteError", "Pending", "ViewMessages", "apply_messages"]
 class Pending:
     """One distinct view of a batch and the messages that carry it."""
 
-    sk: str  # its marker's name (chalicelib.views.keys.marker_sk)
+    sk: str  # its marker's name (chalicelib.views.layout.marker_sk)
     messages: list[Message]
     url: str = ""  # kept on the URL's counter item (GET /views/urls)
     time_ms: int = 0  # counted in the buckets of this time (a client-day: its earliest view's)
@@ -69,7 +48,7 @@ class Pending:
 
     @property
     def pk(self) -> str:
-        return view_keys.url_pk(self.url)
+        return view_layout.url_pk(self.url)
 
     @functools.cached_property
     def marked(self) -> markers.Marked:
@@ -109,7 +88,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
     def parse(self, raw: Message) -> list[Pending]:
         view = view_messages.from_message(raw.body)
         view_input.check_time(view, self.now_ms, self.settings.view_horizon_seconds, None, "message")
-        sk = view_keys.marker_sk(view, self.settings.view_dedup)
+        sk = view_layout.marker_sk(view, self.settings.view_dedup)
         return [Pending(sk, [raw], view.url, view.time_ms, _live_spans(self.settings, view.time_ms, self.now_ms))]
 
     def key(self, record: Pending) -> tuple[str, str]:
@@ -132,7 +111,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
             dynamo.batch_get_items(
                 self.dynamodb,
                 self.settings.counts_table,
-                [view_keys.counter_key_of(pk) for pk in pks],
+                [view_layout.counter_key_of(pk) for pk in pks],
                 "could not read the view counters",
                 self.sleep,
                 attempts=MAX_BACKOFFS,
@@ -140,7 +119,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
                 consistent=True,
             )
         )
-        self._counters = {pk: items.get((pk, view_keys.COUNTER_SK)) for pk in pks}
+        self._counters = {pk: items.get((pk, view_layout.COUNTER_SK)) for pk in pks}
         days = {pk: markers.inline(counter) for pk, counter in self._counters.items()}
         held = [p for p in records if markers.holds(days[p.pk], p.marked)]
         ids = {id(p) for p in held}
@@ -232,7 +211,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
             except ConflictError:  # a move of its pending minutes (a transaction) holds the counter
                 if retries >= MAX_BACKOFFS:
                     raise
-                (self.sleep or clock.sleep)(backoff(retries))
+                retry.pause(retries, self.sleep)
                 retries += 1
                 continue
             self._counters[pk] = response["Attributes"]
@@ -275,7 +254,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         moves = rollup.settle(
             self.dynamodb, self.settings, touched, self.now_ms, self.sleep, observed.add, self._counters
         )
-        summaries = top_store.record(self.dynamodb, self.settings, observed, self.sleep)
+        summaries = top_store.record(self.dynamodb, self.settings, observed, self.now_ms, self.sleep)
         return Sent(details=Counter(bucket_moves=moves, top_writes=summaries))
 
     def acknowledge(self, done: Sequence[Message]) -> None:

@@ -1,16 +1,7 @@
-"""Which URLs have view counters: the views listing (`GET /views/urls`).
-
-Counters are keyed by the URL's sha256, so the counter item (`URL#<sha>` / `TOTAL`) also keeps
-the URL's text (attribute `url`, set by its first count), when it was last counted (`last`,
-epoch ms, set by every count) and `listed` (set by every count). The catalog (core.catalog,
-packed: `CATALOG#views#log`, then its pages) names the URLs by sha256; the queue handler logs
-the batch's URLs whose counter is not `listed` yet in one log item before counting their
-views, so a URL is named in the log once in its life (again only when a delivery died between
-the log and the count), and a batch pays one write of about a kilobyte per 30 new URLs, not
-one write per new URL. The counters judged are those the handler read before counting (a
-counter it finds was made by a count whose handler logged the URL before it); any it did not
-read are read here, eventually consistent, for the URLs not seen this hour. A page of the
-listing reads the catalog (core.catalog.page) and one BatchGetItem of the page's counters.
+"""Which URLs have view counters: the views listing (`GET /views/urls`) and the queue handler's
+log of the URLs whose counter is not `listed` yet, on the packed catalog (core.catalog) by
+sha256; the URL's text is on its counter item. Why a URL is logged once in its life and
+listed: docs/design.md, "Which names exist".
 """
 
 from __future__ import annotations
@@ -24,7 +15,7 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
-from chalicelib.views import keys as view_keys
+from chalicelib.views import layout as view_layout
 
 KIND = "views"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -52,7 +43,9 @@ def record(
     if not fresh:
         return 0
     known = known or {}
-    keys = [view_keys.counter_key_of(keyspace.VIEW_URL + sha) for sha in fresh if keyspace.VIEW_URL + sha not in known]
+    keys = [
+        view_layout.counter_key_of(keyspace.VIEW_URL + sha) for sha in fresh if keyspace.VIEW_URL + sha not in known
+    ]
     counters = list(
         dynamo.batch_get_items(
             dynamodb, settings.counts_table, keys, "could not read the view counters", sleep, projection="pk, listed"
@@ -93,7 +86,7 @@ def listing(
     the catalog's order (by digest: stable, not by count)."""
     request = pager.page_request(params, _sha)
     entries, cursor = catalog.page(dynamodb, settings, KIND, request, now_ms)
-    keys = [{"pk": {"S": keyspace.VIEW_URL + e.name}, "sk": {"S": view_keys.COUNTER_SK}} for e in entries]
+    keys = [{"pk": {"S": keyspace.VIEW_URL + e.name}, "sk": {"S": view_layout.COUNTER_SK}} for e in entries]
     items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the view counters", sleep)
     counters = {attributes.partition_key(item).removeprefix(keyspace.VIEW_URL): item for item in items}
     urls = []

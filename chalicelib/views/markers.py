@@ -1,27 +1,7 @@
-"""Where a view's marker lives, and the writes that count views and move markers. Pure: no I/O.
-
-A view is counted by one conditional UpdateItem of its URL's counter item (`URL#<sha>` /
-`TOTAL`, chalicelib.views.keys), which holds the view's marker inline: a 16-byte token (the
-first bytes of the sha256 of the view's marker name, chalicelib.views.keys.marker_sk, so the
-same view always has the same token)
-in the binary set `k<day>` of the marker's UTC day. The update adds the views (`views`, the
-pending minutes), adds the tokens, and is conditioned on none of the tokens being there
-already: a single-item write is atomic, so the count and the marker happen together or not at
-all, for one write unit where a transaction of a marker item and the counter would cost four
-(two items, each charged twice in a transaction).
-
-The counter must stay under one kilobyte for its writes to cost one unit, so markers move out
-("spill") once they would push it past that: their tokens are written as items of their own,
-`URL#<sha>` / `K#<hex token>` (with `expires_at`, the latest expiry of any marker of their
-day), and then one UpdateItem removes those tokens from the sets and adds one to `ks`, on
-condition that `ks` is what was read. A count is conditioned on `ks` too, after reading the
-spilled items of its tokens (strongly consistent) when `ks` has moved since they were read:
-a spill writes its items before it moves `ks`, so a count either sees a token inline (the spill
-has not removed it yet: the condition fails on it) or finds `ks` changed (and reads the spilled
-items again, which are written by then). Spilling the same tokens twice writes the same items.
-
-A set whose day ended more than the horizon ago holds only dead markers (every view they stand
-for is refused as too old: chalicelib.views.validation.check_time), so the next write removes it.
+"""Where a view's marker lives (a token in a set on its URL's counter, spilled to items of their
+own past a kilobyte), and the requests that count views and move markers. Pure: no I/O. Why
+a count and its marker happen together and a spill hides no token: docs/design.md, "Exactly
+once"; docs/guarantees.md, "A view and its marker: one conditional UpdateItem of its counter".
 """
 
 from __future__ import annotations
@@ -33,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import attributes, item_sizes, times
-from chalicelib.views import keys as view_keys
+from chalicelib.views import layout as view_layout
 
 TOKEN_BYTES = 16
 INLINE_PREFIX = "k"  # k<day since the epoch>: tokens of that day's markers (binary set)
@@ -93,7 +73,7 @@ def spills(counter: dict[str, Any] | None) -> int | None:
 
 
 def day_expires_at_s(day: int, horizon_s: int) -> int:
-    """When every marker of `day` is dead: its end plus the horizon (chalicelib.views.keys
+    """When every marker of `day` is dead: its end plus the horizon (chalicelib.views.layout
     marker_expires_at_s, for the last millisecond of the day)."""
     return (day + 1) * DAY_MS // 1000 + horizon_s
 
@@ -147,7 +127,7 @@ def _counter_update(
         expression += " REMOVE " + ", ".join(f"#x{i}" for i in range(len(dead)))
     return {
         "TableName": table,
-        "Key": view_keys.counter_key_of(url_pk),
+        "Key": view_layout.counter_key_of(url_pk),
         "UpdateExpression": expression,
         "ConditionExpression": condition,
         "ExpressionAttributeNames": names,
@@ -246,7 +226,7 @@ def size_after(
 ) -> int:
     """How big the counter is after count_request adds `views`, by item_sizes' rules (a dead
     day's set, which the count removes, still counted)."""
-    item = dict(counter or view_keys.counter_key_of(url_pk))
+    item = dict(counter or view_layout.counter_key_of(url_pk))
     item.setdefault("url", {"S": url})
     item["views"] = {"N": str(attributes.integer(item, "views", 0) + len(views))}
     item[last_counted] = {"N": str(now_ms)}

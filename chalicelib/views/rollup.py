@@ -1,31 +1,8 @@
-"""A URL's ranged counts: pending minutes on its counter, moved into its buckets in bulk.
-
-A count (chalicelib.views.batches) adds the views to their URL's counter item, with their
-markers (chalicelib.views.markers), nothing else: to `views` (all time) and to the pending
-count of each view's minute, `p<minute since the epoch>` (chalicelib.views.keys). So a URL
-viewed once in a batch costs one write of its counter, and a URL viewed many times shares it. A URL's views in a range are its bucket items'
-(hour, day, block: chalicelib.views.windows) plus its counter's pending minutes in the range.
-
-Once a counter holds more than FLUSH_AT pending minutes, the handler moves them into the
-buckets with one transaction for the URL: the pending attributes are removed on the condition
-that `views` (which every count adds to) and `fv` are still what was read (`fv`
-becomes one more), and the same views are added to each minute's hour, day and block items, which take
-`f` = the new `fv`. So a move happens whole or not at all and at most once (a repeat finds `fv`
-moved on), and buckets plus pending minutes count the same before and after it. A move that
-loses a race is left to a later batch: nothing is lost, the counter holds more pending minutes
-meanwhile (at most FLUSH_AT plus one transaction's minutes, so the item stays small). Pending
-minutes whose hour bucket is past its retention count nowhere, and a move drops them.
-
-Reading a counter and buckets is not one atomic read, so a move in between could be counted
-twice (pending in the counter as read, and in a bucket read after the move). A bucket item
-whose `f` is above the counter's `fv` as read was moved into after the counter was read: the
-URL is read again (`read`). The queue handler takes the counter its own count returned (or
-read, strongly consistent) and then reads the buckets, strongly consistent (none for a counter
-that never moved), so what it observes for the top URLs' summaries is the URL's count at the
-moment of its counter, after the batch's own count: the last count on a URL is followed by a
-read that sees its final count. GET /views reads both in one
-eventually consistent BatchGetItem: it may miss the latest views (as any eventually consistent
-read may), never counts one twice.
+"""A URL's ranged counts: the pending minutes on its counter, moved into its hour, day and block
+items in bulk (one transaction per URL), and the reads of counter and buckets together. Why a
+move happens whole, at most once, and is never counted twice by a read: docs/design.md, "Exactly
+once" under Exact view counters; the transaction: docs/guarantees.md, "Pending view minutes
+move into buckets in one transaction".
 """
 
 from __future__ import annotations
@@ -40,7 +17,7 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
-from chalicelib.views import keys as view_keys
+from chalicelib.views import layout as view_layout
 from chalicelib.views import windows
 from chalicelib.views.windows import Span
 
@@ -89,17 +66,17 @@ def pending_between(
     """A counter's pending views in minutes first..last (inclusive) that still count."""
     return sum(
         n
-        for minute, n in view_keys.pending_minutes(counter).items()
+        for minute, n in view_layout.pending_minutes(counter).items()
         if first_minute <= minute <= last_minute and live_minute(settings, minute, now_ms)
     )
 
 
 def never_moved(counter: dict[str, Any] | None) -> bool:
     """Whether a counter read strongly has no bucket items: none was ever moved into (no `fv`)."""
-    return counter is None or view_keys.FLUSHES not in counter
+    return counter is None or view_layout.FLUSHES not in counter
 
 
-def flushes(item: dict[str, Any] | None, attribute: str = view_keys.FLUSHES) -> int:
+def flushes(item: dict[str, Any] | None, attribute: str = view_layout.FLUSHES) -> int:
     return attributes.integer(item, attribute, 0) if item else 0
 
 
@@ -141,7 +118,7 @@ def read(
         if not todo:
             return result
     for _ in range(MAX_READS):
-        counter_keys = [view_keys.counter_key_of(pk) for pk in todo if not ordered or pk not in known]
+        counter_keys = [view_layout.counter_key_of(pk) for pk in todo if not ordered or pk not in known]
         bucket_keys = [_bucket_key(pk, span) for pk, spans in todo.items() for span in spans]
         if ordered:
             found = _get(dynamodb, settings, counter_keys, sleep, consistent=True)
@@ -150,9 +127,9 @@ def read(
             found = _get(dynamodb, settings, counter_keys + bucket_keys, sleep, consistent=False)
         again: dict[str, Sequence[Span]] = {}
         for pk, spans in todo.items():
-            counter = known[pk] if ordered and pk in known else found.get((pk, view_keys.COUNTER_SK))
-            buckets = {span: found.get((view_keys.bucket_pk(pk), view_keys.bucket_sk(span))) for span in spans}
-            if any(flushes(b, view_keys.FLUSHED) > flushes(counter) for b in buckets.values()):
+            counter = known[pk] if ordered and pk in known else found.get((pk, view_layout.COUNTER_SK))
+            buckets = {span: found.get((view_layout.bucket_pk(pk), view_layout.bucket_sk(span))) for span in spans}
+            if any(flushes(b, view_layout.FLUSHED) > flushes(counter) for b in buckets.values()):
                 again[pk] = spans
             else:
                 result[pk] = Stored(counter, buckets)
@@ -163,7 +140,7 @@ def read(
 
 
 def _bucket_key(url_pk: str, span: Span) -> dict[str, Any]:
-    return {"pk": {"S": view_keys.bucket_pk(url_pk)}, "sk": {"S": view_keys.bucket_sk(span)}}
+    return {"pk": {"S": view_layout.bucket_pk(url_pk)}, "sk": {"S": view_layout.bucket_sk(span)}}
 
 
 def _get(
@@ -200,28 +177,30 @@ def settle(
     if not hours:
         return 0
     known = known or {}
-    keys = [view_keys.counter_key_of(pk) for pk in sorted(hours) if pk not in known]
+    keys = [view_layout.counter_key_of(pk) for pk in sorted(hours) if pk not in known]
     read_counters = _get(dynamodb, settings, keys, sleep, consistent=True) if keys else {}
-    counters = {pk: known[pk] if pk in known else read_counters.get((pk, view_keys.COUNTER_SK)) for pk in sorted(hours)}
+    counters = {
+        pk: known[pk] if pk in known else read_counters.get((pk, view_layout.COUNTER_SK)) for pk in sorted(hours)
+    }
     moves = 0
     for pk in sorted(counters):
         for _ in range(MAX_MOVES):
             counter = counters[pk]
-            if len(view_keys.pending_minutes(counter)) <= FLUSH_AT:
+            if len(view_layout.pending_minutes(counter)) <= FLUSH_AT:
                 break
             if not move(dynamodb, settings, pk, counter, now_ms, sleep):
                 del counters[pk]  # changed since read: read again below
                 break
             moves += 1
-            counters[pk] = _get(dynamodb, settings, [view_keys.counter_key_of(pk)], sleep, True).get(
-                (pk, view_keys.COUNTER_SK)
+            counters[pk] = _get(dynamodb, settings, [view_layout.counter_key_of(pk)], sleep, True).get(
+                (pk, view_layout.COUNTER_SK)
             )
     if observe is None:
         return moves
     wanted = {pk: enclosing(spans) for pk, spans in hours.items()}
     for pk, stored in sorted(read(dynamodb, settings, wanted, sleep, ordered=True, counters=counters).items()):
         for span in wanted[pk]:
-            observe(view_keys.bucket_pk(pk), span, stored.count(settings, span, now_ms))
+            observe(view_layout.bucket_pk(pk), span, stored.count(settings, span, now_ms))
     return moves
 
 
@@ -238,23 +217,14 @@ def move(
     items = move_items(settings, url_pk, counter, now_ms)
     if not items:
         return False
-    try:
-        transactions.write(
-            dynamodb,
-            [url_pk],
-            lambda pending: transactions.Plan(items if pending else [], [None] * len(items)),
-            what="view bucket move",
-            sleep=sleep,
-        )
-    except transactions.ConditionFailedError:
-        return False  # counted into meanwhile, or moved by another handler: a later batch moves it
-    return True
+    # A failed condition: counted into meanwhile, or moved by another handler; a later batch moves it.
+    return transactions.write_items(dynamodb, items, what="view bucket move", sleep=sleep)
 
 
 def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, now_ms: int) -> list[dict[str, Any]]:
     """The transaction moving a counter's pending minutes (the earliest, as many as fit) into
     the hour, day and block items of each; minutes past retention are dropped. Pure."""
-    pending = view_keys.pending_minutes(counter)
+    pending = view_layout.pending_minutes(counter)
     if not pending:
         return []
     taken: list[int] = []
@@ -270,20 +240,20 @@ def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, 
             increment.inner[position] += pending[minute]
     done = flushes(counter)
     # Every counting transaction adds to `views`: unchanged, no minute has moved on since read.
-    names = {"#fv": view_keys.FLUSHES, "#v": "views"}
+    names = {"#fv": view_layout.FLUSHES, "#v": "views"}
     values: dict[str, Any] = {":next": {"N": str(done + 1)}, ":v": (counter or {}).get("views", {"N": "0"})}
     condition = "#v = :v AND attribute_not_exists(#fv)"
-    if counter and view_keys.FLUSHES in counter:
+    if counter and view_layout.FLUSHES in counter:
         condition = "#v = :v AND #fv = :fv"
         values[":fv"] = {"N": str(done)}
     for i, minute in enumerate(taken):
-        names[f"#p{i}"] = view_keys.pending_attribute(minute)
+        names[f"#p{i}"] = view_layout.pending_attribute(minute)
     removed = ", ".join(f"#p{i}" for i in range(len(taken)))
     items: list[dict[str, Any]] = [
         {
             "Update": {
                 "TableName": settings.counts_table,
-                "Key": view_keys.counter_key_of(url_pk),
+                "Key": view_layout.counter_key_of(url_pk),
                 "UpdateExpression": f"SET #fv = :next REMOVE {removed}",
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": names,
@@ -291,7 +261,7 @@ def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, 
             }
         }
     ]
-    bucket_pk = view_keys.bucket_pk(url_pk)
+    bucket_pk = view_layout.bucket_pk(url_pk)
     for span, increment in sorted(increments.items()):
         items.append(bucket_update(settings, bucket_pk, span, increment, done + 1))
     return items
@@ -313,13 +283,13 @@ def bucket_update(
         values[f":i{position}"] = {"N": str(k)}
         adds.append(f"#i{position} :i{position}")
     if moved is not None:
-        names["#f"] = view_keys.FLUSHED
+        names["#f"] = view_layout.FLUSHED
         values[":f"] = {"N": str(moved)}
         sets.append("#f = :f")
     return {
         "Update": {
             "TableName": settings.counts_table,
-            "Key": {"pk": {"S": pk}, "sk": {"S": view_keys.bucket_sk(span)}},
+            "Key": {"pk": {"S": pk}, "sk": {"S": view_layout.bucket_sk(span)}},
             "UpdateExpression": f"ADD {', '.join(adds)} SET {', '.join(sets)}",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,

@@ -1,34 +1,7 @@
-"""Top URLs: the heavy-hitters summary of one bucket, how the buckets of a window merge, and how
-the most viewed URLs are picked from them with exact counts. Pure: no I/O.
-
-A summary is kept per view bucket (hour, UTC day, 32-day block: chalicelib.views.windows) for
-all URLs together. It maps a URL's digest (the first 8 bytes of the sha256 that keys the URL's
-items) to the URL's views in the bucket, for at most CAPACITY URLs, plus `floor`: the most
-views any URL it does not hold may have. It is fed snapshots, never increments: the queue
-handler reports each URL's count in a bucket as it has just read it from the URL's own bucket
-item (chalicelib.views.rollup reads them anyway), and `observe` keeps the largest. That is what
-makes it exact under at-least-once delivery:
-
-- counts only grow, so a snapshot is a lower bound of the URL's count, and the largest one seen
-  is the latest; observing a snapshot twice, late, or in any order changes nothing;
-- the handler that last changes a URL's bucket item reads it afterwards (rollup's argument), so
-  the final count is observed by some handler; a handler that dies before it reports leaves
-  its messages in the queue, and their redelivery (duplicates) reads and reports again;
-- a URL is dropped only for one with more views, and `floor` then rises to what the dropped one
-  had; a URL refused when the summary is full raises `floor` to its count. So once the final
-  snapshots are in, every URL's views are at most `max(held, floor)`, and `held` is exact for
-  every URL while `floor` is 0 (no more than CAPACITY URLs in the bucket).
-
-Concurrent handlers read, observe and write a summary under an optimistic lock (a version), so
-each update sees the one before it (chalicelib.views.top_store).
-
-A window is read as whole blocks, whole days and whole hours (`cover`, hour-aligned). Per
-candidate URL the summaries give `lower` (the sum of what they hold for it) and `upper` (the sum
-of max(held, floor)); any URL no summary holds has at most `missed`, the sum of the floors.
-`select` then reads exact counts (from the URL's own buckets) in order of `upper` until the
-next candidate cannot beat the last one listed: the list is exact whenever no URL left out can
-have more views than the last listed (`exact`), which holds whenever every bucket in the window
-held at most CAPACITY distinct URLs, and often beyond.
+"""Top URLs: the heavy-hitters summary of one bucket (URL digests with their views, and `floor`),
+how the summaries of a window merge, and how the most viewed URLs are picked from them with
+exact counts. Pure: no I/O. Why the summary is exact under at-least-once delivery, and when
+`exact` holds: docs/design.md, "Top URLs".
 """
 
 from __future__ import annotations
@@ -40,6 +13,7 @@ from chalicelib.views.windows import BLOCK_DAYS, SIZE_MINUTES, Level, Span
 
 CAPACITY = 1000
 DEFAULT_LIMIT, MAX_LIMIT = 10, 1000  # URLs one answer lists
+EXTRA_EXAMINED = 100  # candidates an answer may examine past `limit` (their exact views read)
 DIGEST_BYTES = 8
 COUNT_BYTES = 5  # counts up to 2**40 - 1 views per URL and bucket
 ENTRY_BYTES = DIGEST_BYTES + COUNT_BYTES

@@ -12,8 +12,8 @@ from chalicelib.core import catalog, pager, quarantine
 from chalicelib.core.settings import Settings
 from chalicelib.counters import catalog as counter_catalog
 from chalicelib.reports.runs import INDEX_PK
-from chalicelib.sites import keys as site_keys
-from chalicelib.uniques import keys as unique_keys
+from chalicelib.sites import names as site_keys
+from chalicelib.uniques import layout as unique_keys
 from chalicelib.views.validation import View
 from tests.conftest import create_key
 from tests.functional.helpers import deliver_views, every_page, get

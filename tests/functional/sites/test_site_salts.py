@@ -9,7 +9,8 @@ import pytest
 
 from chalicelib.core import times
 from chalicelib.core.settings import Settings
-from chalicelib.sites import keys, salts
+from chalicelib.sites import names as keys
+from chalicelib.sites import salts
 from tests.functional.helpers import partition
 
 SETTINGS = Settings()

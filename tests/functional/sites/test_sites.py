@@ -167,7 +167,7 @@ def test_given_data_site_when_beaconed_then_counted_under_that_site(
 
 
 def test_given_the_contract_when_read_then_its_beacon_bounds_are_the_codes() -> None:
-    from chalicelib.sites import keys as site_keys
+    from chalicelib.sites import names as site_keys
 
     assert schemas.BEACON_WIDTH_MAX == site_beacon.MAX_WIDTH
     assert schemas.SITE_MAX_CHARS == site_keys.SITE_MAX_CHARS
@@ -207,7 +207,7 @@ def test_given_a_days_salt_when_every_route_is_read_then_no_answer_holds_it(
 ) -> None:
     import base64
 
-    from chalicelib.sites import keys as site_keys
+    from chalicelib.sites import names as site_keys
     from tests.functional.helpers import partition
 
     beacon(client, key, view(clock, "/?utm_source=news"), origin=ORIGIN)

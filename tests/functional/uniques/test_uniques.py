@@ -18,7 +18,7 @@ from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
-from chalicelib.uniques import keys as uniques_keys
+from chalicelib.uniques import layout as uniques_keys
 from chalicelib.uniques import sketches
 from tests.fakes import checking
 from tests.functional.helpers import invoke, partition
@@ -237,7 +237,7 @@ def test_given_handler_dies_half_way_when_batch_redelivered_then_as_if_applied_o
     deliver(client, records)
     for name, data in groups.items():
         assert get(client, f"/hyperloglog/{name}").json_body["cardinality"] == expected(data)
-        assert int(sketch_items(aws, name)[0]["version"]["N"]) == 1
+        assert int(sketch_items(aws, name)[0]["ver"]["N"]) == 1
 
 
 def test_given_a_batch_over_several_hours_when_applied_then_each_name_all_time_sketch_is_written_last(
@@ -268,7 +268,7 @@ def test_given_corrupt_stored_sketch_when_read_or_written_then_503_and_clear_err
         Item={
             **uniques_keys.shard_key("broken", 0),
             "sketch": {"B": b"\x80\x02cos\nsystem\n"},
-            "version": {"N": "1"},
+            "ver": {"N": "1"},
         },
     )
     response = get(client, "/hyperloglog/broken")
@@ -359,7 +359,7 @@ def test_given_8_writers_on_one_sketch_at_once_when_done_then_sketch_is_merge_of
     assert len(stored) == 3
     for item in stored:
         assert sketches.decode(bytes(item["sketch"]["B"])) == everything
-        assert int(item["version"]["N"]) == 8
+        assert int(item["ver"]["N"]) == 8
 
 
 # -- windows, histograms and the names listing ------------------------------------------------

@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from chalicelib.core import log_fold
 from chalicelib.views import top, top_store, windows
 from tests.fakes import Forwarding, Killed
 from tests.functional.helpers import deliver, post_all, receive_all
@@ -228,7 +229,7 @@ def test_given_a_400_day_window_when_read_then_a_bounded_number_of_keys(client: 
     deliver(client, receive_all(aws))
     for limit in (1, 10, 100):
         answer = top_answer(client, window="400d", limit=limit)
-        assert answer["keys_read"] <= top.MAX_SPANS + 2 * top.MAX_BLOCKS + (limit + top_store.EXTRA_EXAMINED) * 21
+        assert answer["keys_read"] <= top.MAX_SPANS + 2 * top.MAX_BLOCKS + (limit + top.EXTRA_EXAMINED) * 21
     assert top_answer(client, window="400d", limit=100)["keys_read"] <= top.MAX_SPANS + 2 * top.MAX_BLOCKS + 30 * 21
 
 
@@ -276,7 +277,7 @@ def test_given_small_batches_when_counted_then_one_log_item_each_folded_in_and_t
     ]
     assert sum(written) < 0.75 * sum(buckets), (sum(written), sum(buckets))
     stored = summary_items(aws)
-    assert any(i["sk"]["S"] == top_store.HEAD_SK and int(i["v"]["N"]) > 1 for i in stored), "logs were folded"
+    assert any(i["sk"]["S"] == top_store.HEAD_SK and "folded" in i for i in stored), "logs were folded"
     for window, limit in (("1h", 3), ("5h", 5), ("1d", 1), ("2d", 8), ("3d", 30)):
         assert_top_exact(client, bodies, limit, window=window)
     assert_top_exact(client, bodies, 4, prefix="https://shop.example/", window="3d")
@@ -313,10 +314,10 @@ class StaleBases(Forwarding):
         return response
 
 
-def test_given_bases_read_before_a_fold_and_its_epoch_after_when_top_read_then_still_exact(
+def test_given_bases_read_before_a_fold_and_its_mark_after_when_top_read_then_still_exact(
     client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A read must not pair a block's moved epoch with bases older than the fold that moved it:
+    """A read must not pair a block's moved mark with bases older than the fold that moved it:
     the logs that fold observed would then be in neither."""
     monkeypatch.setattr(top_store, "FOLD_LOGS", 3)
     rng = random.Random(5)
@@ -327,20 +328,22 @@ def test_given_bases_read_before_a_fold_and_its_epoch_after_when_top_read_then_s
     for batch in batches[:10]:
         deliver(client, batch)
     before = {(i["pk"]["S"], i["sk"]["S"]): i for i in summary_items(aws) if i["sk"]["S"] == top_store.SUMMARY_SK}
-    heads = {i["pk"]["S"]: i["v"]["N"] for i in summary_items(aws) if i["sk"]["S"] == top_store.HEAD_SK}
+    heads = {i["pk"]["S"]: i["folded"]["S"] for i in summary_items(aws) if i["sk"]["S"] == top_store.HEAD_SK}
     for batch in batches[10:]:
         deliver(client, batch)
-    moved = {i["pk"]["S"]: i["v"]["N"] for i in summary_items(aws) if i["sk"]["S"] == top_store.HEAD_SK}
-    assert moved != heads, "folds moved an epoch after the bases were taken"
+    moved = {i["pk"]["S"]: i["folded"]["S"] for i in summary_items(aws) if i["sk"]["S"] == top_store.HEAD_SK}
+    assert moved != heads, "folds moved a mark after the bases were taken"
     stale = StaleBases(aws.dynamodb, before)
     monkeypatch.setattr(aws, "dynamodb", stale)
     for window, limit in (("1d", 5), ("2d", 12)):
         assert_top_exact(client, bodies, limit, window=window)
 
 
-def test_given_a_log_written_after_two_folds_when_the_epoch_moved_then_written_again_and_top_exact(
-    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch, slept: list[float]
+def test_given_a_log_written_after_a_fold_closed_the_log_past_it_then_written_again_past_the_mark_and_top_exact(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from tests.functional.helpers import SETTINGS
+
     first = [{"url": f"https://a.example/{i}", "time": clock.now - i * 1000, "clientId": "c"} for i in range(30)]
     post_all(client, first)
     deliver(client, receive_all(aws))  # the bases exist: a small batch then writes a log
@@ -348,24 +351,30 @@ def test_given_a_log_written_after_two_folds_when_the_epoch_moved_then_written_a
         {"url": f"https://b.example/{i % 3}", "time": clock.now - i * 1000, "clientId": f"d{i}"} for i in range(6)
     ]
     post_all(client, second)
-    messages = receive_all(aws)
+    second_messages = receive_all(aws)
+    third = [{"url": f"https://c.example/{i % 2}", "time": clock.now - i * 1000, "clientId": f"e{i}"} for i in range(4)]
+    post_all(client, third)
+    third_messages = receive_all(aws)
     real = top_store._put_log
-    folded: list[int] = []
+    folds: list[int] = []
 
-    def two_folds_first(dynamodb: Any, settings: Any, item: dict[str, Any]) -> None:
-        if not folded:  # folds by other handlers between this one's read of the epoch and its log
-            block = windows.Span("block", int(item["pk"]["S"].rsplit("#", 1)[1]))
-            folded.append(top_store.fold(dynamodb, settings, block))
-            folded.append(top_store.fold(dynamodb, settings, block))
-        real(dynamodb, settings, item)
+    def another_handler_logs_and_a_fold_closes_first(dynamodb: Any, log: Any, item: Any, now_ms: int) -> Any:
+        if not folds:  # between this handler's reads and its log: another's log, and a fold past both
+            folds.append(0)
+            deliver(client, third_messages)
+            block = top.block_of(windows.Span("hour", clock.now // HOUR))
+            folds.append(top_store.fold(dynamodb, SETTINGS, block, clock.now))
+        return real(dynamodb, log, item, now_ms)
 
-    monkeypatch.setattr(top_store, "_put_log", two_folds_first)
-    deliver(client, messages)
-    assert slept, "the handler found the epoch moved on after its log and wrote it again"
-    epochs = [int(i["sk"]["S"][2:12]) for i in summary_items(aws) if i["sk"]["S"].startswith("L#")]
-    heads = [int(i["v"]["N"]) for i in summary_items(aws) if i["sk"]["S"] == top_store.HEAD_SK]
-    assert min(epochs) < max(heads) - 1, "the first log is one no reader looks at any more"
-    assert_top_exact(client, first + second, 40, window="1h")
+    monkeypatch.setattr(top_store, "_put_log", another_handler_logs_and_a_fold_closes_first)
+    deliver(client, second_messages)
+    monkeypatch.setattr(top_store, "_put_log", real)
+    past = f"{top_store.LOG_PREFIX}{clock.now + 1:013d}#"
+    again = [i for i in summary_items(aws) if i["sk"]["S"].startswith(past)]
+    assert folds[1] > 0 and len(again) == 1, "the fold closed the log past this one's item: written again past it"
+    assert_top_exact(client, first + second + third, 40, window="1h")
+    assert top_store.fold(aws.dynamodb, SETTINGS, top.block_of(windows.Span("hour", clock.now // HOUR)), clock.now + 1)
+    assert_top_exact(client, first + second + third, 40, window="1h")
 
 
 def test_given_handler_dies_after_its_log_when_redelivered_then_top_exact_and_nothing_more_written(
@@ -392,40 +401,42 @@ def test_given_handler_dies_after_its_log_when_redelivered_then_top_exact_and_no
 
 
 def test_given_folds_at_random_moments_between_a_handlers_reads_and_writes_when_counted_then_top_exact(
-    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch, slept: list[float]
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Other handlers' folds come anywhere between this one's epoch reads, its log Query and its
-    log write (the folds move the epoch on with nothing new, the worst case for a log in flight)."""
+    """Other handlers' folds come anywhere between this one's reads of a log's mark, its log
+    Query and its log write (the worst case for a log in flight)."""
+    from tests.functional.helpers import SETTINGS
+
     rng = random.Random(11)
     bodies = views_over(rng, clock.now, urls=12, n=150, days=1)
     post_all(client, bodies)
     messages = receive_all(aws)
-    real_get, real_log = top_store._get, top_store._put_log
+    real_mark, real_log = log_fold.Log.read_mark, top_store._put_log
     folds: list[int] = []
     inside: list[int] = []
 
-    def maybe_fold(dynamodb: Any, settings: Any) -> None:
+    def maybe_fold(dynamodb: Any) -> None:
         if not inside and rng.random() < 0.3:
             inside.append(1)  # the other handler's own reads and writes come as they are
             for block in sorted({top.block_of(windows.Span("hour", b["time"] // HOUR)) for b in bodies}):
-                folds.append(top_store.fold(dynamodb, settings, block))
+                folds.append(top_store.fold(dynamodb, SETTINGS, block, clock.now + len(folds)))
             inside.clear()
 
-    def get(dynamodb: Any, settings: Any, key: dict[str, Any]) -> Any:
-        maybe_fold(dynamodb, settings)
-        return real_get(dynamodb, settings, key)
+    def read_mark(log: Any, dynamodb: Any) -> Any:
+        maybe_fold(dynamodb)
+        return real_mark(log, dynamodb)
 
-    def put_log(dynamodb: Any, settings: Any, item: dict[str, Any]) -> None:
-        maybe_fold(dynamodb, settings)
-        real_log(dynamodb, settings, item)
+    def put_log(dynamodb: Any, log: Any, item: Any, now_ms: int) -> Any:
+        maybe_fold(dynamodb)
+        return real_log(dynamodb, log, item, now_ms)
 
-    monkeypatch.setattr(top_store, "_get", get)
+    monkeypatch.setattr(log_fold.Log, "read_mark", read_mark)
     monkeypatch.setattr(top_store, "_put_log", put_log)
     for start in range(0, len(messages), 10):
         deliver(client, messages[start : start + 10])
-    monkeypatch.setattr(top_store, "_get", real_get)
+    monkeypatch.setattr(log_fold.Log, "read_mark", real_mark)
     monkeypatch.setattr(top_store, "_put_log", real_log)
-    assert len(folds) > 10 and slept, "folds came between reads and writes, and handlers wrote again"
+    assert len(folds) > 10 and sum(1 for f in folds if f) > 3, "folds came between reads and writes"
     for window, limit in (("1h", 3), ("6h", 4), ("1d", 12), ("2d", 20)):
         assert_top_exact(client, bodies, limit, window=window)
 

@@ -12,7 +12,7 @@ import pytest
 from chalicelib.core import dynamo, item_sizes
 from chalicelib.core.settings import Settings
 from chalicelib.views import catalog, markers
-from chalicelib.views import keys as view_keys
+from chalicelib.views import layout as view_keys
 from chalicelib.views.validation import View
 from tests.fakes import Forwarding, Killed
 from tests.functional.helpers import deliver, post_all, receive_all

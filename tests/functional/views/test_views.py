@@ -18,9 +18,9 @@ from chalicelib.core import queues, times, window_params
 from chalicelib.core.settings import Settings
 from chalicelib.views import api as views_api
 from chalicelib.views import batches as views_batches
-from chalicelib.views import keys as view_keys
+from chalicelib.views import layout as view_keys
 from chalicelib.views import markers, rollup, windows
-from chalicelib.views.keys import url_pk
+from chalicelib.views.layout import url_pk
 from chalicelib.views.messages import to_message
 from chalicelib.views.validation import View
 from chalicelib.views.windows import Span

@@ -11,7 +11,6 @@ from botocore.exceptions import ClientError
 from chalicelib.core import storage_errors
 from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError
 from chalicelib.core.storage_errors import ConditionFailed, condition_item, translated
-from chalicelib.core.transactions import ConditionFailedError
 
 ITEM = {"pk": {"S": "CTR#a"}, "sk": {"S": "h#1"}, "n": {"N": "3"}}
 KEY = {"pk": {"S": "CTR#a"}, "sk": {"S": "h#1"}}
@@ -68,10 +67,6 @@ def test_given_a_message_that_names_another_error_then_only_the_code_decides() -
 def test_given_no_client_error_then_it_passes_through_untouched() -> None:
     with pytest.raises(KeyError), translated("could not read"):
         raise KeyError("n")
-
-
-def test_given_a_transaction_condition_failure_then_it_is_a_condition_failed_too() -> None:
-    assert issubclass(ConditionFailedError, ConditionFailed)
 
 
 class Reads:

@@ -8,8 +8,8 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError
 
 from chalicelib.core import transactions
-from chalicelib.core.errors import StorageError
-from chalicelib.core.transactions import ConditionFailedError, TransactionRejectedError
+from chalicelib.core.errors import RejectedError, StorageError
+from chalicelib.core.storage_errors import ConditionFailed
 
 
 class Scripted:
@@ -54,7 +54,7 @@ def test_given_condition_no_duplicate_explains_when_adapt_changes_plan_then_retr
 
 def test_given_adapt_makes_no_change_when_condition_fails_again_then_condition_failed_error() -> None:
     client = Scripted(cancelled("ConditionalCheckFailed"))
-    with pytest.raises(ConditionFailedError):
+    with pytest.raises(ConditionFailed):
         transactions.write(
             client,
             ["a"],
@@ -68,9 +68,9 @@ def test_given_adapt_makes_no_change_when_condition_fails_again_then_condition_f
 @pytest.mark.parametrize(
     ("error", "expected"),
     [
-        (ParamValidationError(report="bad value"), TransactionRejectedError),
+        (ParamValidationError(report="bad value"), RejectedError),
         (EndpointConnectionError(endpoint_url="http://x"), StorageError),
-        (ClientError({"Error": {"Code": "ValidationException"}}, "TransactWriteItems"), TransactionRejectedError),
+        (ClientError({"Error": {"Code": "ValidationException"}}, "TransactWriteItems"), RejectedError),
     ],
 )
 def test_given_sdk_or_service_error_when_writing_then_rejected_only_if_about_the_data(
@@ -80,7 +80,7 @@ def test_given_sdk_or_service_error_when_writing_then_rejected_only_if_about_the
         transactions.write(
             Scripted(error), ["a"], lambda m: transactions.Plan([{"Put": {}}], [None]), what="t", sleep=lambda s: None
         )
-    assert isinstance(raised.value, TransactionRejectedError) == (expected is TransactionRejectedError)
+    assert isinstance(raised.value, RejectedError) == (expected is RejectedError)
 
 
 def test_given_fixed_items_when_a_conflict_then_success_then_written_once_retried() -> None:
@@ -98,5 +98,5 @@ def test_given_fixed_items_when_a_condition_fails_then_false_and_not_retried() -
 
 def test_given_fixed_items_when_refused_then_rejected_not_false() -> None:
     client = Scripted(cancelled("ValidationError"))
-    with pytest.raises(TransactionRejectedError):
+    with pytest.raises(RejectedError):
         transactions.write_items(client, [{"Put": {}}], what="t")

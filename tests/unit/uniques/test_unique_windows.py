@@ -83,9 +83,7 @@ def simulate_back_end(
     """What the handler stores for these (item, time) pairs, per target, with no storage."""
     store: dict[Bucket | None, sketches.Sketch] = {}
     for n, (item, t) in enumerate(stream):
-        parsed = batches.parse_items(
-            Message(f"m{n}", "", batches.message_body("w", sketches.item_hash(item), t)), now_ms
-        )
+        parsed = batches.parse_items(Message(f"m{n}", "", batches.message_body("w", sketches.item_hash(item), t)))
         for target in batches.targets(settings, parsed, now_ms):
             sketch = store.setdefault(target.bucket, sketches.empty(P))
             sketches.add_hashes(sketch, parsed.hashes)
@@ -129,11 +127,9 @@ def test_given_items_over_35_days_when_any_window_is_read_then_it_equals_one_ske
 
 def test_given_item_older_than_the_hour_retention_when_applied_then_only_day_and_all_time_written() -> None:
     short = replace(SETTINGS, uniques_hour_retention_seconds=3600)
-    old = batches.parse_items(
-        Message("m", "", batches.message_body("w", sketches.item_hash("x"), NOW - 3 * 3_600_000)), NOW
-    )
+    old = batches.parse_items(Message("m", "", batches.message_body("w", sketches.item_hash("x"), NOW - 3 * 3_600_000)))
     assert [t.bucket.resolution if t.bucket else "all" for t in batches.targets(short, old, NOW)] == ["all", "day"]
     ancient = batches.parse_items(
-        Message("m", "", batches.message_body("w", sketches.item_hash("x"), NOW - 500 * 86_400_000)), NOW
+        Message("m", "", batches.message_body("w", sketches.item_hash("x"), NOW - 500 * 86_400_000))
     )
     assert [t.bucket for t in batches.targets(short, ancient, NOW)] == [None]

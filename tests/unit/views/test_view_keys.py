@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 
 from chalicelib.core import times
 from chalicelib.core.errors import ValidationError
-from chalicelib.views import keys as view_keys
+from chalicelib.views import layout as view_keys
 from chalicelib.views import messages as view_messages
 from chalicelib.views import validation as view_input
-from chalicelib.views.keys import marker_expires_at_s, marker_sk
+from chalicelib.views.layout import marker_expires_at_s, marker_sk
 from chalicelib.views.validation import View, check_time
 
 T0 = 1_795_000_000_000

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from chalicelib.core import item_sizes, times
 from chalicelib.core.settings import Settings
 from chalicelib.views import catalog, markers
-from chalicelib.views import keys as view_keys
+from chalicelib.views import layout as view_keys
 from chalicelib.views.validation import View
 
 SETTINGS = Settings()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from chalicelib.core import timebuckets
 from chalicelib.core.settings import Settings
 from chalicelib.views import api as views_api
-from chalicelib.views import keys as view_keys
+from chalicelib.views import layout as view_keys
 from chalicelib.views import windows
 from chalicelib.views.windows import Part, Span
 

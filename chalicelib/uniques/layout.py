@@ -3,7 +3,7 @@
 HLL#<name> / shard#<nn>              the all-time sketch, in UNIQUES_SHARDS shards
 HLW#<name> / h#<hour> | d#<day>      the sketch of one hour / UTC day (index since the epoch),
                                      expiring `expires_at` (its end plus the retention setting)
-HLN#index  / <name>                  a name that has items, with `last_seen` (epoch ms)
+CATALOG#uniques / <name>             a name that has items, with `last_seen` (core.catalog)
 QUARANTINE#uniques-queue / <message id>   a message that could not be applied
 """
 
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import keyspace
+from chalicelib.core import catalog, keyspace
 from chalicelib.core.timebuckets import Bucket
 
 PREFIX = {"hour": "h", "day": "d"}
-NAMES_PK = f"{keyspace.SKETCH_NAMES}index"
+CATALOG_KIND = "uniques"
 
 
 def shards_pk(name: str) -> str:
@@ -44,4 +44,4 @@ def bucket_key(name: str, bucket: Bucket) -> dict[str, Any]:
 
 
 def name_key(name: str) -> dict[str, Any]:
-    return {"pk": {"S": NAMES_PK}, "sk": {"S": name}}
+    return {"pk": {"S": catalog.catalog_pk(CATALOG_KIND)}, "sk": {"S": name}}

@@ -1,21 +1,7 @@
-"""The counts-table key layout of view counters, and how long a marker lives. Pure.
-
-Every item of a URL shares one partition, "URL#<sha256 of the url>" (a URL may be longer
-than a key may be, so it is hashed):
-    sk "TOTAL"                                the counter: "views" (all time), "url", the
-                                              pending minutes "p<minute since the epoch>"
-                                              (views counted, not yet in buckets), "fv"
-                                              (how many times pending minutes were moved on),
-                                              and the views' markers as tokens, "k<day>", with
-                                              "ks" (chalicelib.views.markers)
-    sk "K#<hex token>"                        a marker spilled from the counter
-A marker's name, "V#<iso time>#<sha256 of clientId>" (policy "event") or "D#<iso day>#<sha256
-of clientId>" (policy "client-day"), is what makes a view unique within its URL; its token is
-the start of its sha256. The URL's views per bucket (chalicelib.views.windows)
-have a partition of their own, "VWB#<sha256 of the url>":
-    sk "h#<hour>" | "d#<day>" | "b#<block>"  (number since the epoch, 10 digits)
-        attributes "n" (the bucket's views), its inner buckets' views (m00.. | h00.. | d00..),
-        "expires_at", "f" (the counter's "fv" when pending minutes last moved in)
+"""The counts-table keys of view counters (`URL#<sha256 of the url>`: the counter `TOTAL` and
+spilled markers `K#<hex token>`; `VWB#<sha256 of the url>`: the hour, day and block items),
+the attributes they hold, a view's marker name and how long a marker lives. Pure. What each
+item holds and why: docs/design.md, "Keys" and "Exactly once" under Exact view counters.
 """
 
 from __future__ import annotations
