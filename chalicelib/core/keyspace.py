@@ -31,6 +31,7 @@ capabilities can never collide and an operator can read any item's owner from it
     REPORT#index                         <report id>             one committed report
     QUARANTINE#<source>                  <record id>             a background record set aside (core)
     KEY#                                 <sha256 of the key>     an access key: scopes, prefix, origins (access)
+    RATE#<key id>                        s#<epoch second>        a key's requests in one second; expires (access/rates.py)
     CATALOG#<kind>#log                   <ms>#<content digest>   names one batch saw that were not known listed,
                                                                  packed; the fold merges them; expires (core/catalog.py)
     CATALOG#<kind>#pages                 p#<lowest name>         a sorted run of a catalog's names, packed
@@ -58,6 +59,7 @@ SKETCH_NAMES = "HLN#"
 REPORT = "REPORT#"
 QUARANTINE = "QUARANTINE#"
 ACCESS_KEY = "KEY#"
+KEY_RATE = "RATE#"
 CATALOG = "CATALOG#"
 CATALOG_LOG = "#log"  # after CATALOG<kind>: the catalog's log items
 CATALOG_PAGES = "#pages"  # after CATALOG<kind>: the catalog's pages
