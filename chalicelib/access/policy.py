@@ -86,7 +86,9 @@ class KeyRecord:
 @dataclass(frozen=True)
 class Decision:
     allowed: bool
-    status: int  # 200, or 400 (a tracker's beacon it cannot read) / 401 (no usable key) / 403 (a key that may not do this)
+    status: (
+        int  # 200, or 400 (a tracker's beacon it cannot read) / 401 (no usable key) / 403 (a key that may not do this)
+    )
     reason: str
 
 

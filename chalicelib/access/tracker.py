@@ -43,14 +43,14 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 
 def parse_sites(sites: Any) -> tuple[str, ...]:
     """A new tracker key's sites: 1-MAX_SITES hostnames (`*.` first for every subdomain), kept in
-    lower case without a leading `www.`."""
+    as given (lower case) without a leading `www.`."""
     if not isinstance(sites, list) or not 1 <= len(sites) <= MAX_SITES:
         raise ValidationError(f"a tracker key needs sites: a list of 1-{MAX_SITES} hostnames such as blog.example")
     found = []
     for site in sites:
-        if not isinstance(site, str) or not SITE_PATTERN.fullmatch(site.lower()):
+        if not isinstance(site, str) or not SITE_PATTERN.fullmatch(site):
             raise ValidationError("each site is a hostname such as blog.example, or *.blog.example for its subdomains")
-        found.append(_without_www(site.lower()))
+        found.append(_without_www(site))
     return tuple(dict.fromkeys(found))
 
 
@@ -76,7 +76,9 @@ class Refusal:
     reason: str
 
 
-def check_pageview(sites: Sequence[str], raw_body: str | bytes | None, origin: str | None, now_ms: int) -> Refusal | None:
+def check_pageview(
+    sites: Sequence[str], raw_body: str | bytes | None, origin: str | None, now_ms: int
+) -> Refusal | None:
     """None when a tracker key with these sites may send this beacon, else why not."""
     try:
         body = inputs.json_body(raw_body)
