@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -91,8 +92,11 @@ def counted_as(origin: str) -> str:
     return origin.rsplit(":", 1)[0]
 
 
-def ingest_key(stack: LocalStack, origin: str) -> str:
-    answer = stack.post("/keys", json={"scopes": ["ingest"], "origins": [origin], "note": "tracker e2e"})
+def tracker_key(stack: LocalStack, origin: str) -> str:
+    """A tracker key for the site served at `origin` (its host: sites are matched by host)."""
+    answer = stack.post(
+        "/keys", json={"scopes": ["tracker"], "sites": [urlsplit(origin).hostname], "note": "tracker e2e"}
+    )
     assert answer.status_code == 201, answer.text
     return str(answer.json()["key"])
 
@@ -129,7 +133,7 @@ def test_given_two_visitors_in_chromium_when_they_browse_the_site_and_its_app_th
     sync_playwright = browser_or_skip()
     site = "chromium.e2e"
     with serving(tmp_path) as origin:
-        site_files(tmp_path, stack.url, ingest_key(stack, origin), site)
+        site_files(tmp_path, stack.url, tracker_key(stack, origin), site)
         made: collections.Counter[str] = collections.Counter()
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
@@ -218,13 +222,13 @@ def test_given_skipped_pages_and_refused_beacons_in_chromium_when_loaded_then_on
 ) -> None:
     sync_playwright = browser_or_skip()
     with serving(tmp_path) as origin:
-        key = ingest_key(stack, origin)
-        elsewhere = ingest_key(stack, "https://elsewhere.example")
+        key = tracker_key(stack, origin)
+        elsewhere = tracker_key(stack, "https://elsewhere.example")
         pages = {
             "local.html": f'data-key="{key}"',  # served from 127.0.0.1 without data-allow-local
             "nokey.html": "data-allow-local",
             "unknown.html": 'data-key="not-a-key" data-allow-local',  # 401, CORS headers: the page reads it
-            "foreign.html": f'data-key="{elsewhere}" data-allow-local',  # another origin's key: 403
+            "foreign.html": f'data-key="{elsewhere}" data-allow-local',  # another site's key: 403
             "counted.html": f'data-key="{key}" data-allow-local data-hash',
         }
         for name, attributes in pages.items():
@@ -328,7 +332,7 @@ def test_given_two_visitors_in_firefox_when_they_browse_the_site_and_its_app_the
     root = tmp_path / "site"
     root.mkdir()
     with serving(root) as origin:
-        key = ingest_key(stack, origin)
+        key = tracker_key(stack, origin)
         site_files(root, stack.url, key, site)
         sent = firefox_visit(
             tmp_path / "one", FIREFOX_AGENTS[0], origin,
