@@ -92,6 +92,14 @@ def counted_as(origin: str) -> str:
     return origin.rsplit(":", 1)[0]
 
 
+def ingest_key(stack: LocalStack, origin: str) -> str:
+    """An ingest key limited to `origin`: it may count the served pages under another `data-site`
+    (each browser's own, so the tests' counts do not mix), which a tracker key refuses."""
+    answer = stack.post("/keys", json={"scopes": ["ingest"], "origins": [origin], "note": "tracker e2e"})
+    assert answer.status_code == 201, answer.text
+    return str(answer.json()["key"])
+
+
 def tracker_key(stack: LocalStack, origin: str) -> str:
     """A tracker key for the site served at `origin` (its host: sites are matched by host)."""
     answer = stack.post(
@@ -133,7 +141,7 @@ def test_given_two_visitors_in_chromium_when_they_browse_the_site_and_its_app_th
     sync_playwright = browser_or_skip()
     site = "chromium.e2e"
     with serving(tmp_path) as origin:
-        site_files(tmp_path, stack.url, tracker_key(stack, origin), site)
+        site_files(tmp_path, stack.url, ingest_key(stack, origin), site)
         made: collections.Counter[str] = collections.Counter()
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
@@ -275,6 +283,9 @@ def test_given_skipped_pages_and_refused_beacons_in_chromium_when_loaded_then_on
                 assert [text for text in said if text.startswith("tally:")] == []
             finally:
                 browser.close()
+        # Counted with the tracker key, under the page's host (the site its key lists).
+        counted = settled(stack, urlsplit(origin).hostname or "", 1, 1)
+        assert (counted["pageviews"], counted["visitors"]) == (1, 1)
 
 
 def dashboard_shows(page: Any, stack: LocalStack, site: str, expected: dict[str, Any]) -> None:
@@ -332,7 +343,7 @@ def test_given_two_visitors_in_firefox_when_they_browse_the_site_and_its_app_the
     root = tmp_path / "site"
     root.mkdir()
     with serving(root) as origin:
-        key = tracker_key(stack, origin)
+        key = ingest_key(stack, origin)
         site_files(root, stack.url, key, site)
         sent = firefox_visit(
             tmp_path / "one", FIREFOX_AGENTS[0], origin,
