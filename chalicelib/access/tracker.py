@@ -32,8 +32,10 @@ from chalicelib.core.errors import ValidationError
 
 MAX_SITES = 50
 WILDCARD = "*."
-# A hostname as a URL's host is read (lower case): labels of letters, digits and hyphens, at most 253.
-SITE_PATTERN = re.compile(r"(\*\.)?(?=.{1,253}$)[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
+# A hostname as a URL's host is read (lower case): labels of letters, digits and hyphens, at most
+# SITE_MAX_CHARS in all (DNS's longest name), `*.` first for every subdomain.
+SITE_PATTERN = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
+SITE_MAX_CHARS = 253
 # How old a tracker key's page view may be: a browser sends it at once (a few minutes of clock skew).
 MAX_AGE_MS = 5 * times.MINUTE_MS
 # The bound of every value of a custom event a tracker key sends (an amount, a duration).
@@ -48,7 +50,7 @@ def parse_sites(sites: Any) -> tuple[str, ...]:
         raise ValidationError(f"a tracker key needs sites: a list of 1-{MAX_SITES} hostnames such as blog.example")
     found = []
     for site in sites:
-        if not isinstance(site, str) or not SITE_PATTERN.fullmatch(site):
+        if not isinstance(site, str) or len(site) > SITE_MAX_CHARS or not SITE_PATTERN.fullmatch(site):
             raise ValidationError("each site is a hostname such as blog.example, or *.blog.example for its subdomains")
         found.append(_without_www(site))
     return tuple(dict.fromkeys(found))

@@ -460,7 +460,7 @@ NEW_KEY_BODY = obj(
         },
         "sites": {
             "type": "array",
-            "items": string(pattern=anchored(tracker.SITE_PATTERN)),
+            "items": string(maxLength=tracker.SITE_MAX_CHARS, pattern=anchored(tracker.SITE_PATTERN)),
             "minItems": 1,
             "maxItems": tracker.MAX_SITES,
             "description": "a tracker key's sites (required for one, for no other key): hostnames, `www.` "
