@@ -58,7 +58,10 @@ def local_admin_key(dynamodb: Any, settings: Settings, path: Path = LOCAL_ADMIN_
             created = True
         except FileExistsError:
             key = path.read_text().strip()
-    new = policy.parse_new_key({"scopes": ["admin"], "note": "local admin key (make run)"})
+    # The highest rate: mock data, the dashboard and the e2e runs all send with this one key.
+    new = policy.parse_new_key(
+        {"scopes": ["admin"], "note": "local admin key (make run)", "rate_per_second": policy.RATE_MAX}
+    )
     key_store.create(dynamodb, settings, new, clock.now_ms(), key=key)
     return key, created
 
