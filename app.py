@@ -9,7 +9,7 @@ from typing import Any
 
 from chalice.app import AuthRequest, BadRequestError, Chalice, NotFoundError, Rate, Request, Response
 
-from chalicelib.access import gate, policy
+from chalicelib.access import gate, policy, rates
 from chalicelib.access import store as key_store
 from chalicelib.contract import document as contract
 from chalicelib.core import catalog, clock, inputs, pager, quarantine, queues, telemetry, validation
@@ -119,10 +119,15 @@ def admin_key(auth: AuthRequest) -> dict[str, Any]:
 beacon_keys = key_store.CachedLookup(find_key, settings.key_cache_seconds)
 
 
+def admit(record: policy.KeyRecord) -> bool:
+    return rates.admit(aws.dynamodb, settings, record.id, record.rate_per_second, clock.now_ms())
+
+
 @app.middleware("http")
 def access_and_cors(event: Request, get_response: Callable[[Request], Response]) -> Response:
     """What only the request shows (names against a key's prefix, Origin against an ingest
-    key's origins, beacon keys), then CORS headers on every answer, errors included."""
+    key's origins, beacon keys, a tracker key's sites), the key's request rate, then CORS headers
+    on every answer, errors included."""
     route, method = event.context.get("resourcePath", ""), event.method
     entry = app.routes.get(route, {}).get(method)
     if method == "OPTIONS":
@@ -136,9 +141,12 @@ def access_and_cors(event: Request, get_response: Callable[[Request], Response])
         event.context.get("authorizer"),
         beacon_keys,
         settings.cors_origins,
+        clock.now_ms(),
+        admit,
     )
     if not outcome.decision.allowed:
-        response = Response(body=gate.error_body(outcome.decision), status_code=outcome.decision.status)
+        body, status = gate.error_body(outcome.decision), outcome.decision.status
+        response = Response(body=body, status_code=status, headers=outcome.refusal_headers())
     else:
         response = get_response(event)
     response.headers.update(outcome.cors_headers())

@@ -58,7 +58,10 @@ def local_admin_key(dynamodb: Any, settings: Settings, path: Path = LOCAL_ADMIN_
             created = True
         except FileExistsError:
             key = path.read_text().strip()
-    new = policy.parse_new_key({"scopes": ["admin"], "note": "local admin key (make run)"})
+    # The highest rate: mock data, the dashboard and the e2e runs all send with this one key.
+    new = policy.parse_new_key(
+        {"scopes": ["admin"], "note": "local admin key (make run)", "rate_per_second": policy.RATE_MAX}
+    )
     key_store.create(dynamodb, settings, new, clock.now_ms(), key=key)
     return key, created
 
@@ -70,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scopes", nargs="+", default=["admin"], choices=policy.SCOPES)
     parser.add_argument("--prefix", default=None)
     parser.add_argument("--origins", nargs="*", default=[])
+    parser.add_argument("--sites", nargs="*", default=[], help="a tracker key's sites (blog.example, *.blog.example)")
+    parser.add_argument("--rate", type=int, default=None, help="requests a second (default: the scope's)")
     parser.add_argument("--note", default="")
     parser.add_argument("--id", default=None, help="the key id to revoke")
     parser.add_argument("--region", default=None)
@@ -85,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
             limits["prefix"] = args.prefix
         if args.origins:
             limits["origins"] = args.origins
+        if args.sites:
+            limits["sites"] = args.sites
+        if args.rate is not None:
+            limits["rate_per_second"] = args.rate
         key, record = create(dynamodb, settings, args.scopes, **limits)
         print(json.dumps({**record.as_dict(), "key": key}, indent=2))
         print("The key is shown this once: keep it. Send it as Authorization: Bearer <key>.", file=sys.stderr)

@@ -1,5 +1,7 @@
 """The access checks wired into the API: the gateway authorizer's answer, the route-level
-check and the CORS headers. No I/O of its own: key lookups are passed in."""
+check (a tracker key's page view against its sites, then the key's request rate) and the CORS
+headers. No I/O of its own: key lookups and the rate count are passed in. docs/access.md, "How it
+is enforced"."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.access import api_keys
+from chalicelib.access import api_keys, rates, tracker
 from chalicelib.access.policy import (
     ALLOWED,
     INGEST,
@@ -24,10 +26,13 @@ from chalicelib.access.policy import (
 from chalicelib.core.errors import StorageError
 
 FindKey = Callable[[str], KeyRecord | None]
+# Counts one request of a key against its rate: False when the key is over it (access/rates.py).
+Admit = Callable[[KeyRecord], bool]
 # What a Lambda authorizer raises to make API Gateway answer 401 (AWS's documented contract).
 UNAUTHORIZED = "Unauthorized"
 PREFLIGHT_MAX_AGE_SECONDS = "600"
 KEY_CHECK_FAILED = Decision(False, 503, "the key could not be checked: retry later")
+RATE_CHECK_FAILED = Decision(False, 503, "the key's request rate could not be checked: retry later")
 ALLOWED_HEADERS = "Authorization, Content-Type"
 
 
@@ -108,9 +113,14 @@ def every_route(method_arn: str) -> str:
 class Outcome:
     decision: Decision
     allow_origin: str | None
+    retry_after: int | None = None  # seconds, for a key over its rate (429)
 
     def cors_headers(self) -> dict[str, str]:
         return cors_headers(self.allow_origin)
+
+    def refusal_headers(self) -> dict[str, str | list[str]]:
+        """Headers of the refusal answer besides CORS: Retry-After for a key over its rate."""
+        return {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
 
 
 def check_request(
@@ -122,8 +132,11 @@ def check_request(
     gateway_context: Mapping[str, Any] | None,
     find_key: FindKey,
     stage_origins: Sequence[str],
+    now_ms: int,
+    admit: Admit,
 ) -> Outcome:
-    """The route-level decision for one request, and the origin CORS may answer."""
+    """The route-level decision for one request, and the origin CORS may answer. A request the
+    key may make is then counted against the key's rate (`admit`, one write): over it, 429."""
     if access.scope is None:
         return Outcome(ALLOWED, cors_origin(origin, stage_origins, None, None))
     if access.beacon:
@@ -135,13 +148,35 @@ def check_request(
     else:
         record = from_context(gateway_context)
     names = access.names.extract(path_params, query, body) if record is not None and record.prefix else ()
-    decision = request_decision(record, access.scope, names, origin, key_in_url=access.beacon)
-    return Outcome(decision, cors_origin(origin, stage_origins, access.scope, record))
+    decision = request_decision(
+        record, access.scope, names, origin, key_in_url=access.beacon, tracker_route=access.tracker
+    )
+    allow_origin = cors_origin(origin, stage_origins, access.scope, record)
+    if decision.allowed and record is not None and record.is_tracker:
+        refusal = tracker.check_pageview(record.sites, body, origin, now_ms)
+        if refusal is not None:
+            return Outcome(Decision(False, refusal.status, refusal.reason), allow_origin)
+    if decision.allowed and record is not None:
+        try:
+            admitted = admit(record)
+        except StorageError:
+            return Outcome(RATE_CHECK_FAILED, allow_origin)
+        if not admitted:
+            wait = rates.retry_after_seconds(now_ms)
+            over = Decision(False, 429, f"this key is over its {record.rate_per_second} requests a second: retry later")
+            return Outcome(over, allow_origin, wait)
+    return Outcome(decision, allow_origin)
 
 
 def error_body(decision: Decision) -> dict[str, str]:
     """Chalice's error shape for a denial."""
-    codes = {401: "UnauthorizedError", 403: "ForbiddenError", 503: "ServiceUnavailable"}
+    codes = {
+        400: "BadRequestError",
+        401: "UnauthorizedError",
+        403: "ForbiddenError",
+        429: "TooManyRequestsError",
+        503: "ServiceUnavailable",
+    }
     return {"Code": codes[decision.status], "Message": decision.reason}
 
 

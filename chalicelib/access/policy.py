@@ -6,7 +6,9 @@ Two places decide, from the same functions:
   has the scope; API Gateway caches that answer per key;
 - the route-level check (`request_decision`) sees the whole request, so it checks what
   only the request shows: the names it touches (a key's prefix), the Origin header (an
-  ingest key's origins) and how the key travelled (`?key=` is for ingest-only keys).
+  ingest key's origins) and how the key travelled (`?key=` is for ingest-only and tracker keys).
+A tracker key's page views are checked against its sites by access/tracker.py; every key's
+request rate by access/rates.py. Why each holds: docs/access.md, "Tracker keys" and "Limits per key".
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.access import tracker
 from chalicelib.core import inputs, times
 from chalicelib.core.errors import ValidationError
 
-INGEST, READ, ADMIN = "ingest", "read", "admin"
-SCOPES = (INGEST, READ, ADMIN)
-# An admin key may do everything; ingest and read keys only their own routes.
-IMPLIED = {INGEST: {INGEST}, READ: {READ}, ADMIN: {INGEST, READ, ADMIN}}
+INGEST, READ, ADMIN, TRACKER = "ingest", "read", "admin", "tracker"
+SCOPES = (INGEST, READ, ADMIN, TRACKER)
+# An admin key may do everything; ingest and read keys only their own routes; a tracker key only
+# the page-view beacon (a route that accepts it says so: RouteAccess.tracker), nothing else.
+IMPLIED = {INGEST: {INGEST}, READ: {READ}, ADMIN: {INGEST, READ, ADMIN}, TRACKER: {TRACKER}}
 # The authorizer (app.py) that guards a route tells the scope it needs.
 AUTHORIZER_SCOPES = {"ingest_key": INGEST, "read_key": READ, "admin_key": ADMIN}
 
@@ -33,7 +37,14 @@ ORIGIN_PATTERN = re.compile(r"https?://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?")
 # Any text without control characters (C0, DEL, C1): a rule that does not move with the Unicode
 # version (str.isprintable's does), so the OpenAPI document can state it.
 PREFIX_PATTERN = re.compile(rf"[^\x00-\x1f\x7f-\x9f]{{1,{PREFIX_MAX_CHARS}}}")
-NEW_KEY_FIELDS = {"scopes", "prefix", "origins", "note"}
+NEW_KEY_FIELDS = {"scopes", "prefix", "origins", "sites", "note", "rate_per_second"}
+# Requests a second one key may make (docs/access.md, "Limits per key"): a key's own rate, given
+# at creation within these bounds, else its scope's default (the largest of its scopes'). The top
+# stays under DynamoDB's 1,000 writes a second on one partition key, which every request of a
+# key writes once (access/rates.py; docs/guarantees.md, "A key's request rate").
+RATE_MIN, RATE_MAX = 1, 500
+DEFAULT_RATES = {TRACKER: 20, INGEST: 100, READ: 100, ADMIN: 100}
+TRACKER_ONLY = "a tracker key only counts page views of its sites: POST /beacon/pageview"
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,12 @@ class KeyRecord:
     note: str = ""
     created_ms: int = 0
     revoked_ms: int | None = None
+    sites: tuple[str, ...] = ()
+    rate_per_second: int = RATE_MIN
+
+    @property
+    def is_tracker(self) -> bool:
+        return TRACKER in self.scopes
 
     def may(self, scope: str) -> bool:
         return any(scope in IMPLIED.get(held, ()) for held in self.scopes)
@@ -58,6 +75,8 @@ class KeyRecord:
             "scopes": sorted(self.scopes),
             "prefix": self.prefix,
             "origins": list(self.origins),
+            "sites": list(self.sites),
+            "rate_per_second": self.rate_per_second,
             "note": self.note,
             "created": times.iso(self.created_ms),
             "revoked": None if self.revoked_ms is None else times.iso(self.revoked_ms),
@@ -67,7 +86,9 @@ class KeyRecord:
 @dataclass(frozen=True)
 class Decision:
     allowed: bool
-    status: int  # 200, or 401 (no usable key) / 403 (a key that may not do this)
+    status: (
+        int  # 200, or 400 (a tracker's beacon it cannot read) / 401 (no usable key) / 403 (a key that may not do this)
+    )
     reason: str
 
 
@@ -80,6 +101,8 @@ def gateway_decision(record: KeyRecord | None, need: str) -> Decision:
         return Decision(False, 401, "a valid key is needed: send Authorization: Bearer <key>")
     if record.revoked_ms is not None:
         return Decision(False, 401, "this key was revoked")
+    if record.is_tracker and need != TRACKER:
+        return Decision(False, 403, TRACKER_ONLY)
     if not record.may(need):
         return Decision(False, 403, f"this key does not have the {need} scope")
     return ALLOWED
@@ -91,14 +114,17 @@ def request_decision(
     names: Sequence[str] | None,
     origin: str | None,
     key_in_url: bool = False,
+    tracker_route: bool = False,
 ) -> Decision:
     """The full decision. `names` are the names the request touches; None means every name
-    (or names the request does not make clear), which a prefix-limited key may not reach."""
-    decision = gateway_decision(record, need)
+    (or names the request does not make clear), which a prefix-limited key may not reach. On a
+    route that takes tracker keys (`tracker_route`) a tracker key is allowed here, and its page
+    view is checked against its sites next (access/tracker.py)."""
+    decision = gateway_decision(record, TRACKER if tracker_route and record is not None and record.is_tracker else need)
     if not decision.allowed or record is None:
         return decision
-    if key_in_url and record.scopes != {INGEST}:
-        return Decision(False, 403, "only a key with just the ingest scope may be sent as ?key=")
+    if key_in_url and record.scopes not in ({INGEST}, {TRACKER}):
+        return Decision(False, 403, "only a key with just the ingest scope, or a tracker key, may be sent as ?key=")
     if record.prefix is not None:
         if names is None:
             return Decision(False, 403, f"this key is limited to names starting with {record.prefix!r}")
@@ -121,6 +147,8 @@ def to_context(record: KeyRecord) -> dict[str, str]:
         "scopes": " ".join(sorted(record.scopes)),
         "prefix": record.prefix or "",
         "origins": " ".join(record.origins),
+        "sites": " ".join(record.sites),
+        "rate_per_second": str(record.rate_per_second),
     }
 
 
@@ -132,6 +160,8 @@ def from_context(context: Mapping[str, Any] | None) -> KeyRecord | None:
         scopes=frozenset(str(context.get("scopes", "")).split()),
         prefix=str(context.get("prefix") or "") or None,
         origins=tuple(str(context.get("origins", "")).split()),
+        sites=tuple(str(context.get("sites", "")).split()),
+        rate_per_second=int(str(context.get("rate_per_second") or RATE_MIN)),
     )
 
 
@@ -144,12 +174,17 @@ class NewKey:
     prefix: str | None = None
     origins: tuple[str, ...] = ()
     note: str = ""
+    sites: tuple[str, ...] = ()
+    rate_per_second: int = RATE_MIN
 
 
 def parse_new_key(body: Any) -> NewKey:
-    """`{"scopes": [...], "prefix"?, "origins"?, "note"?}`, validated."""
+    """`{"scopes": [...], "prefix"?, "origins"?, "sites"?, "note"?, "rate_per_second"?}`, validated."""
     if not isinstance(body, dict):
-        raise ValidationError('the body must be a JSON object: {"scopes": [...], "prefix"?, "origins"?, "note"?}')
+        raise ValidationError(
+            'the body must be a JSON object: {"scopes": [...], "prefix"?, "origins"?, "sites"?, "note"?, '
+            '"rate_per_second"?}'
+        )
     unknown = sorted(set(body) - NEW_KEY_FIELDS)
     if unknown:
         raise ValidationError(f"unknown fields: {', '.join(unknown)[:200]}")
@@ -170,7 +205,26 @@ def parse_new_key(body: Any) -> NewKey:
     note = body.get("note", "")
     if not isinstance(note, str) or len(note) > NOTE_MAX_CHARS:
         raise ValidationError(f"note must be text of at most {NOTE_MAX_CHARS} characters")
-    return NewKey(frozenset(scopes), prefix, tuple(dict.fromkeys(origins)), note)
+    sites = tracker_sites(set(scopes), prefix, body.get("sites"))
+    rate = body.get("rate_per_second")
+    if rate is None:
+        rate = max(DEFAULT_RATES[scope] for scope in scopes)
+    elif isinstance(rate, bool) or not isinstance(rate, int) or not RATE_MIN <= rate <= RATE_MAX:
+        raise ValidationError(f"rate_per_second must be a whole number from {RATE_MIN} to {RATE_MAX}")
+    return NewKey(frozenset(scopes), prefix, tuple(dict.fromkeys(origins)), note, sites, rate)
+
+
+def tracker_sites(scopes: set[str], prefix: str | None, sites: Any) -> tuple[str, ...]:
+    """A tracker key's sites (access/tracker.py says how they match); none for any other key."""
+    if TRACKER not in scopes:
+        if sites is not None:
+            raise ValidationError('sites limit tracker keys only: give scopes ["tracker"]')
+        return ()
+    if scopes != {TRACKER}:
+        raise ValidationError("a tracker key has the tracker scope alone: it is published in pages")
+    if prefix is not None:
+        raise ValidationError("a tracker key has no prefix: the server names what it counts")
+    return tracker.parse_sites(sites)
 
 
 # -- which names a request touches ---------------------------------------------------------
@@ -237,6 +291,7 @@ class RouteAccess:
     scope: str | None
     names: Names = field(default=EVERY_NAME)
     beacon: bool = False
+    tracker: bool = False  # a tracker key may send it (its page views are checked: access/tracker.py)
 
 
 # Every route's decision, by (method, route path as app.py declares it). app.py's authorizer
@@ -255,8 +310,9 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("POST", "/beacon/views"): RouteAccess(INGEST, Names(body="url", batch="views"), beacon=True),
     ("POST", "/beacon/hyperloglog/{name}"): RouteAccess(INGEST, Names(path="name"), beacon=True),
     # The tracker's page views: the names (site:<host>, the page URL) come from the server, so a
-    # prefix-limited key is refused; the key's origins limit which sites may send.
-    ("POST", "/beacon/pageview"): RouteAccess(INGEST, EVERY_NAME, beacon=True),
+    # prefix-limited key is refused; an ingest key's origins limit which pages may send, a tracker
+    # key's sites which sites it counts (the one route a tracker key reaches).
+    ("POST", "/beacon/pageview"): RouteAccess(INGEST, EVERY_NAME, beacon=True, tracker=True),
     ("GET", "/counters/{counter}"): RouteAccess(READ, Names(path="counter")),
     ("GET", "/counters/{counter}/histogram"): RouteAccess(READ, Names(path="counter")),
     ("GET", "/counters/{counter}/breakdown"): RouteAccess(READ, Names(path="counter")),

@@ -1,4 +1,5 @@
-"""Access keys in the counts table: `KEY#` / `<sha256 of the key>`. The plain key is never stored.
+"""Access keys in the counts table: `KEY#` / `<sha256 of the key>`, with their scopes, limits
+and request rate. The plain key is never stored.
 
 All keys share one partition, so listing them is one Query and revoking by id is one Query
 on the id (the hash's first 16 hex digits) plus one update. Lookups by hash are one
@@ -27,7 +28,16 @@ def create(
     returned to show once. Storing a given key again changes nothing."""
     key = key or api_keys.generate()
     digest = api_keys.digest(key)
-    record = KeyRecord(api_keys.key_id(digest), new.scopes, new.prefix, new.origins, new.note, now_ms)
+    record = KeyRecord(
+        api_keys.key_id(digest),
+        new.scopes,
+        new.prefix,
+        new.origins,
+        new.note,
+        now_ms,
+        sites=new.sites,
+        rate_per_second=new.rate_per_second,
+    )
     item: dict[str, Any] = {
         "pk": {"S": keyspace.ACCESS_KEY},
         "sk": {"S": digest},
@@ -35,11 +45,14 @@ def create(
         "scopes": {"SS": sorted(record.scopes)},
         "note": {"S": record.note},
         "created_ms": {"N": str(now_ms)},
+        "rate_per_second": {"N": str(record.rate_per_second)},
     }
     if record.prefix is not None:
         item["prefix"] = {"S": record.prefix}
     if record.origins:
         item["origins"] = {"L": [{"S": origin} for origin in record.origins]}
+    if record.sites:
+        item["sites"] = {"L": [{"S": site} for site in record.sites]}
     try:
         with translated("could not store the key"):
             dynamodb.put_item(
@@ -121,6 +134,8 @@ def _record(item: dict[str, Any]) -> KeyRecord:
         note=attributes.text(item, "note", ""),
         created_ms=attributes.integer(item, "created_ms"),
         revoked_ms=attributes.optional_integer(item, "revoked_ms"),
+        sites=attributes.text_list(item, "sites"),
+        rate_per_second=attributes.integer(item, "rate_per_second"),
     )
 
 

@@ -15,14 +15,22 @@ BEACON = "beaconKey"
 ERRORS: dict[int, tuple[str, str]] = {
     400: ("BadRequest", "bad input, refused whole before any write (Code BadRequestError)"),
     401: ("Unauthorized", "no key, an unknown key or a revoked key (Code UnauthorizedError)"),
-    403: ("Forbidden", "a key without this route's scope, name prefix or origin (Code ForbiddenError)"),
+    403: (
+        "Forbidden",
+        "a key without this route's scope, name prefix or origin, or a tracker key's page view of another "
+        "site or from another origin (Code ForbiddenError)",
+    ),
     404: ("NotFound", "nothing of that name (Code NotFoundError)"),
     414: (
         "UriTooLong",
         "the URL is longer than the gateway takes (API Gateway's DEFAULT_4XX, Code BadRequestError; "
         "locally past 64 KiB)",
     ),
-    429: ("Throttled", "throttled by API Gateway on AWS: retry later (Code TooManyRequestsError); never locally"),
+    429: (
+        "Throttled",
+        "the key is over its rate_per_second (a Retry-After header says when to retry), or API Gateway "
+        "throttled the stage on AWS: retry later (Code TooManyRequestsError)",
+    ),
     503: (
         "Unavailable",
         "storage or the key check failed after retries: retry the request (Code ServiceUnavailable, "
@@ -33,7 +41,8 @@ DESCRIPTION = """Tally counts events, views and distinct items, and answers wind
 
 Keys travel as `Authorization: Bearer <key>`; each route needs a scope (ingest, read or admin;
 an admin key may do everything), and a key may be limited to a name prefix. Beacon routes take
-an ingest-only key as `?key=`. Times go in as epoch milliseconds or ISO-8601 with a zone and come
+an ingest-only key as `?key=`; `POST /beacon/pageview` also takes a tracker key, which counts page
+views of its own sites only. Every key has a request rate (429 with Retry-After over it). Times go in as epoch milliseconds or ISO-8601 with a zone and come
 back as ISO-8601 UTC. Bodies are parsed as JSON whatever their content type. Every error is
 JSON in Chalice's shape `{"Code", "Message"}`; an unknown path or a method a path does not have
 answers 404 `NotFoundError`. Every path also answers a CORS preflight (OPTIONS)."""
@@ -125,7 +134,8 @@ def build(operations: tuple[Operation, ...] = routes.OPERATIONS, version: str = 
                     "type": "apiKey",
                     "in": "query",
                     "name": "key",
-                    "description": "an ingest-only key, for navigator.sendBeacon (which cannot set headers)",
+                    "description": "an ingest-only key, for navigator.sendBeacon (which cannot set headers); "
+                    "POST /beacon/pageview also takes a tracker key",
                 },
             },
         },

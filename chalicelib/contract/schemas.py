@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from chalicelib.access import api_keys as access_keys
-from chalicelib.access import policy
+from chalicelib.access import policy, tracker
 from chalicelib.core import inputs, pager, quarantine, timebuckets, times, validation, window_params
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit_items, filters, replay
@@ -458,14 +458,46 @@ NEW_KEY_BODY = obj(
             "maxItems": policy.MAX_ORIGINS,
             "description": "browser origins an ingest-only key works from",
         },
+        "sites": {
+            "type": "array",
+            "items": string(maxLength=tracker.SITE_MAX_CHARS, pattern=anchored(tracker.SITE_PATTERN)),
+            "minItems": 1,
+            "maxItems": tracker.MAX_SITES,
+            "description": "a tracker key's sites (required for one, for no other key): hostnames, `www.` "
+            "matching too; `*.blog.example` for every subdomain",
+        },
+        "rate_per_second": {
+            "type": "integer",
+            "minimum": policy.RATE_MIN,
+            "maximum": policy.RATE_MAX,
+            "description": "requests a second the key may make (429 over it); absent: its scope's default "
+            + ", ".join(f"{scope} {rate}" for scope, rate in policy.DEFAULT_RATES.items()),
+        },
         "note": string(maxLength=policy.NOTE_MAX_CHARS),
     },
     closed=True,
 )
-# Origins limit ingest-only keys: with any origin, every scope is ingest.
-NEW_KEY_BODY["anyOf"] = [
-    {"properties": {"origins": {"maxItems": 0}}},
-    {"properties": {"scopes": {"items": {"const": policy.INGEST}}}},
+# Origins limit ingest-only keys: with any origin, every scope is ingest. A tracker key has the
+# tracker scope alone, sites and no prefix; no other key has sites.
+NEW_KEY_BODY["allOf"] = [
+    {
+        "anyOf": [
+            {"properties": {"origins": {"maxItems": 0}}},
+            {"properties": {"scopes": {"items": {"const": policy.INGEST}}}},
+        ]
+    },
+    {
+        "anyOf": [
+            {
+                "not": {"required": ["sites"]},
+                "properties": {"scopes": {"not": {"contains": {"const": policy.TRACKER}}}},
+            },
+            {
+                "required": ["sites"],
+                "properties": {"scopes": {"items": {"const": policy.TRACKER}}, "prefix": {"type": "null"}},
+            },
+        ]
+    },
 ]
 
 # -- answers -------------------------------------------------------------------------------------
@@ -659,6 +691,8 @@ KEY_RECORD = obj(
         "scopes": {"type": "array", "items": SCOPE},
         "prefix": nullable(string()),
         "origins": {"type": "array", "items": string()},
+        "sites": {"type": "array", "items": string()},
+        "rate_per_second": {"type": "integer", "minimum": policy.RATE_MIN, "maximum": policy.RATE_MAX},
         "note": string(),
         "created": ISO_TIME,
         "revoked": nullable(ISO_TIME),

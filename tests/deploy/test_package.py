@@ -274,6 +274,16 @@ def test_given_dev_stage_when_packaged_then_the_api_has_the_authorizers_gateway_
     assert swagger["paths"]["/counters/{counter}"]["get"]["security"] == [{"read_key": []}]
     assert "security" not in swagger["paths"]["/beacon/views"]["post"]
     assert api["MethodSettings"][0]["ThrottlingRateLimit"] == settings.throttle_rate_limit
+    functions = template(package)["Resources"]
+    configured = stage.load_config(package)["stages"][STAGE]["lambda_functions"]
+    assert (
+        functions["APIHandler"]["Properties"]["ReservedConcurrentExecutions"]
+        == configured["api_handler"]["reserved_concurrency"]
+    )
+    assert (
+        functions["IngestKey"]["Properties"]["ReservedConcurrentExecutions"]
+        == configured["ingest_key"]["reserved_concurrency"]
+    )
 
 
 def test_given_the_zip_when_unpacked_then_the_dashboard_and_its_vendored_library_with_license_are_inside(

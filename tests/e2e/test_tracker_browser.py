@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -92,7 +93,18 @@ def counted_as(origin: str) -> str:
 
 
 def ingest_key(stack: LocalStack, origin: str) -> str:
+    """An ingest key limited to `origin`: it may count the served pages under another `data-site`
+    (each browser's own, so the tests' counts do not mix), which a tracker key refuses."""
     answer = stack.post("/keys", json={"scopes": ["ingest"], "origins": [origin], "note": "tracker e2e"})
+    assert answer.status_code == 201, answer.text
+    return str(answer.json()["key"])
+
+
+def tracker_key(stack: LocalStack, origin: str) -> str:
+    """A tracker key for the site served at `origin` (its host: sites are matched by host)."""
+    answer = stack.post(
+        "/keys", json={"scopes": ["tracker"], "sites": [urlsplit(origin).hostname], "note": "tracker e2e"}
+    )
     assert answer.status_code == 201, answer.text
     return str(answer.json()["key"])
 
@@ -218,13 +230,13 @@ def test_given_skipped_pages_and_refused_beacons_in_chromium_when_loaded_then_on
 ) -> None:
     sync_playwright = browser_or_skip()
     with serving(tmp_path) as origin:
-        key = ingest_key(stack, origin)
-        elsewhere = ingest_key(stack, "https://elsewhere.example")
+        key = tracker_key(stack, origin)
+        elsewhere = tracker_key(stack, "https://elsewhere.example")
         pages = {
             "local.html": f'data-key="{key}"',  # served from 127.0.0.1 without data-allow-local
             "nokey.html": "data-allow-local",
             "unknown.html": 'data-key="not-a-key" data-allow-local',  # 401, CORS headers: the page reads it
-            "foreign.html": f'data-key="{elsewhere}" data-allow-local',  # another origin's key: 403
+            "foreign.html": f'data-key="{elsewhere}" data-allow-local',  # another site's key: 403
             "counted.html": f'data-key="{key}" data-allow-local data-hash',
         }
         for name, attributes in pages.items():
@@ -271,6 +283,9 @@ def test_given_skipped_pages_and_refused_beacons_in_chromium_when_loaded_then_on
                 assert [text for text in said if text.startswith("tally:")] == []
             finally:
                 browser.close()
+        # Counted with the tracker key, under the page's host (the site its key lists).
+        counted = settled(stack, urlsplit(origin).hostname or "", 1, 1)
+        assert (counted["pageviews"], counted["visitors"]) == (1, 1)
 
 
 def dashboard_shows(page: Any, stack: LocalStack, site: str, expected: dict[str, Any]) -> None:

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chalicelib.access import api_keys, gate, policy
-from chalicelib.access.policy import ADMIN, INGEST, READ, KeyRecord
+from chalicelib.access import api_keys, gate, policy, tracker
+from chalicelib.access.policy import ADMIN, INGEST, READ, TRACKER, KeyRecord
 from chalicelib.core.errors import StorageError, ValidationError
 
 ARN = "arn:aws:execute-api:us-east-1:123456789012:abc123/api/GET/counters/blog.x"
@@ -24,19 +24,30 @@ records = st.builds(
     prefix=st.none() | names,
     origins=st.just(()) | st.lists(st.sampled_from(["https://a.example", "https://b.example"]), min_size=1).map(tuple),
     revoked_ms=st.none() | st.just(1),
+    sites=st.just(()) | st.lists(st.sampled_from(["a.example", "*.b.example"]), min_size=1).map(tuple),
+    rate_per_second=st.integers(policy.RATE_MIN, policy.RATE_MAX),
 )
 
 
 def brute_force(
-    record: KeyRecord | None, need: str, touched: list[str] | None, origin: str | None, in_url: bool
+    record: KeyRecord | None,
+    need: str,
+    touched: list[str] | None,
+    origin: str | None,
+    in_url: bool,
+    tracker_route: bool,
 ) -> bool:
     """The rules as docs/access.md states them, one by one."""
     if record is None or record.revoked_ms is not None:
         return False
+    if TRACKER in record.scopes:  # a tracker key: its one route, nothing else
+        need = TRACKER if tracker_route else need
+        if need != TRACKER:
+            return False
     held = set(record.scopes) | ({INGEST, READ} if ADMIN in record.scopes else set())
     if need not in held:
         return False
-    if in_url and set(record.scopes) != {INGEST}:
+    if in_url and set(record.scopes) not in ({INGEST}, {TRACKER}):
         return False
     if record.prefix is not None and (touched is None or any(not n.startswith(record.prefix) for n in touched)):
         return False
@@ -49,13 +60,19 @@ def brute_force(
     st.none() | st.lists(names, max_size=3),
     st.none() | st.sampled_from(["https://a.example", "https://c.example"]),
     st.booleans(),
+    st.booleans(),
 )
 def test_given_any_key_and_request_then_the_decision_matches_the_stated_rules(
-    record: KeyRecord | None, need: str, touched: list[str] | None, origin: str | None, in_url: bool
+    record: KeyRecord | None,
+    need: str,
+    touched: list[str] | None,
+    origin: str | None,
+    in_url: bool,
+    tracker_route: bool,
 ) -> None:
-    decision = policy.request_decision(record, need, touched, origin, in_url)
+    decision = policy.request_decision(record, need, touched, origin, in_url, tracker_route)
 
-    assert decision.allowed == brute_force(record, need, touched, origin, in_url)
+    assert decision.allowed == brute_force(record, need, touched, origin, in_url, tracker_route)
     if not decision.allowed:
         unusable = record is None or record.revoked_ms is not None
         assert decision.status == (401 if unusable else 403) and decision.reason
@@ -80,11 +97,13 @@ def test_given_any_key_when_passed_through_the_authorizer_context_then_the_decis
 
     assert all(isinstance(v, str) for v in context.values())  # API Gateway passes strings only
     assert back is not None
-    assert (back.id, back.scopes, back.prefix, back.origins) == (
+    assert (back.id, back.scopes, back.prefix, back.origins, back.sites, back.rate_per_second) == (
         record.id,
         record.scopes,
         record.prefix,
         record.origins,
+        record.sites,
+        record.rate_per_second,
     )
 
 
@@ -287,7 +306,9 @@ def test_given_an_origin_then_cors_answers_it_only_where_allowed(
 def test_given_a_new_key_request_then_validated_with_defaults() -> None:
     new = policy.parse_new_key({"scopes": ["ingest"], "origins": ["https://a.example", "https://a.example"]})
 
-    assert new == policy.NewKey(frozenset({INGEST}), None, ("https://a.example",), "")
+    assert new == policy.NewKey(
+        frozenset({INGEST}), None, ("https://a.example",), "", rate_per_second=policy.DEFAULT_RATES[INGEST]
+    )
     with pytest.raises(ValidationError, match="origins limit ingest keys only"):
         policy.parse_new_key({"scopes": ["ingest", "read"], "origins": ["https://a.example"]})
     with pytest.raises(ValidationError, match="prefix"):
@@ -300,7 +321,36 @@ def test_given_the_key_store_failing_when_a_beacon_arrives_then_503_in_chalices_
 
     access = policy.ROUTES[("POST", "/beacon/views")]
 
-    outcome = gate.check_request(access, {}, {"key": api_keys.generate()}, b"{}", None, None, failing, ())
+    outcome = gate.check_request(
+        access, {}, {"key": api_keys.generate()}, b"{}", None, None, failing, (), 0, lambda record: True
+    )
 
     assert (outcome.decision.allowed, outcome.decision.status) == (False, 503)
     assert gate.error_body(outcome.decision)["Code"] == "ServiceUnavailable"
+
+
+@pytest.mark.parametrize(
+    ("sites", "host", "matches"),
+    [
+        (("blog.example",), "blog.example", True),
+        (("blog.example",), "www.blog.example", True),
+        (("blog.example",), "sub.blog.example", False),
+        (("blog.example",), "www.www.blog.example", False),
+        (("blog.example",), "blog.example.evil", False),
+        (("blog.example",), "xblog.example", False),
+        (("*.blog.example",), "a.b.blog.example", True),
+        (("*.blog.example",), "blog.example", False),
+        (("*.blog.example",), "xblog.example", False),
+    ],
+)
+def test_given_a_tracker_keys_sites_then_a_host_matches_as_docs_access_states(
+    sites: tuple[str, ...], host: str, matches: bool
+) -> None:
+    assert tracker.site_matches(sites, host) == matches
+
+
+def test_given_new_tracker_sites_then_a_leading_www_is_dropped_and_duplicates_kept_once() -> None:
+    assert tracker.parse_sites(["www.blog.example", "blog.example", "*.www.x.example"]) == (
+        "blog.example",
+        "*.www.x.example",
+    )
