@@ -18,6 +18,7 @@ SKETCH_WINDOW = "HLW#"
 REPORT = "REPORT#"
 QUARANTINE = "QUARANTINE#"
 ACCESS_KEY = "KEY#"
+KEY_RATE = "RATE#"
 CATALOG = "CATALOG#"
 CATALOG_LOG = "#log"  # after CATALOG<kind>: the catalog's log items
 CATALOG_PAGES = "#pages"  # after CATALOG<kind>: the catalog's pages
