@@ -14,6 +14,7 @@ Why each setting: docs/guarantees.md, "The tracker's function URL".
 from __future__ import annotations
 
 import base64
+import json
 import time
 import uuid
 from collections.abc import Mapping
@@ -32,7 +33,7 @@ CORS: dict[str, Any] = {
     "MaxAge": 600,
 }
 AUTH_TYPE = "NONE"
-# Lambda refuses a second statement with the same id: `ensure` finds its own by these.
+# The policy statements' ids: `ensure` finds its own by them.
 URL_STATEMENT = "FunctionURLAllowPublicAccess"
 INVOKE_STATEMENT = "FunctionURLAllowInvokeAction"
 PATH_PREFIX = "/beacon-url"  # locally: outside every stage path and every route of the API
@@ -95,11 +96,16 @@ def ensure(lambda_client: Any, function_name: str) -> str:
             "InvokedViaFunctionUrl": True,
         },
     )
+    # Lambda refuses a statement id already in the policy (ResourceConflictException; moto adds
+    # it again): add only what is missing, so a second deploy changes nothing.
+    try:
+        policy = json.loads(lambda_client.get_policy(FunctionName=function_name)["Policy"])
+    except lambda_client.exceptions.ResourceNotFoundException:  # no policy yet
+        policy = {"Statement": []}
+    present = {statement.get("Sid") for statement in policy.get("Statement", [])}
     for statement in statements:
-        try:
+        if statement["StatementId"] not in present:
             lambda_client.add_permission(FunctionName=function_name, **statement)
-        except lambda_client.exceptions.ResourceConflictException:
-            pass  # in place from an earlier deploy
     return str(config["FunctionUrl"])
 
 
