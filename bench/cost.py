@@ -1,6 +1,6 @@
 """What a million events cost, all in: Tally against the seed designs, in dollars.
 
-    python -m bench.cost [--json] [--events 2000] [--views 2000] [--minutes 3]
+    python -m bench.cost [--json] [--events 2000] [--views 2000] [--minutes 3] [--workloads views ...]
 
 Three workloads, each run on moto at a small volume and extrapolated linearly to one million
 events (every cost below grows in proportion to the events; what does not, such as a queue's idle
@@ -13,7 +13,10 @@ polling, the audit's and the report's schedules or storage, is left out and said
   model): the same requests, one PutItem per event, two UpdateItem calls per event.
 - views: browsers sending one page view each (`POST /views`, 1,000 URLs, 10% delivered twice).
   Tally: the API Lambda sends to the views queue; the views handler in batches of
-  VIEWS_BATCH_SIZE (bench.views' model). Seed (accurate-counters-dynamodb.md): API Gateway
+  VIEWS_BATCH_SIZE (bench.views' model); and the same views through the tracker's Lambda
+  function URL (`tally, function URL`): no API Gateway request, the `beacon_url` function's
+  invocation and CPU time (turning the URL's event into the route's request and the answer back
+  included) at its configured memory, the same queue and handler. Seed (accurate-counters-dynamodb.md): API Gateway
   sends to SQS directly, a Lambda with batches of 10 writes one transaction per view.
 - uniques: 10,000 items a minute into one unique count. Tally: requests of 500 items, one
   message each on the uniques queue, one handler batch a minute. Seed
