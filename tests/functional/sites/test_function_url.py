@@ -43,12 +43,16 @@ def json_of(answer: dict[str, Any]) -> Any:
 
 
 def test_given_a_payload_2_event_when_the_function_url_handles_it_then_the_page_view_counts(
-    client: Any, aws: Any, clock: Any, key: str
+    client: Any, aws: Any, clock: Any, key: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     body = {"url": f"{ORIGIN}/posts/1", "time": clock.now, "referrer": "", "width": 1280}
+    capsys.readouterr()
     answer = through_url(client, key, body)
     assert answer["statusCode"] == 202, answer
     assert json_of(answer) == {"counted": True, "site": SITE}
+    # A request, not a background invocation: no log line of its own when it succeeds (as on
+    # the REST route), so a page view pays for no CloudWatch Logs ingestion.
+    assert '"message":"invocation"' not in capsys.readouterr().out
     Counting(client, aws).process()
     assert client.http.get(f"/counters/site:{SITE}?window=1d").json_body["count"] == 1
     assert client.http.get(f"/hyperloglog/site:{SITE}?window=1d").json_body["cardinality"] == 1
