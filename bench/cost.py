@@ -609,6 +609,9 @@ def print_table(out: dict[str, Any]) -> None:
     for work in out["workloads"].values():
         if "function_url_ratio" in work:
             print_front_doors(work)
+    if not out["events_table"]:
+        print(f"\n{out['seconds']} s")
+        return
     print(
         "\nThe events table alone, write units per 1,000 events from stored item sizes: packed (one item "
         "per request, events/packs.py) against one item per event (the layout before packs), same events\n"
