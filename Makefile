@@ -18,7 +18,8 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 
 # Data is kept across runs in .local-stack/$(PORT)/ (docs/local-stack.md); FRESH=1 starts empty.
 # The API is under the stage's path, http://127.0.0.1:$(PORT)/api/; BASE_PATH=/ serves it at the
-# root, as a custom domain mapped at its root does.
+# root, as a custom domain mapped at its root does. The tracker's function URL is served at
+# http://127.0.0.1:$(PORT)/beacon-url/ (docs/local-stack.md).
 run: $(BIN)/.installed vendor
 	$(BIN)/python -m tools.local_stack --port $(PORT) --aws-port $(AWS_PORT) --max-batching-window $(BATCHING_WINDOW) $(if $(FRESH),--fresh) $(if $(BASE_PATH),--base-path $(BASE_PATH))
 

@@ -30,6 +30,7 @@ from chalicelib.events import stream_records
 from chalicelib.reports import api as reports_api
 from chalicelib.reports import runs as reports_runs
 from chalicelib.sites import beacon as site_beacon
+from chalicelib.sites import function_url
 from chalicelib.sites import listing as site_listing
 from chalicelib.sites import script as site_script
 from chalicelib.sites import summary as site_summary
@@ -425,6 +426,14 @@ def post_pageview() -> Response:
     agent = request().headers.get("user-agent")
     outcome = site_beacon.count(aws.dynamodb, aws.sqs, settings, beacon, ip, agent, now)
     return Response(body=outcome.as_dict(), status_code=202)
+
+
+@app.lambda_function(name="beacon_url")
+def beacon_url(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The tracker's script and beacon behind a Lambda function URL, through the same routes:
+    no API Gateway price per page view (docs/tracker.md, "The function URL")."""
+    rest = function_url.rest_event(event)
+    return function_url.not_found() if rest is None else function_url.response(app(rest, context))
 
 
 @app.route("/sites", methods=["GET"], authorizer=read_key)

@@ -1,6 +1,6 @@
 """What a million events cost, all in: Tally against the seed designs, in dollars.
 
-    python -m bench.cost [--json] [--events 2000] [--views 2000] [--minutes 3]
+    python -m bench.cost [--json] [--events 2000] [--views 2000] [--minutes 3] [--workloads views ...]
 
 Three workloads, each run on moto at a small volume and extrapolated linearly to one million
 events (every cost below grows in proportion to the events; what does not, such as a queue's idle
@@ -13,7 +13,10 @@ polling, the audit's and the report's schedules or storage, is left out and said
   model): the same requests, one PutItem per event, two UpdateItem calls per event.
 - views: browsers sending one page view each (`POST /views`, 1,000 URLs, 10% delivered twice).
   Tally: the API Lambda sends to the views queue; the views handler in batches of
-  VIEWS_BATCH_SIZE (bench.views' model). Seed (accurate-counters-dynamodb.md): API Gateway
+  VIEWS_BATCH_SIZE (bench.views' model); and the same views through the tracker's Lambda
+  function URL (`tally, function URL`): no API Gateway request, the `beacon_url` function's
+  invocation and CPU time (turning the URL's event into the route's request and the answer back
+  included) at its configured memory, the same queue and handler. Seed (accurate-counters-dynamodb.md): API Gateway
   sends to SQS directly, a Lambda with batches of 10 writes one transaction per view.
 - uniques: 10,000 items a minute into one unique count. Tally: requests of 500 items, one
   message each on the uniques queue, one handler batch a minute. Seed
@@ -60,6 +63,7 @@ from chalicelib.core.settings import Settings  # noqa: E402
 from chalicelib.counters import audit, audit_runs  # noqa: E402
 from chalicelib.events import ingest as events  # noqa: E402
 from chalicelib.reports import runs as report_runs  # noqa: E402
+from chalicelib.sites import function_url  # noqa: E402
 from chalicelib.uniques import api as uniques_api  # noqa: E402
 from chalicelib.uniques import batches as uniques_batches  # noqa: E402
 from chalicelib.uniques import sketches  # noqa: E402
@@ -67,6 +71,7 @@ from chalicelib.views import api as views_api  # noqa: E402
 from chalicelib.views import batches as views_batches  # noqa: E402
 from chalicelib.views import messages as view_messages  # noqa: E402
 from chalicelib.views import validation as view_validation  # noqa: E402
+from tools import function_url as url_tools  # noqa: E402
 from tools import resources  # noqa: E402
 
 MILLION = 1_000_000
@@ -98,6 +103,7 @@ SQS_POLL_BATCH = 10  # Lambda's poller receives and deletes up to 10 messages pe
 COUNTERS_PER_SECOND = 100  # the counters workload's rate: it sets the report runs per million
 T0 = 1_795_000_000_000
 SEED_EVENTS = "seed-events"
+FUNCTION_URL = "tally, function URL"  # the browsers workload's design behind the tracker's function URL
 
 
 def memory_mb(function: str, stage: str = "dev") -> int:
@@ -398,7 +404,7 @@ def ingest_units(n: int) -> list[dict[str, Any]]:
 
 def views_workload(n: int) -> tuple[dict[str, Bill], dict[str, Any]]:
     deliveries, expected = views_bench.workload(n, 1000, 0.1)
-    tally, seed = Bill(), Bill()
+    tally, tally_url, seed = Bill(), Bill(), Bill()
     with stack() as (settings, clients, probe):
         api, sqs_calls = Handler("api_handler"), SqsCalls()
         sqs = sqs_calls.attach(AwsClients(settings).sqs)
@@ -408,6 +414,18 @@ def views_workload(n: int) -> tuple[dict[str, Bill], dict[str, Any]]:
                 views_api.enqueue(
                     sqs, settings, view_validation.parse_body(json.loads(view_messages.to_message(view))), now
                 )
+        # The same views through the tracker's function URL: no API Gateway, the function's own
+        # memory, and its work includes making the URL's event into the route's request and back.
+        url_front, url_sqs_calls = Handler(url_tools.FUNCTION), SqsCalls()
+        url_sqs = url_sqs_calls.attach(AwsClients(settings).sqs)
+        for view in deliveries:
+            body = view_messages.to_message(view).encode()
+            event = url_tools.event("POST", "/beacon/pageview", "key=k", {"content-type": "text/plain"}, body)
+            with url_front.invocation():
+                request = function_url.rest_event(event)
+                assert request is not None
+                views_api.enqueue(url_sqs, settings, view_validation.parse_body(json.loads(request["body"])), now)
+                function_url.response({"statusCode": 202, "headers": {}, "body": '{"accepted": true}'})
         handler, counting = Handler("on_view_messages"), Meter(probe)
         client = counting.attach(AwsClients(settings).dynamodb)
         size = settings.views_batch_size
@@ -426,6 +444,10 @@ def views_workload(n: int) -> tuple[dict[str, Bill], dict[str, Any]]:
         charge(tally, counting)
         tally.api_requests = len(deliveries)
         tally.sqs_requests = sqs_calls.requests + poller_requests(len(deliveries))
+        for h in (url_front, handler):
+            h.charge(tally_url)
+        charge(tally_url, counting)
+        tally_url.sqs_requests = url_sqs_calls.requests + poller_requests(len(deliveries))
         # Seed: no Lambda in front (API Gateway sends to SQS), batches of 10, a transaction a view.
         seed_only = resources.Resources(
             tables=(resources.Table(views_bench.SEED_TABLE, stream=False),), queues=(), buckets=()
@@ -449,9 +471,9 @@ def views_workload(n: int) -> tuple[dict[str, Bill], dict[str, Any]]:
         charge(seed, seed_meter)
         seed.api_requests = len(deliveries)
         seed.sqs_requests = len(deliveries) + poller_requests(len(deliveries))
-    for bill in (tally, seed):
+    for bill in (tally, tally_url, seed):
         bill.scale(MILLION / len(deliveries))
-    return {"tally": tally, "seed": seed}, {
+    return {"tally": tally, FUNCTION_URL: tally_url, "seed": seed}, {
         "deliveries simulated": len(deliveries),
         "URLs": 1000,
         "delivered twice": "10%",
@@ -548,6 +570,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "workloads": {},
     }
     for name, (title, measure) in WORKLOADS.items():
+        if args.workloads and name not in args.workloads:
+            continue
         bills, notes = measure(args)
         totals = {design: bill.price() for design, bill in bills.items()}
         out["workloads"][name] = {
@@ -556,7 +580,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "ratio": totals["tally"] / totals["seed"],
             "notes": notes,
         }
-    out["events_table"] = ingest_units(args.ingest_events)
+        if FUNCTION_URL in totals:
+            out["workloads"][name]["function_url_ratio"] = totals[FUNCTION_URL] / totals["tally"]
+    out["events_table"] = ingest_units(args.ingest_events) if not args.workloads else []
     out["seconds"] = round(time.perf_counter() - began, 1)
     return out
 
@@ -569,16 +595,23 @@ def print_table(out: dict[str, Any]) -> None:
     print("| workload | design | " + " | ".join(label for _, label, _ in COLUMNS) + " | total $ | vs seed |")
     print("|---|---|" + "---|" * len(COLUMNS) + "---|---|")
     for work in out["workloads"].values():
-        for design in ("tally", "seed"):
-            bill = work["designs"][design]
+        seed_total = work["designs"]["seed"]["total"]
+        for design, bill in work["designs"].items():
             cells = " | ".join(fmt.format(bill[key]) for key, _, fmt in COLUMNS)
-            ratio = f"{work['ratio']:.3g}x" if design == "tally" else "1x"
-            print(f"| {work['title']} | {design} | {cells} | {bill['total']:,.2f} | {ratio} |")
+            print(
+                f"| {work['title']} | {design} | {cells} | {bill['total']:,.2f} | {bill['total'] / seed_total:.3g}x |"
+            )
     print()
     for name, work in out["workloads"].items():
         parts = ", ".join(f"{k}: {v}" for k, v in work["notes"].items())
         dollars = ", ".join(f"{k} {v:.3f}" for k, v in work["designs"]["tally"]["dollars"].items() if v)
         print(f"- {name}: {parts}; Tally's dollars by service: {dollars}")
+    for work in out["workloads"].values():
+        if "function_url_ratio" in work:
+            print_front_doors(work)
+    if not out["events_table"]:
+        print(f"\n{out['seconds']} s")
+        return
     print(
         "\nThe events table alone, write units per 1,000 events from stored item sizes: packed (one item "
         "per request, events/packs.py) against one item per event (the layout before packs), same events\n"
@@ -596,6 +629,20 @@ def print_table(out: dict[str, Any]) -> None:
     print(f"\n{out['seconds']} s")
 
 
+def print_front_doors(work: dict[str, Any]) -> None:
+    """The whole bill by service of one workload through API Gateway's REST API (before) and
+    through the tracker's function URL (after), per million, with the ratio."""
+    before, after = work["designs"]["tally"], work["designs"][FUNCTION_URL]
+    print(f"\n{work['title']}, per million, by service: REST API (before) against the function URL (after)\n")
+    print("| service | REST API $ | function URL $ |")
+    print("|---|---|---|")
+    for service in before["dollars"]:
+        if before["dollars"][service] or after["dollars"][service]:
+            print(f"| {service} | {before['dollars'][service]:,.3f} | {after['dollars'][service]:,.3f} |")
+    print(f"| total | {before['total']:,.2f} | {after['total']:,.2f} |")
+    print(f"\nfunction URL / REST API: {work['function_url_ratio']:.3f}x")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
@@ -607,6 +654,13 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=500,
         help="events-table sweep: events per row (every request of a row is stored alike: a few suffice)",
+    )
+    parser.add_argument(
+        "--workloads",
+        nargs="*",
+        choices=sorted(WORKLOADS),
+        default=[],
+        help="only these workloads, without the events-table sweep (default: all of it)",
     )
     args = parser.parse_args(argv)
     out = run(args)

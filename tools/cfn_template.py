@@ -11,7 +11,8 @@ become Ref/GetAtt of these resources and each event source points at GetAtt of i
 queue, which orders creation (the mapping waits for its table) and drops the literal stream
 ARN that `on_dynamodb_record` otherwise needs; the stream's event source also gets the
 settings tools/mappings.py pins (ParallelizationFactor 1, the tumbling window, bounded
-retries, bisection, the on-failure queue), which Chalice cannot set. Names stay explicit (the stage's names)
+retries, bisection, the on-failure queue), which Chalice cannot set. The tracker's function URL
+and its permissions come from tools/function_url.py. Names stay explicit (the stage's names)
 because the role policy Chalice embeds is a static file naming them.
 """
 
@@ -25,7 +26,7 @@ from typing import Any
 from chalice.utils import to_cfn_resource_name
 
 from chalicelib.core.settings import Settings
-from tools import gateway, mappings, monitoring, resources, stage
+from tools import function_url, gateway, mappings, monitoring, resources, stage
 from tools.resources import Resources
 
 
@@ -175,6 +176,9 @@ def build(stage_name: str, project: Path = stage.PROJECT) -> dict[str, Any]:
     cfn.update(alarms)
     outputs.update(alarm_outputs)
     cfn["RestAPI"] = api_fragment(settings)
+    url, url_outputs = function_url.cfn_fragments(to_cfn_resource_name(function_url.FUNCTION))
+    cfn.update(url)
+    outputs.update(url_outputs)
     return {"Resources": cfn, "Outputs": outputs}
 
 

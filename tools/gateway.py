@@ -41,6 +41,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tools import function_url
+
 log = logging.getLogger("tally.gateway")
 
 
@@ -291,6 +293,10 @@ def mounted_handler(base_path: str, stage_name: str) -> type[Any]:
 
         def _generic_handle(self) -> None:
             path, mark, query = self.path.partition("?")
+            tracker = function_url.below_prefix(path)
+            if tracker is not None:  # the tracker's function URL, a host of its own on AWS
+                function_url.serve(self, self.local_gateway._app_object, tracker)
+                return
             inner = below(base, path)
             if inner is None:
                 self._parse_payload()  # read the body, so the connection stays usable

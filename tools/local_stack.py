@@ -220,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
         "LatestStreamArn"
     ]
     log.info("resources ready")
-    from tools import gateway, keys, lambda_limits
+    from tools import function_url, gateway, keys, lambda_limits
 
     gateway.install()  # 401/403/404 answered as API Gateway's gateway responses are (tools/gateway.py)
     lambda_limits.install()  # API Gateway's and Lambda's payload limits and timeouts on each request
@@ -276,6 +276,7 @@ def run(args: argparse.Namespace) -> int:
         target=report_activity, args=(runners, activity_file(directory), stop), name="activity", daemon=True
     ).start()
     log.info("API on http://%s:%d%s/", args.host, args.port, base)
+    log.info("tracker function URL (payload format 2.0) on %s", function_url.describe(args.host, args.port))
     try:
         server.server.serve_forever()  # not server.serve_forever(): it prints a plain-text banner
     except KeyboardInterrupt:

@@ -15,7 +15,8 @@ the usual places (AWS_PROFILE, AWS_DEFAULT_REGION, ...); AWS_ENDPOINT_URL points
 
 After `chalice deploy` it sets on the events stream's event source mapping what Chalice cannot
 (tools/mappings.py: ParallelizationFactor 1, the tumbling window, bounded retries, bisection,
-the on-failure queue), reads the mapping back and fails, printing each setting that differs.
+the on-failure queue), reads the mapping back and fails, printing each setting that differs;
+and creates the tracker's function URL with its CORS (tools/function_url.py).
 `--check-mappings` only reads and compares (for a mapping someone may have edited by hand).
 """
 
@@ -33,7 +34,7 @@ from typing import Any
 
 import boto3
 
-from tools import gateway, iam_policy, keys, mappings, resources, stage
+from tools import function_url, gateway, iam_policy, keys, mappings, resources, stage
 
 # Lambda answers UpdateEventSourceMapping with the mapping "Updating"; wait this long for it.
 SETTLE_SECONDS = 120
@@ -80,6 +81,18 @@ def configure_api(stage_name: str, session: Any, endpoint_url: str | None, proje
         patchOperations=gateway.throttle_operations(settings.throttle_rate_limit, settings.throttle_burst_limit),
     )
     return str(rest_api_id)
+
+
+def configure_function_url(stage_name: str, session: Any, endpoint_url: str | None, project: Path) -> str:
+    """After `chalice deploy`: the tracker's function URL with its CORS and public-access
+    statements (tools/function_url.py), which Chalice does not create. Returns the URL."""
+    deployed = json.loads((project / ".chalice" / "deployed" / f"{stage_name}.json").read_text())
+    name = next(
+        r["lambda_arn"].rsplit(":", 1)[-1]
+        for r in deployed["resources"]
+        if r.get("resource_type") == "lambda_function" and r.get("name") == function_url.FUNCTION
+    )
+    return function_url.ensure(session.client("lambda", endpoint_url=endpoint_url), name)
 
 
 def stream_mapping_settings(stage_name: str, session: Any, endpoint_url: str | None, project: Path) -> dict[str, Any]:
@@ -230,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         return code
     rest_api_id = configure_api(args.stage, session, args.endpoint_url, args.project_dir)
     print(f"gateway responses and throttling set on REST API {rest_api_id}")
+    url = configure_function_url(args.stage, session, args.endpoint_url, args.project_dir)
+    print(f"tracker function URL (tally.js and its beacon, docs/tracker.md): {url}")
     return report_mappings(pin_stream_mappings(args.stage, session, args.endpoint_url, args.project_dir))
 
 

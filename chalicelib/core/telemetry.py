@@ -78,6 +78,9 @@ def middleware(event: Any, get_response: Callable[[Any], Any]) -> Any:
     """Chalice middleware ("all"): HTTP failures and background invocations."""
     if hasattr(event, "method") and hasattr(event, "headers"):  # chalice.app.Request
         return _http(event, get_response)
+    if isinstance(getattr(event, "event", None), Mapping) and "http" in event.event.get("requestContext", {}):
+        # A function URL's request: the route it is handed to logs it as any request (failures only).
+        return get_response(event)
     return _background(event, get_response)
 
 

@@ -70,11 +70,12 @@ def test_given_the_hyperloglog_consumer_then_it_gets_more_memory_than_the_defaul
 def test_given_the_functions_that_answer_requests_then_each_has_reserved_concurrency_bounding_the_stages_spend(
     stage_name: str, app_module: Any
 ) -> None:
-    """The API function and the authorizers run for every request, keyed or not: reserved
-    concurrency caps how many run at once (and so what a flood can cost), whatever the keys' rates."""
-    answering = ["api_handler"] + [authorizer.name for authorizer in app_module.app.builtin_auth_handlers]
+    """The API function, the tracker's function URL and the authorizers run for every request,
+    keyed or not: reserved concurrency caps how many run at once (and so what a flood can cost),
+    whatever the keys' rates."""
+    answering = ["api_handler", "beacon_url"] + [authorizer.name for authorizer in app_module.app.builtin_auth_handlers]
 
     reserved = {name: function_config(stage_name, name).reserved_concurrency for name in answering}
 
-    assert set(answering) >= {"api_handler", "ingest_key", "read_key", "admin_key"}
+    assert set(answering) >= {"api_handler", "beacon_url", "ingest_key", "read_key", "admin_key"}
     assert all(isinstance(n, int) and n > 0 for n in reserved.values()), reserved

@@ -1,0 +1,93 @@
+"""The tracker's routes behind a Lambda function URL: its request (payload format version 2.0)
+made into the REST API's request for the same route, and the route's answer made into a
+function URL's response. The function URL has no per-request price, so page views pay Lambda
+and what counting them costs, not API Gateway (docs/tracker.md, "The function URL"). No I/O.
+
+The REST route answers exactly as it does behind API Gateway (the key check, the JSON errors,
+the status codes), because it is the same route called the same way; only CORS differs: the
+function URL's own CORS configuration answers it (tools/function_url.py), so the route's CORS
+headers are dropped rather than sent beside it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import parse_qs
+
+# What the function URL serves: the script and its beacon (a preflight too, though tally.js sends
+# a CORS-safelisted POST that needs none). Every other request gets NOT_FOUND.
+ROUTES = frozenset(
+    {("POST", "/beacon/pageview"), ("OPTIONS", "/beacon/pageview"), ("GET", "/tally.js"), ("OPTIONS", "/tally.js")}
+)
+# API Gateway's answer for a route the API does not have, as Tally configures it (tools/gateway.py).
+NOT_FOUND = {"Code": "NotFoundError", "Message": "no such route"}
+
+
+def rest_event(event: Mapping[str, Any], routes: Iterable[tuple[str, str]] = ROUTES) -> dict[str, Any] | None:
+    """The API Gateway REST event (payload format 1.0, what Chalice's app takes) for a function
+    URL's event, or None when the function URL does not serve its method and path."""
+    http = event.get("requestContext", {}).get("http", {})
+    method, path = str(http.get("method", "")), str(event.get("rawPath", ""))
+    if (method, path) not in set(routes):
+        return None
+    query = parse_qs(str(event.get("rawQueryString", "")), keep_blank_values=True)
+    headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+    return {
+        "resource": path,
+        "path": path,
+        "httpMethod": method,
+        "headers": headers,
+        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
+        "multiValueQueryStringParameters": query or None,
+        "pathParameters": None,
+        "stageVariables": None,
+        "body": event.get("body"),
+        "isBase64Encoded": bool(event.get("isBase64Encoded", False)),
+        "requestContext": {
+            "resourcePath": path,
+            "httpMethod": method,
+            "path": path,
+            "stage": "$default",
+            "requestId": str(event.get("requestContext", {}).get("requestId", "")),
+            "identity": {"sourceIp": str(http.get("sourceIp", "")), "userAgent": str(http.get("userAgent", ""))},
+        },
+    }
+
+
+def response(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """A function URL's response for the REST answer Chalice made: the headers in one map (a
+    function URL takes no `multiValueHeaders`: values joined as HTTP joins them) and without
+    CORS headers, which the function URL's configuration sets."""
+    headers: dict[str, str] = {}
+    merged = {**{k: [v] for k, v in (answer.get("headers") or {}).items()}, **(answer.get("multiValueHeaders") or {})}
+    for name, values in merged.items():
+        if not name.lower().startswith("access-control-"):
+            headers[name] = ", ".join(str(v) for v in values)
+    body = answer.get("body")
+    return {
+        "statusCode": int(answer.get("statusCode", 200)),
+        "headers": headers,
+        "body": "" if body is None else body,
+        "isBase64Encoded": bool(answer.get("isBase64Encoded", False)),
+    }
+
+
+def not_found() -> dict[str, Any]:
+    return {
+        "statusCode": 404,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps(NOT_FOUND),
+        "isBase64Encoded": False,
+    }
+
+
+def body_bytes(result: Mapping[str, Any]) -> bytes:
+    """A function URL response's body as bytes (what the client receives)."""
+    body = result.get("body") or ""
+    if result.get("isBase64Encoded"):
+        return base64.b64decode(body)
+    return body.encode("utf-8") if isinstance(body, str) else bytes(body)
