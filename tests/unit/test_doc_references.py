@@ -1,6 +1,6 @@
 """The README and docs/ name only code that exists: every module path (`chalicelib/core/retry.py`,
 `tools/gateway.py`, `core/catalog.py`), every dotted reference in backticks (`core.pager.query_page`,
-`stream_apply.apply_item`, `Settings.from_env`) and every link to another doc. Read from the
+`stream_apply.apply_item`, `Settings.from_env`, `counters/keys.event_position`) and every link to another doc. Read from the
 source with ast, never imported."""
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ PACKAGES = tuple(p.name for p in (ROOT / "chalicelib").iterdir() if (p / "__init
 PATH = re.compile(r"(?<![\w/.-])((?:chalicelib|tools|bench|tests|" + "|".join(PACKAGES) + r")/[\w/]*?\w+\.py)\b")
 TICKED = re.compile(r"`([^`\n]+)`")
 DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?")
+# A module path and a name in it: `counters/keys.event_position`.
+PATH_NAME = re.compile(r"(?<![\w/.-])((?:chalicelib/)?(?:" + "|".join(PACKAGES) + r")/\w+\.[A-Za-z_]\w*)\b")
 LINK = re.compile(r"\]\(([^)#\s]+\.md)(?:#[^)]*)?\)")
 # Dotted words in backticks that are not Python: browser and AWS names, JSON fields, example hosts.
 NOT_CODE = {
@@ -134,6 +136,9 @@ def missing_paths() -> list[str]:
 def missing_references() -> list[str]:
     missing = []
     for where, line in doc_lines():
+        for named in PATH_NAME.findall(line):
+            if named.rpartition(".")[2] not in FILE_SUFFIXES | {"py"} and not resolves(named.replace("/", ".")):
+                missing.append(f"{where}: {named}")
         for ticked in TICKED.findall(line):
             text = ticked.strip()
             if text.endswith(".py"):
