@@ -1,6 +1,7 @@
 """The README and docs/ name only code that exists: every module path (`chalicelib/core/retry.py`,
 `tools/gateway.py`, `core/catalog.py`), every dotted reference in backticks (`core.pager.query_page`,
-`stream_apply.apply_item`, `Settings.from_env`, `counters/keys.event_position`) and every link to another doc. Read from the
+`stream_apply.apply_item`, `Settings.from_env`, `counters/keys.event_position`), every test
+named by its file (`tests/...py::test_...`) and every link to another doc. Read from the
 source with ast, never imported."""
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ TICKED = re.compile(r"`([^`\n]+)`")
 DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?")
 # A module path and a name in it: `counters/keys.event_position`.
 PATH_NAME = re.compile(r"(?<![\w/.-])((?:chalicelib/)?(?:" + "|".join(PACKAGES) + r")/\w+\.[A-Za-z_]\w*)\b")
+# A test named in its file: `tests/functional/x/test_y.py::test_given_...`.
+TEST_NAME = re.compile(r"(tests/[\w/]+\.py)::(\w+)")
 LINK = re.compile(r"\]\(([^)#\s]+\.md)(?:#[^)]*)?\)")
 # Dotted words in backticks that are not Python: browser and AWS names, JSON fields, example hosts.
 NOT_CODE = {
@@ -148,6 +151,15 @@ def missing_references() -> list[str]:
     return missing
 
 
+def missing_tests() -> list[str]:
+    missing = []
+    for where, line in doc_lines():
+        for path, name in TEST_NAME.findall(line):
+            if (ROOT / path).is_file() and name not in defined_names(ROOT / path):
+                missing.append(f"{where}: {path}::{name}")
+    return missing
+
+
 def broken_links() -> list[str]:
     broken = []
     for doc in DOCS:
@@ -163,6 +175,10 @@ def test_given_the_docs_when_module_paths_read_then_each_file_exists() -> None:
 
 def test_given_the_docs_when_dotted_code_references_read_then_each_module_and_name_exists() -> None:
     assert missing_references() == []
+
+
+def test_given_the_docs_when_tests_named_then_each_is_defined_in_its_file() -> None:
+    assert missing_tests() == []
 
 
 def test_given_the_docs_when_links_to_other_docs_read_then_each_exists() -> None:
