@@ -1,5 +1,6 @@
-"""The access checks wired into the API: the gateway authorizer's answer, the route-level
-check and the CORS headers. No I/O of its own: key lookups are passed in."""
+"""The access checks wired into the API: the gateway authorizer's answer, the route-level check
+and the CORS headers. No I/O of its own: key lookups are passed in. docs/access.md, "How it is
+enforced" and "Browsers"."""
 
 from __future__ import annotations
 
