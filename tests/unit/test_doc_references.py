@@ -1,7 +1,8 @@
 """The README and docs/ name only code that exists: every module path (`chalicelib/core/retry.py`,
 `tools/gateway.py`, `core/catalog.py`), every dotted reference in backticks (`core.pager.query_page`,
-`stream_apply.apply_item`, `Settings.from_env`, `counters/keys.event_position`), every test
-named by its file (`tests/...py::test_...`) and every link to another doc. Read from the
+`stream_apply.apply_item`, `Settings.from_env`, `counters/keys.event_position`), every module
+run as a command (`python -m bench.cost`), every test named by its file (`tests/...py::test_...`)
+and every link to another doc. Read from the
 source with ast, never imported."""
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ TICKED = re.compile(r"`([^`\n]+)`")
 DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?")
 # A module path and a name in it: `counters/keys.event_position`.
 PATH_NAME = re.compile(r"(?<![\w/.-])((?:chalicelib/)?(?:" + "|".join(PACKAGES) + r")/\w+\.[A-Za-z_]\w*)\b")
+# A module run as a command: `python -m tools.local_stack`.
+RUN_MODULE = re.compile(r"-m ((?:tools|bench)(?:\.\w+)+)")
 # A test named in its file: `tests/functional/x/test_y.py::test_given_...`.
 TEST_NAME = re.compile(r"(tests/[\w/]+\.py)::(\w+)")
 LINK = re.compile(r"\]\(([^)#\s]+\.md)(?:#[^)]*)?\)")
@@ -139,6 +142,9 @@ def missing_paths() -> list[str]:
 def missing_references() -> list[str]:
     missing = []
     for where, line in doc_lines():
+        for module in RUN_MODULE.findall(line):
+            if not resolves(module):
+                missing.append(f"{where}: python -m {module}")
         for named in PATH_NAME.findall(line):
             if named.rpartition(".")[2] not in FILE_SUFFIXES | {"py"} and not resolves(named.replace("/", ".")):
                 missing.append(f"{where}: {named}")
