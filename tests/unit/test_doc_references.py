@@ -2,8 +2,7 @@
 `tools/gateway.py`, `core/catalog.py`), every dotted reference in backticks (`core.pager.query_page`,
 `stream_apply.apply_item`, `Settings.from_env`, `counters/keys.event_position`), every module
 run as a command (`python -m bench.cost`), every test named by its file (`tests/...py::test_...`)
-and every link to another doc. Read from the
-source with ast, never imported."""
+and every link to another doc. Code is read with ast, never imported."""
 
 from __future__ import annotations
 
