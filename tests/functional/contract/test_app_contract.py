@@ -18,7 +18,9 @@ def test_given_app_when_routes_listed_then_every_view_is_wrapped_by_the_error_ma
     assert unwrapped == []
 
 
-def test_given_the_api_reference_when_its_table_read_then_it_lists_exactly_the_routes_app_declares(app_module: Any) -> None:
+def test_given_the_api_reference_when_its_table_read_then_it_lists_exactly_the_routes_app_declares(
+    app_module: Any,
+) -> None:
     documented = set(TABLE_ROW.findall(API_REFERENCE.read_text(encoding="utf-8")))
     declared = declared_routes(app_module.app)
     assert sorted(declared - documented) == [], "routes missing from docs/api.md"
