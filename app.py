@@ -9,37 +9,27 @@ from typing import Any
 
 from chalice.app import AuthRequest, BadRequestError, Chalice, NotFoundError, Rate, Request, Response
 
-from chalicelib.access import gate, policy, rates
-from chalicelib.access import store as key_store
-from chalicelib.contract import document as contract
-from chalicelib.core import catalog, clock, inputs, pager, quarantine, queues, telemetry, validation
-from chalicelib.core import window_params as windows
+# Modules whose names repeat across packages (api, batches, catalog, validation) are named in full.
+import chalicelib.counters.catalog
+import chalicelib.reports.api
+import chalicelib.uniques.api
+import chalicelib.uniques.batches
+import chalicelib.views.api
+import chalicelib.views.batches
+import chalicelib.views.catalog
+import chalicelib.views.validation
+from chalicelib.access import gate, policy, rates, store
+from chalicelib.contract import document
+from chalicelib.core import clock, errors, inputs, pager, quarantine, queues, telemetry, validation, window_params
 from chalicelib.core.aws import AwsClients
-from chalicelib.core.errors import NotFoundError as TallyNotFound
-from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
+from chalicelib.core.catalog import fold_all
 from chalicelib.core.settings import Settings
 from chalicelib.core.static import Asset
-from chalicelib.counters import audit_runs, breakdowns, filters, stream
-from chalicelib.counters import catalog as counter_catalog
-from chalicelib.counters import reads as counters
-from chalicelib.counters import repair as counter_repair
-from chalicelib.counters import replay as counter_replay
-from chalicelib.dashboard import assets as dashboard
-from chalicelib.events import ingest as events
-from chalicelib.events import stream_records
-from chalicelib.reports import api as reports_api
-from chalicelib.reports import runs as reports_runs
-from chalicelib.sites import beacon as site_beacon
-from chalicelib.sites import function_url
-from chalicelib.sites import listing as site_listing
-from chalicelib.sites import script as site_script
-from chalicelib.sites import summary as site_summary
-from chalicelib.uniques import api as uniques_api
-from chalicelib.uniques import batches as uniques_batches
-from chalicelib.views import api as views_api
-from chalicelib.views import batches as views_batches
-from chalicelib.views import catalog as view_catalog
-from chalicelib.views import validation as view_input
+from chalicelib.counters import audit_runs, breakdowns, filters, reads, repair, replay, stream
+from chalicelib.dashboard import assets
+from chalicelib.events import ingest, stream_records
+from chalicelib.reports import runs
+from chalicelib.sites import beacon, function_url, listing, script, summary
 
 app = Chalice(app_name="tally")
 app.log.setLevel(logging.INFO)
@@ -53,22 +43,23 @@ BODY_TYPES = ["application/json", "application/x-www-form-urlencoded", "text/pla
 
 
 def answers(view: Callable[..., Any]) -> Callable[..., Any]:
-    """Map Tally's exceptions to Chalice's JSON errors: the one place this happens."""
+    """Map Tally's exceptions to Chalice's JSON errors: the one place this happens, applied to every
+    route at the end of this file."""
 
     @functools.wraps(view)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return view(*args, **kwargs)
-        except ValidationError as exc:
+        except errors.ValidationError as exc:
             raise BadRequestError(str(exc)) from exc
-        except TallyNotFound as exc:
+        except errors.NotFoundError as exc:
             raise NotFoundError(str(exc)) from exc
-        except RejectedError as exc:  # storage refused the data itself: retrying cannot help
+        except errors.RejectedError as exc:  # storage refused the data itself: retrying cannot help
             raise BadRequestError(str(exc)) from exc
-        except PartialWriteError as exc:
+        except errors.PartialWriteError as exc:
             body = {"Code": "PartialWrite", "Message": str(exc), **exc.details()}
             return Response(body=body, status_code=503)
-        except StorageError as exc:  # logged once, by the telemetry middleware's line for the request
+        except errors.StorageError as exc:  # logged once, by the telemetry middleware's line for the request
             return Response(body={"Code": "ServiceUnavailable", "Message": str(exc)}, status_code=503)
 
     wrapper.maps_errors = True  # type: ignore[attr-defined]
@@ -99,7 +90,7 @@ def where() -> dict[str, str]:
 
 
 def find_key(key: str) -> policy.KeyRecord | None:
-    return key_store.find(aws.dynamodb, settings, key)
+    return store.find(aws.dynamodb, settings, key)
 
 
 @app.authorizer(ttl_seconds=settings.key_cache_seconds)
@@ -117,7 +108,7 @@ def admin_key(auth: AuthRequest) -> dict[str, Any]:
     return gate.authorize(find_key, auth.token, auth.method_arn, policy.ADMIN)
 
 
-beacon_keys = key_store.CachedLookup(find_key, settings.key_cache_seconds)
+beacon_keys = store.CachedLookup(find_key, settings.key_cache_seconds)
 
 
 def admit(record: policy.KeyRecord) -> bool:
@@ -169,23 +160,20 @@ def preflight(**_path_params: str) -> Response:
 
 
 @app.route("/keys", methods=["POST"], authorizer=admin_key, content_types=BODY_TYPES)
-@answers
 def post_key() -> Response:
-    key, record = key_store.create(aws.dynamodb, settings, policy.parse_new_key(json_body()), clock.now_ms())
+    key, record = store.create(aws.dynamodb, settings, policy.parse_new_key(json_body()), clock.now_ms())
     return Response(body={**record.as_dict(), "key": key}, status_code=201)
 
 
 @app.route("/keys", methods=["GET"], authorizer=admin_key)
-@answers
 def get_keys() -> dict[str, Any]:
-    records, cursor = key_store.page_keys(aws.dynamodb, settings, query())
+    records, cursor = store.page_keys(aws.dynamodb, settings, query())
     return {"keys": [record.as_dict() for record in records], "next": cursor}
 
 
 @app.route("/keys/{key_id}", methods=["DELETE"], authorizer=admin_key)
-@answers
 def delete_key(key_id: str) -> dict[str, Any]:
-    return key_store.revoke(aws.dynamodb, settings, key_id, clock.now_ms()).as_dict()
+    return store.revoke(aws.dynamodb, settings, key_id, clock.now_ms()).as_dict()
 
 
 # -- events and windowed counters ---------------------------------------------------------
@@ -193,56 +181,50 @@ def delete_key(key_id: str) -> dict[str, Any]:
 
 @app.route("/events", methods=["POST"], authorizer=ingest_key, content_types=BODY_TYPES)
 @app.route("/beacon/events", methods=["POST"], content_types=BODY_TYPES)
-@answers
 def post_events() -> Response:
     now = clock.now_ms()
-    batch = events.parse_body(json_body(), now, settings)
-    ids = events.store(aws.dynamodb, settings, batch, now)
+    batch = ingest.parse_body(json_body(), now, settings)
+    ids = ingest.store(aws.dynamodb, settings, batch, now)
     return Response(body={"ids": ids}, status_code=201)
 
 
 @app.route("/counters/{counter}", methods=["GET"], authorizer=read_key)
-@answers
 def get_counter(counter: str) -> dict[str, Any]:
     now = clock.now_ms()
-    first, last = windows.minute_range(query(), now)
+    first, last = window_params.minute_range(query(), now)
     name = validation.name(counter, "counter")
-    return counters.count_window(aws.dynamodb, settings, name, first, last, now, where=where()).as_dict()
+    return reads.count_window(aws.dynamodb, settings, name, first, last, now, where=where()).as_dict()
 
 
 @app.route("/counters/{counter}/histogram", methods=["GET"], authorizer=read_key)
-@answers
 def get_histogram(counter: str) -> dict[str, Any]:
     now = clock.now_ms()
     params = query()
-    first, last = windows.minute_range(params, now)
+    first, last = window_params.minute_range(params, now)
     name = validation.name(counter, "counter")
-    resolution = windows.resolution(params)
-    return counters.histogram(aws.dynamodb, settings, name, first, last, resolution, now, where())
+    resolution = window_params.resolution(params)
+    return reads.histogram(aws.dynamodb, settings, name, first, last, resolution, now, where())
 
 
 @app.route("/counters/{counter}/breakdown", methods=["GET"], authorizer=read_key)
-@answers
 def get_breakdown(counter: str) -> dict[str, Any]:
     now = clock.now_ms()
     params = query()
-    first, last = windows.minute_range(params, now)
+    first, last = window_params.minute_range(params, now)
     name = validation.name(counter, "counter")
     limit = pager.page_limit(params.get("limit"), breakdowns.DEFAULT_LIMIT, breakdowns.MAX_LIMIT)
     return breakdowns.breakdown(aws.dynamodb, settings, name, params.get("by", ""), first, last, limit, where(), now)
 
 
 @app.route("/quarantine", methods=["GET"], authorizer=admin_key)
-@answers
 def get_quarantine() -> dict[str, Any]:
     return quarantine.list_records(aws.dynamodb, settings, query())
 
 
 @app.route("/quarantine/replay", methods=["POST"], authorizer=admin_key, content_types=BODY_TYPES)
-@answers
 def post_quarantine_replay() -> dict[str, Any]:
-    request = counter_replay.parse_body(json_body())
-    return counter_replay.replay(aws.dynamodb, settings, request, clock.now_ms()).as_dict()
+    asked = replay.parse_body(json_body())
+    return replay.replay(aws.dynamodb, settings, asked, clock.now_ms()).as_dict()
 
 
 @app.on_dynamodb_record(
@@ -267,21 +249,18 @@ def run_audit(event: Any) -> dict[str, Any]:
 
 
 @app.route("/audit", methods=["POST"], authorizer=admin_key, content_types=BODY_TYPES)
-@answers
 def post_audit() -> dict[str, Any]:
     return audit_runs.run(aws.dynamodb, settings, clock.now_ms()).as_dict()
 
 
 @app.route("/audit/repair", methods=["POST"], authorizer=admin_key, content_types=BODY_TYPES)
-@answers
 def post_audit_repair() -> dict[str, Any]:
     now = clock.now_ms()
     partition = audit_runs.parse_partition(json_body(), settings, now)
-    return counter_repair.repair(aws.dynamodb, settings, partition, now).as_dict()
+    return repair.repair(aws.dynamodb, settings, partition, now).as_dict()
 
 
 @app.route("/audit", methods=["GET"], authorizer=admin_key)
-@answers
 def get_audit() -> dict[str, Any]:
     return audit_runs.listing(aws.dynamodb, settings, query(), clock.now_ms())
 
@@ -291,43 +270,41 @@ def get_audit() -> dict[str, Any]:
 
 @app.route("/hyperloglog/{name}", methods=["POST"], authorizer=ingest_key, content_types=BODY_TYPES)
 @app.route("/beacon/hyperloglog/{name}", methods=["POST"], content_types=BODY_TYPES)
-@answers
 def post_unique_items(name: str) -> Response:
     sketch_name = validation.name(name, "name")
-    post = uniques_api.parse_body(json_body(), clock.now_ms(), settings)
-    return Response(body={"accepted": uniques_api.enqueue(aws.sqs, settings, sketch_name, post)}, status_code=202)
+    post = chalicelib.uniques.api.parse_body(json_body(), clock.now_ms(), settings)
+    return Response(
+        body={"accepted": chalicelib.uniques.api.enqueue(aws.sqs, settings, sketch_name, post)}, status_code=202
+    )
 
 
 @app.route("/hyperloglog/{name}", methods=["GET"], authorizer=read_key)
-@answers
 def get_unique_count(name: str) -> dict[str, Any]:
     sketch_name = validation.name(name, "name")
     now = clock.now_ms()
-    hours = windows.optional_hour_range(query(), now)
-    return {"name": sketch_name, **uniques_api.count(aws.dynamodb, settings, [sketch_name], hours, now)}
+    hours = window_params.optional_hour_range(query(), now)
+    return {"name": sketch_name, **chalicelib.uniques.api.count(aws.dynamodb, settings, [sketch_name], hours, now)}
 
 
 @app.route("/hyperloglog", methods=["GET"], authorizer=read_key)
-@answers
 def get_union_count() -> dict[str, Any]:
     params = query()
     if "names" not in params:  # without names= the route lists the names that exist
-        return uniques_api.list_names(aws.dynamodb, settings, params, clock.now_ms())
+        return chalicelib.uniques.api.list_names(aws.dynamodb, settings, params, clock.now_ms())
     now = clock.now_ms()
-    hours = windows.optional_hour_range(params, now)
-    names = uniques_api.parse_names(params["names"])
-    return {"names": names, **uniques_api.count(aws.dynamodb, settings, names, hours, now)}
+    hours = window_params.optional_hour_range(params, now)
+    names = chalicelib.uniques.api.parse_names(params["names"])
+    return {"names": names, **chalicelib.uniques.api.count(aws.dynamodb, settings, names, hours, now)}
 
 
 @app.route("/hyperloglog/{name}/histogram", methods=["GET"], authorizer=read_key)
-@answers
 def get_unique_histogram(name: str) -> dict[str, Any]:
     now = clock.now_ms()
     params = query()
-    hours = windows.hour_range(params, now)
-    resolution = windows.resolution(params, ("hour", "day"), "day")
+    hours = window_params.hour_range(params, now)
+    resolution = window_params.resolution(params, ("hour", "day"), "day")
     sketch_name = validation.name(name, "name")
-    return uniques_api.histogram(aws.dynamodb, settings, sketch_name, hours, resolution, now)
+    return chalicelib.uniques.api.histogram(aws.dynamodb, settings, sketch_name, hours, resolution, now)
 
 
 @app.on_sqs_message(
@@ -336,7 +313,7 @@ def get_unique_histogram(name: str) -> dict[str, Any]:
     maximum_batching_window_in_seconds=settings.uniques_batching_window_seconds,
 )
 def on_unique_items(event: Any) -> dict[str, Any]:
-    result = uniques_batches.apply_messages(
+    result = chalicelib.uniques.batches.apply_messages(
         aws.dynamodb, settings, queues.from_lambda_event(event.to_dict()), clock.now_ms()
     )
     return result.as_dict()
@@ -347,30 +324,27 @@ def on_unique_items(event: Any) -> dict[str, Any]:
 
 @app.schedule(Rate(settings.report_interval_minutes, unit=Rate.MINUTES))
 def run_scheduled_report(event: Any) -> dict[str, Any]:
-    result = reports_runs.run(aws.dynamodb, aws.s3, settings, clock.now_ms(), reports_runs.scheduled_budget(settings))
+    result = runs.run(aws.dynamodb, aws.s3, settings, clock.now_ms(), runs.scheduled_budget(settings))
     return result.as_dict()
 
 
 @app.route("/reports", methods=["POST"], authorizer=admin_key, content_types=BODY_TYPES)
-@answers
 def post_reports() -> Response:
-    result = reports_runs.run(aws.dynamodb, aws.s3, settings, clock.now_ms(), reports_runs.request_budget(settings))
+    result = runs.run(aws.dynamodb, aws.s3, settings, clock.now_ms(), runs.request_budget(settings))
     return Response(body=result.as_dict(), status_code=201 if result.written else 200)
 
 
 @app.route("/reports", methods=["GET"], authorizer=read_key)
-@answers
 def get_reports() -> dict[str, Any]:
-    return reports_api.list_reports(aws.dynamodb, settings, query())
+    return chalicelib.reports.api.list_reports(aws.dynamodb, settings, query())
 
 
 @app.route("/reports/{report_id}", methods=["GET"], authorizer=read_key)
-@answers
 def get_report(report_id: str) -> Any:
-    report_id, fmt = reports_api.download_format(report_id, query())
+    report_id, fmt = chalicelib.reports.api.download_format(report_id, query())
     if fmt == "csv":
         return report_csv(report_id)
-    return reports_api.get_report(aws.dynamodb, aws.s3, settings, report_id)
+    return chalicelib.reports.api.get_report(aws.dynamodb, aws.s3, settings, report_id)
 
 
 # -- exact view counters ----------------------------------------------------------------
@@ -378,29 +352,26 @@ def get_report(report_id: str) -> Any:
 
 @app.route("/views", methods=["POST"], authorizer=ingest_key, content_types=BODY_TYPES)
 @app.route("/beacon/views", methods=["POST"], content_types=BODY_TYPES)
-@answers
 def post_views() -> Response:
-    views_api.enqueue(aws.sqs, settings, view_input.parse_body(json_body()), clock.now_ms())
+    chalicelib.views.api.enqueue(aws.sqs, settings, chalicelib.views.validation.parse_body(json_body()), clock.now_ms())
     return Response(body={"accepted": True}, status_code=202)
 
 
 @app.route("/views", methods=["GET"], authorizer=read_key)
-@answers
 def get_views() -> dict[str, Any]:
     now = clock.now_ms()
     params = query()
-    minutes = windows.optional_minute_range(params, now)
-    return views_api.count(aws.dynamodb, settings, views_api.parse_url(params), minutes, now)
+    minutes = window_params.optional_minute_range(params, now)
+    return chalicelib.views.api.count(aws.dynamodb, settings, chalicelib.views.api.parse_url(params), minutes, now)
 
 
 @app.route("/views/top", methods=["GET"], authorizer=read_key)
-@answers
 def get_top_views() -> dict[str, Any]:
     now = clock.now_ms()
     params = query()
-    hours = windows.hour_range(params, now)
-    limit, prefix = views_api.parse_top_query(params)
-    return views_api.top_urls(aws.dynamodb, settings, hours, limit, prefix, now)
+    hours = window_params.hour_range(params, now)
+    limit, prefix = chalicelib.views.api.parse_top_query(params)
+    return chalicelib.views.api.top_urls(aws.dynamodb, settings, hours, limit, prefix, now)
 
 
 @app.on_sqs_message(
@@ -410,7 +381,7 @@ def get_top_views() -> dict[str, Any]:
 )
 def on_view_messages(event: Any) -> dict[str, int]:
     messages = queues.from_lambda_event(event.to_dict())
-    result = views_batches.apply_messages(aws.dynamodb, aws.sqs, settings, messages, clock.now_ms())
+    result = chalicelib.views.batches.apply_messages(aws.dynamodb, aws.sqs, settings, messages, clock.now_ms())
     return result.as_dict()
 
 
@@ -418,13 +389,12 @@ def on_view_messages(event: Any) -> dict[str, int]:
 
 
 @app.route("/beacon/pageview", methods=["POST"], content_types=BODY_TYPES)
-@answers
 def post_pageview() -> Response:
     now = clock.now_ms()
-    beacon = site_beacon.parse_body(json_body(), now, settings)
+    pageview = beacon.parse_body(json_body(), now, settings)
     ip = str(request().context.get("identity", {}).get("sourceIp", ""))
     agent = request().headers.get("user-agent")
-    outcome = site_beacon.count(aws.dynamodb, aws.sqs, settings, beacon, ip, agent, now)
+    outcome = beacon.count(aws.dynamodb, aws.sqs, settings, pageview, ip, agent, now)
     return Response(body=outcome.as_dict(), status_code=202)
 
 
@@ -437,47 +407,41 @@ def beacon_url(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 @app.route("/sites", methods=["GET"], authorizer=read_key)
-@answers
 def list_sites() -> dict[str, Any]:
-    return site_listing.listing(aws.dynamodb, settings, query(), clock.now_ms())
+    return listing.listing(aws.dynamodb, settings, query(), clock.now_ms())
 
 
 @app.route("/sites/{site}/summary", methods=["GET"], authorizer=read_key)
-@answers
 def get_site_summary(site: str) -> dict[str, Any]:
     now = clock.now_ms()
     params = query()
-    minutes, hours = windows.minute_range(params, now), windows.hour_range(params, now)
-    return site_summary.summary(aws.dynamodb, settings, site, minutes, hours, site_summary.parse_limit(params), now)
+    minutes, hours = window_params.minute_range(params, now), window_params.hour_range(params, now)
+    return summary.summary(aws.dynamodb, settings, site, minutes, hours, summary.parse_limit(params), now)
 
 
 @app.route("/tally.js", methods=["GET"])
-@answers
 def tracker_script() -> Response:
-    return static_answer(site_script.script(), query().get("v"))
+    return static_answer(script.script(), query().get("v"))
 
 
 # -- the dashboard: its page and assets (no key needed), and the listings it reads ----------------
 
 
 @app.route("/", methods=["GET"])
-@answers
 def dashboard_page() -> Response:
     # The path as the client asked for it (stage or base path included): the page's URLs are
     # relative to it (dashboard/assets.py).
-    return static_answer(dashboard.page(dashboard.relative_base(request().context.get("path", "/"))))
+    return static_answer(assets.page(assets.relative_base(request().context.get("path", "/"))))
 
 
 @app.route("/dashboard/{name}", methods=["GET"])
-@answers
 def dashboard_asset(name: str) -> Response:
-    return static_answer(dashboard.asset(name), query().get("v"))
+    return static_answer(assets.asset(name), query().get("v"))
 
 
 @app.route("/openapi.json", methods=["GET"])
-@answers
 def openapi_document() -> dict[str, Any]:
-    return contract.document()
+    return document.document()
 
 
 def static_answer(asset: Asset, version: str | None = None) -> Response:
@@ -486,31 +450,30 @@ def static_answer(asset: Asset, version: str | None = None) -> Response:
 
 
 @app.route("/counters", methods=["GET"], authorizer=read_key)
-@answers
 def list_counters() -> dict[str, Any]:
-    return counter_catalog.listing(aws.dynamodb, settings, query(), clock.now_ms())
+    return chalicelib.counters.catalog.listing(aws.dynamodb, settings, query(), clock.now_ms())
 
 
 @app.route("/views/urls", methods=["GET"], authorizer=read_key)
-@answers
 def list_view_urls() -> dict[str, Any]:
-    return view_catalog.listing(aws.dynamodb, settings, query(), clock.now_ms())
+    return chalicelib.views.catalog.listing(aws.dynamodb, settings, query(), clock.now_ms())
 
 
 @app.schedule(Rate(settings.catalog_fold_minutes, unit=Rate.MINUTES))
 def fold_catalogs(event: Any) -> dict[str, Any]:
     # The listings' logged names into their pages (core/catalog.py).
-    return catalog.fold_all(aws.dynamodb, settings, (counter_catalog.KIND, view_catalog.KIND), clock.now_ms())
+    return fold_all(
+        aws.dynamodb, settings, (chalicelib.counters.catalog.KIND, chalicelib.views.catalog.KIND), clock.now_ms()
+    )
 
 
 @app.route("/quarantine/counts", methods=["GET"], authorizer=admin_key)
-@answers
 def get_quarantine_counts() -> dict[str, Any]:
     return {"sources": quarantine.counts(aws.dynamodb, aws.sqs, settings)}
 
 
 def report_csv(report_id: str) -> Response:
-    body = reports_api.get_report_csv(aws.dynamodb, aws.s3, settings, report_id)
+    body = chalicelib.reports.api.get_report_csv(aws.dynamodb, aws.s3, settings, report_id)
     headers: dict[str, str | list[str]] = {
         "Content-Type": "text/csv; charset=utf-8",
         "Content-Disposition": f'attachment; filename="{report_id}.csv"',
@@ -518,7 +481,10 @@ def report_csv(report_id: str) -> Response:
     return Response(body=body, status_code=200, headers=headers)
 
 
-# Keep last: a CORS preflight answer for every path declared above.
-for _path in list(app.routes):
-    if "OPTIONS" not in app.routes[_path]:
+# Keep last: every route declared above maps Tally's exceptions (answers), and every path answers
+# a CORS preflight.
+for _path, _entries in list(app.routes.items()):
+    for _entry in _entries.values():
+        _entry.view_function = answers(_entry.view_function)
+    if "OPTIONS" not in _entries:
         app.route(_path, methods=["OPTIONS"])(preflight)

@@ -1,10 +1,5 @@
-"""Access keys as text: generation, the stored hash, the public id, the bearer header. Pure.
-
-A key is `tly_` followed by 43 characters of URL-safe base64 (256 random bits), so it is
-recognisable in a config file or a leak scanner. Only its SHA-256 is stored: a key has far
-more entropy than a password, so a fast hash cannot be searched back, and a lookup by hash
-is one GetItem. The public id is the first 16 hex digits of that hash.
-"""
+"""Access keys as text: generation (`tly_` and 256 random bits), the stored SHA-256, the public
+id, the bearer header. Pure. Why a fast hash suffices: docs/access.md, "Keys"."""
 
 from __future__ import annotations
 

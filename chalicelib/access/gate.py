@@ -1,7 +1,7 @@
-"""The access checks wired into the API: the gateway authorizer's answer, the route-level
-check (a tracker key's page view against its sites, then the key's request rate) and the CORS
-headers. No I/O of its own: key lookups and the rate count are passed in. docs/access.md, "How it
-is enforced"."""
+"""The access checks wired into the API: the gateway authorizer's answer, the route-level check
+(a tracker key's page view against its sites, then the key's request rate) and the CORS headers.
+No I/O of its own: key lookups and the rate count are passed in. docs/access.md, "How it is
+enforced" and "Browsers"."""
 
 from __future__ import annotations
 

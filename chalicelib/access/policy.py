@@ -1,15 +1,9 @@
-"""Who may do what: scopes, key records, the route table and the access decision. Pure.
-
-Two places decide, from the same functions:
-- the API Gateway authorizer (`gateway_decision`) sees only the key and which authorizer
-  guards the route (one per scope), so it checks that the key exists, is not revoked and
-  has the scope; API Gateway caches that answer per key;
-- the route-level check (`request_decision`) sees the whole request, so it checks what
-  only the request shows: the names it touches (a key's prefix), the Origin header (an
-  ingest key's origins) and how the key travelled (`?key=` is for ingest-only and tracker keys).
-A tracker key's page views are checked against its sites by access/tracker.py; every key's
-request rate by access/rates.py. Why each holds: docs/access.md, "Tracker keys" and "Limits per key".
-"""
+"""Who may do what: scopes, key records, the route table (ROUTES) and the access decisions. Pure.
+The authorizer's decision (`gateway_decision`: the key and its scope, cached by API Gateway per
+key) and the route-level one (`request_decision`: the names, the Origin, how the key travelled)
+come from the same functions; tracker sites are matched in access/tracker.py, rates counted in
+access/rates.py. docs/access.md, "How it is enforced", "Tracker keys" and "Limits per key";
+docs/guarantees.md, "The authorizer's cached policy"."""
 
 from __future__ import annotations
 

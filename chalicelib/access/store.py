@@ -1,10 +1,6 @@
-"""Access keys in the counts table: `KEY#` / `<sha256 of the key>`, with their scopes, limits
-and request rate. The plain key is never stored.
-
-All keys share one partition, so listing them is one Query and revoking by id is one Query
-on the id (the hash's first 16 hex digits) plus one update. Lookups by hash are one
-strongly consistent GetItem; the gateway authorizer's cache keeps them rare.
-"""
+"""Access keys in the counts table, `KEY#` / `<sha256 of the key>`, one partition, with their
+scopes, limits and request rate: create, find (one strongly consistent GetItem), list (one
+Query), revoke by id. The plain key is never stored. docs/access.md, "Keys" and "Revocation"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 document, assembled from routes.OPERATIONS. Pure."""
+"""The OpenAPI 3.1 document, assembled from routes.OPERATIONS. Pure. docs/api.md, "The contract"."""
 
 from __future__ import annotations
 

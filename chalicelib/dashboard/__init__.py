@@ -1,0 +1,1 @@
+"""The dashboard: its page and static files, served by the app itself. docs/dashboard.md."""

@@ -1,20 +1,10 @@
-"""The dashboard's page and static assets, served by the app itself (`GET /`, `GET /dashboard/...`).
+"""The dashboard's page and static assets (`static/`, and `vendor/` fetched by `make vendor`),
+read once per process and served by the app itself (`GET /`, `GET /dashboard/...`), each named
+with its content hash; `relative_base` is how the page names them relative to its own URL.
 
-Files come from `static/` (the page, its script and styles) and `vendor/` (the charting library
-and its license, fetched by `make vendor`). They are read once per process. The page names each
-asset with a version (`?v=<hash of its content>`): an asset asked for with its current version
-may be cached for a year (`immutable`); the page itself and anything else are revalidated with
-an ETag on every load, so a new deployment shows at once. Nothing is loaded from elsewhere, and
-the Content-Security-Policy says so.
-
-The API is not at the root of its host: API Gateway serves it under the stage's name
-(`/api/`), a custom domain at its root or under a base path mapping (`/tally/`). So the page
-names everything relative to its own URL: `dashboard/<asset>` from `/api/`, and from `/api`
-(the same root resource, without the slash, where a relative URL would resolve against `/`)
-`api/dashboard/<asset>`. Which of the two the request was comes from the path the client asked
-for, which API Gateway hands the function in `requestContext.path` (stage or base path
-included). The page's scripts find the API from their own URL (dashboard.js).
-"""
+Caching, the Content-Security-Policy and why every URL is relative (the stage's path or a base
+path mapping): docs/dashboard.md, "Serving and caching" and "Opening it"; docs/guarantees.md,
+"The API is under its stage's path"."""
 
 from __future__ import annotations
 

@@ -1,20 +1,11 @@
-"""An event's dimensions and values: what it may be grouped by and what may be summed. Pure.
+"""An event's dimensions and values: what it may be grouped by and what may be summed, with their
+bounds (MAX_DIMENSIONS, MAX_VALUES, the names' characters, VALUE_INTEGER_DIGITS and
+VALUE_FRACTION_DIGITS, SUM_HEADROOM_DIGITS). Pure. The bounds are declared here only; the API
+contract and the stream handler read them from here.
 
-- `dimensions`: at most MAX_DIMENSIONS names, each mapped to a string of 1 to
-  DIMENSION_VALUE_MAX_CHARS characters ("provider": "p2"). Counts and sums are kept per value of
-  each dimension (breakdowns) and per combination of them (filters).
-- `values`: at most MAX_VALUES names, each mapped to a number ("amount": 12.5) of at most
-  VALUE_INTEGER_DIGITS digits before the decimal point and VALUE_FRACTION_DIGITS after it
-  (trailing zeros are not digits: 1.50 is 1.5, 1E+3 is 1000). Their sums are kept exactly, in
-  decimal, beside every count; DynamoDB ADDs them into numbers of 38 digits and refuses an ADD
-  whose result does not fit, so the domain leaves SUM_HEADROOM_DIGITS digits for the sums:
-  10**14 values at the largest magnitude, more than the API can take in while a bucket lives
-  (docs/counting.md, "Values and their sums").
-
-Names in both are 1 to NAME_MAX_CHARS characters of A-Z a-z 0-9 _ . - (no colon: a filter is
-written `name:value`, and the value may hold colons). These bounds are declared here only; the
-API contract and the stream handler read them from here.
-"""
+Why a sum of values can never outgrow DynamoDB's 38 digits: docs/counting.md, "Values and their
+sums"; what breakdowns and filters keep per value: docs/counting.md, "Dimensions, values,
+filters and breakdowns"."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Events in: validation, events-table keys, and the batch write.
-
-Events-table keys follow the quarter-hour layout: the partition key is the quarter hour of
-the ingest time plus a write shard ("202611212315#3"), so one quarter hour is spread over
-several partitions and a report can Query exactly the partitions of a time range; the sort
-key is the ingest time to the millisecond plus a random suffix, so keys never collide.
-"""
+"""Events in: the POST /events body parsed and validated, the events-table keys (the quarter hour
+of ingest plus a write shard; ingest time plus a random suffix) and the batch write.
+The layout and why: docs/design.md, "Windowed counts"; docs/counting.md, "Packs"."""
 
 from __future__ import annotations
 

@@ -1,31 +1,9 @@
-"""The events-table item format: a request's events packed into as few items as fit. Pure.
+"""The events-table item format: a request's events packed into as few items as fit
+(PACK_MAX_BYTES), one event alone as one item of `kind = "event"`; packing, splitting and
+unpacking (`unpack`, `events_in`, the one way every reader reads an item). Pure.
 
-DynamoDB charges a write by the started kilobyte of the item, and an event is typically 100-200
-bytes: one item per event pays a whole write unit for each. A `POST /events` request is
-therefore stored as ONE item holding all its events (a pack) whenever that item stays under
-PACK_MAX_BYTES, and as the fewest packs under it otherwise (an event's attributes may take
-16 KB, so 25 of them can pass DynamoDB's 400 KB item limit). One item per request is the
-fewest write units there can be (ceil(total / 1 KB)); cutting packs at one kilobyte instead
-would add the rounding of every pack. What bounds the consumers is the item size, not the
-number of events: a pack holds at most MAX_BATCH (25) events, a stream record at most one
-item, and the report's Query pages stay 1 MB.
-
-Two layouts, told apart by `kind`:
-
-- `kind = "event"`: one event per item (the earlier layout, and still how a request of one
-  event is stored: a pack of one would save nothing). Fields: pk, sk, counter, id, id_given,
-  time, retention, attributes, ingested_at, expires_at.
-- `kind = "pack"`: pk, sk, ingested_at, expires_at (the latest of its events' own expiry:
-  a pack lives as long as its longest-lived event), `n` (number of events: the audit counts
-  events by it), `o` (the index of its first event, 0 unless a copy narrowed to one event) and
-  `e`, the list of events. Each event is its one-event item without the pack's fields, with
-  short names (SHORT_NAMES; a field without one keeps its name), `t` its time as an offset
-  from `ingested_at`, `g` only when the id was given, and `x` its own expiry only when
-  earlier than the pack's.
-
-Older code reads only `kind = "event"`: a pack is invisible to it (neither counted nor
-reported) rather than misread, and the audit shows the gap (docs/counting.md: deploy order).
-"""
+The layouts, field by field, and why one item per request: docs/counting.md, "Packs"; the item
+size limit that bounds a pack: docs/guarantees.md, "The item size limit, which bounds a pack"."""
 
 from __future__ import annotations
 

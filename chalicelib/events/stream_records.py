@@ -1,15 +1,9 @@
-"""DynamoDB stream records, deserialized once at the edge into plain Python values.
+"""DynamoDB stream records, deserialized once at the edge into plain Python values, each with the
+shard it came through; `events_of` turns a record of a pack into one record per event (with its
+`pack_index`), and `window_response` is the answer a tumbling-window mapping expects.
 
-Lambda names the stream shard a batch was read from (`shardId`) only when the event source
-mapping has a tumbling window (`TumblingWindowInSeconds`); the event then also carries
-`window`, `state`, `isFinalInvokeForWindow` and `isWindowTerminatedEarly`, and the function must
-answer `{"state": {...}}` (docs/guarantees.md quotes both). Each record keeps the shard it came
-through: counting proves what it applied per shard, the unit AWS orders.
-
-A record is one events-table item, and an item may be a pack of several events
-(events/packs.py): `events_of` turns one record into the records of the events it carries, each
-with its index in the pack (`pack_index`), from which counting gives each its own position.
-"""
+Why the shard and the tumbling window: docs/guarantees.md, "Tumbling windows: `shardId` in,
+`state` out"; how each event of a pack gets its own position: docs/counting.md, "Packs"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reports, the routes side: list committed reports and read one."""
+"""Reports, the routes side: list committed reports and read one (JSON or CSV). docs/api.md."""
 
 from __future__ import annotations
 

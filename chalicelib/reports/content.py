@@ -1,10 +1,5 @@
-"""What a report says: per counter, the events and the sums of numeric attributes. Pure.
-
-Sums are kept as Decimals (DynamoDB numbers) added in the counters' context (core.decimals.EXACT,
-200 digits), so money adds up exactly; the JSON shows them as numbers in `sums` (integers where
-they are whole) and with every digit as decimal strings in `sums_exact`, as the counters' answers
-do; the CSV as exact decimal text.
-"""
+"""What a report says: per counter, the events and the exact sums of numeric attributes (added in
+core.decimals.EXACT), as JSON (`sums`, `sums_exact`) and CSV. Pure. docs/design.md, "Reports"."""
 
 from __future__ import annotations
 

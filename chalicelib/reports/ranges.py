@@ -1,12 +1,6 @@
-"""Which events-table partitions hold the events ingested in a time range, and report ids. Pure.
-
-A report covers the events whose ingest time t satisfies start <= t < end. Events are
-partitioned by the quarter hour of their ingest time times a write shard, so the range maps
-to exactly the quarter hours it overlaps, each read once per shard. Only the first and last
-quarter hour can be cut by the range; those get a sort-key condition. Sort keys are
-'<ISO ingest time, ms>Z#<suffix>': fixed-width ISO text orders like time, and no sort key
-equals a bare ISO time, so `sk >= iso(start)` and `sk < iso(end)` select [start, end) exactly.
-"""
+"""Which events-table partitions and sort-key conditions hold the events ingested in a time range
+`[start, end)`, and report ids. Pure. Why the conditions select the range exactly:
+docs/design.md, "Reports" ("What a run covers")."""
 
 from __future__ import annotations
 

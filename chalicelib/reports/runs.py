@@ -1,15 +1,8 @@
-"""A report run: read what arrived since the last report, at most a budget of events, and commit
-reports that tile time.
-
-A run reads its range quarter hour by quarter hour, the write shards of a quarter side by side,
-one page of each in turn. When its budget (Budget: Settings.report_run_events events and
-MAX_RUN_QUERIES Queries) is spent before the range is read, the report ends at the cut: the
-earliest ingest time any shard still being read has reached. Every event before the cut has
-been read from every shard (each shard is read in sort-key order, which is time order), the
-events read at or after it are dropped, and the next report starts at the cut. A report is
-thus always one whole time range, committed like any other; an hour holding more events than
-one run reads is reported over several runs, in consecutive reports.
-"""
+"""A report run: read what arrived since the last report within a budget of events and Queries
+(Budget), cut where every shard has been read, and commit reports that tile time. Why a cut
+report is still whole and a run that dies or runs twice reports each event once:
+docs/design.md, "Reports"; docs/guarantees.md, "Report runs: a Query reads a partition in
+sort-key order, a page at a time"."""
 
 from __future__ import annotations
 

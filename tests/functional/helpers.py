@@ -14,7 +14,7 @@ from chalicelib.core.settings import Settings
 
 SETTINGS = Settings()
 MINUTE = 60_000
-README = Path(__file__).resolve().parents[2] / "README.md"
+API_REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 TABLE_ROW = re.compile(r"^\| (GET|POST|PUT|DELETE|PATCH) \| `([^`]+)` \|", re.MULTILINE)
 # A report run reports events ingested before now - settle delay: this much later, they are in.
 REPORT_SETTLE = SETTINGS.report_settle_seconds * 1000 + 1000

@@ -1,5 +1,5 @@
 """The OpenAPI document: valid, served without a key, naming exactly the routes app.py declares
-and the README lists, its bounds the validation code's own."""
+and docs/api.md lists, its bounds the validation code's own."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from chalicelib.contract import document, schemas
 from chalicelib.core import inputs, times, validation, window_params
 from chalicelib.core.errors import ValidationError
 from chalicelib.events import dimensions
-from tests.functional.helpers import README, TABLE_ROW, declared_routes
+from tests.functional.helpers import API_REFERENCE, TABLE_ROW, declared_routes
 
 
 def operations(doc: dict[str, Any]) -> set[tuple[str, str]]:
@@ -47,8 +47,8 @@ def test_given_app_when_routes_listed_then_the_document_names_exactly_them(app_m
     assert sorted(documented - declared) == [], "the document names routes app.py does not declare"
 
 
-def test_given_readme_when_api_table_read_then_it_names_the_documents_operations() -> None:
-    table = set(TABLE_ROW.findall(README.read_text(encoding="utf-8")))
+def test_given_the_api_reference_when_its_table_read_then_it_names_the_documents_operations() -> None:
+    table = set(TABLE_ROW.findall(API_REFERENCE.read_text(encoding="utf-8")))
     assert table == operations(document.build())
 
 
