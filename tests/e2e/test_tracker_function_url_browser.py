@@ -5,6 +5,8 @@ page view is counted once, and its beacon went where its script came from."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +69,46 @@ def test_given_the_tracker_script_from_one_door_when_a_page_loads_in_chromium_th
         got = settled(stack, site, 1, 1)
         assert (got["pageviews"], got["visitors"]) == (1, 1)
         assert [p["path"] for p in got["pages"]] == ["/index.html"]
+
+
+def readme_tracker_section() -> str:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    return readme.split("### Web analytics in one script tag", 1)[1].split("\n## ", 1)[0]
+
+
+def test_given_the_readme_tracker_recipe_when_followed_verbatim_in_chromium_then_the_summary_counts_the_page_view(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """The README's key request and script tag, as written (only the key, the stack's port and the
+    page's port filled in), on a page served from this machine: counted, no warning."""
+    sync_playwright = browser_or_skip()
+    section = readme_tracker_section()
+    body = re.search(r"-XPOST \$API/keys -d '(\{.*?\})'", section)
+    tag = re.search(r"echo '(<script .*?</script>)' > (\S+)", section)
+    asked = re.search(r"\$API/sites/(\S+)/summary --data-urlencode window=(\w+)", section)
+    assert body and tag and asked, "the README's tracker recipe changed shape"
+    answer = stack.post("/keys", json=json.loads(body.group(1)))
+    assert answer.status_code == 201, answer.text
+    snippet = tag.group(1).replace("tly_...", answer.json()["key"]).replace(":8000/", f":{stack.port}/")
+    (tmp_path / tag.group(2)).write_text(snippet)
+    with serving(tmp_path) as origin, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
+        try:
+            page = browser.new_context(user_agent=AGENTS[0]).new_page()
+            answers: list[int] = []
+            page.on("response", lambda r: answers.append(r.status) if "/beacon/pageview" in r.url else None)
+            warnings: list[str] = []
+            page.on("console", lambda m: warnings.append(m.text) if m.text.startswith("tally:") else None)
+            page.goto(f"{origin}/{tag.group(2)}")
+            page.wait_for_function(
+                "performance.getEntriesByType('resource').some(e => e.name.includes('/beacon/pageview'))"
+            )
+            page.wait_for_timeout(500)
+        finally:
+            browser.close()
+    assert (answers, warnings) == ([202], [])
+    site = asked.group(1)
+    settled(stack, site, 1, 1)
+    got = stack.get(f"/sites/{site}/summary", params={"window": asked.group(2)}).json()
+    assert (got["pageviews"], got["visitors"]) == (1, 1)
+    assert [p["path"] for p in got["pages"]] == ["/" + tag.group(2)]
