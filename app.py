@@ -432,8 +432,8 @@ def list_sites() -> dict[str, Any]:
 def get_site_summary(site: str) -> dict[str, Any]:
     now = clock.now_ms()
     params = query()
-    minutes, hours = windows.minute_range(params, now), windows.hour_range(params, now)
-    return site_summary.summary(aws.dynamodb, settings, site, minutes, hours, site_summary.parse_limit(params), now)
+    minutes = windows.minute_range(params, now)
+    return site_summary.summary(aws.dynamodb, settings, site, minutes, site_summary.parse_limit(params), now)
 
 
 @app.route("/tally.js", methods=["GET"])
