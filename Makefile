@@ -24,9 +24,11 @@ run: $(BIN)/.installed vendor
 
 # The checks, the end-to-end tests and every other test side by side (pytest-xdist is not a
 # dependency): the end-to-end tests mostly wait on their stacks and browsers while the others
-# keep a core busy. Each part's output is printed whole when it ends; any failure fails the run.
+# keep a core busy. The others run niced, so the stacks' timed work (Lambda timeouts, polls)
+# gets the CPU first, as in a run of their own. Each part's output is printed whole when it
+# ends; any failure fails the run.
 test: $(BIN)/.installed vendor
-	$(MAKE) --no-print-directory -j3 --output-sync=target check e2e in-process
+	$(MAKE) --no-print-directory -j3 --output-sync=target check e2e in-process IN_PROCESS_NICE="nice -n 15"
 
 # Lint, format, types and the import contracts (pyproject.toml): part of `make test`.
 # The dashboard's pinned browser libraries (tools/vendor.json), fetched and checked; a no-op when
@@ -51,7 +53,7 @@ e2e: $(BIN)/.installed vendor
 
 # Every test but the end-to-end ones: unit, functional, deploy (and any later directory).
 in-process: $(BIN)/.installed
-	$(BIN)/python -m pytest --ignore=tests/e2e
+	$(IN_PROCESS_NICE) $(BIN)/python -m pytest --ignore=tests/e2e
 
 # Schemathesis over the whole API on a fresh local stack, longer than `make test`'s run
 # (tests/e2e/test_openapi_e2e.py): EXAMPLES generated requests per operation, SEED to vary it.
