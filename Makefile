@@ -7,7 +7,7 @@ AWS_PORT ?= 5000
 # Longest SQS batching window locally, in seconds (AWS uses the configured one, up to 60 s).
 BATCHING_WINDOW ?= 5
 
-.PHONY: run test check unit functional e2e bench trigger package clean vendor fuzz
+.PHONY: run test check unit functional e2e in-process bench trigger package clean vendor fuzz
 
 # chalice 1.34 (its packager) requires pip < 26.3.
 $(BIN)/.installed: requirements.txt requirements-dev.txt
@@ -23,8 +23,13 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 run: $(BIN)/.installed vendor
 	$(BIN)/python -m tools.local_stack --port $(PORT) --aws-port $(AWS_PORT) --max-batching-window $(BATCHING_WINDOW) $(if $(FRESH),--fresh) $(if $(BASE_PATH),--base-path $(BASE_PATH))
 
-test: check $(BIN)/.installed vendor
-	$(BIN)/python -m pytest
+# The checks, the end-to-end tests and every other test side by side (pytest-xdist is not a
+# dependency): the end-to-end tests mostly wait on their stacks and browsers while the others
+# keep a core busy. The others run niced, so the stacks' timed work (Lambda timeouts, polls)
+# gets the CPU first, as in a run of their own. Each part's output is printed whole when it
+# ends; any failure fails the run.
+test: $(BIN)/.installed vendor
+	$(MAKE) --no-print-directory -j3 --output-sync=target check e2e in-process IN_PROCESS_NICE="nice -n 15"
 
 # Lint, format, types and the import contracts (pyproject.toml): part of `make test`.
 # The dashboard's pinned browser libraries (tools/vendor.json), fetched and checked; a no-op when
@@ -46,6 +51,10 @@ functional: $(BIN)/.installed
 
 e2e: $(BIN)/.installed vendor
 	$(BIN)/python -m pytest tests/e2e
+
+# Every test but the end-to-end ones: unit, functional, deploy (and any later directory).
+in-process: $(BIN)/.installed
+	$(IN_PROCESS_NICE) $(BIN)/python -m pytest --ignore=tests/e2e
 
 # Schemathesis over the whole API on a fresh local stack, longer than `make test`'s run
 # (tests/e2e/test_openapi_e2e.py): EXAMPLES generated requests per operation, SEED to vary it.

@@ -415,8 +415,8 @@ def list_sites() -> dict[str, Any]:
 def get_site_summary(site: str) -> dict[str, Any]:
     now = clock.now_ms()
     params = query()
-    minutes, hours = window_params.minute_range(params, now), window_params.hour_range(params, now)
-    return summary.summary(aws.dynamodb, settings, site, minutes, hours, summary.parse_limit(params), now)
+    minutes = window_params.minute_range(params, now)
+    return summary.summary(aws.dynamodb, settings, site, minutes, summary.parse_limit(params), now)
 
 
 @app.route("/tally.js", methods=["GET"])

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.core import pager, times, window_params
+from chalicelib.core import pager, timebuckets, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.settings import Settings
 from chalicelib.counters import breakdowns
@@ -38,12 +38,21 @@ def parse_limit(params: Mapping[str, str]) -> int:
     return pager.page_limit(params.get("limit"), DEFAULT_LIMIT, breakdowns.MAX_LIMIT)
 
 
+def visitor_hours(first: int, last: int) -> tuple[int, int]:
+    """The hours holding minutes first..last, so that every page view counted has its visitor
+    counted (a window of 1h read at 17:00:05 holds page views of 16:01-17:00: hours 16 and 17).
+    A longest window not starting on the hour touches one hour more than a window may span:
+    that oldest hour is left out (its minutes, 400 days ago, are read from its whole day's
+    sketch whenever hour sketches are kept less long, as by default: timebuckets.hour_day_plan)."""
+    low, high = timebuckets.hours_between(first, last)
+    return max(low, high - window_params.MAX_WINDOW_HOURS + 1), high
+
+
 def summary(
     dynamodb: DynamoDB,
     settings: Settings,
     site: str,
     minutes: tuple[int, int],
-    hours: tuple[int, int],
     limit: int,
     now_ms: int,
 ) -> dict[str, Any]:
@@ -51,6 +60,7 @@ def summary(
     (unique counts are hour-aligned: `visitors_start`, `visitors_end`)."""
     site = names.site_name(site)
     first, last = minutes
+    hours = visitor_hours(first, last)
     visitors = uniques_api.window_cardinality(dynamodb, settings, [names.visitors_name(site)], hours, now_ms)
     answer: dict[str, Any] = {
         "site": site,

@@ -389,3 +389,44 @@ def test_given_page_views_when_25_hours_then_29_days_pass_then_a_30_day_summary_
         assert {p["path"]: p["pageviews"] for p in got["pages"]} == {"/a": 2, "/b": 1}
         assert client.http.get(f"/counters/site:{SITE}?window=30d").json_body["count"] == 3
         assert [s["site"] for s in client.http.get("/sites").json_body["sites"]] == [SITE]
+
+
+@pytest.mark.parametrize("before_ms", [1_000, 30_000, 59 * 60_000])
+def test_given_page_views_just_before_the_hour_when_the_summary_is_read_after_it_then_their_visitors_still_count(
+    client: Any, aws: Any, clock: Any, key: str, counting: Counting, before_ms: int
+) -> None:
+    hour_ms = 3_600_000
+    top = (clock.now // hour_ms + 1) * hour_ms
+    clock.now = top - before_ms
+    first = view(clock, "/a")
+    for body in (first, view(clock, "/b")):
+        assert beacon(client, key, body, origin=ORIGIN).json_body["counted"]
+    assert beacon(client, key, view(clock, "/a"), agent=FIREFOX, origin=ORIGIN).json_body["counted"]
+    counting.process()
+
+    def read() -> tuple[int, int]:
+        got = client.http.get(f"/sites/{SITE}/summary?window=1h").json_body
+        return got["pageviews"], got["visitors"]
+
+    assert read() == (3, 2)
+    clock.now = top + 10_000  # the hour turns: the page views are still within the last hour
+    assert read() == (3, 2)
+    assert beacon(client, key, first, origin=ORIGIN).json_body["counted"]  # resent after the hour
+    counting.process()
+    assert read() == (3, 2)
+    got = client.http.get(f"/sites/{SITE}/summary?window=1h").json_body
+    assert got["visitors_start"] <= got["start"] and got["end"] <= got["visitors_end"]
+
+
+def test_given_the_longest_window_not_on_the_hour_when_the_summary_is_read_then_its_visitors_cover_it(
+    client: Any, aws: Any, clock: Any, key: str, counting: Counting
+) -> None:
+    hour_ms = 3_600_000
+    clock.now = (clock.now // hour_ms) * hour_ms + 30 * 60_000  # half past
+    assert beacon(client, key, view(clock), origin=ORIGIN).json_body["counted"]
+    counting.process()
+    answer = client.http.get(f"/sites/{SITE}/summary?window=400d")
+    assert answer.status_code == 200, answer.body
+    got = answer.json_body
+    assert (got["pageviews"], got["visitors"]) == (1, 1)
+    assert got["visitors_start"] <= got["start"] and got["end"] <= got["visitors_end"]
