@@ -16,8 +16,11 @@ polling, the audit's and the report's schedules or storage, is left out and said
   VIEWS_BATCH_SIZE (bench.views' model); and the same views through the tracker's Lambda
   function URL (`tally, function URL`): no API Gateway request, the `beacon_url` function's
   invocation and CPU time (turning the URL's event into the route's request and the answer back
-  included) at its configured memory, the same queue and handler. Seed (accurate-counters-dynamodb.md): API Gateway
-  sends to SQS directly, a Lambda with batches of 10 writes one transaction per view.
+  included) at its configured memory, the same queue and handler. Both fronts check the page
+  views' one tracker key against its rate (access/rates.py) at each delivery's arrival, in one
+  process each: a write for each request past the process's allowance in its second (the resends,
+  which arrive in the second of the view before them). Seed (accurate-counters-dynamodb.md): API
+  Gateway sends to SQS directly, a Lambda with batches of 10 writes one transaction per view.
 - uniques: 10,000 items a minute into one unique count. Tally: requests of 500 items, one
   message each on the uniques queue, one handler batch a minute. Seed
   (serverless-hyperloglog.md): one request per item, put on a Kinesis stream, one Lambda batch a
