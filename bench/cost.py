@@ -16,8 +16,11 @@ polling, the audit's and the report's schedules or storage, is left out and said
   VIEWS_BATCH_SIZE (bench.views' model); and the same views through the tracker's Lambda
   function URL (`tally, function URL`): no API Gateway request, the `beacon_url` function's
   invocation and CPU time (turning the URL's event into the route's request and the answer back
-  included) at its configured memory, the same queue and handler. Seed (accurate-counters-dynamodb.md): API Gateway
-  sends to SQS directly, a Lambda with batches of 10 writes one transaction per view.
+  included) at its configured memory, the same queue and handler. Both fronts check the page
+  views' one tracker key against its rate (access/rates.py) at each delivery's arrival, in one
+  process each: a write for each request past the process's allowance in its second (the resends,
+  which arrive in the second of the view before them). Seed (accurate-counters-dynamodb.md): API
+  Gateway sends to SQS directly, a Lambda with batches of 10 writes one transaction per view.
 - uniques: 10,000 items a minute into one unique count. Tally: requests of 500 items, one
   message each on the uniques queue, one handler batch a minute. Seed
   (serverless-hyperloglog.md): one request per item, put on a Kinesis stream, one Lambda batch a
@@ -57,6 +60,7 @@ from bench import counters as counters_bench  # noqa: E402
 from bench import uniques as uniques_bench  # noqa: E402
 from bench import views as views_bench  # noqa: E402
 from bench.metering import Meter, MotoProbe, item_size  # noqa: E402
+from chalicelib.access import policy, rates  # noqa: E402
 from chalicelib.core.aws import AwsClients  # noqa: E402
 from chalicelib.core.queues import Message  # noqa: E402
 from chalicelib.core.settings import Settings  # noqa: E402
@@ -71,6 +75,7 @@ from chalicelib.views import api as views_api  # noqa: E402
 from chalicelib.views import batches as views_batches  # noqa: E402
 from chalicelib.views import messages as view_messages  # noqa: E402
 from chalicelib.views import validation as view_validation  # noqa: E402
+from chalicelib.views.validation import View  # noqa: E402
 from tools import function_url as url_tools  # noqa: E402
 from tools import resources  # noqa: E402
 
@@ -104,6 +109,8 @@ COUNTERS_PER_SECOND = 100  # the counters workload's rate: it sets the report ru
 T0 = 1_795_000_000_000
 SEED_EVENTS = "seed-events"
 FUNCTION_URL = "tally, function URL"  # the browsers workload's design behind the tracker's function URL
+# The one tracker key every page of the browsers workload carries, at its scope's default rate.
+TRACKER_KEY_ID, TRACKER_RATE = "0123456789abcdef", policy.DEFAULT_RATES[policy.TRACKER]
 
 
 def memory_mb(function: str, stage: str = "dev") -> int:
@@ -409,8 +416,14 @@ def views_workload(n: int) -> tuple[dict[str, Bill], dict[str, Any]]:
         api, sqs_calls = Handler("api_handler"), SqsCalls()
         sqs = sqs_calls.attach(AwsClients(settings).sqs)
         now = max(v.time_ms for v in deliveries) + 1000
-        for view in deliveries:
+        arrivals = arrival_times(deliveries)
+        # The key's rate check, as these arrivals incur it in one process of each front (its own
+        # client, so its own allowance): the most any process could write for them.
+        rate_check, url_rate_check = Meter(probe), Meter(probe)
+        api_dynamodb = rate_check.attach(AwsClients(settings).dynamodb)
+        for view, arrived in zip(deliveries, arrivals):
             with api.invocation():
+                assert rates.admit(api_dynamodb, settings, TRACKER_KEY_ID, TRACKER_RATE, arrived)
                 views_api.enqueue(
                     sqs, settings, view_validation.parse_body(json.loads(view_messages.to_message(view))), now
                 )
@@ -418,12 +431,14 @@ def views_workload(n: int) -> tuple[dict[str, Bill], dict[str, Any]]:
         # memory, and its work includes making the URL's event into the route's request and back.
         url_front, url_sqs_calls = Handler(url_tools.FUNCTION), SqsCalls()
         url_sqs = url_sqs_calls.attach(AwsClients(settings).sqs)
-        for view in deliveries:
+        url_dynamodb = url_rate_check.attach(AwsClients(settings).dynamodb)
+        for view, arrived in zip(deliveries, arrivals):
             body = view_messages.to_message(view).encode()
             event = url_tools.event("POST", "/beacon/pageview", "key=k", {"content-type": "text/plain"}, body)
             with url_front.invocation():
                 request = function_url.rest_event(event)
                 assert request is not None
+                assert rates.admit(url_dynamodb, settings, TRACKER_KEY_ID, TRACKER_RATE, arrived)
                 views_api.enqueue(url_sqs, settings, view_validation.parse_body(json.loads(request["body"])), now)
                 function_url.response({"statusCode": 202, "headers": {}, "body": '{"accepted": true}'})
         handler, counting = Handler("on_view_messages"), Meter(probe)
@@ -442,11 +457,13 @@ def views_workload(n: int) -> tuple[dict[str, Bill], dict[str, Any]]:
         for h in (api, handler):
             h.charge(tally)
         charge(tally, counting)
+        charge(tally, rate_check)
         tally.api_requests = len(deliveries)
         tally.sqs_requests = sqs_calls.requests + poller_requests(len(deliveries))
         for h in (url_front, handler):
             h.charge(tally_url)
         charge(tally_url, counting)
+        charge(tally_url, url_rate_check)
         tally_url.sqs_requests = url_sqs_calls.requests + poller_requests(len(deliveries))
         # Seed: no Lambda in front (API Gateway sends to SQS), batches of 10, a transaction a view.
         seed_only = resources.Resources(
@@ -478,7 +495,20 @@ def views_workload(n: int) -> tuple[dict[str, Bill], dict[str, Any]]:
         "URLs": 1000,
         "delivered twice": "10%",
         "exact": counts == expected and seed_counts == expected,
+        "rate writes (REST, function URL)": (
+            rate_check.total("UpdateItem").requests,
+            url_rate_check.total("UpdateItem").requests,
+        ),
     }
+
+
+def arrival_times(deliveries: list[View]) -> list[int]:
+    """When each delivery reaches the front: a view when it is made, a resend just after the
+    delivery before it (it carries its view's earlier time, but arrives later)."""
+    arrivals: list[int] = []
+    for view in deliveries:
+        arrivals.append(max(view.time_ms, arrivals[-1] if arrivals else view.time_ms))
+    return arrivals
 
 
 # -- uniques -------------------------------------------------------------------------------------

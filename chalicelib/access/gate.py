@@ -136,7 +136,7 @@ def check_request(
     admit: Admit,
 ) -> Outcome:
     """The route-level decision for one request, and the origin CORS may answer. A request the
-    key may make is then counted against the key's rate (`admit`, one write): over it, 429."""
+    key may make is then counted against the key's rate (`admit`, at most one write): over it, 429."""
     if access.scope is None:
         return Outcome(ALLOWED, cors_origin(origin, stage_origins, None, None))
     if access.beacon:

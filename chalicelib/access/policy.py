@@ -34,8 +34,9 @@ PREFIX_PATTERN = re.compile(rf"[^\x00-\x1f\x7f-\x9f]{{1,{PREFIX_MAX_CHARS}}}")
 NEW_KEY_FIELDS = {"scopes", "prefix", "origins", "sites", "note", "rate_per_second"}
 # Requests a second one key may make (docs/access.md, "Limits per key"): a key's own rate, given
 # at creation within these bounds, else its scope's default (the largest of its scopes'). The top
-# stays under DynamoDB's 1,000 writes a second on one partition key, which every request of a
-# key writes once (access/rates.py; docs/guarantees.md, "A key's request rate").
+# stays under DynamoDB's 1,000 writes a second on one partition key, which a key's requests
+# beyond its processes' allowances write once each (access/rates.py; docs/guarantees.md, "A
+# key's request rate").
 RATE_MIN, RATE_MAX = 1, 500
 DEFAULT_RATES = {TRACKER: 20, INGEST: 100, READ: 100, ADMIN: 100}
 TRACKER_ONLY = "a tracker key only counts page views of its sites: POST /beacon/pageview"

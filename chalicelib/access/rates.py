@@ -1,15 +1,21 @@
-"""Each key's request rate: a count of its requests per second in the counts table.
+"""Each key's request rate: a free allowance per process, then a count per second in the counts table.
 
-Every request with a key writes once, before anything else: an UpdateItem that adds one to the
-key's item of the current second (`RATE#<key id>` / `s#<second>`) on condition that it holds
-fewer than the key's `rate_per_second`. The condition failing is the answer "over the rate"
-(429 with Retry-After); DynamoDB evaluates the condition and the update as one atomic step, so
-every Lambda instance shares the same count and no more than the rate is admitted in a second.
-Keys have their own items, so one key's flood leaves other keys' counts alone. Why this holds on
-AWS and what it costs: docs/access.md, "Limits per key"; docs/guarantees.md, "A key's request rate".
+A process admits up to ALLOWANCE requests of a key in a second from memory, writing nothing
+(`Allowances`: per DynamoDB client, so per process, pruned to the current second). A request
+beyond that is counted by one UpdateItem that adds one to the key's item of the current second
+(`RATE#<key id>` / `s#<second>`) on condition that it holds fewer than the key's
+`rate_per_second`; the condition failing is the answer "over the rate" (429 with Retry-After).
+DynamoDB evaluates the condition and the update as one atomic step, so every process shares the
+count: a key gets at most `rate_per_second` + ALLOWANCE x (processes running) requests a second,
+and the processes are at most the serving functions' reserved concurrency. Keys have their own
+items and allowances, so one key's flood leaves other keys' alone. Why this holds on AWS and what
+it costs: docs/access.md, "Limits per key"; docs/guarantees.md, "A key's request rate".
 """
 
 from __future__ import annotations
+
+import threading
+import weakref
 
 from chalicelib.core import keyspace
 from chalicelib.core.aws import DynamoDB
@@ -17,14 +23,52 @@ from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
 
 WINDOW_SECONDS = 1
+# Requests of one key a process admits in a second without writing (docs/access.md, "Limits per key").
+ALLOWANCE = 1
 # An item outlives its second by this much, then TTL deletes it (nothing reads an old one).
 ITEM_TTL_SECONDS = 120
 
 
+class Allowances:
+    """What each key took of its allowance in this process's current second, per DynamoDB client
+    (a Lambda process has one; a test with its own emulator starts afresh). Forgotten when the
+    second turns, so bounded by the keys one process serves in one second."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._taken: weakref.WeakKeyDictionary[DynamoDB, tuple[int, dict[str, int]]] = weakref.WeakKeyDictionary()
+
+    def take(self, client: DynamoDB, key_id: str, second: int) -> bool:
+        """True when the key has allowance left in `second`, which it then takes. A second earlier
+        than the one held (the clock stepped back) gets none: its allowance may be spent already."""
+        with self._lock:
+            held, taken = self._taken.get(client, (second, {}))
+            if second < held:
+                return False
+            if second > held:
+                taken = {}
+            if taken.get(key_id, 0) >= ALLOWANCE:
+                return False
+            taken[key_id] = taken.get(key_id, 0) + 1
+            self._taken[client] = (second, taken)
+            return True
+
+    def clear(self) -> None:
+        """What a new process starts with."""
+        with self._lock:
+            self._taken.clear()
+
+
+allowances = Allowances()
+
+
 def admit(dynamodb: DynamoDB, settings: Settings, key_id: str, rate_per_second: int, now_ms: int) -> bool:
-    """Count one request of the key; False (and nothing counted) when its second is full.
-    StorageError when the count cannot be written (the request is then refused with 503)."""
+    """Admit one request of the key: from this process's allowance, else counted in the key's
+    second; False (and nothing counted) when that second is full. StorageError when the count
+    cannot be written (the request is then refused with 503)."""
     second = now_ms // 1000 // WINDOW_SECONDS
+    if allowances.take(dynamodb, key_id, second):
+        return True
     try:
         with translated("could not check the key's request rate"):
             dynamodb.update_item(

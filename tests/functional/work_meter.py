@@ -76,7 +76,8 @@ def is_key_lookup(name: str, kwargs: dict[str, Any]) -> bool:
 
 def is_rate_count(name: str, kwargs: dict[str, Any]) -> bool:
     """The access check's one UpdateItem counting the caller's key against its rate (access/rates.py):
-    one per request, before the route; tests/functional/access/test_tracker_keys.py checks it."""
+    at most one per request (none within the process's allowance), before the route;
+    tests/functional/access/test_tracker_keys.py checks it."""
     key = kwargs.get("Key") or {}
     return name == "update_item" and str(key.get("pk", {}).get("S", "")).startswith(keyspace.KEY_RATE)
 

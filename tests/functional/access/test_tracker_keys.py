@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from chalicelib.access import policy, tracker
+from chalicelib.access import policy, rates, tracker
+from chalicelib.core import keyspace
 from tests.conftest import create_key
 from tests.functional.helpers import declared_routes
 from tests.functional.site_helpers import SETTINGS, Counting, beacon
@@ -231,6 +232,12 @@ def test_given_an_ingest_key_when_it_sends_a_page_view_then_its_origins_apply_as
 # -- limits per key ----------------------------------------------------------------------------
 
 
+def rate_items(aws: Any) -> list[dict[str, Any]]:
+    """The keys' rate counts in the counts table (access/rates.py)."""
+    items = aws.dynamodb.scan(TableName=SETTINGS.counts_table)["Items"]
+    return [item for item in items if item["pk"]["S"].startswith(keyspace.KEY_RATE)]
+
+
 def test_given_one_key_flooding_when_over_its_rate_then_429_with_retry_after_and_another_keys_page_views_all_count(
     client: Any, aws: Any, clock: Any
 ) -> None:
@@ -247,12 +254,14 @@ def test_given_one_key_flooding_when_over_its_rate_then_429_with_retry_after_and
             )
     counting.process()
 
-    assert [a.status_code for a in flood] == [202] * 5 + [429] * 35
-    assert all(refused(a, 429, "over its 5 requests a second") for a in flood[5:])
-    assert {a.headers.get("Retry-After") for a in flood[5:]} == {"1"}
-    assert {a.headers.get("Access-Control-Allow-Origin") for a in flood[5:]} == {ORIGIN}  # the page can read why
+    # One process: its allowance, then the rate counted in the table.
+    admitted = rates.ALLOWANCE + 5
+    assert [a.status_code for a in flood] == [202] * admitted + [429] * (40 - admitted)
+    assert all(refused(a, 429, "over its 5 requests a second") for a in flood[admitted:])
+    assert {a.headers.get("Retry-After") for a in flood[admitted:]} == {"1"}
+    assert {a.headers.get("Access-Control-Allow-Origin") for a in flood[admitted:]} == {ORIGIN}  # the page can read why
     assert [a.status_code for a in others] == [202] * 5
-    assert pageviews(client, SITE) == 5  # a refused request did no work
+    assert pageviews(client, SITE) == admitted  # a refused request did no work
     assert pageviews(client, "other.example") == 5
 
     clock.advance(1000)
@@ -265,9 +274,37 @@ def test_given_a_header_key_over_its_rate_when_it_calls_then_429_before_the_rout
     writer = client.http.with_key(create_key(aws, ["ingest"], rate_per_second=3))
     body = json.dumps({"counter": "signups"}).encode()
 
-    answers = [writer.post("/events", headers={"Content-Type": "application/json"}, body=body) for _ in range(5)]
+    answers = [writer.post("/events", headers={"Content-Type": "application/json"}, body=body) for _ in range(6)]
 
-    assert [a.status_code for a in answers] == [201, 201, 201, 429, 429]
-    assert answers[3].headers["Retry-After"] == "1" and json.loads(answers[3].body)["Code"] == "TooManyRequestsError"
-    assert len(aws.dynamodb.scan(TableName=SETTINGS.events_table)["Items"]) == 3
+    assert [a.status_code for a in answers] == [201] * (rates.ALLOWANCE + 3) + [429] * (3 - rates.ALLOWANCE)
+    assert answers[-1].headers["Retry-After"] == "1" and json.loads(answers[-1].body)["Code"] == "TooManyRequestsError"
+    assert len(aws.dynamodb.scan(TableName=SETTINGS.events_table)["Items"]) == rates.ALLOWANCE + 3
     assert client.http.get("/counters/signups").status_code == 200  # the admin key has its own rate
+
+
+def test_given_a_keys_requests_a_second_apart_when_each_is_admitted_then_no_rate_count_is_written(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    key = create_key(aws, ["tracker"], sites=[SITE], rate_per_second=1)
+
+    answers = []
+    for i in range(5):
+        answers.append(beacon(client, key, view(clock, f"{ORIGIN}/s{i}"), origin=ORIGIN))
+        clock.advance(1000)
+
+    assert [a.status_code for a in answers] == [202] * 5
+    assert rate_items(aws) == []  # each within its process's allowance: no write
+
+
+def test_given_two_processes_when_one_key_floods_both_then_each_adds_its_allowance_to_the_shared_count(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    key = create_key(aws, ["tracker"], sites=[SITE], rate_per_second=3)
+
+    first = [beacon(client, key, view(clock, f"{ORIGIN}/a{i}"), origin=ORIGIN) for i in range(6)]
+    rates.allowances.clear()  # a second process, with its own memory, in the same second
+    second = [beacon(client, key, view(clock, f"{ORIGIN}/b{i}"), origin=ORIGIN) for i in range(3)]
+
+    assert [a.status_code for a in first] == [202] * (rates.ALLOWANCE + 3) + [429] * (3 - rates.ALLOWANCE)
+    assert [a.status_code for a in second] == [202] * rates.ALLOWANCE + [429] * (3 - rates.ALLOWANCE)
+    assert [item["n"]["N"] for item in rate_items(aws)] == ["3"]  # the allowances were never written
