@@ -350,7 +350,7 @@ OPERATIONS: tuple[Operation, ...] = (
                 {
                     "type": "object",
                     "required": ["reports", "next"],
-                    "properties": {"reports": {"type": "array", "items": s.REPORT_SUMMARY}, "next": s.NEXT},
+                    "properties": {"reports": s.array(s.REPORT_SUMMARY), "next": s.NEXT},
                 },
             ),
         ),
@@ -464,7 +464,7 @@ OPERATIONS: tuple[Operation, ...] = (
                 {
                     "type": "object",
                     "required": ["keys", "next"],
-                    "properties": {"keys": {"type": "array", "items": s.KEY_RECORD}, "next": s.NEXT},
+                    "properties": {"keys": s.array(s.KEY_RECORD), "next": s.NEXT},
                 },
             ),
         ),
