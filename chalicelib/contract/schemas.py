@@ -676,6 +676,12 @@ KEY_RECORD = obj(
         "revoked": nullable(ISO_TIME),
     }
 )
+REPORT_LISTING = {
+    "type": "object",
+    "required": ["reports", "next"],
+    "properties": {"reports": array(REPORT_SUMMARY), "next": NEXT},
+}
+KEY_LISTING = {"type": "object", "required": ["keys", "next"], "properties": {"keys": array(KEY_RECORD), "next": NEXT}}
 NEW_KEY = obj(
     {**KEY_RECORD["properties"], "key": string(pattern=anchored(access_keys.KEY_PATTERN))},
 )
