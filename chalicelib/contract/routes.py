@@ -71,10 +71,7 @@ def path(name: str, schema: s.Schema, description: str = "") -> Param:
 # The window parameters are one object (style form, exploded: each property is a query parameter
 # of its own), so that the document can say `window` and `start` exclude each other.
 WINDOW = (Param("window", s.windowed(), "the window: `window` and `end`, or `start` and `end`"),)
-PAGE = (
-    Param("limit", s.LIMIT, "entries per page"),
-    Param("cursor", s.CURSOR),
-)
+PAGE = (Param("limit", s.LIMIT, "entries per page"), Param("cursor", s.CURSOR))
 HISTOGRAM_WINDOW = (
     f"the window and the resolution: at most {window_params.MAX_HISTOGRAM_BUCKETS} buckets, so a finer "
     "resolution takes a shorter window"
@@ -157,9 +154,7 @@ OPERATIONS: tuple[Operation, ...] = (
         params=(
             COUNTER,
             Param(
-                "window",
-                s.windowed({r: minute_histogram_window(r) for r in s.RESOLUTIONS}, "hour"),
-                HISTOGRAM_WINDOW,
+                "window", s.windowed({r: minute_histogram_window(r) for r in s.RESOLUTIONS}, "hour"), HISTOGRAM_WINDOW
             ),
             WHERE,
         ),
@@ -290,13 +285,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "getUnionOrNames",
         "uniques",
         "With `names`: distinct items of their union; without: the names that exist",
-        (
-            Answer(
-                200,
-                "the union's estimate, or a page of names",
-                {"anyOf": [s.UNION_ANSWER, s.NAME_LISTING]},
-            ),
-        ),
+        (Answer(200, "the union's estimate, or a page of names", {"anyOf": [s.UNION_ANSWER, s.NAME_LISTING]}),),
         params=(
             Param(
                 "query",
@@ -312,10 +301,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "runReports",
         "reports",
         "Run the scheduled report now",
-        (
-            Answer(201, "reports written", s.REPORT_RUN),
-            Answer(200, "nothing new to report", s.REPORT_RUN),
-        ),
+        (Answer(201, "reports written", s.REPORT_RUN), Answer(200, "nothing new to report", s.REPORT_RUN)),
         errors=(),
         links=(Link("theFirstReport", "getReport", {"path.report_id": "$response.body#/reports/0/id"}),),
     ),

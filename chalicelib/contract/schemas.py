@@ -352,10 +352,7 @@ EVENT = obj(
                 description="a client id: a retried POST with the same id counts once (null or absent: one is made)",
             )
         ),
-        "time": {
-            **OPTIONAL_TIME,
-            "description": f"when it happened (null or absent: now), {AHEAD}",
-        },
+        "time": {**OPTIONAL_TIME, "description": f"when it happened (null or absent: now), {AHEAD}"},
         "retention": {
             "type": "integer",
             "minimum": ingest.MIN_RETENTION_SECONDS,
@@ -427,12 +424,7 @@ VIEWS_BODY = one_or_batch("View", "views", view_input.MAX_BATCH)
 UNIQUE_ITEM = string(minLength=1, maxLength=uniques_api.MAX_ITEM_CHARS)
 UNIQUE_ITEMS_BODY = obj(
     {"data": {"anyOf": [UNIQUE_ITEM, array(UNIQUE_ITEM, minItems=1, maxItems=uniques_batches.MAX_ITEMS)]}},
-    {
-        "time": {
-            **OPTIONAL_TIME,
-            "description": f"when the items were seen (null or absent: now), {AHEAD}",
-        }
-    },
+    {"time": {**OPTIONAL_TIME, "description": f"when the items were seen (null or absent: now), {AHEAD}"}},
     closed=True,
 )
 NEW_KEY_BODY = obj(
@@ -500,7 +492,7 @@ ERROR = {
     "description": "Chalice's error shape; a 503 PartialWrite adds `stored` and `failed` ids",
 }
 RETENTION: dict[str, Schema] = {
-    "complete": {"type": "boolean", "description": "false when the window reaches past what is kept"},
+    "complete": {**BOOLEAN, "description": "false when the window reaches past what is kept"},
     "retained_from": ISO_TIME,
     "message": string(),
 }
@@ -545,29 +537,21 @@ BREAKDOWN_ANSWER = obj(
         "by": DIMENSION_NAME,
         **WINDOW_ANSWER,
         "complete": RETENTION["complete"],
-        "exact": {"type": "boolean", "description": "true: the ranking, counts and sums are exact"},
+        "exact": {**BOOLEAN, "description": "true: the ranking, counts and sums are exact"},
         "values": array(
             obj({"value": string(), "count": {"type": "integer", "minimum": 1}, "sums": SUMS, "sums_exact": SUMS_EXACT})
         ),
         "others": obj(
             {
-                "values": {"type": "integer", "minimum": 0, "description": "distinct values not listed"},
-                "count": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "description": "events not in the list (other values, or without the dimension)",
-                },
+                "values": {**COUNT, "description": "distinct values not listed"},
+                "count": {**COUNT, "description": "events not in the list (other values, or without the dimension)"},
             }
         ),
     },
     {
         **RETENTION,
         "where": WHERE_ECHO,
-        "bound": {
-            "type": "integer",
-            "minimum": 0,
-            "description": "when not exact: the most events a value not listed can have in the window",
-        },
+        "bound": {**COUNT, "description": "when not exact: the most events a value not listed can have in the window"},
     },
 )
 WHERE = array(
@@ -615,10 +599,7 @@ UNIQUE_HISTOGRAM_ANSWER = obj(
     },
     {"aligned": string(), "retained_from": ISO_TIME},
 )
-VIEW_COUNT_ANSWER = obj(
-    {"url": string(), "views": COUNT},
-    {**WINDOW_ANSWER, **RETENTION},
-)
+VIEW_COUNT_ANSWER = obj({"url": string(), "views": COUNT}, {**WINDOW_ANSWER, **RETENTION})
 VIEW_URL_QUERY = query_text(minLength=1, pattern=view_input.NOT_BLANK)
 TOP_PREFIX = query_text(minLength=1, maxLength=view_input.URL_MAX_CHARS, pattern=view_input.NOT_BLANK)
 TOP_LIMIT = query_integer(1, view_top.MAX_LIMIT, view_top.DEFAULT_LIMIT)
@@ -626,17 +607,14 @@ TOP_VIEWS_ANSWER = obj(
     {
         **WINDOW_ANSWER,
         "complete": RETENTION["complete"],
-        "exact": {
-            "type": "boolean",
-            "description": "true when no URL left out can have more views than the last one listed",
-        },
+        "exact": {**BOOLEAN, "description": "true when no URL left out can have more views than the last one listed"},
         "bound": {**COUNT, "description": "the most views a URL not listed can have in the window"},
         "urls": array(obj({"url": string(), "views": COUNT})),
         "others": obj(
             {
                 "urls": COUNT,
                 "views": COUNT,
-                "complete": {"type": "boolean", "description": "false: at least these URLs and views"},
+                "complete": {**BOOLEAN, "description": "false: at least these URLs and views"},
             }
         ),
     },
@@ -659,8 +637,8 @@ REPORT = obj(
 REPORT_RUN = obj(
     {
         "reports": array(REPORT_SUMMARY),
-        "superseded": {"type": "boolean", "description": "another run committed the range this one read"},
-        "more": {"type": "boolean", "description": "the run read its budget before it reached now: run again"},
+        "superseded": {**BOOLEAN, "description": "another run committed the range this one read"},
+        "more": {**BOOLEAN, "description": "the run read its budget before it reached now: run again"},
     }
 )
 KEY_RECORD = obj(
@@ -682,9 +660,7 @@ REPORT_LISTING = {
     "properties": {"reports": array(REPORT_SUMMARY), "next": NEXT},
 }
 KEY_LISTING = {"type": "object", "required": ["keys", "next"], "properties": {"keys": array(KEY_RECORD), "next": NEXT}}
-NEW_KEY = obj(
-    {**KEY_RECORD["properties"], "key": string(pattern=anchored(access_keys.KEY_PATTERN))},
-)
+NEW_KEY = obj({**KEY_RECORD["properties"], "key": string(pattern=anchored(access_keys.KEY_PATTERN))})
 QUARANTINE_RECORDS = listing(
     "records",
     obj(
@@ -856,9 +832,5 @@ SITE_SUMMARY = obj(
         "exact": BOOLEAN,
         "keys_read": COUNT,
     },
-    {
-        "visitors_exact": BOOLEAN,
-        "visitors_start": ISO_TIME,
-        "visitors_end": ISO_TIME,
-    },
+    {"visitors_exact": BOOLEAN, "visitors_start": ISO_TIME, "visitors_end": ISO_TIME},
 )
