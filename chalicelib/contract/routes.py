@@ -68,6 +68,12 @@ def path(name: str, schema: s.Schema, description: str = "") -> Param:
     return Param(name, schema, description, "path", True)
 
 
+def beacon(route: str, operation_id: str, answer: Answer, body: s.Schema, params: tuple[Param, ...] = ()) -> Operation:
+    """POST /beacon<route>: POST <route> for navigator.sendBeacon, which cannot set headers."""
+    summary = f"As POST {route}, from navigator.sendBeacon (an ingest-only key as `?key=`)"
+    return Operation(f"POST /beacon{route}", operation_id, "beacon", summary, (answer,), params, body)
+
+
 # The window parameters are one object (style form, exploded: each property is a query parameter
 # of its own), so that the document can say `window` and `start` exclude each other.
 WINDOW = (Param("window", s.windowed(), "the window: `window` and `end`, or `start` and `end`"),)
@@ -118,14 +124,7 @@ OPERATIONS: tuple[Operation, ...] = (
         links=(Link("countOfTheCounter", "getCounter", {"path.counter": "$request.body#/counter"}),),
         description="A bad event refuses the whole batch. 503 `PartialWrite` names the `stored` and `failed` ids.",
     ),
-    Operation(
-        "POST /beacon/events",
-        "postBeaconEvents",
-        "beacon",
-        "As POST /events, from navigator.sendBeacon (an ingest-only key as `?key=`)",
-        (Answer(201, "stored", s.IDS),),
-        body=s.EVENTS_BODY,
-    ),
+    beacon("/events", "postBeaconEvents", Answer(201, "stored", s.IDS), s.EVENTS_BODY),
     Operation(
         "POST /beacon/pageview",
         "postPageview",
@@ -196,14 +195,7 @@ OPERATIONS: tuple[Operation, ...] = (
         body=s.VIEWS_BODY,
         links=(Link("viewsOfTheUrl", "getViews", {"query.url": "$request.body#/url"}),),
     ),
-    Operation(
-        "POST /beacon/views",
-        "postBeaconViews",
-        "beacon",
-        "As POST /views, from navigator.sendBeacon (an ingest-only key as `?key=`)",
-        (Answer(202, "queued", s.ACCEPTED_VIEWS),),
-        body=s.VIEWS_BODY,
-    ),
+    beacon("/views", "postBeaconViews", Answer(202, "queued", s.ACCEPTED_VIEWS), s.VIEWS_BODY),
     Operation(
         "GET /views",
         "getViews",
@@ -246,14 +238,12 @@ OPERATIONS: tuple[Operation, ...] = (
         body=s.UNIQUE_ITEMS_BODY,
         links=(Link("countOfTheName", "getUniqueCount", {"path.name": "$request.path.name"}),),
     ),
-    Operation(
-        "POST /beacon/hyperloglog/{name}",
+    beacon(
+        "/hyperloglog/{name}",
         "postBeaconUniqueItems",
-        "beacon",
-        "As POST /hyperloglog/{name}, from navigator.sendBeacon (an ingest-only key as `?key=`)",
-        (Answer(202, "queued", s.ACCEPTED_ITEMS),),
-        params=(UNIQUE_NAME,),
-        body=s.UNIQUE_ITEMS_BODY,
+        Answer(202, "queued", s.ACCEPTED_ITEMS),
+        s.UNIQUE_ITEMS_BODY,
+        (UNIQUE_NAME,),
     ),
     Operation(
         "GET /hyperloglog/{name}",
