@@ -46,6 +46,10 @@ def array(items: Schema, **more: Any) -> Schema:
     return {"type": "array", "items": items, **more}
 
 
+def integer(low: int, high: int, **more: Any) -> Schema:
+    return {"type": "integer", "minimum": low, "maximum": high, **more}
+
+
 def nullable(schema: Schema) -> Schema:
     return {"anyOf": [schema, {"type": "null"}]}
 
@@ -153,12 +157,7 @@ ISO_TIME_PATTERN = (
 )
 TIME_DIGITS = "0*" + integers(times.MIN_TIME_MS, times.MAX_TIME_MS - 1)
 TIME_RANGE = "from 2000-01-01 to 2100-01-01 UTC"
-TIME_MS = {
-    "type": "integer",
-    "minimum": times.MIN_TIME_MS,
-    "maximum": times.MAX_TIME_MS - 1,
-    "description": "epoch milliseconds",
-}
+TIME_MS = integer(times.MIN_TIME_MS, times.MAX_TIME_MS - 1, description="epoch milliseconds")
 TIME_ISO_TEXT = string(
     format="date-time",
     pattern=anchored(ISO_TIME_PATTERN),
@@ -187,7 +186,7 @@ def query_text(**more: Any) -> Schema:
 
 def query_integer(low: int, high: int, default: int) -> Schema:
     """A query integer: ASCII digits (inputs.digits), within [low, high]."""
-    return {"type": "integer", "minimum": low, "maximum": high, "default": default}
+    return integer(low, high, default=default)
 
 
 def duration(most_minutes: int) -> Schema:
@@ -353,13 +352,12 @@ EVENT = obj(
             )
         ),
         "time": {**OPTIONAL_TIME, "description": f"when it happened (null or absent: now), {AHEAD}"},
-        "retention": {
-            "type": "integer",
-            "minimum": ingest.MIN_RETENTION_SECONDS,
-            "maximum": ingest.MAX_RETENTION_SECONDS,
-            "default": DEFAULTS.default_retention_seconds,
-            "description": "seconds the event is counted",
-        },
+        "retention": integer(
+            ingest.MIN_RETENTION_SECONDS,
+            ingest.MAX_RETENTION_SECONDS,
+            default=DEFAULTS.default_retention_seconds,
+            description="seconds the event is counted",
+        ),
         "attributes": {
             "type": "object",
             "propertyNames": {"minLength": 1},
@@ -451,13 +449,12 @@ NEW_KEY_BODY = obj(
             description="a tracker key's sites (required for one, for no other key): hostnames, `www.` "
             "matching too; `*.blog.example` for every subdomain",
         ),
-        "rate_per_second": {
-            "type": "integer",
-            "minimum": policy.RATE_MIN,
-            "maximum": policy.RATE_MAX,
-            "description": "requests a second the key may make (429 over it); absent: its scope's default "
+        "rate_per_second": integer(
+            policy.RATE_MIN,
+            policy.RATE_MAX,
+            description="requests a second the key may make (429 over it); absent: its scope's default "
             + ", ".join(f"{scope} {rate}" for scope, rate in policy.DEFAULT_RATES.items()),
-        },
+        ),
         "note": string(maxLength=policy.NOTE_MAX_CHARS),
     },
     closed=True,
@@ -648,7 +645,7 @@ KEY_RECORD = obj(
         "prefix": nullable(string()),
         "origins": array(string()),
         "sites": array(string()),
-        "rate_per_second": {"type": "integer", "minimum": policy.RATE_MIN, "maximum": policy.RATE_MAX},
+        "rate_per_second": integer(policy.RATE_MIN, policy.RATE_MAX),
         "note": string(),
         "created": ISO_TIME,
         "revoked": nullable(ISO_TIME),
@@ -680,7 +677,7 @@ COUNTER_LISTING = listing("counters", obj({"name": NAME, "last_counted": ISO_TIM
 URL_LISTING = listing("urls", obj({"url": string(), "views": COUNT, "last_counted": ISO_TIME}))
 IDS = obj({"ids": array(string())})
 ACCEPTED_VIEWS = obj({"accepted": {"type": "boolean", "const": True}})
-ACCEPTED_ITEMS = obj({"accepted": {"type": "integer", "minimum": 1, "maximum": uniques_batches.MAX_ITEMS}})
+ACCEPTED_ITEMS = obj({"accepted": integer(1, uniques_batches.MAX_ITEMS)})
 OPENAPI = {"type": "object", "required": ["openapi", "paths"], "description": "this document"}
 
 # Named once in components.schemas and referred to from operations.
@@ -753,7 +750,7 @@ REPLAY_BODY = obj(
     {"source": string(enum=[replay.SOURCE])},
     {
         "ids": array(string(minLength=1, maxLength=1024), minItems=1, maxItems=replay.MAX_REPLAY),
-        "limit": {"type": "integer", "minimum": 1, "maximum": replay.MAX_REPLAY},
+        "limit": integer(1, replay.MAX_REPLAY),
     },
     closed=True,
 )
@@ -782,7 +779,7 @@ PAGEVIEW_BODY = obj(
     },
     {
         "referrer": nullable(string(maxLength=view_input.URL_MAX_CHARS)),
-        "width": nullable({"type": "integer", "minimum": 0, "maximum": BEACON_WIDTH_MAX}),
+        "width": nullable(integer(0, BEACON_WIDTH_MAX)),
         "site": nullable(
             {**NAME, "maxLength": SITE_MAX_CHARS, "description": "the site counted (default: the URL's host)"}
         ),
