@@ -109,6 +109,8 @@ WINDOWED = (
 )
 HOUR_ALIGNED = "Windows are hour-aligned: the ceil(W/60) whole UTC hours up to and including the one holding `end`."
 ETAG = "ETag"
+NOT_MODIFIED = Answer(304, "the client's copy is current (If-None-Match)", None)
+IF_NONE_MATCH = Param("If-None-Match", s.string(), where="header")
 MEDIA = {suffix: content_type.split(";")[0] for suffix, content_type in assets.CONTENT_TYPES.items()}
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -120,7 +122,6 @@ OPERATIONS: tuple[Operation, ...] = (
         "Send one event, or a batch of them",
         (Answer(201, "stored, each counted once however often it is sent", s.IDS),),
         body=s.EVENTS_BODY,
-        errors=(400,),
         links=(Link("countOfTheCounter", "getCounter", {"path.counter": "$request.body#/counter"}),),
         description="A bad event refuses the whole batch. 503 `PartialWrite` names the `stored` and `failed` ids.",
     ),
@@ -421,14 +422,11 @@ OPERATIONS: tuple[Operation, ...] = (
         "dashboardAsset",
         "dashboard",
         "A file of the dashboard: immutable with the current `v`, else revalidated by ETag",
-        (
-            Answer(200, "the file", s.string(), media=tuple(MEDIA.values()), headers=(ETAG,)),
-            Answer(304, "the client's copy is current (If-None-Match)", None),
-        ),
+        (Answer(200, "the file", s.string(), media=tuple(MEDIA.values()), headers=(ETAG,)), NOT_MODIFIED),
         params=(
             path("name", s.string(minLength=1, examples=["dashboard.js"])),
             Param("v", s.query_text(), "the content hash the page names"),
-            Param("If-None-Match", s.string(), where="header"),
+            IF_NONE_MATCH,
         ),
         errors=(400, 404),
     ),
@@ -463,14 +461,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "trackerScript",
         "sites",
         "The tracker script a site links (docs/tracker.md): cached an hour, or a year with the current `v`",
-        (
-            Answer(200, "the script", s.string(), media=(MEDIA[".js"],), headers=(ETAG,)),
-            Answer(304, "the client's copy is current (If-None-Match)", None),
-        ),
-        params=(
-            Param("v", s.query_text(), "the script's content hash"),
-            Param("If-None-Match", s.string(), where="header"),
-        ),
+        (Answer(200, "the script", s.string(), media=(MEDIA[".js"],), headers=(ETAG,)), NOT_MODIFIED),
+        params=(Param("v", s.query_text(), "the script's content hash"), IF_NONE_MATCH),
         errors=(400,),  # a query string past the bounds every route shares (core.inputs)
     ),
     Operation(
@@ -482,7 +474,3 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(),
     ),
 )
-
-
-def by_key() -> dict[tuple[str, str], Operation]:
-    return {operation.key: operation for operation in OPERATIONS}
