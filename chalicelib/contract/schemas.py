@@ -169,14 +169,10 @@ TIME_DIGITS_TEXT = string(
     maxLength=times.TIME_DIGITS_MAX,
     description=f"epoch milliseconds in ASCII digits, {TIME_RANGE}",
 )
-TIME_TEXT = {"anyOf": [TIME_ISO_TEXT, TIME_DIGITS_TEXT]}
 BODY_TIME = {"anyOf": [TIME_MS, TIME_ISO_TEXT, TIME_DIGITS_TEXT], "examples": ["2026-11-18T10:00:00Z"]}
 AHEAD = f"at most MAX_FUTURE_SKEW_SECONDS ({DEFAULTS.max_future_skew_seconds} s) ahead"
 # Optional times: null or absent mean now.
-OPTIONAL_TIME = {
-    "anyOf": [TIME_MS, TIME_ISO_TEXT, TIME_DIGITS_TEXT, {"type": "null"}],
-    "examples": ["2026-11-18T10:00:00Z"],
-}
+OPTIONAL_TIME = {"anyOf": [*BODY_TIME["anyOf"], {"type": "null"}], "examples": BODY_TIME["examples"]}
 
 
 def query_text(**more: Any) -> Schema:
@@ -203,7 +199,7 @@ def duration(most_minutes: int) -> Schema:
 
 
 WINDOW = duration(window_params.MAX_WINDOW_MINUTES)
-QUERY_TIME = {**TIME_TEXT, "examples": ["2026-11-18T10:00:00Z"]}
+QUERY_TIME = {"anyOf": [TIME_ISO_TEXT, TIME_DIGITS_TEXT], "examples": BODY_TIME["examples"]}
 END = {**QUERY_TIME, "description": "the window's end (default now); with `start`, the last minute counted"}
 START = {
     **QUERY_TIME,
