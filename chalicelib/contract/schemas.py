@@ -169,7 +169,7 @@ TIME_DIGITS_TEXT = string(
     maxLength=times.TIME_DIGITS_MAX,
     description=f"epoch milliseconds in ASCII digits, {TIME_RANGE}",
 )
-BODY_TIME = {"anyOf": [TIME_MS, TIME_ISO_TEXT, TIME_DIGITS_TEXT], "examples": ["2026-11-18T10:00:00Z"]}
+BODY_TIME: Schema = {"anyOf": [TIME_MS, TIME_ISO_TEXT, TIME_DIGITS_TEXT], "examples": ["2026-11-18T10:00:00Z"]}
 AHEAD = f"at most MAX_FUTURE_SKEW_SECONDS ({DEFAULTS.max_future_skew_seconds} s) ahead"
 # Optional times: null or absent mean now.
 OPTIONAL_TIME = {"anyOf": [*BODY_TIME["anyOf"], {"type": "null"}], "examples": BODY_TIME["examples"]}
