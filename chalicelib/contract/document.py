@@ -112,7 +112,8 @@ def _parameter(param: routes.Param) -> dict[str, Any]:
 def build(operations: tuple[Operation, ...] = routes.OPERATIONS, version: str = "1") -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for operation in operations:
-        paths.setdefault(operation.path, {})[operation.method.lower()] = operation_object(operation)
+        method, path = operation.key
+        paths.setdefault(path, {})[method.lower()] = operation_object(operation)
     return {
         "openapi": OPENAPI_VERSION,
         "info": {"title": "Tally", "version": version, "description": DESCRIPTION},

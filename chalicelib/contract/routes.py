@@ -4,7 +4,7 @@ routes); its key scope comes from access.policy.ROUTES, the table the access che
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from chalicelib.contract import schemas as s
 from chalicelib.core import quarantine, timebuckets, window_params
@@ -47,8 +47,7 @@ class Link:
 
 @dataclass(frozen=True)
 class Operation:
-    method: str
-    path: str
+    route: str  # "METHOD /path"
     operation_id: str
     tag: str
     summary: str
@@ -56,25 +55,29 @@ class Operation:
     params: tuple[Param, ...] = ()
     body: s.Schema | None = None
     errors: tuple[int, ...] = (400,)  # besides those of its key (401, 403) and of any route (429, 503)
-    links: tuple[Link, ...] = field(default=())
+    links: tuple[Link, ...] = ()
     description: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
-        return self.method, self.path
+        method, path = self.route.split(" ")
+        return method, path
 
 
 def path(name: str, schema: s.Schema, description: str = "") -> Param:
     return Param(name, schema, description, "path", True)
 
 
+def beacon(route: str, operation_id: str, answer: Answer, body: s.Schema, params: tuple[Param, ...] = ()) -> Operation:
+    """POST /beacon<route>: POST <route> for navigator.sendBeacon, which cannot set headers."""
+    summary = f"As POST {route}, from navigator.sendBeacon (an ingest-only key as `?key=`)"
+    return Operation(f"POST /beacon{route}", operation_id, "beacon", summary, (answer,), params, body)
+
+
 # The window parameters are one object (style form, exploded: each property is a query parameter
 # of its own), so that the document can say `window` and `start` exclude each other.
 WINDOW = (Param("window", s.windowed(), "the window: `window` and `end`, or `start` and `end`"),)
-PAGE = (
-    Param("limit", s.LIMIT, "entries per page"),
-    Param("cursor", s.CURSOR),
-)
+PAGE = (Param("limit", s.LIMIT, "entries per page"), Param("cursor", s.CURSOR))
 HISTOGRAM_WINDOW = (
     f"the window and the resolution: at most {window_params.MAX_HISTOGRAM_BUCKETS} buckets, so a finer "
     "resolution takes a shorter window"
@@ -106,34 +109,25 @@ WINDOWED = (
 )
 HOUR_ALIGNED = "Windows are hour-aligned: the ceil(W/60) whole UTC hours up to and including the one holding `end`."
 ETAG = "ETag"
+NOT_MODIFIED = Answer(304, "the client's copy is current (If-None-Match)", None)
+IF_NONE_MATCH = Param("If-None-Match", s.string(), where="header")
 MEDIA = {suffix: content_type.split(";")[0] for suffix, content_type in assets.CONTENT_TYPES.items()}
 
 OPERATIONS: tuple[Operation, ...] = (
     # -- events and windowed counts
     Operation(
-        "POST",
-        "/events",
+        "POST /events",
         "postEvents",
         "events",
         "Send one event, or a batch of them",
         (Answer(201, "stored, each counted once however often it is sent", s.IDS),),
         body=s.EVENTS_BODY,
-        errors=(400,),
         links=(Link("countOfTheCounter", "getCounter", {"path.counter": "$request.body#/counter"}),),
         description="A bad event refuses the whole batch. 503 `PartialWrite` names the `stored` and `failed` ids.",
     ),
+    beacon("/events", "postBeaconEvents", Answer(201, "stored", s.IDS), s.EVENTS_BODY),
     Operation(
-        "POST",
-        "/beacon/events",
-        "postBeaconEvents",
-        "beacon",
-        "As POST /events, from navigator.sendBeacon (an ingest-only key as `?key=`)",
-        (Answer(201, "stored", s.IDS),),
-        body=s.EVENTS_BODY,
-    ),
-    Operation(
-        "POST",
-        "/beacon/pageview",
+        "POST /beacon/pageview",
         "postPageview",
         "sites",
         "A page view (or custom event) from tally.js, counted without cookies (docs/tracker.md)",
@@ -143,8 +137,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "agent, never stored. A resent beacon (same url, time and visitor) counts once.",
     ),
     Operation(
-        "GET",
-        "/counters/{counter}",
+        "GET /counters/{counter}",
         "getCounter",
         "events",
         "A counter's count over a window",
@@ -153,8 +146,7 @@ OPERATIONS: tuple[Operation, ...] = (
         description=f"{WINDOWED} {FILTERED}",
     ),
     Operation(
-        "GET",
-        "/counters/{counter}/histogram",
+        "GET /counters/{counter}/histogram",
         "getCounterHistogram",
         "events",
         "A counter's counts per minute, hour or day",
@@ -162,17 +154,14 @@ OPERATIONS: tuple[Operation, ...] = (
         params=(
             COUNTER,
             Param(
-                "window",
-                s.windowed({r: minute_histogram_window(r) for r in s.RESOLUTIONS}, "hour"),
-                HISTOGRAM_WINDOW,
+                "window", s.windowed({r: minute_histogram_window(r) for r in s.RESOLUTIONS}, "hour"), HISTOGRAM_WINDOW
             ),
             WHERE,
         ),
         description=f"{WINDOWED} At most {window_params.MAX_HISTOGRAM_BUCKETS} buckets. {FILTERED}",
     ),
     Operation(
-        "GET",
-        "/counters/{counter}/breakdown",
+        "GET /counters/{counter}/breakdown",
         "getCounterBreakdown",
         "events",
         "A counter's count and sums per value of one dimension, most frequent first",
@@ -190,8 +179,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "says how many events a value not listed can have.",
     ),
     Operation(
-        "GET",
-        "/counters",
+        "GET /counters",
         "listCounters",
         "events",
         "The counters that exist, by name",
@@ -200,8 +188,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     # -- exact view counts
     Operation(
-        "POST",
-        "/views",
+        "POST /views",
         "postViews",
         "views",
         "Send one view, or a batch of them: each (url, time, clientId) counts once",
@@ -209,18 +196,9 @@ OPERATIONS: tuple[Operation, ...] = (
         body=s.VIEWS_BODY,
         links=(Link("viewsOfTheUrl", "getViews", {"query.url": "$request.body#/url"}),),
     ),
+    beacon("/views", "postBeaconViews", Answer(202, "queued", s.ACCEPTED_VIEWS), s.VIEWS_BODY),
     Operation(
-        "POST",
-        "/beacon/views",
-        "postBeaconViews",
-        "beacon",
-        "As POST /views, from navigator.sendBeacon (an ingest-only key as `?key=`)",
-        (Answer(202, "queued", s.ACCEPTED_VIEWS),),
-        body=s.VIEWS_BODY,
-    ),
-    Operation(
-        "GET",
-        "/views",
+        "GET /views",
         "getViews",
         "views",
         "A URL's views: of all time, or over a window",
@@ -229,8 +207,7 @@ OPERATIONS: tuple[Operation, ...] = (
         description=WINDOWED,
     ),
     Operation(
-        "GET",
-        "/views/top",
+        "GET /views/top",
         "getTopViews",
         "views",
         "The most viewed URLs of a window, with their exact views",
@@ -244,8 +221,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "at most 1,000 distinct URLs; otherwise `exact` says whether it is, and `bound` what a URL left out can have.",
     ),
     Operation(
-        "GET",
-        "/views/urls",
+        "GET /views/urls",
         "listViewUrls",
         "views",
         "The URLs with views, with their counts",
@@ -254,8 +230,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     # -- unique counts
     Operation(
-        "POST",
-        "/hyperloglog/{name}",
+        "POST /hyperloglog/{name}",
         "postUniqueItems",
         "uniques",
         "Add items to a unique count",
@@ -264,19 +239,15 @@ OPERATIONS: tuple[Operation, ...] = (
         body=s.UNIQUE_ITEMS_BODY,
         links=(Link("countOfTheName", "getUniqueCount", {"path.name": "$request.path.name"}),),
     ),
-    Operation(
-        "POST",
-        "/beacon/hyperloglog/{name}",
+    beacon(
+        "/hyperloglog/{name}",
         "postBeaconUniqueItems",
-        "beacon",
-        "As POST /hyperloglog/{name}, from navigator.sendBeacon (an ingest-only key as `?key=`)",
-        (Answer(202, "queued", s.ACCEPTED_ITEMS),),
-        params=(UNIQUE_NAME,),
-        body=s.UNIQUE_ITEMS_BODY,
+        Answer(202, "queued", s.ACCEPTED_ITEMS),
+        s.UNIQUE_ITEMS_BODY,
+        (UNIQUE_NAME,),
     ),
     Operation(
-        "GET",
-        "/hyperloglog/{name}",
+        "GET /hyperloglog/{name}",
         "getUniqueCount",
         "uniques",
         "Distinct items of a name: of all time, or over an hour-aligned window",
@@ -285,8 +256,7 @@ OPERATIONS: tuple[Operation, ...] = (
         description=HOUR_ALIGNED,
     ),
     Operation(
-        "GET",
-        "/hyperloglog/{name}/histogram",
+        "GET /hyperloglog/{name}/histogram",
         "getUniqueHistogram",
         "uniques",
         "Distinct items per hour or day (not additive)",
@@ -302,18 +272,11 @@ OPERATIONS: tuple[Operation, ...] = (
         description=f"{HOUR_ALIGNED} At most {window_params.MAX_HISTOGRAM_BUCKETS} buckets.",
     ),
     Operation(
-        "GET",
-        "/hyperloglog",
+        "GET /hyperloglog",
         "getUnionOrNames",
         "uniques",
         "With `names`: distinct items of their union; without: the names that exist",
-        (
-            Answer(
-                200,
-                "the union's estimate, or a page of names",
-                {"anyOf": [s.UNION_ANSWER, s.NAME_LISTING]},
-            ),
-        ),
+        (Answer(200, "the union's estimate, or a page of names", {"anyOf": [s.UNION_ANSWER, s.NAME_LISTING]}),),
         params=(
             Param(
                 "query",
@@ -325,40 +288,24 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     # -- reports
     Operation(
-        "POST",
-        "/reports",
+        "POST /reports",
         "runReports",
         "reports",
         "Run the scheduled report now",
-        (
-            Answer(201, "reports written", s.REPORT_RUN),
-            Answer(200, "nothing new to report", s.REPORT_RUN),
-        ),
+        (Answer(201, "reports written", s.REPORT_RUN), Answer(200, "nothing new to report", s.REPORT_RUN)),
         errors=(),
         links=(Link("theFirstReport", "getReport", {"path.report_id": "$response.body#/reports/0/id"}),),
     ),
     Operation(
-        "GET",
-        "/reports",
+        "GET /reports",
         "listReports",
         "reports",
         "Reports, newest first",
-        (
-            Answer(
-                200,
-                "the newest reports",
-                {
-                    "type": "object",
-                    "required": ["reports", "next"],
-                    "properties": {"reports": {"type": "array", "items": s.REPORT_SUMMARY}, "next": s.NEXT},
-                },
-            ),
-        ),
+        (Answer(200, "the newest reports", s.REPORT_LISTING),),
         params=PAGE,
     ),
     Operation(
-        "GET",
-        "/reports/{report_id}",
+        "GET /reports/{report_id}",
         "getReport",
         "reports",
         "One report, as JSON or as a CSV download",
@@ -378,8 +325,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     # -- the quarantine
     Operation(
-        "GET",
-        "/quarantine",
+        "GET /quarantine",
         "listQuarantine",
         "operations",
         "Records set aside by the background handlers",
@@ -387,8 +333,7 @@ OPERATIONS: tuple[Operation, ...] = (
         params=(Param("source", s.query_text(enum=list(quarantine.SOURCES)), "default: every source"), *PAGE),
     ),
     Operation(
-        "GET",
-        "/quarantine/counts",
+        "GET /quarantine/counts",
         "countQuarantine",
         "operations",
         "How many records each source set aside",
@@ -396,8 +341,7 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(),
     ),
     Operation(
-        "POST",
-        "/quarantine/replay",
+        "POST /quarantine/replay",
         "replayQuarantine",
         "operations",
         "Count set-aside stream records once, after the fault that set them aside is fixed",
@@ -406,8 +350,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     # -- the audit
     Operation(
-        "GET",
-        "/audit",
+        "GET /audit",
         "listAudit",
         "operations",
         "Events partitions whose stored events and counted events do not add up",
@@ -415,8 +358,7 @@ OPERATIONS: tuple[Operation, ...] = (
         params=PAGE,
     ),
     Operation(
-        "POST",
-        "/audit",
+        "POST /audit",
         "runAudit",
         "operations",
         "Run the scheduled audit now",
@@ -424,8 +366,7 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(),
     ),
     Operation(
-        "POST",
-        "/audit/repair",
+        "POST /audit/repair",
         "repairPartition",
         "operations",
         "Recount the buckets a short partition's events fall in",
@@ -434,8 +375,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     # -- keys
     Operation(
-        "POST",
-        "/keys",
+        "POST /keys",
         "createKey",
         "keys",
         "Create a key: the only answer that shows it",
@@ -452,27 +392,15 @@ OPERATIONS: tuple[Operation, ...] = (
         ),
     ),
     Operation(
-        "GET",
-        "/keys",
+        "GET /keys",
         "listKeys",
         "keys",
         "Every key's record (never a key)",
-        (
-            Answer(
-                200,
-                "the records",
-                {
-                    "type": "object",
-                    "required": ["keys", "next"],
-                    "properties": {"keys": {"type": "array", "items": s.KEY_RECORD}, "next": s.NEXT},
-                },
-            ),
-        ),
+        (Answer(200, "the records", s.KEY_LISTING),),
         params=PAGE,
     ),
     Operation(
-        "DELETE",
-        "/keys/{key_id}",
+        "DELETE /keys/{key_id}",
         "revokeKey",
         "keys",
         "Revoke a key (idempotent)",
@@ -482,8 +410,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     # -- the dashboard and this document: no key
     Operation(
-        "GET",
-        "/",
+        "GET /",
         "dashboard",
         "dashboard",
         "The dashboard, one HTML page",
@@ -491,25 +418,20 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(),
     ),
     Operation(
-        "GET",
-        "/dashboard/{name}",
+        "GET /dashboard/{name}",
         "dashboardAsset",
         "dashboard",
         "A file of the dashboard: immutable with the current `v`, else revalidated by ETag",
-        (
-            Answer(200, "the file", s.string(), media=tuple(MEDIA.values()), headers=(ETAG,)),
-            Answer(304, "the client's copy is current (If-None-Match)", None),
-        ),
+        (Answer(200, "the file", s.string(), media=tuple(MEDIA.values()), headers=(ETAG,)), NOT_MODIFIED),
         params=(
             path("name", s.string(minLength=1, examples=["dashboard.js"])),
             Param("v", s.query_text(), "the content hash the page names"),
-            Param("If-None-Match", s.string(), where="header"),
+            IF_NONE_MATCH,
         ),
         errors=(400, 404),
     ),
     Operation(
-        "GET",
-        "/sites",
+        "GET /sites",
         "listSites",
         "sites",
         "The sites that sent page views, by name",
@@ -517,8 +439,7 @@ OPERATIONS: tuple[Operation, ...] = (
         params=PAGE,
     ),
     Operation(
-        "GET",
-        "/sites/{site}/summary",
+        "GET /sites/{site}/summary",
         "getSiteSummary",
         "sites",
         "A site's visitors, page views, top pages, referrers, sources and devices over a window",
@@ -536,24 +457,16 @@ OPERATIONS: tuple[Operation, ...] = (
         + " Visitors are counted over whole UTC hours (`visitors_start`, `visitors_end`), as unique counts are.",
     ),
     Operation(
-        "GET",
-        "/tally.js",
+        "GET /tally.js",
         "trackerScript",
         "sites",
         "The tracker script a site links (docs/tracker.md): cached an hour, or a year with the current `v`",
-        (
-            Answer(200, "the script", s.string(), media=(MEDIA[".js"],), headers=(ETAG,)),
-            Answer(304, "the client's copy is current (If-None-Match)", None),
-        ),
-        params=(
-            Param("v", s.query_text(), "the script's content hash"),
-            Param("If-None-Match", s.string(), where="header"),
-        ),
+        (Answer(200, "the script", s.string(), media=(MEDIA[".js"],), headers=(ETAG,)), NOT_MODIFIED),
+        params=(Param("v", s.query_text(), "the script's content hash"), IF_NONE_MATCH),
         errors=(400,),  # a query string past the bounds every route shares (core.inputs)
     ),
     Operation(
-        "GET",
-        "/openapi.json",
+        "GET /openapi.json",
         "openapi",
         "dashboard",
         "This document",
@@ -561,7 +474,3 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(),
     ),
 )
-
-
-def by_key() -> dict[tuple[str, str], Operation]:
-    return {operation.key: operation for operation in OPERATIONS}

@@ -42,6 +42,14 @@ def string(**more: Any) -> Schema:
     return {"type": "string", **more}
 
 
+def array(items: Schema, **more: Any) -> Schema:
+    return {"type": "array", "items": items, **more}
+
+
+def integer(low: int, high: int, **more: Any) -> Schema:
+    return {"type": "integer", "minimum": low, "maximum": high, **more}
+
+
 def nullable(schema: Schema) -> Schema:
     return {"anyOf": [schema, {"type": "null"}]}
 
@@ -60,7 +68,16 @@ def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None, 
     return schema
 
 
+COUNT = {"type": "integer", "minimum": 0}
+BOOLEAN = {"type": "boolean"}
 NEXT = nullable(string(description="the cursor of the next page; null on the last page"))
+
+
+def listing(field: str, item: Schema) -> Schema:
+    """A page of a listing: its entries under `field` and the cursor of the next page."""
+    return obj({field: array(item), "next": NEXT})
+
+
 ISO_TIME = string(format="date-time", description="ISO-8601 UTC with milliseconds, as Tally writes times")
 NAME = string(
     pattern=anchored(validation.NAME_PATTERN),
@@ -140,12 +157,7 @@ ISO_TIME_PATTERN = (
 )
 TIME_DIGITS = "0*" + integers(times.MIN_TIME_MS, times.MAX_TIME_MS - 1)
 TIME_RANGE = "from 2000-01-01 to 2100-01-01 UTC"
-TIME_MS = {
-    "type": "integer",
-    "minimum": times.MIN_TIME_MS,
-    "maximum": times.MAX_TIME_MS - 1,
-    "description": "epoch milliseconds",
-}
+TIME_MS = integer(times.MIN_TIME_MS, times.MAX_TIME_MS - 1, description="epoch milliseconds")
 TIME_ISO_TEXT = string(
     format="date-time",
     pattern=anchored(ISO_TIME_PATTERN),
@@ -157,13 +169,10 @@ TIME_DIGITS_TEXT = string(
     maxLength=times.TIME_DIGITS_MAX,
     description=f"epoch milliseconds in ASCII digits, {TIME_RANGE}",
 )
-TIME_TEXT = {"anyOf": [TIME_ISO_TEXT, TIME_DIGITS_TEXT]}
-BODY_TIME = {"anyOf": [TIME_MS, TIME_ISO_TEXT, TIME_DIGITS_TEXT], "examples": ["2026-11-18T10:00:00Z"]}
+BODY_TIME: Schema = {"anyOf": [TIME_MS, TIME_ISO_TEXT, TIME_DIGITS_TEXT], "examples": ["2026-11-18T10:00:00Z"]}
+AHEAD = f"at most MAX_FUTURE_SKEW_SECONDS ({DEFAULTS.max_future_skew_seconds} s) ahead"
 # Optional times: null or absent mean now.
-OPTIONAL_TIME = {
-    "anyOf": [TIME_MS, TIME_ISO_TEXT, TIME_DIGITS_TEXT, {"type": "null"}],
-    "examples": ["2026-11-18T10:00:00Z"],
-}
+OPTIONAL_TIME = {"anyOf": [*BODY_TIME["anyOf"], {"type": "null"}], "examples": BODY_TIME["examples"]}
 
 
 def query_text(**more: Any) -> Schema:
@@ -173,7 +182,7 @@ def query_text(**more: Any) -> Schema:
 
 def query_integer(low: int, high: int, default: int) -> Schema:
     """A query integer: ASCII digits (inputs.digits), within [low, high]."""
-    return {"type": "integer", "minimum": low, "maximum": high, "default": default}
+    return integer(low, high, default=default)
 
 
 def duration(most_minutes: int) -> Schema:
@@ -190,7 +199,7 @@ def duration(most_minutes: int) -> Schema:
 
 
 WINDOW = duration(window_params.MAX_WINDOW_MINUTES)
-QUERY_TIME = {**TIME_TEXT, "examples": ["2026-11-18T10:00:00Z"]}
+QUERY_TIME = {"anyOf": [TIME_ISO_TEXT, TIME_DIGITS_TEXT], "examples": BODY_TIME["examples"]}
 END = {**QUERY_TIME, "description": "the window's end (default now); with `start`, the last minute counted"}
 START = {
     **QUERY_TIME,
@@ -320,7 +329,7 @@ ATTRIBUTE_VALUE = {
     "anyOf": [
         {"type": ["string", "boolean", "null"]},
         ref("AttributeNumber"),
-        {"type": "array", "items": ref("AttributeValue")},
+        array(ref("AttributeValue")),
         {"type": "object", "propertyNames": {"minLength": 1}, "additionalProperties": ref("AttributeValue")},
     ],
     "description": "any JSON value; its numbers are DynamoDB's (AttributeNumber) and its keys at least one character",
@@ -338,18 +347,13 @@ EVENT = obj(
                 description="a client id: a retried POST with the same id counts once (null or absent: one is made)",
             )
         ),
-        "time": {
-            **OPTIONAL_TIME,
-            "description": f"when it happened (null or absent: now), at most MAX_FUTURE_SKEW_SECONDS "
-            f"({DEFAULTS.max_future_skew_seconds} s) ahead",
-        },
-        "retention": {
-            "type": "integer",
-            "minimum": ingest.MIN_RETENTION_SECONDS,
-            "maximum": ingest.MAX_RETENTION_SECONDS,
-            "default": DEFAULTS.default_retention_seconds,
-            "description": "seconds the event is counted",
-        },
+        "time": {**OPTIONAL_TIME, "description": f"when it happened (null or absent: now), {AHEAD}"},
+        "retention": integer(
+            ingest.MIN_RETENTION_SECONDS,
+            ingest.MAX_RETENTION_SECONDS,
+            default=DEFAULTS.default_retention_seconds,
+            description="seconds the event is counted",
+        ),
         "attributes": {
             "type": "object",
             "propertyNames": {"minLength": 1},
@@ -383,15 +387,14 @@ EVENT = obj(
     },
     closed=True,
 )
-EVENTS_BODY = {
-    "anyOf": [
-        ref("Event"),
-        obj(
-            {"events": {"type": "array", "items": ref("Event"), "minItems": 1, "maxItems": ingest.MAX_BATCH}},
-            closed=True,
-        ),
-    ]
-}
+
+
+def one_or_batch(component: str, field: str, most: int) -> Schema:
+    """A body of one item (a component) or of `{field: [1..most items]}`."""
+    return {"anyOf": [ref(component), obj({field: array(ref(component), minItems=1, maxItems=most)}, closed=True)]}
+
+
+EVENTS_BODY = one_or_batch("Event", "events", ingest.MAX_BATCH)
 
 
 def _nonblank(max_chars: int) -> Schema:
@@ -405,43 +408,21 @@ VIEW = obj(
         "time": {
             **BODY_TIME,
             "description": "when the view happened: part of what makes it unique; younger than the horizon "
-            f"(VIEW_HORIZON_SECONDS, {DEFAULTS.view_horizon_seconds // 86400} days by default) and at most "
-            f"MAX_FUTURE_SKEW_SECONDS ({DEFAULTS.max_future_skew_seconds} s) ahead",
+            f"(VIEW_HORIZON_SECONDS, {DEFAULTS.view_horizon_seconds // 86400} days by default) and {AHEAD}",
         },
         "clientId": _nonblank(view_input.CLIENT_ID_MAX_CHARS),
     },
     closed=True,
 )
-VIEWS_BODY = {
-    "anyOf": [
-        ref("View"),
-        obj(
-            {"views": {"type": "array", "items": ref("View"), "minItems": 1, "maxItems": view_input.MAX_BATCH}},
-            closed=True,
-        ),
-    ]
-}
+VIEWS_BODY = one_or_batch("View", "views", view_input.MAX_BATCH)
 UNIQUE_ITEM = string(minLength=1, maxLength=uniques_api.MAX_ITEM_CHARS)
 UNIQUE_ITEMS_BODY = obj(
-    {
-        "data": {
-            "anyOf": [
-                UNIQUE_ITEM,
-                {"type": "array", "items": UNIQUE_ITEM, "minItems": 1, "maxItems": uniques_batches.MAX_ITEMS},
-            ]
-        }
-    },
-    {
-        "time": {
-            **OPTIONAL_TIME,
-            "description": f"when the items were seen (null or absent: now), at most MAX_FUTURE_SKEW_SECONDS "
-            f"({DEFAULTS.max_future_skew_seconds} s) ahead",
-        }
-    },
+    {"data": {"anyOf": [UNIQUE_ITEM, array(UNIQUE_ITEM, minItems=1, maxItems=uniques_batches.MAX_ITEMS)]}},
+    {"time": {**OPTIONAL_TIME, "description": f"when the items were seen (null or absent: now), {AHEAD}"}},
     closed=True,
 )
 NEW_KEY_BODY = obj(
-    {"scopes": {"type": "array", "items": SCOPE, "minItems": 1}},
+    {"scopes": array(SCOPE, minItems=1)},
     {
         "prefix": nullable(
             string(
@@ -452,27 +433,24 @@ NEW_KEY_BODY = obj(
                 "characters); null or absent: every name",
             )
         ),
-        "origins": {
-            "type": "array",
-            "items": string(pattern=anchored(policy.ORIGIN_PATTERN)),
-            "maxItems": policy.MAX_ORIGINS,
-            "description": "browser origins an ingest-only key works from",
-        },
-        "sites": {
-            "type": "array",
-            "items": string(maxLength=tracker.SITE_MAX_CHARS, pattern=anchored(tracker.SITE_PATTERN)),
-            "minItems": 1,
-            "maxItems": tracker.MAX_SITES,
-            "description": "a tracker key's sites (required for one, for no other key): hostnames, `www.` "
+        "origins": array(
+            string(pattern=anchored(policy.ORIGIN_PATTERN)),
+            maxItems=policy.MAX_ORIGINS,
+            description="browser origins an ingest-only key works from",
+        ),
+        "sites": array(
+            string(maxLength=tracker.SITE_MAX_CHARS, pattern=anchored(tracker.SITE_PATTERN)),
+            minItems=1,
+            maxItems=tracker.MAX_SITES,
+            description="a tracker key's sites (required for one, for no other key): hostnames, `www.` "
             "matching too; `*.blog.example` for every subdomain",
-        },
-        "rate_per_second": {
-            "type": "integer",
-            "minimum": policy.RATE_MIN,
-            "maximum": policy.RATE_MAX,
-            "description": "requests a second the key may make (429 over it); absent: its scope's default "
+        ),
+        "rate_per_second": integer(
+            policy.RATE_MIN,
+            policy.RATE_MAX,
+            description="requests a second the key may make (429 over it); absent: its scope's default "
             + ", ".join(f"{scope} {rate}" for scope, rate in policy.DEFAULT_RATES.items()),
-        },
+        ),
         "note": string(maxLength=policy.NOTE_MAX_CHARS),
     },
     closed=True,
@@ -507,11 +485,11 @@ ERROR = {
     "description": "Chalice's error shape; a 503 PartialWrite adds `stored` and `failed` ids",
 }
 RETENTION: dict[str, Schema] = {
-    "complete": {"type": "boolean", "description": "false when the window reaches past what is kept"},
+    "complete": {**BOOLEAN, "description": "false when the window reaches past what is kept"},
     "retained_from": ISO_TIME,
     "message": string(),
 }
-WINDOW_ANSWER: dict[str, Schema] = {"start": ISO_TIME, "end": ISO_TIME, "keys_read": {"type": "integer", "minimum": 0}}
+WINDOW_ANSWER: dict[str, Schema] = {"start": ISO_TIME, "end": ISO_TIME, "keys_read": COUNT}
 SUMS = {
     "type": "object",
     "propertyNames": DIMENSION_NAME,
@@ -529,7 +507,7 @@ WHERE_ECHO = {"type": "object", "additionalProperties": string(), "description":
 COUNT_ANSWER = obj(
     {
         "counter": NAME,
-        "count": {"type": "integer", "minimum": 0},
+        "count": COUNT,
         "sums": SUMS,
         "sums_exact": SUMS_EXACT,
         **WINDOW_ANSWER,
@@ -552,73 +530,56 @@ BREAKDOWN_ANSWER = obj(
         "by": DIMENSION_NAME,
         **WINDOW_ANSWER,
         "complete": RETENTION["complete"],
-        "exact": {"type": "boolean", "description": "true: the ranking, counts and sums are exact"},
-        "values": {
-            "type": "array",
-            "items": obj(
-                {"value": string(), "count": {"type": "integer", "minimum": 1}, "sums": SUMS, "sums_exact": SUMS_EXACT}
-            ),
-        },
+        "exact": {**BOOLEAN, "description": "true: the ranking, counts and sums are exact"},
+        "values": array(
+            obj({"value": string(), "count": {"type": "integer", "minimum": 1}, "sums": SUMS, "sums_exact": SUMS_EXACT})
+        ),
         "others": obj(
             {
-                "values": {"type": "integer", "minimum": 0, "description": "distinct values not listed"},
-                "count": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "description": "events not in the list (other values, or without the dimension)",
-                },
+                "values": {**COUNT, "description": "distinct values not listed"},
+                "count": {**COUNT, "description": "events not in the list (other values, or without the dimension)"},
             }
         ),
     },
     {
         **RETENTION,
         "where": WHERE_ECHO,
-        "bound": {
-            "type": "integer",
-            "minimum": 0,
-            "description": "when not exact: the most events a value not listed can have in the window",
-        },
+        "bound": {**COUNT, "description": "when not exact: the most events a value not listed can have in the window"},
     },
 )
-WHERE = {
-    "type": "array",
-    "items": query_text(pattern=r"^[A-Za-z0-9_.-]{1,64}:[\s\S]{1,128}$"),
-    "maxItems": filters.MAX_WHERE,
-    "description": "name:value (the value may hold colons); repeatable, every clause must hold: "
+WHERE = array(
+    query_text(pattern=r"^[A-Za-z0-9_.-]{1,64}:[\s\S]{1,128}$"),
+    maxItems=filters.MAX_WHERE,
+    description="name:value (the value may hold colons); repeatable, every clause must hold: "
     f"only the events having those dimension values (at most {filters.MAX_WHERE} clauses: filters are "
     "counted for single dimensions and pairs)",
-    "examples": [["provider:p2"]],
-}
+    examples=[["provider:p2"]],
+)
 HISTOGRAM_ANSWER = obj(
     {
         "counter": NAME,
         "resolution": string(enum=RESOLUTIONS),
         "start": ISO_TIME,
         "end": ISO_TIME,
-        "buckets": {
-            "type": "array",
-            "items": obj(
-                {"start": ISO_TIME, "count": {"type": "integer", "minimum": 0}, "sums": SUMS, "sums_exact": SUMS_EXACT}
-            ),
-        },
+        "buckets": array(obj({"start": ISO_TIME, "count": COUNT, "sums": SUMS, "sums_exact": SUMS_EXACT})),
         "complete": RETENTION["complete"],
     },
     {**RETENTION, "where": WHERE_ECHO},
 )
 ESTIMATE: dict[str, Schema] = {
-    "cardinality": {"type": "integer", "minimum": 0},
-    "lower": {"type": "integer", "minimum": 0},
-    "upper": {"type": "integer", "minimum": 0},
+    "cardinality": COUNT,
+    "lower": COUNT,
+    "upper": COUNT,
     "error_rate": {"type": "number", "minimum": 0},
-    "exact": {"type": "boolean"},
+    "exact": BOOLEAN,
     "start": nullable(ISO_TIME),
     "end": nullable(ISO_TIME),
-    "keys_read": {"type": "integer", "minimum": 0},
+    "keys_read": COUNT,
     "complete": RETENTION["complete"],
 }
 UNIQUE_COUNT_ANSWER = obj({"name": NAME, **ESTIMATE}, RETENTION)
-UNION_ANSWER = obj({"names": {"type": "array", "items": NAME}, **ESTIMATE}, RETENTION)
-NAME_LISTING = obj({"names": {"type": "array", "items": obj({"name": NAME, "last_seen": ISO_TIME})}, "next": NEXT})
+UNION_ANSWER = obj({"names": array(NAME), **ESTIMATE}, RETENTION)
+NAME_LISTING = listing("names", obj({"name": NAME, "last_seen": ISO_TIME}))
 UNIQUE_HISTOGRAM_ANSWER = obj(
     {
         "name": NAME,
@@ -626,21 +587,12 @@ UNIQUE_HISTOGRAM_ANSWER = obj(
         "start": ISO_TIME,
         "end": ISO_TIME,
         "additive": {"type": "boolean", "const": False},
-        "buckets": {
-            "type": "array",
-            "items": obj(
-                {"start": ISO_TIME, "cardinality": {"type": "integer", "minimum": 0}, "exact": {"type": "boolean"}}
-            ),
-        },
+        "buckets": array(obj({"start": ISO_TIME, "cardinality": COUNT, "exact": BOOLEAN})),
         "complete": RETENTION["complete"],
     },
     {"aligned": string(), "retained_from": ISO_TIME},
 )
-VIEW_COUNT_ANSWER = obj(
-    {"url": string(), "views": {"type": "integer", "minimum": 0}},
-    {**WINDOW_ANSWER, **RETENTION},
-)
-_VIEWS = {"type": "integer", "minimum": 0}
+VIEW_COUNT_ANSWER = obj({"url": string(), "views": COUNT}, {**WINDOW_ANSWER, **RETENTION})
 VIEW_URL_QUERY = query_text(minLength=1, pattern=view_input.NOT_BLANK)
 TOP_PREFIX = query_text(minLength=1, maxLength=view_input.URL_MAX_CHARS, pattern=view_input.NOT_BLANK)
 TOP_LIMIT = query_integer(1, view_top.MAX_LIMIT, view_top.DEFAULT_LIMIT)
@@ -648,23 +600,20 @@ TOP_VIEWS_ANSWER = obj(
     {
         **WINDOW_ANSWER,
         "complete": RETENTION["complete"],
-        "exact": {
-            "type": "boolean",
-            "description": "true when no URL left out can have more views than the last one listed",
-        },
-        "bound": {**_VIEWS, "description": "the most views a URL not listed can have in the window"},
-        "urls": {"type": "array", "items": obj({"url": string(), "views": _VIEWS})},
+        "exact": {**BOOLEAN, "description": "true when no URL left out can have more views than the last one listed"},
+        "bound": {**COUNT, "description": "the most views a URL not listed can have in the window"},
+        "urls": array(obj({"url": string(), "views": COUNT})),
         "others": obj(
             {
-                "urls": _VIEWS,
-                "views": _VIEWS,
-                "complete": {"type": "boolean", "description": "false: at least these URLs and views"},
+                "urls": COUNT,
+                "views": COUNT,
+                "complete": {**BOOLEAN, "description": "false: at least these URLs and views"},
             }
         ),
     },
     {**RETENTION, "prefix": string()},
 )
-REPORT_SUMMARY = obj({"id": REPORT_ID, "start": ISO_TIME, "end": ISO_TIME, "events": {"type": "integer", "minimum": 0}})
+REPORT_SUMMARY = obj({"id": REPORT_ID, "start": ISO_TIME, "end": ISO_TIME, "events": COUNT})
 # A report sums every numeric attribute, whatever its name.
 SUMS_EXACT_ANY = {k: v for k, v in SUMS_EXACT.items() if k != "propertyNames"}
 REPORT = obj(
@@ -680,73 +629,51 @@ REPORT = obj(
 )
 REPORT_RUN = obj(
     {
-        "reports": {"type": "array", "items": REPORT_SUMMARY},
-        "superseded": {"type": "boolean", "description": "another run committed the range this one read"},
-        "more": {"type": "boolean", "description": "the run read its budget before it reached now: run again"},
+        "reports": array(REPORT_SUMMARY),
+        "superseded": {**BOOLEAN, "description": "another run committed the range this one read"},
+        "more": {**BOOLEAN, "description": "the run read its budget before it reached now: run again"},
     }
 )
 KEY_RECORD = obj(
     {
         "id": KEY_ID,
-        "scopes": {"type": "array", "items": SCOPE},
+        "scopes": array(SCOPE),
         "prefix": nullable(string()),
-        "origins": {"type": "array", "items": string()},
-        "sites": {"type": "array", "items": string()},
-        "rate_per_second": {"type": "integer", "minimum": policy.RATE_MIN, "maximum": policy.RATE_MAX},
+        "origins": array(string()),
+        "sites": array(string()),
+        "rate_per_second": integer(policy.RATE_MIN, policy.RATE_MAX),
         "note": string(),
         "created": ISO_TIME,
         "revoked": nullable(ISO_TIME),
     }
 )
-NEW_KEY = obj(
-    {**KEY_RECORD["properties"], "key": string(pattern=anchored(access_keys.KEY_PATTERN))},
-)
-QUARANTINE_RECORDS = obj(
-    {
-        "records": {
-            "type": "array",
-            "items": obj(
-                {
-                    "source": QUARANTINE_SOURCE,
-                    "id": string(),
-                    "reason": string(),
-                    "seen_at": ISO_TIME,
-                    "record": string(maxLength=quarantine.MAX_RECORD_CHARS),
-                }
-            ),
-        },
-        "next": NEXT,
-    }
+REPORT_LISTING = {
+    "type": "object",
+    "required": ["reports", "next"],
+    "properties": {"reports": array(REPORT_SUMMARY), "next": NEXT},
+}
+KEY_LISTING = {"type": "object", "required": ["keys", "next"], "properties": {"keys": array(KEY_RECORD), "next": NEXT}}
+NEW_KEY = obj({**KEY_RECORD["properties"], "key": string(pattern=anchored(access_keys.KEY_PATTERN))})
+QUARANTINE_RECORDS = listing(
+    "records",
+    obj(
+        {
+            "source": QUARANTINE_SOURCE,
+            "id": string(),
+            "reason": string(),
+            "seen_at": ISO_TIME,
+            "record": string(maxLength=quarantine.MAX_RECORD_CHARS),
+        }
+    ),
 )
 QUARANTINE_COUNTS = obj(
-    {
-        "sources": {
-            "type": "array",
-            "items": obj(
-                {"source": string(), "records": {"type": "integer", "minimum": 0}, "complete": {"type": "boolean"}},
-                {"approximate": {"type": "boolean"}},
-            ),
-        }
-    }
+    {"sources": array(obj({"source": string(), "records": COUNT, "complete": BOOLEAN}, {"approximate": BOOLEAN}))}
 )
-COUNTER_LISTING = obj(
-    {
-        "counters": {"type": "array", "items": obj({"name": NAME, "last_counted": ISO_TIME})},
-        "next": NEXT,
-    }
-)
-URL_LISTING = obj(
-    {
-        "urls": {
-            "type": "array",
-            "items": obj({"url": string(), "views": {"type": "integer", "minimum": 0}, "last_counted": ISO_TIME}),
-        },
-        "next": NEXT,
-    }
-)
-IDS = obj({"ids": {"type": "array", "items": string()}})
+COUNTER_LISTING = listing("counters", obj({"name": NAME, "last_counted": ISO_TIME}))
+URL_LISTING = listing("urls", obj({"url": string(), "views": COUNT, "last_counted": ISO_TIME}))
+IDS = obj({"ids": array(string())})
 ACCEPTED_VIEWS = obj({"accepted": {"type": "boolean", "const": True}})
-ACCEPTED_ITEMS = obj({"accepted": {"type": "integer", "minimum": 1, "maximum": uniques_batches.MAX_ITEMS}})
+ACCEPTED_ITEMS = obj({"accepted": integer(1, uniques_batches.MAX_ITEMS)})
 OPENAPI = {"type": "object", "required": ["openapi", "paths"], "description": "this document"}
 
 # Named once in components.schemas and referred to from operations.
@@ -761,7 +688,6 @@ COMPONENTS: dict[str, Schema] = {
 
 # -- the audit and replay (counters.audit_runs, counters.repair, counters.replay) ------------------
 
-_COUNT = {"type": "integer", "minimum": 0}
 PARTITION = string(
     pattern=anchored(dates("") + "(?:[01][0-9]|2[0-3])(?:00|15|30|45)#[0-9]{1,3}"),
     description="an events partition: quarter hour of ingest (UTC, YYYYMMDDHHMM), `#`, write shard (below "
@@ -770,32 +696,27 @@ PARTITION = string(
 AUDIT_FINDING = obj(
     {
         "partition": PARTITION,
-        "stored": _COUNT,
-        **{name: _COUNT for name in audit_items.ACCOUNTS},
+        "stored": COUNT,
+        **{name: COUNT for name in audit_items.ACCOUNTS},
         "shortfall": {"type": "integer", "description": "stored minus accounted; negative when over"},
     }
 )
-AUDIT_LISTING = obj(
-    {
-        "partitions": {
-            "type": "array",
-            "items": obj(
-                {"partition": PARTITION, "audited_at": ISO_TIME},
-                {"stored": _COUNT, **{name: _COUNT for name in audit_items.ACCOUNTS}, "shortfall": {"type": "integer"}},
-            ),
-        },
-        "next": NEXT,
-    }
+AUDIT_LISTING = listing(
+    "partitions",
+    obj(
+        {"partition": PARTITION, "audited_at": ISO_TIME},
+        {"stored": COUNT, **{name: COUNT for name in audit_items.ACCOUNTS}, "shortfall": {"type": "integer"}},
+    ),
 )
 AUDIT_RUN = obj(
     {
-        "audited": _COUNT,
+        "audited": COUNT,
         "shortfall": {"type": "integer"},
-        "short": {"type": "array", "items": AUDIT_FINDING},
-        "rechecked": _COUNT,
-        "resolved": _COUNT,
-        "open": _COUNT,
-        "superseded": {"type": "boolean"},
+        "short": array(AUDIT_FINDING),
+        "rechecked": COUNT,
+        "resolved": COUNT,
+        "open": COUNT,
+        "superseded": BOOLEAN,
         "checkpoint": nullable(ISO_TIME),
     }
 )
@@ -803,45 +724,34 @@ REPAIR_BODY = obj({"partition": PARTITION}, closed=True)
 REPAIR = obj(
     {
         "partition": PARTITION,
-        "buckets": _COUNT,
-        "written": _COUNT,
-        "unchanged": _COUNT,
-        "busy": {
-            "type": "array",
-            "items": obj(
+        "buckets": COUNT,
+        "written": COUNT,
+        "unchanged": COUNT,
+        "busy": array(
+            obj(
                 {"counter": NAME, "resolution": string(enum=["hour", "day"]), "start": ISO_TIME},
                 {"where": WHERE_ECHO, "by": DIMENSION_NAME},
-            ),
-        },
-        "summaries": _COUNT,
-        "summaries_written": _COUNT,
-        "summaries_unchanged": _COUNT,
-        "partitions_read": _COUNT,
-        "events_read": _COUNT,
-        "accounted": {"type": "boolean"},
+            )
+        ),
+        "summaries": COUNT,
+        "summaries_written": COUNT,
+        "summaries_unchanged": COUNT,
+        "partitions_read": COUNT,
+        "events_read": COUNT,
+        "accounted": BOOLEAN,
         "finding": nullable(AUDIT_FINDING),
     }
 )
 REPLAY_BODY = obj(
     {"source": string(enum=[replay.SOURCE])},
     {
-        "ids": {
-            "type": "array",
-            "items": string(minLength=1, maxLength=1024),
-            "minItems": 1,
-            "maxItems": replay.MAX_REPLAY,
-        },
-        "limit": {"type": "integer", "minimum": 1, "maximum": replay.MAX_REPLAY},
+        "ids": array(string(minLength=1, maxLength=1024), minItems=1, maxItems=replay.MAX_REPLAY),
+        "limit": integer(1, replay.MAX_REPLAY),
     },
     closed=True,
 )
 REPLAY_BODY["not"] = {"required": ["ids", "limit"], "description": "ids or a limit, not both"}
-REPLAY = obj(
-    {
-        name: {"type": "array", "items": string()}
-        for name in ("replayed", "already_counted", "expired", "still_bad", "not_found")
-    }
-)
+REPLAY = obj({name: array(string()) for name in ("replayed", "already_counted", "expired", "still_bad", "not_found")})
 
 # -- site analytics (sites/: the tracker's beacon, site summaries) ---------------------------------
 # Bounds as sites/beacon.py declares them (tests/functional/sites/test_sites.py checks they agree).
@@ -865,7 +775,7 @@ PAGEVIEW_BODY = obj(
     },
     {
         "referrer": nullable(string(maxLength=view_input.URL_MAX_CHARS)),
-        "width": nullable({"type": "integer", "minimum": 0, "maximum": BEACON_WIDTH_MAX}),
+        "width": nullable(integer(0, BEACON_WIDTH_MAX)),
         "site": nullable(
             {**NAME, "maxLength": SITE_MAX_CHARS, "description": "the site counted (default: the URL's host)"}
         ),
@@ -883,23 +793,16 @@ PAGEVIEW_BODY["dependentSchemas"] = {
     for field in ("dimensions", "values")
 }
 PAGEVIEW_OUTCOME = obj(
-    {"counted": {"type": "boolean"}, "site": nullable(NAME)},
+    {"counted": BOOLEAN, "site": nullable(NAME)},
     {"reason": string(enum=["bot"], description="why nothing was counted")},
 )
-SITE_LISTING = obj(
-    {
-        "sites": {"type": "array", "items": obj({"site": NAME, "last_seen": ISO_TIME})},
-        "next": NEXT,
-    }
-)
+SITE_LISTING = listing("sites", obj({"site": NAME, "last_seen": ISO_TIME}))
 
 
 def _ranked(label: str) -> Schema:
-    return {
-        "type": "array",
-        "items": obj({label: string(), "pageviews": {"type": "integer", "minimum": 0}}),
-        "description": "sorted by page views, most first, at most `limit`",
-    }
+    return array(
+        obj({label: string(), "pageviews": COUNT}), description="sorted by page views, most first, at most `limit`"
+    )
 
 
 SITE_SUMMARY = obj(
@@ -907,8 +810,8 @@ SITE_SUMMARY = obj(
         "site": NAME,
         "start": ISO_TIME,
         "end": ISO_TIME,
-        "visitors": {"type": "integer", "minimum": 0},
-        "pageviews": {"type": "integer", "minimum": 0},
+        "visitors": COUNT,
+        "pageviews": COUNT,
         "pages": _ranked("path"),
         "referrers": _ranked("referrer"),
         "sources": _ranked("source"),
@@ -916,17 +819,11 @@ SITE_SUMMARY = obj(
         "others": {
             "type": "object",
             "description": "per list, what it leaves out: how many values and their page views",
-            "additionalProperties": obj(
-                {"values": {"type": "integer", "minimum": 0}, "pageviews": {"type": "integer", "minimum": 0}}
-            ),
+            "additionalProperties": obj({"values": COUNT, "pageviews": COUNT}),
         },
-        "complete": {"type": "boolean"},
-        "exact": {"type": "boolean"},
-        "keys_read": {"type": "integer", "minimum": 0},
+        "complete": BOOLEAN,
+        "exact": BOOLEAN,
+        "keys_read": COUNT,
     },
-    {
-        "visitors_exact": {"type": "boolean"},
-        "visitors_start": ISO_TIME,
-        "visitors_end": ISO_TIME,
-    },
+    {"visitors_exact": BOOLEAN, "visitors_start": ISO_TIME, "visitors_end": ISO_TIME},
 )

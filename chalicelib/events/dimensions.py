@@ -10,7 +10,7 @@ filters and breakdowns"."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -34,38 +34,36 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 def dimensions(raw: Any, field: str) -> dict[str, str]:
     """`raw` as an event's dimensions (absent or null: none); ValidationError naming `field`."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise ValidationError(f"{field} must be a JSON object of dimension names to strings")
-    if len(raw) > MAX_DIMENSIONS:
-        raise ValidationError(f"{field} holds {len(raw)} dimensions; at most {MAX_DIMENSIONS} are allowed")
     found: dict[str, str] = {}
-    for key, value in raw.items():
-        shown = _name(key, field)
+    for key, value, where in _entries(raw, field, "dimension", MAX_DIMENSIONS, "strings"):
         if not isinstance(value, str) or not 1 <= len(value) <= DIMENSION_VALUE_MAX_CHARS:
-            raise ValidationError(f"{field}.{shown} must be a string of 1-{DIMENSION_VALUE_MAX_CHARS} characters")
-        found[key] = inputs.text(value, f"{field}.{shown}")
+            raise ValidationError(f"{where} must be a string of 1-{DIMENSION_VALUE_MAX_CHARS} characters")
+        found[key] = inputs.text(value, where)
     return found
 
 
 def values(raw: Any, field: str) -> dict[str, Decimal]:
     """`raw` as an event's values (absent or null: none), as exact decimals in their stored form
     (inputs.canonical); ValidationError naming `field`."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise ValidationError(f"{field} must be a JSON object of value names to numbers")
-    if len(raw) > MAX_VALUES:
-        raise ValidationError(f"{field} holds {len(raw)} values; at most {MAX_VALUES} are allowed")
     found: dict[str, Decimal] = {}
-    for key, value in raw.items():
-        shown = _name(key, field)
+    for key, value, where in _entries(raw, field, "value", MAX_VALUES, "numbers"):
         if isinstance(value, bool) or not isinstance(value, (int, Decimal, float)):
-            raise ValidationError(f"{field}.{shown} must be a number")
-        exact = Decimal(repr(value)) if isinstance(value, float) else value
-        found[key] = summable(exact, f"{field}.{shown}")
+            raise ValidationError(f"{where} must be a number")
+        found[key] = summable(Decimal(repr(value)) if isinstance(value, float) else value, where)
     return found
+
+
+def _entries(raw: Any, field: str, kind: str, most: int, of: str) -> Iterator[tuple[str, Any, str]]:
+    """Each name of `raw` (a JSON object of at most `most` names; absent or null: none), its value and
+    the value's field, the name checked before its value."""
+    if raw is None:
+        return
+    if not isinstance(raw, Mapping):
+        raise ValidationError(f"{field} must be a JSON object of {kind} names to {of}")
+    if len(raw) > most:
+        raise ValidationError(f"{field} holds {len(raw)} {kind}s; at most {most} are allowed")
+    for key, value in raw.items():
+        yield key, value, f"{field}.{_name(key, field)}"
 
 
 def summable(value: int | Decimal, field: str) -> Decimal:

@@ -165,11 +165,11 @@ def from_item(item: dict[str, Any]) -> Event:
 
 def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:
     """The events-table item (plain Python values) for an event ingested at ingest_ms; dimensions
-    and values only when the event has them (an event without them is stored as before)."""
+    and values only when the event has them."""
     item: dict[str, Any] = {
         "pk": partition_key(ingest_ms, secrets.randbelow(settings.event_write_shards)),
         "sk": sort_key(ingest_ms, secrets.token_urlsafe(9)),
-        "kind": "event",
+        "kind": packs.EVENT_KIND,
         "counter": event.counter,
         "id": event.id,
         "id_given": event.id_given,
@@ -244,8 +244,8 @@ def store(
                 ) from exc.__cause__
             raise
         unprocessed = response.get("UnprocessedItems", {}).get(settings.events_table, [])
-        keys = {_item_key(r["PutRequest"]["Item"]) for r in unprocessed}
-        pending = [(held, item) for held, item in pending if _item_key(item) in keys]
+        keys = {attributes.key_of(r["PutRequest"]["Item"]) for r in unprocessed}
+        pending = [(held, item) for held, item in pending if attributes.key_of(item) in keys]
         if not pending:
             return [e.id for e in events]
     done = stored()
@@ -256,7 +256,3 @@ def store(
 
 def _serialize(item: dict[str, Any]) -> dict[str, Any]:
     return {k: _SERIALIZER.serialize(v) for k, v in item.items()}
-
-
-def _item_key(item: dict[str, Any]) -> tuple[str, str]:
-    return attributes.key_of(item)

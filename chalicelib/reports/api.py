@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,14 +14,11 @@ from chalicelib.core.storage_errors import translated
 from chalicelib.reports import ranges as report_ranges
 from chalicelib.reports.runs import INDEX_PK, _index_item, _object_keys
 
-log = logging.getLogger(__name__)
-
 FORMATS = ("json", "csv")
 
 
 def list_reports(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
-    """`{"reports": [{"id", "start", "end", "events"}], "next"}`, newest first, one page
-    (core.pager) of `limit` (1-1000, default 100) after `cursor`."""
+    """One page (core.pager) of the committed reports, newest first."""
     request = pager.page_request(params, report_ranges.parse_report_id)
     page = pager.query_page(
         dynamodb, settings.counts_table, INDEX_PK, request, "the reports could not be listed", newest_first=True

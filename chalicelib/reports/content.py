@@ -52,12 +52,7 @@ class Report:
                     totals.sums[name] = EXACT.add(totals.sums[name], value)
 
     def summary(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "start": times.iso(self.start_ms),
-            "end": times.iso(self.end_ms),
-            "events": self.events,
-        }
+        return {"id": self.id, "start": times.iso(self.start_ms), "end": times.iso(self.end_ms), "events": self.events}
 
     def as_dict(self) -> dict[str, Any]:
         return {

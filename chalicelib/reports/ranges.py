@@ -40,19 +40,13 @@ class PartitionQuery:
         return expression, {":pk": {"S": self.pk}, **{k: {"S": v} for k, v in values.items()}}
 
 
-def quarter_hour_starts(start_ms: int, end_ms: int) -> list[int]:
-    """Start times of the quarter hours that overlap [start_ms, end_ms)."""
-    if end_ms <= start_ms:
-        return []
-    first = start_ms - start_ms % QUARTER_HOUR_MS
-    return list(range(first, end_ms, QUARTER_HOUR_MS))
-
-
 def quarter_queries(start_ms: int, end_ms: int, shards: int) -> list[tuple[int, list[PartitionQuery]]]:
     """Per quarter hour overlapping [start_ms, end_ms), in time order: its start and the Queries
     (one per write shard) that read exactly its events ingested in the range."""
+    if end_ms <= start_ms:
+        return []
     quarters: list[tuple[int, list[PartitionQuery]]] = []
-    for quarter in quarter_hour_starts(start_ms, end_ms):
+    for quarter in range(start_ms - start_ms % QUARTER_HOUR_MS, end_ms, QUARTER_HOUR_MS):
         low = times.iso(start_ms) if start_ms > quarter else None
         high = times.iso(end_ms) if end_ms < quarter + QUARTER_HOUR_MS else None
         quarters.append((quarter, [PartitionQuery(events.partition_key(quarter, s), low, high) for s in range(shards)]))
