@@ -92,8 +92,10 @@ def count(
     user_agent: str | None,
     now_ms: int,
 ) -> Outcome:
-    """Count one beacon (nothing for a known bot); ValidationError for a URL that is not a page's."""
+    """Count one beacon (for a known bot, only that the site refused one); ValidationError for a
+    URL that is not a page's."""
     if privacy.is_bot(user_agent):
+        _count_bot(dynamodb, settings, beacon, ip, user_agent or "", now_ms)
         return Outcome(False, None, "bot")
     assert user_agent is not None
     try:
@@ -125,6 +127,27 @@ def count(
     events.store(dynamodb, settings, batch, now_ms)
     _note_site(dynamodb, settings, site, now_ms)
     return Outcome(True, site)
+
+
+def _count_bot(dynamodb: DynamoDB, settings: Settings, beacon: Beacon, ip: str, user_agent: str, now_ms: int) -> None:
+    """One event on the site's bots counter, its id derived as a page view's (a resend counts
+    once). A bot's beacon is refused whatever its URL: one naming no site counts nowhere."""
+    try:
+        page = privacy.page(beacon.url, beacon.referrer)
+        site = beacon.site or names.site_name(page.host, "url's host")
+    except (ValueError, ValidationError):
+        return
+    salt = salts.salt_for_day(dynamodb, settings, beacon.time_ms // times.DAY_MS, now_ms)
+    view_url = privacy.page_url(beacon.url)
+    event = {
+        "counter": names.bots_counter(site),
+        "id": _derived(
+            "bot", beacon.event, view_url, str(beacon.time_ms), privacy.visitor_id(salt, site, ip, user_agent)
+        ),
+        "time": beacon.time_ms,
+        "retention": summary.RETENTION_SECONDS,
+    }
+    events.store(dynamodb, settings, events.parse_body(event, now_ms, settings), now_ms)
 
 
 def pageview_events(site: str, page: privacy.Page, beacon: Beacon, view_url: str, visitor: str) -> list[dict[str, Any]]:

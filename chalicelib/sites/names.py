@@ -5,6 +5,7 @@ A site (its hostname, or the script's `data-site`) is counted under Tally's own 
                                        source (utm_source) and device
     counter  site-utm:<site>           one event per page view that carries UTM fields,
                                        dimensions source, medium, campaign
+    counter  site-bots:<site>          one event per page view refused as a bot's, no dimensions
     counter  site-event:<site>:<name>  custom events (`tally(name, ...)`), the caller's dimensions
     unique   site:<site>               the site's visitors (hour and day sketches)
     views    the page's URL            exact page views per URL
@@ -22,7 +23,7 @@ CATALOG_KIND = "sites"
 PAGEVIEW_DIMENSIONS = ("page", "referrer", "source", "device")
 UTM_DIMENSIONS = ("source", "medium", "campaign")
 SALT_PK = keyspace.SALT
-SITE_MAX_CHARS = 180  # so that every name made from a site (the longest prefix is 9) is a name
+SITE_MAX_CHARS = 180  # so that every name made from a site (the longest fixed prefix is 10) is a name
 
 
 def salt_key(day: int) -> dict[str, Any]:
@@ -43,6 +44,10 @@ def pageview_counter(site: str) -> str:
 
 def utm_counter(site: str) -> str:
     return f"site-utm:{site}"
+
+
+def bots_counter(site: str) -> str:
+    return f"site-bots:{site}"
 
 
 def event_counter(site: str, name: str) -> str:

@@ -94,12 +94,55 @@ def test_given_a_reload_and_a_second_visitor_when_counted_then_views_add_and_vis
     assert visitors(client) == 2
 
 
-def test_given_a_known_bot_when_it_beacons_then_nothing_is_counted(client: Any, aws: Any, clock: Any, key: str) -> None:
+def test_given_a_known_bot_when_it_beacons_then_refused_and_only_its_refusal_is_stored(
+    client: Any, aws: Any, clock: Any, key: str
+) -> None:
     for agent in (GOOGLEBOT, "curl/8.5.0", ""):
         answer = beacon(client, key, view(clock), agent=agent, origin=ORIGIN)
         assert answer.status_code == 202
         assert answer.json_body == {"counted": False, "site": None, "reason": "bot"}
-    assert queued(aws) == 0
+    stored = aws.dynamodb.scan(TableName=SETTINGS.events_table)["Items"]
+    assert queued(aws) == len(stored) == 3  # no view, no visitor: one bots event each
+    assert all(item["counter"]["S"] == f"site-bots:{SITE}" for item in stored), stored
+
+
+def bots(client: Any, site: str = SITE) -> int:
+    return int(client.http.get(f"/sites/{site}/summary?window=1h").json_body["bots"])
+
+
+def test_given_a_resent_bot_beacon_when_the_summary_is_read_then_bots_counts_it_once(
+    client: Any, aws: Any, clock: Any, key: str, counting: Counting
+) -> None:
+    body = view(clock)
+    for _ in range(3):
+        answer = beacon(client, key, body, agent=GOOGLEBOT, origin=ORIGIN)
+        assert answer.json_body == {"counted": False, "site": None, "reason": "bot"}
+        counting.process()
+        counting.redeliver()
+    beacon(client, key, view(clock, "/posts/2"), agent="curl/8.5.0", origin=ORIGIN)
+    counting.process()
+    got = client.http.get(f"/sites/{SITE}/summary?window=1h").json_body
+    assert (got["bots"], got["pageviews"], got["visitors"]) == (2, 0, 0)
+
+
+def test_given_a_browsers_page_view_when_the_summary_is_read_then_it_is_no_bot(
+    client: Any, aws: Any, clock: Any, key: str, counting: Counting
+) -> None:
+    beacon(client, key, view(clock), agent=FIREFOX, origin=ORIGIN)
+    beacon(client, key, view(clock, "/posts/2"), origin=ORIGIN)
+    counting.process()
+    got = client.http.get(f"/sites/{SITE}/summary?window=1h").json_body
+    assert (got["bots"], got["pageviews"]) == (0, 2)
+
+
+def test_given_bots_of_another_site_when_the_summary_is_read_then_they_are_not_counted(
+    client: Any, aws: Any, clock: Any, key: str, counting: Counting
+) -> None:
+    beacon(client, key, view(clock, site="other.example"), agent=GOOGLEBOT, origin=ORIGIN)
+    beacon(client, key, view(clock, "/posts/2", site="other.example"), agent=GOOGLEBOT, origin=ORIGIN)
+    beacon(client, key, view(clock), agent=GOOGLEBOT, origin=ORIGIN)
+    counting.process()
+    assert (bots(client), bots(client, "other.example")) == (1, 2)
 
 
 def test_given_an_origin_the_key_does_not_list_when_it_beacons_then_403_and_nothing_counted(
@@ -430,3 +473,22 @@ def test_given_the_longest_window_not_on_the_hour_when_the_summary_is_read_then_
     got = answer.json_body
     assert (got["pageviews"], got["visitors"]) == (1, 1)
     assert got["visitors_start"] <= got["start"] and got["end"] <= got["visitors_end"]
+
+
+def test_given_the_longest_window_when_the_summary_is_read_then_its_bots_cost_one_count_window(
+    client: Any, aws: Any, clock: Any, key: str, counting: Counting, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.functional import work_meter
+
+    beacon(client, key, view(clock), origin=ORIGIN)
+    beacon(client, key, view(clock), agent=GOOGLEBOT, origin=ORIGIN)
+    counting.process()
+    bots_read = client.http.get(f"/counters/site-bots:{SITE}?window=400d").json_body
+    meter = work_meter.install(aws, monkeypatch)
+    got = client.http.get(f"/sites/{SITE}/summary?window=400d").json_body
+    assert (got["pageviews"], got["bots"], bots_read["count"]) == (1, 1, 1)
+    # The bots are one count window of their counter: its days and the hours at its two ends
+    # (with their days), at most 426 keys in at most 5 BatchGetItem calls of 100 keys.
+    assert bots_read["keys_read"] <= 400 + 24 + 2
+    assert set(meter.calls) == {"batch_get_item"}
+    assert len(meter.calls) <= 186, len(meter.calls)
