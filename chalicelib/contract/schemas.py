@@ -812,6 +812,7 @@ SITE_SUMMARY = obj(
         "end": ISO_TIME,
         "visitors": COUNT,
         "pageviews": COUNT,
+        "bots": {**COUNT, "description": "page views in the window refused as a known bot's (each once)"},
         "pages": _ranked("path"),
         "referrers": _ranked("referrer"),
         "sources": _ranked("source"),
