@@ -303,6 +303,7 @@ def dashboard_shows(page: Any, stack: LocalStack, site: str, expected: dict[str,
         arg=[site, str(expected["pageviews"])],
     )
     assert page.inner_text("#site-visitors") == str(expected["visitors"])
+    assert page.inner_text("#site-bots") == f"{expected['bots']} page views refused as bots"
     rows = page.locator("#site-pages tbody tr")
     shown = {rows.nth(i).locator("td").nth(0).inner_text(): int(rows.nth(i).locator("td").nth(1).inner_text())
              for i in range(rows.count())}  # fmt: skip

@@ -95,6 +95,7 @@
       $("site-title").textContent = site;
       $("site-visitors").textContent = summary.visitors.toLocaleString();
       $("site-pageviews").textContent = summary.pageviews.toLocaleString();
+      $("site-bots").textContent = `${summary.bots.toLocaleString()} page views refused as bots`;
       const note = notKept(summary, views, uniques, resolution);
       $("site-retained").textContent = note;
       $("site-retained").hidden = note === "";
