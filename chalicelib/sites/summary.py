@@ -23,13 +23,13 @@ DEFAULT_LIMIT = 10
 # How long a site's page views (its events) are kept: the longest window a summary answers, as
 # the visitors' day sketches are kept (UNIQUES_DAY_RETENTION_SECONDS), so every summary is whole.
 RETENTION_SECONDS = window_params.MAX_WINDOW_DAYS * times.DAY_MS // 1000
-# Each list: the summary's name for it, the counter it is a breakdown of, the dimension, the
-# name of a value in the list.
+# Each list: the summary's name for it, the dimension of `site:<site>` it is a breakdown of,
+# the name of a value in the list.
 LISTS = (
-    ("pages", names.pageview_counter, "page", "path"),
-    ("referrers", names.pageview_counter, "referrer", "referrer"),
-    ("sources", names.pageview_counter, "source", "source"),
-    ("devices", names.pageview_counter, "device", "device"),
+    ("pages", "page", "path"),
+    ("referrers", "referrer", "referrer"),
+    ("sources", "source", "source"),
+    ("devices", "device", "device"),
 )
 
 
@@ -63,8 +63,9 @@ def summary(
     }
     complete, exact, keys_read, pageviews = True, True, visitors["keys_read"], 0
     others: dict[str, Any] = {}
-    for name, counter, dimension, label in LISTS:
-        found = breakdowns.breakdown(dynamodb, settings, counter(site), dimension, first, last, limit, {}, now_ms)
+    counter = names.pageview_counter(site)
+    for name, dimension, label in LISTS:
+        found = breakdowns.breakdown(dynamodb, settings, counter, dimension, first, last, limit, {}, now_ms)
         answer[name] = [{label: entry["value"], "pageviews": entry["count"]} for entry in found["values"]]
         others[name] = {"values": found["others"]["values"], "pageviews": found["others"]["count"]}
         if name == "pages":  # every page view has a page: the list and what it leaves out are all of them
@@ -72,13 +73,6 @@ def summary(
         complete = complete and found["complete"]
         exact = exact and found["exact"]
         keys_read += found["keys_read"]
-    answer.update(
-        {
-            "others": others,
-            "pageviews": pageviews,
-            "complete": complete and visitors["complete"],
-            "exact": exact,
-            "keys_read": keys_read,
-        }
-    )
+    complete = complete and visitors["complete"]
+    answer.update(others=others, pageviews=pageviews, complete=complete, exact=exact, keys_read=keys_read)
     return answer
