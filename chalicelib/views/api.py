@@ -37,7 +37,6 @@ def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int, sleep:
 
 
 def parse_url(params: Mapping[str, str]) -> str:
-    """The `url` query parameter of a views read."""
     return view_input.text(params.get("url"), "url", view_input.URL_MAX_CHARS)
 
 
