@@ -23,12 +23,10 @@ def _value(item: Item, name: str, kind: str, default: Any) -> Any:
 
 
 def text(item: Item, name: str, default: str = _ABSENT) -> str:
-    """A string attribute (S)."""
     return str(_value(item, name, "S", default))
 
 
 def optional_text(item: Item, name: str) -> str | None:
-    """A string attribute (S), None when absent."""
     return text(item, name) if name in item else None
 
 
@@ -48,12 +46,10 @@ def decimal(item: Item, name: str, default: Decimal = _ABSENT) -> Decimal:
 
 
 def binary(item: Item, name: str) -> bytes:
-    """A binary attribute (B)."""
     return bytes(item[name]["B"])
 
 
 def string_set(item: Item, name: str) -> frozenset[str]:
-    """A string set attribute (SS)."""
     return frozenset(item[name]["SS"])
 
 

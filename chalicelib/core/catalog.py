@@ -31,7 +31,6 @@ LOG_LIFE_S = 14 * 86_400
 
 
 def catalog_pk(kind: str) -> str:
-    """The partition of a catalog's per-name items."""
     return f"{keyspace.CATALOG}{kind}"
 
 

@@ -28,13 +28,14 @@ def query_request(
     forward: bool = True,
     consistent: bool = False,
     projection: str | None = None,
+    names: Mapping[str, str] | None = None,
     live_at_s: int | None = None,
     start_after: str | None = None,
     count: bool = False,
 ) -> dict[str, Any]:
     """A Query of partition `pk`: `sk` a condition on the sort key (its placeholders' text values
     in `values`), at most `limit` items a page, in sort-key order (reversed unless `forward`),
-    starting after sort key `start_after`. With `live_at_s`, items whose `expires_at` has passed
+    starting after sort key `start_after`; `names` the projection's placeholders. With `live_at_s`, items whose `expires_at` has passed
     are left out (DynamoDB deletes expired items only eventually); with `count`, only counted."""
     request: dict[str, Any] = {
         "TableName": table,
@@ -47,6 +48,8 @@ def query_request(
         request["Limit"] = limit
     if projection:
         request["ProjectionExpression"] = projection
+    if names:
+        request["ExpressionAttributeNames"] = dict(names)
     if count:
         request["Select"] = "COUNT"
     if live_at_s is not None:

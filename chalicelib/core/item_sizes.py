@@ -13,7 +13,6 @@ from typing import Any
 from chalicelib.core import dynamo_limits
 
 KB = dynamo_limits.KB
-ITEM_LIMIT_BYTES = dynamo_limits.ITEM_BYTES
 
 
 def number_size(text: str) -> int:

@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from chalicelib.core.window_params import MAX_WINDOW_DAYS
 
@@ -137,32 +137,24 @@ class Text:
 
 @dataclass(frozen=True)
 class Integer:
-    low: int
-    high: int
+    low: float
+    high: float
+    kind: ClassVar[tuple[Callable[[str], Any], str]] = (int, "an integer")
 
-    def parse(self, field: str, raw: str) -> int:
+    def parse(self, field: str, raw: str) -> Any:
+        convert, what = self.kind
         try:
-            value = int(raw)
+            value = convert(raw)
         except ValueError as exc:
-            raise SettingsError(f"{field.upper()} must be an integer, got {raw!r}") from exc
+            raise SettingsError(f"{field.upper()} must be {what}, got {raw!r}") from exc
         if not self.low <= value <= self.high:
             raise SettingsError(f"{field.upper()} must be between {self.low} and {self.high}, got {value}")
         return value
 
 
 @dataclass(frozen=True)
-class Fraction:
-    low: float
-    high: float
-
-    def parse(self, field: str, raw: str) -> float:
-        try:
-            value = float(raw)
-        except ValueError as exc:
-            raise SettingsError(f"{field.upper()} must be a number, got {raw!r}") from exc
-        if not self.low <= value <= self.high:
-            raise SettingsError(f"{field.upper()} must be between {self.low} and {self.high}, got {value}")
-        return value
+class Fraction(Integer):
+    kind = (float, "a number")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ HOURS_PER_DAY = 24
 
 
 def day_of_hour(hour_index: int) -> int:
-    """The index of the UTC day an hour bucket lies in."""
     return hour_index // HOURS_PER_DAY
 
 

@@ -108,34 +108,19 @@ def read_group(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> list[d
     """The audit items of an events partition's group (its quarter hour): one per stream shard
     that carried its events, and the repair's. Strongly consistent: what a handler wrote before
     this run is in it."""
-    request = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": audit_items.group_pk(events_pk)}},
-        "ConsistentRead": True,
-    }
-    return [
-        item
-        for page in dynamo.query_pages(dynamodb, request, "could not read the audit items")
-        for item in page.get("Items", [])
-    ]
+    request = dynamo.query_request(settings.counts_table, audit_items.group_pk(events_pk), consistent=True)
+    return dynamo.query_items(dynamodb, request, "could not read the audit items")
 
 
 def stored_count(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> int:
     """Events stored under one events partition key: a paged Query of each item's kind and `n`
     (events/packs.py), eventually consistent (its quarter hour closed a settle margin ago).
     Its cost: docs/counting.md, "The audit"."""
-    request = {
-        "TableName": settings.events_table,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": events_pk}},
-        "ProjectionExpression": "#k, #n",
-        "ExpressionAttributeNames": {"#k": "kind", "#n": packs.COUNT},
-    }
+    names = {"#k": "kind", "#n": packs.COUNT}
+    request = dynamo.query_request(settings.events_table, events_pk, projection="#k, #n", names=names)
     return sum(
         packs.count({k: _DESERIALIZER.deserialize(v) for k, v in item.items()})
-        for page in dynamo.query_pages(dynamodb, request, "could not count an events partition")
-        for item in page.get("Items", [])
+        for item in dynamo.query_items(dynamodb, request, "could not count an events partition")
     )
 
 

@@ -246,21 +246,10 @@ def _events(dynamodb: DynamoDB, settings: Settings, pk: str, with_invalid: bool 
     """The events stored under one events partition that the counting path would count (None
     in place of each that it would set aside, when `with_invalid`): every event of a pack,
     an item of the one-event layout as one."""
-    request = {
-        "TableName": settings.events_table,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": pk}},
-        "ProjectionExpression": ", ".join(f"#f{i}" for i in range(len(_FIELDS))),
-        "ExpressionAttributeNames": {f"#f{i}": name for i, name in enumerate(_FIELDS)},
-        "ConsistentRead": True,
-    }
-    found: list[Any] = []
-    for page in dynamo.query_pages(dynamodb, request, "could not read an events partition"):
-        for raw in page.get("Items", []):
-            for parsed in _parse(raw):
-                if parsed is not None or with_invalid:
-                    found.append(parsed)
-    return found
+    names = {f"#f{i}": name for i, name in enumerate(_FIELDS)}
+    request = dynamo.query_request(settings.events_table, pk, consistent=True, projection=", ".join(names), names=names)
+    found = dynamo.query_items(dynamodb, request, "could not read an events partition")
+    return [parsed for raw in found for parsed in _parse(raw) if parsed is not None or with_invalid]
 
 
 def _parse(raw: dict[str, Any]) -> list[_Stored | None]:
@@ -301,29 +290,18 @@ def _lost_partitions(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> set
 
 def _quarantined_keys(dynamodb: DynamoDB, settings: Settings) -> set[tuple[str, str, int | None]]:
     """Events-table keys of the stream records set aside (their stored copies name them)."""
-    request = {
-        "TableName": settings.counts_table,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": quarantine.partition_key(quarantine.EVENTS_STREAM)}},
-        "ProjectionExpression": "#r",
-        "ExpressionAttributeNames": {"#r": "record"},
-    }
+    pk = quarantine.partition_key(quarantine.EVENTS_STREAM)
+    request = dynamo.query_request(settings.counts_table, pk, projection="#r", names={"#r": "record"})
     keys: set[tuple[str, str, int | None]] = set()
-    for page in dynamo.query_pages(dynamodb, request, "could not read the quarantine"):
-        for item in page.get("Items", []):
-            try:
-                ddb = json.loads(attributes.text(item, "record"))["dynamodb"]
-                stored = ddb["Keys"]
-                image = ddb.get("NewImage") or {}
-                # A pack's event keeps its record narrowed to it: `o` is its index in the pack.
-                index = (
-                    attributes.integer(image, packs.OFFSET)
-                    if attributes.optional_text(image, "kind") == packs.PACK_KIND
-                    else None
-                )
-                keys.add((*attributes.key_of(stored), index))
-            except (ValueError, KeyError, TypeError):
-                continue  # a copy cut short: it names no key
+    for item in dynamo.query_items(dynamodb, request, "could not read the quarantine"):
+        try:
+            ddb = json.loads(attributes.text(item, "record"))["dynamodb"]
+            image = ddb.get("NewImage") or {}
+            # A pack's event keeps its record narrowed to it: `o` is its index in the pack.
+            is_pack = attributes.optional_text(image, "kind") == packs.PACK_KIND
+            keys.add((*attributes.key_of(ddb["Keys"]), attributes.integer(image, packs.OFFSET) if is_pack else None))
+        except (ValueError, KeyError, TypeError):
+            continue  # a copy cut short: it names no key
     return keys
 
 

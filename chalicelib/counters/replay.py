@@ -11,7 +11,7 @@ Why that counts it once, whatever runs twice or dies: docs/counting.md, "Replay"
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from chalicelib.core import attributes, inputs, keyspace, pager, quarantine, times, transactions, validation
@@ -47,13 +47,7 @@ class ReplayResult:
     not_found: list[str] = field(default_factory=list)  # not in the quarantine (replayed already?)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "replayed": self.replayed,
-            "already_counted": self.already_counted,
-            "expired": self.expired,
-            "still_bad": self.still_bad,
-            "not_found": self.not_found,
-        }
+        return asdict(self)
 
 
 def parse_body(body: Any) -> ReplayRequest:

@@ -108,14 +108,8 @@ def count(
     view_url = privacy.page_url(beacon.url)
     if beacon.event != PAGEVIEW:
         counter = validation.name(names.event_counter(site, beacon.event), "event (with the site, at most 200)")
-        body = {
-            "counter": counter,
-            "id": _derived("event", beacon.event, view_url, str(beacon.time_ms), visitor),
-            "time": beacon.time_ms,
-            "retention": summary.RETENTION_SECONDS,
-            "dimensions": beacon.dimensions,
-            "values": beacon.values,
-        }
+        event_id = _derived("event", beacon.event, view_url, str(beacon.time_ms), visitor)
+        body = {**_event(counter, event_id, beacon, beacon.dimensions), "values": beacon.values}
         events.store(dynamodb, settings, events.parse_body(body, now_ms, settings), now_ms)
         _note_site(dynamodb, settings, site, now_ms)
         return Outcome(True, site)
@@ -154,26 +148,22 @@ def pageview_events(site: str, page: privacy.Page, beacon: Beacon, view_url: str
     """The events one page view is counted as (at most 4 dimensions an event: two counters)."""
     device = privacy.device(beacon.width)
     event_id = _derived("pageview", view_url, str(beacon.time_ms), visitor)
-    found: list[dict[str, Any]] = [
-        {
-            "counter": names.pageview_counter(site),
-            "id": event_id,
-            "time": beacon.time_ms,
-            "retention": summary.RETENTION_SECONDS,
-            "dimensions": {"page": page.path, "referrer": page.referrer, "source": page.utm_source, "device": device},
-        }
-    ]
+    dimensions = {"page": page.path, "referrer": page.referrer, "source": page.utm_source, "device": device}
+    found = [_event(names.pageview_counter(site), event_id, beacon, dimensions)]
     if page.has_utm:
-        found.append(
-            {
-                "counter": names.utm_counter(site),
-                "id": event_id,
-                "time": beacon.time_ms,
-                "retention": summary.RETENTION_SECONDS,
-                "dimensions": {"source": page.utm_source, "medium": page.utm_medium, "campaign": page.utm_campaign},
-            }
-        )
+        utm = {"source": page.utm_source, "medium": page.utm_medium, "campaign": page.utm_campaign}
+        found.append(_event(names.utm_counter(site), event_id, beacon, utm))
     return found
+
+
+def _event(counter: str, event_id: str, beacon: Beacon, dimensions: Any) -> dict[str, Any]:
+    return {
+        "counter": counter,
+        "id": event_id,
+        "time": beacon.time_ms,
+        "retention": summary.RETENTION_SECONDS,
+        "dimensions": dimensions,
+    }
 
 
 def _derived(*parts: str) -> str:

@@ -20,8 +20,6 @@ from chalicelib.core import keyspace, validation
 from chalicelib.core.errors import ValidationError
 
 CATALOG_KIND = "sites"
-PAGEVIEW_DIMENSIONS = ("page", "referrer", "source", "device")
-UTM_DIMENSIONS = ("source", "medium", "campaign")
 SALT_PK = keyspace.SALT
 SITE_MAX_CHARS = 180  # so that every name made from a site (the longest fixed prefix is 10) is a name
 

@@ -26,13 +26,13 @@ DEFAULT_LIMIT = 10
 # How long a site's page views (its events) are kept: the longest window a summary answers, as
 # the visitors' day sketches are kept (UNIQUES_DAY_RETENTION_SECONDS), so every summary is whole.
 RETENTION_SECONDS = window_params.MAX_WINDOW_DAYS * times.DAY_MS // 1000
-# Each list: the summary's name for it, the counter it is a breakdown of, the dimension, the
-# name of a value in the list.
+# Each list: the summary's name for it, the dimension of `site:<site>` it is a breakdown of,
+# the name of a value in the list.
 LISTS = (
-    ("pages", names.pageview_counter, "page", "path"),
-    ("referrers", names.pageview_counter, "referrer", "referrer"),
-    ("sources", names.pageview_counter, "source", "source"),
-    ("devices", names.pageview_counter, "device", "device"),
+    ("pages", "page", "path"),
+    ("referrers", "referrer", "referrer"),
+    ("sources", "source", "source"),
+    ("devices", "device", "device"),
 )
 
 
@@ -76,8 +76,9 @@ def summary(
     }
     complete, exact, keys_read, pageviews = True, True, visitors["keys_read"], 0
     others: dict[str, Any] = {}
-    for name, counter, dimension, label in LISTS:
-        found = breakdowns.breakdown(dynamodb, settings, counter(site), dimension, first, last, limit, {}, now_ms)
+    counter = names.pageview_counter(site)
+    for name, dimension, label in LISTS:
+        found = breakdowns.breakdown(dynamodb, settings, counter, dimension, first, last, limit, {}, now_ms)
         answer[name] = [{label: entry["value"], "pageviews": entry["count"]} for entry in found["values"]]
         others[name] = {"values": found["others"]["values"], "pageviews": found["others"]["count"]}
         if name == "pages":  # every page view has a page: the list and what it leaves out are all of them
@@ -86,15 +87,7 @@ def summary(
         exact = exact and found["exact"]
         keys_read += found["keys_read"]
     bots = reads.count_window(dynamodb, settings, names.bots_counter(site), first, last, now_ms)
-    keys_read += bots.keys_read
-    answer.update(
-        {
-            "others": others,
-            "pageviews": pageviews,
-            "bots": bots.count,
-            "complete": complete and visitors["complete"],
-            "exact": exact,
-            "keys_read": keys_read,
-        }
-    )
+    complete = complete and visitors["complete"]
+    answer.update(others=others, pageviews=pageviews, bots=bots.count, complete=complete, exact=exact)
+    answer["keys_read"] = keys_read + bots.keys_read
     return answer

@@ -20,13 +20,12 @@ from chalicelib.core import (
     window_params,
 )
 from chalicelib.core.aws import SQS, DynamoDB
-from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import translated
 from chalicelib.core.timebuckets import Bucket
 from chalicelib.uniques import layout, sketches
-from chalicelib.uniques.batches import MAX_ITEMS, decode_item, message_body
+from chalicelib.uniques.batches import MAX_ITEMS, decode_item, message_body, retention_s
 
 MAX_ITEM_CHARS = 1024
 MAX_UNION_NAMES = 50
@@ -104,25 +103,20 @@ def window_cardinality(
     names: list[str],
     hours: tuple[int, int],
     now_ms: int,
-    sleep: Sleep | None = None,
 ) -> dict[str, Any]:
     """The union of the names' day and hour sketches covering the hours, in one BatchGetItem
     (of at most 100 keys: one name's window of up to 96 days)."""
     first, last = hours
     window_params.check_hours(first, last)
-    first_live_hour = timebuckets.first_live_index("hour", now_ms, settings.uniques_hour_retention_seconds)
-    first_live_day = timebuckets.first_live_index("day", now_ms, settings.uniques_day_retention_seconds)
+    first_live_hour = timebuckets.first_live_index("hour", now_ms, retention_s(settings, "hour"))
+    first_live_day = timebuckets.first_live_index("day", now_ms, retention_s(settings, "day"))
     plan = timebuckets.hour_day_plan(first, last, first_live_hour)
     wanted = [layout.bucket_key(name, bucket) for name in names for bucket in plan]
     if len(wanted) > MAX_KEYS_READ:
         raise ValidationError(f"this would read {len(wanted)} sketches (at most {MAX_KEYS_READ}): fewer names or days")
+    projection = "pk, sk, sketch, expires_at"
     found = dynamo.batch_get_items(
-        dynamodb,
-        settings.counts_table,
-        wanted,
-        "could not read the sketches",
-        sleep,
-        projection="pk, sk, sketch, expires_at",
+        dynamodb, settings.counts_table, wanted, "could not read the sketches", projection=projection
     )
     now_s = now_ms // 1000
     live = [decode_item(item) for item in found if _unexpired(item, now_s)]
@@ -201,9 +195,7 @@ def histogram(
                 "cardinality": sketches.estimate(sketch),
                 "exact": sketches.is_exact(sketch),
             }
-    retention = (
-        settings.uniques_hour_retention_seconds if resolution == "hour" else settings.uniques_day_retention_seconds
-    )
+    retention = retention_s(settings, resolution)
     first_live = timebuckets.first_live_index(resolution, now_ms, retention)  # type: ignore[arg-type]
     buckets = [Bucket(resolution, i) for i in range(first, last + 1)]  # type: ignore[arg-type]
     return {

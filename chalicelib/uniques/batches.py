@@ -110,33 +110,15 @@ def _parse(body: str) -> tuple[str, bytes, int]:
     return name, raw, times.parse(message.get("time"), "time")
 
 
-def choose_shard(messages: list[Message], shards: int) -> int:
-    first = messages[0].message_id if messages else ""
-    return zlib.crc32(first.encode("utf-8")) % shards
-
-
 def targets(settings: Settings, items: Items, now_ms: int) -> list[Target]:
     """The all-time sketch of the items' name, and their hour and day sketches unless expired."""
-    hour, day = timebuckets.buckets_for(items.time_ms)
-    live = [
-        bucket
-        for bucket, retention in (
-            (hour, settings.uniques_hour_retention_seconds),
-            (day, settings.uniques_day_retention_seconds),
-        )
-        if timebuckets.live(bucket, retention, now_ms)
-    ]
+    buckets = timebuckets.buckets_for(items.time_ms)
+    live = [b for b in buckets if timebuckets.live(b, retention_s(settings, b.resolution), now_ms)]
     return [Target(items.name, None)] + [Target(items.name, bucket) for bucket in live]
 
 
-def retention_s(settings: Settings, bucket: Bucket | None) -> int | None:
-    if bucket is None:
-        return None
-    return (
-        settings.uniques_hour_retention_seconds
-        if bucket.resolution == "hour"
-        else settings.uniques_day_retention_seconds
-    )
+def retention_s(settings: Settings, resolution: str) -> int:
+    return settings.uniques_hour_retention_seconds if resolution == "hour" else settings.uniques_day_retention_seconds
 
 
 class UniqueItems(batch_processor.Capability[Message, Items]):
@@ -169,9 +151,9 @@ class UniqueItems(batch_processor.Capability[Message, Items]):
 
     def _merge(self, target: Target, group: list[Items]) -> Sent[Items]:
         """Merge a group's items into one sketch (RejectedError when DynamoDB refuses it)."""
-        key, retention = target.key(self.shard), retention_s(self.settings, target.bucket)
+        bucket, key = target.bucket, target.key(self.shard)
         expires = (
-            None if target.bucket is None or retention is None else timebuckets.expires_at_s(target.bucket, retention)
+            None if bucket is None else timebuckets.expires_at_s(bucket, retention_s(self.settings, bucket.resolution))
         )
         hashes = b"".join(i.hashes for i in group)
         written, conflicts = merge_into(self.dynamodb, self.settings, key, hashes, self.now_ms, expires, self.sleep)
@@ -200,7 +182,7 @@ def apply_messages(
     sleep: Sleep | None = None,
 ) -> BatchResult:
     """Merge a batch of queue messages into the sketches; bad ones are set aside, not retried."""
-    shard = choose_shard(messages, settings.uniques_shards)
+    shard = zlib.crc32((messages[0].message_id if messages else "").encode("utf-8")) % settings.uniques_shards
     return batch_processor.process(UniqueItems(dynamodb, settings, now_ms, shard, sleep), messages)
 
 

@@ -19,12 +19,10 @@ CATALOG_KIND = "uniques"
 
 
 def shards_pk(name: str) -> str:
-    """The partition of a name's all-time sketch shards."""
     return f"{keyspace.SKETCH}{name}"
 
 
 def window_pk(name: str) -> str:
-    """The partition of a name's hour and day sketches."""
     return f"{keyspace.SKETCH_WINDOW}{name}"
 
 

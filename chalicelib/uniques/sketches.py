@@ -130,11 +130,6 @@ def _from_values(p: int, values: np.ndarray[Any, Any]) -> Sketch:
     return sketch
 
 
-def add_hashes(sketch: Sketch, hashes: bytes) -> None:
-    """Add items given as concatenated item_hash values (the library's add_bulk, pre-hashed)."""
-    add_values(sketch, hash_values(hashes))
-
-
 def add_values(sketch: Sketch, x: np.ndarray[Any, Any]) -> None:
     if not len(x):
         return

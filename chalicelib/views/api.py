@@ -9,7 +9,6 @@ from typing import Any
 
 from chalicelib.core import attributes, clock, dynamo, keyspace, pager, queues, timebuckets, times, window_params
 from chalicelib.core.aws import SQS, DynamoDB
-from chalicelib.core.clock import Sleep
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import translated
 from chalicelib.views import catalog as view_catalog
@@ -23,7 +22,7 @@ MAX_KEYS = windows.MAX_PARTS + 1  # a range's bucket items and the URL's counter
 RETAINED_MESSAGE = "the range starts before what is kept: the answer counts retained_from to end"
 
 
-def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int, sleep: Sleep | None = None) -> None:
+def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int) -> None:
     """Queue views for counting; a view older than the horizon or too far in the future is
     refused (ValidationError naming it), and then none of the request's views is queued."""
     many = len(views) > 1
@@ -33,11 +32,10 @@ def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int, sleep:
     # A retried request cannot count twice (markers), so a partly sent batch is simply retried.
     url = queues.queue_url(sqs, settings.views_queue)
     entries = [{"Id": str(i), "MessageBody": view_messages.to_message(v)} for i, v in enumerate(views)]
-    queues.send(sqs, url, entries, sleep)
+    queues.send(sqs, url, entries)
 
 
 def parse_url(params: Mapping[str, str]) -> str:
-    """The `url` query parameter of a views read."""
     return view_input.text(params.get("url"), "url", view_input.URL_MAX_CHARS)
 
 
@@ -60,7 +58,6 @@ def count_range(
     first_minute: int,
     last_minute: int,
     now_ms: int,
-    sleep: Sleep | None = None,
 ) -> dict[str, Any]:
     """The views in minutes first..last from the URL's bucket items and its counter's pending
     minutes (chalicelib.views.rollup): one BatchGetItem of at most MAX_KEYS keys, whatever the
@@ -68,7 +65,7 @@ def count_range(
     window_params.check_minutes(first_minute, last_minute)
     parts = windows.plan(first_minute, last_minute)
     pk = view_layout.url_pk(url)
-    stored = rollup.read(dynamodb, settings, {pk: [part.span for part in parts]}, sleep)[pk]
+    stored = rollup.read(dynamodb, settings, {pk: [part.span for part in parts]})[pk]
     items = [stored.buckets[part.span] for part in parts]
     now_s = now_ms // 1000
     retention = settings.view_bucket_retention_seconds
@@ -104,13 +101,12 @@ def count_urls(
     first_minute: int,
     last_minute: int,
     now_ms: int,
-    sleep: Sleep | None = None,
 ) -> UrlCounts:
     """Each URL's views in minutes first..last, from its bucket items and pending minutes (as
     count_range, for many URLs in BatchGetItem calls of 100 keys; the range is taken as kept)."""
     parts = windows.plan(first_minute, last_minute)
     pks = {url: view_layout.url_pk(url) for url in urls}
-    stored = rollup.read(dynamodb, settings, {pk: [part.span for part in parts] for pk in pks.values()}, sleep)
+    stored = rollup.read(dynamodb, settings, {pk: [part.span for part in parts] for pk in pks.values()})
     views: dict[str, int] = {}
     for url, pk in pks.items():
         found = stored[pk]
@@ -147,23 +143,22 @@ def top_urls(
     limit: int,
     prefix: str | None,
     now_ms: int,
-    sleep: Sleep | None = None,
 ) -> dict[str, Any]:
     """The `limit` most viewed URLs (starting with `prefix`, if given) in hours first..last,
     with their exact views."""
     first_hour, last_hour = hours
     window_params.check_hours(first_hour, last_hour)
     spans = top.cover(first_hour, last_hour)
-    found = top_store.read(dynamodb, settings, spans, now_ms, sleep)
+    found = top_store.read(dynamodb, settings, spans, now_ms)
     end_ms = (last_hour + 1) * times.HOUR_MS
     first = found.first
     start_minute = spans[first].start_minute if first < len(spans) else end_ms // windows.MINUTE_MS
     reads = [found.keys_read]
 
     def resolve(digests: Sequence[bytes]) -> dict[bytes, list[tuple[str, int]]]:
-        urls = _urls_of(dynamodb, settings, digests, reads, sleep)
+        urls = _urls_of(dynamodb, settings, digests, reads)
         wanted = [url for found in urls.values() for url in found if prefix is None or url.startswith(prefix)]
-        views = count_urls(dynamodb, settings, wanted, start_minute, end_ms // windows.MINUTE_MS - 1, now_ms, sleep)
+        views = count_urls(dynamodb, settings, wanted, start_minute, end_ms // windows.MINUTE_MS - 1, now_ms)
         reads[0] += views.keys_read
         return {d: [(url, views.views[url]) for url in found if url in views.views] for d, found in urls.items()}
 
@@ -191,7 +186,7 @@ def top_urls(
 
 
 def _urls_of(
-    dynamodb: DynamoDB, settings: Settings, digests: Sequence[bytes], reads: list[int], sleep: Sleep | None
+    dynamodb: DynamoDB, settings: Settings, digests: Sequence[bytes], reads: list[int]
 ) -> dict[bytes, list[str]]:
     """The URLs with these digests: the views catalog names each URL's sha256
     (view_catalog.shas_of), its counter item holds the text."""
@@ -202,9 +197,7 @@ def _urls_of(
     reads[0] += len(keys)
     texts = {
         attributes.partition_key(item).removeprefix(keyspace.VIEW_URL): attributes.text(item, "url")
-        for item in dynamo.batch_get_items(
-            dynamodb, settings.counts_table, keys, "could not read the view counters", sleep
-        )
+        for item in dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the view counters")
         if "url" in item
     }
     return {digest: [texts[sha] for sha in found if sha in texts] for digest, found in shas.items()}

@@ -284,9 +284,7 @@ class Read:
     keys_read: int
 
 
-def read(
-    dynamodb: DynamoDB, settings: Settings, spans: Sequence[Span], now_ms: int, sleep: Sleep | None = None
-) -> Read:
+def read(dynamodb: DynamoDB, settings: Settings, spans: Sequence[Span], now_ms: int) -> Read:
     """The summaries of `spans` merged, read strongly consistent: the marks of their blocks'
     logs, then the bases, then the logs past `folded` (the order opposite to a fold's writes)."""
     blocks = sorted({top.block_of(span) for span in spans})
@@ -294,9 +292,9 @@ def read(
     failure = "could not read the top URLs"
     table = settings.counts_table
     heads = attributes.by_key(
-        dynamo.batch_get_items(dynamodb, table, [head_key(b) for b in blocks], failure, sleep, consistent=True)
+        dynamo.batch_get_items(dynamodb, table, [head_key(b) for b in blocks], failure, consistent=True)
     )
-    found = attributes.by_key(dynamo.batch_get_items(dynamodb, table, keys, failure, sleep, consistent=True))
+    found = attributes.by_key(dynamo.batch_get_items(dynamodb, table, keys, failure, consistent=True))
     bases = [found.get((attributes.partition_key(key), SUMMARY_SK)) for key in keys]
     logs: dict[Span, list[dict[str, Any]]] = {}
     for block in blocks:

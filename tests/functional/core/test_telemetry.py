@@ -180,7 +180,7 @@ def test_given_a_handler_that_fails_when_invoked_then_one_error_line_and_no_metr
     def fail(*args: Any, **kwargs: Any) -> Any:
         raise StorageError("could not write the counts")
 
-    monkeypatch.setattr(app_module.stream_apply, "apply_stream_batch", fail)
+    monkeypatch.setattr(app_module.stream, "apply_stream_batch", fail)
     capsys.readouterr()
 
     with pytest.raises(StorageError):

@@ -62,7 +62,7 @@ def test_given_exact_sketch_when_one_more_item_arrives_then_registers_and_estima
         sketch = sketches.empty(P)
         previous = 0
         for i, item in enumerate(items):
-            sketches.add_hashes(sketch, sketches.item_hash(item))
+            sketches.add_values(sketch, sketches.hash_values(sketches.item_hash(item)))
             now = sketches.estimate(sketch)
             assert now >= previous
             assert sketches.is_exact(sketch) == (i < EXACT_LIMIT)
@@ -205,7 +205,7 @@ def test_given_a_million_distinct_values_when_counted_in_bulk_then_within_three_
 def test_given_sketch_when_the_same_items_are_added_again_then_estimate_unchanged() -> None:
     sketch = sketches.from_hashes(P, keys(0, 5000))
     before = sketches.estimate(sketch)
-    sketches.add_hashes(sketch, keys(0, 5000) * 3)
-    sketches.add_hashes(sketch, keys(100, 200))
+    sketches.add_values(sketch, sketches.hash_values(keys(0, 5000) * 3))
+    sketches.add_values(sketch, sketches.hash_values(keys(100, 200)))
     assert sketches.estimate(sketch) == before
     assert sketch == sketches.from_hashes(P, keys(0, 5000))

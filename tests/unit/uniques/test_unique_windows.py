@@ -86,7 +86,7 @@ def simulate_back_end(
         parsed = batches.parse_items(Message(f"m{n}", "", batches.message_body("w", sketches.item_hash(item), t)))
         for target in batches.targets(settings, parsed, now_ms):
             sketch = store.setdefault(target.bucket, sketches.empty(P))
-            sketches.add_hashes(sketch, parsed.hashes)
+            sketches.add_values(sketch, sketches.hash_values(parsed.hashes))
     return store
 
 
