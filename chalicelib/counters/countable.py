@@ -57,6 +57,8 @@ def countable_from_record(record: StreamRecord, now_ms: int) -> Countable:
     at now_ms; ValidationError if its content cannot be counted."""
     if record.error:
         raise ValidationError(record.error)
+    if (record.new_image or {}).get("kind") not in packs.KINDS:  # ingest writes only events and packs
+        raise ValidationError("the item is neither an event nor a pack")
     position = layout.event_position(record.sequence_number, record.pack_index)
     if position is None:
         raise ValidationError("stream record has no sequence number")
@@ -77,8 +79,9 @@ def countable_from_record(record: StreamRecord, now_ms: int) -> Countable:
 
 
 def is_event(record: StreamRecord) -> bool:
-    """Whether a stream record is the insert of an event (anything else is counted nowhere)."""
-    return record.event_name == "INSERT" and (record.new_image or {}).get("kind") in packs.KINDS
+    """Whether a stream record is an insert: the events table holds only events and packs, so an
+    insert of anything else is a record to set aside (countable_from_record says why)."""
+    return record.event_name == "INSERT"
 
 
 def countables(record: StreamRecord, now_ms: int) -> list[Countable]:
