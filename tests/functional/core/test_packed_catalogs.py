@@ -115,10 +115,10 @@ def test_given_many_pages_and_a_log_when_paged_with_any_limit_then_each_name_onc
     logged = {f"{'p' * 150}.{i:04d}x": expires for i in range(0, 400, 37)}  # between folded names
     counter_catalog.list_counters(aws.dynamodb, SETTINGS, logged, now)
     expected = sorted({*long_names, *logged})
-    for limit in (1, 7, 100, 161, 1000):
-        assert listed(client, "/counters", "counters", "name", limit) == expected, limit
-    fold(client)
-    for limit in (3, 1000):
+    for folded, limit in [(False, 1), (False, 7), (False, 100), (False, 161), (False, 1000), (True, 3), (True, 1000)]:
+        if folded and limit == 3:
+            fold(client)
+        clock.advance(1000)  # a second per listing: the key's rate (500 a second) is not what is tested
         assert listed(client, "/counters", "counters", "name", limit) == expected, limit
 
 
