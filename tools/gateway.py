@@ -36,6 +36,7 @@ import functools
 import json
 import logging
 import time
+import urllib.parse
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -213,6 +214,17 @@ def install() -> None:
             return self._generic_handle
         raise AttributeError(name)
 
+    original_match = local.RouteMatcher.match_route
+
+    def match_route(self: Any, url: str) -> Any:
+        """Chalice's match, with each path parameter percent-decoded as API Gateway's REST API
+        hands it to Lambda (`/counters/a%3Ab` gives `a:b`); Chalice's dev server passes the
+        encoded text."""
+        found = original_match(self, url)
+        captured = {name: urllib.parse.unquote(value) for name, value in found.captured.items()}
+        return local.MatchResult(found.route, captured, found.query_params)
+
+    local.RouteMatcher.match_route = match_route
     local.LocalGateway.handle_request = handle_request
     local.LocalGatewayAuthorizer._check_can_invoke_view_function = check
     local.LocalGatewayAuthorizer.authorize = authorize

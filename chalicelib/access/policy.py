@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.access import tracker
-from chalicelib.core import inputs, times
+from chalicelib.core import inputs, times, validation
 from chalicelib.core.errors import ValidationError
 
 INGEST, READ, ADMIN, TRACKER = "ingest", "read", "admin", "tracker"
@@ -201,10 +201,9 @@ def parse_new_key(body: Any) -> NewKey:
     if not isinstance(note, str) or len(note) > NOTE_MAX_CHARS:
         raise ValidationError(f"note must be text of at most {NOTE_MAX_CHARS} characters")
     sites = tracker_sites(set(scopes), prefix, body.get("sites"))
-    rate = body.get("rate_per_second")
-    if rate is None:
-        rate = max(DEFAULT_RATES[scope] for scope in scopes)
-    elif isinstance(rate, bool) or not isinstance(rate, int) or not RATE_MIN <= rate <= RATE_MAX:
+    given = body.get("rate_per_second")
+    rate = max(DEFAULT_RATES[scope] for scope in scopes) if given is None else validation.whole(given)
+    if rate is None or not RATE_MIN <= rate <= RATE_MAX:
         raise ValidationError(f"rate_per_second must be a whole number from {RATE_MIN} to {RATE_MAX}")
     return NewKey(frozenset(scopes), prefix, tuple(dict.fromkeys(origins)), note, sites, rate)
 

@@ -445,11 +445,13 @@ NEW_KEY_BODY = obj(
             description="a tracker key's sites (required for one, for no other key): hostnames, `www.` "
             "matching too; `*.blog.example` for every subdomain",
         ),
-        "rate_per_second": integer(
-            policy.RATE_MIN,
-            policy.RATE_MAX,
-            description="requests a second the key may make (429 over it); absent: its scope's default "
-            + ", ".join(f"{scope} {rate}" for scope, rate in policy.DEFAULT_RATES.items()),
+        "rate_per_second": nullable(
+            integer(
+                policy.RATE_MIN,
+                policy.RATE_MAX,
+                description="requests a second the key may make (429 over it); absent or null: its scope's "
+                "default " + ", ".join(f"{scope} {rate}" for scope, rate in policy.DEFAULT_RATES.items()),
+            )
         ),
         "note": string(maxLength=policy.NOTE_MAX_CHARS),
     },

@@ -222,3 +222,17 @@ def test_given_unprocessed_keys_when_window_read_then_retried_and_exact(
     body = window_count(client, "jobs.provider-1", f"window=24h&end={end}")
     assert len(calls) == 2 and calls[1] == calls[0] - calls[0] // 2
     assert body["count"] == brute_force(times, end - 1439 * MINUTE, end)
+
+
+def test_given_a_name_with_a_colon_when_read_percent_encoded_then_the_route_gets_it_decoded(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    """API Gateway's REST API hands Lambda each path parameter percent-decoded: a client that
+    encodes `:` as `%3A` (as most HTTP libraries do) reads the same counter as one that does not."""
+    post_events(client, [{"counter": "jobs.eu:p1", "time": clock.now}] * 3)
+    for batch in batches(stored_event_records(aws.dynamodb), 100):
+        deliver(client, batch)
+    plain = window_count(client, "jobs.eu:p1", "window=1h")
+    encoded = window_count(client, "jobs.eu%3Ap1", "window=1h")
+    assert (plain["counter"], plain["count"]) == ("jobs.eu:p1", 3)
+    assert (encoded["counter"], encoded["count"]) == ("jobs.eu:p1", 3)
