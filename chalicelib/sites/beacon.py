@@ -87,6 +87,7 @@ def count(
     dynamodb: DynamoDB,
     sqs: SQS,
     settings: Settings,
+    item_key: bytes,
     beacon: Beacon,
     ip: str,
     user_agent: str | None,
@@ -121,7 +122,7 @@ def count(
     batch = events.parse_body({"events": pageview_events(site, page, beacon, view_url, visitor)}, now_ms, settings)
     view = view_input.View(view_url, beacon.time_ms, _derived("view", view_url, str(beacon.time_ms), visitor))
     views_api.enqueue(sqs, settings, [view], now_ms)
-    uniques_api.enqueue(sqs, settings, names.visitors_name(site), uniques_api.Post([visitor], beacon.time_ms))
+    uniques_api.enqueue(sqs, settings, item_key, names.visitors_name(site), uniques_api.Post([visitor], beacon.time_ms))
     events.store(dynamodb, settings, batch, now_ms)
     _note_site(dynamodb, settings, site, now_ms)
     return Outcome(True, site)
