@@ -102,7 +102,7 @@ def count(
     except ValueError as exc:
         raise ValidationError("url must be an http(s) URL with a host") from exc
     site = beacon.site or names.site_name(page.host, "url's host")
-    salt = salts.salt_for_day(dynamodb, settings, beacon.time_ms // times.DAY_MS, now_ms)
+    salt = salts.salt_for_day(dynamodb, settings, item_key, beacon.time_ms // times.DAY_MS, now_ms)
     visitor = privacy.visitor_id(salt, site, ip, user_agent)
     view_url = privacy.page_url(beacon.url)
     if beacon.event != PAGEVIEW:
