@@ -130,6 +130,20 @@ def test_given_known_items_when_counted_then_the_stored_hashes_are_keyed_not_the
     assert exact == {int(v) for v in sketches.hash_values(sketches.item_hashes(KEY, emails))}
 
 
+@pytest.mark.parametrize("secret", [None, "short key"])
+def test_given_no_usable_item_key_when_items_posted_then_503_and_nothing_queued(
+    client: Any, aws: Any, secret: str | None
+) -> None:
+    name = SETTINGS.item_key_secret
+    if secret is None:
+        aws.secretsmanager.delete_secret(SecretId=name, ForceDeleteWithoutRecovery=True)
+    else:
+        aws.secretsmanager.put_secret_value(SecretId=name, SecretString=secret)
+    response = post(client, "visitors", {"data": ["a", "b"]})
+    assert response.status_code == 503 and set(response.json_body) == {"Code", "Message"}
+    assert receive_all(aws) == []
+
+
 def test_given_unknown_name_when_read_then_zero(client: Any, aws: Any) -> None:
     response = get(client, "/hyperloglog/nobody")
     assert response.status_code == 200
