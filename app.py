@@ -274,7 +274,8 @@ def post_unique_items(name: str) -> Response:
     sketch_name = validation.name(name, "name")
     post = chalicelib.uniques.api.parse_body(json_body(), clock.now_ms(), settings)
     return Response(
-        body={"accepted": chalicelib.uniques.api.enqueue(aws.sqs, settings, sketch_name, post)}, status_code=202
+        body={"accepted": chalicelib.uniques.api.enqueue(aws.sqs, settings, aws.item_key, sketch_name, post)},
+        status_code=202,
     )
 
 
@@ -394,7 +395,7 @@ def post_pageview() -> Response:
     pageview = beacon.parse_body(json_body(), now, settings)
     ip = str(request().context.get("identity", {}).get("sourceIp", ""))
     agent = request().headers.get("user-agent")
-    outcome = beacon.count(aws.dynamodb, aws.sqs, settings, pageview, ip, agent, now)
+    outcome = beacon.count(aws.dynamodb, aws.sqs, settings, aws.item_key, pageview, ip, agent, now)
     return Response(body=outcome.as_dict(), status_code=202)
 
 

@@ -28,6 +28,10 @@ sqs_limits.install()  # SQS's message sizes measured as AWS measures them (tools
 gateway.install()  # Chalice's local gateway answers 401/403/404 as API Gateway does (tools/gateway.py)
 lambda_limits.install()  # and applies API Gateway's and Lambda's payload limits and timeouts
 
+# The item key the tests' stage holds (tools/resources.ensure_secrets), so expected unique counts
+# can be computed from the same keyed hashes the app stores.
+ITEM_KEY = "test-item-key-" + "0123456789abcdef" * 4
+
 
 def _one_botocore_loader() -> None:
     """Every boto3 session a test process creates reads botocore's models and endpoint data
@@ -133,6 +137,7 @@ def aws(role: Any) -> Iterator[Any]:
         resources.ensure(
             clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings), settings.aws_region
         )
+        resources.ensure_secrets(clients.secretsmanager, resources.for_settings(settings), ITEM_KEY)
         iam_enforcement.guard(clients, role, iam_enforcement.deployed_code_calls)
         yield clients
 

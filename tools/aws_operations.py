@@ -16,7 +16,7 @@ from pathlib import Path
 import botocore.session
 from botocore import xform_name
 
-SERVICES = ("dynamodb", "sqs", "s3")
+SERVICES = ("dynamodb", "sqs", "s3", "secretsmanager")
 
 # Per AWS's Service Authorization Reference. Transactions and batches are authorised per
 # item action; TransactWriteItems has no IAM action of its own. Scan is left out on purpose:
@@ -45,6 +45,7 @@ IAM_ACTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("s3", "head_object"): ("s3:GetObject",),
     ("s3", "delete_object"): ("s3:DeleteObject",),
     ("s3", "list_objects_v2"): ("s3:ListBucket",),
+    ("secretsmanager", "get_secret_value"): ("secretsmanager:GetSecretValue",),
 }
 
 

@@ -100,6 +100,24 @@ def resource_fragments(res: Resources, settings: Settings) -> tuple[dict[str, An
         }
         env[stage.env_var(field)] = {"Ref": lid}
         outputs[lid] = {"Value": {"Ref": lid}}
+    for secret in res.secrets:
+        field = stage.setting_field(settings, secret)
+        lid = stage.logical_id(field)
+        # CloudFormation makes the value itself (GenerateSecretString), so it never appears in the
+        # template; DeletionPolicy Retain: a stack update never replaces the key under stored hashes.
+        cfn[lid] = {
+            "Type": "AWS::SecretsManager::Secret",
+            "DeletionPolicy": "Retain",
+            "UpdateReplacePolicy": "Retain",
+            "Properties": {
+                "Name": secret,
+                "GenerateSecretString": {
+                    "PasswordLength": resources.SECRET_LENGTH,
+                    "ExcludePunctuation": True,
+                },
+            },
+        }
+        env[stage.env_var(field)] = secret  # the name, which GetSecretValue's SecretId takes
     return cfn, env, outputs
 
 

@@ -117,9 +117,9 @@ def deployed_code_calls() -> bool:
 
 
 def guard(clients: Any, role: Role, applies: Callable[[], bool] = always) -> None:
-    """Judge the calls of `clients` (chalicelib.core.aws.AwsClients: its DynamoDB, SQS and S3
+    """Judge the calls of `clients` (chalicelib.core.aws.AwsClients: its DynamoDB, SQS, S3 and Secrets Manager
     clients, created here if not yet) against `role`."""
-    for client in (clients.dynamodb, clients.sqs, clients.s3):
+    for client in (clients.dynamodb, clients.sqs, clients.s3, clients.secretsmanager):
         attach(client, role, applies)
 
 

@@ -165,7 +165,19 @@ def required(service: str, operation: str, params: Mapping[str, Any], *, region:
         return _sqs(operation, params, region, account)
     if service == "s3":
         return _s3(operation, params)
+    if service == "secretsmanager" and "SecretId" in params:
+        return [Request(f"secretsmanager:{operation}", secret_arn(params["SecretId"], region, account))]
     return [Request(f"{service}:{operation}", "*")]
+
+
+def secret_arn(secret_id: str, region: str, account: str) -> str:
+    """SecretId takes a name or an ARN; IAM judges the full ARN, which ends in `-` and six random
+    characters (stood in for here by `XXXXXX`, which the policy's `-??????` matches as it would them)."""
+    return (
+        secret_id
+        if secret_id.startswith("arn:")
+        else f"arn:aws:secretsmanager:{region}:{account}:secret:{secret_id}-XXXXXX"
+    )
 
 
 def table_arn(table: str, region: str, account: str) -> str:

@@ -70,8 +70,15 @@ def build(
         _allow("StreamFailures", ON_FAILURE_ACTIONS, [f"arn:aws:sqs:{arn}:{name}" for name in res.failure_queues]),
         _allow("Buckets", actions.get("s3", set()) & BUCKET_ACTIONS, buckets),
         _allow("Objects", actions.get("s3", set()) - BUCKET_ACTIONS, [f"{b}/*" for b in buckets]),
+        _allow("Secrets", actions.get("secretsmanager", ()), [secret_arn(arn, name) for name in res.secrets]),
     ]
     return {"Version": "2012-10-17", "Statement": [s for s in statements if s["Action"] and s["Resource"]]}
+
+
+def secret_arn(region_account: str, name: str) -> str:
+    # Secrets Manager appends a hyphen and six random characters to a secret's name in its ARN;
+    # its IAM guide advises `-??????` to match them (and nothing longer, unlike `*`).
+    return f"arn:aws:secretsmanager:{region_account}:secret:{name}-??????"
 
 
 def _allow(sid: str, actions: Any, arns: list[str]) -> dict[str, Any]:

@@ -215,6 +215,10 @@ def run(args: argparse.Namespace) -> int:
             restored = snapshots.restore(settings.aws_region)
             log.info("data restored from %s", snapshots.current, extra={"restored": restored})
     resources.ensure(dynamodb, sqs, s3, definition, settings.aws_region)
+    # The emulator forgets the item key when it stops; the saved data's item hashes need the same
+    # key after a restart, so it is kept beside them (readable by its owner only).
+    key_value = None if emulator is None else local_item_key(directory / ITEM_KEY_FILE)
+    resources.ensure_secrets(session.client("secretsmanager", endpoint_url=endpoint), definition, key_value)
     # The emulator names streams by creation time: hand the real ARN to the app.
     os.environ["EVENTS_STREAM_ARN"] = dynamodb.describe_table(TableName=settings.events_table)["Table"][
         "LatestStreamArn"
@@ -340,6 +344,19 @@ def save_periodically(snapshots: Any, seconds: float, stop: threading.Event) -> 
             snapshots.save(include_queues=False)
         except Exception:  # the next try may work; the stop-time save is the one that counts
             log.exception("periodic save failed")
+
+
+ITEM_KEY_FILE = "item-key"
+
+
+def local_item_key(path: Path) -> str:
+    """The local stack's item key, made on its first start and kept in `path`."""
+    from tools import resources
+
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(resources.new_secret_value())
+    return path.read_text()
 
 
 def enforce_role(clients: Any, settings: Any, stage_name: str, stream_arn: str, policy_file: Path | None) -> Any:

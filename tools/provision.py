@@ -46,6 +46,7 @@ def provision(stage_name: str, session: Any, endpoint_url: str | None, project: 
     definition = resources.for_settings(settings)
     region = session.region_name
     outputs = resources.ensure(*clients(session, endpoint_url), definition, region)
+    outputs.update(resources.ensure_secrets(session.client("secretsmanager", endpoint_url=endpoint_url), definition))
 
     config = stage.load_config(project)
     stage_config = config["stages"][stage_name]
@@ -187,7 +188,8 @@ def first_admin_key(stage_name: str, session: Any, endpoint_url: str | None, pro
 
 def teardown(stage_name: str, session: Any, endpoint_url: str | None, project: Path) -> list[str]:
     definition = resources.for_settings(stage.stage_settings(stage_name, project))
-    return resources.remove(*clients(session, endpoint_url), definition)
+    deleted = resources.remove(*clients(session, endpoint_url), definition)
+    return deleted + resources.remove_secrets(session.client("secretsmanager", endpoint_url=endpoint_url), definition)
 
 
 def clients(session: Any, endpoint_url: str | None) -> tuple[Any, Any, Any]:

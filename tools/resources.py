@@ -7,6 +7,8 @@ uses the same definition, so the two cannot drift apart.
 from __future__ import annotations
 
 import json
+import secrets
+import string
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +52,8 @@ class Resources:
     # Where Lambda describes a stream batch it gave up on (the events stream mapping's
     # on-failure destination, tools/mappings.py); nothing consumes it, an alarm watches it.
     failure_queues: tuple[str, ...] = ()
+    # Secrets Manager secrets the functions read (the item key: docs/tracker.md, "What is stored").
+    secrets: tuple[str, ...] = ()
 
 
 def stream_failures_queue(settings: Settings) -> str:
@@ -78,7 +82,46 @@ def for_settings(settings: Settings) -> Resources:
         ),
         buckets=(settings.reports_bucket,),
         failure_queues=(stream_failures_queue(settings),),
+        secrets=(settings.item_key_secret,),
     )
+
+
+# A new item key: 64 random letters and digits (~380 bits), more than HMAC-SHA256 can use.
+SECRET_LENGTH = 64
+
+
+def ensure_secrets(secretsmanager: Any, resources: Resources, value: str | None = None) -> dict[str, str]:
+    """Create each missing secret with a random value (or `value`); an existing one is kept, since
+    replacing the item key would make every stored item hash unmatchable by new ones."""
+    outputs: dict[str, str] = {}
+    for name in resources.secrets:
+        try:
+            outputs[name] = secretsmanager.describe_secret(SecretId=name)["ARN"]
+            continue
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ResourceNotFoundException":
+                raise
+        secret = value if value is not None else new_secret_value()
+        outputs[name] = secretsmanager.create_secret(Name=name, SecretString=secret)["ARN"]
+    return outputs
+
+
+def new_secret_value() -> str:
+    alphabet = string.ascii_letters + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(SECRET_LENGTH))
+
+
+def remove_secrets(secretsmanager: Any, resources: Resources) -> list[str]:
+    deleted: list[str] = []
+    for name in resources.secrets:
+        try:
+            secretsmanager.delete_secret(SecretId=name, ForceDeleteWithoutRecovery=True)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ResourceNotFoundException":
+                raise
+            continue
+        deleted.append(name)
+    return deleted
 
 
 def ensure(dynamodb: Any, sqs: Any, s3: Any, resources: Resources, region: str) -> dict[str, str]:

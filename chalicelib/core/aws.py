@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
+from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 
-__all__ = ["S3", "SQS", "AwsClients", "DynamoDB"]
+__all__ = ["S3", "SQS", "AwsClients", "DynamoDB", "SecretsManager"]
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient as DynamoDB
@@ -25,6 +27,11 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient as SQS
 else:
     DynamoDB = SQS = S3 = Any
+# No Secrets Manager stubs are installed: its one call (GetSecretValue) is typed by hand below.
+SecretsManager = Any
+
+# The item key's shortest accepted length: HMAC-SHA256's output, so the key is not the weak part.
+MIN_ITEM_KEY_BYTES = 32
 
 _RETRIES = Config(retries={"max_attempts": 5, "mode": "standard"})
 
@@ -55,3 +62,20 @@ class AwsClients:
     @cached_property
     def s3(self) -> S3:
         return cast("S3", self._client("s3"))
+
+    @cached_property
+    def secretsmanager(self) -> SecretsManager:
+        return cast("SecretsManager", self._client("secretsmanager"))
+
+    @cached_property
+    def item_key(self) -> bytes:
+        """The stage's key for item hashes, read once per process from the secret the settings
+        name; it is never stored in a table (docs/tracker.md, "What is stored")."""
+        try:
+            value: str = self.secretsmanager.get_secret_value(SecretId=self._settings.item_key_secret)["SecretString"]
+        except ClientError as exc:
+            raise StorageError("could not read the item key") from exc
+        key = value.encode("utf-8")
+        if len(key) < MIN_ITEM_KEY_BYTES:
+            raise StorageError(f"the item key must be at least {MIN_ITEM_KEY_BYTES} bytes")
+        return key

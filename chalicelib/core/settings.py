@@ -37,6 +37,9 @@ class Settings:
     views_queue: str = "tally-views"
     uniques_queue: str = "tally-uniques"
     reports_bucket: str = "tally-reports"
+    # The Secrets Manager secret holding the stage's key for item hashes (its name, never the
+    # key): a unique count's stored hashes are keyed by it (docs/design.md, "Unique counts").
+    item_key_secret: str = "tally-item-key"
     aws_endpoint_url: str | None = None
     aws_region: str = "us-east-1"
     # Events table: how many write shards a quarter hour is spread over, and how long raw
@@ -200,6 +203,7 @@ FIELDS: dict[str, Rule] = {
     "views_queue": Text(),
     "uniques_queue": Text(),
     "reports_bucket": Text(),
+    "item_key_secret": Text(),
     "aws_endpoint_url": Text(),
     "aws_region": Text(),
     "event_write_shards": Integer(1, 100),

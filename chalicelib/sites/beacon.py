@@ -87,6 +87,7 @@ def count(
     dynamodb: DynamoDB,
     sqs: SQS,
     settings: Settings,
+    item_key: bytes,
     beacon: Beacon,
     ip: str,
     user_agent: str | None,
@@ -95,7 +96,7 @@ def count(
     """Count one beacon (for a known bot, only that the site refused one); ValidationError for a
     URL that is not a page's."""
     if privacy.is_bot(user_agent):
-        _count_bot(dynamodb, settings, beacon, ip, user_agent or "", now_ms)
+        _count_bot(dynamodb, settings, item_key, beacon, ip, user_agent or "", now_ms)
         return Outcome(False, None, "bot")
     assert user_agent is not None
     try:
@@ -103,7 +104,7 @@ def count(
     except ValueError as exc:
         raise ValidationError("url must be an http(s) URL with a host") from exc
     site = beacon.site or names.site_name(page.host, "url's host")
-    salt = salts.salt_for_day(dynamodb, settings, beacon.time_ms // times.DAY_MS, now_ms)
+    salt = salts.salt_for_day(dynamodb, settings, item_key, beacon.time_ms // times.DAY_MS, now_ms)
     visitor = privacy.visitor_id(salt, site, ip, user_agent)
     view_url = privacy.page_url(beacon.url)
     if beacon.event != PAGEVIEW:
@@ -117,13 +118,15 @@ def count(
     batch = events.parse_body({"events": pageview_events(site, page, beacon, view_url, visitor)}, now_ms, settings)
     view = view_input.View(view_url, beacon.time_ms, _derived("view", view_url, str(beacon.time_ms), visitor))
     views_api.enqueue(sqs, settings, [view], now_ms)
-    uniques_api.enqueue(sqs, settings, names.visitors_name(site), uniques_api.Post([visitor], beacon.time_ms))
+    uniques_api.enqueue(sqs, settings, item_key, names.visitors_name(site), uniques_api.Post([visitor], beacon.time_ms))
     events.store(dynamodb, settings, batch, now_ms)
     _note_site(dynamodb, settings, site, now_ms)
     return Outcome(True, site)
 
 
-def _count_bot(dynamodb: DynamoDB, settings: Settings, beacon: Beacon, ip: str, user_agent: str, now_ms: int) -> None:
+def _count_bot(
+    dynamodb: DynamoDB, settings: Settings, item_key: bytes, beacon: Beacon, ip: str, user_agent: str, now_ms: int
+) -> None:
     """One event on the site's bots counter, its id derived as a page view's (a resend counts
     once). A bot's beacon is refused whatever its URL: one naming no site counts nowhere."""
     try:
@@ -131,7 +134,7 @@ def _count_bot(dynamodb: DynamoDB, settings: Settings, beacon: Beacon, ip: str, 
         site = beacon.site or names.site_name(page.host, "url's host")
     except (ValueError, ValidationError):
         return
-    salt = salts.salt_for_day(dynamodb, settings, beacon.time_ms // times.DAY_MS, now_ms)
+    salt = salts.salt_for_day(dynamodb, settings, item_key, beacon.time_ms // times.DAY_MS, now_ms)
     view_url = privacy.page_url(beacon.url)
     event = {
         "counter": names.bots_counter(site),

@@ -1,15 +1,18 @@
 """The daily salt of visitor ids (`SALT#` / `d#<day>`, sites.names): 32 random bytes per UTC day,
+stored sealed under the stage's item key (so reading the counts table does not give it),
 created by a conditional put (a concurrent creator's salt wins and is read back), ignored past
-its expiry and deleted by the first page view of the next day. Why a salt lives two days and
-never leaves the table: docs/tracker.md, "Privacy: what is collected and what is not".
+its expiry and deleted by the first page view of the next day. Why a salt lives two days, why
+it is sealed and how: docs/tracker.md, "Privacy: what is collected and what is not".
 """
 
 from __future__ import annotations
 
+import hmac
 import secrets
 import threading
 import weakref
 from collections.abc import Callable
+from hashlib import sha256
 from typing import Any
 
 from chalicelib.core import attributes, times
@@ -21,6 +24,38 @@ from chalicelib.sites import names
 from chalicelib.sites.privacy import SALT_BYTES
 
 SALT_DAYS = 2  # a salt lives this many days from its day's start
+NONCE_BYTES = 16
+TAG_BYTES = 32
+# Item hashes key UTF-8 text, where the byte 0xFF never occurs: salts' keys cannot meet them.
+_SALT_KEY_LABEL = b"\xffvisitor salts"
+
+
+def _salt_key(item_key: bytes) -> bytes:
+    return hmac.new(item_key, _SALT_KEY_LABEL, sha256).digest()
+
+
+def _pad(key: bytes, day: int, nonce: bytes) -> bytes:
+    return hmac.new(key, b"pad" + day.to_bytes(8, "big") + nonce, sha256).digest()[:SALT_BYTES]
+
+
+def _tag(key: bytes, day: int, nonce: bytes, sealed: bytes) -> bytes:
+    return hmac.new(key, b"tag" + day.to_bytes(8, "big") + nonce + sealed, sha256).digest()
+
+
+def seal(item_key: bytes, day: int, salt: bytes, nonce: bytes | None = None) -> bytes:
+    """The salt as stored: nonce | salt XOR HMAC(key, day, nonce) | HMAC tag over the rest."""
+    key, nonce = _salt_key(item_key), nonce if nonce is not None else secrets.token_bytes(NONCE_BYTES)
+    sealed = bytes(a ^ b for a, b in zip(salt, _pad(key, day, nonce), strict=True))
+    return nonce + sealed + _tag(key, day, nonce, sealed)
+
+
+def unseal(item_key: bytes, day: int, stored: bytes) -> bytes:
+    """The salt `seal` stored for `day`; StorageError if it was not sealed for it under this key."""
+    key = _salt_key(item_key)
+    nonce, sealed, tag = stored[:NONCE_BYTES], stored[NONCE_BYTES:-TAG_BYTES], stored[-TAG_BYTES:]
+    if len(sealed) != SALT_BYTES or not hmac.compare_digest(tag, _tag(key, day, nonce, sealed)):
+        raise StorageError("the day's salt does not open under the item key")
+    return bytes(a ^ b for a, b in zip(sealed, _pad(key, day, nonce), strict=True))
 
 
 def expires_at_s(day: int) -> int:
@@ -52,6 +87,7 @@ _cache = _Cache()
 def salt_for_day(
     dynamodb: DynamoDB,
     settings: Settings,
+    item_key: bytes,
     day: int,
     now_ms: int,
     new_salt: Callable[[], bytes] = lambda: secrets.token_bytes(SALT_BYTES),
@@ -64,21 +100,21 @@ def salt_for_day(
     cached = _cache.get(dynamodb, day)
     if cached is not None:
         return cached
-    salt = _read(dynamodb, settings, day, now_s)
+    salt = _read(dynamodb, settings, item_key, day, now_s)
     if salt is None:
-        salt = _create(dynamodb, settings, day, now_s, new_salt())
+        salt = _create(dynamodb, settings, item_key, day, now_s, new_salt())
     _cache.put(dynamodb, day, salt, now_s)
     return salt
 
 
-def _read(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int) -> bytes | None:
+def _read(dynamodb: DynamoDB, settings: Settings, item_key: bytes, day: int, now_s: int) -> bytes | None:
     with translated("could not read the day's salt"):
         item = dynamodb.get_item(TableName=settings.counts_table, Key=names.salt_key(day), ConsistentRead=True).get(
             "Item"
         )
     if item is None or attributes.integer(item, "expires_at") <= now_s:
         return None
-    return attributes.binary(item, "salt")
+    return unseal(item_key, day, attributes.binary(item, "sealed"))
 
 
 def _delete_expired(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int) -> None:
@@ -97,12 +133,16 @@ def _delete_expired(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int
         pass
 
 
-def _create(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int, salt: bytes) -> bytes:
+def _create(dynamodb: DynamoDB, settings: Settings, item_key: bytes, day: int, now_s: int, salt: bytes) -> bytes:
     try:
         with translated("could not store the day's salt"):
             dynamodb.put_item(
                 TableName=settings.counts_table,
-                Item={**names.salt_key(day), "salt": {"B": salt}, "expires_at": {"N": str(expires_at_s(day))}},
+                Item={
+                    **names.salt_key(day),
+                    "sealed": {"B": seal(item_key, day, salt)},
+                    "expires_at": {"N": str(expires_at_s(day))},
+                },
                 # Another request may have created it meanwhile: its salt wins (read back below).
                 ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
                 ExpressionAttributeValues={":now": {"N": str(now_s)}},
@@ -112,7 +152,7 @@ def _create(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int, salt: 
     else:
         _delete_expired(dynamodb, settings, day - SALT_DAYS, now_s)
         return salt
-    stored = _read(dynamodb, settings, day, now_s)
+    stored = _read(dynamodb, settings, item_key, day, now_s)
     if stored is None:
         raise StorageError("the day's salt was neither created nor found")
     return stored

@@ -60,8 +60,9 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> Post:
     return Post(items, times.not_ahead(time_ms, now_ms, settings.max_future_skew_seconds))
 
 
-def enqueue(sqs: SQS, settings: Settings, name: str, post: Post) -> int:
-    body = message_body(name, sketches.item_hashes(post.items), post.time_ms)
+def enqueue(sqs: SQS, settings: Settings, key: bytes, name: str, post: Post) -> int:
+    """Queue the items as their hashes under the stage's item key (`key`, never stored)."""
+    body = message_body(name, sketches.item_hashes(key, post.items), post.time_ms)
     with translated("could not queue the items"):
         sqs.send_message(QueueUrl=queues.queue_url(sqs, settings.uniques_queue), MessageBody=body)
     return len(post.items)

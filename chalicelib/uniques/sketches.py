@@ -7,11 +7,12 @@ built from hashes equals the library's `add_bulk`: docs/design.md, "Unique count
 
 from __future__ import annotations
 
+import hmac
 import math
 import struct
 import zlib
 from collections.abc import Iterable, Sequence
-from hashlib import sha1
+from hashlib import sha1, sha256
 from typing import Any
 
 import numpy as np
@@ -87,13 +88,20 @@ class Sketch:
         return sketch
 
 
-def item_hash(item: str) -> bytes:
-    """The library's hash of an item, big-endian: what `HyperLogLog.add(item)` would compute."""
-    return sha1(packb(item)).digest()[:HASH_BYTES]
+def keyed_item(key: bytes, item: str) -> bytes:
+    """The item under the stage's key (HMAC-SHA256): what enters the library's hash, so a stored
+    hash cannot be matched against a guessed item without the key."""
+    return hmac.new(key, item.encode("utf-8"), sha256).digest()
 
 
-def item_hashes(items: Iterable[str]) -> bytes:
-    return b"".join(item_hash(item) for item in items)
+def item_hash(key: bytes, item: str) -> bytes:
+    """The library's hash of the keyed item, big-endian: what `HyperLogLog.add(keyed_item(key,
+    item))` would compute; exact hashes and registers both come from it."""
+    return sha1(packb(keyed_item(key, item))).digest()[:HASH_BYTES]
+
+
+def item_hashes(key: bytes, items: Iterable[str]) -> bytes:
+    return b"".join(item_hash(key, item) for item in items)
 
 
 def precision_for(error_rate: float) -> int:

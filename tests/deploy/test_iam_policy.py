@@ -28,6 +28,9 @@ def targets(project: Path, service: str, action: str) -> list[str]:
         return [f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{t.name}" for t in res.tables]
     if service == "sqs":
         return [f"arn:aws:sqs:{REGION}:{ACCOUNT}:{q.name}" for q in res.queues]
+    if service == "secretsmanager":
+        # A secret's ARN ends in its name, a hyphen and six random characters.
+        return [f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{name}-a1B2c3" for name in res.secrets]
     if action == "s3:ListBucket":
         return [f"arn:aws:s3:::{b}" for b in res.buckets]
     return [f"arn:aws:s3:::{b}/reports/2026/report.json" for b in res.buckets]
@@ -56,6 +59,17 @@ def test_given_chalicelib_when_policy_generated_then_every_call_is_allowed_on_ev
 
     assert {c.key for c in calls} >= {("dynamodb", "transact_write_items"), ("dynamodb", "batch_get_item")}
     assert uncovered(policy_for(project), project) == []
+
+
+def test_given_policy_then_the_item_key_secret_is_readable_and_no_other_secret_is(project: Path) -> None:
+    policy = policy_for(project)
+    secret = f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:tally-dev-item-key"
+    assert allows(policy, "secretsmanager:GetSecretValue", f"{secret}-Zz09aB")
+    # A longer name that starts with ours, and another secret, stay out of reach.
+    assert not allows(policy, "secretsmanager:GetSecretValue", f"{secret}-old-Zz09aB")
+    assert not allows(policy, "secretsmanager:GetSecretValue", f"{secret}s-Zz09aB")
+    assert not allows(policy, "secretsmanager:PutSecretValue", f"{secret}-Zz09aB")
+    assert not allows(policy, "dynamodb:GetItem", f"{secret}-Zz09aB")
 
 
 def test_given_policy_without_one_needed_action_then_the_coverage_check_names_it(project: Path) -> None:
@@ -111,6 +125,7 @@ def test_given_generated_policy_then_no_wildcard_actions_and_only_the_projects_r
     settings = stage.stage_settings("dev", project)
     res = resources.for_settings(settings)
     names = [t.name for t in res.tables] + [q.name for q in res.queues] + list(res.buckets) + list(res.failure_queues)
+    names += list(res.secrets)
 
     policy = policy_for(project)
 

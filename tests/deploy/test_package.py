@@ -98,6 +98,11 @@ def test_given_dev_stage_when_packaged_then_resources_match_the_definition_and_a
         definition.failure_queues
     )
     assert buckets == set(definition.buckets)
+    secrets = {p["Name"]: p for p in resources_by_type["AWS::SecretsManager::Secret"].values()}
+    assert set(secrets) == set(definition.secrets)
+    for secret in secrets.values():
+        # CloudFormation makes the value; the template never holds one.
+        assert "SecretString" not in secret and secret["GenerateSecretString"]["PasswordLength"] >= 32
     for table in definition.tables:
         assert tables[table.name]["TimeToLiveSpecification"] == {"AttributeName": table.ttl_attribute, "Enabled": True}
         assert ("StreamSpecification" in tables[table.name]) == table.stream

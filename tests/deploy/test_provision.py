@@ -30,6 +30,7 @@ def configured_names(project: Path) -> dict[str, set[str]]:
         "tables": {env["EVENTS_TABLE"], env["COUNTS_TABLE"]},
         "queues": queues | {f"{q}-dlq" for q in queues} | {f"{env['EVENTS_TABLE']}-stream-failures"},
         "buckets": {env["REPORTS_BUCKET"]},
+        "secrets": {env["ITEM_KEY_SECRET"]},
     }
 
 
@@ -39,6 +40,7 @@ def existing_names(session: Any) -> dict[str, set[str]]:
         "tables": set(session.client("dynamodb").list_tables()["TableNames"]),
         "queues": {url.rsplit("/", 1)[-1] for url in sqs.list_queues().get("QueueUrls", [])},
         "buckets": {b["Name"] for b in session.client("s3").list_buckets()["Buckets"]},
+        "secrets": {s["Name"] for s in session.client("secretsmanager").list_secrets()["SecretList"]},
     }
 
 
@@ -58,6 +60,16 @@ def test_given_empty_account_when_provisioned_twice_then_exactly_the_configured_
 
     assert second == first
     assert existing_names(moto) == configured_names(project)
+
+
+def test_given_a_provisioned_item_key_when_provisioned_again_then_the_key_is_kept(moto: Any, project: Path) -> None:
+    # A new key would make every stored item hash unmatchable by new ones.
+    assert run(project) == 0
+    secret = stage.stage_environment(STAGE, project)["ITEM_KEY_SECRET"]
+    first = moto.client("secretsmanager").get_secret_value(SecretId=secret)["SecretString"]
+    assert run(project) == 0
+    assert moto.client("secretsmanager").get_secret_value(SecretId=secret)["SecretString"] == first
+    assert len(first) >= 32
 
 
 def test_given_provisioned_stage_then_config_holds_the_real_stream_arn_and_policy_settings(
@@ -104,5 +116,5 @@ def test_given_provisioned_stage_when_deleted_then_nothing_is_left_and_a_second_
     moto.client("s3").put_object(Bucket=configured_names(project)["buckets"].pop(), Key="r/1.json", Body=b"{}")
 
     assert run(project, "--delete") == 0
-    assert existing_names(moto) == {"tables": set(), "queues": set(), "buckets": set()}
+    assert existing_names(moto) == {"tables": set(), "queues": set(), "buckets": set(), "secrets": set()}
     assert run(project, "--delete") == 0

@@ -104,6 +104,13 @@ class LocalStack:
     def admin_key(self) -> str:
         return self.admin_key_path.read_text().strip()
 
+    @property
+    def item_key(self) -> bytes:
+        """The stack's key for item hashes (tools/local_stack.py keeps it in its state directory)."""
+        from tools.local_stack import ITEM_KEY_FILE
+
+        return (self.state_dir / ITEM_KEY_FILE).read_bytes()
+
     def request(self, method: str, path: str, key: str | bool | None = True, **kwargs: Any) -> requests.Response:
         headers = dict(kwargs.pop("headers", None) or {})
         if key is True:

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.e2e
 P = sketches.precision_for(0.01)
 
 
-def expected(items: list[str]) -> int:
-    return sketches.estimate(sketches.from_hashes(P, sketches.item_hashes(items)))
+def expected(api: LocalStack, items: list[str]) -> int:
+    return sketches.estimate(sketches.from_hashes(P, sketches.item_hashes(api.item_key, items)))
 
 
 def cardinality(api: LocalStack, path: str) -> int:
@@ -42,10 +42,10 @@ def test_given_items_posted_over_http_when_the_queue_is_drained_then_counts_and_
             assert response.status_code == 202
             assert response.json() == {"accepted": len(data[start : start + 500])}
     api.post("/hyperloglog/e2e.home", json={"data": "visitor-1"}, timeout=5)  # a repeat
-    want = expected(first)
+    want = expected(api, first)
     wait_for(lambda: cardinality(api, "/hyperloglog/e2e.home") == want, 60, f"e2e.home to reach {want}")
-    wait_for(lambda: cardinality(api, "/hyperloglog/e2e.pricing") == expected(second), 60, "e2e.pricing")
-    assert cardinality(api, "/hyperloglog?names=e2e.home,e2e.pricing") == expected(first + second)
+    wait_for(lambda: cardinality(api, "/hyperloglog/e2e.pricing") == expected(api, second), 60, "e2e.pricing")
+    assert cardinality(api, "/hyperloglog?names=e2e.home,e2e.pricing") == expected(api, first + second)
     assert cardinality(api, "/hyperloglog/e2e.nobody") == 0
 
 
@@ -70,16 +70,16 @@ def test_given_backdated_items_over_http_when_windows_read_then_each_window_coun
         for start in range(0, len(data), 500):
             body = {"data": data[start : start + 500], "time": times.iso(at)}
             assert api.post("/hyperloglog/e2e.window", json=body, timeout=5).status_code == 202
-    want = expected(recent + older + ancient)
+    want = expected(api, recent + older + ancient)
     wait_for(lambda: cardinality(api, "/hyperloglog/e2e.window") == want, 60, "all the items to be merged")
     day_answer = api.get("/hyperloglog/e2e.window", params={"window": "24h"}, timeout=5).json()
     assert day_answer["cardinality"] == 40 and day_answer["lower"] == day_answer["upper"] == 40
     assert day_answer["keys_read"] <= 24 and day_answer["complete"] is True
     month = api.get("/hyperloglog/e2e.window", params={"window": "30d"}, timeout=5).json()
-    assert month["cardinality"] == expected(recent + older) and month["keys_read"] <= 76
+    assert month["cardinality"] == expected(api, recent + older) and month["keys_read"] <= 76
     assert month["lower"] <= month["cardinality"] <= month["upper"]
     series = api.get("/hyperloglog/e2e.window/histogram", params={"resolution": "day", "window": "30d"}).json()
-    assert sorted(b["cardinality"] for b in series["buckets"] if b["cardinality"])[-2:] == [40, expected(older)]
+    assert sorted(b["cardinality"] for b in series["buckets"] if b["cardinality"])[-2:] == [40, expected(api, older)]
     wait_for(lambda: "e2e.window" in listed_names(api), 10, "e2e.window to be listed")  # written after the sketches
     surrogate = '{"data": "a\\ud800"}'
     response = api.post("/hyperloglog/e2e.window", data=surrogate, timeout=5)

@@ -6,12 +6,14 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from hashlib import sha1
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from msgpack import packb
 
 from chalicelib.core import keyspace, queues, window_params
 from chalicelib.core.errors import StorageError
@@ -20,11 +22,13 @@ from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
 from chalicelib.uniques import layout as uniques_keys
 from chalicelib.uniques import sketches
+from tests.conftest import ITEM_KEY
 from tests.fakes import checking
 from tests.functional.helpers import invoke, partition
 
 SETTINGS = Settings()
 P = sketches.precision_for(SETTINGS.uniques_error_rate)
+KEY = ITEM_KEY.encode()
 
 
 def post(client: Any, name: str, body: Any) -> Any:
@@ -67,7 +71,7 @@ def record(message_id: str, body: str) -> dict[str, Any]:
 
 
 def body(name: str, data: list[str], time_ms: int = 1_795_000_000_000) -> str:
-    return uniques_batches.message_body(name, sketches.item_hashes(data), time_ms)
+    return uniques_batches.message_body(name, sketches.item_hashes(KEY, data), time_ms)
 
 
 def items(prefix: str, start: int, stop: int) -> list[str]:
@@ -83,7 +87,7 @@ def window_items(aws: Any, name: str) -> list[dict[str, Any]]:
 
 
 def expected(*item_lists: list[str]) -> int:
-    return sketches.estimate(sketches.from_hashes(P, sketches.item_hashes(i for g in item_lists for i in g)))
+    return sketches.estimate(sketches.from_hashes(P, sketches.item_hashes(KEY, (i for g in item_lists for i in g))))
 
 
 # -- routes ---------------------------------------------------------------------------------
@@ -107,6 +111,37 @@ def test_given_items_when_posted_then_202_one_message_and_counted_after_delivery
     assert body["cardinality"] == expected(first, second, ["v-1000"])
     assert abs(body["cardinality"] - 801) <= 3 * sketches.standard_error(P) * 801
     assert body["error_rate"] == pytest.approx(sketches.standard_error(P), rel=1e-3)
+
+
+def test_given_known_items_when_counted_then_the_stored_hashes_are_keyed_not_the_items_bare_hashes(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    emails = [f"user-{i}@example.com" for i in range(40)]
+    assert post(client, "emails", {"data": emails}).status_code == 202
+    deliver(client, receive_all(aws))
+    stored = [uniques_batches.decode_item(item) for item in sketch_items(aws, "emails") + window_items(aws, "emails")]
+    exact = {int(value) for sketch in stored for value in (sketch.exact if sketch.exact is not None else [])}
+    assert len(stored) == 3 and all(sketches.is_exact(s) for s in stored)
+    # What one who reads the table could compute from guessed items, without the key.
+    bare = {int(v) for v in sketches.hash_values(b"".join(sha1(packb(e)).digest()[:8] for e in emails))}
+    assert not exact & bare
+    other_key = {int(v) for v in sketches.hash_values(sketches.item_hashes(b"a guessed key " * 4, emails))}
+    assert not exact & other_key
+    assert exact == {int(v) for v in sketches.hash_values(sketches.item_hashes(KEY, emails))}
+
+
+@pytest.mark.parametrize("secret", [None, "short key"])
+def test_given_no_usable_item_key_when_items_posted_then_503_and_nothing_queued(
+    client: Any, aws: Any, secret: str | None
+) -> None:
+    name = SETTINGS.item_key_secret
+    if secret is None:
+        aws.secretsmanager.delete_secret(SecretId=name, ForceDeleteWithoutRecovery=True)
+    else:
+        aws.secretsmanager.put_secret_value(SecretId=name, SecretString=secret)
+    response = post(client, "visitors", {"data": ["a", "b"]})
+    assert response.status_code == 503 and set(response.json_body) == {"Code", "Message"}
+    assert receive_all(aws) == []
 
 
 def test_given_unknown_name_when_read_then_zero(client: Any, aws: Any) -> None:
@@ -172,7 +207,7 @@ def test_given_longest_request_when_posted_then_one_message_well_under_the_sqs_l
     assert post(client, "big", {"data": data}).status_code == 202
     (message,) = receive_all(aws)
     assert len(message["body"].encode()) < 16 * 1024
-    assert uniques_batches.parse_message(message["body"]) == ("big", sketches.item_hashes(data))
+    assert uniques_batches.parse_message(message["body"]) == ("big", sketches.item_hashes(KEY, data))
 
 
 def test_given_two_names_when_union_read_then_overlap_counted_once(client: Any, aws: Any, clock: Any) -> None:
@@ -275,7 +310,7 @@ def test_given_corrupt_stored_sketch_when_read_or_written_then_503_and_clear_err
     assert response.status_code == 503
     assert "unreadable" in response.json_body["Message"]
     with pytest.raises(StorageError):
-        uniques_batches.merge_into_shard(aws.dynamodb, SETTINGS, "broken", 0, sketches.item_hash("x"), clock.now)
+        uniques_batches.merge_into_shard(aws.dynamodb, SETTINGS, "broken", 0, sketches.item_hash(KEY, "x"), clock.now)
 
 
 # -- shards and concurrent writers --------------------------------------------------------------
@@ -287,14 +322,14 @@ def test_given_items_spread_over_shards_and_precisions_when_read_then_one_query_
     groups = [items("s", 0, 3000), items("s", 2000, 5000), items("s", 4000, 6000)]
     for shard, group in enumerate(groups):
         uniques_batches.merge_into_shard(
-            aws.dynamodb, SETTINGS, "spread", shard, sketches.item_hashes(group), clock.now
+            aws.dynamodb, SETTINGS, "spread", shard, sketches.item_hashes(KEY, group), clock.now
         )
     coarse = replace(SETTINGS, uniques_error_rate=0.02)  # a shard made under an older setting
-    uniques_batches.merge_into_shard(aws.dynamodb, coarse, "spread", 3, sketches.item_hash("s-7000"), clock.now)
+    uniques_batches.merge_into_shard(aws.dynamodb, coarse, "spread", 3, sketches.item_hash(KEY, "s-7000"), clock.now)
     assert len(sketch_items(aws, "spread")) == 4
     answer = uniques_api.cardinality(aws.dynamodb, SETTINGS, ["spread"])
     low = sketches.precision_for(0.02)
-    hashes = sketches.item_hashes(items("s", 0, 6000) + ["s-7000"])
+    hashes = sketches.item_hashes(KEY, items("s", 0, 6000) + ["s-7000"])
     assert answer["cardinality"] == sketches.estimate(sketches.from_hashes(low, hashes))
     assert answer["error_rate"] == pytest.approx(sketches.standard_error(low), rel=1e-3)
 
@@ -354,7 +389,7 @@ def test_given_8_writers_on_one_sketch_at_once_when_done_then_sketch_is_merge_of
     # each writer writes the all-time sketch, the hour and the day: all three raced by all eight
     assert sum(r.details["writes"] for r in results) == 24
     assert sum(r.retries for r in results) >= 3 * 7
-    everything = sketches.from_hashes(P, sketches.item_hashes(i for s in sets for i in s))
+    everything = sketches.from_hashes(P, sketches.item_hashes(KEY, (i for s in sets for i in s)))
     stored = sketch_items(aws, "raced") + window_items(aws, "raced")
     assert len(stored) == 3
     for item in stored:
@@ -562,7 +597,7 @@ def test_given_one_poison_message_of_each_kind_when_delivered_then_good_applied_
     monkeypatch.setattr(
         app_module.aws,
         "dynamodb",
-        checking(aws.dynamodb, "put_item", rejects_writes_holding(sketches.item_hash("storage-says-no"))),
+        checking(aws.dynamodb, "put_item", rejects_writes_holding(sketches.item_hash(KEY, "storage-says-no"))),
     )
     first = deliver(client, batch)  # returns: Lambda deletes the batch, nothing is redriven
     assert first["quarantined"] == len(poison) and first["counted"] == 2 and first["items"] == 25

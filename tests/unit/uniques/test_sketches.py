@@ -4,28 +4,32 @@ from __future__ import annotations
 
 import pickle
 import zlib
+from hashlib import sha1
 
 import numpy as np
 import pytest
 from hyperloglog import HyperLogLog
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgpack import packb
 
 from chalicelib.uniques import sketches
 from chalicelib.uniques.sketches import EXACT_LIMIT, SketchFormatError
 
 P = sketches.precision_for(0.01)
+KEY = b"unit-item-key-" + bytes(range(32))
 
 
 def keys(start: int, stop: int) -> bytes:
-    return sketches.item_hashes(f"visitor-{i}" for i in range(start, stop))
+    return sketches.item_hashes(KEY, (f"visitor-{i}" for i in range(start, stop)))
 
 
 def library(p: int, items: list[str]) -> HyperLogLog:
+    """The library's sketch of the items as they enter ours: keyed."""
     sketch = HyperLogLog.__new__(HyperLogLog)
     sketch.__init__(sketches.standard_error(p))  # type: ignore[misc]
     assert sketch.p == p
-    sketch.add_bulk(items)
+    sketch.add_bulk([sketches.keyed_item(KEY, item) for item in items])
     return sketch
 
 
@@ -62,7 +66,7 @@ def test_given_exact_sketch_when_one_more_item_arrives_then_registers_and_estima
         sketch = sketches.empty(P)
         previous = 0
         for i, item in enumerate(items):
-            sketches.add_values(sketch, sketches.hash_values(sketches.item_hash(item)))
+            sketches.add_values(sketch, sketches.hash_values(sketches.item_hash(KEY, item)))
             now = sketches.estimate(sketch)
             assert now >= previous
             assert sketches.is_exact(sketch) == (i < EXACT_LIMIT)
@@ -143,7 +147,7 @@ def test_given_corrupt_or_foreign_bytes_when_decoded_then_refused(data: bytes) -
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.text(min_size=1, max_size=8), max_size=600), st.integers(4, 13))
 def test_given_items_when_folded_to_lower_precision_then_same_as_adding_there(items: list[str], low: int) -> None:
-    hashes = sketches.item_hashes(items)
+    hashes = sketches.item_hashes(KEY, items)
     folded = sketches.fold(sketches.from_hashes(14, hashes), low)
     assert folded == sketches.from_hashes(low, hashes)
 
@@ -154,8 +158,8 @@ def test_given_items_when_added_as_hashes_then_registers_equal_the_librarys_add_
     items: list[str], error_rate: float
 ) -> None:
     reference = HyperLogLog(error_rate)
-    reference.add_bulk(items)
-    assert sketches.from_hashes(reference.p, sketches.item_hashes(items)).library() == reference
+    reference.add_bulk([sketches.keyed_item(KEY, item) for item in items])
+    assert sketches.from_hashes(reference.p, sketches.item_hashes(KEY, items)).library() == reference
 
 
 @settings(max_examples=40, deadline=None)
@@ -163,8 +167,8 @@ def test_given_items_when_added_as_hashes_then_registers_equal_the_librarys_add_
 def test_given_any_split_of_items_when_merged_then_equal_to_one_sketch_of_them_all(
     groups: list[list[int]], p: int
 ) -> None:
-    parts = [sketches.from_hashes(p, sketches.item_hashes(f"i{i}" for i in group)) for group in groups]
-    everything = sketches.from_hashes(p, sketches.item_hashes(f"i{i}" for group in groups for i in group))
+    parts = [sketches.from_hashes(p, sketches.item_hashes(KEY, (f"i{i}" for i in group))) for group in groups]
+    everything = sketches.from_hashes(p, sketches.item_hashes(KEY, (f"i{i}" for group in groups for i in group)))
     merged = sketches.merge(parts, p)
     assert merged == everything
     assert sketches.estimate(merged) == sketches.estimate(everything)
@@ -209,3 +213,20 @@ def test_given_sketch_when_the_same_items_are_added_again_then_estimate_unchange
     sketches.add_values(sketch, sketches.hash_values(keys(100, 200)))
     assert sketches.estimate(sketch) == before
     assert sketch == sketches.from_hashes(P, keys(0, 5000))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.text(min_size=1, max_size=40))
+def test_given_one_item_when_hashed_under_two_keys_then_the_hashes_differ(item: str) -> None:
+    other = b"another-item-key-" + bytes(range(32))
+    assert sketches.item_hash(KEY, item) != sketches.item_hash(other, item)
+    assert sketches.item_hash(KEY, item) == sketches.item_hash(KEY, item)
+
+
+def test_given_a_keyed_item_hash_when_compared_with_the_unkeyed_library_hash_then_they_differ() -> None:
+    # The library's own hash of the bare item: what a dictionary of guessed items would yield.
+    guessed = [f"user-{i}@example.com" for i in range(200)]
+    unkeyed = {sketches.hash_values(sha1(packb(item)).digest()[:8])[0] for item in guessed}
+    stored = sketches.from_hashes(P, sketches.item_hashes(KEY, guessed)).exact
+    assert stored is not None and len(stored) == len(guessed)
+    assert not unkeyed & set(stored.tolist())

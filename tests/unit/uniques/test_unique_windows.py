@@ -17,6 +17,7 @@ from chalicelib.uniques import batches, sketches
 
 SETTINGS = Settings()
 P = sketches.precision_for(SETTINGS.uniques_error_rate)
+KEY = b"unit-item-key-" + bytes(range(32))
 NOW = 1_795_000_000_000
 DAY = 1440
 EVERYTHING_LIVE = -(10**9)
@@ -83,7 +84,7 @@ def simulate_back_end(
     """What the handler stores for these (item, time) pairs, per target, with no storage."""
     store: dict[Bucket | None, sketches.Sketch] = {}
     for n, (item, t) in enumerate(stream):
-        parsed = batches.parse_items(Message(f"m{n}", "", batches.message_body("w", sketches.item_hash(item), t)))
+        parsed = batches.parse_items(Message(f"m{n}", "", batches.message_body("w", sketches.item_hash(KEY, item), t)))
         for target in batches.targets(settings, parsed, now_ms):
             sketch = store.setdefault(target.bucket, sketches.empty(P))
             sketches.add_values(sketch, sketches.hash_values(parsed.hashes))
@@ -118,7 +119,7 @@ def test_given_items_over_35_days_when_any_window_is_read_then_it_equals_one_ske
     answer = sketches.merge(live, P)
     start, end = plan[0].start_ms, plan[-1].end_ms
     inside = [item for item, t in stream if start <= t < end]
-    one = sketches.from_hashes(P, sketches.item_hashes(inside))
+    one = sketches.from_hashes(P, sketches.item_hashes(KEY, inside))
     assert answer == one
     assert sketches.estimate(answer) == sketches.estimate(one)
     if len(set(inside)) <= sketches.EXACT_LIMIT:
@@ -127,9 +128,11 @@ def test_given_items_over_35_days_when_any_window_is_read_then_it_equals_one_ske
 
 def test_given_item_older_than_the_hour_retention_when_applied_then_only_day_and_all_time_written() -> None:
     short = replace(SETTINGS, uniques_hour_retention_seconds=3600)
-    old = batches.parse_items(Message("m", "", batches.message_body("w", sketches.item_hash("x"), NOW - 3 * 3_600_000)))
+    old = batches.parse_items(
+        Message("m", "", batches.message_body("w", sketches.item_hash(KEY, "x"), NOW - 3 * 3_600_000))
+    )
     assert [t.bucket.resolution if t.bucket else "all" for t in batches.targets(short, old, NOW)] == ["all", "day"]
     ancient = batches.parse_items(
-        Message("m", "", batches.message_body("w", sketches.item_hash("x"), NOW - 500 * 86_400_000))
+        Message("m", "", batches.message_body("w", sketches.item_hash(KEY, "x"), NOW - 500 * 86_400_000))
     )
     assert [t.bucket for t in batches.targets(short, ancient, NOW)] == [None]
