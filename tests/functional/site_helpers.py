@@ -22,6 +22,16 @@ def beacon(client: Any, key: str, body: dict[str, Any], agent: str = CHROME, ori
     return client.http.with_key(None).post(f"/beacon/pageview?key={key}", headers=headers, body=json.dumps(body))
 
 
+def left_behind(aws: Any) -> int:
+    """Queued messages and stored events: what a counted beacon leaves (0 after a refused one)."""
+    total = 0
+    for queue in (SETTINGS.views_queue, SETTINGS.uniques_queue):
+        url = aws.sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+        attributes = aws.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+        total += int(attributes["Attributes"]["ApproximateNumberOfMessages"])
+    return total + len(aws.dynamodb.scan(TableName=SETTINGS.events_table)["Items"])
+
+
 class Counting:
     """Runs the background handlers as Lambda would: each queued message and each stored event
     delivered once (`process`), or delivered again (`redeliver`)."""

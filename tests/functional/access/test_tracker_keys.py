@@ -13,7 +13,7 @@ from chalicelib.access import policy, rates, tracker
 from chalicelib.core import keyspace
 from tests.conftest import create_key
 from tests.functional.helpers import declared_routes
-from tests.functional.site_helpers import SETTINGS, Counting, beacon
+from tests.functional.site_helpers import SETTINGS, Counting, beacon, left_behind
 
 SITE, ORIGIN = "blog.example", "https://blog.example"
 MINUTE = 60_000
@@ -26,16 +26,6 @@ def tracker_key(aws: Any) -> str:
 
 def view(clock: Any, url: str = f"{ORIGIN}/posts/1", ago_ms: int = 0, **more: Any) -> dict[str, Any]:
     return {"url": url, "time": clock.now - ago_ms, "referrer": "", "width": 1280, **more}
-
-
-def stored(aws: Any) -> int:
-    """Queued messages and stored events: what a counted beacon leaves."""
-    total = 0
-    for queue in (SETTINGS.views_queue, SETTINGS.uniques_queue):
-        url = aws.sqs.get_queue_url(QueueName=queue)["QueueUrl"]
-        attributes = aws.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
-        total += int(attributes["Attributes"]["ApproximateNumberOfMessages"])
-    return total + len(aws.dynamodb.scan(TableName=SETTINGS.events_table)["Items"])
 
 
 def refused(response: Any, status: int, clue: str) -> bool:
@@ -120,7 +110,7 @@ def test_given_a_tracker_key_when_it_calls_every_other_route_then_each_refuses_i
 
     assert failures == []
     assert checked >= 25  # every guarded route of the app
-    assert stored(aws) == 0
+    assert left_behind(aws) == 0
 
 
 @pytest.mark.parametrize(
@@ -141,7 +131,7 @@ def test_given_a_tracker_key_when_a_page_of_another_site_is_sent_then_refused_an
     answer = beacon(client, tracker_key, view(clock, url), origin="/".join(origin[:3]))
 
     assert answer.status_code in (400, 403) and set(answer.json_body) == {"Code", "Message"}, answer.body
-    assert stored(aws) == 0
+    assert left_behind(aws) == 0
 
 
 @pytest.mark.parametrize(
@@ -199,7 +189,7 @@ def test_given_a_tracker_key_when_a_beacon_breaks_one_of_its_rules_then_refused_
     answer = beacon(client, tracker_key, sent, origin=origin)
 
     assert refused(answer, status, clue), answer.body
-    assert stored(aws) == 0
+    assert left_behind(aws) == 0
 
 
 def test_given_a_tracker_key_when_it_sends_a_custom_event_within_its_bounds_then_counted_under_its_site(
