@@ -111,8 +111,8 @@ def admin_key(auth: AuthRequest) -> dict[str, Any]:
 beacon_keys = store.CachedLookup(find_key, settings.key_cache_seconds)
 
 
-def admit(record: policy.KeyRecord) -> bool:
-    return rates.admit(aws.dynamodb, settings, record.id, record.rate_per_second, clock.now_ms())
+def admit(record: policy.KeyRecord, now_ms: int) -> bool:
+    return rates.admit(aws.dynamodb, settings, record.id, record.rate_per_second, now_ms)
 
 
 @app.middleware("http")

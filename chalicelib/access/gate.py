@@ -27,7 +27,7 @@ from chalicelib.core.errors import StorageError
 
 FindKey = Callable[[str], KeyRecord | None]
 # Counts one request of a key against its rate: False when the key is over it (access/rates.py).
-Admit = Callable[[KeyRecord], bool]
+Admit = Callable[[KeyRecord, int], bool]  # the key, the request's time (epoch ms)
 # What a Lambda authorizer raises to make API Gateway answer 401 (AWS's documented contract).
 UNAUTHORIZED = "Unauthorized"
 PREFLIGHT_MAX_AGE_SECONDS = "600"
@@ -158,7 +158,7 @@ def check_request(
             return Outcome(Decision(False, refusal.status, refusal.reason), allow_origin)
     if decision.allowed and record is not None:
         try:
-            admitted = admit(record)
+            admitted = admit(record, now_ms)
         except StorageError:
             return Outcome(RATE_CHECK_FAILED, allow_origin)
         if not admitted:

@@ -322,7 +322,7 @@ def test_given_the_key_store_failing_when_a_beacon_arrives_then_503_in_chalices_
     access = policy.ROUTES[("POST", "/beacon/views")]
 
     outcome = gate.check_request(
-        access, {}, {"key": api_keys.generate()}, b"{}", None, None, failing, (), 0, lambda record: True
+        access, {}, {"key": api_keys.generate()}, b"{}", None, None, failing, (), 0, lambda record, now_ms: True
     )
 
     assert (outcome.decision.allowed, outcome.decision.status) == (False, 503)
