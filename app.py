@@ -284,7 +284,8 @@ def get_unique_count(name: str) -> dict[str, Any]:
     sketch_name = validation.name(name, "name")
     now = clock.now_ms()
     hours = window_params.optional_hour_range(query(), now)
-    return {"name": sketch_name, **chalicelib.uniques.api.count(aws.dynamodb, settings, [sketch_name], hours, now)}
+    span = None if hours is None else chalicelib.uniques.api.hour_span(hours)
+    return {"name": sketch_name, **chalicelib.uniques.api.count(aws.dynamodb, settings, [sketch_name], span, now)}
 
 
 @app.route("/hyperloglog", methods=["GET"], authorizer=read_key)
@@ -294,8 +295,9 @@ def get_union_count() -> dict[str, Any]:
         return chalicelib.uniques.api.list_names(aws.dynamodb, settings, params, clock.now_ms())
     now = clock.now_ms()
     hours = window_params.optional_hour_range(params, now)
+    span = None if hours is None else chalicelib.uniques.api.hour_span(hours)
     names = chalicelib.uniques.api.parse_names(params["names"])
-    return {"names": names, **chalicelib.uniques.api.count(aws.dynamodb, settings, names, hours, now)}
+    return {"names": names, **chalicelib.uniques.api.count(aws.dynamodb, settings, names, span, now)}
 
 
 @app.route("/hyperloglog/{name}/histogram", methods=["GET"], authorizer=read_key)
@@ -303,9 +305,10 @@ def get_unique_histogram(name: str) -> dict[str, Any]:
     now = clock.now_ms()
     params = query()
     hours = window_params.hour_range(params, now)
-    resolution = window_params.resolution(params, ("hour", "day"), "day")
+    resolution = window_params.resolution(params, chalicelib.uniques.api.RESOLUTIONS, "day")
     sketch_name = validation.name(name, "name")
-    return chalicelib.uniques.api.histogram(aws.dynamodb, settings, sketch_name, hours, resolution, now)
+    buckets = chalicelib.uniques.api.utc_buckets(hours, resolution)
+    return chalicelib.uniques.api.histogram(aws.dynamodb, settings, sketch_name, buckets, resolution, now)
 
 
 @app.on_sqs_message(

@@ -21,7 +21,6 @@ from chalicelib.events import ingest
 from chalicelib.reports import api as reports_api
 from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
-from chalicelib.uniques import layout as uniques_layout
 from chalicelib.views import top as view_top
 from chalicelib.views import validation as view_input
 
@@ -276,7 +275,7 @@ def union_or_listing() -> Schema:
 
 
 RESOLUTIONS = list(timebuckets.RESOLUTION_MINUTES)
-UNIQUE_RESOLUTIONS = list(uniques_layout.PREFIX)
+UNIQUE_RESOLUTIONS = list(uniques_api.RESOLUTIONS)
 SCOPE = string(enum=list(policy.SCOPES))
 KEY_ID = string(pattern=anchored(access_keys.ID_PATTERN))
 # A report id as reports.ranges writes one: two compact UTC times (real ones), the second later.

@@ -62,8 +62,9 @@ class Settings:
     uniques_shards: int = 4
     uniques_batch_size: int = 10000
     uniques_batching_window_seconds: int = 60
-    # Hour and day sketches of unique counts live this long after their hour or day ends.
-    uniques_hour_retention_seconds: int = 48 * 3600
+    # Sketches of unique counts live this long after their bucket ends (quarter hours as hours:
+    # a local day in any zone reads them, docs/counting.md, "Unique counts in a time zone").
+    uniques_hour_retention_seconds: int = MAX_WINDOW_DAYS * 86400
     uniques_day_retention_seconds: int = MAX_WINDOW_DAYS * 86400
     # Scheduled reports: how often they run, and how long after ingest an event is reported
     # (lets writes that were in flight when a run starts land before their range is read).

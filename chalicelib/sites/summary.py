@@ -64,7 +64,9 @@ def summary(
     site = names.site_name(site)
     first, last = minutes
     hours = visitor_hours(first, last)
-    visitors = uniques_api.window_cardinality(dynamodb, settings, [names.visitors_name(site)], hours, now_ms)
+    visitors = uniques_api.window_cardinality(
+        dynamodb, settings, [names.visitors_name(site)], uniques_api.hour_span(hours), now_ms
+    )
     answer: dict[str, Any] = {
         "site": site,
         "start": times.iso(first * times.MINUTE_MS),

@@ -1,5 +1,7 @@
 """Unique counts, the routes side: validate and queue items; answer the cardinality of one name
-or a union, all-time or over an hour-aligned window; per-bucket series; the names that exist."""
+or a union, all-time or over a window (UTC hours, or a time zone's days: uniques/windows.py);
+per-bucket series; the names that exist. What a window reads: docs/counting.md, "Unique counts
+in a time zone"."""
 
 from __future__ import annotations
 
@@ -23,15 +25,20 @@ from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import translated
-from chalicelib.core.timebuckets import Bucket
-from chalicelib.uniques import layout, sketches
+from chalicelib.uniques import layout, sketches, windows
 from chalicelib.uniques.batches import MAX_ITEMS, decode_item, message_body, retention_s
 
 MAX_ITEM_CHARS = 1024
 MAX_UNION_NAMES = 50
-MAX_KEYS_READ = 1000  # one name's 30-day window is at most 76; a union multiplies it
+MAX_KEYS_READ = 1000  # one name's 30-day window is at most 82; a union multiplies it
 BODY_FIELDS = {"data", "time"}
-ALIGNMENT_NOTE = "unique counts are counted over whole UTC hours: start and end are hour boundaries"
+ALIGNMENT_NOTE = (
+    "unique counts are counted over whole buckets: start and end are hour boundaries, or the quarter "
+    "hours where a local day starts"
+)
+PROJECTION = "pk, sk, sketch, expires_at"
+# A series' buckets (quarter sketches only cut a local day or hour where it starts).
+RESOLUTIONS: tuple[timebuckets.Resolution, ...] = ("hour", "day")
 
 
 @dataclass(frozen=True)
@@ -79,16 +86,24 @@ def parse_names(raw: str | None) -> list[str]:
 
 
 # -- counts ----------------------------------------------------------------------------------
+#
+# A window is a range of minutes [start, stop) on quarter hours (hours, for a window in UTC);
+# a series is a list of such ranges, each one bucket (a local day is any range: windows.cover).
 
 
 def count(
-    dynamodb: DynamoDB, settings: Settings, names: list[str], hours: tuple[int, int] | None, now_ms: int
+    dynamodb: DynamoDB, settings: Settings, names: list[str], span: tuple[int, int] | None, now_ms: int
 ) -> dict[str, Any]:
     """The unique count of one name or the union of several: of all time without a window
-    (`hours` None), else over those hours (window_params.optional_hour_range)."""
-    if hours is None:
+    (`span` None), else over minutes [start, stop)."""
+    if span is None:
         return cardinality(dynamodb, settings, names)
-    return window_cardinality(dynamodb, settings, names, hours, now_ms)
+    return window_cardinality(dynamodb, settings, names, span, now_ms)
+
+
+def hour_span(hours: tuple[int, int]) -> tuple[int, int]:
+    """Hours first..last (window_params.hour_range) as the minutes [start, stop) they hold."""
+    return hours[0] * timebuckets.HOUR_MINUTES, (hours[1] + 1) * timebuckets.HOUR_MINUTES
 
 
 def cardinality(dynamodb: DynamoDB, settings: Settings, names: list[str]) -> dict[str, Any]:
@@ -102,22 +117,20 @@ def window_cardinality(
     dynamodb: DynamoDB,
     settings: Settings,
     names: list[str],
-    hours: tuple[int, int],
+    span: tuple[int, int],
     now_ms: int,
 ) -> dict[str, Any]:
-    """The union of the names' day and hour sketches covering the hours, in one BatchGetItem
-    (of at most 100 keys: one name's window of up to 96 days)."""
-    first, last = hours
-    window_params.check_hours(first, last)
-    first_live_hour = timebuckets.first_live_index("hour", now_ms, retention_s(settings, "hour"))
-    first_live_day = timebuckets.first_live_index("day", now_ms, retention_s(settings, "day"))
-    plan = timebuckets.hour_day_plan(first, last, first_live_hour)
+    """The union of the names' day, hour and quarter sketches covering minutes [start, stop)
+    (widened to quarter hours), read with BatchGetItem: one name's 30-day window is at most
+    82 keys (29 days, 2 x 23 hours, 2 x 3 quarters)."""
+    start, stop = windows.widen(*span)
+    window_params.check_minutes(start, stop - 1)
+    plan = windows.cover(start, stop, _first_live_hour(settings, now_ms))
     wanted = [layout.bucket_key(name, bucket) for name in names for bucket in plan]
     if len(wanted) > MAX_KEYS_READ:
         raise ValidationError(f"this would read {len(wanted)} sketches (at most {MAX_KEYS_READ}): fewer names or days")
-    projection = "pk, sk, sketch, expires_at"
     found = dynamo.batch_get_items(
-        dynamodb, settings.counts_table, wanted, "could not read the sketches", projection=projection
+        dynamodb, settings.counts_table, wanted, "could not read the sketches", projection=PROJECTION
     )
     now_s = now_ms // 1000
     live = [decode_item(item) for item in found if _unexpired(item, now_s)]
@@ -128,9 +141,9 @@ def window_cardinality(
         "end": times.iso(plan[-1].end_ms),
         "aligned": ALIGNMENT_NOTE,
         "keys_read": len(wanted),
-        **_completeness(plan[0], first_live_day),
+        **_completeness(plan[0], settings, now_ms),
     }
-    asked_from = timebuckets.Bucket("hour", first).start_ms
+    asked_from = start * times.MINUTE_MS
     if plan[0].start_ms < asked_from and answer["complete"]:
         answer["message"] = (
             f"counted from {answer['start']}, not {times.iso(asked_from)}: hour sketches are kept "
@@ -139,17 +152,21 @@ def window_cardinality(
     return answer
 
 
+def _first_live_hour(settings: Settings, now_ms: int) -> int:
+    return timebuckets.first_live_index("hour", now_ms, retention_s(settings, "hour"))
+
+
 def _unexpired(item: dict[str, Any], now_s: int) -> bool:
     """A window sketch read before DynamoDB's TTL deleted it still counts only until its expiry
     (one without an expiry is not a window sketch: it does not count)."""
     return (dynamo.stored_expiry(item) or 0) > now_s
 
 
-def _completeness(oldest: Bucket, first_live_day: int) -> dict[str, Any]:
-    day = oldest.first_minute // timebuckets.RESOLUTION_MINUTES["day"]
+def _completeness(oldest: windows.Bucket, settings: Settings, now_ms: int) -> dict[str, Any]:
+    first_live_day = timebuckets.first_live_index("day", now_ms, retention_s(settings, "day"))
     return timebuckets.completeness(
-        day >= first_live_day,
-        Bucket("day", first_live_day).start_ms,
+        oldest.first_minute // timebuckets.DAY_MINUTES >= first_live_day,
+        first_live_day * timebuckets.DAY_MINUTES * times.MINUTE_MS,
         "the window starts before day sketches are kept: older items are no longer counted",
     )
 
@@ -170,43 +187,80 @@ def histogram(
     dynamodb: DynamoDB,
     settings: Settings,
     name: str,
-    hours: tuple[int, int],
+    buckets: list[tuple[int, int]],
     resolution: str,
     now_ms: int,
 ) -> dict[str, Any]:
-    """Distinct items per hour or day bucket (not additive: an item seen in two buckets is
-    counted in each). One paginated Query over the name's sketches of that resolution."""
-    size = timebuckets.RESOLUTION_MINUTES[resolution] // timebuckets.HOUR_MINUTES
-    first, last = hours[0] // size, hours[1] // size
-    window_params.check_histogram(last - first + 1)
-    items = dynamo.query_sort_range(
-        dynamodb,
-        settings.counts_table,
-        layout.window_pk(name),
-        layout.bucket_sort_key(resolution, first),
-        layout.bucket_sort_key(resolution, last),
-        "could not read the sketches",
-    )
-    now_s = now_ms // 1000
-    counts: dict[int, dict[str, Any]] = {}
-    for item in items:
-        if _unexpired(item, now_s):
-            sketch = decode_item(item)
-            counts[keyspace.sort_key_index(attributes.sort_key(item))] = {
-                "cardinality": sketches.estimate(sketch),
-                "exact": sketches.is_exact(sketch),
-            }
-    retention = retention_s(settings, resolution)
-    first_live = timebuckets.first_live_index(resolution, now_ms, retention)  # type: ignore[arg-type]
-    buckets = [Bucket(resolution, i) for i in range(first, last + 1)]  # type: ignore[arg-type]
+    """Distinct items per bucket, each bucket minutes [start, stop) on quarter hours (a UTC hour
+    or day, or a local one): not additive, an item seen in two buckets is counted in each. Each
+    bucket is the union of its cover (windows.cover); a level of sketches most of whose span
+    is wanted is read with one paginated Query, the rest with BatchGetItem."""
+    window_params.check_histogram(len(buckets))
+    window_params.check_minutes(buckets[0][0], buckets[-1][1] - 1)
+    first_live_hour = _first_live_hour(settings, now_ms)
+    covers = [windows.cover(*windows.widen(*bucket), first_live_hour) for bucket in buckets]
+    stored, keys_read = _read_buckets(dynamodb, settings, name, {b for cover in covers for b in cover}, now_ms)
+    p = sketches.precision_for(settings.uniques_error_rate)
+    values = []
+    for cover in covers:
+        merged = sketches.merge([stored[b] for b in cover if b in stored], p)
+        values.append({"cardinality": sketches.estimate(merged), "exact": sketches.is_exact(merged)})
+    oldest = covers[0][0]
     return {
         "name": name,
         "resolution": resolution,
         "aligned": ALIGNMENT_NOTE,
         "additive": False,
-        **timebuckets.series(buckets, lambda b: counts.get(b.index, {"cardinality": 0, "exact": True})),
-        **timebuckets.completeness(first >= first_live, Bucket(resolution, first_live).start_ms, None),  # type: ignore[arg-type]
+        "start": times.iso(buckets[0][0] * times.MINUTE_MS),
+        "end": times.iso(buckets[-1][1] * times.MINUTE_MS),
+        "buckets": [{"start": times.iso(b[0] * times.MINUTE_MS), **v} for b, v in zip(buckets, values)],
+        "keys_read": keys_read,
+        **_completeness(oldest, settings, now_ms),
     }
+
+
+def utc_buckets(hours: tuple[int, int], resolution: str) -> list[tuple[int, int]]:
+    """The UTC hours or days holding hours first..last, as minute ranges."""
+    size = timebuckets.RESOLUTION_MINUTES[resolution]
+    first, last = hour_span(hours)
+    return [(i * size, (i + 1) * size) for i in range(first // size, (last - 1) // size + 1)]
+
+
+def _read_buckets(
+    dynamodb: DynamoDB, settings: Settings, name: str, wanted: set[windows.Bucket], now_ms: int
+) -> tuple[dict[windows.Bucket, sketches.Sketch], int]:
+    """The unexpired sketches of `wanted` that exist, and how many keys were read: per level, one
+    Query over its span when at least half of the span is wanted, else BatchGetItem."""
+    now_s, keys_read = now_ms // 1000, 0
+    found: list[dict[str, Any]] = []
+    for level in windows.LEVELS:
+        indexes = sorted(b.index for b in wanted if b.resolution == level)
+        if not indexes:
+            continue
+        if 2 * len(indexes) >= indexes[-1] - indexes[0] + 1:
+            lo, hi = (layout.bucket_sort_key(level, i) for i in (indexes[0], indexes[-1]))
+            read = list(
+                dynamo.query_sort_range(
+                    dynamodb, settings.counts_table, layout.window_pk(name), lo, hi, "could not read the sketches"
+                )
+            )
+            keys_read += len(read)
+        else:
+            keys = [layout.bucket_key(name, windows.Bucket(level, i)) for i in indexes]
+            read = list(
+                dynamo.batch_get_items(
+                    dynamodb, settings.counts_table, keys, "could not read the sketches", projection=PROJECTION
+                )
+            )
+            keys_read += len(keys)
+        found += read
+    sketches_by_bucket: dict[windows.Bucket, sketches.Sketch] = {}
+    for item in found:
+        if _unexpired(item, now_s):
+            sort_key = attributes.sort_key(item)
+            level = layout.LEVEL_OF_PREFIX[sort_key.split("#", 1)[0]]
+            sketches_by_bucket[windows.Bucket(level, keyspace.sort_key_index(sort_key))] = decode_item(item)
+    return sketches_by_bucket, keys_read
 
 
 def _read_all_shards(dynamodb: DynamoDB, settings: Settings, name: str) -> list[sketches.Sketch]:

@@ -1,5 +1,5 @@
 """Unique counts, the queue handler side: each batch merged, through core.batch_processor
-(`UniqueItems`), into its names' hour and day sketches and one shard of each all-time sketch
+(`UniqueItems`), into its names' day, hour and quarter-hour sketches and one shard of each all-time sketch
 (each read once and written once with dynamo.put_versioned), and its names touched in the
 catalog. Why neither a lost race nor a redelivery loses or inflates anything, and why hour and
 day sketches are not sharded: docs/design.md, "Unique counts"; poison: "Where poison goes".
@@ -36,8 +36,8 @@ from chalicelib.core.poison import QuarantineSink
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
-from chalicelib.core.timebuckets import Bucket
-from chalicelib.uniques import layout, sketches
+from chalicelib.uniques import layout, sketches, windows
+from chalicelib.uniques.windows import Bucket
 
 MAX_ITEMS = 500
 MESSAGE_VERSION = 2
@@ -57,15 +57,16 @@ class Items:
 
 @dataclass(frozen=True)
 class Target:
-    """A sketch a batch writes: the all-time shard of a name (bucket None) or an hour or day."""
+    """A sketch a batch writes: the all-time shard of a name (bucket None), or a day, hour or
+    quarter hour."""
 
     name: str
     bucket: Bucket | None
 
     def order(self) -> tuple[str, int, str, int]:
-        """Writes go in a fixed order, name by name: days, then hours, then the all-time shard
-        last, so an all-time count that includes a batch's items means that batch's day and hour
-        sketches of the name are written too (readers poll the all-time count to know a batch
+        """Writes go in a fixed order, name by name: days, hours, quarters, then the all-time shard
+        last, so an all-time count that includes a batch's items means that batch's day, hour and
+        quarter sketches of the name are written too (readers poll the all-time count to know a batch
         has landed)."""
         if self.bucket is None:
             return (self.name, 1, "", 0)
@@ -111,14 +112,16 @@ def _parse(body: str) -> tuple[str, bytes, int]:
 
 
 def targets(settings: Settings, items: Items, now_ms: int) -> list[Target]:
-    """The all-time sketch of the items' name, and their hour and day sketches unless expired."""
-    buckets = timebuckets.buckets_for(items.time_ms)
+    """The all-time sketch of the items' name, and their day, hour and quarter sketches unless
+    expired."""
+    buckets = windows.buckets_for(items.time_ms)
     live = [b for b in buckets if timebuckets.live(b, retention_s(settings, b.resolution), now_ms)]
     return [Target(items.name, None)] + [Target(items.name, bucket) for bucket in live]
 
 
 def retention_s(settings: Settings, resolution: str) -> int:
-    return settings.uniques_hour_retention_seconds if resolution == "hour" else settings.uniques_day_retention_seconds
+    """Quarter sketches are kept as long as hour sketches: a local day reads both."""
+    return settings.uniques_day_retention_seconds if resolution == "day" else settings.uniques_hour_retention_seconds
 
 
 class UniqueItems(batch_processor.Capability[Message, Items]):

@@ -1,8 +1,9 @@
 """Counts-table keys of unique counts. Pure.
 
 HLL#<name> / shard#<nn>              the all-time sketch, in UNIQUES_SHARDS shards
-HLW#<name> / h#<hour> | d#<day>      the sketch of one hour / UTC day (index since the epoch),
-                                     expiring `expires_at` (its end plus the retention setting)
+HLW#<name> / q#<quarter> | h#<hour> | d#<day>   the sketch of one UTC quarter hour / hour / day
+                                     (index since the epoch, uniques/windows.py), expiring
+                                     `expires_at` (its end plus the retention setting)
 CATALOG#uniques / <name>             a name that has items, with `last_seen` (core.catalog)
 QUARANTINE#uniques-queue / <message id>   a message that could not be applied
 """
@@ -12,9 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.core import catalog, keyspace
-from chalicelib.core.timebuckets import Bucket
+from chalicelib.uniques.windows import Bucket, Level
 
-PREFIX = {"hour": "h", "day": "d"}
+PREFIX: dict[Level, str] = {"quarter": "q", "hour": "h", "day": "d"}
+LEVEL_OF_PREFIX: dict[str, Level] = {prefix: level for level, prefix in PREFIX.items()}
 CATALOG_KIND = "uniques"
 
 
@@ -30,7 +32,7 @@ def shard_key(name: str, shard: int) -> dict[str, Any]:
     return {"pk": {"S": shards_pk(name)}, "sk": {"S": f"shard#{shard:02d}"}}
 
 
-def bucket_sort_key(resolution: str, index: int) -> str:
+def bucket_sort_key(resolution: Level, index: int) -> str:
     return keyspace.index_sort_key(PREFIX[resolution], index)
 
 

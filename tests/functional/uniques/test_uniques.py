@@ -104,8 +104,8 @@ def test_given_items_when_posted_then_202_one_message_and_counted_after_delivery
     records = receive_all(aws)
     assert len(records) == 3
     result = deliver(client, records)
-    # one all-time shard, one hour and one day sketch
-    assert result["items"] == 1001 and result["writes"] == 3 and result["quarantined"] == 0
+    # one all-time shard, one day, one hour and one quarter-hour sketch
+    assert result["items"] == 1001 and result["writes"] == 4 and result["quarantined"] == 0
     body = get(client, "/hyperloglog/visitors").json_body
     assert body["name"] == "visitors"
     assert body["cardinality"] == expected(first, second, ["v-1000"])

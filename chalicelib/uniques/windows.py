@@ -1,0 +1,91 @@
+"""The time buckets of unique-count sketches and the plan for reading a range of minutes. Pure.
+
+A name's items are kept in sketches of each UTC quarter hour, hour and day. A sketch cannot be
+split, and a union never subtracts, so a range is read as the coarsest buckets wholly inside it:
+whole UTC days, then whole hours, then quarter hours. Any range whose ends lie on quarter hours
+is therefore read exactly (every local midnight of every zone does: docs/counting.md, "Unique
+counts in a time zone", which also gives what each kind of range reads).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from chalicelib.core import times
+
+Level = Literal["quarter", "hour", "day"]
+LEVELS: tuple[Level, ...] = ("day", "hour", "quarter")  # coarsest first
+SIZE_MINUTES: dict[str, int] = {"quarter": 15, "hour": 60, "day": 1440}
+QUARTER_MINUTES = SIZE_MINUTES["quarter"]
+
+
+@dataclass(frozen=True, order=True)
+class Bucket:
+    """One sketch's bucket: a level and its number since the epoch."""
+
+    resolution: Level
+    index: int
+
+    @property
+    def first_minute(self) -> int:
+        return self.index * SIZE_MINUTES[self.resolution]
+
+    @property
+    def stop_minute(self) -> int:
+        """Exclusive."""
+        return (self.index + 1) * SIZE_MINUTES[self.resolution]
+
+    @property
+    def start_ms(self) -> int:
+        return self.first_minute * times.MINUTE_MS
+
+    @property
+    def end_ms(self) -> int:
+        return self.stop_minute * times.MINUTE_MS
+
+
+def buckets_for(t_ms: int) -> list[Bucket]:
+    """The day, hour and quarter-hour sketches an item seen at t_ms is added to."""
+    minute = t_ms // times.MINUTE_MS
+    return [Bucket(level, minute // SIZE_MINUTES[level]) for level in LEVELS]
+
+
+def widen(start: int, stop: int) -> tuple[int, int]:
+    """Minutes [start, stop) widened to quarter hours, the finest buckets kept."""
+    return start - start % QUARTER_MINUTES, -(-stop // QUARTER_MINUTES) * QUARTER_MINUTES
+
+
+def cover(start: int, stop: int, first_live_hour: int) -> list[Bucket]:
+    """The buckets whose union is minutes [start, stop) (both on quarter hours), oldest first:
+    each whole UTC day as its day sketch, whole hours as hour sketches and the rest as quarter
+    sketches. Hour and quarter sketches before `first_live_hour` are no longer kept: a partial
+    day there is read whole, from its day sketch (the answer then starts earlier and says so)."""
+    if start % QUARTER_MINUTES or stop % QUARTER_MINUTES:
+        raise ValueError("a range of unique counts starts and ends on a quarter hour")
+    if stop <= start:
+        raise ValueError("the range ends before it starts")
+    day = SIZE_MINUTES["day"]
+    buckets: list[Bucket] = []
+    for index in range(start // day, (stop - 1) // day + 1):
+        low, high = max(start, index * day), min(stop, (index + 1) * day)
+        if (low, high) == (index * day, (index + 1) * day) or low // SIZE_MINUTES["hour"] < first_live_hour:
+            buckets.append(Bucket("day", index))
+        else:
+            buckets += _finer(low, high)
+    return buckets
+
+
+def _finer(start: int, stop: int) -> list[Bucket]:
+    """Minutes [start, stop) inside one day: whole hours, the quarters at either end."""
+    hour = SIZE_MINUTES["hour"]
+    first, last = -(-start // hour), stop // hour  # the whole hours inside
+    if first >= last:
+        return _quarters(start, stop)
+    return (
+        _quarters(start, first * hour) + [Bucket("hour", h) for h in range(first, last)] + _quarters(last * hour, stop)
+    )
+
+
+def _quarters(start: int, stop: int) -> list[Bucket]:
+    return [Bucket("quarter", q) for q in range(start // QUARTER_MINUTES, stop // QUARTER_MINUTES)]
