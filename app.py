@@ -296,10 +296,8 @@ def post_unique_items(name: str) -> Response:
 @app.route("/hyperloglog/{name}", methods=["GET"], authorizer=read_key)
 def get_unique_count(name: str) -> dict[str, Any]:
     sketch_name = validation.name(name, "name")
-    now = clock.now_ms()
-    hours = window_params.optional_hour_range(query(), now)
-    span = None if hours is None else chalicelib.uniques.api.hour_span(hours)
-    return {"name": sketch_name, **chalicelib.uniques.api.count(aws.dynamodb, settings, [sketch_name], span, now)}
+    answer = chalicelib.uniques.api.windowed_count(aws.dynamodb, settings, [sketch_name], query(), clock.now_ms())
+    return {"name": sketch_name, **answer}
 
 
 @app.route("/hyperloglog", methods=["GET"], authorizer=read_key)
@@ -307,22 +305,17 @@ def get_union_count() -> dict[str, Any]:
     params = query()
     if "names" not in params:  # without names= the route lists the names that exist
         return chalicelib.uniques.api.list_names(aws.dynamodb, settings, params, clock.now_ms())
-    now = clock.now_ms()
-    hours = window_params.optional_hour_range(params, now)
-    span = None if hours is None else chalicelib.uniques.api.hour_span(hours)
     names = chalicelib.uniques.api.parse_names(params["names"])
-    return {"names": names, **chalicelib.uniques.api.count(aws.dynamodb, settings, names, span, now)}
+    return {
+        "names": names,
+        **chalicelib.uniques.api.windowed_count(aws.dynamodb, settings, names, params, clock.now_ms()),
+    }
 
 
 @app.route("/hyperloglog/{name}/histogram", methods=["GET"], authorizer=read_key)
 def get_unique_histogram(name: str) -> dict[str, Any]:
-    now = clock.now_ms()
-    params = query()
-    hours = window_params.hour_range(params, now)
-    resolution = window_params.resolution(params, chalicelib.uniques.api.RESOLUTIONS, "day")
     sketch_name = validation.name(name, "name")
-    buckets = chalicelib.uniques.api.utc_buckets(hours, resolution)
-    return chalicelib.uniques.api.histogram(aws.dynamodb, settings, sketch_name, buckets, resolution, now)
+    return chalicelib.uniques.api.windowed_histogram(aws.dynamodb, settings, sketch_name, query(), clock.now_ms())
 
 
 @app.on_sqs_message(

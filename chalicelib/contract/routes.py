@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chalicelib.contract import schemas as s
-from chalicelib.core import quarantine, timebuckets, window_params
+from chalicelib.core import quarantine, timebuckets, window_params, zones
 from chalicelib.counters import breakdowns
 from chalicelib.dashboard import assets
 from chalicelib.reports import api as reports_api
@@ -94,7 +94,7 @@ def minute_histogram_window(resolution: str) -> int:
 def hour_histogram_window(resolution: str) -> int:
     """As minute_histogram_window for an hour-aligned histogram: W minutes are ceil(W / 60) whole
     hours, overlapping at most ceil((hours - 1) / per) + 1 buckets of `per` hours."""
-    per = timebuckets.RESOLUTION_MINUTES[resolution] // timebuckets.HOUR_MINUTES
+    per = zones.NOMINAL_MINUTES[resolution] // timebuckets.HOUR_MINUTES
     hours = (window_params.MAX_HISTOGRAM_BUCKETS - 1) * per + 1
     return min(window_params.MAX_WINDOW_MINUTES, hours * timebuckets.HOUR_MINUTES)
 

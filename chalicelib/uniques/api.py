@@ -5,7 +5,7 @@ in a time zone"."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ from chalicelib.core import (
     times,
     validation,
     window_params,
+    zones,
 )
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
@@ -38,7 +39,12 @@ ALIGNMENT_NOTE = (
 )
 PROJECTION = "pk, sk, sketch, expires_at"
 # A series' buckets (quarter sketches only cut a local day or hour where it starts).
-RESOLUTIONS: tuple[timebuckets.Resolution, ...] = ("hour", "day")
+RESOLUTIONS: tuple[zones.LocalResolution, ...] = ("hour", "day", "week", "month")
+Label = Callable[[int], str]  # an epoch minute as an answer writes it
+
+
+def ISO_MINUTE(minute: int) -> str:
+    return times.iso(minute * times.MINUTE_MS)
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,38 @@ def count(
     return window_cardinality(dynamodb, settings, names, span, now_ms)
 
 
+def windowed_count(
+    dynamodb: DynamoDB, settings: Settings, names: list[str], params: Mapping[str, str], now_ms: int
+) -> dict[str, Any]:
+    """GET /hyperloglog[/{name}]: of all time without a window, else over the window (in `tz`),
+    with `previous` for `compare`."""
+    if not window_params.is_windowed(params):
+        if "compare" in params:
+            raise ValidationError("compare needs a window: all time has no period before it")
+        return cardinality(dynamodb, settings, names)
+    window = window_params.window(params, now_ms)
+    return window_params.compared(
+        window,
+        lambda first, last: {
+            **window_cardinality(dynamodb, settings, names, span(params, first, last), now_ms, window.label),
+            **({"tz": window.zone.key} if window.local else {}),
+        },
+    )
+
+
+def span(params: Mapping[str, str], first: int, last: int) -> tuple[int, int]:
+    """The minutes [start, stop) a unique count reads for window minutes first..last: a calendar
+    window's own minutes (its local midnights lie on quarter hours), widened to the quarter hour
+    holding its last minute; any other window the UTC hours holding it, as
+    window_params.hour_range: `start` and `end` the hours holding them, a duration of W minutes
+    the ceil(W / 60) hours up to the one holding its end."""
+    if params.get("window") in zones.CALENDAR_WINDOWS:
+        return windows.widen(first, last + 1)
+    if "start" in params:
+        return hour_span(timebuckets.hours_between(first, last))
+    return hour_span(timebuckets.hours_ending(last, last - first + 1))
+
+
 def hour_span(hours: tuple[int, int]) -> tuple[int, int]:
     """Hours first..last (window_params.hour_range) as the minutes [start, stop) they hold."""
     return hours[0] * timebuckets.HOUR_MINUTES, (hours[1] + 1) * timebuckets.HOUR_MINUTES
@@ -119,6 +157,7 @@ def window_cardinality(
     names: list[str],
     span: tuple[int, int],
     now_ms: int,
+    label: Label = ISO_MINUTE,
 ) -> dict[str, Any]:
     """The union of the names' day, hour and quarter sketches covering minutes [start, stop)
     (widened to quarter hours), read with BatchGetItem: one name's 30-day window is at most
@@ -137,16 +176,15 @@ def window_cardinality(
     merged = sketches.merge(live, sketches.precision_for(settings.uniques_error_rate))
     answer = {
         **_estimate(merged),
-        "start": times.iso(plan[0].start_ms),
-        "end": times.iso(plan[-1].end_ms),
+        "start": label(plan[0].first_minute),
+        "end": label(plan[-1].stop_minute),
         "aligned": ALIGNMENT_NOTE,
         "keys_read": len(wanted),
         **_completeness(plan[0], settings, now_ms),
     }
-    asked_from = start * times.MINUTE_MS
-    if plan[0].start_ms < asked_from and answer["complete"]:
+    if plan[0].first_minute < start and answer["complete"]:
         answer["message"] = (
-            f"counted from {answer['start']}, not {times.iso(asked_from)}: hour sketches are kept "
+            f"counted from {answer['start']}, not {label(start)}: hour sketches are kept "
             f"{settings.uniques_hour_retention_seconds // 3600} h, so an older partial day is counted whole"
         )
     return answer
@@ -183,6 +221,31 @@ def _estimate(sketch: sketches.Sketch) -> dict[str, Any]:
     }
 
 
+def windowed_histogram(
+    dynamodb: DynamoDB, settings: Settings, name: str, params: Mapping[str, str], now_ms: int
+) -> dict[str, Any]:
+    """GET /hyperloglog/{name}/histogram: per UTC or local bucket (hour, day, week or month) of the
+    window, with `previous` for `compare`."""
+    window = window_params.window(params, now_ms)
+    resolution = _resolution(params.get("resolution", "day"))
+
+    def read(first: int, last: int) -> dict[str, Any]:
+        start, stop = span(params, first, last)
+        window_params.check_histogram(zones.nominal_count(start, stop - 1, resolution))
+        buckets = [(b.first_minute, b.last_minute + 1) for b in zones.buckets(window.zone, start, stop - 1, resolution)]
+        return histogram(dynamodb, settings, name, buckets, resolution, now_ms, window.label)
+
+    answer = window_params.compared(window, read)
+    return {**answer, "tz": window.zone.key} if window.local else answer
+
+
+def _resolution(value: str) -> zones.LocalResolution:
+    for choice in RESOLUTIONS:
+        if value == choice:
+            return choice
+    raise ValidationError(f"resolution must be {', '.join(RESOLUTIONS[:-1])} or {RESOLUTIONS[-1]}")
+
+
 def histogram(
     dynamodb: DynamoDB,
     settings: Settings,
@@ -190,40 +253,45 @@ def histogram(
     buckets: list[tuple[int, int]],
     resolution: str,
     now_ms: int,
+    label: Label = ISO_MINUTE,
 ) -> dict[str, Any]:
-    """Distinct items per bucket, each bucket minutes [start, stop) on quarter hours (a UTC hour
-    or day, or a local one): not additive, an item seen in two buckets is counted in each. Each
-    bucket is the union of its cover (windows.cover); a level of sketches most of whose span
-    is wanted is read with one paginated Query, the rest with BatchGetItem."""
+    """Distinct items per bucket, each bucket minutes [start, stop) (a UTC or local hour, day,
+    week or month): not additive, an item seen in two buckets is counted in each. Each bucket is
+    the union of its cover (windows.cover, widened to quarter hours); a level of sketches most of
+    whose span is wanted is read with one paginated Query, the rest with BatchGetItem."""
     window_params.check_histogram(len(buckets))
     window_params.check_minutes(buckets[0][0], buckets[-1][1] - 1)
     first_live_hour = _first_live_hour(settings, now_ms)
-    covers = [windows.cover(*windows.widen(*bucket), first_live_hour) for bucket in buckets]
-    stored, keys_read = _read_buckets(dynamodb, settings, name, {b for cover in covers for b in cover}, now_ms)
+    first_live_day = timebuckets.first_live_index("day", now_ms, retention_s(settings, "day"))
+    spans = [windows.widen(*bucket) for bucket in buckets]
+    covers = [windows.cover(start, stop, first_live_hour) for start, stop in spans]
+    # A bucket is answered from the sketches kept inside it: not from a whole day read for it.
+    flags = [
+        cover[0].first_minute >= start
+        and cover[-1].stop_minute <= stop
+        and all(b.resolution != "day" or b.index >= first_live_day for b in cover)
+        for (start, stop), cover in zip(spans, covers)
+    ]
+    first = timebuckets.kept_from(flags)
+    wanted = {b for cover in covers[first:] for b in cover}
+    stored, keys_read = _read_buckets(dynamodb, settings, name, wanted, now_ms) if wanted else ({}, 0)
     p = sketches.precision_for(settings.uniques_error_rate)
-    values = []
-    for cover in covers:
+    values: list[dict[str, Any]] = [{"cardinality": 0, "exact": True}] * first
+    for cover in covers[first:]:
         merged = sketches.merge([stored[b] for b in cover if b in stored], p)
         values.append({"cardinality": sketches.estimate(merged), "exact": sketches.is_exact(merged)})
-    oldest = covers[0][0]
+    retained_from = buckets[first][0] if first < len(buckets) else buckets[-1][1]
     return {
         "name": name,
         "resolution": resolution,
         "aligned": ALIGNMENT_NOTE,
         "additive": False,
-        "start": times.iso(buckets[0][0] * times.MINUTE_MS),
-        "end": times.iso(buckets[-1][1] * times.MINUTE_MS),
-        "buckets": [{"start": times.iso(b[0] * times.MINUTE_MS), **v} for b, v in zip(buckets, values)],
+        "start": label(buckets[0][0]),
+        "end": label(buckets[-1][1]),
+        "buckets": [{"start": label(b[0]), **v} for b, v in zip(buckets, values)],
         "keys_read": keys_read,
-        **_completeness(oldest, settings, now_ms),
+        **timebuckets.completeness(first == 0, retained_from * times.MINUTE_MS, None),
     }
-
-
-def utc_buckets(hours: tuple[int, int], resolution: str) -> list[tuple[int, int]]:
-    """The UTC hours or days holding hours first..last, as minute ranges."""
-    size = timebuckets.RESOLUTION_MINUTES[resolution]
-    first, last = hour_span(hours)
-    return [(i * size, (i + 1) * size) for i in range(first // size, (last - 1) // size + 1)]
 
 
 def _read_buckets(

@@ -121,7 +121,7 @@ def test_given_known_items_when_counted_then_the_stored_hashes_are_keyed_not_the
     deliver(client, receive_all(aws))
     stored = [uniques_batches.decode_item(item) for item in sketch_items(aws, "emails") + window_items(aws, "emails")]
     exact = {int(value) for sketch in stored for value in (sketch.exact if sketch.exact is not None else [])}
-    assert len(stored) == 3 and all(sketches.is_exact(s) for s in stored)
+    assert len(stored) == 4 and all(sketches.is_exact(s) for s in stored)  # all time, day, hour, quarter
     # What one who reads the table could compute from guessed items, without the key.
     bare = {int(v) for v in sketches.hash_values(b"".join(sha1(packb(e)).digest()[:8] for e in emails))}
     assert not exact & bare
@@ -234,7 +234,7 @@ def test_given_batch_when_delivered_twice_then_same_sketch_and_second_writes_not
     deliver(client, records)
     before = {n: sketch_items(aws, n) for n in ("a", "b")}
     again = deliver(client, records)
-    assert again["writes"] == 0 and again["unchanged"] == 6
+    assert again["writes"] == 0 and again["unchanged"] == 8
     assert {n: sketch_items(aws, n) for n in ("a", "b")} == before
     assert get(client, "/hyperloglog/a").json_body["cardinality"] == expected(items("r", 0, 300))
 
@@ -262,10 +262,10 @@ def test_given_handler_dies_half_way_when_batch_redelivered_then_as_if_applied_o
     for name, data in groups.items():
         post(client, name, {"data": data})
     records = receive_all(aws)
-    monkeypatch.setattr(app_module.aws, "dynamodb", checking(aws.dynamodb, "put_item", dies_after(3)))
+    monkeypatch.setattr(app_module.aws, "dynamodb", checking(aws.dynamodb, "put_item", dies_after(4)))
     with pytest.raises(Died):
-        deliver(client, records)  # wrote a's day, hour and all-time sketches, then died
-    assert len(window_items(aws, "a")) == 2 and sketch_items(aws, "a")
+        deliver(client, records)  # wrote a's day, hour, quarter and all-time sketches, then died
+    assert len(window_items(aws, "a")) == 3 and sketch_items(aws, "a")
     assert not window_items(aws, "b") and not sketch_items(aws, "b")
     monkeypatch.setattr(app_module.aws, "dynamodb", checking(aws.dynamodb, "put_item", lambda _: None))
     deliver(client, records)
@@ -291,7 +291,7 @@ def test_given_a_batch_over_several_hours_when_applied_then_each_name_all_time_s
     for name in ("a", "b"):
         mine = [i for i, pk in enumerate(puts) if pk.endswith(f"#{name}")]
         windows = [i for i in mine if puts[i] == f"HLW#{name}"]
-        assert len(windows) == 5  # two days and three hours
+        assert len(windows) == 8  # two days, three hours and their three quarters
         assert [puts[i] for i in mine][-1] == f"HLL#{name}" and max(windows) < mine[-1]
 
 
@@ -386,12 +386,12 @@ def test_given_8_writers_on_one_sketch_at_once_when_done_then_sketch_is_merge_of
         t.join()
     assert not errors
     assert not any(r.quarantined for r in results)
-    # each writer writes the all-time sketch, the hour and the day: all three raced by all eight
-    assert sum(r.details["writes"] for r in results) == 24
-    assert sum(r.retries for r in results) >= 3 * 7
+    # each writer writes the all-time sketch, the day, the hour and the quarter: all raced by all eight
+    assert sum(r.details["writes"] for r in results) == 32
+    assert sum(r.retries for r in results) >= 4 * 7
     everything = sketches.from_hashes(P, sketches.item_hashes(KEY, (i for s in sets for i in s)))
     stored = sketch_items(aws, "raced") + window_items(aws, "raced")
-    assert len(stored) == 3
+    assert len(stored) == 4
     for item in stored:
         assert sketches.decode(bytes(item["sketch"]["B"])) == everything
         assert int(item["ver"]["N"]) == 8
@@ -454,8 +454,11 @@ def test_given_backdated_items_when_windows_read_then_each_equals_one_sketch_of_
 
 
 def test_given_time_passes_when_windows_read_then_expired_sketches_are_ignored(
-    client: Any, aws: Any, clock: Any
+    client: Any, aws: Any, clock: Any, app_module: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Hour (and quarter) sketches kept 48 hours, day sketches 400 days, as a stage may set them.
+    short = replace(app_module.settings, uniques_hour_retention_seconds=48 * 3600)
+    monkeypatch.setattr(app_module, "settings", short)
     now = clock.now
     post_at(client, "late", items("x", 0, 30), now - 2 * HOUR_MS)
     post_at(client, "late", items("x", 100, 150), now)
@@ -676,7 +679,7 @@ def test_given_any_batches_redelivered_reordered_or_dying_half_way_then_every_wi
         )
     for window in ("1h", "24h", "3d"):
         hours = window_params.hour_range({"window": window}, clock.now)
-        answer = uniques_api.window_cardinality(aws.dynamodb, SETTINGS, [name], hours, clock.now)
+        answer = uniques_api.window_cardinality(aws.dynamodb, SETTINGS, [name], uniques_api.hour_span(hours), clock.now)
         assert answer["cardinality"] == expected(inside(stream, answer))
     every = [i for group, _ in stream for i in group]
     assert uniques_api.cardinality(aws.dynamodb, SETTINGS, [name])["cardinality"] == expected(every)
