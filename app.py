@@ -370,19 +370,12 @@ def post_views() -> Response:
 
 @app.route("/views", methods=["GET"], authorizer=read_key)
 def get_views() -> dict[str, Any]:
-    now = clock.now_ms()
-    params = query()
-    minutes = window_params.optional_minute_range(params, now)
-    return chalicelib.views.api.count(aws.dynamodb, settings, chalicelib.views.api.parse_url(params), minutes, now)
+    return chalicelib.views.api.windowed_count(aws.dynamodb, settings, query(), clock.now_ms())
 
 
 @app.route("/views/top", methods=["GET"], authorizer=read_key)
 def get_top_views() -> dict[str, Any]:
-    now = clock.now_ms()
-    params = query()
-    hours = window_params.hour_range(params, now)
-    limit, prefix = chalicelib.views.api.parse_top_query(params)
-    return chalicelib.views.api.top_urls(aws.dynamodb, settings, hours, limit, prefix, now)
+    return chalicelib.views.api.windowed_top(aws.dynamodb, settings, query(), clock.now_ms())
 
 
 @app.on_sqs_message(

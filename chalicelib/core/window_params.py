@@ -168,7 +168,12 @@ def hour_range(params: Mapping[str, str], now_ms: int) -> tuple[int, int]:
     """[first, last] hours of an hour-aligned window, parsed as minute_range: start and end
     give the hours holding them; a window of W ending at T gives the ceil(W / 60) hours up to
     and including T's hour."""
-    first, last = minute_range(params, now_ms)
+    return aligned_hours(params, *minute_range(params, now_ms))
+
+
+def aligned_hours(params: Mapping[str, str], first: int, last: int) -> tuple[int, int]:
+    """The hours an hour-aligned read covers for window minutes first..last (a window, or the
+    period it is compared with), by hour_range's rule."""
     if "start" in params or params.get("window") in zones.CALENDAR_WINDOWS:
         return timebuckets.hours_between(first, last)
     return timebuckets.hours_ending(last, last - first + 1)

@@ -129,14 +129,10 @@ def windowed_count(
 def span(params: Mapping[str, str], first: int, last: int) -> tuple[int, int]:
     """The minutes [start, stop) a unique count reads for window minutes first..last: a calendar
     window's own minutes (its local midnights lie on quarter hours), widened to the quarter hour
-    holding its last minute; any other window the UTC hours holding it, as
-    window_params.hour_range: `start` and `end` the hours holding them, a duration of W minutes
-    the ceil(W / 60) hours up to the one holding its end."""
+    holding its last minute; any other window its UTC hours (window_params.aligned_hours)."""
     if params.get("window") in zones.CALENDAR_WINDOWS:
         return windows.widen(first, last + 1)
-    if "start" in params:
-        return hour_span(timebuckets.hours_between(first, last))
-    return hour_span(timebuckets.hours_ending(last, last - first + 1))
+    return hour_span(window_params.aligned_hours(params, first, last))
 
 
 def hour_span(hours: tuple[int, int]) -> tuple[int, int]:

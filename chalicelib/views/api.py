@@ -3,12 +3,25 @@ and the top URLs of a window (`GET /views/top`: what it reads, docs/design.md, "
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from chalicelib.core import attributes, clock, dynamo, keyspace, pager, queues, timebuckets, times, window_params
+from chalicelib.core import (
+    attributes,
+    clock,
+    dynamo,
+    keyspace,
+    pager,
+    queues,
+    timebuckets,
+    times,
+    window_params,
+    zones,
+)
 from chalicelib.core.aws import SQS, DynamoDB
+from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import translated
 from chalicelib.views import catalog as view_catalog
@@ -20,6 +33,12 @@ from chalicelib.views.validation import View
 
 MAX_KEYS = windows.MAX_PARTS + 1  # a range's bucket items and the URL's counter
 RETAINED_MESSAGE = "the range starts before what is kept: the answer counts retained_from to end"
+SERIES_RESOLUTIONS: tuple[zones.LocalResolution, ...] = ("hour", "day", "week", "month")
+Label = Callable[[int], str]  # an epoch minute as an answer writes it
+
+
+def ISO_MINUTE(minute: int) -> str:
+    return times.iso(minute * windows.MINUTE_MS)
 
 
 def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int) -> None:
@@ -40,15 +59,49 @@ def parse_url(params: Mapping[str, str]) -> str:
 
 
 def count(
-    dynamodb: DynamoDB, settings: Settings, url: str, minutes: tuple[int, int] | None, now_ms: int
+    dynamodb: DynamoDB,
+    settings: Settings,
+    url: str,
+    minutes: tuple[int, int] | None,
+    now_ms: int,
+    label: Label = ISO_MINUTE,
 ) -> dict[str, Any]:
     """`url`'s views: of all time (its counter) when `minutes` is None, else in that range of
-    minutes (window_params.optional_minute_range: the buckets from floor(start) to floor(end))."""
+    minutes (window_params.minute_range: the buckets from floor(start) to floor(end))."""
     if minutes is None:
         with translated("could not read the view counter"):
             item = dynamodb.get_item(TableName=settings.counts_table, Key=view_layout.counter_key(url)).get("Item")
         return {"url": url, "views": attributes.integer(item, "views") if item else 0}
-    return count_range(dynamodb, settings, url, minutes[0], minutes[1], now_ms)
+    return count_range(dynamodb, settings, url, minutes[0], minutes[1], now_ms, label)
+
+
+def windowed_count(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str], now_ms: int) -> dict[str, Any]:
+    """GET /views: of all time without a window; else over the window (in `tz`), with `buckets`
+    per local or UTC hour, day, week or month for `resolution`, and `previous` for `compare`."""
+    url = parse_url(params)
+    if not window_params.is_windowed(params):
+        if "compare" in params or "resolution" in params:
+            raise ValidationError("compare and resolution need a window")
+        return count(dynamodb, settings, url, None, now_ms)
+    window = window_params.window(params, now_ms)
+    resolution = _resolution(params.get("resolution"))
+
+    def read(first: int, last: int) -> dict[str, Any]:
+        if resolution is None:
+            return count_range(dynamodb, settings, url, first, last, now_ms, window.label)
+        return count_series(dynamodb, settings, url, window.zone, first, last, resolution, now_ms, window.label)
+
+    answer = window_params.compared(window, read)
+    return {**answer, "tz": window.zone.key} if window.local else answer
+
+
+def _resolution(value: str | None) -> zones.LocalResolution | None:
+    for choice in SERIES_RESOLUTIONS:
+        if value == choice:
+            return choice
+    if value is None:
+        return None
+    raise ValidationError(f"resolution must be {', '.join(SERIES_RESOLUTIONS[:-1])} or {SERIES_RESOLUTIONS[-1]}")
 
 
 def count_range(
@@ -58,34 +111,90 @@ def count_range(
     first_minute: int,
     last_minute: int,
     now_ms: int,
+    label: Label = ISO_MINUTE,
 ) -> dict[str, Any]:
     """The views in minutes first..last from the URL's bucket items and its counter's pending
     minutes (chalicelib.views.rollup): one BatchGetItem of at most MAX_KEYS keys, whatever the
     number of views."""
     window_params.check_minutes(first_minute, last_minute)
-    parts = windows.plan(first_minute, last_minute)
-    pk = view_layout.url_pk(url)
-    stored = rollup.read(dynamodb, settings, {pk: [part.span for part in parts]})[pk]
-    items = [stored.buckets[part.span] for part in parts]
-    now_s = now_ms // 1000
-    retention = settings.view_bucket_retention_seconds
-    flags = [
-        timebuckets.kept(part.span, dynamo.stored_expiry(item), retention, now_s) for part, item in zip(parts, items)
-    ]
-    first = timebuckets.kept_from(flags)
-    total = sum(_part_count(part, item) for part, item in zip(parts[first:], items[first:]) if item is not None)
-    if first < len(parts):
-        total += rollup.pending_between(settings, stored.counter, parts[first].start_minute, last_minute, now_ms)
-    end_ms = (last_minute + 1) * windows.MINUTE_MS
-    retained_from = parts[first].start_minute * windows.MINUTE_MS if first < len(parts) else end_ms
+    series = _series(dynamodb, settings, url, [(first_minute, last_minute)], now_ms)
     return {
         "url": url,
-        "views": total,
-        "start": times.iso(first_minute * windows.MINUTE_MS),
-        "end": times.iso(end_ms),
-        "keys_read": len(parts) + 1,
-        **timebuckets.completeness(first == 0, retained_from, RETAINED_MESSAGE),
+        "views": series.views[0],
+        "start": label(first_minute),
+        "end": label(last_minute + 1),
+        "keys_read": series.keys_read,
+        **timebuckets.completeness(series.first == 0, series.retained_from * windows.MINUTE_MS, RETAINED_MESSAGE),
     }
+
+
+def count_series(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    url: str,
+    zone: ZoneInfo,
+    first_minute: int,
+    last_minute: int,
+    resolution: zones.LocalResolution,
+    now_ms: int,
+    label: Label = ISO_MINUTE,
+) -> dict[str, Any]:
+    """The views in minutes first..last and per bucket of `resolution` in `zone` (whole buckets:
+    the series starts at the first one's start and ends at the last one's end). A bucket is any
+    range of minutes, read exactly by its plan (windows.plan); the plans' items are read once, in
+    one BatchGetItem (a 30-day series of local days: docs/benchmarks.md, "Local time series")."""
+    window_params.check_minutes(first_minute, last_minute)
+    window_params.check_histogram(zones.nominal_count(first_minute, last_minute, resolution))
+    local = zones.buckets(zone, first_minute, last_minute, resolution)
+    window_params.check_histogram(len(local))
+    window_params.check_minutes(local[0].first_minute, local[-1].last_minute)
+    series = _series(dynamodb, settings, url, [(b.first_minute, b.last_minute) for b in local], now_ms)
+    return {
+        "url": url,
+        "resolution": resolution,
+        "views": sum(series.views),
+        "start": label(local[0].first_minute),
+        "end": label(local[-1].last_minute + 1),
+        "buckets": [{"start": label(b.first_minute), "views": n} for b, n in zip(local, series.views)],
+        "keys_read": series.keys_read,
+        **timebuckets.completeness(series.first == 0, series.retained_from * windows.MINUTE_MS, RETAINED_MESSAGE),
+    }
+
+
+@dataclass(frozen=True)
+class Series:
+    views: list[int]  # per range
+    keys_read: int
+    first: int  # the first range kept whole, with every one after it
+    retained_from: int  # the minute from which what is counted is kept
+
+
+def _series(dynamodb: DynamoDB, settings: Settings, url: str, ranges: list[tuple[int, int]], now_ms: int) -> Series:
+    """The views in each range of minutes (inclusive, in time order) from one read of the items
+    their plans name; ranges before the last one with a part no longer kept count 0, and the
+    oldest range kept counts from its first kept part."""
+    plans = [windows.plan(first, last) for first, last in ranges]
+    spans = sorted({part.span for plan in plans for part in plan})
+    pk = view_layout.url_pk(url)
+    stored = rollup.read(dynamodb, settings, {pk: spans})[pk]
+    now_s = now_ms // 1000
+    retention = settings.view_bucket_retention_seconds
+    kept = {
+        span: timebuckets.kept(span, dynamo.stored_expiry(item), retention, now_s)
+        for span, item in stored.buckets.items()
+    }
+    parts = [(i, part) for i, plan in enumerate(plans) for part in plan]
+    first_part = timebuckets.kept_from([kept[part.span] for _, part in parts])
+    views = [0] * len(ranges)
+    for i, part in parts[first_part:]:
+        item = stored.buckets[part.span]
+        views[i] += 0 if item is None else _part_count(part, item)
+    end = ranges[-1][1] + 1
+    retained_from = parts[first_part][1].start_minute if first_part < len(parts) else end
+    for i, (first, last) in enumerate(ranges):
+        views[i] += rollup.pending_between(settings, stored.counter, max(first, retained_from), last, now_ms)
+    first_range = parts[first_part][0] if first_part < len(parts) else len(ranges)
+    return Series(views, len(spans) + 1, 0 if first_part == 0 else max(first_range, 1), retained_from)
 
 
 @dataclass(frozen=True)
@@ -136,6 +245,22 @@ def parse_top_query(params: Mapping[str, str]) -> tuple[int, str | None]:
     return limit, None if prefix is None else view_input.text(prefix, "prefix", view_input.URL_MAX_CHARS)
 
 
+def windowed_top(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str], now_ms: int) -> dict[str, Any]:
+    """GET /views/top over the window (in `tz`), with `previous` for `compare`: the window's hours
+    (window_params.aligned_hours), or a calendar window's own minutes."""
+    limit, prefix = parse_top_query(params)
+    window = window_params.window(params, now_ms)
+    calendar = params.get("window") in zones.CALENDAR_WINDOWS
+
+    def read(first: int, last: int) -> dict[str, Any]:
+        hours = window_params.aligned_hours(params, first, last)
+        exact = (first, last) if calendar else None
+        return top_urls(dynamodb, settings, hours, limit, prefix, now_ms, exact, window.label)
+
+    answer = window_params.compared(window, read)
+    return {**answer, "tz": window.zone.key} if window.local else answer
+
+
 def top_urls(
     dynamodb: DynamoDB,
     settings: Settings,
@@ -143,29 +268,35 @@ def top_urls(
     limit: int,
     prefix: str | None,
     now_ms: int,
+    minutes: tuple[int, int] | None = None,
+    label: Label = ISO_MINUTE,
 ) -> dict[str, Any]:
     """The `limit` most viewed URLs (starting with `prefix`, if given) in hours first..last,
-    with their exact views."""
+    with their exact views; with `minutes` (inside those hours: a local day that starts on the
+    half hour), ranked by the hours' summaries and counted over those minutes exactly (an
+    hour's summary is an upper bound of any of its minutes, so the ranking stays exact)."""
     first_hour, last_hour = hours
     window_params.check_hours(first_hour, last_hour)
     spans = top.cover(first_hour, last_hour)
     found = top_store.read(dynamodb, settings, spans, now_ms)
-    end_ms = (last_hour + 1) * times.HOUR_MS
+    first_minute, last_minute = minutes or (first_hour * 60, (last_hour + 1) * 60 - 1)
     first = found.first
-    start_minute = spans[first].start_minute if first < len(spans) else end_ms // windows.MINUTE_MS
+    start_minute = max(first_minute, spans[first].start_minute) if first < len(spans) else last_minute + 1
     reads = [found.keys_read]
 
     def resolve(digests: Sequence[bytes]) -> dict[bytes, list[tuple[str, int]]]:
         urls = _urls_of(dynamodb, settings, digests, reads)
         wanted = [url for found in urls.values() for url in found if prefix is None or url.startswith(prefix)]
-        views = count_urls(dynamodb, settings, wanted, start_minute, end_ms // windows.MINUTE_MS - 1, now_ms)
+        views = count_urls(dynamodb, settings, wanted, start_minute, last_minute, now_ms)
         reads[0] += views.keys_read
         return {d: [(url, views.views[url]) for url in found if url in views.views] for d, found in urls.items()}
 
-    selection = top.select(found.merged, limit, resolve, limit + top.EXTRA_EXAMINED, filtered=prefix is not None)
+    # Hours wider than the minutes: what the examined URLs leave out is known only by its hours.
+    filtered = prefix is not None or minutes is not None
+    selection = top.select(found.merged, limit, resolve, limit + top.EXTRA_EXAMINED, filtered=filtered)
     answer: dict[str, Any] = {
-        "start": times.iso(first_hour * times.HOUR_MS),
-        "end": times.iso(end_ms),
+        "start": label(first_minute),
+        "end": label(last_minute + 1),
         "exact": selection.exact,
         "bound": selection.bound,
         "urls": [{"url": url, "views": views} for url, views in selection.urls],
@@ -180,7 +311,7 @@ def top_urls(
     if prefix is not None:
         answer["prefix"] = prefix
     if first:
-        answer["retained_from"] = times.iso(start_minute * windows.MINUTE_MS)
+        answer["retained_from"] = label(start_minute)
         answer["message"] = "the window starts before what is kept: the answer counts retained_from to end"
     return answer
 
