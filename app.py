@@ -417,10 +417,9 @@ def list_sites() -> dict[str, Any]:
 
 @app.route("/sites/{site}/summary", methods=["GET"], authorizer=read_key)
 def get_site_summary(site: str) -> dict[str, Any]:
-    now = clock.now_ms()
-    params = query()
-    minutes = window_params.minute_range(params, now)
-    return summary.summary(aws.dynamodb, settings, site, minutes, summary.parse_limit(params), now)
+    # The one place a site's own default zone (its settings' `timezone`) is applied: None is UTC.
+    default_zone = None
+    return summary.windowed_summary(aws.dynamodb, settings, site, query(), clock.now_ms(), default_zone)
 
 
 @app.route("/tally.js", methods=["GET"])

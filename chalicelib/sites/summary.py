@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.core import pager, timebuckets, times, window_params
+from chalicelib.core import pager, timebuckets, times, window_params, zones
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.settings import Settings
 from chalicelib.counters import breakdowns, reads
 from chalicelib.sites import names
 from chalicelib.uniques import api as uniques_api
+from chalicelib.uniques.api import ISO_MINUTE, Label
 
 DEFAULT_LIMIT = 10
 # How long a site's page views (its events) are kept: the longest window a summary answers, as
@@ -46,9 +47,29 @@ def visitor_hours(first: int, last: int) -> tuple[int, int]:
     counted (a window of 1h read at 17:00:05 holds page views of 16:01-17:00: hours 16 and 17).
     A longest window not starting on the hour touches one hour more than a window may span:
     that oldest hour is left out (its minutes, 400 days ago, are read from its whole day's
-    sketch whenever hour sketches are kept less long, as by default: timebuckets.hour_day_plan)."""
+    sketch whenever hour sketches are kept less long: uniques/windows.py, cover)."""
     low, high = timebuckets.hours_between(first, last)
     return max(low, high - window_params.MAX_WINDOW_HOURS + 1), high
+
+
+def windowed_summary(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    site: str,
+    params: Mapping[str, str],
+    now_ms: int,
+    default_zone: str | None = None,
+) -> dict[str, Any]:
+    """GET /sites/{site}/summary: the summary over the window, in `tz`, else in `default_zone`
+    (the site's own zone, when it has one), else UTC; with `previous` for `compare`."""
+    limit = parse_limit(params)
+    window = window_params.window(params, now_ms, default_zone)
+    calendar = params.get("window") in zones.CALENDAR_WINDOWS
+    answer = window_params.compared(
+        window,
+        lambda first, last: summary(dynamodb, settings, site, (first, last), limit, now_ms, calendar, window.label),
+    )
+    return {**answer, "tz": window.zone.key} if window.local else answer
 
 
 def summary(
@@ -58,19 +79,20 @@ def summary(
     minutes: tuple[int, int],
     limit: int,
     now_ms: int,
+    calendar: bool = False,
+    label: Label = ISO_MINUTE,
 ) -> dict[str, Any]:
     """The summary of `site` over minutes first..last; its visitors over the hours holding them
-    (unique counts are hour-aligned: `visitors_start`, `visitors_end`)."""
+    (unique counts are hour-aligned: `visitors_start`, `visitors_end`), or for a `calendar`
+    window over its own minutes (a local day from its midnight, on a quarter hour in any zone)."""
     site = names.site_name(site)
     first, last = minutes
-    hours = visitor_hours(first, last)
-    visitors = uniques_api.window_cardinality(
-        dynamodb, settings, [names.visitors_name(site)], uniques_api.hour_span(hours), now_ms
-    )
+    span = uniques_api.calendar_span(first, last) if calendar else uniques_api.hour_span(visitor_hours(first, last))
+    visitors = uniques_api.window_cardinality(dynamodb, settings, [names.visitors_name(site)], span, now_ms, label)
     answer: dict[str, Any] = {
         "site": site,
-        "start": times.iso(first * times.MINUTE_MS),
-        "end": times.iso((last + 1) * times.MINUTE_MS),
+        "start": label(first),
+        "end": label(last + 1),
         "visitors": visitors["cardinality"],
         "visitors_exact": visitors["exact"],
         "visitors_start": visitors["start"],
@@ -79,9 +101,9 @@ def summary(
     complete, exact, keys_read, pageviews = True, True, visitors["keys_read"], 0
     others: dict[str, Any] = {}
     counter = names.pageview_counter(site)
-    for name, dimension, label in LISTS:
+    for name, dimension, field in LISTS:
         found = breakdowns.breakdown(dynamodb, settings, counter, dimension, first, last, limit, {}, now_ms)
-        answer[name] = [{label: entry["value"], "pageviews": entry["count"]} for entry in found["values"]]
+        answer[name] = [{field: entry["value"], "pageviews": entry["count"]} for entry in found["values"]]
         others[name] = {"values": found["others"]["values"], "pageviews": found["others"]["count"]}
         if name == "pages":  # every page view has a page: the list and what it leaves out are all of them
             pageviews = sum(entry["count"] for entry in found["values"]) + found["others"]["count"]

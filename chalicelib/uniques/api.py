@@ -131,8 +131,13 @@ def span(params: Mapping[str, str], first: int, last: int) -> tuple[int, int]:
     window's own minutes (its local midnights lie on quarter hours), widened to the quarter hour
     holding its last minute; any other window its UTC hours (window_params.aligned_hours)."""
     if params.get("window") in zones.CALENDAR_WINDOWS:
-        return windows.widen(first, last + 1)
+        return calendar_span(first, last)
     return hour_span(window_params.aligned_hours(params, first, last))
+
+
+def calendar_span(first: int, last: int) -> tuple[int, int]:
+    """Minutes first..last as the quarter hours holding them: a calendar window is exact."""
+    return windows.widen(first, last + 1)
 
 
 def hour_span(hours: tuple[int, int]) -> tuple[int, int]:
