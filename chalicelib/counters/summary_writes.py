@@ -138,20 +138,16 @@ def _with(stored: dict[str, Any] | None, later: list[Member]) -> topk.Summary:
 
 def _put(dynamodb: DynamoDB, settings: Settings, item: dict[str, Any], stored: dict[str, Any] | None) -> bool:
     """PutItem on condition that the item is still the version read; False when it is not."""
-    request: dict[str, Any] = {"TableName": settings.counts_table, "Item": item, **_unchanged(stored)}
     try:
-        with translated("could not write a breakdown summary"):
-            dynamodb.put_item(**request)
+        version = dynamo.stored_version(stored)
+        dynamo.put_versioned(dynamodb, settings.counts_table, item, version, "could not write a breakdown summary")
         return True
     except ConditionFailed:
         return False
 
 
 def _unchanged(stored: dict[str, Any] | None) -> dict[str, Any]:
-    """The condition that an item is still as read (absent, or at the version read)."""
-    if stored is None:
-        return {"ConditionExpression": "attribute_not_exists(pk)"}
-    return {"ConditionExpression": "ver = :ver", "ExpressionAttributeValues": {":ver": stored["ver"]}}
+    return dynamo.versioned_condition(dynamo.stored_version(stored))
 
 
 def _by_item(target: Target, members: list[Member]) -> dict[tuple[str, int, int], list[Member]]:
@@ -231,7 +227,7 @@ def _rewrite(
         **(old or {}),
         **key,
         "e": {"S": topk.encode(summary)},
-        "ver": {"N": str(attributes.integer(old or {}, "ver", 0) + 1)},
+        dynamo.VERSION: {"N": str(dynamo.stored_version(old) + 1)},
         "retention": {"N": str(retention)},
         "expires_at": {"N": str(timebuckets.expires_at_s(ends, retention))},
     }
@@ -368,7 +364,7 @@ def _item(
             if name not in item or layout.split_stamped(attributes.text(item, name)).position < stamp.position:
                 item[name] = value
     item["e"] = {"S": topk.encode(summary)}
-    item["ver"] = {"N": str(1 + max(attributes.integer(r or {}, "ver", 0) for r in read))}
+    item[dynamo.VERSION] = {"N": str(1 + max(dynamo.stored_version(r) for r in read))}
     item["retention"] = {"N": str(retention)}
     item["expires_at"] = {"N": str(timebuckets.expires_at_s(target.ends, retention))}
     evicted_before = sum(attributes.integer(r or {}, "evicted", 0) for r in read)
