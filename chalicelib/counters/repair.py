@@ -1,13 +1,6 @@
 """`POST /audit/repair`: make a short partition's buckets exact again, by recounting them.
-
-For every bucket (counter or filter, hour or day) an event of the partition falls in, the
-events that can fall in it are read from the events table, of the partitions whose every event
-is accounted for and of those listed short; the count, minutes and sums (recounted_sums.py) are
-written on condition that the bucket is as read before, and its breakdown summaries rebuilt
-(summary_writes.rebuild). A bucket whose events are still on their way through the stream is
-left busy. Then the partition's `repaired` makes its audit add up. Why this is exact under
-concurrency, retries and crashes, and its limits: docs/counting.md, "Repair".
-"""
+How, and why this is exact under concurrency, retries and crashes: docs/counting.md,
+"Repair"."""
 
 from __future__ import annotations
 
@@ -470,10 +463,8 @@ def _with_sums(first: _Clauses, sums: recounted_sums.SumsChange) -> list[_Clause
 
 
 def _account(dynamodb: DynamoDB, settings: Settings, partition: str, stored: int, now_ms: int) -> bool:
-    """Set the partition's `repaired` (on its group's repairs item, counters/audit_items.py) to
-    what makes it add up, if its other numbers are as read: one transaction that checks each
-    audit item read that holds them (the stream shards' items of the group that carry the
-    partition)."""
+    """Set the partition's `repaired` to what makes it add up, in one transaction that checks its
+    other numbers are as read (docs/counting.md, "Repair")."""
     group = audit_runs.read_group(dynamodb, settings, partition)
     repairs = attributes.key_of(audit_items.repairs_key(partition))
     carrying = [

@@ -1,13 +1,7 @@
-"""The breakdown summary writes: a shard's records merged into a bucket's summary, exactly once.
-
-A summary item is rewritten whole (its entries are evicted by size, which no ADD can express):
-one consistent read and one PutItem on condition of the version read, the records at or below
-the item's stored position of their shard left out. A bucket's summary is one item (single)
-until it outgrows SINGLE_BYTES, then split for good into parts in one transaction. Also the
-replay's puts of one event and the repair's rebuild of a bucket's summary. Why this is exact:
+"""The breakdown summary writes: a shard's records merged into a bucket's summary, exactly once;
+also the replay's puts of one event and the repair's rebuild. Why this is exact:
 docs/counting.md, "The proof for summaries" and "Breakdowns"; docs/guarantees.md, "Read, then
-write on condition".
-"""
+write on condition"."""
 
 from __future__ import annotations
 
@@ -184,9 +178,8 @@ def _write_parts(
 
 
 def replay_puts(dynamodb: DynamoDB, settings: Settings, countable: Countable) -> list[dict[str, Any]]:
-    """The transaction Puts that add one set-aside event to its summaries (quarantine replay):
-    each item as read now with the event merged in, on condition of the version read; their
-    shard positions are left as they are (docs/counting.md, "Replay")."""
+    """The transaction Puts that add one set-aside event to its summaries, on condition of the
+    version read (docs/counting.md, "Replay")."""
     puts = []
     for target, entry in targets(countable):
         head = _read(dynamodb, settings, target.key(0))
@@ -219,9 +212,8 @@ def _rewrite(
     ends: Bucket,
     kind: str | None = None,
 ) -> dict[str, Any]:
-    """The transaction Put of an item (`old` as read, None: absent) rewritten to hold `summary`
-    (fitted to MAX_BYTES), one version up, on condition that it is still as read; its shard
-    positions are kept as they are."""
+    """The transaction Put of `old` rewritten to hold `summary`, one version up, its shard positions
+    kept."""
     evicted = summary.fit()
     item = {
         **(old or {}),
@@ -403,10 +395,8 @@ def rebuild(
     stored: dict[str, dict[str, Any]],
     events: list[Event],
 ) -> str:
-    """Make a bucket's summary of a dimension exactly the events given (the repair's recount),
-    on condition that each item rewritten is still as `stored` (bucket_items, read before the
-    events were): REBUILT, UNCHANGED (it already was) or CHANGED (written to meanwhile). Single
-    while it was and fits, else the parts layout in one transaction (docs/counting.md, "Repair")."""
+    """Make a bucket's summary of a dimension exactly the events given, on condition that each
+    item is still as `stored`: REBUILT, UNCHANGED or CHANGED (docs/counting.md, "Repair")."""
 
     def key_of(resolution: str, index: int, part: int) -> dict[str, Any]:
         return layout.summary_key(counter, dimension, resolution, index, part)

@@ -1,11 +1,6 @@
 """Breakdown summaries: values of one dimension with their counts and sums, bounded in bytes,
-mergeable over a window. Pure.
-
-A Space-Saving summary whose capacity is in bytes (MAX_BYTES): exact while `floor` is 0; past
-it the smallest entries are evicted and `floor` is the largest count evicted, so every entry
-has `count - err <= true count <= count`. Merging a window adds a part's floor where a value is
-not listed. docs/counting.md, "Breakdowns".
-"""
+mergeable over a window (Space-Saving, MAX_BYTES). Pure. Bounds: docs/counting.md,
+"Breakdowns"."""
 
 from __future__ import annotations
 
