@@ -1,9 +1,6 @@
-"""The one batch processor every background handler runs (stream, views queue, uniques queue):
-a `Capability` supplies parse, key/combine, checks, writes, follow_ups, summarize and its sink;
-the processor runs them in that order, halves a refused write down to its poison record and
-builds the BatchResult. Which failure is poison and which fails the batch: docs/design.md,
-"Background batches".
-"""
+"""The one batch processor every background handler runs (stream, views queue, uniques queue),
+given a `Capability`. The steps, and which failure is poison and which fails the batch:
+docs/design.md, "Background batches"."""
 
 from __future__ import annotations
 

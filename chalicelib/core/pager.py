@@ -92,10 +92,9 @@ def query_page(
     live_at_s: int | None = None,
     consistent: bool = False,
 ) -> Page:
-    """One Query of partition `pk`: up to `page.limit` items after `page.after`, in sort-key
-    order (reversed with `newest_first`). With `live_at_s`, items whose `expires_at` has passed
-    are left out (DynamoDB deletes expired items only eventually), so a page may hold fewer
-    items than `limit` while `next` is still given; a failed call becomes StorageError(failure)."""
+    """One Query of partition `pk`: up to `page.limit` items after `page.after`, in sort-key order
+    (reversed with `newest_first`); with `live_at_s` expired items are left out, so a page may hold
+    fewer than `limit` while `next` is given."""
     request = dynamo.query_request(
         table,
         pk,

@@ -1,9 +1,6 @@
-"""Records a background handler could not apply, set aside where an operator can find them.
-
-Items `QUARANTINE#<source>` / `<record id>` in the counts table, kept 30 days. Putting the
-same record aside twice (a redelivered batch) leaves one item. Views use their queue's
-dead-letter queue instead.
-"""
+"""Records a background handler could not apply, set aside where an operator can find them:
+`QUARANTINE#<source>` / `<record id>`, kept 30 days, one item however often a record is set aside.
+docs/design.md, "Where poison goes"."""
 
 from __future__ import annotations
 

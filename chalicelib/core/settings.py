@@ -1,8 +1,5 @@
-"""Every setting Tally reads, taken from the environment in one place.
-
-Each Chalice stage sets these in .chalice/config.json; the local stack sets them for the
-embedded emulator. Business code receives a Settings object and never reads os.environ.
-"""
+"""Every setting Tally reads, taken from the environment in one place (.chalice/config.json per
+stage; the local stack's own). Business code receives a Settings object."""
 
 from __future__ import annotations
 

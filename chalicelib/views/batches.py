@@ -1,9 +1,6 @@
-"""Exact view counters, the queue handler side: a batch of views counted exactly once (one
-conditional UpdateItem per URL, its markers inline), through core.batch_processor
-(`ViewMessages`). Why exactly once, and at most once however late a view comes back:
-docs/design.md, "Exactly once" and "At most once, provably: the horizon"; poison:
-docs/design.md, "Where poison goes".
-"""
+"""Exact view counters, the queue handler side: a batch of views counted exactly once through
+core.batch_processor (`ViewMessages`). Why: docs/design.md, "Exactly once", "At most once, provably:
+the horizon" and "Where poison goes"."""
 
 from __future__ import annotations
 
@@ -245,10 +242,9 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         return [Write(outcome.settled() + outcome.checked, self._settle)]
 
     def _settle(self, members: list[Pending]) -> Sent[Pending]:
-        """Move the pending minutes of the URLs of every view counted now or before (a
-        duplicate's URL may be what a handler that died left unsettled) that hold enough of
-        them, and bring the top URLs' summaries up to the counts read. If that fails, every
-        view it was for comes back with its message, and it is done then."""
+        """Move the pending minutes of the URLs of every view counted now or before, and bring
+        the top URLs' summaries up to the counts read; if that fails, every view it was for
+        comes back."""
         touched = {(p.pk, span) for p in members for span in p.spans}
         observed = top_store.Observations()  # the top URLs' summaries take the counts read here
         moves = rollup.settle(

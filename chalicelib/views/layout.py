@@ -1,8 +1,5 @@
-"""The counts-table keys of view counters (`URL#<sha256 of the url>`: the counter `TOTAL` and
-spilled markers `K#<hex token>`; `VWB#<sha256 of the url>`: the hour, day and block items),
-the attributes they hold, a view's marker name and how long a marker lives. Pure. What each
-item holds and why: docs/design.md, "Keys" and "Exactly once" under Exact view counters.
-"""
+"""The counts-table keys of view counters (`URL#`, `VWB#`), the attributes they hold, a view's
+marker name and how long a marker lives. Pure. docs/design.md, "Keys" and "Exactly once"."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Where a view's marker lives (a token in a set on its URL's counter, spilled to items of their
-own past a kilobyte), and the requests that count views and move markers. Pure: no I/O. Why
-a count and its marker happen together and a spill hides no token: docs/design.md, "Exactly
-once"; docs/guarantees.md, "A view and its marker: one conditional UpdateItem of its counter".
-"""
+"""Where a view's marker lives, and the requests that count views and move markers. Pure. Why a
+count and its marker happen together and a spill hides no token: docs/design.md, "Exactly once";
+docs/guarantees.md, "A view and its marker: one conditional UpdateItem of its counter"."""
 
 from __future__ import annotations
 

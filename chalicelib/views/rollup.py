@@ -1,9 +1,6 @@
-"""A URL's ranged counts: the pending minutes on its counter, moved into its hour, day and block
-items in bulk (one transaction per URL), and the reads of counter and buckets together. Why a
-move happens whole, at most once, and is never counted twice by a read: docs/design.md, "Exactly
-once" under Exact view counters; the transaction: docs/guarantees.md, "Pending view minutes
-move into buckets in one transaction".
-"""
+"""A URL's ranged counts: the pending minutes on its counter moved into its hour, day and block
+items, and the reads of counter and buckets together. Why: docs/design.md, "Exactly once";
+docs/guarantees.md, "Pending view minutes move into buckets in one transaction"."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Top URLs: the heavy-hitters summary of one bucket (URL digests with their views, and `floor`),
-how the summaries of a window merge, and how the most viewed URLs are picked from them with
-exact counts. Pure: no I/O. Why the summary is exact under at-least-once delivery, and when
-`exact` holds: docs/design.md, "Top URLs".
-"""
+"""Top URLs: one bucket's heavy-hitters summary, how a window's summaries merge, and how the most
+viewed URLs are picked with exact counts. Pure. docs/design.md, "Top URLs"."""
 
 from __future__ import annotations
 

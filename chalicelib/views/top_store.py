@@ -1,8 +1,6 @@
 """Top URLs in storage: each bucket's summary as a base item plus the snapshots waiting in its
-block's logs; the queue handler's writes (`record`, `fold`) and the readers' read (`read`).
-Keys: core/keyspace.py (`VTOP#`). Why no snapshot is lost and what a read costs: docs/design.md,
-"Top URLs"; the log-and-fold protocol it shares with the catalogs: docs/design.md, "Log and fold".
-"""
+block's logs (`VTOP#`); `record`, `fold` and `read`. Why no snapshot is lost and what a read
+costs: docs/design.md, "Top URLs" and "Log and fold"."""
 
 from __future__ import annotations
 
@@ -128,10 +126,8 @@ def _record_block(
 
 
 def fold(dynamodb: DynamoDB, settings: Settings, block: Span, now_ms: int, sleep: Sleep | None = None) -> int:
-    """Observe a block's logs up to now into the base items of their buckets, then mark them
-    folded (so readers skip them); returns the items written. Another handler folding at the
-    same time is harmless: bases only take snapshots under their version lock, and the mark only
-    moves forward."""
+    """Observe a block's logs up to now into their buckets' base items, then mark them folded;
+    returns the items written (two folds at once: docs/design.md, "Log and fold")."""
     log = block_log(settings, block)
     logs = log.close(dynamodb, now_ms)
     if not logs:
