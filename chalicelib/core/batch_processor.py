@@ -23,9 +23,8 @@ class BatchIncompleteError(StorageError):
 
 @dataclass(frozen=True)
 class Sent(Generic[R]):
-    """What one write did: the records it applied now, the records it found an earlier delivery
-    had applied, the calls it made (`retries` of them after a transient failure), per-record
-    marks the capability reads back in `summarize`, and its own details."""
+    """What one write did: the records it applied now, those found applied before, the calls made
+    (`retries` after a transient failure), marks the capability reads in `summarize`, details."""
 
     applied: Sequence[R] = ()
     found: Sequence[R] = ()
@@ -37,9 +36,8 @@ class Sent(Generic[R]):
 
 @dataclass(frozen=True)
 class Write(Generic[R]):
-    """One planned write and the records it carries. `send(members)` applies it for a subset of
-    them (the processor halves a refused write), raising RejectedError when DynamoDB refuses the
-    data."""
+    """One planned write and its records: `send(members)` applies it for a subset of them (the
+    processor halves a refused write), RejectedError when DynamoDB refuses the data."""
 
     members: Sequence[R]
     send: Callable[[list[R]], Sent[R]]

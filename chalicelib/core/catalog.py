@@ -46,9 +46,8 @@ def fold_pk(kind: str) -> str:
 
 
 class Recent:
-    """What a process wrote to one catalog in the current hour (one instance per catalog), per
-    DynamoDB client (a test with its own emulator starts afresh): each name with the expiry
-    written. Forgotten when the hour turns, so bounded by the names seen in one hour."""
+    """What a process wrote to one catalog in the current hour, per DynamoDB client (a test with its
+    own emulator starts afresh): each name with its expiry, forgotten when the hour turns."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -330,9 +329,8 @@ def _one(
 def names_with_prefix(
     dynamodb: DynamoDB, settings: Settings, kind: str, prefixes: Sequence[str], now_ms: int
 ) -> tuple[dict[str, list[str]], int]:
-    """For each prefix, the live names of a packed catalog that begin with it (in name order), and
-    the number of items read: the log items once, then per prefix two Queries of the pages (the
-    page holding the prefix, and pages whose range starts within it)."""
+    """For each prefix, the live names of a packed catalog that begin with it, in name order, and
+    the items read: the log items once, then two Queries of the pages per prefix."""
     now_s = now_ms // 1000
     failure = f"could not read the {kind} catalog"
     table = settings.counts_table

@@ -33,10 +33,9 @@ def query_request(
     start_after: str | None = None,
     count: bool = False,
 ) -> dict[str, Any]:
-    """A Query of partition `pk`: `sk` a condition on the sort key (its placeholders' text values
-    in `values`), at most `limit` items a page, in sort-key order (reversed unless `forward`),
-    starting after sort key `start_after`; `names` the projection's placeholders. With `live_at_s`, items whose `expires_at` has passed
-    are left out (DynamoDB deletes expired items only eventually); with `count`, only counted."""
+    """A Query of partition `pk`: `sk` a condition on the sort key (its text values in `values`), at
+    most `limit` a page, reversed unless `forward`, after sort key `start_after`; `names` the
+    projection's placeholders; `live_at_s` leaves expired items out (TTL deletes late); `count`."""
     request: dict[str, Any] = {
         "TableName": table,
         "KeyConditionExpression": "pk = :pk" + (f" AND {sk}" if sk else ""),

@@ -23,9 +23,8 @@ class Mark:
 
 @dataclass(frozen=True)
 class Log:
-    """One log: its items in partition `pk` (nothing else is kept there), sort keys
-    `<prefix><epoch ms, 13 digits>#<name>`; its mark at `mark_key`, expiring at `expires_at`
-    (epoch s; None: never)."""
+    """One log: its items alone in partition `pk`, sort keys `<prefix><epoch ms, 13 digits>#<name>`;
+    its mark at `mark_key`, expiring at `expires_at` (epoch s; None: never)."""
 
     table: str
     pk: str

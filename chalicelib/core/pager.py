@@ -124,9 +124,8 @@ def query_across(
     page: PageRequest,
     failure: str,
 ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
-    """One page over several partitions in turn (`partitions` maps a label to its pk, in listing
-    order): each item with its partition's label, and the `next` cursor. `page.after` is a
-    position from `split_position`'s form, already checked against the labels."""
+    """One page over several partitions in turn (`partitions`: label to pk, in listing order): each
+    item with its label, and the `next` cursor (`page.after` already checked against the labels)."""
     labels = list(partitions)
     start, after = (0, None) if page.after is None else _resume(page.after, labels)
     found: list[tuple[str, dict[str, Any]]] = []

@@ -70,10 +70,9 @@ _H = TypeVar("_H")
 
 
 class _Hints(Generic[_H]):
-    """Per DynamoDB client, what this process last saw of an item (and shard), so that the next
-    batch's update starts from it instead of a guess its condition cancels (a cancelled
-    condition still costs a write). Only a hint: the update's condition checks it. Bounded:
-    forgotten whole past MAX entries."""
+    """Per DynamoDB client, what this process last saw of an item (and shard), so the next update
+    starts from it, not from a guess whose cancelled condition costs a write. A hint: the condition
+    checks it. Forgotten whole past MAX entries."""
 
     MAX = 100_000
 
@@ -119,9 +118,8 @@ def _day_mode(rounds: _Rounds, members: list[Countable]) -> str:
 
 
 def _needs_listing(old: dict[str, Any], request: dict[str, Any], rounds: _Rounds) -> bool:
-    """Whether the counter's listing must be written after this update of its day bucket: the
-    update created the item, or made it live longer, or some of its records were found applied
-    (a redelivery: the delivery that applied them may have died before writing the listing)."""
+    """Whether the counter's listing must be written after this update of its day bucket: it created
+    the item, made it live longer, or found records applied (that delivery may have died before)."""
     if not old or rounds.found:
         return True
     expires = attributes.integer(request["ExpressionAttributeValues"], ":exp")

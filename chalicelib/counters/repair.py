@@ -236,9 +236,8 @@ def _item_key(key: Key) -> dict[str, Any]:
 
 
 def _events(dynamodb: DynamoDB, settings: Settings, pk: str, with_invalid: bool = False) -> list[Any]:
-    """The events stored under one events partition that the counting path would count (None
-    in place of each that it would set aside, when `with_invalid`): every event of a pack,
-    an item of the one-event layout as one."""
+    """The events stored under one events partition the counting path would count (None for each it
+    would set aside, with `with_invalid`): every event of a pack, a one-event item as one."""
     names = {f"#f{i}": name for i, name in enumerate(_FIELDS)}
     request = dynamo.query_request(settings.events_table, pk, consistent=True, projection=", ".join(names), names=names)
     found = dynamo.query_items(dynamodb, request, "could not read an events partition")

@@ -201,9 +201,8 @@ class _AuditItem:
 
 
 def _audit_item(dynamodb: DynamoDB, settings: Settings, countable: Countable, partition: str) -> _AuditItem | None:
-    """Where the stream handler counted the record as set aside: its shard's item of the
-    partition's group. None when it does not exist; _ReplayedAlreadyError when it exists with
-    nothing set aside left."""
+    """The shard's audit item that counted the record as set aside; None when there is none,
+    _ReplayedAlreadyError when it has nothing set aside left."""
     key = audit_items.shard_item_key(partition, countable.shard)
     with translated("could not read an audit item"):
         item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")

@@ -27,9 +27,8 @@ from chalicelib.events.stream_records import StreamRecord
 
 
 class ShardUnknownError(TallyError):
-    """The stream event does not name its shard: the event source mapping lacks the tumbling
-    window that makes Lambda send `shardId`. Counting without it could not be proven, so the
-    batch fails (Lambda keeps it; the error and iterator-age alarms fire)."""
+    """The stream event names no shard (the mapping lacks its tumbling window): counting could
+    not be proven, so the batch fails (docs/counting.md, "The proof")."""
 
 
 def apply_stream_batch(
@@ -50,9 +49,8 @@ def apply_stream_batch(
 
 
 def _in_sequence(records: list[StreamRecord]) -> list[StreamRecord]:
-    """A batch's records in stream order per shard (Lambda sends them so; sorting costs nothing
-    and keeps every item's updates contiguous). Records without a sequence number keep their place
-    at the front, to be set aside."""
+    """A batch's records in stream order per shard (as Lambda sends them; sorting keeps each item's
+    updates contiguous); records without a sequence number first, to be set aside."""
 
     def order(record: StreamRecord) -> tuple[str, str]:
         return record.shard, layout.sequence_position(record.sequence_number) or ""

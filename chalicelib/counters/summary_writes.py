@@ -262,11 +262,9 @@ def _write_item(
 
 
 def _pieces(resolution: str, index: int, summary: topk.Summary) -> dict[tuple[str, int, int], topk.Summary]:
-    """A bucket's single summary cut into the parts layout's items: by value hash and, for an
-    hour, its quarter hours. Each entry keeps its count and err, each piece the floor of what it
-    was cut from (a single summary evicts nothing the stream writes; one a replay overfilled may
-    have); an item no entry falls in is there only when it must carry a floor (part 0 always:
-    it says the layout)."""
+    """A bucket's single summary cut into the parts layout's items (by value hash and, for an hour,
+    quarter hour), each entry with its count and err, each piece with the floor it was cut from; an
+    empty item only where it must carry a floor (part 0 always: it says the layout)."""
     hour = resolution == "hour"
     values = topk.within(summary, 0, 59) if hour else summary
     pieces: dict[tuple[str, int, int], topk.Summary] = {
@@ -335,10 +333,9 @@ def _item(
     now_ms: int,
     evicted: int = 0,
 ) -> dict[str, Any]:
-    """An item holding `summary`: what the items `read` held, with `later` merged in. Its shard
-    positions are the furthest any item read holds for each shard (another shard's only while a
-    delivery could still need it), this shard's at least the last of `later`; its version is
-    above every version read, so no writer that read one of them can overwrite it."""
+    """An item holding `summary`: the items `read` with `later` merged in, each shard's furthest
+    position (another shard's only while a delivery could need it), a version above every version
+    read (docs/counting.md, "The proof for summaries")."""
     retention = max(
         [attributes.integer(r or {}, "retention", 0) for r in read] + [c.event.retention_seconds for c, _ in later]
     )
