@@ -23,7 +23,6 @@ from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import layout
 from chalicelib.counters.countable import Countable, Touch
 from chalicelib.events.ingest import Event
-from chalicelib.events.stream_records import StreamRecord
 
 # An item's stored position can only move the records still to send forward: more rounds than
 # this on one item means the stored state is not what this code writes.
@@ -271,15 +270,12 @@ def _bucket_update(
         # Inline only a minute its hour still counts (an hour past the event's retention does not).
         live_hour = any(b.resolution == "hour" for b in c.buckets)
         update.add(bucket, c.event, inline=mode == "inline" and live_hour)
-    last = members[-1]
     rounds.taken = {slot: name for name, slot in update.slots.items()}
     request = increment(settings, key, bucket, update, rounds.keep_stored)
     names, values = request["ExpressionAttributeNames"], request["ExpressionAttributeValues"]
     names["#p"] = shard
     values[":first"] = {"S": members[0].position}
-    values[":pos"] = {
-        "S": layout.stamped_position(last.position, _created_s(last.record), members[0].position, rounds.before)
-    }
+    values[":pos"] = {"S": members[-1].stamp(members[0].position, rounds.before)}
     request["UpdateExpression"] += ", #p = :pos"
     conditions = ["(attribute_not_exists(#p) OR #p < :first)"]
     if request.get("ConditionExpression"):
@@ -395,10 +391,6 @@ def stored_slots(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) ->
             ExpressionAttributeNames=names,
         )
     return layout.slots_of(response.get("Item", {}))
-
-
-def _created_s(record: StreamRecord) -> int:
-    return int(record.created_s) if record.created_s is not None else 0
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,10 @@ class Countable:
         """What a client id's marker names when this record claims it."""
         return f"{self.shard}:{self.position}"
 
+    def stamp(self, first: str = "", before: str = "") -> str:
+        """This record's position as an item stores it for its shard (layout.stamped_position)."""
+        return layout.stamped_position(self.position, int(self.record.created_s or 0), first, before)
+
 
 @dataclass(frozen=True)
 class Touch:

@@ -340,9 +340,7 @@ def _item(
         [attributes.integer(r or {}, "retention", 0) for r in read] + [c.event.retention_seconds for c, _ in later]
     )
     horizon = now_ms // 1000 - settings.marker_ttl_seconds
-    last = later[-1][0]
-    created_s = int(last.record.created_s) if last.record.created_s is not None else 0
-    item: dict[str, Any] = {**key, target.shard: {"S": layout.stamped_position(last.position, created_s)}}
+    item: dict[str, Any] = {**key, target.shard: {"S": later[-1][0].stamp()}}
     for one in read:
         for name, value in (one or {}).items():
             if not layout.is_shard_attribute(name):
