@@ -78,7 +78,7 @@ class Outcome(Generic[S, R]):
 
 
 class Capability(ABC, Generic[S, R]):
-    """What one capability supplies to the processor (see the module's docstring)."""
+    """What one capability supplies to the processor (docs/design.md, "Background batches")."""
 
     partial: bool = False
 
