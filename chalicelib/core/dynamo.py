@@ -93,6 +93,13 @@ def query_sort_range(
         yield from page.get("Items", [])
 
 
+def get_item(dynamodb: DynamoDB, table: str, key: dict[str, Any], failure: str) -> dict[str, Any] | None:
+    """One item, read strongly consistent (None: absent); a failed call becomes StorageError(failure)."""
+    with translated(failure):
+        item = dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+    return None if item is None else dict(item)
+
+
 def stored_expiry(item: dict[str, Any] | None) -> int | None:
     """An item's `expires_at` (the table's TTL attribute), None for no item or none stored."""
     return None if item is None else attributes.optional_integer(item, "expires_at")
