@@ -491,7 +491,12 @@ RETENTION: dict[str, Schema] = {
     "retained_from": ISO_TIME,
     "message": string(),
 }
-WINDOW_ANSWER: dict[str, Schema] = {"start": ISO_TIME, "end": ISO_TIME, "keys_read": COUNT}
+WINDOW_ANSWER: dict[str, Schema] = {
+    "start": ISO_TIME,
+    "end": ISO_TIME,
+    "keys_read": COUNT,
+    "complete": RETENTION["complete"],
+}
 SUMS = {
     "type": "object",
     "propertyNames": DIMENSION_NAME,
@@ -513,7 +518,6 @@ COUNT_ANSWER = obj(
         "sums": SUMS,
         "sums_exact": SUMS_EXACT,
         **WINDOW_ANSWER,
-        "complete": RETENTION["complete"],
     },
     {
         **RETENTION,
@@ -531,7 +535,6 @@ BREAKDOWN_ANSWER = obj(
         "counter": NAME,
         "by": DIMENSION_NAME,
         **WINDOW_ANSWER,
-        "complete": RETENTION["complete"],
         "exact": {**BOOLEAN, "description": "true: the ranking, counts and sums are exact"},
         "values": array(
             obj({"value": string(), "count": {"type": "integer", "minimum": 1}, "sums": SUMS, "sums_exact": SUMS_EXACT})
@@ -569,9 +572,7 @@ HISTOGRAM_ANSWER = obj(
     {**RETENTION, "where": WHERE_ECHO},
 )
 ESTIMATE: dict[str, Schema] = {
-    "cardinality": COUNT,
-    "lower": COUNT,
-    "upper": COUNT,
+    **dict.fromkeys(("cardinality", "lower", "upper"), COUNT),
     "error_rate": {"type": "number", "minimum": 0},
     "exact": BOOLEAN,
     "start": nullable(ISO_TIME),
@@ -601,7 +602,6 @@ TOP_LIMIT = query_integer(1, view_top.MAX_LIMIT, view_top.DEFAULT_LIMIT)
 TOP_VIEWS_ANSWER = obj(
     {
         **WINDOW_ANSWER,
-        "complete": RETENTION["complete"],
         "exact": {**BOOLEAN, "description": "true when no URL left out can have more views than the last one listed"},
         "bound": {**COUNT, "description": "the most views a URL not listed can have in the window"},
         "urls": array(obj({"url": string(), "views": COUNT})),
@@ -649,12 +649,8 @@ KEY_RECORD = obj(
         "revoked": nullable(ISO_TIME),
     }
 )
-REPORT_LISTING = {
-    "type": "object",
-    "required": ["reports", "next"],
-    "properties": {"reports": array(REPORT_SUMMARY), "next": NEXT},
-}
-KEY_LISTING = {"type": "object", "required": ["keys", "next"], "properties": {"keys": array(KEY_RECORD), "next": NEXT}}
+REPORT_LISTING = listing("reports", REPORT_SUMMARY)
+KEY_LISTING = listing("keys", KEY_RECORD)
 NEW_KEY = obj({**KEY_RECORD["properties"], "key": string(pattern=anchored(access_keys.KEY_PATTERN))})
 QUARANTINE_RECORDS = listing(
     "records",
@@ -715,9 +711,7 @@ AUDIT_RUN = obj(
         "audited": COUNT,
         "shortfall": {"type": "integer"},
         "short": array(AUDIT_FINDING),
-        "rechecked": COUNT,
-        "resolved": COUNT,
-        "open": COUNT,
+        **dict.fromkeys(("rechecked", "resolved", "open"), COUNT),
         "superseded": BOOLEAN,
         "checkpoint": nullable(ISO_TIME),
     }
@@ -726,20 +720,16 @@ REPAIR_BODY = obj({"partition": PARTITION}, closed=True)
 REPAIR = obj(
     {
         "partition": PARTITION,
-        "buckets": COUNT,
-        "written": COUNT,
-        "unchanged": COUNT,
+        **dict.fromkeys(("buckets", "written", "unchanged"), COUNT),
         "busy": array(
             obj(
                 {"counter": NAME, "resolution": string(enum=["hour", "day"]), "start": ISO_TIME},
                 {"where": WHERE_ECHO, "by": DIMENSION_NAME},
             )
         ),
-        "summaries": COUNT,
-        "summaries_written": COUNT,
-        "summaries_unchanged": COUNT,
-        "partitions_read": COUNT,
-        "events_read": COUNT,
+        **dict.fromkeys(
+            ("summaries", "summaries_written", "summaries_unchanged", "partitions_read", "events_read"), COUNT
+        ),
         "accounted": BOOLEAN,
         "finding": nullable(AUDIT_FINDING),
     }
