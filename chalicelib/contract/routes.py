@@ -182,7 +182,7 @@ OPERATIONS: tuple[Operation, ...] = (
             COUNTER,
             Param("by", s.DIMENSION_NAME, "the dimension", required=True),
             *WINDOW,
-            Param("limit", s.query_integer(1, breakdowns.MAX_LIMIT, breakdowns.DEFAULT_LIMIT), "values listed"),
+            Param("limit", s.integer(1, breakdowns.MAX_LIMIT, default=breakdowns.DEFAULT_LIMIT), "values listed"),
             WHERE,
         ),
         description=f"{WINDOWED} {FILTERED} The list's counts plus `others.count` are the window's count. "
@@ -434,7 +434,7 @@ OPERATIONS: tuple[Operation, ...] = (
                 "the site: its hostname, or the script's data-site",
             ),
             *WINDOW,
-            Param("limit", s.query_integer(1, 1000, 10), "the longest list"),
+            Param("limit", s.integer(1, 1000, default=10), "the longest list"),
         ),
         description=WINDOWED
         + " Visitors are counted over whole UTC hours (`visitors_start`, `visitors_end`), as unique counts are.",

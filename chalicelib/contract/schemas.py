@@ -180,11 +180,6 @@ def query_text(**more: Any) -> Schema:
     return string(**{"maxLength": inputs.MAX_QUERY_CHARS, **more})
 
 
-def query_integer(low: int, high: int, default: int) -> Schema:
-    """A query integer: ASCII digits (inputs.digits), within [low, high]."""
-    return integer(low, high, default=default)
-
-
 def duration(most_minutes: int) -> Schema:
     """A `window`: validation.DURATION_PATTERN's minutes, hours or days (up to 6 digits, leading
     zeros allowed), at least a minute and at most `most_minutes`."""
@@ -244,7 +239,7 @@ def windowed(most_minutes: dict[str, int] | None = None, default: str | None = N
     }
 
 
-LIMIT = query_integer(1, pager.MAX_LIMIT, pager.DEFAULT_LIMIT)
+LIMIT = integer(1, pager.MAX_LIMIT, default=pager.DEFAULT_LIMIT)
 CURSOR = query_text(
     maxLength=pager.MAX_CURSOR_CHARS, description="the `next` of the previous page, unchanged (absent: first page)"
 )
@@ -486,17 +481,10 @@ ERROR = {
     **obj({"Code": string(examples=["BadRequestError"]), "Message": string()}),
     "description": "Chalice's error shape; a 503 PartialWrite adds `stored` and `failed` ids",
 }
-RETENTION: dict[str, Schema] = {
-    "complete": {**BOOLEAN, "description": "false when the window reaches past what is kept"},
-    "retained_from": ISO_TIME,
-    "message": string(),
-}
-WINDOW_ANSWER: dict[str, Schema] = {
-    "start": ISO_TIME,
-    "end": ISO_TIME,
-    "keys_read": COUNT,
-    "complete": RETENTION["complete"],
-}
+COMPLETE = {**BOOLEAN, "description": "false when the window reaches past what is kept"}
+RETENTION: dict[str, Schema] = {"complete": COMPLETE, "retained_from": ISO_TIME, "message": string()}
+SPAN: dict[str, Schema] = {"start": ISO_TIME, "end": ISO_TIME}
+WINDOW_ANSWER: dict[str, Schema] = {**SPAN, "keys_read": COUNT, "complete": COMPLETE}
 SUMS = {
     "type": "object",
     "propertyNames": DIMENSION_NAME,
@@ -564,10 +552,9 @@ HISTOGRAM_ANSWER = obj(
     {
         "counter": NAME,
         "resolution": string(enum=RESOLUTIONS),
-        "start": ISO_TIME,
-        "end": ISO_TIME,
+        **SPAN,
         "buckets": array(obj({"start": ISO_TIME, "count": COUNT, "sums": SUMS, "sums_exact": SUMS_EXACT})),
-        "complete": RETENTION["complete"],
+        "complete": COMPLETE,
     },
     {**RETENTION, "where": WHERE_ECHO},
 )
@@ -578,7 +565,7 @@ ESTIMATE: dict[str, Schema] = {
     "start": nullable(ISO_TIME),
     "end": nullable(ISO_TIME),
     "keys_read": COUNT,
-    "complete": RETENTION["complete"],
+    "complete": COMPLETE,
 }
 UNIQUE_COUNT_ANSWER = obj({"name": NAME, **ESTIMATE}, RETENTION)
 UNION_ANSWER = obj({"names": array(NAME), **ESTIMATE}, RETENTION)
@@ -587,18 +574,17 @@ UNIQUE_HISTOGRAM_ANSWER = obj(
     {
         "name": NAME,
         "resolution": string(enum=UNIQUE_RESOLUTIONS),
-        "start": ISO_TIME,
-        "end": ISO_TIME,
+        **SPAN,
         "additive": {"type": "boolean", "const": False},
         "buckets": array(obj({"start": ISO_TIME, "cardinality": COUNT, "exact": BOOLEAN})),
-        "complete": RETENTION["complete"],
+        "complete": COMPLETE,
     },
     {"aligned": string(), "retained_from": ISO_TIME},
 )
 VIEW_COUNT_ANSWER = obj({"url": string(), "views": COUNT}, {**WINDOW_ANSWER, **RETENTION})
 VIEW_URL_QUERY = query_text(minLength=1, pattern=view_input.NOT_BLANK)
 TOP_PREFIX = query_text(minLength=1, maxLength=view_input.URL_MAX_CHARS, pattern=view_input.NOT_BLANK)
-TOP_LIMIT = query_integer(1, view_top.MAX_LIMIT, view_top.DEFAULT_LIMIT)
+TOP_LIMIT = integer(1, view_top.MAX_LIMIT, default=view_top.DEFAULT_LIMIT)
 TOP_VIEWS_ANSWER = obj(
     {
         **WINDOW_ANSWER,
@@ -800,8 +786,7 @@ def _ranked(label: str) -> Schema:
 SITE_SUMMARY = obj(
     {
         "site": NAME,
-        "start": ISO_TIME,
-        "end": ISO_TIME,
+        **SPAN,
         "visitors": COUNT,
         "pageviews": COUNT,
         "bots": {**COUNT, "description": "page views in the window refused as a known bot's (each once)"},
