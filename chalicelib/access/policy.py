@@ -32,11 +32,8 @@ ORIGIN_PATTERN = re.compile(r"https?://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?")
 # version (str.isprintable's does), so the OpenAPI document can state it.
 PREFIX_PATTERN = re.compile(rf"[^\x00-\x1f\x7f-\x9f]{{1,{PREFIX_MAX_CHARS}}}")
 NEW_KEY_FIELDS = {"scopes", "prefix", "origins", "sites", "note", "rate_per_second"}
-# Requests a second one key may make (docs/access.md, "Limits per key"): a key's own rate, given
-# at creation within these bounds, else its scope's default (the largest of its scopes'). The top
-# stays under DynamoDB's 1,000 writes a second on one partition key, which a key's requests
-# beyond its processes' allowances write once each (access/rates.py; docs/guarantees.md, "A
-# key's request rate").
+# Requests a second one key may make: its own, else its scopes' largest default (docs/access.md,
+# "Limits per key", which says why RATE_MAX stays under a partition's 1,000 writes a second).
 RATE_MIN, RATE_MAX = 1, 500
 DEFAULT_RATES = {TRACKER: 20, INGEST: 100, READ: 100, ADMIN: 100}
 TRACKER_ONLY = "a tracker key only counts page views of its sites: POST /beacon/pageview"
@@ -81,9 +78,8 @@ class KeyRecord:
 @dataclass(frozen=True)
 class Decision:
     allowed: bool
-    status: (
-        int  # 200, or 400 (a tracker's beacon it cannot read) / 401 (no usable key) / 403 (a key that may not do this)
-    )
+    # 200, or 400 (a tracker's beacon it cannot read) / 401 (no usable key) / 403 (a key that may not do this)
+    status: int
     reason: str
 
 
