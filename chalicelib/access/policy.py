@@ -354,9 +354,7 @@ def route_access(method: str, route: str, authorizer_name: str | None) -> RouteA
 def cors_origin(
     origin: str | None, stage_origins: Sequence[str], scope: str | None, record: KeyRecord | None
 ) -> str | None:
-    """The Access-Control-Allow-Origin to answer, or None. The stage's origins may call every
-    route; any origin may call an ingest route unless its key lists origins (a preflight,
-    which carries no key, is answered for any origin on ingest routes)."""
+    """The Access-Control-Allow-Origin to answer, or None (docs/access.md, "Browsers")."""
     if origin is None:
         return None
     if "*" in stage_origins or origin in stage_origins:
