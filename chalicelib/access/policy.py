@@ -284,24 +284,17 @@ class RouteAccess:
     tracker: bool = False  # a tracker key may send it (its page views are checked: access/tracker.py)
 
 
-# Every route's decision, by (method, route path as app.py declares it). app.py's authorizer
-# on each route must say the same scope (the access matrix test checks it, and fails for a
-# route missing here). Views are limited by URL: a prefix-limited key reaches the URLs that
-# start with its prefix. Reports, the quarantine and key management cover every name, so a
-# prefix-limited key cannot reach them.
+# Every route's decision, by (method, route path as app.py declares it), with app.py's authorizer's
+# scope: docs/access.md, "Which route needs which scope" (a test fails for a route missing here).
 ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("POST", "/events"): RouteAccess(INGEST, Names(body="counter", batch="events")),
     ("POST", "/views"): RouteAccess(INGEST, Names(body="url", batch="views")),
     ("POST", "/hyperloglog/{name}"): RouteAccess(INGEST, Names(path="name")),
-    # Posted to by `navigator.sendBeacon`, which cannot set headers: the key travels as `?key=`
-    # and must be an ingest-only key. No gateway authorizer (a token authorizer needs the
-    # header): the route-level check looks the key up.
+    # For `navigator.sendBeacon` (docs/access.md, "Browsers"): no gateway authorizer, the key as `?key=`.
     ("POST", "/beacon/events"): RouteAccess(INGEST, Names(body="counter", batch="events"), beacon=True),
     ("POST", "/beacon/views"): RouteAccess(INGEST, Names(body="url", batch="views"), beacon=True),
     ("POST", "/beacon/hyperloglog/{name}"): RouteAccess(INGEST, Names(path="name"), beacon=True),
-    # The tracker's page views: the names (site:<host>, the page URL) come from the server, so a
-    # prefix-limited key is refused; an ingest key's origins limit which pages may send, a tracker
-    # key's sites which sites it counts (the one route a tracker key reaches).
+    # The tracker's page views: the server names what it counts (docs/access.md, "Tracker keys").
     ("POST", "/beacon/pageview"): RouteAccess(INGEST, EVERY_NAME, beacon=True, tracker=True),
     ("GET", "/counters/{counter}"): RouteAccess(READ, Names(path="counter")),
     ("GET", "/counters/{counter}/histogram"): RouteAccess(READ, Names(path="counter")),
