@@ -124,8 +124,7 @@ def count(
 def _count_bot(
     dynamodb: DynamoDB, settings: Settings, item_key: bytes, beacon: Beacon, ip: str, user_agent: str, now_ms: int
 ) -> None:
-    """One event on the site's bots counter, its id derived as a page view's (a resend counts
-    once). A bot's beacon is refused whatever its URL: one naming no site counts nowhere."""
+    """One event on the site's bots counter (docs/tracker.md, "Bots"); none for a URL naming no site."""
     try:
         page = privacy.page(beacon.url, beacon.referrer)
         site = beacon.site or names.site_name(page.host, "url's host")
