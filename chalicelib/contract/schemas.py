@@ -500,13 +500,7 @@ SUMS_EXACT = {
 }
 WHERE_ECHO = {"type": "object", "additionalProperties": string(), "description": "the filter applied"}
 COUNT_ANSWER = obj(
-    {
-        "counter": NAME,
-        "count": COUNT,
-        "sums": SUMS,
-        "sums_exact": SUMS_EXACT,
-        **WINDOW_ANSWER,
-    },
+    {"counter": NAME, "count": COUNT, "sums": SUMS, "sums_exact": SUMS_EXACT, **WINDOW_ANSWER},
     {
         **RETENTION,
         "where": WHERE_ECHO,
