@@ -71,12 +71,7 @@ def response(answer: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def not_found() -> dict[str, Any]:
-    return {
-        "statusCode": 404,
-        "headers": {"Content-Type": "application/json"},
-        "body": json.dumps(NOT_FOUND),
-        "isBase64Encoded": False,
-    }
+    return response({"statusCode": 404, "headers": {"Content-Type": "application/json"}, "body": json.dumps(NOT_FOUND)})
 
 
 def body_bytes(result: Mapping[str, Any]) -> bytes:
