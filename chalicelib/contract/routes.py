@@ -437,7 +437,7 @@ OPERATIONS: tuple[Operation, ...] = (
             Param("limit", s.integer(1, 1000, default=10), "the longest list"),
         ),
         description=WINDOWED
-        + " Visitors are counted over whole UTC hours (`visitors_start`, `visitors_end`), as unique counts are.",
+        + " Visitors are counted over the quarter hours holding the window (`visitors_start`, `visitors_end`).",
     ),
     Operation(
         "GET /tally.js",

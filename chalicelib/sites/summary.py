@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.core import pager, timebuckets, times, window_params, zones
+from chalicelib.core import pager, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.settings import Settings
 from chalicelib.counters import breakdowns, reads
@@ -42,16 +42,6 @@ def parse_limit(params: Mapping[str, str]) -> int:
     return pager.page_limit(params.get("limit"), DEFAULT_LIMIT, breakdowns.MAX_LIMIT)
 
 
-def visitor_hours(first: int, last: int) -> tuple[int, int]:
-    """The hours holding minutes first..last, so that every page view counted has its visitor
-    counted (a window of 1h read at 17:00:05 holds page views of 16:01-17:00: hours 16 and 17).
-    A longest window not starting on the hour touches one hour more than a window may span:
-    that oldest hour is left out (its minutes, 400 days ago, are read from its whole day's
-    sketch whenever hour sketches are kept less long: uniques/windows.py, cover)."""
-    low, high = timebuckets.hours_between(first, last)
-    return max(low, high - window_params.MAX_WINDOW_HOURS + 1), high
-
-
 def windowed_summary(
     dynamodb: DynamoDB,
     settings: Settings,
@@ -64,10 +54,8 @@ def windowed_summary(
     (the site's own zone, when it has one), else UTC; with `previous` for `compare`."""
     limit = parse_limit(params)
     window = window_params.window(params, now_ms, default_zone)
-    calendar = params.get("window") in zones.CALENDAR_WINDOWS
     answer = window_params.compared(
-        window,
-        lambda first, last: summary(dynamodb, settings, site, (first, last), limit, now_ms, calendar, window.label),
+        window, lambda first, last: summary(dynamodb, settings, site, (first, last), limit, now_ms, window.label)
     )
     return {**answer, "tz": window.zone.key} if window.local else answer
 
@@ -79,15 +67,14 @@ def summary(
     minutes: tuple[int, int],
     limit: int,
     now_ms: int,
-    calendar: bool = False,
     label: Label = ISO_MINUTE,
 ) -> dict[str, Any]:
-    """The summary of `site` over minutes first..last; its visitors over the hours holding them
-    (unique counts are hour-aligned: `visitors_start`, `visitors_end`), or for a `calendar`
-    window over its own minutes (a local day from its midnight, on a quarter hour in any zone)."""
+    """The summary of `site` over minutes first..last; its visitors over the quarter hours holding
+    them (`visitors_start`, `visitors_end`: every page view counted has its visitor counted, and
+    a local day from its midnight is exact in any zone)."""
     site = names.site_name(site)
     first, last = minutes
-    span = uniques_api.calendar_span(first, last) if calendar else uniques_api.hour_span(visitor_hours(first, last))
+    span = uniques_api.minute_span(first, last)
     visitors = uniques_api.window_cardinality(dynamodb, settings, [names.visitors_name(site)], span, now_ms, label)
     answer: dict[str, Any] = {
         "site": site,

@@ -131,13 +131,14 @@ def span(params: Mapping[str, str], first: int, last: int) -> tuple[int, int]:
     window's own minutes (its local midnights lie on quarter hours), widened to the quarter hour
     holding its last minute; any other window its UTC hours (window_params.aligned_hours)."""
     if params.get("window") in zones.CALENDAR_WINDOWS:
-        return calendar_span(first, last)
+        return minute_span(first, last)
     return hour_span(window_params.aligned_hours(params, first, last))
 
 
-def calendar_span(first: int, last: int) -> tuple[int, int]:
-    """Minutes first..last as the quarter hours holding them: a calendar window is exact."""
-    return windows.widen(first, last + 1)
+def minute_span(first: int, last: int) -> tuple[int, int]:
+    """Minutes first..last as [start, stop): read as the quarter hours holding them (exact for a
+    calendar window, whose local midnights lie on quarter hours)."""
+    return first, last + 1
 
 
 def hour_span(hours: tuple[int, int]) -> tuple[int, int]:
@@ -161,10 +162,11 @@ def window_cardinality(
     label: Label = ISO_MINUTE,
 ) -> dict[str, Any]:
     """The union of the names' day, hour and quarter sketches covering minutes [start, stop)
-    (widened to quarter hours), read with BatchGetItem: one name's 30-day window is at most
+    (widened to the quarter hours holding them: a window of MAX_WINDOW_DAYS may widen by up to
+    14 minutes, its own minutes are what is checked), read with BatchGetItem: one name's 30-day window is at most
     82 keys (29 days, 2 x 23 hours, 2 x 3 quarters)."""
+    window_params.check_minutes(span[0], span[1] - 1)
     start, stop = windows.widen(*span)
-    window_params.check_minutes(start, stop - 1)
     plan = windows.cover(start, stop, _first_live_hour(settings, now_ms))
     wanted = [layout.bucket_key(name, bucket) for name in names for bucket in plan]
     if len(wanted) > MAX_KEYS_READ:
