@@ -1,16 +1,6 @@
-"""The names and keys of site analytics, in one place. Pure.
-
-A site (its hostname, or the script's `data-site`) is counted under Tally's own names:
-    counter  site:<site>               one event per page view, dimensions page, referrer,
-                                       source (utm_source) and device
-    counter  site-utm:<site>           one event per page view that carries UTM fields,
-                                       dimensions source, medium, campaign
-    counter  site-bots:<site>          one event per page view refused as a bot's, no dimensions
-    counter  site-event:<site>:<name>  custom events (`tally(name, ...)`), the caller's dimensions
-    unique   site:<site>               the site's visitors (hour and day sketches)
-    views    the page's URL            exact page views per URL
-The counts table holds the salts (SALT# / d#<day>) and the catalog of sites (CATALOG#sites).
-"""
+"""The names and keys of site analytics, in one place: the counters, unique count and views a
+site (its hostname, or the script's `data-site`) is counted under, its salts' keys and its
+catalog kind. Pure. What each holds: docs/tracker.md, "How a page view is counted"."""
 
 from __future__ import annotations
 
