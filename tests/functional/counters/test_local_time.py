@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from tests.functional import work_meter
 from tests.functional.helpers import invoke, post_events
 from tests.functional.stream_fixtures import lambda_event, stored_event_records
 
@@ -259,3 +260,22 @@ def test_given_local_month_buckets_when_read_then_each_month_from_its_first_loca
         ("2026-10-01T00:00:00+13:45", 2),
         ("2026-11-01T00:00:00+13:45", 1),
     ]
+
+
+def test_given_a_dense_local_day_series_when_read_then_one_query_of_its_hours_and_one_of_its_days(
+    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock.now = utc_ms(2026, 11, 3, 15, 7)
+    times = [clock.now - h * HOUR for h in range(1, 10 * 24)]  # every hour of 10 days holds an event
+    post_events(client, [{"counter": COUNTER, "time": t, "retention": 40 * 86400} for t in times])
+    invoke(client, "on_event_records", lambda_event(stored_event_records(aws.dynamodb)))
+    meter = work_meter.install(aws, monkeypatch)
+    body = get(client, f"/counters/{COUNTER}/histogram?window=9d&resolution=day&tz=Europe/Berlin")
+    zone = ZoneInfo("Europe/Berlin")
+    for bucket in body["buckets"]:
+        day = datetime.fromisoformat(bucket["start"]).date()
+        assert bucket["count"] == sum(1 for t in times if local_date(zone, t) == day)
+    assert meter.calls == ["query", "query"]  # the hours, then the days: no key by key
+    meter.reset()
+    get(client, f"/counters/{COUNTER}/histogram?window=2d&resolution=day&tz=Europe/Berlin")
+    assert meter.calls == ["batch_get_item"]  # 50 hours: fewer keys than a batch takes
