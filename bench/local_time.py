@@ -97,10 +97,12 @@ def series(
     finally:
         reads.DENSE_HOUR_KEYS = dense_keys
     truth = Counter(datetime.fromtimestamp(t / 1000, zone).date() for t in event_times)
-    right = all(b["count"] == truth[datetime.fromisoformat(b["start"]).astimezone(zone).date()] for b in answer["buckets"])
+    right = all(
+        b["count"] == truth[datetime.fromisoformat(b["start"]).astimezone(zone).date()] for b in answer["buckets"]
+    )
     total = meter.total()
-    return {"requests": total.requests, "keys": asked.keys, "queried": meter.total("Query").items_read,
-            "rcu": total.read_units}, right  # fmt: skip
+    usage = {"requests": total.requests, "keys": asked.keys, "queried": meter.total("Query").items_read}
+    return {**usage, "rcu": total.read_units}, right
 
 
 def run(days_list: list[int]) -> None:
