@@ -1,5 +1,6 @@
 """Windowed counts: a window read from its day and hour items (with a day's inline minutes),
-and histograms.
+and histograms, in UTC or per local bucket of a zone (docs/api.md, "Time zones, calendar windows
+and comparisons"; what a local series reads: docs/benchmarks.md, "Local time series").
 
 The buckets are written by bucket_writes.py, in the layout of layout.py. What an answer counts
 (`complete`, `retained_from`) and why a day outlives its hours: docs/counting.md, "Retention";
