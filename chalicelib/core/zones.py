@@ -14,9 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Literal
-from zoneinfo import ZoneInfo, available_timezones
+from zoneinfo import ZoneInfo, available_timezones, reset_tzpath
 
 from chalicelib.core.errors import ValidationError
+
+# One database everywhere: the pinned `tzdata` package, never the machine's /usr/share/zoneinfo
+# (a Lambda image need not carry one, and another version could move a change of offset).
+reset_tzpath(to=[])
 
 DEFAULT_ZONE = "UTC"
 ZONE_MAX_CHARS = 64  # the longest IANA name is about 32 characters
@@ -29,8 +33,21 @@ _EPOCH = datetime(1970, 1, 1)
 _MINUTE = timedelta(minutes=1)
 
 
+# The longest each calendar window can be (a day of 25 hours, a week or month holding one).
+CALENDAR_LONGEST_MINUTES = {
+    "today": 25 * 60,
+    "yesterday": 25 * 60,
+    "this_week": 7 * 1440 + 60,
+    "last_week": 7 * 1440 + 60,
+    "this_month": 31 * 1440 + 60,
+    "last_month": 31 * 1440 + 60,
+    "this_year": 366 * 1440 + 60,
+}
+
+
 @functools.cache
-def _names() -> frozenset[str]:
+def names() -> frozenset[str]:
+    """Every zone name `tz` accepts."""
     return frozenset(available_timezones())
 
 
@@ -43,8 +60,8 @@ def parse(value: str | None) -> ZoneInfo:
         raise ValidationError(
             f"tz must be an IANA time-zone name such as Europe/Berlin (1-{ZONE_MAX_CHARS} characters)"
         )
-    if value not in _names():
-        near = [name for name in _names() if name.lower() == value.lower()]
+    if value not in names():
+        near = [name for name in names() if name.lower() == value.lower()]
         hint = f"; did you mean {near[0]}?" if near else ""
         raise ValidationError(f"tz is not a known IANA time-zone name: {value!r}{hint}")
     return ZoneInfo(value)
@@ -200,9 +217,10 @@ NOMINAL_MINUTES: dict[str, int] = {"minute": 1, "hour": 60, "day": 1440, "week":
 
 
 def nominal_count(first: int, last: int, resolution: LocalResolution) -> int:
-    """About how many local buckets overlap [first, last], known before building any (a local
-    bucket may be shorter than nominal around a change of offset: check the buckets built too)."""
-    return (last - first + 1) // NOMINAL_MINUTES[resolution] + 2
+    """The most buckets of the resolution's nominal length that minutes [first, last] can overlap:
+    the histogram cap is checked on it before any bucket is built (local buckets may be one more
+    per change of offset in the window, and a month is nominally 28 days)."""
+    return -(-(last - first) // NOMINAL_MINUTES[resolution]) + 1
 
 
 def buckets(zone: ZoneInfo, first: int, last: int, resolution: LocalResolution) -> list[LocalBucket]:

@@ -1,5 +1,6 @@
 """Windowed counts: a window read from its day and hour items (with a day's inline minutes),
-and histograms.
+and histograms, in UTC or per local bucket of a zone (docs/api.md, "Time zones, calendar windows
+and comparisons"; what a local series reads: docs/benchmarks.md, "Local time series").
 
 The buckets are written by bucket_writes.py, in the layout of layout.py. What an answer counts
 (`complete`, `retained_from`) and why a day outlives its hours: docs/counting.md, "Retention";
@@ -236,14 +237,14 @@ def histogram(
     UTC ones (any minute; the hours of a whole-hour offset) are read as UTC ones, from the stored
     buckets themselves; any other is the minute plan of its UTC minutes (docs/api.md, "Time
     zones, calendar windows and comparisons"; its cost: docs/benchmarks.md, "Local time series")."""
-    window_params.check_histogram(zones.nominal_count(first_minute, last_minute, resolution))
     filters.check_filter(where or {}, settings.filter_pairs)
     stored = _STORED.get(resolution)
     if zone is None and stored is not None:
+        window_params.check_histogram(timebuckets.bucket_count(first_minute, last_minute, stored))
         return _stored_histogram(dynamodb, settings, counter, first_minute, last_minute, stored, now_ms, where)
+    window_params.check_histogram(zones.nominal_count(first_minute, last_minute, resolution))
     zone = zone or zones.parse(None)
     local = zones.buckets(zone, first_minute, last_minute, resolution)
-    window_params.check_histogram(len(local))
     size = timebuckets.RESOLUTION_MINUTES[stored] if stored is not None else 0
     if stored is not None and all(
         b.first_minute % size == 0 and b.last_minute - b.first_minute == size - 1 for b in local
