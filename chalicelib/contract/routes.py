@@ -11,6 +11,7 @@ from chalicelib.core import quarantine, timebuckets, window_params, zones
 from chalicelib.counters import breakdowns
 from chalicelib.dashboard import assets
 from chalicelib.reports import api as reports_api
+from chalicelib.views import api as views_api
 
 JSON = "application/json"
 # An operation's tag is its path's first segment, or the one named here.
@@ -221,22 +222,27 @@ OPERATIONS: tuple[Operation, ...] = (
         "GET /views",
         "getViews",
         "A URL's views: of all time, or over a window",
-        (Answer(200, "the count (window fields only with a window)", s.VIEW_COUNT_ANSWER),),
-        params=(Param("url", s.VIEW_URL_QUERY, required=True), *WINDOW),
-        description=WINDOWED,
+        (Answer(200, "the count (window fields only with a window)", s.compared(s.VIEW_COUNT_ANSWER)),),
+        params=(
+            Param("url", s.VIEW_URL_QUERY, required=True),
+            *LOCAL_WINDOW,
+            Param("resolution", s.string(enum=list(views_api.SERIES_RESOLUTIONS)), "with a window: also `buckets`"),
+        ),
+        description=f"{WINDOWED} {LOCAL}",
     ),
     Operation(
         "GET /views/top",
         "getTopViews",
         "The most viewed URLs of a window, with their exact views",
-        (Answer(200, "the top URLs, most viewed first", s.TOP_VIEWS_ANSWER),),
+        (Answer(200, "the top URLs, most viewed first", s.compared(s.TOP_VIEWS_ANSWER)),),
         params=(
-            *WINDOW,
+            *LOCAL_WINDOW,
             Param("limit", s.TOP_LIMIT, "URLs listed"),
             Param("prefix", s.TOP_PREFIX, "only URLs starting with it"),
         ),
-        description=HOUR_ALIGNED + " The ranking is exact whenever every hour, day or 32-day block in the window holds "
-        "at most 1,000 distinct URLs; otherwise `exact` says whether it is, and `bound` what a URL left out can have.",
+        description=f"{HOUR_ALIGNED} {LOCAL} A calendar window counts from its local midnight. The ranking is "
+        "exact whenever every hour, day or 32-day block in the window holds at most 1,000 distinct URLs; otherwise "
+        "`exact` says whether it is, and `bound` what a URL left out can have.",
     ),
     Operation(
         "GET /views/urls",
@@ -266,30 +272,34 @@ OPERATIONS: tuple[Operation, ...] = (
         "GET /hyperloglog/{name}",
         "getUniqueCount",
         "Distinct items of a name: of all time, or over an hour-aligned window",
-        (Answer(200, "the estimate; exact while small", s.UNIQUE_COUNT_ANSWER),),
-        params=(UNIQUE_NAME, *WINDOW),
-        description=HOUR_ALIGNED,
+        (Answer(200, "the estimate; exact while small", s.compared(s.UNIQUE_COUNT_ANSWER)),),
+        params=(UNIQUE_NAME, *LOCAL_WINDOW),
+        description=f"{HOUR_ALIGNED} {LOCAL} A calendar window counts from its local midnight.",
     ),
     Operation(
         "GET /hyperloglog/{name}/histogram",
         "getUniqueHistogram",
-        "Distinct items per hour or day (not additive)",
-        (Answer(200, "one bucket per period", s.UNIQUE_HISTOGRAM_ANSWER),),
+        "Distinct items per hour, day, week or month (not additive)",
+        (Answer(200, "one bucket per period", s.compared(s.UNIQUE_HISTOGRAM_ANSWER)),),
         params=(
             UNIQUE_NAME,
             Param(
                 "window",
-                s.windowed({r: hour_histogram_window(r) for r in s.UNIQUE_RESOLUTIONS}, "day"),
+                s.windowed({r: hour_histogram_window(r) for r in s.UNIQUE_RESOLUTIONS}, "day", local=True),
                 HISTOGRAM_WINDOW,
             ),
         ),
-        description=f"{HOUR_ALIGNED} At most {window_params.MAX_HISTOGRAM_BUCKETS} buckets.",
+        description=f"{HOUR_ALIGNED} {LOCAL} At most {window_params.MAX_HISTOGRAM_BUCKETS} buckets.",
     ),
     Operation(
         "GET /hyperloglog",
         "getUnionOrNames",
         "With `names`: distinct items of their union; without: the names that exist",
-        (Answer(200, "the union's estimate, or a page of names", {"anyOf": [s.UNION_ANSWER, s.NAME_LISTING]}),),
+        (
+            Answer(
+                200, "the union's estimate, or a page of names", {"anyOf": [s.compared(s.UNION_ANSWER), s.NAME_LISTING]}
+            ),
+        ),
         params=(
             Param(
                 "query",
@@ -436,17 +446,17 @@ OPERATIONS: tuple[Operation, ...] = (
         "GET /sites/{site}/summary",
         "getSiteSummary",
         "A site's visitors, page views, top pages, referrers, sources and devices over a window",
-        (Answer(200, "the summary", s.SITE_SUMMARY),),
+        (Answer(200, "the summary", s.compared(s.SITE_SUMMARY)),),
         params=(
             path(
                 "site",
                 {**s.PATH_NAME, "maxLength": s.SITE_MAX_CHARS},
                 "the site: its hostname, or the script's data-site",
             ),
-            *WINDOW,
+            *LOCAL_WINDOW,
             Param("limit", s.integer(1, 1000, default=10), "the longest list"),
         ),
-        description=WINDOWED
+        description=f"{WINDOWED} {LOCAL}"
         + " Visitors are counted over the quarter hours holding the window (`visitors_start`, `visitors_end`).",
     ),
     Operation(

@@ -286,7 +286,7 @@ def union_or_listing() -> Schema:
     """GET /hyperloglog's query: `names` with an optional window (a union's count; `limit` and
     `cursor` are ignored there), or a page of the names (`limit`, `cursor`) with no window, as one
     exploded object."""
-    union = windowed(names=UNION_NAMES)
+    union = windowed(local=True, names=UNION_NAMES)
     for shape in union["anyOf"]:
         shape["required"] = ["names", *shape["required"]]
     page = {**obj({}, {"limit": LIMIT, "cursor": CURSOR}), **without("names", "window", "start", "end")}
