@@ -3,7 +3,7 @@ unique counts, and what quarter-hour sketches add to the write cost of unique co
 
     python -m bench.zones [--per-hour 1000] [--batches 1,10,100,1000,10000]
 
-1. Views: one URL with a view every 7 minutes for 45 days, counted by the views handler; the
+1. Views: one URL with a view every `--view-minutes` (30) for 45 days, counted by the views handler; the
    views per day of the last 30 local days (GET /views?resolution=day&tz=...), keys and read
    units, each series checked against the views counted by their local date.
 2. Unique counts: 31 days of `--per-hour` distinct items per hour; the distinct items per local
@@ -61,9 +61,9 @@ def series_params(zone: str) -> dict[str, str]:
     return {"start": times.iso(NOW - 30 * DAY_MS), "end": times.iso(NOW), "resolution": "day", "tz": zone}
 
 
-def view_series(clients: AwsClients, settings: Settings) -> list[list[str]]:
-    """Views every 7 minutes over 45 days (the view horizon lets a backfill count them all)."""
-    stamps = list(range(NOW - 45 * DAY_MS, NOW, 7 * MINUTE_MS))
+def view_series(clients: AwsClients, settings: Settings, every_minutes: int) -> list[list[str]]:
+    """A view every `every_minutes` over 45 days (the view horizon lets a backfill count them all)."""
+    stamps = list(range(NOW - 45 * DAY_MS, NOW, every_minutes * MINUTE_MS))
     view_settings = Settings.from_env({"VIEW_HORIZON_SECONDS": str(60 * 86400)})
     for start in range(0, len(stamps), 1000):
         messages = [
@@ -174,6 +174,7 @@ def write_sweep(clients: AwsClients, settings: Settings, sizes: list[int]) -> li
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--per-hour", type=int, default=1_000)
+    parser.add_argument("--view-minutes", type=int, default=30)
     parser.add_argument("--batches", default="1,10,100,1000,10000")
     args = parser.parse_args(argv)
     random.seed(0)
@@ -183,13 +184,15 @@ def main(argv: list[str] | None = None) -> None:
         resources.ensure(
             clients.dynamodb, clients.sqs, clients.s3, resources.for_settings(settings), settings.aws_region
         )
-        views = view_series(clients, settings)
+        views = view_series(clients, settings, args.view_minutes)
+        print(table("views", ["zone", "days", "keys", "requests", "RCU", "equals brute force"], views), flush=True)
         populate(clients, settings, args.per_hour)
+        print("views done", flush=True)
         uniques = unique_series(clients, settings)
         sweep = write_sweep(clients, settings, [int(n) for n in args.batches.split(",")])
     print(
         table(
-            "Views: 30 local days of one URL (a view every 7 minutes), one read",
+            f"Views: 30 local days of one URL (a view every {args.view_minutes} minutes), one read",
             ["zone", "days", "keys", "requests", "RCU", "equals brute force"],
             views,
         )
