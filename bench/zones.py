@@ -138,7 +138,7 @@ def write_sweep(clients: AwsClients, settings: Settings, sizes: list[int]) -> li
     for spread in ("1 minute", "24 hours"):
         for n in sizes:
             for design, run in (("before: day + hour", without_quarters), ("with quarters", lambda f: f())):
-                name = f"sweep-{spread[:2]}-{n}-{design[:4]}"
+                name = f"sweep-{spread.split()[1]}-{n}-{design[:4]}"
 
                 def batch(tag: str, n: int = n, name: str = name, spread: str = spread) -> list[Message]:
                     values = random_hashes(rng, n).astype(">u8").tobytes()

@@ -16,6 +16,9 @@ Each rule relates a parameter to the clock or to another parameter, which JSON S
 - `where` names each dimension once, and with a breakdown's `by` at most two dimensions (every
   pair is counted: FILTER_PAIRS, a deployment setting, is left at its default);
 - a union reads at most uniques.api.MAX_KEYS_READ sketches: names times the window's days;
+- a read that means all time without a window (GET /views, GET /hyperloglog/{name}) takes
+  `compare` and a view series' `resolution` only with one, and a view series keeps within the
+  histogram's bucket cap as a histogram does;
 - a report id ends after it starts; a repair's partition is of a settled quarter hour and a
   write shard below EVENT_WRITE_SHARDS (a deployment setting the document does not know);
 - a page view's custom event counter `site-event:<site>:<event>` is at most 200 characters.
@@ -43,6 +46,7 @@ SETTINGS = Settings()
 OLDEST_MS = 23 * times.HOUR_MS
 NEWEST_MS = 4 * times.MINUTE_MS
 COUNTER_MAX_CHARS = 200
+ALL_TIME_READS = ("/views", "/hyperloglog/{name}", "/hyperloglog")
 # The longest window between `start` and `end`, in minutes (with a bucket's margin for alignment).
 LONGEST_MINUTES = window_params.MAX_WINDOW_MINUTES - 2 * 1440
 HISTOGRAM_MINUTES = {
@@ -78,6 +82,9 @@ def _fit(case: Case) -> None:
     if isinstance(case.query, dict):
         case.query.pop("cursor", None)
         _where(case.query, path)
+        if path in ALL_TIME_READS and not window_params.is_windowed(case.query):
+            for name in ("compare", "resolution"):
+                case.query.pop(name, None)
         span_minutes = _window(case.query, path, now)
         if path == "/hyperloglog" and "names" in case.query:
             _union(case.query, span_minutes)
@@ -122,12 +129,19 @@ def _window(query: dict[str, Any], path: str, now: int) -> int:
     if "start" not in query:
         window = query.get("window", window_params.DEFAULT_WINDOW)
         if window in zones.CALENDAR_LONGEST_MINUTES:
-            return zones.CALENDAR_LONGEST_MINUTES[window]
-        digits, unit = int(str(window)[:-1]), str(window)[-1]
-        return digits * {"m": 1, "h": 60, "d": 1440}[unit]
+            minutes = zones.CALENDAR_LONGEST_MINUTES[window]
+        else:
+            digits, unit = int(str(window)[:-1]), str(window)[-1]
+            minutes = digits * {"m": 1, "h": 60, "d": 1440}[unit]
+        if path == "/views" and "resolution" in query and minutes > HISTOGRAM_MINUTES[str(query["resolution"])]:
+            minutes = HISTOGRAM_MINUTES[str(query["resolution"])]
+            query["window"] = f"{minutes}m"
+        return minutes
     longest = LONGEST_MINUTES
     if path.endswith("/histogram"):
         longest = HISTOGRAM_MINUTES[str(query.get("resolution", "hour" if path.startswith("/counters") else "day"))]
+    elif path == "/views" and "resolution" in query:
+        longest = HISTOGRAM_MINUTES[str(query["resolution"])]
     end = _ms(query["end"]) if "end" in query else now
     start = _ms(query["start"])
     if not 0 <= end - start <= longest * times.MINUTE_MS:

@@ -263,7 +263,6 @@ def histogram(
     the union of its cover (windows.cover, widened to quarter hours); a level of sketches most of
     whose span is wanted is read with one paginated Query, the rest with BatchGetItem."""
     window_params.check_histogram(len(buckets))
-    window_params.check_minutes(buckets[0][0], buckets[-1][1] - 1)
     first_live_hour = _first_live_hour(settings, now_ms)
     first_live_day = timebuckets.first_live_index("day", now_ms, retention_s(settings, "day"))
     spans = [windows.widen(*bucket) for bucket in buckets]

@@ -147,7 +147,6 @@ def count_series(
     window_params.check_histogram(zones.nominal_count(first_minute, last_minute, resolution))
     local = zones.buckets(zone, first_minute, last_minute, resolution)
     window_params.check_histogram(len(local))
-    window_params.check_minutes(local[0].first_minute, local[-1].last_minute)
     series = _series(dynamodb, settings, url, [(b.first_minute, b.last_minute) for b in local], now_ms)
     return {
         "url": url,
