@@ -46,9 +46,7 @@ class Log:
 
     def read_mark(self, dynamodb: DynamoDB) -> Mark:
         """The mark, strongly consistent."""
-        with translated(f"could not read {self.what}"):
-            got = dynamodb.get_item(TableName=self.table, Key=self.mark_key, ConsistentRead=True)
-        item = got.get("Item") or {}
+        item = dynamo.get_item(dynamodb, self.table, self.mark_key, f"could not read {self.what}") or {}
         return Mark(attributes.optional_text(item, "closing"), attributes.optional_text(item, "folded"))
 
     def append(self, dynamodb: DynamoDB, item: dict[str, Any], now_ms: int, name: str) -> tuple[int, str]:

@@ -125,8 +125,7 @@ def stored_count(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> int:
 
 
 def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:
-    with translated("the audit checkpoint could not be read"):
-        item = dynamodb.get_item(TableName=settings.counts_table, Key=CHECKPOINT_KEY, ConsistentRead=True).get("Item")
+    item = dynamo.get_item(dynamodb, settings.counts_table, CHECKPOINT_KEY, "the audit checkpoint could not be read")
     return None if item is None else attributes.integer(item, "next_ms")
 
 

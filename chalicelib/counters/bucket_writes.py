@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Generic, TypeVar
 
-from chalicelib.core import attributes, decimals, keyspace, timebuckets
+from chalicelib.core import attributes, decimals, dynamo, keyspace, timebuckets
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.batch_processor import Sent
 from chalicelib.core.errors import StorageError
@@ -401,15 +401,8 @@ def stored_slots(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) ->
     """The value names a bucket item sums by slot, read consistently (for an update sent in a
     transaction, whose cancelled condition returns no item to learn them from)."""
     names = {f"#w{s}": layout.slot_name_attribute(s) for s in range(layout.MAX_SUM_NAMES)}
-    with translated("could not read a bucket's value names"):
-        response = dynamodb.get_item(
-            TableName=settings.counts_table,
-            Key=key,
-            ConsistentRead=True,
-            ProjectionExpression=", ".join(names),
-            ExpressionAttributeNames=names,
-        )
-    return layout.slots_of(response.get("Item", {}))
+    item = dynamo.get_item(dynamodb, settings.counts_table, key, "could not read a bucket's value names", names=names)
+    return layout.slots_of(item or {})
 
 
 def _created_s(record: StreamRecord) -> int:

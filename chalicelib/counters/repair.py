@@ -306,11 +306,7 @@ def _quarantined_keys(dynamodb: DynamoDB, settings: Settings) -> set[tuple[str, 
 
 
 def _read_bucket(dynamodb: DynamoDB, settings: Settings, key: Key) -> dict[str, Any] | None:
-    with translated("could not read a counter bucket"):
-        item: dict[str, Any] | None = dynamodb.get_item(
-            TableName=settings.counts_table, Key=_item_key(key), ConsistentRead=True
-        ).get("Item")
-    return item
+    return dynamo.get_item(dynamodb, settings.counts_table, _item_key(key), "could not read a counter bucket")
 
 
 def _without_inline(count: _Count, bucket: Bucket, day: dict[str, Any] | None) -> _Count | None:

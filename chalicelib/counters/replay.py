@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from chalicelib.core import attributes, inputs, keyspace, pager, quarantine, times, transactions, validation
+from chalicelib.core import attributes, dynamo, inputs, keyspace, pager, quarantine, times, transactions, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError, reason
@@ -87,10 +87,7 @@ def _selected(
     if request.ids:
         found: list[tuple[str, dict[str, Any] | None]] = []
         for record_id in request.ids:
-            with translated("could not read the quarantine"):
-                item = dynamodb.get_item(TableName=settings.counts_table, Key=_key(record_id), ConsistentRead=True).get(
-                    "Item"
-                )
+            item = dynamo.get_item(dynamodb, settings.counts_table, _key(record_id), "could not read the quarantine")
             found.append((record_id, item))
         return found
     page = pager.query_page(
@@ -212,8 +209,7 @@ def _audit_item(dynamodb: DynamoDB, settings: Settings, countable: Countable, pa
     partition's group. None when it does not exist; _ReplayedAlreadyError when it exists with
     nothing set aside left."""
     key = audit_items.shard_item_key(partition, countable.shard)
-    with translated("could not read an audit item"):
-        item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
+    item = dynamo.get_item(dynamodb, settings.counts_table, key, "could not read an audit item")
     if audit_items.member_accounts(item, partition)[audit_items.SET_ASIDE] >= 1:
         return _AuditItem(key, partition)
     if item is None:

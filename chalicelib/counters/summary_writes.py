@@ -113,9 +113,7 @@ def write(dynamodb: DynamoDB, settings: Settings, target: Target, members: list[
 
 
 def _read(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> dict[str, Any] | None:
-    with translated("could not read a breakdown summary"):
-        item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
-    return dict(item) if item is not None else None
+    return dynamo.get_item(dynamodb, settings.counts_table, key, "could not read a breakdown summary")
 
 
 def _later(stored: dict[str, Any] | None, shard: str, members: list[Member]) -> list[Member]:

@@ -119,8 +119,7 @@ def run(dynamodb: DynamoDB, s3: S3, settings: Settings, now_ms: int, budget: Bud
 
 
 def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:
-    with translated("the report checkpoint could not be read"):
-        item = dynamodb.get_item(TableName=settings.counts_table, Key=CHECKPOINT_KEY, ConsistentRead=True).get("Item")
+    item = dynamo.get_item(dynamodb, settings.counts_table, CHECKPOINT_KEY, "the report checkpoint could not be read")
     return None if item is None else attributes.integer(item, "end_ms")
 
 
@@ -250,8 +249,5 @@ def _discard_unless_committed(dynamodb: DynamoDB, s3: S3, settings: Settings, re
 
 
 def _index_item(dynamodb: DynamoDB, settings: Settings, report_id: str) -> dict[str, Any] | None:
-    with translated("the report index could not be read"):
-        item: dict[str, Any] | None = dynamodb.get_item(
-            TableName=settings.counts_table, ConsistentRead=True, Key={"pk": {"S": INDEX_PK}, "sk": {"S": report_id}}
-        ).get("Item")
-        return item
+    key = {"pk": {"S": INDEX_PK}, "sk": {"S": report_id}}
+    return dynamo.get_item(dynamodb, settings.counts_table, key, "the report index could not be read")

@@ -16,7 +16,7 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
-from chalicelib.core.storage_errors import ConditionFailed, translated
+from chalicelib.core.storage_errors import ConditionFailed
 from chalicelib.views import layout as view_layout
 from chalicelib.views import top, windows
 from chalicelib.views.windows import Span
@@ -250,9 +250,7 @@ def _put_log(dynamodb: DynamoDB, log: log_fold.Log, item: dict[str, Any], now_ms
 
 
 def _get(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> dict[str, Any] | None:
-    with translated("could not read the top URLs"):
-        found = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True)
-    return dict(found["Item"]) if "Item" in found else None
+    return dynamo.get_item(dynamodb, settings.counts_table, key, "could not read the top URLs")
 
 
 def _base_item(settings: Settings, span: Span, summary: top.Summary) -> dict[str, Any]:
