@@ -176,9 +176,7 @@ def parse_new_key(body: Any) -> NewKey:
             'the body must be a JSON object: {"scopes": [...], "prefix"?, "origins"?, "sites"?, "note"?, '
             '"rate_per_second"?}'
         )
-    unknown = sorted(set(body) - NEW_KEY_FIELDS)
-    if unknown:
-        raise ValidationError(f"unknown fields: {', '.join(unknown)[:200]}")
+    validation.known_fields(body, NEW_KEY_FIELDS)
     scopes = body.get("scopes")
     if not isinstance(scopes, list) or not scopes or not all(isinstance(s, str) and s in SCOPES for s in scopes):
         raise ValidationError(f"scopes must be a non-empty list of {', '.join(SCOPES)}")

@@ -63,9 +63,7 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> list[Event]:
 def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event:
     if not isinstance(raw, dict):
         raise ValidationError(f"{where} must be a JSON object")
-    unknown = sorted(set(raw) - EVENT_FIELDS)
-    if unknown:
-        raise ValidationError(f"{where} has unknown fields: {', '.join(unknown)}")
+    validation.known_fields(raw, EVENT_FIELDS, where)
     counter = validation.name(raw.get("counter"), f"{where}.counter")
     event_id = raw.get("id")
     id_given = event_id is not None

@@ -57,9 +57,7 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> Beacon:
     """`{"url", "time", "referrer"?, "width"?, "site"?, "event"?, "dimensions"?, "values"?}`."""
     if not isinstance(body, dict):
         raise ValidationError('the body must be a JSON object: {"url", "time", "referrer"?, "width"?, "site"?}')
-    unknown = sorted(set(body) - FIELDS)
-    if unknown:
-        raise ValidationError(f"unknown fields: {', '.join(unknown)[:200]}")
+    validation.known_fields(body, FIELDS)
     url = view_input.text(body.get("url"), "url", URL_MAX_CHARS)
     referrer = body.get("referrer")
     if referrer is not None and (not isinstance(referrer, str) or len(referrer) > URL_MAX_CHARS):

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import inputs, times
+from chalicelib.core import inputs, times, validation
 from chalicelib.core.errors import ValidationError
 
 MAX_BATCH = 25
@@ -39,9 +39,7 @@ def parse_body(body: Any) -> list[View]:
 def parse_view(raw: Any, where: str = "view") -> View:
     if not isinstance(raw, dict):
         raise ValidationError(f"{where} must be a JSON object")
-    unknown = sorted(set(raw) - VIEW_FIELDS)
-    if unknown:
-        raise ValidationError(f"{where} has unknown fields: {', '.join(unknown)}")
+    validation.known_fields(raw, VIEW_FIELDS, where)
     url = text(raw.get("url"), f"{where}.url", URL_MAX_CHARS)
     if "time" not in raw:
         # The time is part of what makes a view unique: a default of "now" would count retries.
