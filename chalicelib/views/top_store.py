@@ -165,7 +165,9 @@ def _write_bases(
                 writes += 1
                 break
             except ConditionFailed:
-                base = _get(dynamodb, settings, summary_key(span))
+                base = dynamo.get_item(
+                    dynamodb, settings.counts_table, summary_key(span), "could not read the top URLs"
+                )
         else:
             raise StorageError("the top URLs of a bucket stayed contended")
     return writes
@@ -247,10 +249,6 @@ def _log_item(log: log_fold.Log, changed: dict[Span, dict[bytes, int]]) -> dict[
 
 def _put_log(dynamodb: DynamoDB, log: log_fold.Log, item: dict[str, Any], now_ms: int) -> tuple[int, str]:
     return log.append(dynamodb, item, now_ms, uuid.uuid4().hex)
-
-
-def _get(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> dict[str, Any] | None:
-    return dynamo.get_item(dynamodb, settings.counts_table, key, "could not read the top URLs")
 
 
 def _base_item(settings: Settings, span: Span, summary: top.Summary) -> dict[str, Any]:
