@@ -1,9 +1,5 @@
 """JSON Schema building blocks of the contract, each from the constant that the validation code
-checks. Pure.
-
-Patterns are Python regular expressions matched with `fullmatch`; JSON Schema's `pattern`
-searches, so `anchored` wraps each in `^(?:...)$`. Python's `\\d` matches any Unicode digit
-and ECMA-262's only 0-9: patterns written here use `[0-9]`.
+checks. Pure. Why patterns are anchored and use `[0-9]`: docs/api.md, "The contract".
 """
 
 from __future__ import annotations

@@ -59,10 +59,8 @@ def json_body(raw: bytes | str | None) -> Any:
 
 
 def value_bound(data: bytes) -> int:
-    """At least the number of JSON values in `data`, counted at C speed without parsing: every
-    value but the first of a container follows a comma, and the first follows its bracket.
-    Commas and brackets inside strings are left out, unless there are so few that it does not
-    matter."""
+    """At least the number of JSON values in `data`, counted at C speed without parsing. Why it
+    is never fewer: docs/api.md, "Conventions" (limits, checked before any work)."""
 
     def count(text: bytes) -> int:
         return text.count(b",") + text.count(b"[") + text.count(b"{") + 1

@@ -44,12 +44,8 @@ _DESERIALIZER = TypeDeserializer()
 
 @dataclass
 class Budget:
-    """What one run may still read: events (each item counts the events it holds, read or past
-    their retention) and Queries. A run stops asking for pages once either is spent; each page
-    asks for at most the events left, counting every item as holding as many events as the
-    largest item the run has read so far (a full pack, events.MAX_BATCH, before it has read
-    any). So a run reads fewer than its events plus one item per write shard, unless a page
-    holds an item larger than any before it (or the run must read on to move past its start)."""
+    """What one run may still read, events and Queries; a run stops asking for pages once either
+    is spent. Why a run reads no more: docs/design.md, "Reports" (what a run reads)."""
 
     events: int
     queries: int = MAX_RUN_QUERIES
