@@ -38,9 +38,7 @@ DETAIL_METRICS: dict[str, str] = {
     "dead_lettered": "DeadLettered",
     "conflicts": "SketchWriteConflicts",
     "expired": "Expired",
-    # Records a bucket said were applied already: by an earlier delivery of the same records
-    # (Redelivered), or by a LATER record of their shard (OutOfSequence: a skip, which Lambda's
-    # order per shard rules out; an alarm should watch it).
+    # Records a bucket said were applied already (docs/deploy.md, "Metrics").
     "redelivered": "Redelivered",
     "out_of_sequence": "OutOfSequence",
 }
