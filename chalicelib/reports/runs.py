@@ -124,8 +124,7 @@ def read_report(
     dynamodb: DynamoDB, settings: Settings, start_ms: int, end_ms: int, budget: Budget, now_ms: int
 ) -> Report:
     """The report of [start_ms, end_ms), or of [start_ms, cut) if the budget is spent first (the
-    cut is always after start_ms: a run that has spent its budget still reads the shards that have
-    not passed start_ms, so every run moves on). Events past their own retention are skipped."""
+    cut is always after start_ms: docs/design.md, "Reports"). Events past their retention are skipped."""
     report = Report(report_ranges.report_id(start_ms, end_ms), start_ms, end_ms)
     for quarter, queries in report_ranges.quarter_queries(start_ms, end_ms, settings.event_write_shards):
         if budget.spent and quarter > start_ms:
