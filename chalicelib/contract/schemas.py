@@ -1,9 +1,5 @@
 """JSON Schema building blocks of the contract, each from the constant that the validation code
-checks. Pure.
-
-Patterns are Python regular expressions matched with `fullmatch`; JSON Schema's `pattern`
-searches, so `anchored` wraps each in `^(?:...)$`. Python's `\\d` matches any Unicode digit
-and ECMA-262's only 0-9: patterns written here use `[0-9]`.
+checks. Pure. Why patterns are anchored and use `[0-9]`: docs/api.md, "The contract".
 """
 
 from __future__ import annotations
@@ -116,9 +112,8 @@ def integers(low: int, high: int) -> str:
     return "(?:" + "|".join(parts) + ")"
 
 
-# A name in a path: a client percent-encodes a `:` there (RFC 6570's simple style), and the gateway
-# hands the path parameter on as sent, so `%3A` is not a name's character. Names holding a colon
-# (a site's `site:<host>` counters) are reached with the colon sent as it is.
+# A name in a path, without `:` (a client percent-encodes it there, RFC 6570's simple style):
+# docs/tracker.md, "What you see" (the colon goes in the path as it is).
 PATH_NAME = {
     **NAME,
     "pattern": anchored(validation.NAME_PATTERN.pattern.replace(":", "")),
@@ -127,11 +122,8 @@ PATH_NAME = {
 }
 
 
-# Times as times.parse takes them: epoch milliseconds (a JSON integer, or its ASCII digits), or
-# ISO-8601 text with a zone, from 2000-01-01 to 2100-01-01 UTC. The text form is documented as
-# RFC 3339 (`date-time`) with its dates spelled out, so that every time the pattern admits is one
-# the API takes: real dates only, and on the first and the last day only offsets that keep the
-# time inside the range.
+# Times as times.parse takes them; why the text form spells out its dates: docs/api.md,
+# "Conventions".
 _D31, _D30, _D28 = "(?:0[1-9]|[12][0-9]|3[01])", "(?:0[1-9]|[12][0-9]|30)", "(?:0[1-9]|1[0-9]|2[0-8])"
 _SHORT = "(?:0[469]|11)SEP" + _D30 + "|02SEP" + _D28
 _MONTH_DAY = f"(?:(?:0[13578]|1[02])SEP{_D31}|{_SHORT})"

@@ -113,10 +113,9 @@ def _has_empty_name(value: Any) -> bool:
 
 
 def _to_dynamodb_numbers(value: Any) -> Any:
-    """Every number in its stored form (inputs.canonical: `1.000` is 1, `0E+999` is 0, as DynamoDB
-    trims them), floats as their shortest decimal: DynamoDB numbers cannot be floats, and boto3
-    refuses a number written with more than 38 digits even when the extra ones are zeros.
-    Booleans stay booleans. Every number was checked storable (inputs.check_tree)."""
+    """Every number (checked storable by inputs.check_tree) in its stored form, inputs.canonical, a
+    float as its shortest decimal; booleans stay booleans. Why: docs/guarantees.md, "DynamoDB
+    numbers: 38 digits, a bounded range, trailing zeros trimmed"."""
     if isinstance(value, float):
         return inputs.canonical(Decimal(repr(value)))
     if isinstance(value, Decimal) or (isinstance(value, int) and not isinstance(value, bool)):

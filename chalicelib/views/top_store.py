@@ -99,9 +99,8 @@ def _record_block(
     log = block_log(settings, block)
     logs = log.unfolded(dynamodb)
     stored = _bases(dynamodb, settings, sorted(observed), consistent=True)
-    # Only logs past `closing` as read after them are trusted to hold a snapshot: every fold
-    # that moves `folded` past one of them closes the log after this read, so reads it. One
-    # behind `closing` may belong to a writer about to write it again, or to die first.
+    # Only logs past `closing` as read after them are trusted to hold a snapshot
+    # (docs/design.md, "Top URLs").
     closing = log.read_mark(dynamodb).closing
     trusted = [item for item in logs if closing is None or attributes.sort_key(item) > closing]
     changed: dict[Span, dict[bytes, int]] = {}

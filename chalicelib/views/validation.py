@@ -49,9 +49,8 @@ def parse_view(raw: Any, where: str = "view") -> View:
     return View(url, t_ms, client_id)
 
 
-# A character that is not blank: not whitespace to Python (str.isspace) nor to ECMAScript (which
-# also counts U+FEFF), spelled out so that the OpenAPI document's pattern, read by a JSON Schema
-# validator in either dialect, means what this check means.
+# A character that is not blank to Python (str.isspace) nor to ECMAScript, spelled out:
+# docs/api.md, "The contract".
 NOT_BLANK = r"[^\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
 _NOT_BLANK = re.compile(NOT_BLANK)
 
