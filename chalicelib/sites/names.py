@@ -8,8 +8,11 @@ A site (its hostname, or the script's `data-site`) is counted under Tally's own 
     counter  site-bots:<site>          one event per page view refused as a bot's, no dimensions
     counter  site-event:<site>:<name>  custom events (`tally(name, ...)`), the caller's dimensions
     unique   site:<site>               the site's visitors (hour and day sketches)
+    unique   goal:<site>:<14 hex>      a goal's converting visitors (sites/settings.py)
     views    the page's URL            exact page views per URL
-The counts table holds the salts (SALT# / d#<day>) and the catalog of sites (CATALOG#sites).
+The counts table holds the salts (SALT# / d#<day>), the catalog of sites (CATALOG#sites), each
+site's settings (SITE#<site> / settings) and its visitors of the last minutes (NOW#<site> /
+<minute>#<visitor>, sites/realtime.py).
 """
 
 from __future__ import annotations
@@ -22,6 +25,19 @@ from chalicelib.core.errors import ValidationError
 CATALOG_KIND = "sites"
 SALT_PK = keyspace.SALT
 SITE_MAX_CHARS = 180  # so that every name made from a site (the longest fixed prefix is 10) is a name
+
+
+def settings_key(site: str) -> dict[str, Any]:
+    return {"pk": {"S": f"{keyspace.SITE}{site}"}, "sk": {"S": "settings"}}
+
+
+def realtime_pk(site: str) -> str:
+    return f"{keyspace.SITE_NOW}{site}"
+
+
+def realtime_sort_key(minute: int, visitor: str) -> str:
+    """`<minute>#<visitor>`: a minute's visitors sort together, minutes in number order."""
+    return f"{keyspace.index_sort_key('m', minute)}#{visitor}"
 
 
 def salt_key(day: int) -> dict[str, Any]:
@@ -54,3 +70,8 @@ def event_counter(site: str, name: str) -> str:
 
 def visitors_name(site: str) -> str:
     return f"site:{site}"
+
+
+def goal_visitors_name(site: str, goal_id: str) -> str:
+    """At most 5 + 180 + 1 + 14 = 200 characters: a name (goal ids are 14 hex characters)."""
+    return f"goal:{site}:{goal_id}"
