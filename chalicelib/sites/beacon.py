@@ -28,7 +28,7 @@ MAX_WIDTH = 100_000
 # A beacon's time picks the salt of its UTC day; a salt lives two days from its day's start,
 # so a beacon up to a day old (one resent after midnight) still finds its day's salt.
 MAX_AGE_MS = times.DAY_MS
-PAGEVIEW = "pageview"
+PAGEVIEW = names.PAGEVIEW
 _recent = catalog.Recent()
 
 

@@ -23,6 +23,7 @@ from chalicelib.core import keyspace, validation
 from chalicelib.core.errors import ValidationError
 
 CATALOG_KIND = "sites"
+PAGEVIEW = "pageview"  # the beacon's event of a page view; every other event is a custom event
 SALT_PK = keyspace.SALT
 SITE_MAX_CHARS = 180  # so that every name made from a site (the longest fixed prefix is 10) is a name
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import weakref
 import zoneinfo
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +26,8 @@ from chalicelib.sites import names, privacy
 
 MAX_GOALS = 20
 GOAL_NAME_MAX_CHARS = 60
+# Any text without control characters (C0, DEL, C1), as a key's prefix: a rule the OpenAPI document can state.
+GOAL_NAME_PATTERN = re.compile(rf"[^\x00-\x1f\x7f-\x9f]{{1,{GOAL_NAME_MAX_CHARS}}}")
 GOAL_PAGE_MAX_CHARS = privacy.DIMENSION_MAX_CHARS  # a page goal matches the `page` dimension as stored
 ZONE_MAX_CHARS = 64
 DEFAULT_ZONE = "UTC"
@@ -72,10 +76,15 @@ class SiteSettings:
         }
 
     def goals_of_page(self, path: str) -> list[Goal]:
-        return [goal for goal in self.goals if goal.page == path]
+        return _distinct(goal for goal in self.goals if goal.page == path)
 
     def goals_of_event(self, event: str) -> list[Goal]:
-        return [goal for goal in self.goals if goal.event == event]
+        return _distinct(goal for goal in self.goals if goal.event == event)
+
+
+def _distinct(goals: Iterable[Goal]) -> list[Goal]:
+    """One goal per target: goals sharing one count the same visitors."""
+    return list({goal.id: goal for goal in goals}.values())
 
 
 def parse_zone(value: Any, field_name: str = "timezone") -> str:
@@ -99,34 +108,29 @@ def parse_body(site: str, body: Any, old: SiteSettings, now_ms: int) -> SiteSett
     if not isinstance(raw, list) or len(raw) > MAX_GOALS:
         raise ValidationError(f"goals must be a list of at most {MAX_GOALS} goals")
     since = {goal.id: goal.since_ms for goal in old.goals}
-    goals: list[Goal] = []
-    for index, entry in enumerate(raw):
-        goal = _goal(site, entry, f"goals[{index}]")
-        goal = Goal(goal.name, goal.event, goal.page, since.get(goal.id, now_ms))
-        if any(g.id == goal.id for g in goals) or any(g.name == goal.name for g in goals):
-            raise ValidationError(f"goals[{index}]: two goals with the same name or the same event or page")
-        goals.append(goal)
-    return SiteSettings(site, zone, tuple(goals), now_ms)
+    goals = [_goal(entry, f"goals[{index}]") for index, entry in enumerate(raw)]
+    kept = tuple(Goal(g.name, g.event, g.page, since.get(g.id, now_ms)) for g in goals)
+    return SiteSettings(site, zone, kept, now_ms)
 
 
-def _goal(site: str, entry: Any, where: str) -> Goal:
+def _goal(entry: Any, where: str) -> Goal:
+    """One goal. Two goals may share a target (they count the same) or a name (the owner's call)."""
     if not isinstance(entry, dict) or set(entry) not in ({"name", "event"}, {"name", "page"}):
         raise ValidationError(f'{where} must be {{"name", "event"}} or {{"name", "page"}}')
     name = entry["name"]
-    if not isinstance(name, str) or not 1 <= len(name.strip()) <= GOAL_NAME_MAX_CHARS or not name.isprintable():
-        raise ValidationError(f"{where}.name must be 1-{GOAL_NAME_MAX_CHARS} printable characters")
+    if not isinstance(name, str) or not GOAL_NAME_PATTERN.fullmatch(name):
+        raise ValidationError(f"{where}.name must be 1-{GOAL_NAME_MAX_CHARS} characters, no control characters")
     if "event" in entry:
         event = validation.name(entry["event"], f"{where}.event")
-        if event == "pageview":
+        if event == names.PAGEVIEW:
             raise ValidationError(f"{where}.event: a page view is not a custom event; give page instead")
-        validation.name(names.event_counter(site, event), f"{where}.event (with the site, at most 200)")
-        return Goal(name.strip(), event=event)
+        return Goal(name, event=event)
     page = entry["page"]
     if not isinstance(page, str) or not page.startswith("/") or len(page) > GOAL_PAGE_MAX_CHARS:
         raise ValidationError(
             f"{where}.page must be a path starting with / of at most {GOAL_PAGE_MAX_CHARS} characters"
         )
-    return Goal(name.strip(), page=page)
+    return Goal(name, page=page)
 
 
 # -- storage -------------------------------------------------------------------------------------

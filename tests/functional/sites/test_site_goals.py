@@ -76,12 +76,12 @@ def test_given_settings_when_put_then_read_back_and_a_kept_goal_keeps_its_since(
         {"goals": [{"name": "x", "event": "a", "page": "/a"}]},
         {"goals": [{"name": "x", "page": "pricing"}]},
         {"goals": [{"name": "", "event": "a"}]},
+        {"goals": [{"name": "tab\there", "event": "a"}]},
         {"goals": [{"name": "x" * 61, "event": "a"}]},
         {"goals": [{"name": "x", "event": "no spaces"}]},
         {"goals": [{"name": "x", "event": "pageview"}]},
-        {"goals": [{"name": "x", "event": "e" * 190}]},
+        {"goals": [{"name": "x", "event": "e" * 201}]},
         {"goals": [{"name": "x", "page": "/" + "p" * 200}]},
-        {"goals": [{"name": "x", "event": "a"}, {"name": "y", "event": "a"}]},
         {"goals": [{"name": f"g{i}", "event": f"e{i}"} for i in range(site_settings.MAX_GOALS + 1)]},
     ],
 )
@@ -253,3 +253,13 @@ def test_given_more_visitor_minutes_than_a_read_counts_when_read_then_not_exact_
 def test_given_a_prefix_limited_read_key_when_realtime_is_read_then_403(client: Any, aws: Any) -> None:
     reader = create_key(aws, ["read"], prefix="site:")
     assert client.http.with_key(reader).get(f"/sites/{SITE}/realtime").status_code == 403
+
+
+def test_given_the_contract_when_read_then_its_settings_bounds_are_the_codes() -> None:
+    from chalicelib.contract import schemas
+    from chalicelib.sites import realtime as realtime_module
+
+    assert schemas.MAX_GOALS == site_settings.MAX_GOALS
+    assert schemas.GOAL_NAME_MAX_CHARS == site_settings.GOAL_NAME_MAX_CHARS
+    assert schemas.GOAL_PAGE_MAX_CHARS == site_settings.GOAL_PAGE_MAX_CHARS
+    assert schemas.SITE_REALTIME["properties"]["pageviews"]["maxItems"] == realtime_module.PAGEVIEW_MINUTES
