@@ -62,6 +62,7 @@ def realtime(dynamodb: DynamoDB, settings: Settings, site: str, now_ms: int) -> 
         sk="sk BETWEEN :low AND :high",
         values={":low": names.realtime_sort_key(first, ""), ":high": names.realtime_sort_key(last, "~")},
         projection="sk",
+        consistent=True,  # every visitor whose beacon was answered before this read
     )
     items = dynamo.query_items(dynamodb, request, "could not read the visitors", most=MAX_VISITOR_ITEMS + 1)
     exact = len(items) <= MAX_VISITOR_ITEMS
