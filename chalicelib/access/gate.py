@@ -9,30 +9,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.access import api_keys, rates, tracker
-from chalicelib.access.policy import (
-    ALLOWED,
-    INGEST,
-    Decision,
-    KeyRecord,
-    RouteAccess,
-    cors_origin,
-    from_context,
-    gateway_decision,
-    request_decision,
-    route_access,
-    to_context,
-)
+from chalicelib.access import api_keys, policy, rates, tracker
 from chalicelib.core.errors import StorageError
 
-FindKey = Callable[[str], KeyRecord | None]
+FindKey = Callable[[str], policy.KeyRecord | None]
 # Counts one request of a key against its rate: False when the key is over it (access/rates.py).
-Admit = Callable[[KeyRecord, int], bool]  # the key, the request's time (epoch ms)
+Admit = Callable[[policy.KeyRecord, int], bool]  # the key, the request's time (epoch ms)
 # What a Lambda authorizer raises to make API Gateway answer 401 (AWS's documented contract).
 UNAUTHORIZED = "Unauthorized"
 PREFLIGHT_MAX_AGE_SECONDS = "600"
-KEY_CHECK_FAILED = Decision(False, 503, "the key could not be checked: retry later")
-RATE_CHECK_FAILED = Decision(False, 503, "the key's request rate could not be checked: retry later")
+KEY_CHECK_FAILED = policy.Decision(False, 503, "the key could not be checked: retry later")
+RATE_CHECK_FAILED = policy.Decision(False, 503, "the key's request rate could not be checked: retry later")
 ALLOWED_HEADERS = "Authorization, Content-Type"
 
 
@@ -42,19 +29,12 @@ class Unauthorized(Exception):
 
 
 def authorize(find_key: FindKey, token: str | None, method_arn: str, need: str) -> dict[str, Any]:
-    """A token authorizer's answer: raise Unauthorized (401) for no usable key, else a policy
-    that allows every route of the API's stage, with the key in the context.
-
-    API Gateway caches this answer per key for KEY_CACHE_SECONDS and applies the cached policy
-    to the key's later requests (docs/guarantees.md, "The authorizer's cached policy"), so the
-    policy must be right for every route, not just the one that asked: it never names the
-    request's method or path, and it never denies. A key without the route's scope is refused
-    by the route-level check (`check_request`, 403 with the reason), which sees the scope the
-    route needs (`need` is checked again there, with the rest of the request).
-    """
+    """A token authorizer's answer: raise Unauthorized (401) for no usable key, else a policy that
+    allows every route of the stage (it is cached per key for every route: docs/access.md, "How
+    it is enforced"), with the key in the context; `check_request` refuses the rest (403)."""
     key = api_keys.from_bearer(token)
     record = find_key(key) if key is not None else None
-    if gateway_decision(record, need).status == 401:
+    if policy.gateway_decision(record, need).status == 401:
         raise Unauthorized()
     assert record is not None
     return {
@@ -65,7 +45,7 @@ def authorize(find_key: FindKey, token: str | None, method_arn: str, need: str) 
                 {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": [every_route(method_arn)]},
             ],
         },
-        "context": to_context(record),
+        "context": policy.to_context(record),
     }
 
 
@@ -111,7 +91,7 @@ def every_route(method_arn: str) -> str:
 
 @dataclass(frozen=True)
 class Outcome:
-    decision: Decision
+    decision: policy.Decision
     allow_origin: str | None
     retry_after: int | None = None  # seconds, for a key over its rate (429)
 
@@ -124,7 +104,7 @@ class Outcome:
 
 
 def check_request(
-    access: RouteAccess,
+    access: policy.RouteAccess,
     path_params: Mapping[str, str],
     query: Mapping[str, str],
     body: str | bytes | None,
@@ -138,24 +118,24 @@ def check_request(
     """The route-level decision for one request, and the origin CORS may answer. A request the
     key may make is then counted against the key's rate (`admit`, at most one write): over it, 429."""
     if access.scope is None:
-        return Outcome(ALLOWED, cors_origin(origin, stage_origins, None, None))
+        return Outcome(policy.ALLOWED, policy.cors_origin(origin, stage_origins, None, None))
     if access.beacon:
         key = query.get("key")
         try:
             record = find_key(key) if key is not None and api_keys.is_well_formed(key) else None
         except StorageError:
-            return Outcome(KEY_CHECK_FAILED, cors_origin(origin, stage_origins, access.scope, None))
+            return Outcome(KEY_CHECK_FAILED, policy.cors_origin(origin, stage_origins, access.scope, None))
     else:
-        record = from_context(gateway_context)
+        record = policy.from_context(gateway_context)
     names = access.names.extract(path_params, query, body) if record is not None and record.prefix else ()
-    decision = request_decision(
+    decision = policy.request_decision(
         record, access.scope, names, origin, key_in_url=access.beacon, tracker_route=access.tracker
     )
-    allow_origin = cors_origin(origin, stage_origins, access.scope, record)
+    allow_origin = policy.cors_origin(origin, stage_origins, access.scope, record)
     if decision.allowed and record is not None and record.is_tracker:
         refusal = tracker.check_pageview(record.sites, body, origin, now_ms)
         if refusal is not None:
-            return Outcome(Decision(False, refusal.status, refusal.reason), allow_origin)
+            return Outcome(policy.Decision(False, refusal.status, refusal.reason), allow_origin)
     if decision.allowed and record is not None:
         try:
             admitted = admit(record, now_ms)
@@ -163,12 +143,14 @@ def check_request(
             return Outcome(RATE_CHECK_FAILED, allow_origin)
         if not admitted:
             wait = rates.retry_after_seconds(now_ms)
-            over = Decision(False, 429, f"this key is over its {record.rate_per_second} requests a second: retry later")
+            over = policy.Decision(
+                False, 429, f"this key is over its {record.rate_per_second} requests a second: retry later"
+            )
             return Outcome(over, allow_origin, wait)
     return Outcome(decision, allow_origin)
 
 
-def error_body(decision: Decision) -> dict[str, str]:
+def error_body(decision: policy.Decision) -> dict[str, str]:
     """Chalice's error shape for a denial."""
     codes = {
         400: "BadRequestError",
@@ -191,8 +173,8 @@ def preflight_headers(
 ) -> dict[str, str] | None:
     """The answer to a browser's preflight (OPTIONS) for a route, whose methods are guarded by
     `authorizers` (method -> authorizer name or None); None when the origin may not call it."""
-    scopes = {route_access(method, route, name).scope for method, name in authorizers.items()}
-    allow = cors_origin(origin, stage_origins, INGEST if INGEST in scopes else None, None)
+    scopes = {policy.route_access(method, route, name).scope for method, name in authorizers.items()}
+    allow = policy.cors_origin(origin, stage_origins, policy.INGEST if policy.INGEST in scopes else None, None)
     if allow is None:
         return None
     return {

@@ -32,11 +32,8 @@ ORIGIN_PATTERN = re.compile(r"https?://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?")
 # version (str.isprintable's does), so the OpenAPI document can state it.
 PREFIX_PATTERN = re.compile(rf"[^\x00-\x1f\x7f-\x9f]{{1,{PREFIX_MAX_CHARS}}}")
 NEW_KEY_FIELDS = {"scopes", "prefix", "origins", "sites", "note", "rate_per_second"}
-# Requests a second one key may make (docs/access.md, "Limits per key"): a key's own rate, given
-# at creation within these bounds, else its scope's default (the largest of its scopes'). The top
-# stays under DynamoDB's 1,000 writes a second on one partition key, which a key's requests
-# beyond its processes' allowances write once each (access/rates.py; docs/guarantees.md, "A
-# key's request rate").
+# Requests a second one key may make: its own, else its scopes' largest default (docs/access.md,
+# "Limits per key", which says why RATE_MAX stays under a partition's 1,000 writes a second).
 RATE_MIN, RATE_MAX = 1, 500
 DEFAULT_RATES = {TRACKER: 20, INGEST: 100, READ: 100, ADMIN: 100}
 TRACKER_ONLY = "a tracker key only counts page views of its sites: POST /beacon/pageview"
@@ -81,9 +78,8 @@ class KeyRecord:
 @dataclass(frozen=True)
 class Decision:
     allowed: bool
-    status: (
-        int  # 200, or 400 (a tracker's beacon it cannot read) / 401 (no usable key) / 403 (a key that may not do this)
-    )
+    # 200, or 400 (a tracker's beacon it cannot read) / 401 (no usable key) / 403 (a key that may not do this)
+    status: int
     reason: str
 
 
@@ -288,24 +284,17 @@ class RouteAccess:
     tracker: bool = False  # a tracker key may send it (its page views are checked: access/tracker.py)
 
 
-# Every route's decision, by (method, route path as app.py declares it). app.py's authorizer
-# on each route must say the same scope (the access matrix test checks it, and fails for a
-# route missing here). Views are limited by URL: a prefix-limited key reaches the URLs that
-# start with its prefix. Reports, the quarantine and key management cover every name, so a
-# prefix-limited key cannot reach them.
+# Every route's decision, by (method, route path as app.py declares it), with app.py's authorizer's
+# scope: docs/access.md, "Which route needs which scope" (a test fails for a route missing here).
 ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("POST", "/events"): RouteAccess(INGEST, Names(body="counter", batch="events")),
     ("POST", "/views"): RouteAccess(INGEST, Names(body="url", batch="views")),
     ("POST", "/hyperloglog/{name}"): RouteAccess(INGEST, Names(path="name")),
-    # Posted to by `navigator.sendBeacon`, which cannot set headers: the key travels as `?key=`
-    # and must be an ingest-only key. No gateway authorizer (a token authorizer needs the
-    # header): the route-level check looks the key up.
+    # For `navigator.sendBeacon` (docs/access.md, "Browsers"): no gateway authorizer, the key as `?key=`.
     ("POST", "/beacon/events"): RouteAccess(INGEST, Names(body="counter", batch="events"), beacon=True),
     ("POST", "/beacon/views"): RouteAccess(INGEST, Names(body="url", batch="views"), beacon=True),
     ("POST", "/beacon/hyperloglog/{name}"): RouteAccess(INGEST, Names(path="name"), beacon=True),
-    # The tracker's page views: the names (site:<host>, the page URL) come from the server, so a
-    # prefix-limited key is refused; an ingest key's origins limit which pages may send, a tracker
-    # key's sites which sites it counts (the one route a tracker key reaches).
+    # The tracker's page views: the server names what it counts (docs/access.md, "Tracker keys").
     ("POST", "/beacon/pageview"): RouteAccess(INGEST, EVERY_NAME, beacon=True, tracker=True),
     ("GET", "/counters/{counter}"): RouteAccess(READ, Names(path="counter")),
     ("GET", "/counters/{counter}/histogram"): RouteAccess(READ, Names(path="counter")),
@@ -362,9 +351,7 @@ def route_access(method: str, route: str, authorizer_name: str | None) -> RouteA
 def cors_origin(
     origin: str | None, stage_origins: Sequence[str], scope: str | None, record: KeyRecord | None
 ) -> str | None:
-    """The Access-Control-Allow-Origin to answer, or None. The stage's origins may call every
-    route; any origin may call an ingest route unless its key lists origins (a preflight,
-    which carries no key, is answered for any origin on ingest routes)."""
+    """The Access-Control-Allow-Origin to answer, or None (docs/access.md, "Browsers")."""
     if origin is None:
         return None
     if "*" in stage_origins or origin in stage_origins:

@@ -1,16 +1,6 @@
-"""Each key's request rate: a free allowance per process, then a count per second in the counts table.
-
-A process admits up to ALLOWANCE requests of a key in a second from memory, writing nothing
-(`Allowances`: per DynamoDB client, so per process, pruned to the current second). A request
-beyond that is counted by one UpdateItem that adds one to the key's item of the current second
-(`RATE#<key id>` / `s#<second>`) on condition that it holds fewer than the key's
-`rate_per_second`; the condition failing is the answer "over the rate" (429 with Retry-After).
-DynamoDB evaluates the condition and the update as one atomic step, so every process shares the
-count: a key gets at most `rate_per_second` + ALLOWANCE x (processes running) requests a second,
-and the processes are at most the serving functions' reserved concurrency. Keys have their own
-items and allowances, so one key's flood leaves other keys' alone. Why this holds on AWS and what
-it costs: docs/access.md, "Limits per key"; docs/guarantees.md, "A key's request rate".
-"""
+"""Each key's request rate: a free allowance per process (`Allowances`), then one conditional
+count a request in the key's item of the second (`admit`). The bound, why it holds on AWS and
+what it costs: docs/access.md, "Limits per key"; docs/guarantees.md, "A key's request rate"."""
 
 from __future__ import annotations
 

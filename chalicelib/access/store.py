@@ -24,16 +24,7 @@ def create(
     returned to show once. Storing a given key again changes nothing."""
     key = key or api_keys.generate()
     digest = api_keys.digest(key)
-    record = KeyRecord(
-        api_keys.key_id(digest),
-        new.scopes,
-        new.prefix,
-        new.origins,
-        new.note,
-        now_ms,
-        sites=new.sites,
-        rate_per_second=new.rate_per_second,
-    )
+    record = KeyRecord(api_keys.key_id(digest), created_ms=now_ms, **vars(new))
     item: dict[str, Any] = {
         "pk": {"S": keyspace.ACCESS_KEY},
         "sk": {"S": digest},

@@ -1,23 +1,6 @@
-"""Tracker keys: which sites one counts, and what a page-view beacon sent with one may hold. Pure.
-
-A tracker key is published in every page of its sites, so anyone can copy it. It reaches one
-route (`POST /beacon/pageview`, policy.ROUTES) and there counts a page view (or a custom event
-of `tally(name)`) only when
-- the page URL's host is one of the key's sites (SITE matching, below);
-- the `Origin` header is the page URL's origin (scheme and host; its port when the URL has one:
-  tally.js sends the URL without it);
-- a body `site`, when given, is the URL's host (`www.` aside);
-- its time is at most MAX_AGE_MS old (a browser sends it at once);
-- a custom event's values are numbers from 0 to VALUE_MAX.
-The beacon's own checks (sites/beacon.py) apply after these; it sets the retention itself and
-takes no attributes. What this does and cannot do (a header can be forged): docs/access.md,
-"Tracker keys".
-
-Sites match by host: `blog.example` matches the pages of `blog.example` and `www.blog.example`
-(a leading `www.` is dropped from both sides before comparing), nothing else;
-`*.blog.example` matches every subdomain of `blog.example` at any depth, not `blog.example`
-itself (list both for both).
-"""
+"""Tracker keys: which sites one counts (`site_matches`) and what a page-view beacon sent with one
+may hold (`check_pageview`), before the beacon's own checks (sites/beacon.py). Pure. The checks,
+how sites match, and what a copied key can still do: docs/access.md, "Tracker keys"."""
 
 from __future__ import annotations
 
@@ -61,7 +44,7 @@ def _without_www(host: str) -> str:
 
 
 def site_matches(sites: Sequence[str], host: str) -> bool:
-    """True when the page host `host` is one of `sites` (module docstring)."""
+    """True when the page host `host` is one of `sites` (docs/access.md, "Tracker keys")."""
     bare = _without_www(host)
     for site in sites:
         if site.startswith(WILDCARD):

@@ -50,7 +50,7 @@ answers 404 `NotFoundError`. Every path also answers a CORS preflight (OPTIONS).
 
 def operation_object(operation: Operation) -> dict[str, Any]:
     access = policy.ROUTES[operation.key]
-    statuses = set(operation.errors) | {414, 429, 503}
+    statuses = set(operation.errors) | {414, 429, 503} | ({400} if operation.params or operation.body else set())
     security: list[dict[str, list[str]]] = []
     if access.beacon:
         security = [{BEACON: []}]
@@ -60,7 +60,7 @@ def operation_object(operation: Operation) -> dict[str, Any]:
         statuses |= {401, 403}
     answer: dict[str, Any] = {
         "operationId": operation.operation_id,
-        "tags": [operation.tag],
+        "tags": operation.tags,
         "summary": operation.summary,
         "security": security,
         "responses": {str(a.status): _answer(a, operation) for a in operation.answers},

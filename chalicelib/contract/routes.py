@@ -13,6 +13,16 @@ from chalicelib.dashboard import assets
 from chalicelib.reports import api as reports_api
 
 JSON = "application/json"
+# An operation's tag is its path's first segment, or the one named here.
+TAGS = {
+    "counters": "events",
+    "hyperloglog": "uniques",
+    "quarantine": "operations",
+    "audit": "operations",
+    "tally.js": "sites",
+    "": "dashboard",
+    "openapi.json": "dashboard",
+}
 
 
 @dataclass(frozen=True)
@@ -49,19 +59,25 @@ class Link:
 class Operation:
     route: str  # "METHOD /path"
     operation_id: str
-    tag: str
     summary: str
     answers: tuple[Answer, ...]
     params: tuple[Param, ...] = ()
     body: s.Schema | None = None
-    errors: tuple[int, ...] = (400,)  # besides those of its key (401, 403) and of any route (429, 503)
+    # Besides 400 for any input (parameters or a body), those of its key (401, 403) and of any route (429, 503).
+    errors: tuple[int, ...] = ()
     links: tuple[Link, ...] = ()
     description: str = ""
+    tag: str = ""  # default: its path's (TAGS)
 
     @property
     def key(self) -> tuple[str, str]:
         method, path = self.route.split(" ")
         return method, path
+
+    @property
+    def tags(self) -> list[str]:
+        first = self.key[1].split("/")[1]
+        return [self.tag or TAGS.get(first, first)]
 
 
 def path(name: str, schema: s.Schema, description: str = "") -> Param:
@@ -71,7 +87,7 @@ def path(name: str, schema: s.Schema, description: str = "") -> Param:
 def beacon(route: str, operation_id: str, answer: Answer, body: s.Schema, params: tuple[Param, ...] = ()) -> Operation:
     """POST /beacon<route>: POST <route> for navigator.sendBeacon, which cannot set headers."""
     summary = f"As POST {route}, from navigator.sendBeacon (an ingest-only key as `?key=`)"
-    return Operation(f"POST /beacon{route}", operation_id, "beacon", summary, (answer,), params, body)
+    return Operation(f"POST /beacon{route}", operation_id, summary, (answer,), params, body)
 
 
 # The window parameters are one object (style form, exploded: each property is a query parameter
@@ -119,7 +135,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "POST /events",
         "postEvents",
-        "events",
         "Send one event, or a batch of them",
         (Answer(201, "stored, each counted once however often it is sent", s.IDS),),
         body=s.EVENTS_BODY,
@@ -130,17 +145,16 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "POST /beacon/pageview",
         "postPageview",
-        "sites",
         "A page view (or custom event) from tally.js, counted without cookies (docs/tracker.md)",
         (Answer(202, "counted, or not (a known bot: `counted` false)", s.PAGEVIEW_OUTCOME),),
         body=s.PAGEVIEW_BODY,
+        tag="sites",
         description="The visitor id is a keyed hash of a daily salt, the site, the client's IP address and user "
         "agent, never stored. A resent beacon (same url, time and visitor) counts once.",
     ),
     Operation(
         "GET /counters/{counter}",
         "getCounter",
-        "events",
         "A counter's count over a window",
         (Answer(200, "the count and the sums of its values", s.COUNT_ANSWER),),
         params=(COUNTER, *WINDOW, WHERE),
@@ -149,7 +163,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /counters/{counter}/histogram",
         "getCounterHistogram",
-        "events",
         "A counter's counts per minute, hour or day",
         (Answer(200, "one bucket per period", s.HISTOGRAM_ANSWER),),
         params=(
@@ -164,14 +177,13 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /counters/{counter}/breakdown",
         "getCounterBreakdown",
-        "events",
         "A counter's count and sums per value of one dimension, most frequent first",
         (Answer(200, "the values, and what the list leaves out", s.BREAKDOWN_ANSWER),),
         params=(
             COUNTER,
             Param("by", s.DIMENSION_NAME, "the dimension", required=True),
             *WINDOW,
-            Param("limit", s.query_integer(1, breakdowns.MAX_LIMIT, breakdowns.DEFAULT_LIMIT), "values listed"),
+            Param("limit", s.integer(1, breakdowns.MAX_LIMIT, default=breakdowns.DEFAULT_LIMIT), "values listed"),
             WHERE,
         ),
         description=f"{WINDOWED} {FILTERED} The list's counts plus `others.count` are the window's count. "
@@ -182,7 +194,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /counters",
         "listCounters",
-        "events",
         "The counters that exist, by name",
         (Answer(200, "a page; `next` is the cursor of the next one (null: the last)", s.COUNTER_LISTING),),
         params=PAGE,
@@ -191,7 +202,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "POST /views",
         "postViews",
-        "views",
         "Send one view, or a batch of them: each (url, time, clientId) counts once",
         (Answer(202, "queued", s.ACCEPTED_VIEWS),),
         body=s.VIEWS_BODY,
@@ -201,7 +211,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /views",
         "getViews",
-        "views",
         "A URL's views: of all time, or over a window",
         (Answer(200, "the count (window fields only with a window)", s.VIEW_COUNT_ANSWER),),
         params=(Param("url", s.VIEW_URL_QUERY, required=True), *WINDOW),
@@ -210,7 +219,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /views/top",
         "getTopViews",
-        "views",
         "The most viewed URLs of a window, with their exact views",
         (Answer(200, "the top URLs, most viewed first", s.TOP_VIEWS_ANSWER),),
         params=(
@@ -224,7 +232,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /views/urls",
         "listViewUrls",
-        "views",
         "The URLs with views, with their counts",
         (Answer(200, "a page", s.URL_LISTING),),
         params=PAGE,
@@ -233,7 +240,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "POST /hyperloglog/{name}",
         "postUniqueItems",
-        "uniques",
         "Add items to a unique count",
         (Answer(202, "queued; the number of items", s.ACCEPTED_ITEMS),),
         params=(UNIQUE_NAME,),
@@ -250,7 +256,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /hyperloglog/{name}",
         "getUniqueCount",
-        "uniques",
         "Distinct items of a name: of all time, or over an hour-aligned window",
         (Answer(200, "the estimate; exact while small", s.UNIQUE_COUNT_ANSWER),),
         params=(UNIQUE_NAME, *WINDOW),
@@ -259,7 +264,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /hyperloglog/{name}/histogram",
         "getUniqueHistogram",
-        "uniques",
         "Distinct items per hour or day (not additive)",
         (Answer(200, "one bucket per period", s.UNIQUE_HISTOGRAM_ANSWER),),
         params=(
@@ -275,7 +279,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /hyperloglog",
         "getUnionOrNames",
-        "uniques",
         "With `names`: distinct items of their union; without: the names that exist",
         (Answer(200, "the union's estimate, or a page of names", {"anyOf": [s.UNION_ANSWER, s.NAME_LISTING]}),),
         params=(
@@ -291,16 +294,13 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "POST /reports",
         "runReports",
-        "reports",
         "Run the scheduled report now",
         (Answer(201, "reports written", s.REPORT_RUN), Answer(200, "nothing new to report", s.REPORT_RUN)),
-        errors=(),
         links=(Link("theFirstReport", "getReport", {"path.report_id": "$response.body#/reports/0/id"}),),
     ),
     Operation(
         "GET /reports",
         "listReports",
-        "reports",
         "Reports, newest first",
         (Answer(200, "the newest reports", s.REPORT_LISTING),),
         params=PAGE,
@@ -308,7 +308,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /reports/{report_id}",
         "getReport",
-        "reports",
         "One report, as JSON or as a CSV download",
         (
             Answer(
@@ -322,13 +321,12 @@ OPERATIONS: tuple[Operation, ...] = (
             path("report_id", s.REPORT_PATH_ID),
             Param("format", s.query_text(enum=list(reports_api.FORMATS), default="json")),
         ),
-        errors=(400, 404),
+        errors=(404,),
     ),
     # -- the quarantine
     Operation(
         "GET /quarantine",
         "listQuarantine",
-        "operations",
         "Records set aside by the background handlers",
         (Answer(200, "the records", s.QUARANTINE_RECORDS),),
         params=(Param("source", s.query_text(enum=list(quarantine.SOURCES)), "default: every source"), *PAGE),
@@ -336,15 +334,12 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /quarantine/counts",
         "countQuarantine",
-        "operations",
         "How many records each source set aside",
         (Answer(200, "a count per source", s.QUARANTINE_COUNTS),),
-        errors=(),
     ),
     Operation(
         "POST /quarantine/replay",
         "replayQuarantine",
-        "operations",
         "Count set-aside stream records once, after the fault that set them aside is fixed",
         (Answer(200, "what each record came to", s.REPLAY),),
         body=s.REPLAY_BODY,
@@ -353,7 +348,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /audit",
         "listAudit",
-        "operations",
         "Events partitions whose stored events and counted events do not add up",
         (Answer(200, "the open findings, oldest partition first", s.AUDIT_LISTING),),
         params=PAGE,
@@ -361,15 +355,12 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "POST /audit",
         "runAudit",
-        "operations",
         "Run the scheduled audit now",
         (Answer(200, "what the run compared and found", s.AUDIT_RUN),),
-        errors=(),
     ),
     Operation(
         "POST /audit/repair",
         "repairPartition",
-        "operations",
         "Recount the buckets a short partition's events fall in",
         (Answer(200, "what the repair read and wrote", s.REPAIR),),
         body=s.REPAIR_BODY,
@@ -378,7 +369,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "POST /keys",
         "createKey",
-        "keys",
         "Create a key: the only answer that shows it",
         (Answer(201, "the new key and its record", s.NEW_KEY),),
         body=s.NEW_KEY_BODY,
@@ -395,7 +385,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /keys",
         "listKeys",
-        "keys",
         "Every key's record (never a key)",
         (Answer(200, "the records", s.KEY_LISTING),),
         params=PAGE,
@@ -403,25 +392,21 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "DELETE /keys/{key_id}",
         "revokeKey",
-        "keys",
         "Revoke a key (idempotent)",
         (Answer(200, "the record, now revoked", s.KEY_RECORD),),
         params=(path("key_id", s.KEY_ID),),
-        errors=(400, 404),
+        errors=(404,),
     ),
     # -- the dashboard and this document: no key
     Operation(
         "GET /",
         "dashboard",
-        "dashboard",
         "The dashboard, one HTML page",
         (Answer(200, "the page", s.string(), media=(MEDIA[".html"],), headers=(ETAG,)),),
-        errors=(),
     ),
     Operation(
         "GET /dashboard/{name}",
         "dashboardAsset",
-        "dashboard",
         "A file of the dashboard: immutable with the current `v`, else revalidated by ETag",
         (Answer(200, "the file", s.string(), media=tuple(MEDIA.values()), headers=(ETAG,)), NOT_MODIFIED),
         params=(
@@ -429,12 +414,11 @@ OPERATIONS: tuple[Operation, ...] = (
             Param("v", s.query_text(), "the content hash the page names"),
             IF_NONE_MATCH,
         ),
-        errors=(400, 404),
+        errors=(404,),
     ),
     Operation(
         "GET /sites",
         "listSites",
-        "sites",
         "The sites that sent page views, by name",
         (Answer(200, "a page of sites", s.SITE_LISTING),),
         params=PAGE,
@@ -442,13 +426,12 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /sites/{site}/summary",
         "getSiteSummary",
-        "sites",
         "A site's visitors, page views, top pages, referrers, sources and devices over a window",
         (Answer(200, "the summary", s.SITE_SUMMARY),),
         params=(
             SITE,
             *WINDOW,
-            Param("limit", s.query_integer(1, 1000, 10), "the longest list"),
+            Param("limit", s.integer(1, 1000, default=10), "the longest list"),
         ),
         description=WINDOWED
         + " Visitors are counted over whole UTC hours (`visitors_start`, `visitors_end`), as unique counts are.",
@@ -486,18 +469,14 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /tally.js",
         "trackerScript",
-        "sites",
         "The tracker script a site links (docs/tracker.md): cached an hour, or a year with the current `v`",
         (Answer(200, "the script", s.string(), media=(MEDIA[".js"],), headers=(ETAG,)), NOT_MODIFIED),
         params=(Param("v", s.query_text(), "the script's content hash"), IF_NONE_MATCH),
-        errors=(400,),  # a query string past the bounds every route shares (core.inputs)
     ),
     Operation(
         "GET /openapi.json",
         "openapi",
-        "dashboard",
         "This document",
         (Answer(200, "the OpenAPI document", s.OPENAPI),),
-        errors=(),
     ),
 )

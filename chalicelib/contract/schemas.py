@@ -181,11 +181,6 @@ def query_text(**more: Any) -> Schema:
     return string(**{"maxLength": inputs.MAX_QUERY_CHARS, **more})
 
 
-def query_integer(low: int, high: int, default: int) -> Schema:
-    """A query integer: ASCII digits (inputs.digits), within [low, high]."""
-    return integer(low, high, default=default)
-
-
 def duration(most_minutes: int) -> Schema:
     """A `window`: validation.DURATION_PATTERN's minutes, hours or days (up to 6 digits, leading
     zeros allowed), at least a minute and at most `most_minutes`."""
@@ -245,7 +240,7 @@ def windowed(most_minutes: dict[str, int] | None = None, default: str | None = N
     }
 
 
-LIMIT = query_integer(1, pager.MAX_LIMIT, pager.DEFAULT_LIMIT)
+LIMIT = integer(1, pager.MAX_LIMIT, default=pager.DEFAULT_LIMIT)
 CURSOR = query_text(
     maxLength=pager.MAX_CURSOR_CHARS, description="the `next` of the previous page, unchanged (absent: first page)"
 )
@@ -487,12 +482,10 @@ ERROR = {
     **obj({"Code": string(examples=["BadRequestError"]), "Message": string()}),
     "description": "Chalice's error shape; a 503 PartialWrite adds `stored` and `failed` ids",
 }
-RETENTION: dict[str, Schema] = {
-    "complete": {**BOOLEAN, "description": "false when the window reaches past what is kept"},
-    "retained_from": ISO_TIME,
-    "message": string(),
-}
-WINDOW_ANSWER: dict[str, Schema] = {"start": ISO_TIME, "end": ISO_TIME, "keys_read": COUNT}
+COMPLETE = {**BOOLEAN, "description": "false when the window reaches past what is kept"}
+RETENTION: dict[str, Schema] = {"complete": COMPLETE, "retained_from": ISO_TIME, "message": string()}
+SPAN: dict[str, Schema] = {"start": ISO_TIME, "end": ISO_TIME}
+WINDOW_ANSWER: dict[str, Schema] = {**SPAN, "keys_read": COUNT, "complete": COMPLETE}
 SUMS = {
     "type": "object",
     "propertyNames": DIMENSION_NAME,
@@ -508,14 +501,7 @@ SUMS_EXACT = {
 }
 WHERE_ECHO = {"type": "object", "additionalProperties": string(), "description": "the filter applied"}
 COUNT_ANSWER = obj(
-    {
-        "counter": NAME,
-        "count": COUNT,
-        "sums": SUMS,
-        "sums_exact": SUMS_EXACT,
-        **WINDOW_ANSWER,
-        "complete": RETENTION["complete"],
-    },
+    {"counter": NAME, "count": COUNT, "sums": SUMS, "sums_exact": SUMS_EXACT, **WINDOW_ANSWER},
     {
         **RETENTION,
         "where": WHERE_ECHO,
@@ -532,7 +518,6 @@ BREAKDOWN_ANSWER = obj(
         "counter": NAME,
         "by": DIMENSION_NAME,
         **WINDOW_ANSWER,
-        "complete": RETENTION["complete"],
         "exact": {**BOOLEAN, "description": "true: the ranking, counts and sums are exact"},
         "values": array(
             obj({"value": string(), "count": {"type": "integer", "minimum": 1}, "sums": SUMS, "sums_exact": SUMS_EXACT})
@@ -562,23 +547,20 @@ HISTOGRAM_ANSWER = obj(
     {
         "counter": NAME,
         "resolution": string(enum=RESOLUTIONS),
-        "start": ISO_TIME,
-        "end": ISO_TIME,
+        **SPAN,
         "buckets": array(obj({"start": ISO_TIME, "count": COUNT, "sums": SUMS, "sums_exact": SUMS_EXACT})),
-        "complete": RETENTION["complete"],
+        "complete": COMPLETE,
     },
     {**RETENTION, "where": WHERE_ECHO},
 )
 ESTIMATE: dict[str, Schema] = {
-    "cardinality": COUNT,
-    "lower": COUNT,
-    "upper": COUNT,
+    **dict.fromkeys(("cardinality", "lower", "upper"), COUNT),
     "error_rate": {"type": "number", "minimum": 0},
     "exact": BOOLEAN,
     "start": nullable(ISO_TIME),
     "end": nullable(ISO_TIME),
     "keys_read": COUNT,
-    "complete": RETENTION["complete"],
+    "complete": COMPLETE,
 }
 UNIQUE_COUNT_ANSWER = obj({"name": NAME, **ESTIMATE}, RETENTION)
 UNION_ANSWER = obj({"names": array(NAME), **ESTIMATE}, RETENTION)
@@ -587,22 +569,20 @@ UNIQUE_HISTOGRAM_ANSWER = obj(
     {
         "name": NAME,
         "resolution": string(enum=UNIQUE_RESOLUTIONS),
-        "start": ISO_TIME,
-        "end": ISO_TIME,
+        **SPAN,
         "additive": {"type": "boolean", "const": False},
         "buckets": array(obj({"start": ISO_TIME, "cardinality": COUNT, "exact": BOOLEAN})),
-        "complete": RETENTION["complete"],
+        "complete": COMPLETE,
     },
     {"aligned": string(), "retained_from": ISO_TIME},
 )
 VIEW_COUNT_ANSWER = obj({"url": string(), "views": COUNT}, {**WINDOW_ANSWER, **RETENTION})
 VIEW_URL_QUERY = query_text(minLength=1, pattern=view_input.NOT_BLANK)
 TOP_PREFIX = query_text(minLength=1, maxLength=view_input.URL_MAX_CHARS, pattern=view_input.NOT_BLANK)
-TOP_LIMIT = query_integer(1, view_top.MAX_LIMIT, view_top.DEFAULT_LIMIT)
+TOP_LIMIT = integer(1, view_top.MAX_LIMIT, default=view_top.DEFAULT_LIMIT)
 TOP_VIEWS_ANSWER = obj(
     {
         **WINDOW_ANSWER,
-        "complete": RETENTION["complete"],
         "exact": {**BOOLEAN, "description": "true when no URL left out can have more views than the last one listed"},
         "bound": {**COUNT, "description": "the most views a URL not listed can have in the window"},
         "urls": array(obj({"url": string(), "views": COUNT})),
@@ -650,12 +630,8 @@ KEY_RECORD = obj(
         "revoked": nullable(ISO_TIME),
     }
 )
-REPORT_LISTING = {
-    "type": "object",
-    "required": ["reports", "next"],
-    "properties": {"reports": array(REPORT_SUMMARY), "next": NEXT},
-}
-KEY_LISTING = {"type": "object", "required": ["keys", "next"], "properties": {"keys": array(KEY_RECORD), "next": NEXT}}
+REPORT_LISTING = listing("reports", REPORT_SUMMARY)
+KEY_LISTING = listing("keys", KEY_RECORD)
 NEW_KEY = obj({**KEY_RECORD["properties"], "key": string(pattern=anchored(access_keys.KEY_PATTERN))})
 QUARANTINE_RECORDS = listing(
     "records",
@@ -716,9 +692,7 @@ AUDIT_RUN = obj(
         "audited": COUNT,
         "shortfall": {"type": "integer"},
         "short": array(AUDIT_FINDING),
-        "rechecked": COUNT,
-        "resolved": COUNT,
-        "open": COUNT,
+        **dict.fromkeys(("rechecked", "resolved", "open"), COUNT),
         "superseded": BOOLEAN,
         "checkpoint": nullable(ISO_TIME),
     }
@@ -727,20 +701,16 @@ REPAIR_BODY = obj({"partition": PARTITION}, closed=True)
 REPAIR = obj(
     {
         "partition": PARTITION,
-        "buckets": COUNT,
-        "written": COUNT,
-        "unchanged": COUNT,
+        **dict.fromkeys(("buckets", "written", "unchanged"), COUNT),
         "busy": array(
             obj(
                 {"counter": NAME, "resolution": string(enum=["hour", "day"]), "start": ISO_TIME},
                 {"where": WHERE_ECHO, "by": DIMENSION_NAME},
             )
         ),
-        "summaries": COUNT,
-        "summaries_written": COUNT,
-        "summaries_unchanged": COUNT,
-        "partitions_read": COUNT,
-        "events_read": COUNT,
+        **dict.fromkeys(
+            ("summaries", "summaries_written", "summaries_unchanged", "partitions_read", "events_read"), COUNT
+        ),
         "accounted": BOOLEAN,
         "finding": nullable(AUDIT_FINDING),
     }
@@ -811,8 +781,7 @@ def _ranked(label: str) -> Schema:
 SITE_SUMMARY = obj(
     {
         "site": NAME,
-        "start": ISO_TIME,
-        "end": ISO_TIME,
+        **SPAN,
         "visitors": COUNT,
         "pageviews": COUNT,
         "bots": {**COUNT, "description": "page views in the window refused as a known bot's (each once)"},

@@ -1,10 +1,7 @@
 """The dashboard's page and static assets (`static/`, and `vendor/` fetched by `make vendor`),
-read once per process and served by the app itself (`GET /`, `GET /dashboard/...`), each named
-with its content hash; `relative_base` is how the page names them relative to its own URL.
-
-Caching, the Content-Security-Policy and why every URL is relative (the stage's path or a base
-path mapping): docs/dashboard.md, "Serving and caching" and "Opening it"; docs/guarantees.md,
-"The API is under its stage's path"."""
+read once per process, each named with its content hash relative to the page's URL. Caching,
+the Content-Security-Policy and why every URL is relative: docs/dashboard.md, "Serving and
+caching" and "Opening it"; docs/guarantees.md, "The API is under its stage's path"."""
 
 from __future__ import annotations
 

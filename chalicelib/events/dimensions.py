@@ -1,11 +1,6 @@
 """An event's dimensions and values: what it may be grouped by and what may be summed, with their
-bounds (MAX_DIMENSIONS, MAX_VALUES, the names' characters, VALUE_INTEGER_DIGITS and
-VALUE_FRACTION_DIGITS, SUM_HEADROOM_DIGITS). Pure. The bounds are declared here only; the API
-contract and the stream handler read them from here.
-
-Why a sum of values can never outgrow DynamoDB's 38 digits: docs/counting.md, "Values and their
-sums"; what breakdowns and filters keep per value: docs/counting.md, "Dimensions, values,
-filters and breakdowns"."""
+bounds, declared here only. Pure. Why a sum never outgrows DynamoDB's 38 digits: docs/counting.md,
+"Values and their sums"; what is kept per value: "Dimensions, values, filters and breakdowns"."""
 
 from __future__ import annotations
 
@@ -23,9 +18,7 @@ NAME_MAX_CHARS = 64
 DIMENSION_VALUE_MAX_CHARS = 128
 VALUE_INTEGER_DIGITS = 18
 VALUE_FRACTION_DIGITS = 6
-# What a sum may grow by beyond one value's digits and still fit DynamoDB's 38: a sum of up to
-# 10**SUM_HEADROOM_DIGITS values, each below 10**18 in magnitude and a multiple of 10**-6, is a
-# multiple of 10**-6 below 10**32 in magnitude: at most 38 digits.
+# What a sum may grow by beyond one value's digits and still fit DynamoDB's 38 (docs/counting.md).
 SUM_HEADROOM_DIGITS = inputs.MAX_NUMBER_DIGITS - VALUE_INTEGER_DIGITS - VALUE_FRACTION_DIGITS
 VALUE_STEP = Decimal(1).scaleb(-VALUE_FRACTION_DIGITS)  # 0.000001
 VALUE_MAX = Decimal(10**VALUE_INTEGER_DIGITS) - VALUE_STEP  # 999999999999999999.999999

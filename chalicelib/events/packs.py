@@ -1,9 +1,7 @@
 """The events-table item format: a request's events packed into as few items as fit
 (PACK_MAX_BYTES), one event alone as one item of `kind = "event"`; packing, splitting and
-unpacking (`unpack`, `events_in`, the one way every reader reads an item). Pure.
-
-The layouts, field by field, and why one item per request: docs/counting.md, "Packs"; the item
-size limit that bounds a pack: docs/guarantees.md, "The item size limit, which bounds a pack"."""
+unpacking (`events_in`, the one way every reader reads an item). Pure. The layouts and why:
+docs/counting.md, "Packs"; docs/guarantees.md, "The item size limit, which bounds a pack"."""
 
 from __future__ import annotations
 

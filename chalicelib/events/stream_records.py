@@ -1,9 +1,7 @@
 """DynamoDB stream records, deserialized once at the edge into plain Python values, each with the
-shard it came through; `events_of` turns a record of a pack into one record per event (with its
-`pack_index`), and `window_response` is the answer a tumbling-window mapping expects.
-
-Why the shard and the tumbling window: docs/guarantees.md, "Tumbling windows: `shardId` in,
-`state` out"; how each event of a pack gets its own position: docs/counting.md, "Packs"."""
+shard it came through; `events_of` turns a record of a pack into one record per event. Why the
+shard and the tumbling window: docs/guarantees.md, "Tumbling windows: `shardId` in, `state`
+out"; how each event of a pack gets its own position: docs/counting.md, "Packs"."""
 
 from __future__ import annotations
 
@@ -56,10 +54,9 @@ def from_lambda_event(event: dict[str, Any]) -> list[StreamRecord]:
 
 
 def window_response() -> dict[str, Any]:
-    """What a function answers Lambda with a tumbling window (`TimeWindowEventResponse`): a
-    `state` (Lambda hands it to the next invocation of the window; counting keeps its proof in
-    the counts table, so it reads none) and no `batchItemFailures` (a batch succeeds or fails
-    whole)."""
+    """What a function answers Lambda with a tumbling window (docs/guarantees.md, "Tumbling
+    windows"): an empty `state` (counting keeps its state in the counts table) and no
+    `batchItemFailures` (a batch succeeds or fails whole)."""
     return {"state": {}, "batchItemFailures": []}
 
 
@@ -94,11 +91,9 @@ def from_lambda_record(record: Any, shard: str = "") -> StreamRecord:
 
 
 def events_of(record: StreamRecord) -> list[StreamRecord]:
-    """The records of the events one stream record carries, in pack order: the record itself
-    for an item of the one-event layout (or anything that is not a pack), else one per event of
-    the pack, each with the event's one-event image, its `pack_index`, `<eventID>#<index>` as
-    its id and, as its raw copy, the record narrowed to that event (what a set-aside event
-    keeps: the replay reads it back through this same function). A pack whose list of events
+    """The records of the events one stream record carries, in pack order: the record itself when
+    it is no pack, else one per event (its image, `pack_index`, id `<eventID>#<index>`, and the
+    record narrowed to it as its raw copy, which a replay reads back through here); a pack that
     cannot be read is one record with the error."""
     image = record.new_image
     if record.error or image is None or not packs.is_pack(image):

@@ -15,11 +15,8 @@ from typing import Any
 from chalicelib.core import times
 from chalicelib.core.decimals import EXACT
 
-# A cell starting with one of these is run by a spreadsheet as a formula (OWASP, "CSV
-# Injection"; docs/design.md, Reports, "CSV cells"): it is written with ESCAPE before it, unless
-# it is a plain decimal number (a sum such as -3 or -0.5 is read as a number and runs nothing).
-# A cell starting with ESCAPE gets one too, so removing one leading ESCAPE from every cell that
-# has one gives the raw values back.
+# A spreadsheet runs a cell starting with one of these as a formula: `cell` escapes it
+# (docs/design.md, Reports, "CSV cells").
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 ESCAPE = "'"
 _NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")

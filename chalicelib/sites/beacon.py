@@ -1,9 +1,6 @@
 """`POST /beacon/pageview`: one page view (or custom event) from the tracker script, counted
-through Tally's own paths (a view, the visitor in the site's unique counts, the site's events),
-each idempotent under a resend. The visitor id is derived here and handed on only as values
-made from it. What is counted and stored: docs/tracker.md, "How a page view is counted" and
-"What is stored".
-"""
+through Tally's own paths, each idempotent under a resend. What is counted and stored:
+docs/tracker.md, "How a page view is counted" and "What is stored"."""
 
 from __future__ import annotations
 
@@ -134,23 +131,16 @@ def count(
 def _count_bot(
     dynamodb: DynamoDB, settings: Settings, item_key: bytes, beacon: Beacon, ip: str, user_agent: str, now_ms: int
 ) -> None:
-    """One event on the site's bots counter, its id derived as a page view's (a resend counts
-    once). A bot's beacon is refused whatever its URL: one naming no site counts nowhere."""
+    """One event on the site's bots counter (docs/tracker.md, "Bots"); none for a URL naming no site."""
     try:
         page = privacy.page(beacon.url, beacon.referrer)
         site = beacon.site or names.site_name(page.host, "url's host")
     except (ValueError, ValidationError):
         return
     salt = salts.salt_for_day(dynamodb, settings, item_key, beacon.time_ms // times.DAY_MS, now_ms)
-    view_url = privacy.page_url(beacon.url)
-    event = {
-        "counter": names.bots_counter(site),
-        "id": _derived(
-            "bot", beacon.event, view_url, str(beacon.time_ms), privacy.visitor_id(salt, site, ip, user_agent)
-        ),
-        "time": beacon.time_ms,
-        "retention": summary.RETENTION_SECONDS,
-    }
+    visitor = privacy.visitor_id(salt, site, ip, user_agent)
+    event_id = _derived("bot", beacon.event, privacy.page_url(beacon.url), str(beacon.time_ms), visitor)
+    event = _event(names.bots_counter(site), event_id, beacon, None)
     events.store(dynamodb, settings, events.parse_body(event, now_ms, settings), now_ms)
 
 

@@ -1,13 +1,7 @@
 """The tracker's routes behind a Lambda function URL: its request (payload format version 2.0)
 made into the REST API's request for the same route, and the route's answer made into a
-function URL's response. The function URL has no per-request price, so page views pay Lambda
-and what counting them costs, not API Gateway (docs/tracker.md, "The function URL"). No I/O.
-
-The REST route answers exactly as it does behind API Gateway (the key check, the JSON errors,
-the status codes), because it is the same route called the same way; only CORS differs: the
-function URL's own CORS configuration answers it (tools/function_url.py), so the route's CORS
-headers are dropped rather than sent beside it.
-"""
+function URL's response, without the CORS headers its own configuration sets. No I/O. Why, and
+what differs from the REST API: docs/tracker.md, "The function URL"."""
 
 from __future__ import annotations
 
@@ -77,12 +71,7 @@ def response(answer: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def not_found() -> dict[str, Any]:
-    return {
-        "statusCode": 404,
-        "headers": {"Content-Type": "application/json"},
-        "body": json.dumps(NOT_FOUND),
-        "isBase64Encoded": False,
-    }
+    return response({"statusCode": 404, "headers": {"Content-Type": "application/json"}, "body": json.dumps(NOT_FOUND)})
 
 
 def body_bytes(result: Mapping[str, Any]) -> bytes:

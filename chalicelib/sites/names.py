@@ -1,19 +1,7 @@
-"""The names and keys of site analytics, in one place. Pure.
-
-A site (its hostname, or the script's `data-site`) is counted under Tally's own names:
-    counter  site:<site>               one event per page view, dimensions page, referrer,
-                                       source (utm_source) and device
-    counter  site-utm:<site>           one event per page view that carries UTM fields,
-                                       dimensions source, medium, campaign
-    counter  site-bots:<site>          one event per page view refused as a bot's, no dimensions
-    counter  site-event:<site>:<name>  custom events (`tally(name, ...)`), the caller's dimensions
-    unique   site:<site>               the site's visitors (hour and day sketches)
-    unique   goal:<site>:<14 hex>      a goal's converting visitors (sites/settings.py)
-    views    the page's URL            exact page views per URL
-The counts table holds the salts (SALT# / d#<day>), the catalog of sites (CATALOG#sites), each
-site's settings (SITE#<site> / settings) and its visitors of the last minutes (NOW#<site> /
-<minute>#<visitor>, sites/realtime.py).
-"""
+"""The names and keys of site analytics, in one place: the counters, unique counts and views a
+site (its hostname, or the script's `data-site`) is counted under, its goals' unique counts, the
+keys of its salts, settings and realtime visitors, and its catalog kind. Pure. What each holds:
+docs/tracker.md, "How a page view is counted", "Goals" and "Right now"."""
 
 from __future__ import annotations
 

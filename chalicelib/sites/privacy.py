@@ -20,10 +20,8 @@ DIRECT = "(direct)"
 UNKNOWN = "(unknown)"
 DIMENSION_MAX_CHARS = 128  # a dimension value's bound (events)
 
-# Substrings (case-insensitive) of the user agents of crawlers, link previewers, monitors,
-# headless browsers and HTTP libraries. A page view whose user agent holds one, or has none,
-# is not counted. Kept short on purpose: the common self-declared bots; a bot that poses as a
-# browser is counted as one.
+# Substrings (case-insensitive) of self-declared bots' user agents, kept short on purpose
+# (docs/tracker.md, "Bots").
 BOT_PATTERNS = (
     "bot",  # Googlebot, bingbot, AhrefsBot, Applebot, DuckDuckBot, YandexBot, Twitterbot ...
     "crawl",  # crawler, Crawl

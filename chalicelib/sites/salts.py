@@ -1,9 +1,7 @@
 """The daily salt of visitor ids (`SALT#` / `d#<day>`, sites.names): 32 random bytes per UTC day,
-stored sealed under the stage's item key (so reading the counts table does not give it),
-created by a conditional put (a concurrent creator's salt wins and is read back), ignored past
-its expiry and deleted by the first page view of the next day. Why a salt lives two days, why
-it is sealed and how: docs/tracker.md, "Privacy: what is collected and what is not".
-"""
+stored sealed under the stage's item key, created once (a concurrent creator's salt wins) and
+deleted after two days. Why, and how it is sealed: docs/tracker.md, "Privacy: what is collected
+and what is not"."""
 
 from __future__ import annotations
 
@@ -118,9 +116,8 @@ def _read(dynamodb: DynamoDB, settings: Settings, item_key: bytes, day: int, now
 
 
 def _delete_expired(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int) -> None:
-    """Delete an expired salt now rather than when TTL gets to it (DynamoDB deletes expired items
-    only within days, docs/guarantees.md). Done by the first page view of each day; should it
-    fail, the salt is still ignored by every read and TTL deletes it."""
+    """Delete an expired salt now rather than when TTL gets to it (docs/tracker.md, "Privacy");
+    should it fail, every read ignores it and TTL deletes it."""
     try:
         with translated("could not delete an expired salt"):
             dynamodb.delete_item(

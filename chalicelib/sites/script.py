@@ -1,8 +1,6 @@
-"""`GET /tally.js`: the tracker script (static/tally.js), read once per process.
-
-Site owners link `/tally.js` without a version, so it is cached for FRESH_SECONDS and then
-revalidated by its ETag (a new deployment reaches every site within that time); asked for
-with its content hash (`?v=`, as `version()` gives it) it may be cached for a year."""
+"""`GET /tally.js`: the tracker script (static/tally.js), read once per process: cached for
+FRESH_SECONDS then revalidated by its ETag, or for a year when asked for with its content hash
+(`?v=`), since site owners link it without one."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Unique counts, the queue handler side: each batch merged, through core.batch_processor
-(`UniqueItems`), into its names' hour and day sketches and one shard of each all-time sketch
-(each read once and written once with dynamo.put_versioned), and its names touched in the
-catalog. Why neither a lost race nor a redelivery loses or inflates anything, and why hour and
-day sketches are not sharded: docs/design.md, "Unique counts"; poison: "Where poison goes".
-"""
+"""Unique counts, the queue handler side: each batch merged (`UniqueItems`) into its names' hour,
+day and all-time sketches, and its names touched in the catalog. Why a lost race or a
+redelivery loses or inflates nothing: docs/design.md, "Unique counts"; poison: "Where poison goes"."""
 
 from __future__ import annotations
 

@@ -35,10 +35,7 @@ def bucket_sort_key(resolution: str, index: int) -> str:
 
 
 def bucket_key(name: str, bucket: Bucket) -> dict[str, Any]:
-    return {
-        "pk": {"S": window_pk(name)},
-        "sk": {"S": bucket_sort_key(bucket.resolution, bucket.index)},
-    }
+    return {"pk": {"S": window_pk(name)}, "sk": {"S": bucket_sort_key(bucket.resolution, bucket.index)}}
 
 
 def name_key(name: str) -> dict[str, Any]:

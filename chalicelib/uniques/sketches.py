@@ -1,9 +1,6 @@
 """Unique-count sketches: exact while small (the sorted 64-bit item hashes, kind EXACT), HyperLogLog
-registers beyond (DENSE or SPARSE, whichever is smaller), in one stored form (never pickle): a
-5-byte header `TH` | format version 2 | kind | precision, then the payload; decoding checks
-every field and bounds decompression. Pure, no I/O. Why the switch loses nothing and a sketch
-built from hashes equals the library's `add_bulk`: docs/design.md, "Unique counts".
-"""
+registers beyond (DENSE or SPARSE, whichever is smaller), and their stored form. Pure. The form,
+and why the switch loses nothing: docs/design.md, "Unique counts"."""
 
 from __future__ import annotations
 
@@ -44,11 +41,8 @@ class SketchFormatError(TallyError):
 
 
 class Sketch:
-    """Registers at precision p, plus the exact hash set while it is small.
-
-    `floor` is what the estimate can never go below: EXACT_LIMIT + 1 for a sketch that left the
-    exact state, 0 while it is exact.
-    """
+    """Registers at precision p, plus the exact hash set while it is small; `floor` is what the
+    estimate can never go below (EXACT_LIMIT + 1 once it left the exact state, 0 while exact)."""
 
     __slots__ = ("M", "exact", "floor", "p")
 
@@ -162,12 +156,9 @@ def _keep_exact(sketch: Sketch, union: np.ndarray[Any, Any]) -> None:
 
 
 def fold(sketch: Sketch, p: int) -> Sketch:
-    """The same sketch at a lower precision, as if its items had been added at p.
-
-    The register index is the hash's low bits and rho is taken above them, so register j at
-    precision p' is the max of the registers whose index ends in j's p' bits. An exact sketch
-    is rebuilt from its hashes, which gives the same registers.
-    """
+    """The same sketch at a lower precision, as if its items had been added at p: the register
+    index is the hash's low bits and rho is taken above them, so register j at precision p' is the
+    max of the registers whose index ends in j's p' bits (an exact sketch: rebuilt from its hashes)."""
     if p > sketch.p:
         raise ValueError("a sketch cannot gain precision")
     if sketch.exact is not None:
@@ -177,11 +168,9 @@ def fold(sketch: Sketch, p: int) -> Sketch:
 
 
 def merge(sketches: Sequence[Sketch], default_p: int) -> Sketch:
-    """The union of the sketches, at the lowest precision among them (default_p if none).
-
-    Exact while every input is exact and the union stays small; register for register the
-    same as one sketch built from all their items.
-    """
+    """The union of the sketches, at the lowest precision among them (default_p if none): exact
+    while every input is exact and the union stays small; register for register the same as one
+    sketch built from all their items."""
     if not sketches:
         return empty(default_p)
     p = min(s.p for s in sketches)

@@ -313,3 +313,24 @@ def test_given_the_zip_when_unpacked_then_the_dashboard_and_its_vendored_library
     )
     assert shown.returncode == 0, shown.stderr
     assert 'src="dashboard/uPlot.iife.min.js?v=' in shown.stdout  # relative to the page (its base)
+
+
+def test_given_the_zip_when_unpacked_then_zoneinfo_finds_every_zone_without_the_system_database(
+    package: Path, tmp_path: Path
+) -> None:
+    # A Lambda runtime image need not carry /usr/share/zoneinfo: the zones come from the
+    # packaged tzdata, which zoneinfo falls back to when its search path is empty.
+    with zipfile.ZipFile(package / "out" / "deployment.zip") as archive:
+        archive.extractall(tmp_path / "lambda")
+    script = (
+        "import zoneinfo; zoneinfo.reset_tzpath(to=()); from datetime import datetime; "
+        "print(datetime(2026, 11, 26, tzinfo=zoneinfo.ZoneInfo('Asia/Kathmandu')).utcoffset())"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(tmp_path / 'lambda')!r}); {script}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == "5:45:00"
