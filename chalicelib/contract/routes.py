@@ -439,7 +439,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /sites/{site}",
         "getSiteSettings",
-        "sites",
         "A site's settings: its time zone and goals (the defaults when none were set)",
         (Answer(200, "the settings", s.SITE_SETTINGS),),
         params=(SITE,),
@@ -447,7 +446,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "PUT /sites/{site}",
         "putSiteSettings",
-        "sites",
         "Replace a site's settings: its time zone and goals (a field left out takes its default)",
         (Answer(200, "the settings stored", s.SITE_SETTINGS),),
         params=(SITE,),
@@ -459,7 +457,6 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "GET /sites/{site}/realtime",
         "getSiteRealtime",
-        "sites",
         "A site right now: the visitors of the last five minutes and page views per minute of the last 30",
         (Answer(200, "the site now", s.SITE_REALTIME),),
         params=(SITE,),
