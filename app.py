@@ -192,29 +192,43 @@ def post_events() -> Response:
 @app.route("/counters/{counter}", methods=["GET"], authorizer=read_key)
 def get_counter(counter: str) -> dict[str, Any]:
     now = clock.now_ms()
-    first, last = window_params.minute_range(query(), now)
-    name = validation.name(counter, "counter")
-    return reads.count_window(aws.dynamodb, settings, name, first, last, now, where=where()).as_dict()
+    window = window_params.window(query(), now)
+    name, clauses = validation.name(counter, "counter"), where()
+    return window_params.compared(
+        window,
+        lambda first, last: reads.count_window(aws.dynamodb, settings, name, first, last, now, where=clauses).as_dict(
+            window.label
+        ),
+    )
 
 
 @app.route("/counters/{counter}/histogram", methods=["GET"], authorizer=read_key)
 def get_histogram(counter: str) -> dict[str, Any]:
     now = clock.now_ms()
     params = query()
-    first, last = window_params.minute_range(params, now)
-    name = validation.name(counter, "counter")
-    resolution = window_params.resolution(params)
-    return reads.histogram(aws.dynamodb, settings, name, first, last, resolution, now, where())
+    window = window_params.window(params, now)
+    name, clauses = validation.name(counter, "counter"), where()
+    resolution = window_params.local_resolution(params)
+    zone = window.zone if window.local else None
+    return window_params.compared(
+        window,
+        lambda first, last: reads.histogram(aws.dynamodb, settings, name, first, last, resolution, now, clauses, zone),
+    )
 
 
 @app.route("/counters/{counter}/breakdown", methods=["GET"], authorizer=read_key)
 def get_breakdown(counter: str) -> dict[str, Any]:
     now = clock.now_ms()
     params = query()
-    first, last = window_params.minute_range(params, now)
-    name = validation.name(counter, "counter")
+    window = window_params.window(params, now)
+    name, by, clauses = validation.name(counter, "counter"), params.get("by", ""), where()
     limit = pager.page_limit(params.get("limit"), breakdowns.DEFAULT_LIMIT, breakdowns.MAX_LIMIT)
-    return breakdowns.breakdown(aws.dynamodb, settings, name, params.get("by", ""), first, last, limit, where(), now)
+    return window_params.compared(
+        window,
+        lambda first, last: breakdowns.breakdown(
+            aws.dynamodb, settings, name, by, first, last, limit, clauses, now, window.label
+        ),
+    )
 
 
 @app.route("/quarantine", methods=["GET"], authorizer=admin_key)

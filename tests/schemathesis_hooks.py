@@ -31,7 +31,7 @@ import schemathesis
 from schemathesis import Case
 from schemathesis.hooks import HookContext
 
-from chalicelib.core import times, window_params
+from chalicelib.core import times, window_params, zones
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit, filters
@@ -49,6 +49,8 @@ HISTOGRAM_MINUTES = {
     "minute": window_params.MAX_HISTOGRAM_BUCKETS - 2,
     "hour": (window_params.MAX_HISTOGRAM_BUCKETS - 2) * 60,
     "day": LONGEST_MINUTES,
+    "week": LONGEST_MINUTES,
+    "month": LONGEST_MINUTES,
 }
 
 
@@ -119,6 +121,8 @@ def _window(query: dict[str, Any], path: str, now: int) -> int:
     """Make `start` fit before `end`; the window's length in minutes."""
     if "start" not in query:
         window = query.get("window", window_params.DEFAULT_WINDOW)
+        if window in zones.CALENDAR_LONGEST_MINUTES:
+            return zones.CALENDAR_LONGEST_MINUTES[window]
         digits, unit = int(str(window)[:-1]), str(window)[-1]
         return digits * {"m": 1, "h": 60, "d": 1440}[unit]
     longest = LONGEST_MINUTES

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chalicelib.contract import schemas as s
-from chalicelib.core import quarantine, timebuckets, window_params
+from chalicelib.core import quarantine, timebuckets, window_params, zones
 from chalicelib.counters import breakdowns
 from chalicelib.dashboard import assets
 from chalicelib.reports import api as reports_api
@@ -93,6 +93,9 @@ def beacon(route: str, operation_id: str, answer: Answer, body: s.Schema, params
 # The window parameters are one object (style form, exploded: each property is a query parameter
 # of its own), so that the document can say `window` and `start` exclude each other.
 WINDOW = (Param("window", s.windowed(), "the window: `window` and `end`, or `start` and `end`"),)
+LOCAL_WINDOW = (
+    Param("window", s.windowed(local=True), "the window (`window` and `end`, or `start` and `end`), `tz`, `compare`"),
+)
 PAGE = (Param("limit", s.LIMIT, "entries per page"), Param("cursor", s.CURSOR))
 SITE = path("site", {**s.PATH_NAME, "maxLength": s.SITE_MAX_CHARS}, "the site: its hostname, or the script's data-site")
 HISTOGRAM_WINDOW = (
@@ -104,7 +107,7 @@ HISTOGRAM_WINDOW = (
 def minute_histogram_window(resolution: str) -> int:
     """The longest window (minutes) whose histogram at `resolution` stays within the bucket cap
     wherever it ends: W minutes overlap at most ceil((W - 1) / size) + 1 buckets of `size` minutes."""
-    size = timebuckets.RESOLUTION_MINUTES[resolution]
+    size = zones.NOMINAL_MINUTES[resolution]
     return min(window_params.MAX_WINDOW_MINUTES, (window_params.MAX_HISTOGRAM_BUCKETS - 1) * size + 1)
 
 
@@ -123,6 +126,10 @@ UNIQUE_NAME = path("name", s.PATH_NAME)
 WINDOWED = (
     f"A window of W minutes ending at T counts the minute buckets floor(T/60000)-W+1 .. floor(T/60000); "
     f"`start` and `end` the buckets from floor(start) to floor(end). At most {window_params.MAX_WINDOW_DAYS} days."
+)
+LOCAL = (
+    "`tz` puts buckets and calendar windows (`window=today`, `this_month`, ...) on a zone's clock, exact "
+    "through daylight-saving changes; `compare` adds `previous`, the same answer over the period compared with."
 )
 HOUR_ALIGNED = "Windows are hour-aligned: the ceil(W/60) whole UTC hours up to and including the one holding `end`."
 ETAG = "ETag"
@@ -156,33 +163,36 @@ OPERATIONS: tuple[Operation, ...] = (
         "GET /counters/{counter}",
         "getCounter",
         "A counter's count over a window",
-        (Answer(200, "the count and the sums of its values", s.COUNT_ANSWER),),
-        params=(COUNTER, *WINDOW, WHERE),
-        description=f"{WINDOWED} {FILTERED}",
+        (Answer(200, "the count and the sums of its values", s.compared(s.COUNT_ANSWER)),),
+        params=(COUNTER, *LOCAL_WINDOW, WHERE),
+        description=f"{WINDOWED} {LOCAL} {FILTERED}",
     ),
     Operation(
         "GET /counters/{counter}/histogram",
         "getCounterHistogram",
-        "A counter's counts per minute, hour or day",
-        (Answer(200, "one bucket per period", s.HISTOGRAM_ANSWER),),
+        "A counter's counts per minute, hour, day, week or month",
+        (Answer(200, "one bucket per period", s.compared(s.HISTOGRAM_ANSWER)),),
         params=(
             COUNTER,
             Param(
-                "window", s.windowed({r: minute_histogram_window(r) for r in s.RESOLUTIONS}, "hour"), HISTOGRAM_WINDOW
+                "window",
+                s.windowed({r: minute_histogram_window(r) for r in s.COUNTER_RESOLUTIONS}, "hour", local=True),
+                HISTOGRAM_WINDOW,
             ),
             WHERE,
         ),
-        description=f"{WINDOWED} At most {window_params.MAX_HISTOGRAM_BUCKETS} buckets. {FILTERED}",
+        description=f"{WINDOWED} {LOCAL} At most {window_params.MAX_HISTOGRAM_BUCKETS} buckets (a local one "
+        f"more per change of offset). Weeks start on Monday. {FILTERED}",
     ),
     Operation(
         "GET /counters/{counter}/breakdown",
         "getCounterBreakdown",
         "A counter's count and sums per value of one dimension, most frequent first",
-        (Answer(200, "the values, and what the list leaves out", s.BREAKDOWN_ANSWER),),
+        (Answer(200, "the values, and what the list leaves out", s.compared(s.BREAKDOWN_ANSWER)),),
         params=(
             COUNTER,
             Param("by", s.DIMENSION_NAME, "the dimension", required=True),
-            *WINDOW,
+            *LOCAL_WINDOW,
             Param("limit", s.integer(1, breakdowns.MAX_LIMIT, default=breakdowns.DEFAULT_LIMIT), "values listed"),
             WHERE,
         ),

@@ -14,7 +14,7 @@ from typing import Any
 
 from chalicelib.access import api_keys as access_keys
 from chalicelib.access import policy, tracker
-from chalicelib.core import inputs, pager, quarantine, timebuckets, times, validation, window_params
+from chalicelib.core import inputs, pager, quarantine, times, validation, window_params, zones
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit_items, filters, replay
 from chalicelib.events import dimensions as event_dimensions
@@ -79,7 +79,10 @@ def listing(field: str, item: Schema) -> Schema:
     return obj({field: array(item), "next": NEXT})
 
 
-ISO_TIME = string(format="date-time", description="ISO-8601 UTC with milliseconds, as Tally writes times")
+ISO_TIME = string(
+    format="date-time",
+    description="ISO-8601 UTC with milliseconds, as Tally writes times; with `tz`, local time with its offset",
+)
 NAME = string(
     pattern=anchored(validation.NAME_PATTERN),
     minLength=1,
@@ -209,28 +212,56 @@ def without(*names: str) -> Schema:
     return {"not": {"anyOf": [{"required": [name]} for name in names]}}
 
 
-def windowed(most_minutes: dict[str, int] | None = None, default: str | None = None, **more: Schema) -> Schema:
+ZONE = string(
+    enum=sorted(zones.names()),
+    default=zones.DEFAULT_ZONE,
+    description="an IANA time-zone name: buckets and calendar windows on its clock, and the answer's times "
+    "in its local time with offset (docs/api.md, Time zones, calendar windows and comparisons)",
+    examples=["Europe/Berlin"],
+)
+COMPARE = string(
+    enum=list(zones.COMPARISONS),
+    description="adds `previous`: the same answer over the period before (a calendar window's previous "
+    "period) or a year before",
+)
+
+
+def calendar_or_duration(most_minutes: int) -> Schema:
+    """A `window`: a duration of at most `most_minutes`, or a calendar window no longer than that."""
+    calendar = [w for w, longest in zones.CALENDAR_LONGEST_MINUTES.items() if longest <= most_minutes]
+    return {"anyOf": [duration(most_minutes), string(enum=calendar, description="a calendar window in `tz`")]}
+
+
+def windowed(
+    most_minutes: dict[str, int] | None = None, default: str | None = None, local: bool = False, **more: Schema
+) -> Schema:
     """A windowed read's window parameters as one object (an exploded query parameter): `window`
     with an optional `end`, or `start` with an optional `end`, never `window` and `start` together.
     With `most_minutes` (a histogram's resolutions, `default` the one taken when none is given),
     also `resolution`, each with the longest `window` whose buckets stay within the histogram's cap.
-    `more`: other parameters every shape may carry. Other query parameters are ignored, so the
-    object stays open."""
+    `local`: also `tz`, `compare` and calendar windows. `more`: other parameters every shape may
+    carry. Other query parameters are ignored, so the object stays open."""
     shapes: list[Schema] = []
-    every: dict[str, Schema] = {"end": END, **more}
+    every: dict[str, Schema] = {"end": END, **({"tz": ZONE, "compare": COMPARE} if local else {}), **more}
+    window = calendar_or_duration if local else duration
     if most_minutes is None:
-        shapes.append({**obj({}, {"window": WINDOW, **every}), **without("start")})
+        shapes.append({**obj({}, {"window": window(window_params.MAX_WINDOW_MINUTES), **every}), **without("start")})
         shapes.append({**obj({"start": START}, every), **without("window")})
-        properties = {"window": WINDOW, "start": START, **every}
+        properties = {"window": window(window_params.MAX_WINDOW_MINUTES), "start": START, **every}
     else:
         resolution = string(enum=list(most_minutes), default=default)
         for name, most in most_minutes.items():
             chosen = {"resolution": string(const=name)}
-            shape = {"window": duration(most), **every}
+            shape = {"window": window(most), **every}
             chosen_shape = obj({}, {**shape, **chosen}) if name == default else obj(chosen, shape)
             shapes.append({**chosen_shape, **without("start")})
         shapes.append({**obj({"start": START}, {**every, "resolution": resolution}), **without("window")})
-        properties = {"window": WINDOW, "start": START, **every, "resolution": resolution}
+        properties = {
+            "window": window(window_params.MAX_WINDOW_MINUTES),
+            "start": START,
+            **every,
+            "resolution": resolution,
+        }
     return {
         "type": "object",
         "properties": properties,
@@ -271,7 +302,7 @@ def union_or_listing() -> Schema:
     }
 
 
-RESOLUTIONS = list(timebuckets.RESOLUTION_MINUTES)
+COUNTER_RESOLUTIONS = list(zones.NOMINAL_MINUTES)
 UNIQUE_RESOLUTIONS = list(uniques_layout.PREFIX)
 SCOPE = string(enum=list(policy.SCOPES))
 KEY_ID = string(pattern=anchored(access_keys.ID_PATTERN))
@@ -546,13 +577,24 @@ WHERE = array(
 HISTOGRAM_ANSWER = obj(
     {
         "counter": NAME,
-        "resolution": string(enum=RESOLUTIONS),
+        "resolution": string(enum=COUNTER_RESOLUTIONS),
         **SPAN,
         "buckets": array(obj({"start": ISO_TIME, "count": COUNT, "sums": SUMS, "sums_exact": SUMS_EXACT})),
         "complete": COMPLETE,
     },
-    {**RETENTION, "where": WHERE_ECHO},
+    {**RETENTION, "where": WHERE_ECHO, "tz": string(description="the zone of the buckets")},
 )
+
+
+def compared(answer: Schema) -> Schema:
+    """An answer with its `previous` (with `compare`): the same fields over the period compared
+    with, less those naming what was read (window_params.IDENTITY_FIELDS)."""
+    kept = {k: v for k, v in answer["properties"].items() if k not in window_params.IDENTITY_FIELDS}
+    required = [k for k in answer["required"] if k in kept]
+    previous = {**answer, "properties": kept, "required": required, "description": "with `compare`"}
+    return {**answer, "properties": {**answer["properties"], "previous": previous}}
+
+
 ESTIMATE: dict[str, Schema] = {
     **dict.fromkeys(("cardinality", "lower", "upper"), COUNT),
     "error_rate": {"type": "number", "minimum": 0},

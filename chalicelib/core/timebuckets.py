@@ -203,13 +203,16 @@ def kept_from(flags: Sequence[bool]) -> int:
     return index
 
 
-def series(buckets: Sequence[Bucket], values: Callable[[Bucket], dict[str, Any]]) -> dict[str, Any]:
+def series(
+    buckets: Sequence[Bucket], values: Callable[[Bucket], dict[str, Any]], label: Callable[[int], str] = times.iso
+) -> dict[str, Any]:
     """A histogram's `start`, `end` and `buckets` (each its `start` and `values(bucket)`): the one
-    shape of every series (counters, unique counts), oldest bucket first."""
+    shape of every series (counters, unique counts), oldest bucket first; `label` writes a time
+    (epoch ms), ISO UTC unless a zone's clock is asked for."""
     return {
-        "start": times.iso(buckets[0].start_ms),
-        "end": times.iso(buckets[-1].end_ms),
-        "buckets": [{"start": times.iso(b.start_ms), **values(b)} for b in buckets],
+        "start": label(buckets[0].start_ms),
+        "end": label(buckets[-1].end_ms),
+        "buckets": [{"start": label(b.start_ms), **values(b)} for b in buckets],
     }
 
 

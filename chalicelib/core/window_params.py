@@ -1,14 +1,19 @@
 """A request's window parameters, parsed once for every windowed route, and the bounds every
 windowed read shares (the longest window, the most histogram buckets). Pure.
 
-app.py parses `window`, `start`, `end` and `resolution` here for every route; the capabilities
-receive minute or hour ranges and check them against the same bounds before any read."""
+app.py parses `window` (a duration or a calendar window), `start`, `end`, `tz`, `compare` and
+`resolution` here for every route; the capabilities receive minute or hour ranges and check them
+against the same bounds before any read. Local time and comparisons: docs/api.md, "Time zones,
+calendar windows and comparisons"."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from zoneinfo import ZoneInfo
 
-from chalicelib.core import timebuckets, times, validation
+from chalicelib.core import timebuckets, times, validation, zones
 from chalicelib.core.errors import ValidationError
 
 DEFAULT_WINDOW = "24h"
@@ -44,12 +49,68 @@ def check_histogram(buckets: int) -> None:
         raise ValidationError(f"a histogram has at most {MAX_HISTOGRAM_BUCKETS} buckets; use a coarser resolution")
 
 
-def minute_range(params: Mapping[str, str], now_ms: int) -> tuple[int, int]:
+def minute_range(params: Mapping[str, str], now_ms: int, default_zone: str | None = None) -> tuple[int, int]:
     """[first, last] minutes from window (+ end), or from start and end, at most
-    MAX_WINDOW_DAYS long."""
-    first, last = _minute_range(params, now_ms)
+    MAX_WINDOW_DAYS long; a calendar window in `tz` (else `default_zone`, else UTC)."""
+    first, last = _minute_range(params, now_ms, default_zone)
     check_minutes(first, last)
     return first, last
+
+
+def zone(params: Mapping[str, str], default_zone: str | None = None) -> ZoneInfo:
+    """The zone of `tz`, else `default_zone`, else UTC; 400 for an unknown name."""
+    return zones.parse(params.get("tz", default_zone))
+
+
+@dataclass(frozen=True)
+class Window:
+    """A request's window in minutes, its zone, and the minutes it is compared with."""
+
+    first: int
+    last: int
+    zone: ZoneInfo
+    local: bool  # `tz` given (or a default zone): answers give times on its clock
+    previous: tuple[int, int] | None = None
+
+    def label(self, minute: int) -> str:
+        """A minute as the answer writes it: local ISO time with offset, else ISO UTC."""
+        return zones.label(self.zone, minute) if self.local else times.iso(minute * timebuckets.MINUTE_MS)
+
+
+def window(params: Mapping[str, str], now_ms: int, default_zone: str | None = None) -> Window:
+    """minute_range with its zone and, with `compare`, the period it is compared with (checked
+    against the same bounds)."""
+    first, last = minute_range(params, now_ms, default_zone)
+    local = "tz" in params or default_zone is not None
+    return Window(first, last, zone(params, default_zone), local, comparison(params, first, last, default_zone))
+
+
+def comparison(
+    params: Mapping[str, str], first: int, last: int, default_zone: str | None = None
+) -> tuple[int, int] | None:
+    """The minutes `compare=previous_period|year_over_year` names for window [first, last]."""
+    how = params.get("compare")
+    if how is None:
+        return None
+    if how not in zones.COMPARISONS:
+        raise ValidationError(f"compare must be {' or '.join(zones.COMPARISONS)}")
+    calendar = params.get("window") if params.get("window") in zones.CALENDAR_WINDOWS else None
+    before = zones.comparison(zone(params, default_zone), (first, last), how, calendar)
+    check_minutes(*before)
+    return before
+
+
+# Fields naming what was read rather than what was counted: said once, not again in `previous`.
+IDENTITY_FIELDS = ("counter", "by", "where", "resolution", "tz", "url", "name", "site")
+
+
+def compared(window: Window, read: Callable[[int, int], dict[str, Any]]) -> dict[str, Any]:
+    """read(first, last) of the window, with `previous`: the same read of the period compared with."""
+    answer = read(window.first, window.last)
+    if window.previous is not None:
+        previous = read(*window.previous)
+        answer["previous"] = {k: v for k, v in previous.items() if k not in IDENTITY_FIELDS}
+    return answer
 
 
 def optional_minute_range(params: Mapping[str, str], now_ms: int) -> tuple[int, int] | None:
@@ -57,7 +118,13 @@ def optional_minute_range(params: Mapping[str, str], now_ms: int) -> tuple[int, 
     return minute_range(params, now_ms) if is_windowed(params) else None
 
 
-def _minute_range(params: Mapping[str, str], now_ms: int) -> tuple[int, int]:
+def _minute_range(params: Mapping[str, str], now_ms: int, default_zone: str | None) -> tuple[int, int]:
+    if params.get("window") in zones.CALENDAR_WINDOWS:
+        if "start" in params:
+            raise ValidationError("give either window (with an optional end) or start and end, not both")
+        # `end` moves now: window=yesterday&end=T is the day before T's, in the zone.
+        now = times.parse(params["end"], "end") if "end" in params else now_ms
+        return zones.calendar_window(zone(params, default_zone), params["window"], timebuckets.minute_of(now))
     if "start" in params:
         if "window" in params:
             raise ValidationError("give either window (with an optional end) or start and end, not both")
@@ -68,7 +135,10 @@ def _minute_range(params: Mapping[str, str], now_ms: int) -> tuple[int, int]:
             raise ValidationError("end is before start")
         return first, last
     end = times.parse(params["end"], "end") if "end" in params else now_ms
-    minutes = validation.duration_minutes(params.get("window", DEFAULT_WINDOW))
+    value = params.get("window", DEFAULT_WINDOW)
+    if value and value[0].isalpha():
+        raise ValidationError(f"window must be a duration (90m, 24h, 7d) or one of {', '.join(zones.CALENDAR_WINDOWS)}")
+    minutes = validation.duration_minutes(value)
     return timebuckets.window_minutes(end, minutes)
 
 
@@ -85,12 +155,21 @@ def resolution(
     raise ValidationError(f"resolution must be {', '.join(allowed[:-1])} or {allowed[-1]}")
 
 
+def local_resolution(params: Mapping[str, str]) -> zones.LocalResolution:
+    """A histogram's `resolution` with local buckets: minute, hour (default), day, week or month."""
+    value = params.get("resolution", "hour")
+    for choice in ("minute", "hour", "day", "week", "month"):
+        if value == choice:
+            return choice
+    raise ValidationError("resolution must be minute, hour, day, week or month")
+
+
 def hour_range(params: Mapping[str, str], now_ms: int) -> tuple[int, int]:
     """[first, last] hours of an hour-aligned window, parsed as minute_range: start and end
     give the hours holding them; a window of W ending at T gives the ceil(W / 60) hours up to
     and including T's hour."""
     first, last = minute_range(params, now_ms)
-    if "start" in params:
+    if "start" in params or params.get("window") in zones.CALENDAR_WINDOWS:
         return timebuckets.hours_between(first, last)
     return timebuckets.hours_ending(last, last - first + 1)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.core import attributes, dynamo, timebuckets, times, window_params
+from chalicelib.core import attributes, dynamo, timebuckets, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -76,8 +76,10 @@ def breakdown(
     limit: int,
     where: Mapping[str, str],
     now_ms: int,
+    label: reads.Label = reads.utc_label,
 ) -> dict[str, Any]:
-    """The answer of GET /counters/{counter}/breakdown (its JSON body)."""
+    """The answer of GET /counters/{counter}/breakdown (its JSON body); `label` writes its start
+    and end (epoch minutes)."""
     window_params.check_minutes(first_minute, last_minute)
     if not isinstance(by, str) or not event_dimensions.NAME_PATTERN.fullmatch(by):
         raise ValidationError(
@@ -146,8 +148,8 @@ def breakdown(
     answer: dict[str, Any] = {
         "counter": counter,
         "by": by,
-        "start": times.iso(first_minute * timebuckets.MINUTE_MS),
-        "end": times.iso((last_minute + 1) * timebuckets.MINUTE_MS),
+        "start": label(first_minute),
+        "end": label(last_minute + 1),
         **timebuckets.completeness(total.complete, total.retained_from_ms),
         "keys_read": keys_read,
         "exact": exact,

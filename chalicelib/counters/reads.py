@@ -8,18 +8,25 @@ the inline minutes: "Inline minutes".
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, TypeGuard
+from zoneinfo import ZoneInfo
 
-from chalicelib.core import attributes, decimals, dynamo, keyspace, timebuckets, times, window_params
+from chalicelib.core import attributes, decimals, dynamo, keyspace, timebuckets, times, window_params, zones
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.settings import Settings
 from chalicelib.counters import filters, layout
 
 # -- reads -------------------------------------------------------------------------------
+
+Label = Callable[[int], str]  # an epoch minute as an answer writes it
+
+
+def utc_label(minute: int) -> str:
+    return times.iso(minute * timebuckets.MINUTE_MS)
 
 
 @dataclass(frozen=True)
@@ -35,13 +42,15 @@ class WindowCount:
     where: dict[str, str] = field(default_factory=dict)
     unsummed: int = 0  # values the items read left unsummed (no slot for their name)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, label: Label | None = None) -> dict[str, Any]:
+        """The answer's JSON body; `label` writes its start and end (epoch minutes), else ISO UTC."""
+        label = label or utc_label
         answer: dict[str, Any] = {
             "counter": self.counter,
             "count": self.count,
             **sums_fields(self.sums),
-            "start": times.iso(self.first_minute * timebuckets.MINUTE_MS),
-            "end": times.iso((self.last_minute + 1) * timebuckets.MINUTE_MS),
+            "start": label(self.first_minute),
+            "end": label(self.last_minute + 1),
             "keys_read": self.keys_read,
             **timebuckets.completeness(self.complete, self.retained_from_ms),
         }
@@ -84,56 +93,90 @@ def count_window(
     keys, so the same bound)."""
     window_params.check_minutes(first_minute, last_minute)
     filters.check_filter(where or {}, settings.filter_pairs)
-    parts = timebuckets.plan(first_minute, last_minute)
-    pk = filters.read_pk(counter, where or {})
-    keys = [layout.bucket_item_key(pk, p.bucket) for p in parts]
-    # The days of the hours read, whose day items may hold some of their minutes inline: at most
-    # two more keys (the window's two ends).
-    days = {timebuckets.day_of_hour(p.bucket.index) for p in parts if p.bucket.resolution == "hour"}
-    day_keys = {d: layout.bucket_item_key(pk, timebuckets.Bucket("day", d)) for d in sorted(days)}
-    extra = [k for k in day_keys.values() if k not in keys]
-    found = _batch_get(dynamodb, settings, keys + extra, sleep)
-    items = [found.get(attributes.key_of(key)) for key in keys]
-    # The day items read count too: an hour whose events its day holds inline has no item.
-    assumed = _assumed_retention(found.values(), settings)
-    now_s = now_ms // 1000
-    inline = [
-        _inline_kept(
-            found.get(attributes.key_of(day_keys[timebuckets.day_of_hour(p.bucket.index)])), p.bucket, p.minutes, now_s
-        )
-        if p.bucket.resolution == "hour"
-        else 0
-        for p in parts
-    ]
-    flags = [
-        timebuckets.kept(p.bucket, dynamo.stored_expiry(item), assumed, now_s) or held > 0
-        for p, item, held in zip(parts, items, inline)
-    ]
-    first = timebuckets.kept_from(flags)
-    total = sum(inline[first:])
-    unsummed = 0
-    sums: dict[str, Decimal] = {}
-    for part, item in zip(parts[first:], items[first:]):
-        if not _live(item, now_s):
-            continue  # none, or an hour item past its own events' retention, kept for its inline minutes'
-        total += _part_count(item, part)
-        unsummed += layout.not_summed(item)
-        for name, amount in layout.sums_of(item, part.minutes, part.bucket.resolution).items():
-            sums[name] = decimals.EXACT.add(sums.get(name, Decimal(0)), amount)
-    end_ms = (last_minute + 1) * timebuckets.MINUTE_MS
-    retained_from = _part_start_ms(parts[first]) if first < len(parts) else end_ms
+    plan = _Plan.of(filters.read_pk(counter, where or {}), first_minute, last_minute)
+    found = _batch_get(dynamodb, settings, plan.all_keys(), sleep)
+    tally = plan.tally(found, _assumed_retention(found.values(), settings), now_ms)
     return WindowCount(
         counter,
-        total,
+        tally.count,
         first_minute,
         last_minute,
-        len(keys) + len(extra),
-        first == 0,
-        retained_from,
-        sums,
+        len(plan.all_keys()),
+        tally.complete,
+        tally.retained_from_ms,
+        tally.sums,
         dict(where or {}),
-        unsummed,
+        tally.unsummed,
     )
+
+
+@dataclass(frozen=True)
+class _Tally:
+    count: int
+    sums: dict[str, Decimal]
+    unsummed: int
+    complete: bool
+    retained_from_ms: int
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The items a window of minutes is read from: one per part of its plan, and the days of the
+    hours read, whose day items may hold some of their minutes inline (at most two more keys)."""
+
+    parts: list[timebuckets.Part]
+    keys: list[dict[str, Any]]
+    day_keys: dict[int, dict[str, Any]]
+    end_ms: int
+
+    @staticmethod
+    def of(pk: str, first_minute: int, last_minute: int) -> _Plan:
+        parts = timebuckets.plan(first_minute, last_minute)
+        days = {timebuckets.day_of_hour(p.bucket.index) for p in parts if p.bucket.resolution == "hour"}
+        return _Plan(
+            parts,
+            [layout.bucket_item_key(pk, p.bucket) for p in parts],
+            {d: layout.bucket_item_key(pk, timebuckets.Bucket("day", d)) for d in sorted(days)},
+            (last_minute + 1) * timebuckets.MINUTE_MS,
+        )
+
+    def all_keys(self) -> list[dict[str, Any]]:
+        return self.keys + [k for k in self.day_keys.values() if k not in self.keys]
+
+    def tally(self, found: Mapping[tuple[str, str], dict[str, Any]], assumed: int, now_ms: int) -> _Tally:
+        """The window's count and sums from the items found (absent: none stored)."""
+        parts = self.parts
+        items = [found.get(attributes.key_of(key)) for key in self.keys]
+        now_s = now_ms // 1000
+        inline = [
+            _inline_kept(
+                found.get(attributes.key_of(self.day_keys[timebuckets.day_of_hour(p.bucket.index)])),
+                p.bucket,
+                p.minutes,
+                now_s,
+            )
+            if p.bucket.resolution == "hour"
+            else 0
+            for p in parts
+        ]
+        # The day items read count too: an hour whose events its day holds inline has no item.
+        flags = [
+            timebuckets.kept(p.bucket, dynamo.stored_expiry(item), assumed, now_s) or held > 0
+            for p, item, held in zip(parts, items, inline)
+        ]
+        first = timebuckets.kept_from(flags)
+        total = sum(inline[first:])
+        unsummed = 0
+        sums: dict[str, Decimal] = {}
+        for part, item in zip(parts[first:], items[first:]):
+            if not _live(item, now_s):
+                continue  # none, or an hour item past its own events' retention, kept for its inline minutes'
+            total += _part_count(item, part)
+            unsummed += layout.not_summed(item)
+            for name, amount in layout.sums_of(item, part.minutes, part.bucket.resolution).items():
+                sums[name] = decimals.EXACT.add(sums.get(name, Decimal(0)), amount)
+        retained_from = _part_start_ms(parts[first]) if first < len(parts) else self.end_ms
+        return _Tally(total, sums, unsummed, first == 0, retained_from)
 
 
 def _assumed_retention(items: Iterable[dict[str, Any] | None], settings: Settings) -> int:
@@ -183,13 +226,109 @@ def histogram(
     counter: str,
     first_minute: int,
     last_minute: int,
+    resolution: zones.LocalResolution,
+    now_ms: int,
+    where: Mapping[str, str] | None = None,
+    zone: ZoneInfo | None = None,
+) -> dict[str, Any]:
+    """Counts and sums per bucket; with `where`, of the events having those dimension values;
+    with `zone`, per local bucket (zones.buckets), labelled on its clock. Local buckets that are
+    UTC ones (any minute; the hours of a whole-hour offset) are read as UTC ones, from the stored
+    buckets themselves; any other is the minute plan of its UTC minutes (docs/api.md, "Time
+    zones, calendar windows and comparisons"; its cost: docs/benchmarks.md, "Local time series")."""
+    filters.check_filter(where or {}, settings.filter_pairs)
+    stored = _STORED.get(resolution)
+    if zone is None and stored is not None:
+        window_params.check_histogram(timebuckets.bucket_count(first_minute, last_minute, stored))
+        return _stored_histogram(dynamodb, settings, counter, first_minute, last_minute, stored, now_ms, where)
+    window_params.check_histogram(zones.nominal_count(first_minute, last_minute, resolution))
+    zone = zone or zones.parse(None)
+    local = zones.buckets(zone, first_minute, last_minute, resolution)
+    size = timebuckets.RESOLUTION_MINUTES[stored] if stored is not None else 0
+    if stored is not None and all(
+        b.first_minute % size == 0 and b.last_minute - b.first_minute == size - 1 for b in local
+    ):
+        answer = _stored_histogram(
+            dynamodb, settings, counter, first_minute, last_minute, stored, now_ms, where, zone_label(zone)
+        )
+    else:
+        answer = _local_histogram(dynamodb, settings, counter, local, resolution, now_ms, where, zone)
+    return {**answer, "tz": zone.key}
+
+
+_STORED: dict[str, timebuckets.Resolution] = {"minute": "minute", "hour": "hour", "day": "day"}
+
+
+def zone_label(zone: ZoneInfo) -> Label:
+    return lambda minute: zones.label(zone, minute)
+
+
+def _local_histogram(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    counter: str,
+    buckets: list[zones.LocalBucket],
+    resolution: zones.LocalResolution,
+    now_ms: int,
+    where: Mapping[str, str] | None,
+    zone: ZoneInfo,
+) -> dict[str, Any]:
+    """Each local bucket counted as count_window counts its minutes, from one read of them all."""
+    pk = filters.read_pk(counter, where or {})
+    plans = [_Plan.of(pk, b.first_minute, b.last_minute) for b in buckets]
+    found = _fetch_plans(dynamodb, settings, pk, plans)
+    assumed = _assumed_retention(found.values(), settings)
+    tallies = [plan.tally(found, assumed, now_ms) for plan in plans]
+    first = timebuckets.kept_from([t.complete for t in tallies])
+    end = buckets[-1].last_minute + 1
+    retained_from = buckets[first].first_minute if first < len(buckets) else end
+    empty = _Tally(0, {}, 0, True, 0)
+    counted = [empty] * first + tallies[first:]
+    return {
+        "counter": counter,
+        "resolution": resolution,
+        "start": buckets[0].start,
+        "end": zones.label(zone, end),
+        "buckets": [{"start": b.start, "count": t.count, **sums_fields(t.sums)} for b, t in zip(buckets, counted)],
+        **timebuckets.completeness(first == 0, retained_from * timebuckets.MINUTE_MS),
+        **({"where": dict(where)} if where else {}),
+    }
+
+
+# Hour items a local series needs are read by one Query of their range, instead of a BatchGetItem
+# of each key, once they are more than a BatchGetItem's 100 keys and at least half the hours of
+# that range: a Query returns only the items stored and is charged by their total size, not per
+# item (docs/benchmarks.md, "Local time series").
+DENSE_HOUR_KEYS = 100
+
+
+def _fetch_plans(
+    dynamodb: DynamoDB, settings: Settings, pk: str, plans: list[_Plan]
+) -> dict[tuple[str, str], dict[str, Any]]:
+    needed = {(p.bucket.resolution, p.bucket.index) for plan in plans for p in plan.parts}
+    needed |= {("day", d) for plan in plans for d in plan.day_keys}
+    hours = sorted(i for r, i in needed if r == "hour")
+    if len(hours) > DENSE_HOUR_KEYS and 2 * len(hours) >= hours[-1] - hours[0] + 1:
+        days = sorted(i for r, i in needed if r == "day")
+        found = [item for _, item in _query_range(dynamodb, settings, pk, "hour", hours[0], hours[-1])]
+        found += [item for _, item in _query_range(dynamodb, settings, pk, "day", days[0], days[-1])]
+        return attributes.by_key(found)
+    keys = [layout.bucket_item_key(pk, timebuckets.Bucket(r, i)) for r, i in sorted(needed)]
+    return _batch_get(dynamodb, settings, keys, None)
+
+
+def _stored_histogram(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    counter: str,
+    first_minute: int,
+    last_minute: int,
     resolution: timebuckets.Resolution,
     now_ms: int,
     where: Mapping[str, str] | None = None,
+    label: Label = utc_label,
 ) -> dict[str, Any]:
-    """Counts and sums per bucket; with `where`, of the events having those dimension values."""
-    window_params.check_histogram(timebuckets.bucket_count(first_minute, last_minute, resolution))
-    filters.check_filter(where or {}, settings.filter_pairs)
+    """Counts and sums per stored bucket (a minute's from its hour item), from one Query of them."""
     buckets = timebuckets.buckets_between(first_minute, last_minute, resolution)
     # Minutes live inside their hour items: a minute series is read from hour items.
     stored: timebuckets.Resolution = "hour" if resolution == "minute" else resolution
@@ -247,7 +386,9 @@ def histogram(
         "counter": counter,
         "resolution": resolution,
         **timebuckets.series(
-            buckets, lambda b: {"count": counts.get(b.index, 0), **sums_fields(sums.get(b.index, {}))}
+            buckets,
+            lambda b: {"count": counts.get(b.index, 0), **sums_fields(sums.get(b.index, {}))},
+            lambda ms: label(ms // timebuckets.MINUTE_MS),
         ),
         **timebuckets.completeness(first == 0, retained_from),
         **({"where": dict(where)} if where else {}),
@@ -264,7 +405,13 @@ def _query_buckets(
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Stored buckets of one resolution covering first..last, expired ones included (paginated Query)."""
     size = timebuckets.RESOLUTION_MINUTES[resolution]
-    lo, hi = first.first_minute // size, last.first_minute // size
+    return _query_range(dynamodb, settings, pk, resolution, first.first_minute // size, last.first_minute // size)
+
+
+def _query_range(
+    dynamodb: DynamoDB, settings: Settings, pk: str, resolution: timebuckets.Resolution, lo: int, hi: int
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Stored buckets of one resolution with indexes lo..hi, expired ones included (paginated Query)."""
     items = dynamo.query_sort_range(
         dynamodb,
         settings.counts_table,

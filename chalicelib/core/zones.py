@@ -1,0 +1,305 @@
+"""Local time: a request's time zone, calendar windows in it, local buckets as UTC minute ranges,
+and the period a window is compared with. Pure: the zone rules come from zoneinfo (the IANA
+database, shipped as the `tzdata` package), and every answer is in epoch minutes.
+
+What a local day, hour or week is (daylight-saving days, 30- and 45-minute offsets), what a
+calendar window and a comparison cover: docs/api.md, "Time zones, calendar windows and
+comparisons".
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Literal
+from zoneinfo import ZoneInfo, available_timezones, reset_tzpath
+
+from chalicelib.core.errors import ValidationError
+
+# One database everywhere: the pinned `tzdata` package, never the machine's /usr/share/zoneinfo
+# (a Lambda image need not carry one, and another version could move a change of offset).
+reset_tzpath(to=[])
+
+DEFAULT_ZONE = "UTC"
+ZONE_MAX_CHARS = 64  # the longest IANA name is about 32 characters
+CALENDAR_WINDOWS = ("today", "yesterday", "this_week", "last_week", "this_month", "last_month", "this_year")
+COMPARISONS = ("previous_period", "year_over_year")
+LocalResolution = Literal["minute", "hour", "day", "week", "month"]
+Window = tuple[int, int]  # [first, last] epoch minutes, inclusive
+
+_EPOCH = datetime(1970, 1, 1)
+_MINUTE = timedelta(minutes=1)
+
+
+# The longest each calendar window can be (a day of 25 hours, a week or month holding one).
+CALENDAR_LONGEST_MINUTES = {
+    "today": 25 * 60,
+    "yesterday": 25 * 60,
+    "this_week": 7 * 1440 + 60,
+    "last_week": 7 * 1440 + 60,
+    "this_month": 31 * 1440 + 60,
+    "last_month": 31 * 1440 + 60,
+    "this_year": 366 * 1440 + 60,
+}
+
+
+@functools.cache
+def names() -> frozenset[str]:
+    """Every zone name `tz` accepts."""
+    return frozenset(available_timezones())
+
+
+def parse(value: str | None) -> ZoneInfo:
+    """The zone named by an IANA name (`Europe/Berlin`); None gives UTC. ValidationError for any
+    other text, with the name of the same spelling in other case when there is one."""
+    if value is None:
+        return ZoneInfo(DEFAULT_ZONE)
+    if not isinstance(value, str) or not 0 < len(value) <= ZONE_MAX_CHARS:
+        raise ValidationError(
+            f"tz must be an IANA time-zone name such as Europe/Berlin (1-{ZONE_MAX_CHARS} characters)"
+        )
+    if value not in names():
+        near = [name for name in names() if name.lower() == value.lower()]
+        hint = f"; did you mean {near[0]}?" if near else ""
+        raise ValidationError(f"tz is not a known IANA time-zone name: {value!r}{hint}")
+    return ZoneInfo(value)
+
+
+def is_utc(zone: ZoneInfo) -> bool:
+    return zone.key in ("UTC", "Etc/UTC")
+
+
+# -- one instant, read on the local clock ------------------------------------------------------
+
+
+def wall(zone: ZoneInfo, minute: int) -> datetime:
+    """The local clock (naive) at an epoch minute."""
+    return datetime.fromtimestamp(minute * 60, zone).replace(tzinfo=None)
+
+
+def offset_minutes(zone: ZoneInfo, minute: int) -> int:
+    moment = datetime.fromtimestamp(minute * 60, zone).utcoffset()
+    return 0 if moment is None else moment // _MINUTE
+
+
+def label(zone: ZoneInfo, minute: int) -> str:
+    """A bucket's start as local ISO time with its offset: 2026-11-01T00:00:00-04:00."""
+    return datetime.fromtimestamp(minute * 60, zone).isoformat(timespec="seconds")
+
+
+def _epoch_minute(moment: datetime) -> int:
+    return (moment.astimezone(UTC).replace(tzinfo=None) - _EPOCH) // _MINUTE
+
+
+def at_or_after(zone: ZoneInfo, local: datetime) -> int:
+    """The first epoch minute whose local clock reads `local` (naive, whole minutes) or later:
+    the earlier of a repeated time, the end of the gap for a skipped one."""
+    guesses = sorted({_epoch_minute(local.replace(tzinfo=zone, fold=fold)) for fold in (0, 1)})
+    exact = [m for m in guesses if wall(zone, m) == local]
+    if exact:
+        return exact[0]
+    # Skipped: the clock jumps over `local` between the two guesses; find where.
+    low, high = guesses[0], guesses[-1]
+    while wall(zone, high) < local:  # a guess on the far side of a second change (never seen)
+        high += 60
+    while high - low > 1:
+        middle = (low + high) // 2
+        if wall(zone, middle) >= local:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def day_start(zone: ZoneInfo, day: date) -> int:
+    """The first epoch minute of a local day (its midnight, or the end of a gap holding it)."""
+    return at_or_after(zone, datetime.combine(day, time()))
+
+
+# -- local buckets ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LocalBucket:
+    """A local bucket as the UTC minutes it covers, [first, last], and its label."""
+
+    first_minute: int
+    last_minute: int
+    start: str
+
+
+def _period_start(resolution: LocalResolution, day: date) -> date:
+    if resolution == "week":
+        return day - timedelta(days=day.weekday())  # ISO weeks: Monday
+    if resolution == "month":
+        return day.replace(day=1)
+    return day
+
+
+def _next_period(resolution: LocalResolution, day: date) -> date:
+    if resolution == "week":
+        return day + timedelta(days=7)
+    if resolution == "month":
+        return _add_months(day, 1)
+    return day + timedelta(days=1)
+
+
+def _add_months(day: date, months: int) -> date:
+    """The same day `months` later (negative: earlier), clamped to the month's last day."""
+    index = day.year * 12 + day.month - 1 + months
+    year, month = divmod(index, 12)
+    last = (date(year + (month + 1) // 12, (month + 1) % 12 + 1, 1) - timedelta(days=1)).day
+    return date(year, month + 1, min(day.day, last))
+
+
+def _hour_start(zone: ZoneInfo, minute: int) -> int:
+    """The start of the local hour holding `minute`: the last :00 on the local clock, or the
+    last change of offset, whichever is later."""
+    offset = offset_minutes(zone, minute)
+    start = minute - (minute + offset) % 60
+    if offset_minutes(zone, start) == offset:
+        return start
+    return _change_after(zone, start, minute)
+
+
+def _change_after(zone: ZoneInfo, low: int, high: int) -> int:
+    """The first minute in (low, high] whose offset is high's, when low's differs."""
+    target = offset_minutes(zone, high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if offset_minutes(zone, middle) == target:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def _next_hour(zone: ZoneInfo, start: int) -> int:
+    """The start of the local hour after the one starting at `start`."""
+    offset = offset_minutes(zone, start)
+    following = start + 60 - (start + offset) % 60
+    if offset_minutes(zone, following) == offset:
+        return following
+    return _change_after(zone, start, following)
+
+
+def bucket_start(zone: ZoneInfo, minute: int, resolution: LocalResolution) -> int:
+    """The first epoch minute of the local bucket holding `minute`."""
+    if resolution == "minute":
+        return minute
+    if resolution == "hour":
+        return _hour_start(zone, minute)
+    day = _period_start(resolution, wall(zone, minute).date())
+    start = day_start(zone, day)
+    # A clock set back across midnight reads yesterday's date after today began: the bucket is
+    # still the one that began last.
+    return start if start <= minute else day_start(zone, _period_start(resolution, day - timedelta(days=1)))
+
+
+def next_bucket(zone: ZoneInfo, start: int, resolution: LocalResolution) -> int:
+    """The first minute of the local bucket after the one starting at `start`."""
+    if resolution == "minute":
+        return start + 1
+    if resolution == "hour":
+        return _next_hour(zone, start)
+    day = _period_start(resolution, wall(zone, start).date())
+    following = _next_period(resolution, day)
+    stop = day_start(zone, following)
+    while stop <= start:  # a local period skipped whole (Pacific/Apia, 2011-12-30)
+        following = _next_period(resolution, following)
+        stop = day_start(zone, following)
+    return stop
+
+
+NOMINAL_MINUTES: dict[str, int] = {"minute": 1, "hour": 60, "day": 1440, "week": 7 * 1440, "month": 28 * 1440}
+
+
+def nominal_count(first: int, last: int, resolution: LocalResolution) -> int:
+    """The most buckets of the resolution's nominal length that minutes [first, last] can overlap:
+    the histogram cap is checked on it before any bucket is built (local buckets may be one more
+    per change of offset in the window, and a month is nominally 28 days)."""
+    return -(-(last - first) // NOMINAL_MINUTES[resolution]) + 1
+
+
+def buckets(zone: ZoneInfo, first: int, last: int, resolution: LocalResolution) -> list[LocalBucket]:
+    """Every local bucket overlapping minutes [first, last], whole, oldest first."""
+    if last < first:
+        raise ValueError("the window ends before it starts")
+    out: list[LocalBucket] = []
+    start = bucket_start(zone, first, resolution)
+    while start <= last:
+        stop = next_bucket(zone, start, resolution)
+        out.append(LocalBucket(start, stop - 1, label(zone, start)))
+        start = stop
+    return out
+
+
+# -- calendar windows and comparisons -------------------------------------------------------------
+
+
+def calendar_window(zone: ZoneInfo, window: str, now_minute: int) -> Window:
+    """[first, last] minutes of a calendar window in the zone; the windows that hold now
+    (today, this_week, this_month, this_year) end at now's minute."""
+    today = wall(zone, now_minute).date()
+    monday = today - timedelta(days=today.weekday())
+    month = today.replace(day=1)
+    starts: dict[str, tuple[date, date | None]] = {
+        "today": (today, None),
+        "yesterday": (today - timedelta(days=1), today),
+        "this_week": (monday, None),
+        "last_week": (monday - timedelta(days=7), monday),
+        "this_month": (month, None),
+        "last_month": (_add_months(month, -1), month),
+        "this_year": (date(today.year, 1, 1), None),
+    }
+    if window not in starts:
+        raise ValueError(f"not a calendar window: {window}")
+    first, stop = starts[window]
+    return day_start(zone, first), now_minute if stop is None else day_start(zone, stop) - 1
+
+
+# What each calendar window is compared with by previous_period, and how a local time moves
+# back to the same point of that period.
+_PREVIOUS: dict[str, Callable[[datetime], datetime]] = {
+    "today": lambda t: t - timedelta(days=1),
+    "yesterday": lambda t: t - timedelta(days=1),
+    "this_week": lambda t: t - timedelta(days=7),
+    "last_week": lambda t: t - timedelta(days=7),
+    "this_month": lambda t: _shift_months(t, -1),
+    "last_month": lambda t: _shift_months(t, -1),
+    "this_year": lambda t: _shift_months(t, -12),
+}
+
+
+def _shift_months(moment: datetime, months: int) -> datetime:
+    return datetime.combine(_add_months(moment.date(), months), moment.time())
+
+
+def _shift(zone: ZoneInfo, window: Window, move: Callable[[datetime], datetime]) -> Window:
+    """A window moved on the local clock: its start and its (exclusive) end each moved by `move`."""
+    first, last = window
+    start = at_or_after(zone, move(wall(zone, first)))
+    stop = at_or_after(zone, move(wall(zone, last + 1)))
+    return start, max(start, stop - 1)
+
+
+def comparison(zone: ZoneInfo, window: Window, how: str, calendar: str | None = None) -> Window:
+    """The period a window is compared with.
+
+    previous_period: a calendar window's previous calendar period (last_month for this_month),
+    up to the same point of it when the window ends at now (this month to the 15th 14:30 against
+    last month to the 15th 14:30, the day clamped to the month's last); any other window, the
+    same number of minutes just before it. year_over_year: the same local times a year earlier
+    (29 February as 28 February); a week window, 52 weeks earlier, so weekdays match."""
+    first, last = window
+    if how == "previous_period":
+        if calendar is None:
+            return 2 * first - last - 1, first - 1
+        return _shift(zone, window, _PREVIOUS[calendar])
+    if how == "year_over_year":
+        if calendar in ("this_week", "last_week"):
+            return _shift(zone, window, lambda t: t - timedelta(weeks=52))
+        return _shift(zone, window, lambda t: _shift_months(t, -12))
+    raise ValueError(f"not a comparison: {how}")
