@@ -11,13 +11,12 @@ import json
 import re
 import threading
 import weakref
-import zoneinfo
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.core import attributes, times, validation
+from chalicelib.core import attributes, times, validation, zones
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -29,8 +28,7 @@ GOAL_NAME_MAX_CHARS = 60
 # Any text without control characters (C0, DEL, C1), as a key's prefix: a rule the OpenAPI document can state.
 GOAL_NAME_PATTERN = re.compile(rf"[^\x00-\x1f\x7f-\x9f]{{1,{GOAL_NAME_MAX_CHARS}}}")
 GOAL_PAGE_MAX_CHARS = privacy.DIMENSION_MAX_CHARS  # a page goal matches the `page` dimension as stored
-ZONE_MAX_CHARS = 64
-DEFAULT_ZONE = "UTC"
+DEFAULT_ZONE = zones.DEFAULT_ZONE
 FIELDS = {"timezone", "goals"}
 # The beacon reads a site's settings at most once per site and process in this time: a change
 # reaches every beacon within it (docs/tracker.md, "Goals").
@@ -87,14 +85,14 @@ def _distinct(goals: Iterable[Goal]) -> list[Goal]:
     return list({goal.id: goal for goal in goals}.values())
 
 
-def parse_zone(value: Any, field_name: str = "timezone") -> str:
-    """An IANA time-zone name zoneinfo knows (`Europe/Berlin`, `UTC`)."""
-    if not isinstance(value, str) or not 1 <= len(value) <= ZONE_MAX_CHARS:
-        raise ValidationError(f"{field_name} must be an IANA time-zone name such as Europe/Berlin")
+def parse_zone(value: Any) -> str:
+    """An IANA time-zone name `tz` takes (core.zones), as given."""
+    if not isinstance(value, str):
+        raise ValidationError("timezone must be an IANA time-zone name such as Europe/Berlin")
     try:
-        zoneinfo.ZoneInfo(value)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValidationError(f"{field_name}: unknown time zone {value[:ZONE_MAX_CHARS]!r}") from exc
+        zones.parse(value)
+    except ValidationError as exc:
+        raise ValidationError(f"timezone: {exc}") from exc
     return value
 
 
