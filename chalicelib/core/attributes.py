@@ -1,10 +1,7 @@
 """Reading DynamoDB's typed attribute values (`{"N": "3"}`, `{"S": "a"}`, `{"B": b"..."}`) into
-Python values, the one way every reader turns a stored item into its typed record. Pure.
-
-Each reader takes the item and the attribute's name. Without a default an absent attribute is a
-KeyError, as indexing the item was: an item without an attribute its writer always stores is a
-fault, not an answer. With a default, an absent attribute reads as the default.
-"""
+Python values, the one way every reader turns a stored item into its typed record. Pure. Without
+a default an absent attribute is a KeyError (an item without an attribute its writer always
+stores is a fault, not an answer); with one, it reads as the default."""
 
 from __future__ import annotations
 

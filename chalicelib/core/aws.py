@@ -1,10 +1,6 @@
-"""AWS clients, created lazily and shared; the only place boto3 clients are made.
-
-AWS_ENDPOINT_URL (a setting) points every client at a local emulator; on AWS it is unset.
-`DynamoDB`, `SQS` and `S3` are the clients' types for annotations: the boto3 stubs (a
-development dependency, checked by mypy) where type checking runs, Any at run time, so the
-Lambda package needs no stubs.
-"""
+"""AWS clients, created lazily and shared; the only place boto3 clients are made (AWS_ENDPOINT_URL
+points them at a local emulator). `DynamoDB`, `SQS` and `S3` are the boto3 stubs' types where type
+checking runs, Any at run time, so the Lambda package needs no stubs."""
 
 from __future__ import annotations
 

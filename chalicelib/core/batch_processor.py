@@ -1,9 +1,6 @@
-"""The one batch processor every background handler runs (stream, views queue, uniques queue):
-a `Capability` supplies parse, key/combine, checks, writes, follow_ups, summarize and its sink;
-the processor runs them in that order, halves a refused write down to its poison record and
-builds the BatchResult. Which failure is poison and which fails the batch: docs/design.md,
-"Background batches".
-"""
+"""The one batch processor every background handler runs (stream, views queue, uniques queue),
+given a `Capability`. The steps, and which failure is poison and which fails the batch:
+docs/design.md, "Background batches"."""
 
 from __future__ import annotations
 
@@ -26,9 +23,8 @@ class BatchIncompleteError(StorageError):
 
 @dataclass(frozen=True)
 class Sent(Generic[R]):
-    """What one write did: the records it applied now, the records it found an earlier delivery
-    had applied, the calls it made (`retries` of them after a transient failure), per-record
-    marks the capability reads back in `summarize`, and its own details."""
+    """What one write did: the records it applied now, those found applied before, the calls made
+    (`retries` after a transient failure), marks the capability reads in `summarize`, details."""
 
     applied: Sequence[R] = ()
     found: Sequence[R] = ()
@@ -40,9 +36,8 @@ class Sent(Generic[R]):
 
 @dataclass(frozen=True)
 class Write(Generic[R]):
-    """One planned write and the records it carries. `send(members)` applies it for a subset of
-    them (the processor halves a refused write), raising RejectedError when DynamoDB refuses the
-    data."""
+    """One planned write and its records: `send(members)` applies it for a subset of them (the
+    processor halves a refused write), RejectedError when DynamoDB refuses the data."""
 
     members: Sequence[R]
     send: Callable[[list[R]], Sent[R]]
@@ -83,7 +78,7 @@ class Outcome(Generic[S, R]):
 
 
 class Capability(ABC, Generic[S, R]):
-    """What one capability supplies to the processor (see the module's docstring)."""
+    """What one capability supplies to the processor (docs/design.md, "Background batches")."""
 
     partial: bool = False
 

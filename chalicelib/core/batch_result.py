@@ -1,11 +1,5 @@
-"""What a background handler did with one batch: one shape for every source.
-
-Each handler returns it, logs it as one line and turns it into metrics, so the same names mean
-the same thing everywhere: `records` came in, `counted` were applied, `duplicates` had been
-applied by an earlier delivery (or came twice in the batch), `quarantined` were set aside with
-their reason, `failed` are left for redelivery, `transactions` writes were attempted and
-`retries` of them waited for a transient failure. What only one source has goes in `details`.
-"""
+"""What a background handler did with one batch: one shape for every source, logged as one line and
+turned into metrics (what each field means: docs/deploy.md, "Logs" and "Metrics")."""
 
 from __future__ import annotations
 

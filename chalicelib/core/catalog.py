@@ -1,12 +1,8 @@
 """Catalogs: which names exist (counters, view URLs, unique-count names, sites), the one name
-listing every capability uses.
-
-Two layouts, each for the names whose cost it suits: one item per name (`touch`, listed by
-`touched_page`: sites and unique-count names), and packed (`log`, `fold`, listed by `page` and
-`names_with_prefix`: counters and view URLs). Keys: core/keyspace.py (`CATALOG#`). Why no name
-is lost or hidden: docs/design.md, "Which names exist" and "Log and fold"; the AWS behaviour it
-relies on: docs/guarantees.md, "Listings: log items, the fold's mark and pages".
-"""
+listing every capability uses: one item per name (`touch`: sites, unique-count names) or
+packed (`log`, `fold`: counters, view URLs). Why no name is lost or hidden: docs/design.md,
+"Which names exist" and "Log and fold"; docs/guarantees.md, "Listings: log items, the fold's
+mark and pages"."""
 
 from __future__ import annotations
 
@@ -50,9 +46,8 @@ def fold_pk(kind: str) -> str:
 
 
 class Recent:
-    """What a process wrote to one catalog in the current hour (one instance per catalog), per
-    DynamoDB client (a test with its own emulator starts afresh): each name with the expiry
-    written. Forgotten when the hour turns, so bounded by the names seen in one hour."""
+    """What a process wrote to one catalog in the current hour, per DynamoDB client (a test with its
+    own emulator starts afresh): each name with its expiry, forgotten when the hour turns."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -87,10 +82,9 @@ def touch(
     names: Mapping[str, int | None],
     now_ms: int,
 ) -> int:
-    """Record that `names` were seen now; `names` maps each to its expiry (epoch s) or None
-    for a name that never expires. Returns the number of writes made (0 when every name was
-    already written this hour; without `recent`, every name is written, so `last_seen` is
-    exact to the call)."""
+    """Record that `names` (each with its expiry, epoch s, or None) were seen now; returns the
+    writes made (0 when every name was already written this hour; without `recent`, every name is
+    written)."""
     hour = now_ms // times.HOUR_MS
     fresh = sorted(names) if recent is None else recent.fresh(dynamodb, names, hour)
     for name in fresh:
@@ -135,10 +129,8 @@ def _update_forward(
 
 
 def log(dynamodb: DynamoDB, settings: Settings, kind: str, names: Mapping[str, int | None], now_ms: int) -> int:
-    """Record that `names` (each with its expiry, epoch s, or None for a name that never
-    expires) were seen now, in one log item (more only past LOG_RAW_BYTES of entries), which the
-    fold merges into the catalog's pages. Returns the writes made (0 for no names). Written
-    again by a redelivered batch: the listing and the fold merge entries by name."""
+    """Record that `names` (each with its expiry, epoch s, or None) were seen now, in one log item
+    (more past LOG_RAW_BYTES) that the fold merges into the pages; returns the writes made."""
     entries = [Listed(name, now_ms, expires) for name, expires in sorted(names.items())]
     writes = 0
     for run in catalog_pages.chunks(entries, catalog_pages.LOG_RAW_BYTES):
@@ -172,10 +164,8 @@ class Folded:
 
 
 def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Folded:
-    """Merge the log items of `kind` up to now into its pages, then move the mark past them.
-    Each page write is conditional on the version read, so two folds at once never lose an
-    entry: the one that finds a page changed stops before moving the mark. A fold that dies
-    half-way leaves entries in two places, which listings merge and the next fold tidies."""
+    """Merge the log items of `kind` up to now into its pages, then move the mark past them
+    (docs/design.md, "Log and fold")."""
     now_s = now_ms // 1000
     log = _log(settings, kind)
     logs = log.close(dynamodb, now_ms, LOGS_PER_FOLD)
@@ -259,9 +249,7 @@ def page(
     dynamodb: DynamoDB, settings: Settings, kind: str, request: pager.PageRequest, now_ms: int
 ) -> tuple[list[Entry], str | None]:
     """Up to `request.limit` live names of a packed catalog after `request.after`, in name order,
-    and the cursor of the next page (None at the end): the log items not folded yet, and the
-    pages from the one holding the cursor until `limit` names after it are read (each page a
-    Query of one item). A page may hold fewer names when some expired."""
+    and the next cursor (None at the end); how it reads: docs/design.md, "Which names exist"."""
     now_s = now_ms // 1000
     after = request.after
     # Read in the order opposite to the fold's writes (docs/design.md, "Log and fold").
@@ -341,9 +329,8 @@ def _one(
 def names_with_prefix(
     dynamodb: DynamoDB, settings: Settings, kind: str, prefixes: Sequence[str], now_ms: int
 ) -> tuple[dict[str, list[str]], int]:
-    """For each prefix, the live names of a packed catalog that begin with it (in name order), and
-    the number of items read: the log items once, then per prefix two Queries of the pages (the
-    page holding the prefix, and pages whose range starts within it)."""
+    """For each prefix, the live names of a packed catalog that begin with it, in name order, and
+    the items read: the log items once, then two Queries of the pages per prefix."""
     now_s = now_ms // 1000
     failure = f"could not read the {kind} catalog"
     table = settings.counts_table

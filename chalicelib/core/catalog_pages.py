@@ -103,12 +103,10 @@ class Layout:
 
 
 def layout(stored: Mapping[str, list[Listed]], entries: Mapping[str, Listed], most_bytes: int) -> Layout:
-    """The pages after a fold. `stored` maps each stored page's low bound to its entries (a page
-    with low bound "" is assumed, empty if not stored); `entries` is everything the catalog
-    lists now. A page whose entries did not change is not written; a page grown past
-    `most_bytes` is split (its first run keeps its low bound, and is written only if it differs
-    from what the page holds; each other run is a new page named by its first name); a page left
-    empty is deleted, except the first."""
+    """The pages after a fold, from `stored` (each page's low bound to its entries; the "" page is
+    assumed) and `entries` (all the catalog lists now): only pages that changed are written, one
+    past `most_bytes` is split, one left empty is deleted but the first (docs/design.md, "Which
+    names exist")."""
     lows = sorted({"", *stored})
     placed = assign(lows, entries)
     write: dict[str, list[Listed]] = {}

@@ -33,10 +33,9 @@ def query_request(
     start_after: str | None = None,
     count: bool = False,
 ) -> dict[str, Any]:
-    """A Query of partition `pk`: `sk` a condition on the sort key (its placeholders' text values
-    in `values`), at most `limit` items a page, in sort-key order (reversed unless `forward`),
-    starting after sort key `start_after`; `names` the projection's placeholders. With `live_at_s`, items whose `expires_at` has passed
-    are left out (DynamoDB deletes expired items only eventually); with `count`, only counted."""
+    """A Query of partition `pk`: `sk` a condition on the sort key (its text values in `values`), at
+    most `limit` a page, reversed unless `forward`, after sort key `start_after`; `names` the
+    projection's placeholders; `live_at_s` leaves expired items out (TTL deletes late); `count`."""
     request: dict[str, Any] = {
         "TableName": table,
         "KeyConditionExpression": "pk = :pk" + (f" AND {sk}" if sk else ""),
@@ -92,6 +91,13 @@ def query_sort_range(
     request = query_request(table, pk, sk="sk BETWEEN :lo AND :hi", values={":lo": lo, ":hi": hi})
     for page in query_pages(dynamodb, request, failure):
         yield from page.get("Items", [])
+
+
+def get_item(dynamodb: DynamoDB, table: str, key: dict[str, Any], failure: str) -> dict[str, Any] | None:
+    """One item, read strongly consistent (None: absent); a failed call becomes StorageError(failure)."""
+    with translated(failure):
+        item = dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+    return None if item is None else dict(item)
 
 
 def stored_expiry(item: dict[str, Any] | None) -> int | None:
@@ -153,21 +159,24 @@ def put_items(
 
 
 def put_versioned(dynamodb: DynamoDB, table: str, item: dict[str, Any], version: int | None, failure: str) -> None:
-    """Write `item` with VERSION one past `version`, on the condition that the stored item's
-    VERSION is still `version` (None or 0: that there is no item yet). ConditionFailed when
-    another writer got there first: read again, merge again, retry."""
+    """Write `item` with VERSION one past `version`, on condition that the stored item is still at
+    `version` (versioned_condition). ConditionFailed when another writer got there first: read
+    again, merge again, retry."""
     item = {**item, VERSION: {"N": str((version or 0) + 1)}}
-    condition: dict[str, Any] = (
-        {"ConditionExpression": "attribute_not_exists(pk)"}
-        if not version
-        else {
-            "ConditionExpression": "#ver = :ver",
-            "ExpressionAttributeNames": {"#ver": VERSION},
-            "ExpressionAttributeValues": {":ver": {"N": str(version)}},
-        }
-    )
     with translated(failure):
-        dynamodb.put_item(TableName=table, Item=item, **condition)
+        dynamodb.put_item(TableName=table, Item=item, **versioned_condition(version))
+
+
+def versioned_condition(version: int | None) -> dict[str, Any]:
+    """The condition that an item is still at VERSION `version` as read (None or 0: that there is
+    no item yet), for put_versioned and for a transaction's Put."""
+    if not version:
+        return {"ConditionExpression": "attribute_not_exists(pk)"}
+    return {
+        "ConditionExpression": "#ver = :ver",
+        "ExpressionAttributeNames": {"#ver": VERSION},
+        "ExpressionAttributeValues": {":ver": {"N": str(version)}},
+    }
 
 
 def stored_version(item: dict[str, Any] | None) -> int:

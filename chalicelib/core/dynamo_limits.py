@@ -1,8 +1,5 @@
-"""DynamoDB's documented limits, in one place. docs/guarantees.md quotes each from AWS's pages.
-
-Business code sizes its writes by these; the emulator (tools/moto_patches.py) refuses what
-DynamoDB refuses by the same numbers, where moto does not.
-"""
+"""DynamoDB's documented limits, in one place, quoted in docs/guarantees.md. Business code sizes its
+writes by these; the emulator (tools/moto_patches.py) refuses by the same numbers."""
 
 from __future__ import annotations
 

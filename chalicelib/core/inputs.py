@@ -1,24 +1,8 @@
-"""What every request's input must be before any parser looks at it. Pure.
-
-One place decides what a body or a query string may be, so every route shares the same
-bounds and the same answers:
-
-- a body is at most MAX_BODY_BYTES and holds at most MAX_VALUES JSON values, both checked on
-  the raw bytes at C speed before anything is decoded, parsed or converted (the value count is
-  bounded by the commas and brackets outside strings);
-- it is UTF-8 JSON nested at most MAX_DEPTH deep (the parser's own recursion never escapes);
-- every string in it, keys included, is text that can be encoded (no lone UTF-16 surrogate:
-  `"\\udc00"` is valid JSON but not text, and a key or hash built from it would fail later);
-- every number in it fits a DynamoDB number (38 significant digits, magnitude 1E-130 to
-  below 1E+126, or 0; no NaN or Infinity), so nothing accepted is refused by storage later.
-  Trailing zeros are not digits: `1.0000000000000000000000000000000000000000` is 1 and `0E+999`
-  is 0, as DynamoDB itself trims them; `canonical` gives the form stored. Below 1E-128 a number
-  keeps only the digits down to 1E-165 (MIN_DIGIT_EXPONENT), the finest the AWS SDK for Python
-  carries (boto3's DYNAMODB_CONTEXT, which reads every stored number back);
-- a query string has at most MAX_QUERY_PARAMS parameters of at most MAX_QUERY_CHARS each.
-
-Each check raises ValidationError naming where the input went wrong (HTTP 400).
-"""
+"""What every request's input must be before any parser looks at it, the one place for the
+bounds of a body and a query string; each check raises ValidationError naming where the input
+went wrong (HTTP 400). Pure. The bounds: docs/api.md, "Limits, checked before any work"; why
+numbers are bounded so: docs/guarantees.md, "DynamoDB numbers: 38 digits, a bounded range,
+trailing zeros trimmed"."""
 
 from __future__ import annotations
 

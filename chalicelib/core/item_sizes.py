@@ -1,10 +1,6 @@
-"""How big DynamoDB counts an item, by its published rules (what a write is charged on). Pure.
-
-Attribute names plus values: strings as UTF-8, binary as raw bytes, numbers one byte per two
-significant digits plus one, booleans and nulls one byte, lists and maps 3 bytes plus one per
-element (and a map's element names), sets the sum of their members. Items are given in
-DynamoDB's JSON form (`{"S": ...}`).
-"""
+"""How big DynamoDB counts an item, by its published rules (what a write is charged on), for
+items in DynamoDB's JSON form. Pure. docs/guarantees.md, "The item size limit, which bounds a
+pack"."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """Log and fold, the one protocol of the catalogs (core.catalog) and the top-URL summaries
-(views.top_store): writers append small log items, a fold merges them into its owner's stored
-items with the owner's merge, and a mark (`closing`, `folded`: log sort keys) says how far the
-log is closed and folded. Why no log item is lost or hidden: docs/design.md, "Log and fold";
-what it relies on from AWS: docs/guarantees.md, "Listings: log items, the fold's mark and pages".
-"""
+(views.top_store). The protocol and why no log item is lost or hidden: docs/design.md, "Log and
+fold"; docs/guarantees.md, "Listings: log items, the fold's mark and pages"."""
 
 from __future__ import annotations
 
@@ -26,9 +23,8 @@ class Mark:
 
 @dataclass(frozen=True)
 class Log:
-    """One log: its items in partition `pk` (nothing else is kept there), sort keys
-    `<prefix><epoch ms, 13 digits>#<name>`; its mark at `mark_key`, expiring at `expires_at`
-    (epoch s; None: never)."""
+    """One log: its items alone in partition `pk`, sort keys `<prefix><epoch ms, 13 digits>#<name>`;
+    its mark at `mark_key`, expiring at `expires_at` (epoch s; None: never)."""
 
     table: str
     pk: str
@@ -46,16 +42,13 @@ class Log:
 
     def read_mark(self, dynamodb: DynamoDB) -> Mark:
         """The mark, strongly consistent."""
-        with translated(f"could not read {self.what}"):
-            got = dynamodb.get_item(TableName=self.table, Key=self.mark_key, ConsistentRead=True)
-        item = got.get("Item") or {}
+        item = dynamo.get_item(dynamodb, self.table, self.mark_key, f"could not read {self.what}") or {}
         return Mark(attributes.optional_text(item, "closing"), attributes.optional_text(item, "folded"))
 
     def append(self, dynamodb: DynamoDB, item: dict[str, Any], now_ms: int, name: str) -> tuple[int, str]:
-        """Write a log item (`item`: its attributes other than the key) named `name` at now, then
-        read the mark: when a fold has closed the log at or past it (that fold may have read the
-        log before the item was there), write it again past `closing`, where the next fold reads
-        it. Returns the writes made and the sort key written last."""
+        """Write a log item (`item`: its attributes but the key) named `name` at now, then read the
+        mark and write it again past `closing` if a fold closed past it (docs/design.md, "Log and
+        fold"). Returns the writes made and the sort key written last."""
         at_ms, writes = now_ms, 0
         while True:
             sk = self.sort_key(at_ms, name)
@@ -80,9 +73,8 @@ class Log:
         return self.after(dynamodb, self.read_mark(dynamodb).folded)
 
     def close(self, dynamodb: DynamoDB, now_ms: int, most: int | None = None) -> list[dict[str, Any]]:
-        """A fold's first step: the log items to merge (past `folded`, up to now, the first
-        `most`), after moving `closing` to now so that a writer whose item lands behind it
-        writes again. Nothing to merge: nothing read past the first item, nothing written."""
+        """A fold's first step: move `closing` to now, then read the log items to merge (past
+        `folded`, the first `most`); nothing to merge: nothing written."""
         closing = self.sort_key(now_ms, "~")
         folded = self.read_mark(dynamodb).folded
         if not any(attributes.sort_key(i) <= closing for i in self.after(dynamodb, folded, 1)):

@@ -92,10 +92,9 @@ def query_page(
     live_at_s: int | None = None,
     consistent: bool = False,
 ) -> Page:
-    """One Query of partition `pk`: up to `page.limit` items after `page.after`, in sort-key
-    order (reversed with `newest_first`). With `live_at_s`, items whose `expires_at` has passed
-    are left out (DynamoDB deletes expired items only eventually), so a page may hold fewer
-    items than `limit` while `next` is still given; a failed call becomes StorageError(failure)."""
+    """One Query of partition `pk`: up to `page.limit` items after `page.after`, in sort-key order
+    (reversed with `newest_first`); with `live_at_s` expired items are left out, so a page may hold
+    fewer than `limit` while `next` is given."""
     request = dynamo.query_request(
         table,
         pk,
@@ -125,9 +124,8 @@ def query_across(
     page: PageRequest,
     failure: str,
 ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
-    """One page over several partitions in turn (`partitions` maps a label to its pk, in listing
-    order): each item with its partition's label, and the `next` cursor. `page.after` is a
-    position from `split_position`'s form, already checked against the labels."""
+    """One page over several partitions in turn (`partitions`: label to pk, in listing order): each
+    item with its label, and the `next` cursor (`page.after` already checked against the labels)."""
     labels = list(partitions)
     start, after = (0, None) if page.after is None else _resume(page.after, labels)
     found: list[tuple[str, dict[str, Any]]] = []

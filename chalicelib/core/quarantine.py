@@ -1,9 +1,6 @@
-"""Records a background handler could not apply, set aside where an operator can find them.
-
-Items `QUARANTINE#<source>` / `<record id>` in the counts table, kept 30 days. Putting the
-same record aside twice (a redelivered batch) leaves one item. Views use their queue's
-dead-letter queue instead.
-"""
+"""Records a background handler could not apply, set aside where an operator can find them:
+`QUARANTINE#<source>` / `<record id>`, kept 30 days, one item however often a record is set aside.
+docs/design.md, "Where poison goes"."""
 
 from __future__ import annotations
 
@@ -46,9 +43,8 @@ def put(
 
 
 def list_records(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]) -> dict[str, Any]:
-    """`{"records": [{"source", "id", "reason", "seen_at", "record"}], "next"}`: set-aside records
-    of `source` (default every source, one after the other), one page (core.pager) of `limit`
-    (1-1000, default 100) after `cursor`."""
+    """`{"records": [...], "next"}`: set-aside records of `source` (default every source, in
+    turn), one page (core.pager) of `limit` after `cursor`."""
     source = params.get("source")
     if source is not None and source not in SOURCES:
         raise ValidationError(f"source must be one of {', '.join(SOURCES)}")
@@ -76,9 +72,8 @@ VIEWS_DEAD_LETTER = "views-dead-letter-queue"
 
 
 def counts(dynamodb: DynamoDB, sqs: SQS, settings: Settings) -> list[dict[str, Any]]:
-    """How many records each source has set aside: the counts table's quarantine per source
-    (a COUNT Query, stopped past MAX_COUNTED so the work stays bounded: `complete` false then)
-    and the views queue's dead-letter queue (SQS's approximate count)."""
+    """How many records each source has set aside: a COUNT Query per source stopped past MAX_COUNTED
+    (`complete` false then), and the views' dead-letter queue (SQS's approximate count)."""
     answer: list[dict[str, Any]] = []
     for name in SOURCES:
         request = dynamo.query_request(settings.counts_table, partition_key(name), count=True)

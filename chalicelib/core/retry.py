@@ -24,9 +24,8 @@ def pause(attempt: int, sleep: Sleep | None = None, cap: float = 2.0) -> None:
 
 
 def attempts(count: int, sleep: Sleep | None = None, cap: float = 2.0) -> Iterator[int]:
-    """Attempt numbers 0..count-1, pausing before attempt n (`pause(n - 1)`): never before the
-    first, never after the last. The caller stops iterating when an attempt succeeds, and says
-    what running out means (`for ... else`): the budget `count` is the call site's."""
+    """Attempt numbers 0..count-1, pausing before each but the first; the caller stops when one
+    succeeds and says what running out means (`for ... else`)."""
     for attempt in range(count):
         if attempt:
             pause(attempt - 1, sleep, cap)

@@ -1,8 +1,5 @@
-"""Every setting Tally reads, taken from the environment in one place.
-
-Each Chalice stage sets these in .chalice/config.json; the local stack sets them for the
-embedded emulator. Business code receives a Settings object and never reads os.environ.
-"""
+"""Every setting Tally reads, taken from the environment in one place (.chalice/config.json per
+stage; the local stack's own). Business code receives a Settings object."""
 
 from __future__ import annotations
 
@@ -31,89 +28,51 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class Settings:
+    """Each field is the variable of its name upper-cased: docs/deploy.md, "Settings"."""
+
     events_table: str = "tally-events"
     counts_table: str = "tally-counts"
     events_stream_arn: str = "arn:aws:dynamodb:us-east-1:000000000000:table/tally-events/stream/local"
     views_queue: str = "tally-views"
     uniques_queue: str = "tally-uniques"
     reports_bucket: str = "tally-reports"
-    # The Secrets Manager secret holding the stage's key for item hashes (its name, never the
-    # key): a unique count's stored hashes are keyed by it (docs/design.md, "Unique counts").
     item_key_secret: str = "tally-item-key"
     aws_endpoint_url: str | None = None
     aws_region: str = "us-east-1"
-    # Events table: how many write shards a quarter hour is spread over, and how long raw
-    # events are kept (the reports read them; the counters have their own buckets). Size the
-    # shards in write units, not events: an event costs one write unit per KB of its item (1
-    # bare, 17 with 16 KB of text attributes, at most 33) and a partition takes at most 1,000
-    # write units a second, so EVENT_WRITE_SHARDS >= events/s x write units per event / 500
-    # (half the limit: headroom). docs/deploy.md, Sizing the events table.
     event_write_shards: int = 4
     event_ttl_seconds: int = 7 * 86400
     default_retention_seconds: int = 90_000
-    # How far in the future an event's own time may lie (clients' clocks are not exact).
     max_future_skew_seconds: int = 300
-    # Idempotency markers must outlive the stream's 24-hour retention plus client retries.
     marker_ttl_seconds: int = 48 * 3600
     stream_batch_size: int = 100
-    # Unique counts: sketch error rate (0.01 gives 2**14 registers), write shards per sketch,
-    # and the SQS source's batch (Lambda needs a batching window above 0 beyond 10 messages).
     uniques_error_rate: float = 0.01
     uniques_shards: int = 4
     uniques_batch_size: int = 10000
     uniques_batching_window_seconds: int = 60
-    # Hour and day sketches of unique counts live this long after their hour or day ends.
     uniques_hour_retention_seconds: int = 48 * 3600
     uniques_day_retention_seconds: int = MAX_WINDOW_DAYS * 86400
-    # Scheduled reports: how often they run, and how long after ingest an event is reported
-    # (lets writes that were in flight when a run starts land before their range is read).
     report_interval_minutes: int = 60
     report_settle_seconds: int = 60
-    # How many events one scheduled report run reads at most (reports/runs.py, which also
-    # bounds its Queries). Sized so a run stays well inside its function's 300 s and 512 MB
-    # (docs/design.md, Reports); an hour holding more is reported over several runs, and the
-    # reports keep up while the events of a REPORT_INTERVAL_MINUTES stay under it.
     report_run_events: int = 100_000
-    # The audit: how often it runs, and how long after an events partition's quarter hour
-    # closes it is compared (its stream records must have been counted by then).
     audit_interval_minutes: int = 15
     audit_settle_minutes: int = 30
-    # Listings (GET /counters, GET /views/urls): how often the names handlers logged are folded
-    # into the catalogs' pages; a listing reads the log items not folded yet (core/catalog.py).
     catalog_fold_minutes: int = 15
-    # Views: how long the views queue keeps a message (set on the queue where it is created;
-    # SQS's default, 4 days), and the horizon: a view is counted only while its own time is
-    # less than this old, and its marker lives until its time plus the horizon, so every
-    # delivery of a view either finds its marker or is set aside (docs/guarantees.md). At least
-    # the queue's retention plus its dead-letter queue's plus a margin (from_env checks it).
     views_queue_retention_seconds: int = 4 * 86400
     view_horizon_seconds: int = 4 * 86400 + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS  # the floor
-    # What makes a view unique ("event": url + time + clientId, "client-day": url + clientId +
-    # UTC day); the queue batch (more views per URL per batch share more counter updates).
-    # View buckets (hour items with minute counts, day items with hour counts, 32-day blocks
-    # with day counts) live this long after their end: how far back a ranged count reaches,
-    # exact to the minute. MAX_WINDOW_DAYS (400): the longest window any read covers, as for day sketches.
     view_bucket_retention_seconds: int = MAX_WINDOW_DAYS * 86400
     view_dedup: str = "event"
     views_batch_size: int = 1000
     views_batching_window_seconds: int = 5
-    # Access: browser origins allowed to call every route ("*": any), how long API Gateway
-    # (and the beacon routes) keep a key's answer (a revocation takes effect within it), and
-    # the stage's request rate and burst limits (set on API Gateway by the deploy paths).
     cors_origins: tuple[str, ...] = ()
     key_cache_seconds: int = 300
     throttle_rate_limit: int = 100
     throttle_burst_limit: int = 200
-    # Breakdowns: which pairs of dimensions get a filter counter (a `where` of two clauses):
-    # "*" every pair, "none" none, else `name+name` pairs. Single dimensions always have one.
-    # Each pair counted costs two bucket writes per event carrying both (docs/counting.md).
     filter_pairs: tuple[str, ...] = ("*",)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Settings from environment variables (each field's name upper-cased; unset or empty
-        keeps the default), every value checked against its rule in FIELDS, then the checks
-        that span fields (CROSS_FIELD). SettingsError names the first variable that fails."""
+        """Settings from environment variables, each checked by its rule in FIELDS, then CROSS_FIELD;
+        SettingsError names the first variable that fails."""
         env = os.environ if environ is None else environ
         defaults = cls()
         values: dict[str, Any] = {}
@@ -248,12 +207,8 @@ _FALLBACK = {"aws_region": "AWS_DEFAULT_REGION"}
 
 
 def sqs_batching(size_field: str, window_field: str) -> Callable[[Settings], None]:
-    """An SQS source's batch size and batching window, as Lambda accepts them. The Lambda API
-    reference (CreateEventSourceMapping, BatchSize): "Related setting: When you set BatchSize to
-    a value greater than 10, you must set MaximumBatchingWindowInSeconds to at least 1."
-    https://docs.aws.amazon.com/lambda/latest/api/API_CreateEventSourceMapping.html
-    (The streams source is not checked: its documented default is a batch of 100 with a window
-    of 0, which Lambda accepts, so the rule as written holds for SQS, where our queues live.)"""
+    """An SQS source's batch size and batching window, as Lambda accepts them (docs/guarantees.md,
+    "A queue batch above 10 messages needs a batching window")."""
 
     def check(settings: Settings) -> None:
         size, window = getattr(settings, size_field), getattr(settings, window_field)

@@ -1,9 +1,5 @@
-"""A file the app serves itself (the dashboard's files, the tracker script), versioned by a hash
-of its content. Pure.
-
-A file asked for with its current version (`?v=<hash>`) may be cached for a year (`immutable`);
-without it (or with an old one) it is cached for `fresh_seconds` (0: revalidated on every use)
-and then revalidated with its ETag, so a new deployment is seen soon."""
+"""A file the app serves itself (the dashboard's files, the tracker script), versioned by a
+hash of its content. Pure. Its caching: docs/dashboard.md and docs/api.md."""
 
 from __future__ import annotations
 

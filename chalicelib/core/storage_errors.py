@@ -1,8 +1,6 @@
 """The one place a botocore `ClientError` becomes Tally's own exception, by its error code (never
-its message text): `translated(failure)` around each storage call gives `ConditionFailed` (with
-the item returned, read by `condition_item`), `ConflictError`, `RejectedError` or
-`StorageError`. What each outcome means to a route and to a handler: docs/design.md, "Errors".
-"""
+its message text): `translated(failure)` around each storage call. What each outcome means:
+docs/design.md, "Errors"."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""What every handler tells an operator: one JSON line per background invocation (an EMF document
-made by Powertools' EMF provider from the handler's BatchResult or report run), one ERROR line
-for one that raises, and one line per HTTP 4xx or 5xx; registered once in app.py as middleware.
-Never a payload, a body, a header or a key. What each line holds: docs/deploy.md, "Logs" and
-"Metrics". One provider per invocation (not Powertools' shared `Metrics` singleton): the local
-stack runs handlers in threads of one process.
-"""
+"""What every handler tells an operator: one JSON line (EMF) per background invocation, one ERROR
+line for one that raises, one line per HTTP 4xx or 5xx; never a payload, a body, a header or a
+key. docs/deploy.md, "Logs" and "Metrics". One EMF provider per invocation, not Powertools'
+shared `Metrics` singleton: the local stack runs handlers in threads of one process."""
 
 from __future__ import annotations
 

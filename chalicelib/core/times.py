@@ -1,10 +1,5 @@
-"""Time: its units, and every text form Tally parses a time from or writes one in. Pure.
-
-Times are epoch milliseconds (UTC) everywhere inside Tally. They are accepted as epoch ms or
-ISO-8601 text with a zone (`parse`), answered as ISO-8601 UTC with milliseconds (`iso`), and
-written into keys in two compact forms: a quarter hour `YYYYMMDDHHMM` (events partitions) and
-`YYYYMMDDTHHMMSSmmmZ` (report ids). Integer arithmetic throughout: floats lose milliseconds.
-"""
+"""Time: its units, and every text form Tally parses a time from or writes one in. Pure. Epoch
+milliseconds (UTC) inside, integer arithmetic throughout (floats lose milliseconds)."""
 
 from __future__ import annotations
 

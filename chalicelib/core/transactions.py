@@ -79,15 +79,11 @@ def write(
     cap: float = 2.0,
     sleep: Sleep | None = None,
 ) -> Outcome[T]:
-    """Apply `members` in one transaction (or learn that some already were); ConditionFailed
-    when a condition failed that names no duplicate and `adapt` did not change the plan.
-
-    `duplicates(failed_owners, pending)` is called with the owners of the items whose condition
-    failed and the members still pending; it returns the members an earlier delivery applied.
-    `adapt(failed_items)` is called with the transaction items whose condition failed when no
-    duplicate explains them; it returns True if it changed the plan so that retrying at once can
-    succeed (it must not return True twice for the same change, or the retries never end).
-    """
+    """Apply `members` in one transaction (or learn that some already were);
+    ConditionFailed when a condition failed that names no duplicate and `adapt` did not
+    change the plan. `duplicates(failed owners, pending)` returns the members an earlier
+    delivery applied; `adapt(failed items)` returns True if it changed the plan so that
+    retrying at once can succeed (never twice for one change)."""
     outcome: Outcome[T] = Outcome()
     pending = list(members)
     while pending:

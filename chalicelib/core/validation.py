@@ -35,9 +35,8 @@ def duration_minutes(value: Any, field: str = "window") -> int:
 
 
 def whole(value: Any) -> int | None:
-    """`value` as an int when it is a JSON integer, else None. JSON (and JSON Schema) call 5.0
-    and 5E+2 integers as much as 5; a parsed body holds them as Decimal (core.inputs), already
-    bounded to DynamoDB's range, so the conversion is small."""
+    """`value` as an int when it is a JSON integer (5.0 and 5E+2 are, as for JSON Schema), else
+    None; a parsed body's numbers are Decimal already bounded (core.inputs)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

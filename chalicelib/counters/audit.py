@@ -1,9 +1,5 @@
 """The audit's arithmetic: which partitions to compare, and whether one adds up. Pure.
-
-An events partition is compared once its quarter hour has closed and AUDIT_SETTLE_MINUTES have
-passed; its stored events must then equal the numbers of audit_items.ACCOUNTS. Fewer is a
-shortfall, more an excess: either is a finding. docs/counting.md, "The audit".
-"""
+docs/counting.md, "The audit"."""
 
 from __future__ import annotations
 

@@ -1,21 +1,6 @@
-"""The audit items: what the counting path did with each events partition. Pure.
-
-An events partition key P is `<quarter hour of ingest>#<write shard>`: its GROUP is the part
-before the last `#`, its MEMBER the part after. One item per group and stream shard, and one
-for the repair:
-
-    pk = AUQ#<group>, sk = s:<stream shard hash> | #repaired
-    applied#<member>     N   events of P counted, or found already counted
-    duplicates#<member>  N   the second copy of a client id (a retried POST stores two items)
-    set_aside#<member>   N   events of P put aside under QUARANTINE#events-stream
-    expired#<member>     N   events of P not counted because every bucket of theirs had expired
-    repaired#<member>    N   (#repaired only) events of P the repair accounted for
-    s:<stream shard>     S   how far that shard's records of the group are accounted
-    expires_at           N   TTL: now + AUDIT_TALLY_TTL_SECONDS at each write
-
-Why every stored event ends up in exactly one number, once: docs/counting.md, "The proof" and
-"The audit".
-"""
+"""The audit items: what the counting path did with each events partition. Pure. Their format,
+and why every stored event ends up in exactly one number, once: docs/counting.md, "The audit"
+and "The proof"."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""An audit run, its findings and `GET /audit`: the storage side of audit.py.
-
-A run compares the settled quarter hours from its checkpoint on: per events partition, its
-stored events (one Query) against its numbers on the quarter hour's audit items (one Query per
-quarter hour); the partitions that do not add up are written as findings in the transaction
-that moves the checkpoint, on condition that it is where the run read it. Each run also
-rechecks open findings. Why each partition is reported once: docs/counting.md, "The audit".
-"""
+"""An audit run, its findings and `GET /audit`: the storage side of audit.py. How a run compares and
+why each partition is reported once: docs/counting.md, "The audit"."""
 
 from __future__ import annotations
 
@@ -105,17 +99,15 @@ def accounted(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> dict[st
 
 
 def read_group(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> list[dict[str, Any]]:
-    """The audit items of an events partition's group (its quarter hour): one per stream shard
-    that carried its events, and the repair's. Strongly consistent: what a handler wrote before
-    this run is in it."""
+    """The audit items of an events partition's group, strongly consistent (docs/counting.md, "The
+    audit")."""
     request = dynamo.query_request(settings.counts_table, audit_items.group_pk(events_pk), consistent=True)
     return dynamo.query_items(dynamodb, request, "could not read the audit items")
 
 
 def stored_count(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> int:
-    """Events stored under one events partition key: a paged Query of each item's kind and `n`
-    (events/packs.py), eventually consistent (its quarter hour closed a settle margin ago).
-    Its cost: docs/counting.md, "The audit"."""
+    """Events stored under one events partition key (events/packs.py); its cost:
+    docs/counting.md, "The audit"."""
     names = {"#k": "kind", "#n": packs.COUNT}
     request = dynamo.query_request(settings.events_table, events_pk, projection="#k, #n", names=names)
     return sum(
@@ -125,8 +117,7 @@ def stored_count(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> int:
 
 
 def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:
-    with translated("the audit checkpoint could not be read"):
-        item = dynamodb.get_item(TableName=settings.counts_table, Key=CHECKPOINT_KEY, ConsistentRead=True).get("Item")
+    item = dynamo.get_item(dynamodb, settings.counts_table, CHECKPOINT_KEY, "the audit checkpoint could not be read")
     return None if item is None else attributes.integer(item, "next_ms")
 
 
@@ -204,9 +195,8 @@ def recheck(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int)
 def open_findings(
     dynamodb: DynamoDB, settings: Settings, after: str | None, limit: int, now_ms: int
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """Up to `limit` findings after partition `after`, oldest partition first, and the last
-    partition read if more may follow. One Query (core.pager); a finding past its expiry may
-    linger until DynamoDB deletes it: it is no longer listed."""
+    """Up to `limit` findings after partition `after`, oldest first, and the last partition read if
+    more may follow (one Query, core.pager; an expired finding is not listed)."""
     page = pager.query_page(
         dynamodb,
         settings.counts_table,

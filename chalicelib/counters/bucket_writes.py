@@ -1,11 +1,6 @@
-"""The bucket writes: a set of a shard's events added to one bucket item, exactly once.
-
-`apply_item` sends one conditional UpdateItem per bucket item and shard (ADD the counts and
-sums, SET the shard's position, and on a day item where its events went: inline or spilled),
-re-sent without what a cancelled condition says the item holds; `increment` is the update
-itself, which the quarantine replay sends in its transaction too. Why this is exact:
-docs/counting.md, "The proof", "Inline minutes" and "Item sizes" (value names).
-"""
+"""The bucket writes: a set of a shard's events added to one bucket item, exactly once
+(`apply_item`); `increment` is the update itself, which the quarantine replay sends too. Why this
+is exact: docs/counting.md, "The proof", "Inline minutes" and "Item sizes" (value names)."""
 
 from __future__ import annotations
 
@@ -28,7 +23,6 @@ from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import layout
 from chalicelib.counters.countable import Countable, Touch
 from chalicelib.events.ingest import Event
-from chalicelib.events.stream_records import StreamRecord
 
 # An item's stored position can only move the records still to send forward: more rounds than
 # this on one item means the stored state is not what this code writes.
@@ -44,11 +38,10 @@ INLINE = "inline"
 
 @dataclass
 class _Rounds:
-    """What the rounds of one item's update have learnt: the item's position for this shard
-    (once a cancelled condition has shown it), whether its stored retention is the longer, the
-    records it held already (in the batch's range, or beyond it: a skip), of those the ones it
-    holds inline, the calls made, and for a day item where this shard's events go (`spill`:
-    the stored `x:` value, UNKNOWN until read, None when absent) and how many it holds inline."""
+    """What the rounds of one item's update have learnt: this shard's stored position, whether the
+    stored retention is the longer, the records held already (`beyond`: skipped), those held inline,
+    the calls made; for a day item the stored `x:` (`spill`: UNKNOWN until read, None when absent)
+    and its inline count."""
 
     before: str = ""
     keep_stored: bool = False
@@ -76,10 +69,9 @@ _H = TypeVar("_H")
 
 
 class _Hints(Generic[_H]):
-    """Per DynamoDB client, what this process last saw of an item (and shard), so that the next
-    batch's update starts from it instead of a guess its condition cancels (a cancelled
-    condition still costs a write). Only a hint: the update's condition checks it. Bounded:
-    forgotten whole past MAX entries."""
+    """Per DynamoDB client, what this process last saw of an item (and shard), so the next update
+    starts from it, not from a guess whose cancelled condition costs a write. A hint: the condition
+    checks it. Forgotten whole past MAX entries."""
 
     MAX = 100_000
 
@@ -112,10 +104,9 @@ def _note_spill(client: DynamoDB, key: dict[str, Any], shard: str, spill: str | 
 
 
 def _day_mode(rounds: _Rounds, members: list[Countable]) -> str:
-    """How a day item takes this shard's next events: `inline` (their minutes in the day item),
-    `spill` (SET x: to FROM_START, or to their first position when inline so far: later events
-    of the shard go to hours) or `spilled` (x: already says so). Before the item was read, a
-    guess its condition checks."""
+    """How a day item takes this shard's next events: `inline`, `spill` or `spilled`
+    (docs/counting.md, "Inline minutes"); before the item was read, a guess its condition
+    checks."""
     spill = rounds.spill
     has_values = any(c.event.values for c in members)
     if spill not in (UNKNOWN, None, layout.NOT_SPILLED):
@@ -126,9 +117,8 @@ def _day_mode(rounds: _Rounds, members: list[Countable]) -> str:
 
 
 def _needs_listing(old: dict[str, Any], request: dict[str, Any], rounds: _Rounds) -> bool:
-    """Whether the counter's listing must be written after this update of its day bucket: the
-    update created the item, or made it live longer, or some of its records were found applied
-    (a redelivery: the delivery that applied them may have died before writing the listing)."""
+    """Whether the counter's listing must be written after this update of its day bucket: it created
+    the item, made it live longer, or found records applied (that delivery may have died before)."""
     if not old or rounds.found:
         return True
     expires = attributes.integer(request["ExpressionAttributeValues"], ":exp")
@@ -139,9 +129,7 @@ def apply_item(
     dynamodb: DynamoDB, settings: Settings, touch: Touch, shard: str, members: list[Countable], now_ms: int
 ) -> Sent[Countable]:
     """Apply the records of one shard to one bucket item: one conditional UpdateItem, re-sent
-    without what the item says it already holds. RejectedError when DynamoDB refuses the data
-    (the batch processor then halves the records to find the one to blame). A day item marks
-    (INLINE) the events it holds inline, which their hour items must not take."""
+    without what the item says it already holds (docs/counting.md, "The proof")."""
     members = sorted(members, key=lambda c: c.position)
     key = touch.key()
     day = touch.bucket.resolution == "day"
@@ -282,15 +270,12 @@ def _bucket_update(
         # Inline only a minute its hour still counts (an hour past the event's retention does not).
         live_hour = any(b.resolution == "hour" for b in c.buckets)
         update.add(bucket, c.event, inline=mode == "inline" and live_hour)
-    last = members[-1]
     rounds.taken = {slot: name for name, slot in update.slots.items()}
     request = increment(settings, key, bucket, update, rounds.keep_stored)
     names, values = request["ExpressionAttributeNames"], request["ExpressionAttributeValues"]
     names["#p"] = shard
     values[":first"] = {"S": members[0].position}
-    values[":pos"] = {
-        "S": layout.stamped_position(last.position, _created_s(last.record), members[0].position, rounds.before)
-    }
+    values[":pos"] = {"S": members[-1].stamp(members[0].position, rounds.before)}
     request["UpdateExpression"] += ", #p = :pos"
     conditions = ["(attribute_not_exists(#p) OR #p < :first)"]
     if request.get("ConditionExpression"):
@@ -330,10 +315,8 @@ def _bucket_update(
 def increment(
     settings: Settings, key: dict[str, Any], bucket: Bucket, update: BucketUpdate, keep_stored: bool
 ) -> dict[str, Any]:
-    """The UpdateItem request that adds `update` to a bucket item, with the one rule for its
-    life: later events can only extend it (a condition keeps the longer retention; with
-    `keep_stored` the stored one is known to be longer and is left alone). The stream handler
-    adds its shard position to it; the quarantine replay sends it in its transaction."""
+    """The UpdateItem that adds `update` to a bucket item; a condition keeps the longer retention
+    (with `keep_stored` the stored one is known to be longer and is left alone)."""
     names = {"#n": "n", "#r": "retention"}
     values = {
         ":n": {"N": str(update.n)},
@@ -377,10 +360,8 @@ def increment(
 def _slot_conditions(
     update: BucketUpdate, names: dict[str, str], values: dict[str, Any], adds: list[str], sets: list[str]
 ) -> list[str]:
-    """The update's value names in their slots: a slot the item is known to give the name, on
-    condition that it still does; a free one, SET on condition that it is still free. So a
-    wrong guess (an item not read yet, or changed since) fails the condition and is read again,
-    and no item ever sums more than MAX_SUM_NAMES names. The values left unsummed are counted."""
+    """The update's value names in their slots, each on condition that the slot still holds it or is
+    still free (docs/counting.md, "Item sizes"); the values left unsummed are counted."""
     if update.unsummed:
         names["#vx"] = layout.NOT_SUMMED
         values[":vx"] = {"N": str(update.unsummed)}
@@ -410,10 +391,6 @@ def stored_slots(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) ->
             ExpressionAttributeNames=names,
         )
     return layout.slots_of(response.get("Item", {}))
-
-
-def _created_s(record: StreamRecord) -> int:
-    return int(record.created_s) if record.created_s is not None else 0
 
 
 @dataclass(frozen=True)
@@ -459,9 +436,8 @@ def stored_item(
 def _prune(
     dynamodb: DynamoDB, settings: Settings, key: dict[str, Any], old: dict[str, Any], own: str, now_ms: int
 ) -> int | None:
-    """Remove the positions of shards no delivery can bring back below (their record is older
-    than the stream's retention plus margin): one extra write, once per such shard and item.
-    Returns how many were removed, None when there was nothing to remove (no call made)."""
+    """Remove the positions of shards no delivery can bring back below (docs/counting.md,
+    "Retention"); how many, None when there was nothing to remove (no call made)."""
     horizon = now_ms // 1000 - settings.marker_ttl_seconds
     stale = {
         name: value

@@ -1,9 +1,6 @@
-"""Which counters exist: `GET /counters`, listed by core.catalog as counters are counted.
-
-A counter is listed (again) when a batch creates its day bucket, makes it live longer, or finds
-some of its records applied (a redelivery), and lives as long as its latest day bucket.
-docs/design.md, "Which names exist"; its cost: docs/counting.md, "Cost".
-"""
+"""Which counters exist: `GET /counters`, listed by core.catalog as counters are counted
+(bucket_writes._needs_listing says when). docs/design.md, "Which names exist"; its cost:
+docs/counting.md, "Cost"."""
 
 from __future__ import annotations
 

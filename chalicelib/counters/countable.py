@@ -1,10 +1,5 @@
-"""The record the stream handler counts: one event of a stream record, where it sits in its
-shard, and the items it adds to. Pure.
-
-`countables` turns a stream record into its countable events, `touches` says which bucket items
-an event adds to (its counter's and its filters', counters/filters.py); what it adds to each is
-bucket_writes.BucketUpdate. Why an event's position orders it: docs/counting.md, "Packs".
-"""
+"""The record the stream handler counts: one event of a stream record, where it sits in its shard
+(docs/counting.md, "Packs"), and the items it adds to (`touches`). Pure."""
 
 from __future__ import annotations
 
@@ -36,6 +31,10 @@ class Countable:
     def claim(self) -> str:
         """What a client id's marker names when this record claims it."""
         return f"{self.shard}:{self.position}"
+
+    def stamp(self, first: str = "", before: str = "") -> str:
+        """This record's position as an item stores it for its shard (layout.stamped_position)."""
+        return layout.stamped_position(self.position, int(self.record.created_s or 0), first, before)
 
 
 @dataclass(frozen=True)
@@ -106,10 +105,8 @@ def live_buckets(event: Event, now_ms: int) -> list[Bucket]:
 
 
 def claim_put(settings: Settings, countable: Countable, now_ms: int) -> dict[str, Any]:
-    """The PutItem (request fields) by which a record claims its client id's marker: on
-    condition that the marker is free, expired (lingering until TTL deletes it), or claimed by
-    this very record on an earlier delivery. The stream handler sends it before the buckets; the
-    quarantine replay in its transaction (docs/counting.md, "The proof")."""
+    """The PutItem (request fields) by which a record claims its client id's marker: on condition
+    that it is free, expired, or this record's own (docs/counting.md, "The proof")."""
     now_s = now_ms // 1000
     return {
         "TableName": settings.counts_table,

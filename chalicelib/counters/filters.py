@@ -1,10 +1,6 @@
-"""Filter counters: which counters an event is counted in, and which one a `where` reads. Pure.
-
-An event of counter C is counted in C's own buckets and in one filter counter per dimension
-and per pair of dimensions FILTER_PAIRS counts, `FLT#<C>#<32 hex of sha256 of the subset>`,
-with a counter's bucket layout (counters/layout.py). Why single dimensions and pairs and no
-more, and why that is exact: docs/counting.md, "Filters (`where`)".
-"""
+"""Filter counters: which counters an event is counted in, and which one a `where` reads.
+Pure. Their keys, and why single dimensions and pairs are exact: docs/counting.md, "Filters
+(`where`)"."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""The counts-table items of windowed counters: their keys and attribute names. Pure.
-
-    CTR#<counter> / h#<hour> | d#<day>              a bucket: `n`, hour items m00..m59, sums in
-                                                    slots, `s:<shard hash>` positions; day items
-                                                    inline minutes (`i<mmmm>`, `ic`, `x:<hash>`)
-    FLT#<counter>#<subset hash> / h#.. | d#..       the same buckets for a filter (counters/filters.py)
-    TOP#<counter>#<dimension> / q#|h#|d#<n>#<part>  a breakdown summary (counters/topk.py)
-    EVT#<counter>#<id> / #                          a client id's marker; `c` = the record that claimed it
-
-What each attribute proves and why: docs/counting.md ("The proof", "Inline minutes", "Packs",
-"Dimensions, values, filters and breakdowns", "Item sizes"). The audit items: counters/audit_items.py.
-"""
+"""The counts-table items of windowed counters: their keys and attribute names. Pure. The
+table of keys and what each attribute proves: docs/counting.md ("The proof", "Inline
+minutes", "Packs", "Dimensions, values, filters and breakdowns", "Item sizes")."""
 
 from __future__ import annotations
 
@@ -82,9 +73,8 @@ PACK_INDEX_DIGITS = 3  # a pack holds at most 25 events (events/packs.py)
 
 
 def event_position(sequence_number: str, pack_index: int | None) -> str | None:
-    """The position of one event of a stream record: the record's own for an item of one event,
-    followed by the index in fixed width for an event of a pack (ordered as docs/counting.md,
-    "Packs", requires)."""
+    """The position of one event of a stream record: the record's own, then for a pack the index in
+    fixed width (docs/counting.md, "Packs")."""
     position = sequence_position(sequence_number)
     if position is None or pack_index is None:
         return position
@@ -94,10 +84,8 @@ def event_position(sequence_number: str, pack_index: int | None) -> str | None:
 
 
 def stamped_position(position: str, created_s: int, first: str = "", before: str = "") -> str:
-    """What an item stores for a shard: the position applied up to, its record's creation time
-    (for pruning), and the update's first record and the position stored before it (a record
-    found between those two was skipped, not redelivered). Sorts against a bare position like
-    the position alone."""
+    """What an item stores for a shard: the position applied up to, its record's creation time, the
+    update's first record and the position before it (docs/counting.md, "The proof")."""
     return f"{position}@{created_s}@{first}@{before}"
 
 

@@ -1,11 +1,5 @@
 """A recounted bucket item's sums, and what to change on the stored item to make them so (the
-repair, repair.py). Pure.
-
-The events are added in the order read with the stream handler's own BucketUpdate on the slots
-the item holds, and a name no event carries any more leaves the item: so a repair run twice
-changes nothing the second time and an item the stream counted whole is left as it is.
-docs/counting.md, "Repair" (Sums).
-"""
+repair, repair.py). Pure. Why a second run changes nothing: docs/counting.md, "Repair" (Sums)."""
 
 from __future__ import annotations
 

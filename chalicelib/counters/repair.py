@@ -1,13 +1,6 @@
 """`POST /audit/repair`: make a short partition's buckets exact again, by recounting them.
-
-For every bucket (counter or filter, hour or day) an event of the partition falls in, the
-events that can fall in it are read from the events table, of the partitions whose every event
-is accounted for and of those listed short; the count, minutes and sums (recounted_sums.py) are
-written on condition that the bucket is as read before, and its breakdown summaries rebuilt
-(summary_writes.rebuild). A bucket whose events are still on their way through the stream is
-left busy. Then the partition's `repaired` makes its audit add up. Why this is exact under
-concurrency, retries and crashes, and its limits: docs/counting.md, "Repair".
-"""
+How, and why this is exact under concurrency, retries and crashes: docs/counting.md,
+"Repair"."""
 
 from __future__ import annotations
 
@@ -243,9 +236,8 @@ def _item_key(key: Key) -> dict[str, Any]:
 
 
 def _events(dynamodb: DynamoDB, settings: Settings, pk: str, with_invalid: bool = False) -> list[Any]:
-    """The events stored under one events partition that the counting path would count (None
-    in place of each that it would set aside, when `with_invalid`): every event of a pack,
-    an item of the one-event layout as one."""
+    """The events stored under one events partition the counting path would count (None for each it
+    would set aside, with `with_invalid`): every event of a pack, a one-event item as one."""
     names = {f"#f{i}": name for i, name in enumerate(_FIELDS)}
     request = dynamo.query_request(settings.events_table, pk, consistent=True, projection=", ".join(names), names=names)
     found = dynamo.query_items(dynamodb, request, "could not read an events partition")
@@ -306,11 +298,7 @@ def _quarantined_keys(dynamodb: DynamoDB, settings: Settings) -> set[tuple[str, 
 
 
 def _read_bucket(dynamodb: DynamoDB, settings: Settings, key: Key) -> dict[str, Any] | None:
-    with translated("could not read a counter bucket"):
-        item: dict[str, Any] | None = dynamodb.get_item(
-            TableName=settings.counts_table, Key=_item_key(key), ConsistentRead=True
-        ).get("Item")
-    return item
+    return dynamo.get_item(dynamodb, settings.counts_table, _item_key(key), "could not read a counter bucket")
 
 
 def _without_inline(count: _Count, bucket: Bucket, day: dict[str, Any] | None) -> _Count | None:
@@ -470,10 +458,8 @@ def _with_sums(first: _Clauses, sums: recounted_sums.SumsChange) -> list[_Clause
 
 
 def _account(dynamodb: DynamoDB, settings: Settings, partition: str, stored: int, now_ms: int) -> bool:
-    """Set the partition's `repaired` (on its group's repairs item, counters/audit_items.py) to
-    what makes it add up, if its other numbers are as read: one transaction that checks each
-    audit item read that holds them (the stream shards' items of the group that carry the
-    partition)."""
+    """Set the partition's `repaired` to what makes it add up, in one transaction that checks its
+    other numbers are as read (docs/counting.md, "Repair")."""
     group = audit_runs.read_group(dynamodb, settings, partition)
     repairs = attributes.key_of(audit_items.repairs_key(partition))
     carrying = [

@@ -1,12 +1,5 @@
-"""`POST /quarantine/replay`: count stream records that were set aside, once they are valid.
-
-The stored copy is parsed as the stream handler parses a record (countable.py) and, if valid
-now, counted in one TransactWriteItems: the quarantine item deleted on condition that it
-exists, the bucket increments (bucket_writes.increment) of the buckets that did not take it
-before it was set aside, its breakdown summaries (summary_writes.replay_puts), its client id's
-claim (countable.claim_put), and one moved from `set_aside` to `applied` on its audit item.
-Why that counts it once, whatever runs twice or dies: docs/counting.md, "Replay".
-"""
+"""`POST /quarantine/replay`: count stream records that were set aside, once they are valid, in one
+TransactWriteItems. What it holds, and why that counts it once: docs/counting.md, "Replay"."""
 
 from __future__ import annotations
 
@@ -14,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from chalicelib.core import attributes, inputs, keyspace, pager, quarantine, times, transactions, validation
+from chalicelib.core import attributes, dynamo, inputs, keyspace, pager, quarantine, times, transactions, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError, reason
@@ -87,10 +80,7 @@ def _selected(
     if request.ids:
         found: list[tuple[str, dict[str, Any] | None]] = []
         for record_id in request.ids:
-            with translated("could not read the quarantine"):
-                item = dynamodb.get_item(TableName=settings.counts_table, Key=_key(record_id), ConsistentRead=True).get(
-                    "Item"
-                )
+            item = dynamo.get_item(dynamodb, settings.counts_table, _key(record_id), "could not read the quarantine")
             found.append((record_id, item))
         return found
     page = pager.query_page(
@@ -208,12 +198,10 @@ class _AuditItem:
 
 
 def _audit_item(dynamodb: DynamoDB, settings: Settings, countable: Countable, partition: str) -> _AuditItem | None:
-    """Where the stream handler counted the record as set aside: its shard's item of the
-    partition's group. None when it does not exist; _ReplayedAlreadyError when it exists with
-    nothing set aside left."""
+    """The shard's audit item that counted the record as set aside; None when there is none,
+    _ReplayedAlreadyError when it has nothing set aside left."""
     key = audit_items.shard_item_key(partition, countable.shard)
-    with translated("could not read an audit item"):
-        item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
+    item = dynamo.get_item(dynamodb, settings.counts_table, key, "could not read an audit item")
     if audit_items.member_accounts(item, partition)[audit_items.SET_ASIDE] >= 1:
         return _AuditItem(key, partition)
     if item is None:

@@ -1,12 +1,6 @@
-"""The events-stream handler: a Lambda batch of one shard counted exactly once.
-
-`apply_stream_batch` runs the batch through core.batch_processor; StreamCounting says what is
-the stream's own: a record is an event (countable.py), a client id is claimed by its marker,
-the writes are the bucket writes (bucket_writes.py), then the breakdown summaries
-(summary_writes.py), the counter listing (catalog.py) and the shard's audit items
-(audit_items.py). What is set aside and why a bug or an outage never sets good records aside:
-docs/counting.md, "Records that cannot be counted"; why the whole is exact: "The proof".
-"""
+"""The events-stream handler: a Lambda batch of one shard counted exactly once, through
+core.batch_processor. What is set aside and why: docs/counting.md, "Records that cannot be counted";
+why the whole is exact: "The proof"."""
 
 from __future__ import annotations
 
@@ -33,9 +27,8 @@ from chalicelib.events.stream_records import StreamRecord
 
 
 class ShardUnknownError(TallyError):
-    """The stream event does not name its shard: the event source mapping lacks the tumbling
-    window that makes Lambda send `shardId`. Counting without it could not be proven, so the
-    batch fails (Lambda keeps it; the error and iterator-age alarms fire)."""
+    """The stream event names no shard (the mapping lacks its tumbling window): counting could
+    not be proven, so the batch fails (docs/counting.md, "The proof")."""
 
 
 def apply_stream_batch(
@@ -56,9 +49,8 @@ def apply_stream_batch(
 
 
 def _in_sequence(records: list[StreamRecord]) -> list[StreamRecord]:
-    """A batch's records in stream order per shard (Lambda sends them so; sorting costs nothing
-    and keeps every item's updates contiguous). Records without a sequence number keep their place
-    at the front, to be set aside."""
+    """A batch's records in stream order per shard (as Lambda sends them; sorting keeps each item's
+    updates contiguous); records without a sequence number first, to be set aside."""
 
     def order(record: StreamRecord) -> tuple[str, str]:
         return record.shard, layout.sequence_position(record.sequence_number) or ""
@@ -235,9 +227,8 @@ class Accounted:
 
 
 def apply_audit(dynamodb: DynamoDB, settings: Settings, shard: str, accounted: list[Accounted], now_ms: int) -> int:
-    """ADD what became of one shard's records of one quarter hour's events partitions to the
-    shard's audit item, once, after their buckets, as a bucket write is made once (the shard's
-    position on the item); returns the calls made."""
+    """ADD what became of one shard's records of one quarter hour to the shard's audit item, once
+    (its position, as for a bucket); returns the calls made."""
     accounted = sorted(accounted)
     if not accounted:
         return 0

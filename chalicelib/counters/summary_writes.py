@@ -1,13 +1,7 @@
-"""The breakdown summary writes: a shard's records merged into a bucket's summary, exactly once.
-
-A summary item is rewritten whole (its entries are evicted by size, which no ADD can express):
-one consistent read and one PutItem on condition of the version read, the records at or below
-the item's stored position of their shard left out. A bucket's summary is one item (single)
-until it outgrows SINGLE_BYTES, then split for good into parts in one transaction. Also the
-replay's puts of one event and the repair's rebuild of a bucket's summary. Why this is exact:
+"""The breakdown summary writes: a shard's records merged into a bucket's summary, exactly once;
+also the replay's puts of one event and the repair's rebuild. Why this is exact:
 docs/counting.md, "The proof for summaries" and "Breakdowns"; docs/guarantees.md, "Read, then
-write on condition".
-"""
+write on condition"."""
 
 from __future__ import annotations
 
@@ -19,7 +13,7 @@ from chalicelib.core import attributes, dynamo, timebuckets, transactions
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
-from chalicelib.core.storage_errors import ConditionFailed, translated
+from chalicelib.core.storage_errors import ConditionFailed
 from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import layout, topk
 from chalicelib.counters.countable import Countable
@@ -113,9 +107,7 @@ def write(dynamodb: DynamoDB, settings: Settings, target: Target, members: list[
 
 
 def _read(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> dict[str, Any] | None:
-    with translated("could not read a breakdown summary"):
-        item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
-    return dict(item) if item is not None else None
+    return dynamo.get_item(dynamodb, settings.counts_table, key, "could not read a breakdown summary")
 
 
 def _later(stored: dict[str, Any] | None, shard: str, members: list[Member]) -> list[Member]:
@@ -138,20 +130,16 @@ def _with(stored: dict[str, Any] | None, later: list[Member]) -> topk.Summary:
 
 def _put(dynamodb: DynamoDB, settings: Settings, item: dict[str, Any], stored: dict[str, Any] | None) -> bool:
     """PutItem on condition that the item is still the version read; False when it is not."""
-    request: dict[str, Any] = {"TableName": settings.counts_table, "Item": item, **_unchanged(stored)}
     try:
-        with translated("could not write a breakdown summary"):
-            dynamodb.put_item(**request)
+        version = dynamo.stored_version(stored)
+        dynamo.put_versioned(dynamodb, settings.counts_table, item, version, "could not write a breakdown summary")
         return True
     except ConditionFailed:
         return False
 
 
 def _unchanged(stored: dict[str, Any] | None) -> dict[str, Any]:
-    """The condition that an item is still as read (absent, or at the version read)."""
-    if stored is None:
-        return {"ConditionExpression": "attribute_not_exists(pk)"}
-    return {"ConditionExpression": "ver = :ver", "ExpressionAttributeValues": {":ver": stored["ver"]}}
+    return dynamo.versioned_condition(dynamo.stored_version(stored))
 
 
 def _by_item(target: Target, members: list[Member]) -> dict[tuple[str, int, int], list[Member]]:
@@ -188,9 +176,8 @@ def _write_parts(
 
 
 def replay_puts(dynamodb: DynamoDB, settings: Settings, countable: Countable) -> list[dict[str, Any]]:
-    """The transaction Puts that add one set-aside event to its summaries (quarantine replay):
-    each item as read now with the event merged in, on condition of the version read; their
-    shard positions are left as they are (docs/counting.md, "Replay")."""
+    """The transaction Puts that add one set-aside event to its summaries, on condition of the
+    version read (docs/counting.md, "Replay")."""
     puts = []
     for target, entry in targets(countable):
         head = _read(dynamodb, settings, target.key(0))
@@ -223,15 +210,14 @@ def _rewrite(
     ends: Bucket,
     kind: str | None = None,
 ) -> dict[str, Any]:
-    """The transaction Put of an item (`old` as read, None: absent) rewritten to hold `summary`
-    (fitted to MAX_BYTES), one version up, on condition that it is still as read; its shard
-    positions are kept as they are."""
+    """The transaction Put of `old` rewritten to hold `summary`, one version up, its shard positions
+    kept."""
     evicted = summary.fit()
     item = {
         **(old or {}),
         **key,
         "e": {"S": topk.encode(summary)},
-        "ver": {"N": str(attributes.integer(old or {}, "ver", 0) + 1)},
+        dynamo.VERSION: {"N": str(dynamo.stored_version(old) + 1)},
         "retention": {"N": str(retention)},
         "expires_at": {"N": str(timebuckets.expires_at_s(ends, retention))},
     }
@@ -274,11 +260,9 @@ def _write_item(
 
 
 def _pieces(resolution: str, index: int, summary: topk.Summary) -> dict[tuple[str, int, int], topk.Summary]:
-    """A bucket's single summary cut into the parts layout's items: by value hash and, for an
-    hour, its quarter hours. Each entry keeps its count and err, each piece the floor of what it
-    was cut from (a single summary evicts nothing the stream writes; one a replay overfilled may
-    have); an item no entry falls in is there only when it must carry a floor (part 0 always:
-    it says the layout)."""
+    """A bucket's single summary cut into the parts layout's items (by value hash and, for an hour,
+    quarter hour), each entry with its count and err, each piece with the floor it was cut from; an
+    empty item only where it must carry a floor (part 0 always: it says the layout)."""
     hour = resolution == "hour"
     values = topk.within(summary, 0, 59) if hour else summary
     pieces: dict[tuple[str, int, int], topk.Summary] = {
@@ -347,17 +331,14 @@ def _item(
     now_ms: int,
     evicted: int = 0,
 ) -> dict[str, Any]:
-    """An item holding `summary`: what the items `read` held, with `later` merged in. Its shard
-    positions are the furthest any item read holds for each shard (another shard's only while a
-    delivery could still need it), this shard's at least the last of `later`; its version is
-    above every version read, so no writer that read one of them can overwrite it."""
+    """An item holding `summary`: the items `read` with `later` merged in, each shard's furthest
+    position (another shard's only while a delivery could need it), a version above every version
+    read (docs/counting.md, "The proof for summaries")."""
     retention = max(
         [attributes.integer(r or {}, "retention", 0) for r in read] + [c.event.retention_seconds for c, _ in later]
     )
     horizon = now_ms // 1000 - settings.marker_ttl_seconds
-    last = later[-1][0]
-    created_s = int(last.record.created_s) if last.record.created_s is not None else 0
-    item: dict[str, Any] = {**key, target.shard: {"S": layout.stamped_position(last.position, created_s)}}
+    item: dict[str, Any] = {**key, target.shard: {"S": later[-1][0].stamp()}}
     for one in read:
         for name, value in (one or {}).items():
             if not layout.is_shard_attribute(name):
@@ -368,7 +349,7 @@ def _item(
             if name not in item or layout.split_stamped(attributes.text(item, name)).position < stamp.position:
                 item[name] = value
     item["e"] = {"S": topk.encode(summary)}
-    item["ver"] = {"N": str(1 + max(attributes.integer(r or {}, "ver", 0) for r in read))}
+    item[dynamo.VERSION] = {"N": str(1 + max(dynamo.stored_version(r) for r in read))}
     item["retention"] = {"N": str(retention)}
     item["expires_at"] = {"N": str(timebuckets.expires_at_s(target.ends, retention))}
     evicted_before = sum(attributes.integer(r or {}, "evicted", 0) for r in read)
@@ -407,10 +388,8 @@ def rebuild(
     stored: dict[str, dict[str, Any]],
     events: list[Event],
 ) -> str:
-    """Make a bucket's summary of a dimension exactly the events given (the repair's recount),
-    on condition that each item rewritten is still as `stored` (bucket_items, read before the
-    events were): REBUILT, UNCHANGED (it already was) or CHANGED (written to meanwhile). Single
-    while it was and fits, else the parts layout in one transaction (docs/counting.md, "Repair")."""
+    """Make a bucket's summary of a dimension exactly the events given, on condition that each
+    item is still as `stored`: REBUILT, UNCHANGED or CHANGED (docs/counting.md, "Repair")."""
 
     def key_of(resolution: str, index: int, part: int) -> dict[str, Any]:
         return layout.summary_key(counter, dimension, resolution, index, part)

@@ -1,11 +1,6 @@
 """Breakdown summaries: values of one dimension with their counts and sums, bounded in bytes,
-mergeable over a window. Pure.
-
-A Space-Saving summary whose capacity is in bytes (MAX_BYTES): exact while `floor` is 0; past
-it the smallest entries are evicted and `floor` is the largest count evicted, so every entry
-has `count - err <= true count <= count`. Merging a window adds a part's floor where a value is
-not listed. docs/counting.md, "Breakdowns".
-"""
+mergeable over a window (Space-Saving, MAX_BYTES). Pure. Bounds: docs/counting.md,
+"Breakdowns"."""
 
 from __future__ import annotations
 
@@ -106,10 +101,9 @@ def encoded_size(summary: Summary) -> int:
 
 
 def within(summary: Summary, first: int, last: int) -> Summary:
-    """A summary of minute entries (2-digit minute, then the value: a quarter hour's, or an hour
-    kept whole) cut to minutes first..last, as a summary of values. A (minute, value) not listed had at most
-    `floor` events: a value's count adds that for each minute of the range it is not listed in,
-    and the floor of the cut is `floor` times the minutes of the range."""
+    """A summary of minute entries (2-digit minute, then the value) cut to minutes first..last, as a
+    summary of values: a value adds `floor` for each minute of the range it is not listed in, and
+    the cut's floor is `floor` times those minutes."""
     span = last - first + 1
     cut = Summary(floor=summary.floor * span)
     listed_minutes: dict[str, int] = {}
@@ -149,9 +143,9 @@ class Ranking:
 
 
 def rank(buckets: Iterable[Iterable[Summary]]) -> Ranking:
-    """Merge a window's summaries: `buckets` yields, per bucket, the summaries of its parts (a
-    part not stored is no summary). A value listed in no part of a bucket may have up to the
-    bucket's largest floor there; its upper bound adds that, its lower bound nothing."""
+    """Merge a window's summaries (`buckets`: per bucket, its parts' summaries); a value no
+    part of a bucket lists adds the bucket's largest floor to its upper bound, nothing to
+    its lower."""
     listed: dict[str, list[int]] = {}  # value -> [count, low, floors of the buckets listing it]
     sums: dict[str, dict[str, Decimal]] = {}
     floors_total = 0

@@ -1,9 +1,6 @@
-"""Exact view counters, the queue handler side: a batch of views counted exactly once (one
-conditional UpdateItem per URL, its markers inline), through core.batch_processor
-(`ViewMessages`). Why exactly once, and at most once however late a view comes back:
-docs/design.md, "Exactly once" and "At most once, provably: the horizon"; poison:
-docs/design.md, "Where poison goes".
-"""
+"""Exact view counters, the queue handler side: a batch of views counted exactly once through
+core.batch_processor (`ViewMessages`). Why: docs/design.md, "Exactly once", "At most once, provably:
+the horizon" and "Where poison goes"."""
 
 from __future__ import annotations
 
@@ -57,10 +54,8 @@ class Pending:
 
 
 class ViewMessages(batch_processor.Capability[Message, Pending]):
-    """The views queue for the batch processor: a message is one view; views with the same
-    marker are one; a marker the counters (or the spilled marker items) read before
-    writing hold, or one a failed condition finds, is a view counted before. The handler deletes
-    what it applied itself (core.queues), so a failure leaves only its own views for redelivery."""
+    """The views queue for the batch processor: a message is one view, known counted by its marker
+    (docs/design.md, "Exactly once"); the handler deletes what it applied itself (core.queues)."""
 
     partial = True
 
@@ -126,9 +121,9 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         return Sent(found=held + self._stored([p for p in records if id(p) not in ids]))
 
     def _stored(self, records: list[Pending]) -> list[Pending]:
-        """The views among `records` whose marker was spilled from the counter into an item of
-        its own, live. Strongly consistent: a spill writes its items before it moves `ks`, which
-        the count's condition checks."""
+        """The views among `records` whose marker was spilled into a live item of its own; strongly
+        consistent, as a spill writes its items before it moves `ks`, which the count's condition
+        checks."""
         wanted: dict[tuple[str, str], Pending] = {}
         for p in records:
             counter = self._counters.get(p.pk)
@@ -245,10 +240,9 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         return [Write(outcome.settled() + outcome.checked, self._settle)]
 
     def _settle(self, members: list[Pending]) -> Sent[Pending]:
-        """Move the pending minutes of the URLs of every view counted now or before (a
-        duplicate's URL may be what a handler that died left unsettled) that hold enough of
-        them, and bring the top URLs' summaries up to the counts read. If that fails, every
-        view it was for comes back with its message, and it is done then."""
+        """Move the pending minutes of the URLs of every view counted now or before, and bring
+        the top URLs' summaries up to the counts read; if that fails, every view it was for
+        comes back."""
         touched = {(p.pk, span) for p in members for span in p.spans}
         observed = top_store.Observations()  # the top URLs' summaries take the counts read here
         moves = rollup.settle(
@@ -277,9 +271,8 @@ def apply_messages(
 
 
 def _live_spans(settings: Settings, time_ms: int, now_ms: int) -> tuple[Span, ...]:
-    """The hour bucket a view is counted in (its minute pending on the counter until moved
-    there, with its day and block: chalicelib.views.rollup); one already expired would read
-    as 0, so the view counts in all time only."""
+    """The hour bucket a view is counted in (its minute pending on the counter until moved, with its
+    day and block); an hour already expired would read as 0, so the view counts in all time only."""
     placed = windows.spans_of(time_ms // windows.MINUTE_MS)
     return tuple(
         span

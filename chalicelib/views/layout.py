@@ -1,8 +1,5 @@
-"""The counts-table keys of view counters (`URL#<sha256 of the url>`: the counter `TOTAL` and
-spilled markers `K#<hex token>`; `VWB#<sha256 of the url>`: the hour, day and block items),
-the attributes they hold, a view's marker name and how long a marker lives. Pure. What each
-item holds and why: docs/design.md, "Keys" and "Exactly once" under Exact view counters.
-"""
+"""The counts-table keys of view counters (`URL#`, `VWB#`), the attributes they hold, a view's
+marker name and how long a marker lives. Pure. docs/design.md, "Keys" and "Exactly once"."""
 
 from __future__ import annotations
 
@@ -78,8 +75,7 @@ def _digest(value: str) -> str:
 
 
 def marker_expires_at_s(time_ms: int, policy: str, horizon_s: int) -> int:
-    """When a view's marker may go: the end of what it dedupes (its millisecond, or its UTC day
-    under "client-day") plus the horizon, rounded up to the second. Every view it stands for is
-    refused by check_time from that moment on, so no delivery finds it gone and counts again."""
+    """When a view's marker may go: the end of what it dedupes plus the horizon, rounded up to the
+    second (docs/design.md, "At most once, provably: the horizon")."""
     end_ms = time_ms - time_ms % DAY_MS + DAY_MS if policy == "client-day" else time_ms + 1
     return -(-(end_ms + horizon_s * 1000) // 1000)

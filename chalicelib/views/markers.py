@@ -1,8 +1,6 @@
-"""Where a view's marker lives (a token in a set on its URL's counter, spilled to items of their
-own past a kilobyte), and the requests that count views and move markers. Pure: no I/O. Why
-a count and its marker happen together and a spill hides no token: docs/design.md, "Exactly
-once"; docs/guarantees.md, "A view and its marker: one conditional UpdateItem of its counter".
-"""
+"""Where a view's marker lives, and the requests that count views and move markers. Pure. Why a
+count and its marker happen together and a spill hides no token: docs/design.md, "Exactly once";
+docs/guarantees.md, "A view and its marker: one conditional UpdateItem of its counter"."""
 
 from __future__ import annotations
 
@@ -116,9 +114,8 @@ def _counter_update(
     now_ms: int,
     kept_days: Iterable[int] = (),
 ) -> dict[str, Any]:
-    """An UpdateItem of the counter that also removes the sets of dead days (but `kept_days`,
-    which the expression writes), returning the item after it, or as it is when the condition
-    fails."""
+    """An UpdateItem of the counter that also removes the sets of dead days (but `kept_days`),
+    returning the item after it, or as it is when the condition fails."""
     kept = set(kept_days)
     dead = sorted(day for day in inline(counter) if day not in kept and not live_day(day, horizon_s, now_ms))
     for i, day in enumerate(dead):
@@ -149,10 +146,9 @@ def count_request(
     last_counted: str,
     listed: str,
 ) -> dict[str, Any]:
-    """The UpdateItem counting `views` (none held by `counter` as read) on their URL's counter:
-    all time, pending minutes and inline tokens, on condition that none of the tokens is there
-    and no spill happened since `counter` was read. Returns the item after (ALL_NEW), or with a
-    failed condition the item as it is (ALL_OLD)."""
+    """The UpdateItem counting `views` (none held by `counter` as read) on their URL's counter, on
+    condition that no token is there and no spill happened since the read (docs/design.md, "Exactly
+    once"); ALL_NEW, or the item as it is when the condition fails."""
     names: dict[str, str] = {"#v": "views", "#u": "url", "#l": last_counted, "#c": listed}
     values: dict[str, Any] = {
         ":k": {"N": str(len(views))},

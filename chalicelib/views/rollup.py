@@ -1,9 +1,6 @@
-"""A URL's ranged counts: the pending minutes on its counter, moved into its hour, day and block
-items in bulk (one transaction per URL), and the reads of counter and buckets together. Why a
-move happens whole, at most once, and is never counted twice by a read: docs/design.md, "Exactly
-once" under Exact view counters; the transaction: docs/guarantees.md, "Pending view minutes
-move into buckets in one transaction".
-"""
+"""A URL's ranged counts: the pending minutes on its counter moved into its hour, day and block
+items, and the reads of counter and buckets together. Why: docs/design.md, "Exactly once";
+docs/guarantees.md, "Pending view minutes move into buckets in one transaction"."""
 
 from __future__ import annotations
 
@@ -105,10 +102,9 @@ def read(
     ordered: bool = False,
     counters: Mapping[str, dict[str, Any] | None] | None = None,
 ) -> dict[str, Stored]:
-    """Each URL's (by counter partition) counter and the bucket items of its spans. Unordered:
-    one eventually consistent BatchGetItem; ordered: the counters (strongly consistent; those in
-    `counters` are taken as read, after the caller's writes), then the buckets. A URL whose
-    buckets were moved into after its counter was read is read again, ordered."""
+    """Each URL's (by counter partition) counter and the bucket items of its spans: one eventually
+    consistent BatchGetItem, or `ordered` (docs/design.md, "Top URLs": counters first, strongly
+    consistent, a URL moved into meanwhile read again)."""
     result: dict[str, Stored] = {}
     todo = dict(wanted)
     known = dict(counters or {})
@@ -164,13 +160,10 @@ def settle(
     observe: Callable[[str, Span, int], None] | None = None,
     known: Mapping[str, dict[str, Any] | None] | None = None,
 ) -> int:
-    """After a batch's counts (`known`: counters as the batch last read or wrote them, strongly
-    consistent, taken instead of reading them again): move the pending minutes of each touched URL (by counter
-    partition, with the hours its views fall in) that holds more than FLUSH_AT, and tell
-    `observe` each URL's views in those hours and their days and blocks (a snapshot of a count
-    that only grows, for the top URLs' summaries, chalicelib.views.top). Returns the moves made.
-    Raises StorageError if storage fails (the caller's messages come back and this runs again
-    for them: their views are duplicates then, whose URLs are settled too)."""
+    """After a batch's counts (`known`: its counters as last read or written): move the pending
+    minutes of each touched URL that holds more than FLUSH_AT, tell `observe` each URL's views in
+    the buckets touched (chalicelib.views.top), and return the moves made; StorageError brings
+    the caller's messages back (docs/design.md, "Exactly once")."""
     hours: dict[str, set[Span]] = defaultdict(set)
     for pk, hour in touched:
         hours[pk].add(hour)

@@ -1,8 +1,5 @@
-"""Top URLs: the heavy-hitters summary of one bucket (URL digests with their views, and `floor`),
-how the summaries of a window merge, and how the most viewed URLs are picked from them with
-exact counts. Pure: no I/O. Why the summary is exact under at-least-once delivery, and when
-`exact` holds: docs/design.md, "Top URLs".
-"""
+"""Top URLs: one bucket's heavy-hitters summary, how a window's summaries merge, and how the most
+viewed URLs are picked with exact counts. Pure. docs/design.md, "Top URLs"."""
 
 from __future__ import annotations
 
@@ -164,11 +161,9 @@ class Selection:
 
 
 def select(merged: Merged, limit: int, resolve: Resolve, max_examined: int, filtered: bool = False) -> Selection:
-    """The `limit` most viewed URLs with exact counts: candidates are resolved and counted in
-    order of their upper bound until the next one cannot beat the last listed, or
-    `max_examined` were (then `exact` is false unless the bound says otherwise). `filtered`:
-    `resolve` leaves some URLs out (a prefix), so candidates never resolved are not counted
-    in `others`."""
+    """The `limit` most viewed URLs with exact counts, candidates taken by upper bound up to
+    `max_examined` (docs/design.md, "Top URLs"); `filtered`: `resolve` leaves some URLs out (a
+    prefix), so those never resolved are not counted in `others`."""
     found: list[tuple[str, int]] = []
     index = 0
     order = merged.candidates

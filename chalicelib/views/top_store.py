@@ -1,8 +1,6 @@
 """Top URLs in storage: each bucket's summary as a base item plus the snapshots waiting in its
-block's logs; the queue handler's writes (`record`, `fold`) and the readers' read (`read`).
-Keys: core/keyspace.py (`VTOP#`). Why no snapshot is lost and what a read costs: docs/design.md,
-"Top URLs"; the log-and-fold protocol it shares with the catalogs: docs/design.md, "Log and fold".
-"""
+block's logs (`VTOP#`); `record`, `fold` and `read`. Why no snapshot is lost and what a read
+costs: docs/design.md, "Top URLs" and "Log and fold"."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
-from chalicelib.core.storage_errors import ConditionFailed, translated
+from chalicelib.core.storage_errors import ConditionFailed
 from chalicelib.views import layout as view_layout
 from chalicelib.views import top, windows
 from chalicelib.views.windows import Span
@@ -80,9 +78,8 @@ class Observations:
 def record(
     dynamodb: DynamoDB, settings: Settings, observed: Observations, now_ms: int, sleep: Sleep | None = None
 ) -> int:
-    """Bring each bucket's summary up to the snapshots observed; returns the items written.
-    StorageError if storage fails (the batch's messages then come back, and the snapshots are
-    read and observed again)."""
+    """Bring each bucket's summary up to the snapshots observed; returns the items written
+    (StorageError: the batch's messages come back and are observed again)."""
     blocks: dict[Span, dict[Span, dict[bytes, int]]] = {}
     for span, seen in observed.by_span.items():
         blocks.setdefault(top.block_of(span), {})[span] = seen
@@ -97,9 +94,8 @@ def _record_block(
     now_ms: int,
     sleep: Sleep | None,
 ) -> int:
-    """One block's buckets: the snapshots that change their summaries go into one new log item
-    of the block (or, when that would be larger than the summaries themselves, into the base
-    items directly); why none is lost: docs/design.md, "Top URLs"."""
+    """One block's buckets: the snapshots that change their summaries, in one new log item of the
+    block or into the base items (docs/design.md, "Top URLs")."""
     log = block_log(settings, block)
     logs = log.unfolded(dynamodb)
     stored = _bases(dynamodb, settings, sorted(observed), consistent=True)
@@ -128,10 +124,8 @@ def _record_block(
 
 
 def fold(dynamodb: DynamoDB, settings: Settings, block: Span, now_ms: int, sleep: Sleep | None = None) -> int:
-    """Observe a block's logs up to now into the base items of their buckets, then mark them
-    folded (so readers skip them); returns the items written. Another handler folding at the
-    same time is harmless: bases only take snapshots under their version lock, and the mark only
-    moves forward."""
+    """Observe a block's logs up to now into their buckets' base items, then mark them folded;
+    returns the items written (two folds at once: docs/design.md, "Log and fold")."""
     log = block_log(settings, block)
     logs = log.close(dynamodb, now_ms)
     if not logs:
@@ -172,12 +166,9 @@ def _write_bases(
 
 
 def _uncovered(base: top.Summary, waiting: dict[bytes, int], seen: dict[bytes, int]) -> dict[bytes, int]:
-    """The snapshots a reader could not be sure to cover without them. A snapshot (d, c) is
-    covered when the base holds d with at least c or has a floor of at least c (a reader starts
-    from the base, and observing more only raises a held count or the floor, evicting at most to
-    the floor), or when a snapshot of d of at least c waits where every reader observes it. The
-    summary as it would be after this batch's other snapshots is not relied on: that argument
-    would depend on the order a reader observes the logs in."""
+    """The snapshots a reader could not be sure to cover without them: not held by the base at
+    least as large (count or floor), nor waiting at least as large where every reader observes
+    them; why no order of observation is relied on: docs/design.md, "Top URLs"."""
     return {
         digest: count
         for digest, count in sorted(seen.items())
@@ -250,9 +241,7 @@ def _put_log(dynamodb: DynamoDB, log: log_fold.Log, item: dict[str, Any], now_ms
 
 
 def _get(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> dict[str, Any] | None:
-    with translated("could not read the top URLs"):
-        found = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True)
-    return dict(found["Item"]) if "Item" in found else None
+    return dynamo.get_item(dynamodb, settings.counts_table, key, "could not read the top URLs")
 
 
 def _base_item(settings: Settings, span: Span, summary: top.Summary) -> dict[str, Any]:

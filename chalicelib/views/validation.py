@@ -65,9 +65,9 @@ def text(value: Any, field: str, max_chars: int) -> str:
 
 
 def check_time(view: View, now_ms: int, horizon_s: int, future_skew_s: int | None, where: str = "view") -> None:
-    """A view is counted only while its own time is less than the horizon old (its marker lives
-    that long, so no later delivery of it can count again) and, when a skew is given (at the
-    door), not further in the future than clients' clocks may be off."""
+    """A view is counted only while its own time is less than the horizon old and, with a skew
+    (at the door), not further ahead than clients' clocks may be off (docs/design.md, "At most
+    once")."""
     age_ms = now_ms - view.time_ms
     if age_ms >= horizon_s * 1000:
         raise ValidationError(
