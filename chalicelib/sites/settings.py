@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.core import attributes, times, validation, zones
+from chalicelib.core import attributes, dynamo, times, validation, zones
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -136,10 +136,9 @@ def _goal(entry: Any, where: str) -> Goal:
 
 def read(dynamodb: DynamoDB, settings: Settings, site: str) -> SiteSettings:
     """The site's settings, or the defaults when none were set."""
-    with translated("could not read the site's settings"):
-        item = dynamodb.get_item(
-            TableName=settings.counts_table, Key=names.settings_key(site), ConsistentRead=True
-        ).get("Item")
+    item = dynamo.get_item(
+        dynamodb, settings.counts_table, names.settings_key(site), "could not read the site's settings"
+    )
     if item is None:
         return SiteSettings(site)
     goals = tuple(
