@@ -189,9 +189,11 @@ class _Cache:
 
     def get(self, client: Any, site: str, now_ms: int) -> SiteSettings | None:
         with self._lock:
-            held = self._held.get(client, OrderedDict()).get(site)
+            sites = self._held.get(client, OrderedDict())
+            held = sites.get(site)
             if held is None or held[0] + CACHE_SECONDS * 1000 <= now_ms:
                 return None
+            sites.move_to_end(site)
             return held[1]
 
     def put(self, client: Any, site: str, found: SiteSettings, now_ms: int) -> None:
