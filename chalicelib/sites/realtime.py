@@ -2,7 +2,7 @@
 
 Visitors: the beacon puts one small item per visitor and minute (`NOW#<site>` /
 `m#<minute>#<token>`, sites.names), a put that a resend repeats harmlessly, and the read counts
-the distinct tokens of the last VISITOR_MINUTES minutes in one Query, exact up to MAX_VISITORS.
+the distinct tokens of the last VISITOR_MINUTES minutes in one Query, exact up to MAX_VISITOR_ITEMS.
 Page views: the minute series of the site's page-view counter (counters.reads.histogram).
 Why this split, how fresh each is and what it costs: docs/tracker.md, "Right now".
 """
