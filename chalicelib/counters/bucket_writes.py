@@ -437,7 +437,7 @@ def _prune(
     dynamodb: DynamoDB, settings: Settings, key: dict[str, Any], old: dict[str, Any], own: str, now_ms: int
 ) -> int | None:
     """Remove the positions of shards no delivery can bring back below (docs/counting.md,
-    "Retention"); how many, None when there was nothing to remove (no call made)."""
+    "The proof"); how many, None when there was nothing to remove (no call made)."""
     horizon = now_ms // 1000 - settings.marker_ttl_seconds
     stale = {
         name: value
