@@ -12,6 +12,7 @@ from chalice.app import AuthRequest, BadRequestError, Chalice, NotFoundError, Ra
 # Modules whose names repeat across packages (api, batches, catalog, validation) are named in full.
 import chalicelib.counters.catalog
 import chalicelib.reports.api
+import chalicelib.sites.settings
 import chalicelib.uniques.api
 import chalicelib.uniques.batches
 import chalicelib.views.api
@@ -29,7 +30,7 @@ from chalicelib.counters import audit_runs, breakdowns, filters, reads, repair, 
 from chalicelib.dashboard import assets
 from chalicelib.events import ingest, stream_records
 from chalicelib.reports import runs
-from chalicelib.sites import beacon, function_url, listing, script, summary
+from chalicelib.sites import beacon, function_url, listing, realtime, script, summary
 
 app = Chalice(app_name="tally")
 app.log.setLevel(logging.INFO)
@@ -432,6 +433,21 @@ def get_site_summary(site: str) -> dict[str, Any]:
     params = query()
     minutes = window_params.minute_range(params, now)
     return summary.summary(aws.dynamodb, settings, site, minutes, summary.parse_limit(params), now)
+
+
+@app.route("/sites/{site}", methods=["GET"], authorizer=admin_key)
+def get_site_settings(site: str) -> dict[str, Any]:
+    return chalicelib.sites.settings.get(aws.dynamodb, settings, site).as_dict()
+
+
+@app.route("/sites/{site}", methods=["PUT"], authorizer=admin_key, content_types=BODY_TYPES)
+def put_site_settings(site: str) -> dict[str, Any]:
+    return chalicelib.sites.settings.put(aws.dynamodb, settings, site, json_body(), clock.now_ms()).as_dict()
+
+
+@app.route("/sites/{site}/realtime", methods=["GET"], authorizer=read_key)
+def get_site_realtime(site: str) -> dict[str, Any]:
+    return realtime.realtime(aws.dynamodb, settings, site, clock.now_ms())
 
 
 @app.route("/tally.js", methods=["GET"])

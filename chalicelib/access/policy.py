@@ -322,6 +322,10 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     # A site's summary reads counters site:<site> and site-utm:<site> and the unique count
     # site:<site>, names the path does not spell: not for a prefix-limited key.
     ("GET", "/sites/{site}/summary"): RouteAccess(READ),
+    # A site's settings, and its realtime visitors and page views: names the path does not spell either.
+    ("GET", "/sites/{site}"): RouteAccess(ADMIN),
+    ("PUT", "/sites/{site}"): RouteAccess(ADMIN),
+    ("GET", "/sites/{site}/realtime"): RouteAccess(READ),
     ("GET", "/quarantine/counts"): RouteAccess(ADMIN),
     ("POST", "/quarantine/replay"): RouteAccess(ADMIN),
     ("GET", "/audit"): RouteAccess(ADMIN),

@@ -830,6 +830,88 @@ SITE_SUMMARY = obj(
         "complete": BOOLEAN,
         "exact": BOOLEAN,
         "keys_read": COUNT,
+        "goals": array(
+            {
+                "allOf": [
+                    ref("StoredGoal"),
+                    obj(
+                        {
+                            "conversions": {**COUNT, "description": "the goal's events or page views in the window"},
+                            "visitors": {
+                                **COUNT,
+                                "description": "distinct converting visitors, over the visitors' hours",
+                            },
+                            "visitors_exact": BOOLEAN,
+                            "conversion_rate": {
+                                "type": "number",
+                                "minimum": 0,
+                                "description": "converting visitors / the site's visitors (0 without visitors)",
+                            },
+                        }
+                    ),
+                ]
+            },
+            description="each goal of the site's settings, in their order",
+        ),
     },
     {"visitors_exact": BOOLEAN, "visitors_start": ISO_TIME, "visitors_end": ISO_TIME},
 )
+
+# Site settings (sites/settings.py; tests/functional/sites/test_site_goals.py checks the bounds agree).
+MAX_GOALS = 20
+GOAL_NAME_MAX_CHARS = 60
+GOAL_PAGE_MAX_CHARS = 128
+# A site's zone: any name `tz` takes (core.zones).
+SITE_ZONE = {**ZONE, "description": "an IANA time-zone name: the site's answers and Sites tab use it by default"}
+GOAL_NAME = string(pattern=rf"^[^\x00-\x1f\x7f-\x9f]{{1,{GOAL_NAME_MAX_CHARS}}}$", examples=["Signup"])
+GOAL_EVENT = {**NAME, "not": {"const": "pageview"}, "description": "a custom event's name, as tally(name) sends it"}
+GOAL_PAGE = string(
+    pattern="^/", maxLength=GOAL_PAGE_MAX_CHARS, description="a page path, as the summary's pages list it"
+)
+GOAL = {
+    "oneOf": [
+        obj({"name": GOAL_NAME, "event": GOAL_EVENT}, closed=True),
+        obj({"name": GOAL_NAME, "page": GOAL_PAGE}, closed=True),
+    ]
+}
+SITE_SETTINGS_BODY = obj(
+    {},
+    {"timezone": nullable(SITE_ZONE), "goals": nullable(array(GOAL, maxItems=MAX_GOALS))},
+    closed=True,
+)
+STORED_GOAL = {
+    "type": "object",
+    "properties": {
+        "name": string(),
+        "event": string(),
+        "page": string(),
+        "since": {**ISO_TIME, "description": "when the goal was first set: its visitors are counted from then"},
+    },
+    "required": ["name", "since"],
+}
+SITE_SETTINGS = obj(
+    {
+        "site": NAME,
+        "timezone": SITE_ZONE,
+        "goals": array(ref("StoredGoal")),
+        "updated": nullable(ISO_TIME),
+    }
+)
+SITE_REALTIME = obj(
+    {
+        "site": NAME,
+        "time": ISO_TIME,
+        "visitors": {**COUNT, "description": "distinct visitors of the last five minutes (this one included)"},
+        "visitors_exact": {**BOOLEAN, "description": "false past the visitor-minutes one read counts: a lower bound"},
+        "visitors_start": ISO_TIME,
+        "pageviews": array(
+            obj({"start": ISO_TIME, "pageviews": COUNT}),
+            description="page views per minute, the last 30 minutes, oldest first",
+            minItems=30,
+            maxItems=30,
+        ),
+        "pageviews_start": ISO_TIME,
+        "visitor_items_read": COUNT,
+    }
+)
+COMPONENTS["StoredGoal"] = STORED_GOAL

@@ -19,7 +19,8 @@ from chalicelib.core import pager, timebuckets, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.settings import Settings
 from chalicelib.counters import breakdowns, reads
-from chalicelib.sites import names
+from chalicelib.sites import goals, names
+from chalicelib.sites import settings as site_settings
 from chalicelib.uniques import api as uniques_api
 
 DEFAULT_LIMIT = 10
@@ -88,6 +89,10 @@ def summary(
         keys_read += found["keys_read"]
     bots = reads.count_window(dynamodb, settings, names.bots_counter(site), first, last, now_ms)
     complete = complete and visitors["complete"]
+    site_goals = site_settings.read(dynamodb, settings, site)
+    goal_answers, goal_keys = goals.in_summary(
+        dynamodb, settings, site_goals, minutes, hours, visitors["cardinality"], now_ms
+    )
     answer.update(others=others, pageviews=pageviews, bots=bots.count, complete=complete, exact=exact)
-    answer["keys_read"] = keys_read + bots.keys_read
+    answer.update(goals=goal_answers, keys_read=keys_read + bots.keys_read + goal_keys)
     return answer
