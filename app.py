@@ -12,6 +12,7 @@ from chalice.app import AuthRequest, BadRequestError, Chalice, NotFoundError, Ra
 # Modules whose names repeat across packages (api, batches, catalog, validation) are named in full.
 import chalicelib.counters.catalog
 import chalicelib.reports.api
+import chalicelib.sites.settings
 import chalicelib.uniques.api
 import chalicelib.uniques.batches
 import chalicelib.views.api
@@ -29,7 +30,7 @@ from chalicelib.counters import audit_runs, breakdowns, filters, reads, repair, 
 from chalicelib.dashboard import assets
 from chalicelib.events import ingest, stream_records
 from chalicelib.reports import runs
-from chalicelib.sites import beacon, function_url, listing, script, summary
+from chalicelib.sites import beacon, function_url, listing, realtime, script, summary
 
 app = Chalice(app_name="tally")
 app.log.setLevel(logging.INFO)
@@ -417,9 +418,22 @@ def list_sites() -> dict[str, Any]:
 
 @app.route("/sites/{site}/summary", methods=["GET"], authorizer=read_key)
 def get_site_summary(site: str) -> dict[str, Any]:
-    # The one place a site's own default zone (its settings' `timezone`) is applied: None is UTC.
-    default_zone = None
-    return summary.windowed_summary(aws.dynamodb, settings, site, query(), clock.now_ms(), default_zone)
+    return summary.windowed_summary(aws.dynamodb, settings, site, query(), clock.now_ms())
+
+
+@app.route("/sites/{site}", methods=["GET"], authorizer=admin_key)
+def get_site_settings(site: str) -> dict[str, Any]:
+    return chalicelib.sites.settings.get(aws.dynamodb, settings, site).as_dict()
+
+
+@app.route("/sites/{site}", methods=["PUT"], authorizer=admin_key, content_types=BODY_TYPES)
+def put_site_settings(site: str) -> dict[str, Any]:
+    return chalicelib.sites.settings.put(aws.dynamodb, settings, site, json_body(), clock.now_ms()).as_dict()
+
+
+@app.route("/sites/{site}/realtime", methods=["GET"], authorizer=read_key)
+def get_site_realtime(site: str) -> dict[str, Any]:
+    return realtime.realtime(aws.dynamodb, settings, site, clock.now_ms())
 
 
 @app.route("/tally.js", methods=["GET"])

@@ -19,7 +19,12 @@ polling, the audit's and the report's schedules or storage, is left out and said
   included) at its configured memory, the same queue and handler. Both fronts check the page
   views' one tracker key against its rate (access/rates.py) at each delivery's arrival, in one
   process each: a write for each request past the process's allowance in its second (the resends,
-  which arrive in the second of the view before them). Seed (accurate-counters-dynamodb.md): API
+  which arrive in the second of the view before them). Two more rows price what a site's page
+  view adds behind the function URL: `+ realtime` its visitor noted in its minute (one PutItem,
+  sites/realtime.py), and `+ realtime + goal` that and every page view converting on a goal
+  (the site's settings read once a minute per process, one more uniques message, and the goal's
+  sketches merged by the uniques handler in batches of its 60 s batching window: sites/goals.py).
+  Seed (accurate-counters-dynamodb.md): API
   Gateway sends to SQS directly, a Lambda with batches of 10 writes one transaction per view.
 - uniques: 10,000 items a minute into one unique count. Tally: requests of 500 items, one
   message each on the uniques queue, one handler batch a minute. Seed
@@ -67,7 +72,8 @@ from chalicelib.core.settings import Settings  # noqa: E402
 from chalicelib.counters import audit, audit_runs  # noqa: E402
 from chalicelib.events import ingest as events  # noqa: E402
 from chalicelib.reports import runs as report_runs  # noqa: E402
-from chalicelib.sites import function_url  # noqa: E402
+from chalicelib.sites import function_url, goals, names, realtime  # noqa: E402
+from chalicelib.sites import settings as site_settings  # noqa: E402
 from chalicelib.uniques import api as uniques_api  # noqa: E402
 from chalicelib.uniques import batches as uniques_batches  # noqa: E402
 from chalicelib.uniques import sketches  # noqa: E402
@@ -112,6 +118,9 @@ SEED_EVENTS = "seed-events"
 # cold start, nothing per request, so the bench hands the handlers a fixed key.
 ITEM_KEY = b"bench-item-key-" + bytes(range(32))
 FUNCTION_URL = "tally, function URL"  # the browsers workload's design behind the tracker's function URL
+REALTIME = f"{FUNCTION_URL} + realtime"
+WITH_GOAL = f"{FUNCTION_URL} + realtime + goal"
+BENCH_SITE = "blog.example"
 # The one tracker key every page of the browsers workload carries, at its scope's default rate.
 TRACKER_KEY_ID, TRACKER_RATE = "0123456789abcdef", policy.DEFAULT_RATES[policy.TRACKER]
 
@@ -491,9 +500,11 @@ def views_workload(n: int) -> tuple[dict[str, Bill], dict[str, Any]]:
         charge(seed, seed_meter)
         seed.api_requests = len(deliveries)
         seed.sqs_requests = len(deliveries) + poller_requests(len(deliveries))
-    for bill in (tally, tally_url, seed):
+        with_realtime, with_goal = site_extras(settings, probe, deliveries, arrivals, tally_url)
+    for bill in (tally, tally_url, seed, with_realtime, with_goal):
         bill.scale(MILLION / len(deliveries))
-    return {"tally": tally, FUNCTION_URL: tally_url, "seed": seed}, {
+    designs = {"tally": tally, FUNCTION_URL: tally_url, REALTIME: with_realtime, WITH_GOAL: with_goal, "seed": seed}
+    return designs, {
         "deliveries simulated": len(deliveries),
         "URLs": 1000,
         "delivered twice": "10%",
@@ -503,6 +514,57 @@ def views_workload(n: int) -> tuple[dict[str, Bill], dict[str, Any]]:
             url_rate_check.total("UpdateItem").requests,
         ),
     }
+
+
+def site_extras(
+    settings: Settings, probe: MotoProbe, deliveries: list[View], arrivals: list[int], base: Bill
+) -> tuple[Bill, Bill]:
+    """The function URL's bill plus a page view's realtime note, then plus a goal every view
+    converts on (each view's client id stands for its visitor id)."""
+    with_realtime, with_goal = Bill(**asdict(base)), Bill(**asdict(base))
+    noting, note_front = Meter(probe), Handler(url_tools.FUNCTION)
+    client = noting.attach(AwsClients(settings).dynamodb)
+    for view, arrived in zip(deliveries, arrivals):
+        with note_front.invocation():
+            realtime.note(client, settings, BENCH_SITE, view.client_id, view.time_ms, arrived)
+    note_front.invocations = 0  # the same invocations as the page views': only their extra time
+    for bill in (with_realtime, with_goal):
+        note_front.charge(bill)
+        charge(bill, noting)
+    # The goal: stored once (not metered), read by the front once per CACHE_SECONDS.
+    stored = site_settings.parse_body(
+        BENCH_SITE, {"goals": [{"name": "Read", "page": "/"}]}, site_settings.SiteSettings(BENCH_SITE), T0
+    )
+    site_settings.write(AwsClients(settings).dynamodb, settings, stored)
+    reading, goal_front, goal_sqs = Meter(probe), Handler(url_tools.FUNCTION), SqsCalls()
+    reader, sqs = reading.attach(AwsClients(settings).dynamodb), goal_sqs.attach(AwsClients(settings).sqs)
+    bodies: list[tuple[int, str]] = []
+    for view, arrived in zip(deliveries, arrivals):
+        with goal_front.invocation():
+            matched = site_settings.cached(reader, settings, BENCH_SITE, arrived).goals_of_page("/")
+            goals.enqueue_visitor(sqs, settings, ITEM_KEY, BENCH_SITE, matched, view.client_id, view.time_ms)
+        name = names.goal_visitors_name(BENCH_SITE, matched[0].id)
+        hashes = sketches.item_hashes(ITEM_KEY, [view.client_id])
+        bodies.append((arrived, uniques_batches.message_body(name, hashes, view.time_ms)))
+    goal_front.invocations = 0
+    handler, merging = Handler("on_unique_items"), Meter(probe)
+    merger = merging.attach(AwsClients(settings).dynamodb)
+    window_ms = settings.uniques_batching_window_seconds * 1000
+    batches: dict[int, list[str]] = {}
+    for arrived, body in bodies:  # what one batching window gathers, up to a batch's size
+        batches.setdefault(arrived // max(window_ms, 1), []).append(body)
+    for number, (window, group) in enumerate(sorted(batches.items())):
+        for start in range(0, len(group), settings.uniques_batch_size):
+            part = group[start : start + settings.uniques_batch_size]
+            messages = [Message(f"g-{number}-{start}-{i}", "", body) for i, body in enumerate(part)]
+            with handler.invocation():
+                uniques_batches.apply_messages(merger, settings, messages, (window + 1) * max(window_ms, 1))
+    for h in (goal_front, handler):
+        h.charge(with_goal)
+    charge(with_goal, reading)
+    charge(with_goal, merging)
+    with_goal.sqs_requests += goal_sqs.requests + poller_requests(len(bodies))
+    return with_realtime, with_goal
 
 
 def arrival_times(deliveries: list[View]) -> list[int]:

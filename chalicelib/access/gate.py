@@ -51,9 +51,8 @@ def authorize(find_key: FindKey, token: str | None, method_arn: str, need: str) 
 
 @dataclass(frozen=True)
 class MethodArn:
-    """`arn:<partition>:execute-api:<region>:<account>:<api>/<stage>/<method>/<path>`, the
-    `methodArn` API Gateway passes a token authorizer. The path is the request's and may hold
-    `:` (a name may), so the ARN is split by position: five colons, then the rest."""
+    """The `methodArn` API Gateway passes a token authorizer, split by position (why:
+    docs/guarantees.md, "The authorizer's method ARN")."""
 
     partition: str
     service: str
@@ -83,8 +82,7 @@ def parse_method_arn(method_arn: str) -> MethodArn:
 
 def every_route(method_arn: str) -> str:
     """`arn:aws:execute-api:<region>:<account>:<api>/<stage>/GET/a:b` -> `...:<api>/<stage>/*/*`:
-    every method and path of the stage. The last `*` of an ARN segment may match beyond colons
-    (IAM's wildcard rule), so a path holding `:` is matched too."""
+    every method and path of the stage, colons included (docs/guarantees.md, "The authorizer's cached policy")."""
     arn = parse_method_arn(method_arn)
     return f"arn:{arn.partition}:{arn.service}:{arn.region}:{arn.account}:{arn.api_id}/{arn.stage}/*/*"
 

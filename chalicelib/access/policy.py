@@ -176,9 +176,7 @@ def parse_new_key(body: Any) -> NewKey:
             'the body must be a JSON object: {"scopes": [...], "prefix"?, "origins"?, "sites"?, "note"?, '
             '"rate_per_second"?}'
         )
-    unknown = sorted(set(body) - NEW_KEY_FIELDS)
-    if unknown:
-        raise ValidationError(f"unknown fields: {', '.join(unknown)[:200]}")
+    validation.known_fields(body, NEW_KEY_FIELDS)
     scopes = body.get("scopes")
     if not isinstance(scopes, list) or not scopes or not all(isinstance(s, str) and s in SCOPES for s in scopes):
         raise ValidationError(f"scopes must be a non-empty list of {', '.join(SCOPES)}")
@@ -324,6 +322,10 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     # A site's summary reads counters site:<site> and site-utm:<site> and the unique count
     # site:<site>, names the path does not spell: not for a prefix-limited key.
     ("GET", "/sites/{site}/summary"): RouteAccess(READ),
+    # A site's settings, and its realtime visitors and page views: names the path does not spell either.
+    ("GET", "/sites/{site}"): RouteAccess(ADMIN),
+    ("PUT", "/sites/{site}"): RouteAccess(ADMIN),
+    ("GET", "/sites/{site}/realtime"): RouteAccess(READ),
     ("GET", "/quarantine/counts"): RouteAccess(ADMIN),
     ("POST", "/quarantine/replay"): RouteAccess(ADMIN),
     ("GET", "/audit"): RouteAccess(ADMIN),

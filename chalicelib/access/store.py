@@ -56,13 +56,8 @@ def find(dynamodb: DynamoDB, settings: Settings, key: str) -> KeyRecord | None:
     """The record of a well-formed key, or None."""
     if not api_keys.is_well_formed(key):
         return None
-    with translated("could not read the key"):
-        response = dynamodb.get_item(
-            TableName=settings.counts_table,
-            Key={"pk": {"S": keyspace.ACCESS_KEY}, "sk": {"S": api_keys.digest(key)}},
-            ConsistentRead=True,
-        )
-    item = response.get("Item")
+    item_key = {"pk": {"S": keyspace.ACCESS_KEY}, "sk": {"S": api_keys.digest(key)}}
+    item = dynamo.get_item(dynamodb, settings.counts_table, item_key, "could not read the key")
     return None if item is None else _record(item)
 
 

@@ -98,6 +98,7 @@ LOCAL_WINDOW = (
     Param("window", s.windowed(local=True), "the window (`window` and `end`, or `start` and `end`), `tz`, `compare`"),
 )
 PAGE = (Param("limit", s.LIMIT, "entries per page"), Param("cursor", s.CURSOR))
+SITE = path("site", {**s.PATH_NAME, "maxLength": s.SITE_MAX_CHARS}, "the site: its hostname, or the script's data-site")
 HISTOGRAM_WINDOW = (
     f"the window and the resolution: at most {window_params.MAX_HISTOGRAM_BUCKETS} buckets, so a finer "
     "resolution takes a shorter window"
@@ -448,16 +449,39 @@ OPERATIONS: tuple[Operation, ...] = (
         "A site's visitors, page views, top pages, referrers, sources and devices over a window",
         (Answer(200, "the summary", s.compared(s.SITE_SUMMARY)),),
         params=(
-            path(
-                "site",
-                {**s.PATH_NAME, "maxLength": s.SITE_MAX_CHARS},
-                "the site: its hostname, or the script's data-site",
-            ),
+            SITE,
             *LOCAL_WINDOW,
             Param("limit", s.integer(1, 1000, default=10), "the longest list"),
         ),
         description=f"{WINDOWED} {LOCAL}"
         + " Visitors are counted over the quarter hours holding the window (`visitors_start`, `visitors_end`).",
+    ),
+    Operation(
+        "GET /sites/{site}",
+        "getSiteSettings",
+        "A site's settings: its time zone and goals (the defaults when none were set)",
+        (Answer(200, "the settings", s.SITE_SETTINGS),),
+        params=(SITE,),
+    ),
+    Operation(
+        "PUT /sites/{site}",
+        "putSiteSettings",
+        "Replace a site's settings: its time zone and goals (a field left out takes its default)",
+        (Answer(200, "the settings stored", s.SITE_SETTINGS),),
+        params=(SITE,),
+        body=s.SITE_SETTINGS_BODY,
+        description='A goal is a custom event (`{"name", "event"}`) or a page path (`{"name", "page"}`); '
+        "its visitors are counted from when it was first set (`since`). The beacon reads a site's settings at most "
+        'once a minute per process: a change reaches every page view within that (docs/tracker.md, "Goals").',
+    ),
+    Operation(
+        "GET /sites/{site}/realtime",
+        "getSiteRealtime",
+        "A site right now: the visitors of the last five minutes and page views per minute of the last 30",
+        (Answer(200, "the site now", s.SITE_REALTIME),),
+        params=(SITE,),
+        description="Visitors are noted by the beacon itself, so they show within a request; page views come "
+        'through the events stream (docs/tracker.md, "Right now").',
     ),
     Operation(
         "GET /tally.js",

@@ -1,9 +1,5 @@
 """JSON Schema building blocks of the contract, each from the constant that the validation code
-checks. Pure.
-
-Patterns are Python regular expressions matched with `fullmatch`; JSON Schema's `pattern`
-searches, so `anchored` wraps each in `^(?:...)$`. Python's `\\d` matches any Unicode digit
-and ECMA-262's only 0-9: patterns written here use `[0-9]`.
+checks. Pure. Why patterns are anchored and use `[0-9]`: docs/api.md, "The contract".
 """
 
 from __future__ import annotations
@@ -118,9 +114,8 @@ def integers(low: int, high: int) -> str:
     return "(?:" + "|".join(parts) + ")"
 
 
-# A name in a path: a client percent-encodes a `:` there (RFC 6570's simple style), and the gateway
-# hands the path parameter on as sent, so `%3A` is not a name's character. Names holding a colon
-# (a site's `site:<host>` counters) are reached with the colon sent as it is.
+# A name in a path, without `:` (a client percent-encodes it there, RFC 6570's simple style):
+# docs/tracker.md, "What you see" (the colon goes in the path as it is).
 PATH_NAME = {
     **NAME,
     "pattern": anchored(validation.NAME_PATTERN.pattern.replace(":", "")),
@@ -129,11 +124,8 @@ PATH_NAME = {
 }
 
 
-# Times as times.parse takes them: epoch milliseconds (a JSON integer, or its ASCII digits), or
-# ISO-8601 text with a zone, from 2000-01-01 to 2100-01-01 UTC. The text form is documented as
-# RFC 3339 (`date-time`) with its dates spelled out, so that every time the pattern admits is one
-# the API takes: real dates only, and on the first and the last day only offsets that keep the
-# time inside the range.
+# Times as times.parse takes them; why the text form spells out its dates: docs/api.md,
+# "Conventions".
 _D31, _D30, _D28 = "(?:0[1-9]|[12][0-9]|3[01])", "(?:0[1-9]|[12][0-9]|30)", "(?:0[1-9]|1[0-9]|2[0-8])"
 _SHORT = "(?:0[469]|11)SEP" + _D30 + "|02SEP" + _D28
 _MONTH_DAY = f"(?:(?:0[13578]|1[02])SEP{_D31}|{_SHORT})"
@@ -837,6 +829,88 @@ SITE_SUMMARY = obj(
         "complete": BOOLEAN,
         "exact": BOOLEAN,
         "keys_read": COUNT,
+        "goals": array(
+            {
+                "allOf": [
+                    ref("StoredGoal"),
+                    obj(
+                        {
+                            "conversions": {**COUNT, "description": "the goal's events or page views in the window"},
+                            "visitors": {
+                                **COUNT,
+                                "description": "distinct converting visitors, over the visitors' hours",
+                            },
+                            "visitors_exact": BOOLEAN,
+                            "conversion_rate": {
+                                "type": "number",
+                                "minimum": 0,
+                                "description": "converting visitors / the site's visitors (0 without visitors)",
+                            },
+                        }
+                    ),
+                ]
+            },
+            description="each goal of the site's settings, in their order",
+        ),
     },
     {"visitors_exact": BOOLEAN, "visitors_start": ISO_TIME, "visitors_end": ISO_TIME},
 )
+
+# Site settings (sites/settings.py; tests/functional/sites/test_site_goals.py checks the bounds agree).
+MAX_GOALS = 20
+GOAL_NAME_MAX_CHARS = 60
+GOAL_PAGE_MAX_CHARS = 128
+# A site's zone: any name `tz` takes (core.zones).
+SITE_ZONE = {**ZONE, "description": "an IANA time-zone name: the site's answers and Sites tab use it by default"}
+GOAL_NAME = string(pattern=rf"^[^\x00-\x1f\x7f-\x9f]{{1,{GOAL_NAME_MAX_CHARS}}}$", examples=["Signup"])
+GOAL_EVENT = {**NAME, "not": {"const": "pageview"}, "description": "a custom event's name, as tally(name) sends it"}
+GOAL_PAGE = string(
+    pattern="^/", maxLength=GOAL_PAGE_MAX_CHARS, description="a page path, as the summary's pages list it"
+)
+GOAL = {
+    "oneOf": [
+        obj({"name": GOAL_NAME, "event": GOAL_EVENT}, closed=True),
+        obj({"name": GOAL_NAME, "page": GOAL_PAGE}, closed=True),
+    ]
+}
+SITE_SETTINGS_BODY = obj(
+    {},
+    {"timezone": nullable(SITE_ZONE), "goals": nullable(array(GOAL, maxItems=MAX_GOALS))},
+    closed=True,
+)
+STORED_GOAL = {
+    "type": "object",
+    "properties": {
+        "name": string(),
+        "event": string(),
+        "page": string(),
+        "since": {**ISO_TIME, "description": "when the goal was first set: its visitors are counted from then"},
+    },
+    "required": ["name", "since"],
+}
+SITE_SETTINGS = obj(
+    {
+        "site": NAME,
+        "timezone": SITE_ZONE,
+        "goals": array(ref("StoredGoal")),
+        "updated": nullable(ISO_TIME),
+    }
+)
+SITE_REALTIME = obj(
+    {
+        "site": NAME,
+        "time": ISO_TIME,
+        "visitors": {**COUNT, "description": "distinct visitors of the last five minutes (this one included)"},
+        "visitors_exact": {**BOOLEAN, "description": "false past the visitor-minutes one read counts: a lower bound"},
+        "visitors_start": ISO_TIME,
+        "pageviews": array(
+            obj({"start": ISO_TIME, "pageviews": COUNT}),
+            description="page views per minute, the last 30 minutes, oldest first",
+            minItems=30,
+            maxItems=30,
+        ),
+        "pageviews_start": ISO_TIME,
+        "visitor_items_read": COUNT,
+    }
+)
+COMPONENTS["StoredGoal"] = STORED_GOAL

@@ -1,7 +1,6 @@
 """Reading DynamoDB's typed attribute values (`{"N": "3"}`, `{"S": "a"}`, `{"B": b"..."}`) into
-Python values, the one way every reader turns a stored item into its typed record. Pure. Without
-a default an absent attribute is a KeyError (an item without an attribute its writer always
-stores is a fault, not an answer); with one, it reads as the default."""
+Python values, the one way every reader turns a stored item into its typed record. Pure. Why an absent
+attribute without a default is a KeyError: docs/design.md, "One way for each mechanism"."""
 
 from __future__ import annotations
 

@@ -11,9 +11,7 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-# A page holds at most this many bytes of entries before compression: a listing page of up to
-# 1,000 names reads a few pages, and a fold that changes one name rewrites one page (a few
-# write units once compressed), far below DynamoDB's 400 KB item limit.
+# A page's bytes of entries before compression (why this size: docs/design.md, "Which names exist").
 PAGE_RAW_BYTES = 24_000
 # A log item likewise (a batch with more new names writes more than one log item).
 LOG_RAW_BYTES = 96_000

@@ -1,7 +1,7 @@
-"""DynamoDB calls every storage module makes the same way: the one Query (built by
-`query_request`, sent by `query_pages`), batch reads and writes with their retries, and the one
-optimistic put (`put_versioned`, on the version attribute VERSION). Why a version condition
-loses no write: docs/guarantees.md, "Read, then write on condition"."""
+"""DynamoDB calls every storage module makes the same way: the one Query (`query_request`,
+`query_pages`), the one single-item read (`get_item`), batch reads and writes with their
+retries, and the one optimistic put (`put_versioned`, on the version attribute VERSION). Why a
+version condition loses no write: docs/guarantees.md, "Read, then write on condition"."""
 
 from __future__ import annotations
 
@@ -93,11 +93,24 @@ def query_sort_range(
         yield from page.get("Items", [])
 
 
-def get_item(dynamodb: DynamoDB, table: str, key: dict[str, Any], failure: str) -> dict[str, Any] | None:
-    """One item, read strongly consistent (None: absent); a failed call becomes StorageError(failure)."""
+def get_item(
+    dynamodb: DynamoDB,
+    table: str,
+    key: dict[str, Any],
+    failure: str,
+    *,
+    consistent: bool = True,
+    names: Mapping[str, str] | None = None,
+) -> dict[str, Any] | None:
+    """The item at `key` (None when there is none), strongly consistent unless not `consistent`;
+    with `names` (placeholder: attribute), only those attributes. A failed call becomes
+    StorageError(failure) or its kind (core.storage_errors)."""
+    request: dict[str, Any] = {"TableName": table, "Key": key, "ConsistentRead": consistent}
+    if names:
+        request |= {"ProjectionExpression": ", ".join(names), "ExpressionAttributeNames": dict(names)}
     with translated(failure):
-        item = dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
-    return None if item is None else dict(item)
+        response = dynamodb.get_item(**request)
+    return dict(response["Item"]) if "Item" in response else None
 
 
 def stored_expiry(item: dict[str, Any] | None) -> int | None:

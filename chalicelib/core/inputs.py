@@ -23,9 +23,8 @@ MAX_QUERY_CHARS = 4096
 MAX_NUMBER_DIGITS = 38
 MIN_NUMBER_EXPONENT = -130  # adjusted exponent: the smallest magnitude is 1E-130
 MAX_NUMBER_EXPONENT = 125  # the largest is 9.99...E+125
-# boto3 serializes and deserializes numbers in DYNAMODB_CONTEXT (38 digits, Emin -128, every
-# rounding trapped): its smallest digit (Etiny) is 1E-165. A finer digit, within DynamoDB's range
-# below 1E-128, would make boto3 raise on the write and on every read of the stored item.
+# boto3's finest digit (DYNAMODB_CONTEXT's Etiny); why a finer one is refused: docs/guarantees.md,
+# "DynamoDB numbers: 38 digits, a bounded range, trailing zeros trimmed".
 MIN_DIGIT_EXPONENT = -165
 _CANONICAL = Context(prec=MAX_NUMBER_DIGITS)  # exact for every storable number
 # Rounding to 38 digits without traps: Inexact is raised exactly when a nonzero digit is lost.
@@ -59,10 +58,8 @@ def json_body(raw: bytes | str | None) -> Any:
 
 
 def value_bound(data: bytes) -> int:
-    """At least the number of JSON values in `data`, counted at C speed without parsing: every
-    value but the first of a container follows a comma, and the first follows its bracket.
-    Commas and brackets inside strings are left out, unless there are so few that it does not
-    matter."""
+    """At least the number of JSON values in `data`, counted at C speed without parsing. Why it
+    is never fewer: docs/api.md, "Conventions" (limits, checked before any work)."""
 
     def count(text: bytes) -> int:
         return text.count(b",") + text.count(b"[") + text.count(b"{") + 1

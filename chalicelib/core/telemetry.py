@@ -1,7 +1,6 @@
 """What every handler tells an operator: one JSON line (EMF) per background invocation, one ERROR
 line for one that raises, one line per HTTP 4xx or 5xx; never a payload, a body, a header or a
-key. docs/deploy.md, "Logs" and "Metrics". One EMF provider per invocation, not Powertools'
-shared `Metrics` singleton: the local stack runs handlers in threads of one process."""
+key. docs/deploy.md, "Logs" (why one EMF provider per invocation) and "Metrics"."""
 
 from __future__ import annotations
 
@@ -38,9 +37,7 @@ DETAIL_METRICS: dict[str, str] = {
     "dead_lettered": "DeadLettered",
     "conflicts": "SketchWriteConflicts",
     "expired": "Expired",
-    # Records a bucket said were applied already: by an earlier delivery of the same records
-    # (Redelivered), or by a LATER record of their shard (OutOfSequence: a skip, which Lambda's
-    # order per shard rules out; an alarm should watch it).
+    # Records a bucket said were applied already (docs/deploy.md, "Metrics").
     "redelivered": "Redelivered",
     "out_of_sequence": "OutOfSequence",
 }

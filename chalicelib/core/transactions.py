@@ -1,14 +1,14 @@
 """The one way Tally runs a TransactWriteItems: `write_items` for a fixed list of items, `write`
-for the one caller whose members an earlier delivery may have applied (counters' replay). How a
-cancellation is read and retried: docs/design.md, "Transactions"; what a transaction
-guarantees: docs/guarantees.md, "A transaction applies all of its writes or none".
+for a plan that may change between attempts (counters' replay). How a cancellation is read and
+retried: docs/design.md, "Transactions"; what a transaction guarantees: docs/guarantees.md, "A
+transaction applies all of its writes or none".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
@@ -20,8 +20,6 @@ from chalicelib.core.storage_errors import ConditionFailed, error_code
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
-
-T = TypeVar("T")
 
 MAX_ITEMS = dynamo_limits.TRANSACTION_ITEMS
 # Cancellation reasons that say "try again", not "this item is wrong".
@@ -44,19 +42,12 @@ REJECTED_CANCELLATIONS = frozenset({"ValidationError", "ItemCollectionSizeLimitE
 
 
 @dataclass(frozen=True)
-class Plan(Generic[T]):
-    """A transaction's items and, for each item, the member it belongs to (None: shared)."""
+class Plan:
+    """A transaction's items; `applied_if` is the index of the item whose failed condition means an
+    earlier delivery applied the whole transaction (None: no such item)."""
 
     items: list[dict[str, Any]]
-    owners: list[T | None]
-
-
-@dataclass
-class Outcome(Generic[T]):
-    applied: list[T] = field(default_factory=list)
-    duplicates: list[T] = field(default_factory=list)
-    attempts: int = 0
-    retries: int = 0  # attempts that waited for a transient failure
+    applied_if: int | None = None
 
 
 def _cancellation_reasons(exc: ClientError) -> list[str] | None:
@@ -69,33 +60,25 @@ def _cancellation_reasons(exc: ClientError) -> list[str] | None:
 
 def write(
     dynamodb: DynamoDB,
-    members: Sequence[T],
-    plan: Callable[[list[T]], Plan[T]],
+    plan: Callable[[], Plan],
     *,
     what: str,
-    duplicates: Callable[[list[T | None], list[T]], Collection[T]] | None = None,
     adapt: Callable[[list[dict[str, Any]]], bool] | None = None,
     attempts: int = 7,
-    cap: float = 2.0,
     sleep: Sleep | None = None,
-) -> Outcome[T]:
-    """Apply `members` in one transaction (or learn that some already were);
-    ConditionFailed when a condition failed that names no duplicate and `adapt` did not
-    change the plan. `duplicates(failed owners, pending)` returns the members an earlier
-    delivery applied; `adapt(failed items)` returns True if it changed the plan so that
-    retrying at once can succeed (never twice for one change)."""
-    outcome: Outcome[T] = Outcome()
-    pending = list(members)
-    while pending:
-        transaction = plan(pending)
+) -> bool:
+    """Apply `plan()`'s items in one transaction: True once written, False when its `applied_if`
+    item's condition failed; ConditionFailed when another condition failed and `adapt(failed
+    items)` did not change the plan (it returns True once per change that lets a retry succeed)."""
+    retries = 0
+    while True:
+        transaction = plan()
         if not transaction.items:
-            break
-        outcome.attempts += 1
+            return True
         try:
             # Items are built as plain dicts by each capability's planner; the SDK checks their shape.
             dynamodb.transact_write_items(TransactItems=cast("list[TransactWriteItemTypeDef]", transaction.items))
-            outcome.applied += pending
-            return outcome
+            return True
         except ParamValidationError as exc:  # the SDK refused the data before sending it
             raise RejectedError(f"{what} rejected: {exc}") from exc
         except BotoCoreError as exc:  # no answer (connection, timeout) after the SDK's own retries
@@ -113,24 +96,18 @@ def write(
                 raise RejectedError(f"{what} rejected: {reasons}") from cause
             failed = [i for i, r in enumerate(reasons) if r == "ConditionalCheckFailed"]
             if failed:
-                owners = [transaction.owners[i] if i < len(transaction.owners) else None for i in failed]
-                seen = duplicates(owners, pending) if duplicates is not None else ()
-                if seen:
-                    ids = {id(m) for m in seen}
-                    outcome.duplicates += [m for m in pending if id(m) in ids]
-                    pending = [m for m in pending if id(m) not in ids]
-                    continue
+                if transaction.applied_if in failed:
+                    return False
                 if adapt is not None and adapt([transaction.items[i] for i in failed if i < len(transaction.items)]):
                     continue
                 raise ConditionFailed(f"{what}: a condition failed", None)
             unknown = [r for r in reasons if r not in RETRYABLE_CANCELLATIONS | {"None"}]
             if unknown or not reasons:
                 raise StorageError(f"{what} cancelled: {reasons}") from cause
-        if outcome.retries >= attempts:
+        if retries >= attempts:
             raise StorageError(f"{what} kept failing: {code} {reasons or ''}".strip()) from cause
-        retry.pause(outcome.retries, sleep, cap)
-        outcome.retries += 1
-    return outcome
+        retry.pause(retries, sleep)
+        retries += 1
 
 
 def write_items(
@@ -139,7 +116,6 @@ def write_items(
     """Write a fixed list of transaction items, retrying transient failures as `write` does:
     True once written, False when one of their conditions failed (nothing was written)."""
     try:
-        write(dynamodb, [what], lambda _: Plan(items, [None] * len(items)), what=what, attempts=attempts, sleep=sleep)
+        return write(dynamodb, lambda: Plan(items), what=what, attempts=attempts, sleep=sleep)
     except ConditionFailed:
         return False
-    return True

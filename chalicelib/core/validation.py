@@ -1,10 +1,11 @@
-"""Parsing of the values every route shares: names, durations, integers. Pure.
+"""Parsing of the values every route shares: names, durations, integers, a body's fields. Pure.
 
 Times are parsed and formatted by core.times."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from decimal import Decimal
 from typing import Any
 
@@ -53,3 +54,11 @@ def integer(value: Any, field: str, low: int, high: int) -> int:
     if not low <= number <= high:
         raise ValidationError(f"{field} must be between {low} and {high}")
     return number
+
+
+def known_fields(body: dict[str, Any], allowed: Collection[str], where: str = "") -> None:
+    """ValidationError listing the fields of `body` not in `allowed` (sorted, cut to 200
+    characters): "<where> has unknown fields: ...", or "unknown fields: ..." for a whole body."""
+    unknown = ", ".join(sorted(set(body) - set(allowed)))[:200]
+    if unknown:
+        raise ValidationError(f"{where} has unknown fields: {unknown}" if where else f"unknown fields: {unknown}")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Generic, TypeVar
 
-from chalicelib.core import attributes, decimals, keyspace, timebuckets
+from chalicelib.core import attributes, decimals, dynamo, keyspace, timebuckets
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.batch_processor import Sent
 from chalicelib.core.errors import StorageError
@@ -382,15 +382,8 @@ def stored_slots(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) ->
     """The value names a bucket item sums by slot, read consistently (for an update sent in a
     transaction, whose cancelled condition returns no item to learn them from)."""
     names = {f"#w{s}": layout.slot_name_attribute(s) for s in range(layout.MAX_SUM_NAMES)}
-    with translated("could not read a bucket's value names"):
-        response = dynamodb.get_item(
-            TableName=settings.counts_table,
-            Key=key,
-            ConsistentRead=True,
-            ProjectionExpression=", ".join(names),
-            ExpressionAttributeNames=names,
-        )
-    return layout.slots_of(response.get("Item", {}))
+    item = dynamo.get_item(dynamodb, settings.counts_table, key, "could not read a bucket's value names", names=names)
+    return layout.slots_of(item or {})
 
 
 @dataclass(frozen=True)
@@ -437,7 +430,7 @@ def _prune(
     dynamodb: DynamoDB, settings: Settings, key: dict[str, Any], old: dict[str, Any], own: str, now_ms: int
 ) -> int | None:
     """Remove the positions of shards no delivery can bring back below (docs/counting.md,
-    "Retention"); how many, None when there was nothing to remove (no call made)."""
+    "The proof"); how many, None when there was nothing to remove (no call made)."""
     horizon = now_ms // 1000 - settings.marker_ttl_seconds
     stale = {
         name: value

@@ -391,8 +391,7 @@ def _write_bucket(
             return None
     for rest in later:
         # The sums that did not fit the first update's expression, on condition that nothing
-        # counted since (every increment raises `n`). One that fails leaves the bucket to be
-        # read and recounted again; a repair dying here leaves it to the next run's recount.
+        # counted since: docs/counting.md, "Repair" (Sums).
         try:
             with translated("could not write a recounted bucket's sums"):
                 dynamodb.update_item(

@@ -158,21 +158,15 @@ def _replay_one(
         return
     plan = _Plan(dynamodb, settings, record_id, countable, now_ms, tally=tally, held=_held(item))
     try:
-        outcome = transactions.write(
-            dynamodb,
-            [countable],
-            plan.build,
-            what="replaying a set-aside record",
-            duplicates=lambda failed, pending: [c for c in failed if c is not None],
-            adapt=plan.adapt,
-            sleep=sleep,
+        written = transactions.write(
+            dynamodb, plan.build, what="replaying a set-aside record", adapt=plan.adapt, sleep=sleep
         )
     except ConditionFailed:
         result.still_bad.append(
             {"id": record_id, "reason": "its audit item or a summary changed under it: replay it again"}
         )
         return
-    if outcome.duplicates:
+    if not written:
         result.not_found.append(record_id)  # another replay took it off first
     elif plan.counted_elsewhere:
         result.already_counted.append(record_id)
@@ -230,16 +224,14 @@ class _Plan:
         self.keep_stored: set[tuple[str, str]] = set()
         self.summary_rounds = 0
 
-    def build(self, pending: list[Countable]) -> transactions.Plan[Countable]:
+    def build(self) -> transactions.Plan:
         table, c = self.settings.counts_table, self.countable
         items: list[dict[str, Any]] = [
             {"Delete": {"TableName": table, "Key": _key(self.record_id), "ConditionExpression": "attribute_exists(pk)"}}
         ]
-        owners: list[Countable | None] = [c]
         counting = bool(c.buckets) and not self.counted_elsewhere
         if counting and c.event.id_given:
             items.append({"Put": claim_put(self.settings, c, self.now_ms)})
-            owners.append(None)
         if counting:
             # Its counter's buckets and its filters', then its breakdown summaries.
             for pk in filters.count_pks(c.event.counter, c.event.dimensions, self.settings.filter_pairs):
@@ -255,10 +247,8 @@ class _Plan:
                     keep = attributes.key_of(key) in self.keep_stored
                     # The stream handler's own increment: one rule for a bucket's expiry and retention.
                     items.append({"Update": bucket_writes.increment(self.settings, key, bucket, update, keep)})
-                    owners.append(None)
             for put in summary_writes.replay_puts(self.dynamodb, self.settings, c):
                 items.append(put)
-                owners.append(None)
         if self.tally is not None:
             to = audit_items.APPLIED if c.buckets else audit_items.EXPIRED
             items.append(
@@ -276,8 +266,8 @@ class _Plan:
                     }
                 }
             )
-            owners.append(None)
-        return transactions.Plan(items, owners)
+        # The record's own Delete failing means another replay took it off first.
+        return transactions.Plan(items, applied_if=0)
 
     def adapt(self, failed: list[dict[str, Any]]) -> bool:
         keys = [next(iter(i.values())).get("Key") or next(iter(i.values())).get("Item") for i in failed]

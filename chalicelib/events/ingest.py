@@ -63,9 +63,7 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> list[Event]:
 def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event:
     if not isinstance(raw, dict):
         raise ValidationError(f"{where} must be a JSON object")
-    unknown = sorted(set(raw) - EVENT_FIELDS)
-    if unknown:
-        raise ValidationError(f"{where} has unknown fields: {', '.join(unknown)}")
+    validation.known_fields(raw, EVENT_FIELDS, where)
     counter = validation.name(raw.get("counter"), f"{where}.counter")
     event_id = raw.get("id")
     id_given = event_id is not None
@@ -115,10 +113,9 @@ def _has_empty_name(value: Any) -> bool:
 
 
 def _to_dynamodb_numbers(value: Any) -> Any:
-    """Every number in its stored form (inputs.canonical: `1.000` is 1, `0E+999` is 0, as DynamoDB
-    trims them), floats as their shortest decimal: DynamoDB numbers cannot be floats, and boto3
-    refuses a number written with more than 38 digits even when the extra ones are zeros.
-    Booleans stay booleans. Every number was checked storable (inputs.check_tree)."""
+    """Every number (checked storable by inputs.check_tree) in its stored form, inputs.canonical, a
+    float as its shortest decimal; booleans stay booleans. Why: docs/guarantees.md, "DynamoDB
+    numbers: 38 digits, a bounded range, trailing zeros trimmed"."""
     if isinstance(value, float):
         return inputs.canonical(Decimal(repr(value)))
     if isinstance(value, Decimal) or (isinstance(value, int) and not isinstance(value, bool)):

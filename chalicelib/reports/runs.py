@@ -44,12 +44,8 @@ _DESERIALIZER = TypeDeserializer()
 
 @dataclass
 class Budget:
-    """What one run may still read: events (each item counts the events it holds, read or past
-    their retention) and Queries. A run stops asking for pages once either is spent; each page
-    asks for at most the events left, counting every item as holding as many events as the
-    largest item the run has read so far (a full pack, events.MAX_BATCH, before it has read
-    any). So a run reads fewer than its events plus one item per write shard, unless a page
-    holds an item larger than any before it (or the run must read on to move past its start)."""
+    """What one run may still read, events and Queries; a run stops asking for pages once either
+    is spent. Why a run reads no more: docs/design.md, "Reports" (what a run reads)."""
 
     events: int
     queries: int = MAX_RUN_QUERIES
@@ -119,8 +115,7 @@ def run(dynamodb: DynamoDB, s3: S3, settings: Settings, now_ms: int, budget: Bud
 
 
 def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:
-    with translated("the report checkpoint could not be read"):
-        item = dynamodb.get_item(TableName=settings.counts_table, Key=CHECKPOINT_KEY, ConsistentRead=True).get("Item")
+    item = dynamo.get_item(dynamodb, settings.counts_table, CHECKPOINT_KEY, "the report checkpoint could not be read")
     return None if item is None else attributes.integer(item, "end_ms")
 
 
@@ -128,8 +123,7 @@ def read_report(
     dynamodb: DynamoDB, settings: Settings, start_ms: int, end_ms: int, budget: Budget, now_ms: int
 ) -> Report:
     """The report of [start_ms, end_ms), or of [start_ms, cut) if the budget is spent first (the
-    cut is always after start_ms: a run that has spent its budget still reads the shards that have
-    not passed start_ms, so every run moves on). Events past their own retention are skipped."""
+    cut is always after start_ms: docs/design.md, "Reports"). Events past their retention are skipped."""
     report = Report(report_ranges.report_id(start_ms, end_ms), start_ms, end_ms)
     for quarter, queries in report_ranges.quarter_queries(start_ms, end_ms, settings.event_write_shards):
         if budget.spent and quarter > start_ms:
@@ -250,8 +244,5 @@ def _discard_unless_committed(dynamodb: DynamoDB, s3: S3, settings: Settings, re
 
 
 def _index_item(dynamodb: DynamoDB, settings: Settings, report_id: str) -> dict[str, Any] | None:
-    with translated("the report index could not be read"):
-        item: dict[str, Any] | None = dynamodb.get_item(
-            TableName=settings.counts_table, ConsistentRead=True, Key={"pk": {"S": INDEX_PK}, "sk": {"S": report_id}}
-        ).get("Item")
-        return item
+    key = {"pk": {"S": INDEX_PK}, "sk": {"S": report_id}}
+    return dynamo.get_item(dynamodb, settings.counts_table, key, "the report index could not be read")

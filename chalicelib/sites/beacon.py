@@ -13,7 +13,8 @@ from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.events import ingest as events
-from chalicelib.sites import names, privacy, salts, summary
+from chalicelib.sites import goals, names, privacy, realtime, salts, summary
+from chalicelib.sites import settings as site_settings
 from chalicelib.uniques import api as uniques_api
 from chalicelib.views import api as views_api
 from chalicelib.views import validation as view_input
@@ -24,7 +25,7 @@ MAX_WIDTH = 100_000
 # A beacon's time picks the salt of its UTC day; a salt lives two days from its day's start,
 # so a beacon up to a day old (one resent after midnight) still finds its day's salt.
 MAX_AGE_MS = times.DAY_MS
-PAGEVIEW = "pageview"
+PAGEVIEW = names.PAGEVIEW
 _recent = catalog.Recent()
 
 
@@ -57,9 +58,7 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> Beacon:
     """`{"url", "time", "referrer"?, "width"?, "site"?, "event"?, "dimensions"?, "values"?}`."""
     if not isinstance(body, dict):
         raise ValidationError('the body must be a JSON object: {"url", "time", "referrer"?, "width"?, "site"?}')
-    unknown = sorted(set(body) - FIELDS)
-    if unknown:
-        raise ValidationError(f"unknown fields: {', '.join(unknown)[:200]}")
+    validation.known_fields(body, FIELDS)
     url = view_input.text(body.get("url"), "url", URL_MAX_CHARS)
     referrer = body.get("referrer")
     if referrer is not None and (not isinstance(referrer, str) or len(referrer) > URL_MAX_CHARS):
@@ -108,7 +107,10 @@ def count(
         counter = validation.name(names.event_counter(site, beacon.event), "event (with the site, at most 200)")
         event_id = _derived("event", beacon.event, view_url, str(beacon.time_ms), visitor)
         body = {**_event(counter, event_id, beacon, beacon.dimensions), "values": beacon.values}
-        events.store(dynamodb, settings, events.parse_body(body, now_ms, settings), now_ms)
+        stored = events.parse_body(body, now_ms, settings)
+        matched = site_settings.cached(dynamodb, settings, site, now_ms).goals_of_event(beacon.event)
+        goals.enqueue_visitor(sqs, settings, item_key, site, matched, visitor, beacon.time_ms)
+        events.store(dynamodb, settings, stored, now_ms)
         _note_site(dynamodb, settings, site, now_ms)
         return Outcome(True, site)
     # Checked first: a refused event must leave nothing queued.
@@ -116,7 +118,10 @@ def count(
     view = view_input.View(view_url, beacon.time_ms, _derived("view", view_url, str(beacon.time_ms), visitor))
     views_api.enqueue(sqs, settings, [view], now_ms)
     uniques_api.enqueue(sqs, settings, item_key, names.visitors_name(site), uniques_api.Post([visitor], beacon.time_ms))
+    matched = site_settings.cached(dynamodb, settings, site, now_ms).goals_of_page(page.path)
+    goals.enqueue_visitor(sqs, settings, item_key, site, matched, visitor, beacon.time_ms)
     events.store(dynamodb, settings, batch, now_ms)
+    realtime.note(dynamodb, settings, site, visitor, beacon.time_ms, now_ms)
     _note_site(dynamodb, settings, site, now_ms)
     return Outcome(True, site)
 

@@ -1,6 +1,7 @@
-"""The names and keys of site analytics, in one place: the counters, unique count and views a
-site (its hostname, or the script's `data-site`) is counted under, its salts' keys and its
-catalog kind. Pure. What each holds: docs/tracker.md, "How a page view is counted"."""
+"""The names and keys of site analytics, in one place: the counters, unique counts and views a
+site (its hostname, or the script's `data-site`) is counted under, its goals' unique counts, the
+keys of its salts, settings and realtime visitors, and its catalog kind. Pure. What each holds:
+docs/tracker.md, "How a page view is counted", "Goals" and "Right now"."""
 
 from __future__ import annotations
 
@@ -10,8 +11,22 @@ from chalicelib.core import keyspace, validation
 from chalicelib.core.errors import ValidationError
 
 CATALOG_KIND = "sites"
+PAGEVIEW = "pageview"  # the beacon's event of a page view; every other event is a custom event
 SALT_PK = keyspace.SALT
 SITE_MAX_CHARS = 180  # so that every name made from a site (the longest fixed prefix is 10) is a name
+
+
+def settings_key(site: str) -> dict[str, Any]:
+    return {"pk": {"S": f"{keyspace.SITE}{site}"}, "sk": {"S": "settings"}}
+
+
+def realtime_pk(site: str) -> str:
+    return f"{keyspace.SITE_NOW}{site}"
+
+
+def realtime_sort_key(minute: int, visitor: str) -> str:
+    """`<minute>#<visitor>`: a minute's visitors sort together, minutes in number order."""
+    return f"{keyspace.index_sort_key('m', minute)}#{visitor}"
 
 
 def salt_key(day: int) -> dict[str, Any]:
@@ -44,3 +59,8 @@ def event_counter(site: str, name: str) -> str:
 
 def visitors_name(site: str) -> str:
     return f"site:{site}"
+
+
+def goal_visitors_name(site: str, goal_id: str) -> str:
+    """At most 5 + 180 + 1 + 14 = 200 characters: a name (goal ids are 14 hex characters)."""
+    return f"goal:{site}:{goal_id}"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from hashlib import sha256
 from typing import Any
 
-from chalicelib.core import attributes, times
+from chalicelib.core import attributes, dynamo, times
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
@@ -106,10 +106,7 @@ def salt_for_day(
 
 
 def _read(dynamodb: DynamoDB, settings: Settings, item_key: bytes, day: int, now_s: int) -> bytes | None:
-    with translated("could not read the day's salt"):
-        item = dynamodb.get_item(TableName=settings.counts_table, Key=names.salt_key(day), ConsistentRead=True).get(
-            "Item"
-        )
+    item = dynamo.get_item(dynamodb, settings.counts_table, names.salt_key(day), "could not read the day's salt")
     if item is None or attributes.integer(item, "expires_at") <= now_s:
         return None
     return unseal(item_key, day, attributes.binary(item, "sealed"))

@@ -19,7 +19,8 @@ from chalicelib.core import pager, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.settings import Settings
 from chalicelib.counters import breakdowns, reads
-from chalicelib.sites import names
+from chalicelib.sites import goals, names
+from chalicelib.sites import settings as site_settings
 from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques.api import ISO_MINUTE, Label
 
@@ -43,19 +44,18 @@ def parse_limit(params: Mapping[str, str]) -> int:
 
 
 def windowed_summary(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    site: str,
-    params: Mapping[str, str],
-    now_ms: int,
-    default_zone: str | None = None,
+    dynamodb: DynamoDB, settings: Settings, site: str, params: Mapping[str, str], now_ms: int
 ) -> dict[str, Any]:
-    """GET /sites/{site}/summary: the summary over the window, in `tz`, else in `default_zone`
-    (the site's own zone, when it has one), else UTC; with `previous` for `compare`."""
+    """GET /sites/{site}/summary: the summary over the window, in `tz`, else in the site's own
+    zone (its settings' `timezone`, once set: the one place it applies), else UTC; with
+    `previous` for `compare`."""
     limit = parse_limit(params)
+    stored = site_settings.read(dynamodb, settings, names.site_name(site))
+    default_zone = None if stored.updated_ms is None else stored.timezone
     window = window_params.window(params, now_ms, default_zone)
     answer = window_params.compared(
-        window, lambda first, last: summary(dynamodb, settings, site, (first, last), limit, now_ms, window.label)
+        window,
+        lambda first, last: summary(dynamodb, settings, stored, (first, last), limit, now_ms, window.label),
     )
     return {**answer, "tz": window.zone.key} if window.local else answer
 
@@ -63,16 +63,16 @@ def windowed_summary(
 def summary(
     dynamodb: DynamoDB,
     settings: Settings,
-    site: str,
+    stored: site_settings.SiteSettings,
     minutes: tuple[int, int],
     limit: int,
     now_ms: int,
     label: Label = ISO_MINUTE,
 ) -> dict[str, Any]:
-    """The summary of `site` over minutes first..last; its visitors over the quarter hours holding
+    """The summary of a site (its `stored` settings) over minutes first..last; its visitors over the quarter hours holding
     them (`visitors_start`, `visitors_end`: every page view counted has its visitor counted, and
     a local day from its midnight is exact in any zone)."""
-    site = names.site_name(site)
+    site = stored.site
     first, last = minutes
     span = uniques_api.minute_span(first, last)
     visitors = uniques_api.window_cardinality(dynamodb, settings, [names.visitors_name(site)], span, now_ms, label)
@@ -99,6 +99,9 @@ def summary(
         keys_read += found["keys_read"]
     bots = reads.count_window(dynamodb, settings, names.bots_counter(site), first, last, now_ms)
     complete = complete and visitors["complete"]
+    goal_answers, goal_keys = goals.in_summary(
+        dynamodb, settings, stored, minutes, span, visitors["cardinality"], now_ms
+    )
     answer.update(others=others, pageviews=pageviews, bots=bots.count, complete=complete, exact=exact)
-    answer["keys_read"] = keys_read + bots.keys_read
+    answer.update(goals=goal_answers, keys_read=keys_read + bots.keys_read + goal_keys)
     return answer

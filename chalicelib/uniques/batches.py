@@ -32,7 +32,7 @@ from chalicelib.core.errors import StorageError, ValidationError
 from chalicelib.core.poison import QuarantineSink
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
-from chalicelib.core.storage_errors import ConditionFailed, translated
+from chalicelib.core.storage_errors import ConditionFailed
 from chalicelib.uniques import layout, sketches, windows
 from chalicelib.uniques.windows import Bucket
 
@@ -225,8 +225,7 @@ def merge_into(
 
 
 def _read_sketch(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> tuple[sketches.Sketch | None, int]:
-    with translated("could not read a sketch"):
-        item = dynamodb.get_item(TableName=settings.counts_table, Key=key, ConsistentRead=True).get("Item")
+    item = dynamo.get_item(dynamodb, settings.counts_table, key, "could not read a sketch")
     if item is None:
         return None, 0
     return decode_item(item), dynamo.stored_version(item)

@@ -23,7 +23,6 @@ from chalicelib.core import (
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
-from chalicelib.core.storage_errors import translated
 from chalicelib.views import catalog as view_catalog
 from chalicelib.views import layout as view_layout
 from chalicelib.views import messages as view_messages
@@ -69,8 +68,8 @@ def count(
     """`url`'s views: of all time (its counter) when `minutes` is None, else in that range of
     minutes (window_params.minute_range: the buckets from floor(start) to floor(end))."""
     if minutes is None:
-        with translated("could not read the view counter"):
-            item = dynamodb.get_item(TableName=settings.counts_table, Key=view_layout.counter_key(url)).get("Item")
+        failure = "could not read the view counter"
+        item = dynamo.get_item(dynamodb, settings.counts_table, view_layout.counter_key(url), failure, consistent=False)
         return {"url": url, "views": attributes.integer(item, "views") if item else 0}
     return count_range(dynamodb, settings, url, minutes[0], minutes[1], now_ms, label)
 

@@ -121,9 +121,8 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         return Sent(found=held + self._stored([p for p in records if id(p) not in ids]))
 
     def _stored(self, records: list[Pending]) -> list[Pending]:
-        """The views among `records` whose marker was spilled into a live item of its own; strongly
-        consistent, as a spill writes its items before it moves `ks`, which the count's condition
-        checks."""
+        """The views among `records` whose marker was spilled into a live item of its own, read
+        strongly consistent (why: docs/design.md, "Exactly once")."""
         wanted: dict[tuple[str, str], Pending] = {}
         for p in records:
             counter = self._counters.get(p.pk)

@@ -99,9 +99,8 @@ def _record_block(
     log = block_log(settings, block)
     logs = log.unfolded(dynamodb)
     stored = _bases(dynamodb, settings, sorted(observed), consistent=True)
-    # Only logs past `closing` as read after them are trusted to hold a snapshot: every fold
-    # that moves `folded` past one of them closes the log after this read, so reads it. One
-    # behind `closing` may belong to a writer about to write it again, or to die first.
+    # Only logs past `closing` as read after them are trusted to hold a snapshot
+    # (docs/design.md, "Top URLs").
     closing = log.read_mark(dynamodb).closing
     trusted = [item for item in logs if closing is None or attributes.sort_key(item) > closing]
     changed: dict[Span, dict[bytes, int]] = {}
@@ -159,7 +158,9 @@ def _write_bases(
                 writes += 1
                 break
             except ConditionFailed:
-                base = _get(dynamodb, settings, summary_key(span))
+                base = dynamo.get_item(
+                    dynamodb, settings.counts_table, summary_key(span), "could not read the top URLs"
+                )
         else:
             raise StorageError("the top URLs of a bucket stayed contended")
     return writes
@@ -238,10 +239,6 @@ def _log_item(log: log_fold.Log, changed: dict[Span, dict[bytes, int]]) -> dict[
 
 def _put_log(dynamodb: DynamoDB, log: log_fold.Log, item: dict[str, Any], now_ms: int) -> tuple[int, str]:
     return log.append(dynamodb, item, now_ms, uuid.uuid4().hex)
-
-
-def _get(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> dict[str, Any] | None:
-    return dynamo.get_item(dynamodb, settings.counts_table, key, "could not read the top URLs")
 
 
 def _base_item(settings: Settings, span: Span, summary: top.Summary) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import inputs, times
+from chalicelib.core import inputs, times, validation
 from chalicelib.core.errors import ValidationError
 
 MAX_BATCH = 25
@@ -39,9 +39,7 @@ def parse_body(body: Any) -> list[View]:
 def parse_view(raw: Any, where: str = "view") -> View:
     if not isinstance(raw, dict):
         raise ValidationError(f"{where} must be a JSON object")
-    unknown = sorted(set(raw) - VIEW_FIELDS)
-    if unknown:
-        raise ValidationError(f"{where} has unknown fields: {', '.join(unknown)}")
+    validation.known_fields(raw, VIEW_FIELDS, where)
     url = text(raw.get("url"), f"{where}.url", URL_MAX_CHARS)
     if "time" not in raw:
         # The time is part of what makes a view unique: a default of "now" would count retries.
@@ -51,9 +49,8 @@ def parse_view(raw: Any, where: str = "view") -> View:
     return View(url, t_ms, client_id)
 
 
-# A character that is not blank: not whitespace to Python (str.isspace) nor to ECMAScript (which
-# also counts U+FEFF), spelled out so that the OpenAPI document's pattern, read by a JSON Schema
-# validator in either dialect, means what this check means.
+# A character that is not blank to Python (str.isspace) nor to ECMAScript, spelled out:
+# docs/api.md, "The contract".
 NOT_BLANK = r"[^\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
 _NOT_BLANK = re.compile(NOT_BLANK)
 

@@ -87,20 +87,22 @@
     }
   }
 
-  async function api(path) {
-    const headers = { Accept: "application/json" };
+  // `init` as fetch takes it; `quiet`: a refused key is the caller's answer (an admin-only
+  // route read with a read key), not a reason to ask for another key.
+  async function api(path, init = {}, quiet = false) {
+    const headers = { Accept: "application/json", ...(init.headers || {}) };
     const key = sessionStorage.getItem(KEY_STORAGE);
     if (key) headers.Authorization = "Bearer " + key;
     let response;
     try {
-      response = await fetch(apiUrl(path), { headers });
+      response = await fetch(apiUrl(path), { ...init, headers });
     } catch (err) {
       throw new ApiError(0, "the API cannot be reached");
     }
     if (response.status === 403 && (await routeMissing(response))) {
       throw new ApiError(404, "this server has no such route");
     }
-    if (response.status === 401 || response.status === 403) {
+    if ((response.status === 401 || response.status === 403) && !quiet) {
       askForKey(response.status);
       throw new ApiError(response.status, "the API needs a key");
     }
@@ -117,6 +119,9 @@
   }
 
   const getJson = async (path) => (await api(path)).json();
+  const sendJson = async (method, path, body, quiet = false) =>
+    (await api(path, { method, headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) }, quiet)).json();
+  const getQuietly = async (path) => (await api(path, {}, true)).json();
   const enc = encodeURIComponent;
   // A name in a path: its characters (A-Z a-z 0-9 _ . : -) need no escape. API Gateway's REST
   // APIs hand path parameters to the function still percent-encoded, so a `%3A` would reach the
@@ -742,6 +747,9 @@
   // What other tabs' scripts (sites.js) share.
   window.tallyDashboard = {
     getJson,
+    sendJson,
+    getQuietly,
+    ApiError,
     say,
     failure,
     cell,

@@ -1,7 +1,9 @@
-/* The dashboard's Sites tab (docs/tracker.md): a site's visitors and page views over the
-   window as a chart, then its top pages, referrers, sources and devices, and a note when the
-   window reaches past what is kept (hourly visitors are kept shorter than page views). It uses
-   the helpers dashboard.js exposes as window.tallyDashboard and loads when that tab is shown. */
+/* The dashboard's Sites tab (docs/tracker.md, docs/dashboard.md): a site's visitors right now
+   (refreshed every REALTIME_MS), its visitors and page views over the window in the chosen time
+   zone as a chart, against the previous period when asked, then its goals, its top pages,
+   referrers, sources and devices, a note when the window reaches past what is kept, and its
+   settings (time zone, goals: an admin key edits them). It uses the helpers dashboard.js exposes
+   as window.tallyDashboard and loads when that tab is shown. */
 (() => {
   "use strict";
 
@@ -13,8 +15,14 @@
     ["devices", "device", "site-devices"],
   ];
   const RESOLUTION = { "1h": "hour", "24h": "hour", "7d": "hour", "30d": "day" };
+  const REALTIME_MS = 10_000;
+  const BROWSER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
   let chosen = null;
   let shown = 0; // the latest request: an older answer arriving late is dropped
+  let zoneOf = {}; // the zone picked for a site in this page; else its settings' or the browser's
+  let settings = null; // the chosen site's settings (null: not readable with this key)
+  let draft = []; // the goals being edited
+  let nowTimer = null;
 
   const board = () => window.tallyDashboard;
   const segment = (name) => board().segment(name);
@@ -30,6 +38,115 @@
       notes.push(`Visitors per ${resolution} before ${when(uniques.retained_from)} are no longer kept: the chart shows none before then.`);
     }
     return notes.join(" ");
+  }
+
+  function fillZones() {
+    const select = $("site-zone");
+    if (select.options.length) return;
+    const zones = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
+    for (const zone of new Set(["UTC", BROWSER_ZONE, ...zones])) select.add(new Option(zone, zone));
+  }
+
+  // The zone a site's answers are asked in: the one picked here, else the site's, else the browser's.
+  function zoneFor(site) {
+    if (zoneOf[site]) return zoneOf[site];
+    return settings && settings.site === site && settings.updated ? settings.timezone : BROWSER_ZONE;
+  }
+
+  // "+12%" against the previous period, or "" without one.
+  function change(now, before) {
+    if (before === undefined || before === null) return "";
+    if (before === 0) return now === 0 ? "±0% vs previous" : "new vs previous";
+    const pct = Math.round(((now - before) / before) * 100);
+    return `${pct > 0 ? "+" : pct < 0 ? "−" : "±"}${Math.abs(pct)}% vs previous (${before.toLocaleString()})`;
+  }
+
+  async function showNow(site) {
+    const { getJson } = board();
+    try {
+      const now = await getJson(`/sites/${segment(site)}/realtime`);
+      if (site !== chosen) return;
+      $("site-now-visitors").textContent = (now.visitors_exact ? "" : "at least ") + now.visitors.toLocaleString();
+      $("site-now").dataset.time = now.time;
+    } catch (err) {
+      $("site-now-visitors").textContent = "–";
+    }
+  }
+
+  function keepNowFresh() {
+    clearInterval(nowTimer);
+    nowTimer = setInterval(() => {
+      if (document.body.dataset.view === "sites" && chosen && !document.hidden) showNow(chosen);
+    }, REALTIME_MS);
+  }
+
+  async function loadSettings(site) {
+    const { getQuietly, ApiError } = board();
+    try {
+      settings = await getQuietly(`/sites/${segment(site)}`);
+    } catch (err) {
+      if (!(err instanceof ApiError) || (err.status !== 401 && err.status !== 403)) throw err;
+      settings = null;
+    }
+    showSettings();
+  }
+
+  function showSettings() {
+    const form = $("site-settings");
+    if (!settings) {
+      form.hidden = true;
+      return;
+    }
+    form.hidden = false;
+    $("settings-zone").textContent = settings.updated ? settings.timezone : `${settings.timezone} (not set)`;
+    draft = settings.goals.map((g) => ({ name: g.name, kind: g.event !== undefined ? "event" : "page", target: g.event ?? g.page }));
+    drawDraft();
+  }
+
+  function drawDraft() {
+    const tbody = $("settings-goals").tBodies[0];
+    tbody.textContent = "";
+    draft.forEach((goal, index) => {
+      const row = tbody.insertRow();
+      const name = document.createElement("input");
+      name.value = goal.name;
+      name.setAttribute("aria-label", "Goal name");
+      name.addEventListener("input", () => (goal.name = name.value));
+      row.insertCell().append(name);
+      const kind = document.createElement("select");
+      kind.setAttribute("aria-label", "Goal kind");
+      for (const [value, label] of [["event", "custom event"], ["page", "page path"]]) kind.add(new Option(label, value));
+      kind.value = goal.kind;
+      kind.addEventListener("change", () => (goal.kind = kind.value));
+      row.insertCell().append(kind);
+      const target = document.createElement("input");
+      target.value = goal.target;
+      target.setAttribute("aria-label", "Event or page path");
+      target.placeholder = "signup or /pricing";
+      target.addEventListener("input", () => (goal.target = target.value));
+      row.insertCell().append(target);
+      const remove = document.createElement("button");
+      remove.type = "button";
+      remove.textContent = "Remove";
+      remove.addEventListener("click", () => {
+        draft.splice(index, 1);
+        drawDraft();
+      });
+      row.insertCell().append(remove);
+    });
+  }
+
+  async function saveSettings(timezone) {
+    const { sendJson, say, failure } = board();
+    const goals = draft.map((g) => ({ name: g.name.trim(), [g.kind]: g.target.trim() }));
+    try {
+      settings = await sendJson("PUT", `/sites/${segment(chosen)}`, { timezone, goals }, true);
+      say("settings-message", "Saved.");
+      showSettings();
+      await showSite(chosen, false);
+    } catch (err) {
+      failure("settings-message", err);
+    }
   }
 
   async function loadSites() {
@@ -78,23 +195,35 @@
     el.dataset.points = String(starts.length);
   }
 
-  async function showSite(site) {
+  async function showSite(site, withSettings = true) {
     const { getJson, failure, cell, enc } = board();
     const name = segment("site:" + site);
     const win = windowValue();
     const resolution = RESOLUTION[win] || "hour";
     const ticket = ++shown;
     try {
+      if (withSettings) await loadSettings(site);
+      const zone = zoneFor(site);
+      fillZones();
+      if (![...$("site-zone").options].some((o) => o.value === zone)) $("site-zone").add(new Option(zone, zone));
+      $("site-zone").value = zone;
+      const local = `&tz=${enc(zone)}`;
+      const compare = $("site-compare").checked ? "&compare=previous_period" : "";
+      showNow(site);
       const [summary, views, uniques] = await Promise.all([
-        getJson(`/sites/${segment(site)}/summary?window=${enc(win)}&limit=10`),
-        getJson(`/counters/${name}/histogram?window=${enc(win)}&resolution=${resolution}`),
-        getJson(`/hyperloglog/${name}/histogram?window=${enc(win)}&resolution=${resolution}`),
+        getJson(`/sites/${segment(site)}/summary?window=${enc(win)}&limit=10${local}${compare}`),
+        getJson(`/counters/${name}/histogram?window=${enc(win)}&resolution=${resolution}${local}`),
+        getJson(`/hyperloglog/${name}/histogram?window=${enc(win)}&resolution=${resolution}${local}`),
       ]);
       if (ticket !== shown) return;
       $("site-detail").hidden = false;
       $("site-title").textContent = site;
       $("site-visitors").textContent = summary.visitors.toLocaleString();
       $("site-pageviews").textContent = summary.pageviews.toLocaleString();
+      const previous = summary.previous || {};
+      $("site-visitors-change").textContent = change(summary.visitors, previous.visitors);
+      $("site-pageviews-change").textContent = change(summary.pageviews, previous.pageviews);
+      showGoals(summary.goals || [], previous.goals || []);
       $("site-bots").textContent = `${summary.bots.toLocaleString()} page views refused as bots`;
       const note = notKept(summary, views, uniques, resolution);
       $("site-retained").textContent = note;
@@ -124,8 +253,43 @@
     }
   }
 
+  function showGoals(goals, before) {
+    const { cell } = board();
+    const tbody = $("site-goals").tBodies[0];
+    tbody.textContent = "";
+    const previous = new Map(before.map((g) => [g.name, g]));
+    for (const goal of goals) {
+      const row = tbody.insertRow();
+      row.dataset.goal = goal.name;
+      cell(row, goal.name);
+      cell(row, goal.event !== undefined ? `event ${goal.event}` : `page ${goal.page}`);
+      const was = previous.get(goal.name);
+      cell(row, goal.conversions.toLocaleString(), "num").title = was ? change(goal.conversions, was.conversions) : "";
+      cell(row, goal.visitors.toLocaleString(), "num");
+      cell(row, `${(goal.conversion_rate * 100).toFixed(1)}%`, "num");
+    }
+    $("site-goals").hidden = goals.length === 0;
+  }
+
   document.addEventListener("tally:show", (event) => {
-    if (event.detail === "sites") loadSites();
+    if (event.detail === "sites") {
+      loadSites();
+      keepNowFresh();
+    }
+  });
+  $("site-zone").addEventListener("change", (event) => {
+    zoneOf[chosen] = event.target.value;
+    showSite(chosen, false);
+  });
+  $("site-compare").addEventListener("change", () => chosen && showSite(chosen, false));
+  $("settings-add-goal").addEventListener("click", () => {
+    draft.push({ name: "", kind: "event", target: "" });
+    drawDraft();
+  });
+  $("settings-use-zone").addEventListener("click", () => saveSettings($("site-zone").value));
+  $("site-settings").addEventListener("submit", (event) => {
+    event.preventDefault();
+    saveSettings(settings ? settings.timezone : "UTC");
   });
   $("window").addEventListener("change", () => {
     if (document.body.dataset.view === "sites" && chosen) showSite(chosen);

@@ -34,12 +34,12 @@ def cancelled(*codes: str) -> ClientError:
     )
 
 
-def test_given_condition_no_duplicate_explains_when_adapt_changes_plan_then_retried_with_new_items() -> None:
+def test_given_condition_not_the_applied_one_when_adapt_changes_plan_then_retried_with_new_items() -> None:
     switched: set[str] = set()
 
-    def plan(members: list[str]) -> transactions.Plan[str]:
-        items = [{"Update": {"Key": m, "Form": "add only" if m in switched else "guarded"}} for m in members]
-        return transactions.Plan(items, [None] * len(items))
+    def plan() -> transactions.Plan:
+        items = [{"Update": {"Key": m, "Form": "add only" if m in switched else "guarded"}} for m in ("a", "b")]
+        return transactions.Plan(items, applied_if=0)
 
     def adapt(failed: list[dict[str, Any]]) -> bool:
         new = {item["Update"]["Key"] for item in failed} - switched
@@ -47,9 +47,21 @@ def test_given_condition_no_duplicate_explains_when_adapt_changes_plan_then_retr
         return bool(new)
 
     client = Scripted(cancelled("None", "ConditionalCheckFailed"), None)
-    outcome = transactions.write(client, ["a", "b"], plan, what="t", adapt=adapt, sleep=lambda s: None)
-    assert outcome.applied == ["a", "b"] and outcome.attempts == 2 and outcome.retries == 0
+    assert transactions.write(client, plan, what="t", adapt=adapt, sleep=lambda s: None) is True
     assert [i["Update"]["Form"] for i in client.sent[1]] == ["guarded", "add only"]
+
+
+def test_given_the_applied_if_item_fails_when_writing_then_false_without_adapting_or_retrying() -> None:
+    adapted: list[list[dict[str, Any]]] = []
+    client = Scripted(cancelled("ConditionalCheckFailed", "ConditionalCheckFailed"))
+    written = transactions.write(
+        client,
+        lambda: transactions.Plan([{"Delete": {}}, {"Update": {}}], applied_if=0),
+        what="t",
+        adapt=lambda failed: adapted.append(failed) is None,
+        sleep=lambda s: None,
+    )
+    assert written is False and adapted == [] and len(client.sent) == 1
 
 
 def test_given_adapt_makes_no_change_when_condition_fails_again_then_condition_failed_error() -> None:
@@ -57,8 +69,7 @@ def test_given_adapt_makes_no_change_when_condition_fails_again_then_condition_f
     with pytest.raises(ConditionFailed):
         transactions.write(
             client,
-            ["a"],
-            lambda m: transactions.Plan([{"Put": {}}], [None]),
+            lambda: transactions.Plan([{"Put": {}}]),
             what="t",
             adapt=lambda failed: False,
             sleep=lambda s: None,
@@ -77,9 +88,7 @@ def test_given_sdk_or_service_error_when_writing_then_rejected_only_if_about_the
     error: BaseException, expected: type[Exception]
 ) -> None:
     with pytest.raises(expected) as raised:
-        transactions.write(
-            Scripted(error), ["a"], lambda m: transactions.Plan([{"Put": {}}], [None]), what="t", sleep=lambda s: None
-        )
+        transactions.write(Scripted(error), lambda: transactions.Plan([{"Put": {}}]), what="t", sleep=lambda s: None)
     assert isinstance(raised.value, RejectedError) == (expected is RejectedError)
 
 

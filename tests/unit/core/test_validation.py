@@ -59,3 +59,12 @@ def test_given_window_params_when_ranged_then_minutes_match_contract() -> None:
         windows.minute_range({"window": "0m"}, now)
     with pytest.raises(ValidationError):
         windows.minute_range({"window": "24h", "start": "2026-11-21T10:00:00Z"}, now)
+
+
+def test_given_a_body_with_fields_not_allowed_when_checked_then_the_message_lists_them_sorted_and_bounded() -> None:
+    validation.known_fields({"url": 1}, {"url", "time"})  # only allowed fields: accepted
+    with pytest.raises(ValidationError, match=r"^views\[2\] has unknown fields: a, b$"):
+        validation.known_fields({"url": 1, "b": 2, "a": 3}, {"url"}, "views[2]")
+    with pytest.raises(ValidationError) as refused:
+        validation.known_fields({f"f{i:04d}": i for i in range(1000)}, set())
+    assert str(refused.value).startswith("unknown fields: f0000, f0001") and len(str(refused.value)) == 216

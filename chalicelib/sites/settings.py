@@ -1,0 +1,221 @@
+"""`PUT /sites/{site}` and `GET /sites/{site}`: a site's settings (its time zone and its goals),
+one item in the counts table (sites.names.settings_key), and the beacon's per-process cache of
+them. Every limit of the settings is here. How goals are counted and how stale the beacon's
+copy may be: docs/tracker.md, "Goals".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib.core import attributes, dynamo, times, validation, zones
+from chalicelib.core.aws import DynamoDB
+from chalicelib.core.errors import ValidationError
+from chalicelib.core.settings import Settings
+from chalicelib.core.storage_errors import translated
+from chalicelib.sites import names, privacy
+
+MAX_GOALS = 20
+GOAL_NAME_MAX_CHARS = 60
+# Any text without control characters (C0, DEL, C1), as a key's prefix: a rule the OpenAPI document can state.
+GOAL_NAME_PATTERN = re.compile(rf"[^\x00-\x1f\x7f-\x9f]{{1,{GOAL_NAME_MAX_CHARS}}}")
+GOAL_PAGE_MAX_CHARS = privacy.DIMENSION_MAX_CHARS  # a page goal matches the `page` dimension as stored
+DEFAULT_ZONE = zones.DEFAULT_ZONE
+FIELDS = {"timezone", "goals"}
+# The beacon reads a site's settings at most once per site and process in this time: a change
+# reaches every beacon within it (docs/tracker.md, "Goals").
+CACHE_SECONDS = 60
+CACHE_MAX_SITES = 1000
+GOAL_ID_HEX = 14  # so that goal:<site>:<id> is a name (sites.names.goal_visitors_name)
+
+
+@dataclass(frozen=True)
+class Goal:
+    """A custom event (`event`) or a page path (`page`) whose visitors convert; `since` is when it
+    was first set (its visitors are counted from then)."""
+
+    name: str
+    event: str | None = None
+    page: str | None = None
+    since_ms: int = 0
+
+    @property
+    def id(self) -> str:
+        """The goal's target as 14 hex characters: the same goal keeps its visitors when renamed."""
+        target = f"event\n{self.event}" if self.event is not None else f"page\n{self.page}"
+        return hashlib.sha256(target.encode("utf-8")).hexdigest()[:GOAL_ID_HEX]
+
+    def as_dict(self) -> dict[str, Any]:
+        target = {"event": self.event} if self.event is not None else {"page": self.page}
+        return {"name": self.name, **target, "since": times.iso(self.since_ms)}
+
+
+@dataclass(frozen=True)
+class SiteSettings:
+    site: str
+    timezone: str = DEFAULT_ZONE
+    goals: tuple[Goal, ...] = field(default=())
+    updated_ms: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "site": self.site,
+            "timezone": self.timezone,
+            "goals": [goal.as_dict() for goal in self.goals],
+            "updated": None if self.updated_ms is None else times.iso(self.updated_ms),
+        }
+
+    def goals_of_page(self, path: str) -> list[Goal]:
+        return _distinct(goal for goal in self.goals if goal.page == path)
+
+    def goals_of_event(self, event: str) -> list[Goal]:
+        return _distinct(goal for goal in self.goals if goal.event == event)
+
+
+def _distinct(goals: Iterable[Goal]) -> list[Goal]:
+    """One goal per target: goals sharing one count the same visitors."""
+    return list({goal.id: goal for goal in goals}.values())
+
+
+def parse_zone(value: Any) -> str:
+    """An IANA time-zone name `tz` takes (core.zones), as given."""
+    if not isinstance(value, str):
+        raise ValidationError("timezone must be an IANA time-zone name such as Europe/Berlin")
+    try:
+        zones.parse(value)
+    except ValidationError as exc:
+        raise ValidationError(f"timezone: {exc}") from exc
+    return value
+
+
+def parse_body(site: str, body: Any, old: SiteSettings, now_ms: int) -> SiteSettings:
+    """`{"timezone"?: IANA name, "goals"?: [{"name", "event"} | {"name", "page"}]}`: the whole
+    settings (a field left out takes its default); a goal already set keeps its `since`."""
+    if not isinstance(body, dict) or not set(body) <= FIELDS:
+        raise ValidationError('the body must be a JSON object: {"timezone"?, "goals"?}')
+    zone = DEFAULT_ZONE if body.get("timezone") is None else parse_zone(body["timezone"])
+    raw = body.get("goals") or []
+    if not isinstance(raw, list) or len(raw) > MAX_GOALS:
+        raise ValidationError(f"goals must be a list of at most {MAX_GOALS} goals")
+    since = {goal.id: goal.since_ms for goal in old.goals}
+    goals = [_goal(entry, f"goals[{index}]") for index, entry in enumerate(raw)]
+    kept = tuple(Goal(g.name, g.event, g.page, since.get(g.id, now_ms)) for g in goals)
+    return SiteSettings(site, zone, kept, now_ms)
+
+
+def _goal(entry: Any, where: str) -> Goal:
+    """One goal. Two goals may share a target (they count the same) or a name (the owner's call)."""
+    if not isinstance(entry, dict) or set(entry) not in ({"name", "event"}, {"name", "page"}):
+        raise ValidationError(f'{where} must be {{"name", "event"}} or {{"name", "page"}}')
+    name = entry["name"]
+    if not isinstance(name, str) or not GOAL_NAME_PATTERN.fullmatch(name):
+        raise ValidationError(f"{where}.name must be 1-{GOAL_NAME_MAX_CHARS} characters, no control characters")
+    if "event" in entry:
+        event = validation.name(entry["event"], f"{where}.event")
+        if event == names.PAGEVIEW:
+            raise ValidationError(f"{where}.event: a page view is not a custom event; give page instead")
+        return Goal(name, event=event)
+    page = entry["page"]
+    if not isinstance(page, str) or not page.startswith("/") or len(page) > GOAL_PAGE_MAX_CHARS:
+        raise ValidationError(
+            f"{where}.page must be a path starting with / of at most {GOAL_PAGE_MAX_CHARS} characters"
+        )
+    return Goal(name, page=page)
+
+
+# -- storage -------------------------------------------------------------------------------------
+
+
+def read(dynamodb: DynamoDB, settings: Settings, site: str) -> SiteSettings:
+    """The site's settings, or the defaults when none were set."""
+    item = dynamo.get_item(
+        dynamodb, settings.counts_table, names.settings_key(site), "could not read the site's settings"
+    )
+    if item is None:
+        return SiteSettings(site)
+    goals = tuple(
+        Goal(g["name"], g.get("event"), g.get("page"), int(g["since"]))
+        for g in json.loads(attributes.text(item, "goals"))
+    )
+    return SiteSettings(site, attributes.text(item, "timezone"), goals, attributes.integer(item, "updated_at"))
+
+
+def write(dynamodb: DynamoDB, settings: Settings, new: SiteSettings) -> None:
+    """Replace the site's settings (the last writer wins)."""
+    stored = [{"name": g.name, "event": g.event, "page": g.page, "since": g.since_ms} for g in new.goals]
+    item = {
+        **names.settings_key(new.site),
+        "timezone": {"S": new.timezone},
+        "goals": {"S": json.dumps([{k: v for k, v in g.items() if v is not None} for g in stored])},
+        "updated_at": {"N": str(new.updated_ms or 0)},
+    }
+    with translated("could not store the site's settings"):
+        dynamodb.put_item(TableName=settings.counts_table, Item=item)
+    _cache.forget(dynamodb, new.site)
+
+
+def get(dynamodb: DynamoDB, settings: Settings, site: str) -> SiteSettings:
+    return read(dynamodb, settings, names.site_name(site))
+
+
+def put(dynamodb: DynamoDB, settings: Settings, site: str, body: Any, now_ms: int) -> SiteSettings:
+    """Validate the body against the stored settings, then store it (nothing changes on a 400)."""
+    site = names.site_name(site)
+    new = parse_body(site, body, read(dynamodb, settings, site), now_ms)
+    write(dynamodb, settings, new)
+    return new
+
+
+# -- the beacon's cache ---------------------------------------------------------------------------
+
+
+class _Cache:
+    """Settings this process read, per DynamoDB client (a test's emulator starts afresh) and site,
+    each used for CACHE_SECONDS; the least recently read site goes first past CACHE_MAX_SITES."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: weakref.WeakKeyDictionary[Any, OrderedDict[str, tuple[int, SiteSettings]]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self, client: Any, site: str, now_ms: int) -> SiteSettings | None:
+        with self._lock:
+            sites = self._held.get(client, OrderedDict())
+            held = sites.get(site)
+            if held is None or held[0] + CACHE_SECONDS * 1000 <= now_ms:
+                return None
+            sites.move_to_end(site)
+            return held[1]
+
+    def put(self, client: Any, site: str, found: SiteSettings, now_ms: int) -> None:
+        with self._lock:
+            held = self._held.setdefault(client, OrderedDict())
+            held[site] = (now_ms, found)
+            held.move_to_end(site)
+            while len(held) > CACHE_MAX_SITES:
+                held.popitem(last=False)
+
+    def forget(self, client: Any, site: str) -> None:
+        with self._lock:
+            self._held.get(client, OrderedDict()).pop(site, None)
+
+
+_cache = _Cache()
+
+
+def cached(dynamodb: DynamoDB, settings: Settings, site: str, now_ms: int) -> SiteSettings:
+    """The site's settings as the beacon uses them: read at most once per CACHE_SECONDS."""
+    found = _cache.get(dynamodb, site, now_ms)
+    if found is None:
+        found = read(dynamodb, settings, site)
+        _cache.put(dynamodb, site, found, now_ms)
+    return found
