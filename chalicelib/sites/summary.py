@@ -2,7 +2,8 @@
 and top pages, referrers, sources and devices over a window, each list a breakdown of the
 site's counters (sites.names).
 
-Reads: the visitors' hour and day sketches (uniques, one BatchGetItem), four breakdowns
+Reads: the site's settings (its zone and goals), the visitors' day, hour and quarter sketches
+(uniques, one BatchGetItem), four breakdowns
 (counters.breakdowns: page, referrer, source and device of `site:<site>`), each a bounded read
 whatever the number of page views or pages, and one count window of `site-bots:<site>` (the
 window's days and end hours: at most 426 keys, 5 BatchGetItem calls, for 400 days). What it costs:

@@ -1,5 +1,6 @@
-"""Exact view counters, the routes side: queue views, answer counts of all time or of a range,
-and the top URLs of a window (`GET /views/top`: what it reads, docs/design.md, "Top URLs")."""
+"""Exact view counters, the routes side: queue views, answer counts of all time, of a range or
+per local or UTC bucket (docs/design.md, "Local time" under Exact view counters), and the top
+URLs of a window (`GET /views/top`: what it reads, docs/design.md, "Top URLs")."""
 
 from __future__ import annotations
 
