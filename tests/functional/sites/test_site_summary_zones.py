@@ -69,3 +69,20 @@ def test_given_a_site_without_zone_when_summarised_then_utc_and_a_bad_zone_is_40
     assert answer["start"].endswith("Z") and answer["start"][11:19] == "00:00:00"
     response = client.http.get(f"/sites/{SITE}/summary?{urlencode({'window': 'today', 'tz': 'Asia/Calcutta '})}")
     assert response.status_code == 400 and response.json_body["Code"] == "BadRequestError"
+
+
+def test_given_a_site_with_its_own_zone_when_summarised_without_tz_then_in_that_zone_and_tz_overrides_it(
+    client: Any, aws: Any, clock: Any, key: str
+) -> None:
+    clock.now = times.parse("2026-11-17T19:10:00Z")  # 00:40 on 18 November in Kolkata
+    body = {"url": f"{ORIGIN}/late", "time": times.parse("2026-11-17T18:20:00Z"), "referrer": "", "width": 1280}
+    assert beacon(client, key, body, origin=ORIGIN).json_body["counted"]  # 23:50 in Kolkata, the day before
+    Counting(client, aws).process()
+    assert summary(client, window="today")["pageviews"] == 1  # UTC: the 17th
+    response = client.http.put(
+        f"/sites/{SITE}", headers={"Content-Type": "application/json"}, body='{"timezone": "Asia/Kolkata"}'
+    )
+    assert response.status_code == 200, response.body
+    local = summary(client, window="today")
+    assert (local["tz"], local["start"], local["pageviews"]) == ("Asia/Kolkata", "2026-11-18T00:00:00+05:30", 0)
+    assert summary(client, window="today", tz="UTC")["pageviews"] == 1
