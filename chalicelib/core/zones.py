@@ -277,12 +277,20 @@ def _shift_months(moment: datetime, months: int) -> datetime:
     return datetime.combine(_add_months(moment.date(), months), moment.time())
 
 
-def _shift(zone: ZoneInfo, window: Window, move: Callable[[datetime], datetime]) -> Window:
-    """A window moved on the local clock: its start and its (exclusive) end each moved by `move`."""
+def _shift(zone: ZoneInfo, window: Window, move: Callable[[datetime], datetime], calendar: bool = False) -> Window:
+    """A window moved on the local clock: its start and its (exclusive) end each moved by `move`.
+    In a calendar window, a bound on a day's start moves to the start of the moved day, which
+    is not the same clock time when either day's midnight was skipped."""
     first, last = window
-    start = at_or_after(zone, move(wall(zone, first)))
-    stop = at_or_after(zone, move(wall(zone, last + 1)))
-    return start, max(start, stop - 1)
+
+    def moved(minute: int) -> int:
+        local = wall(zone, minute)
+        if calendar and minute == day_start(zone, local.date()):
+            return day_start(zone, move(local).date())
+        return at_or_after(zone, move(local))
+
+    start = moved(first)
+    return start, max(start, moved(last + 1) - 1)
 
 
 def comparison(zone: ZoneInfo, window: Window, how: str, calendar: str | None = None) -> Window:
@@ -297,9 +305,9 @@ def comparison(zone: ZoneInfo, window: Window, how: str, calendar: str | None = 
     if how == "previous_period":
         if calendar is None:
             return 2 * first - last - 1, first - 1
-        return _shift(zone, window, _PREVIOUS[calendar])
+        return _shift(zone, window, _PREVIOUS[calendar], calendar=True)
     if how == "year_over_year":
         if calendar in ("this_week", "last_week"):
-            return _shift(zone, window, lambda t: t - timedelta(weeks=52))
-        return _shift(zone, window, lambda t: _shift_months(t, -12))
+            return _shift(zone, window, lambda t: t - timedelta(weeks=52), calendar=True)
+        return _shift(zone, window, lambda t: _shift_months(t, -12), calendar=calendar is not None)
     raise ValueError(f"not a comparison: {how}")

@@ -4,7 +4,7 @@ read minute by minute through zoneinfo."""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, available_timezones
 
 import pytest
@@ -327,3 +327,21 @@ def test_given_any_calendar_window_when_compared_then_an_earlier_period_on_local
     if window in ("this_month", "last_month", "this_year") or (how == "year_over_year" and "week" not in window):
         assert start.day == 1 or window in ("today", "yesterday")
     assert starts_date(zone, before_first, start)
+
+
+def test_given_a_day_whose_midnight_was_skipped_when_compared_then_the_day_before_from_its_own_midnight() -> None:
+    # America/Fortaleza, 8 October 2000: clocks went from 00:00 to 01:00, so that day starts at
+    # 01:00 and the day before still at 00:00.
+    zone = zones.parse("America/Fortaleza")
+    now = int(datetime(2000, 10, 8, 1, 22, tzinfo=zone).timestamp()) // 60
+    today = zones.calendar_window(zone, "today", now)
+    yesterday = zones.calendar_window(zone, "yesterday", now)
+
+    before_today = zones.comparison(zone, today, "previous_period", "today")
+    before_yesterday = zones.comparison(zone, yesterday, "previous_period", "yesterday")
+
+    assert local(zone, today[0]).time() == time(1, 0)
+    assert before_today[0] == yesterday[0] and local(zone, before_today[0]).time() == time(0, 0)
+    assert local(zone, before_today[1]) == datetime(2000, 10, 7, 1, 22, tzinfo=zone)  # to the same clock time
+    assert before_yesterday == zones.calendar_window(zone, "yesterday", yesterday[0])
+    assert before_yesterday[1] == yesterday[0] - 1
