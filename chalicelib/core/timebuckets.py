@@ -129,14 +129,10 @@ def buckets_between(first_minute: int, last_minute: int, resolution: Resolution)
 
 # -- hour-aligned windows (unique counts) -----------------------------------------------------
 #
-# A sketch cannot be split into minutes, so windows of unique counts are whole UTC hours: the
-# hours [first_hour, last_hour], read as whole days from day sketches and the other hours from
-# hour sketches. Hour sketches are kept for a shorter time than day sketches: a partial day
-# whose hours are no longer kept is read whole, from its day sketch (the window widens to that
-# day's start, and the answer says where it starts).
+# A sketch cannot be split into minutes, so duration windows of unique counts are whole UTC
+# hours; their plan of day, hour and quarter sketches is uniques/windows.py.
 
 HOUR_MINUTES = RESOLUTION_MINUTES["hour"]
-DAY_HOURS = RESOLUTION_MINUTES["day"] // HOUR_MINUTES
 
 
 def hours_between(first_minute: int, last_minute: int) -> tuple[int, int]:
@@ -229,20 +225,3 @@ def completeness(complete: bool, retained_from_ms: int, message: str | None = RE
     if message is not None:
         answer["message"] = message
     return answer
-
-
-def hour_day_plan(first_hour: int, last_hour: int, first_live_hour: int) -> list[Bucket]:
-    """The day and hour buckets whose union covers hours first..last, oldest first: each whole
-    day as its day bucket, the hours of a partial day as hour buckets while they are kept
-    (>= first_live_hour), else the whole day."""
-    if last_hour < first_hour:
-        raise ValueError("the window ends before it starts")
-    buckets: list[Bucket] = []
-    for day in range(first_hour // DAY_HOURS, last_hour // DAY_HOURS + 1):
-        day_start = day * DAY_HOURS
-        low, high = max(first_hour, day_start), min(last_hour, day_start + DAY_HOURS - 1)
-        if (low, high) == (day_start, day_start + DAY_HOURS - 1) or low < first_live_hour:
-            buckets.append(Bucket("day", day))
-        else:
-            buckets += [Bucket("hour", hour) for hour in range(low, high + 1)]
-    return buckets

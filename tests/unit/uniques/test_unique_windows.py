@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from chalicelib.core import timebuckets, times, window_params, zones
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
-from chalicelib.core.timebuckets import Bucket
 from chalicelib.uniques import batches, sketches, windows
 
 SETTINGS = Settings()
@@ -26,48 +25,8 @@ DAY = 1440
 EVERYTHING_LIVE = -(10**9)
 
 
-def hours_of(bucket: Bucket) -> range:
-    per = timebuckets.RESOLUTION_MINUTES[bucket.resolution] // 60
-    return range(bucket.index * per, (bucket.index + 1) * per)
-
-
 minutes = st.integers(1, 30 * DAY)
 last_minutes = st.integers(NOW // 60_000 - 60 * DAY, NOW // 60_000)
-
-
-@given(last_minutes, minutes)
-def test_given_any_window_up_to_30_days_when_planned_then_its_hours_exactly_once_within_the_key_budget(
-    last: int, length: int
-) -> None:
-    first_hour, last_hour = timebuckets.hours_ending(last, length)
-    assert last_hour - first_hour + 1 == -(-length // 60)
-    plan = timebuckets.hour_day_plan(first_hour, last_hour, EVERYTHING_LIVE)
-    covered = [h for b in plan for h in hours_of(b)]
-    assert covered == list(range(first_hour, last_hour + 1))
-    assert len(plan) <= (24 if length <= DAY else 76)
-
-
-@given(last_minutes, st.integers(0, 31 * DAY - 1))
-def test_given_explicit_start_and_end_within_31_days_when_planned_then_at_most_76_keys(last: int, span: int) -> None:
-    first_hour, last_hour = timebuckets.hours_between(last - span, last)
-    plan = timebuckets.hour_day_plan(first_hour, last_hour, EVERYTHING_LIVE)
-    assert [h for b in plan for h in hours_of(b)] == list(range(first_hour, last_hour + 1))
-    assert len(plan) <= 76
-
-
-@given(last_minutes, minutes, st.integers(0, 40 * 24))
-def test_given_hours_no_longer_kept_when_planned_then_their_days_are_read_whole_and_no_hour_is_lost(
-    last: int, length: int, kept_hours: int
-) -> None:
-    first_hour, last_hour = timebuckets.hours_ending(last, length)
-    first_live = last_hour - kept_hours
-    plan = timebuckets.hour_day_plan(first_hour, last_hour, first_live)
-    covered = [h for b in plan for h in hours_of(b)]
-    assert covered == sorted(set(covered))  # disjoint, in order
-    assert set(range(first_hour, last_hour + 1)) <= set(covered)
-    assert all(b.index >= first_live for b in plan if b.resolution == "hour")
-    widened = set(covered) - set(range(first_hour, last_hour + 1))
-    assert all(h // 24 in {b.index for b in plan if b.resolution == "day"} for h in widened)
 
 
 def test_given_window_parameters_when_parsed_then_hour_aligned() -> None:
