@@ -23,16 +23,28 @@
   const TOP_VALUES = 10;
   const BUSIEST_OF = 20; // the dashboard opens on the busiest of the first counters listed
   const DIMENSIONS_STORAGE = "tally.dimensions";
+  const BROWSER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
   const $ = (id) => document.getElementById(id);
   // Where the API is: this script is <API>dashboard/dashboard.js (dashboard/assets.py), and the
   // API is under a base path (the stage's name on API Gateway, /api/, or a custom domain's
   // mapping), so every path below ("/counters", written as the API documents it) goes there.
   const API = new URL("../", document.currentScript.src);
   const apiUrl = (path) => new URL(path.replace(/^\/+/, ""), API).href;
-  // What is shown: the tab (document.body.dataset.view), the window, the counter and the
-  // dimension it is broken down by, the URL and the unique-count name. All of it is kept in
-  // the address bar's fragment (see "the view in the address bar"), so a copied URL reopens it.
-  const state = { window: "24h", counter: null, by: null, url: null, unique: null, shown: new Set(), cursors: {} };
+  // What is shown: the tab (document.body.dataset.view), the window, the time zone, whether to
+  // compare with the previous period, the counter and the dimension it is broken down by, the
+  // URL and the unique-count name. All of it is kept in the address bar's fragment (see "the
+  // view in the address bar"), so a copied URL reopens it.
+  const state = {
+    window: "24h",
+    tz: BROWSER_ZONE,
+    compare: false,
+    counter: null,
+    by: null,
+    url: null,
+    unique: null,
+    shown: new Set(),
+    cursors: {},
+  };
 
   // Only the latest load of a panel may paint it: an earlier answer arriving late (a click
   // while the first load is still out) would otherwise overwrite the newer one, or leave the
@@ -130,7 +142,7 @@
 
   // -- the view in the address bar: #view=...&window=...&counter=...&by=...&url=...&name=... --
 
-  const LINKED = ["view", "window", "counter", "by", "url", "name"];
+  const LINKED = ["view", "window", "tz", "compare", "counter", "by", "url", "name"];
 
   function linkedView() {
     const params = new URLSearchParams(location.hash.slice(1));
@@ -141,6 +153,8 @@
     const values = {
       view: document.body.dataset.view,
       window: state.window,
+      tz: state.tz === BROWSER_ZONE ? null : state.tz,
+      compare: state.compare ? "previous_period" : null,
       counter: state.counter,
       by: state.by,
       url: state.url,
@@ -173,6 +187,28 @@
     return Number.isNaN(date.getTime()) ? iso : date.toLocaleString();
   }
 
+  // -- time zones and comparisons: shared with sites.js ----------------------------------------
+
+  // A zone picker's choices: UTC, the browser's zone, and every zone the browser knows.
+  function fillZones(select) {
+    if (select.options.length) return;
+    const zones = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
+    for (const zone of new Set(["UTC", BROWSER_ZONE, ...zones])) select.add(new Option(zone, zone));
+  }
+
+  // "+12% vs previous (5)" against the previous period, or "" without one.
+  function change(now, before) {
+    if (before === undefined || before === null) return "";
+    if (before === 0) return now === 0 ? "±0% vs previous" : "new vs previous";
+    const pct = Math.round(((now - before) / before) * 100);
+    return `${pct > 0 ? "+" : pct < 0 ? "−" : "±"}${Math.abs(pct)}% vs previous (${before.toLocaleString()})`;
+  }
+
+  // What a windowed read of the counters, unique counts and views tabs adds to its query: the
+  // zone its buckets and calendar periods are in, and (for a total) the previous period.
+  const zoned = () => `&tz=${enc(state.tz)}`;
+  const compared = () => zoned() + (state.compare ? "&compare=previous_period" : "");
+
   function cell(row, text, className) {
     const td = row.insertCell();
     td.textContent = text;
@@ -193,7 +229,8 @@
     row.insertCell().append(button);
   }
 
-  function drawChart(el, buckets, valueOf, label) {
+  // `zone`: the time zone the x-axis is labelled in (the browser's own without one).
+  function drawChart(el, buckets, valueOf, label, zone) {
     if (el.plot) {
       el.plot.destroy();
       el.plot = null;
@@ -211,7 +248,9 @@
       series: [{}, { label, stroke: accent, width: 2, fill: "rgba(96,165,250,0.18)", points: { show: xs.length <= 62 } }],
       axes: [axis, axis],
     };
+    if (zone) options.tzDate = (ts) => uPlot.tzDate(new Date(ts * 1000), zone);
     el.plot = new uPlot(options, [xs, ys], el);
+    el.dataset.zone = zone || "";
     el.dataset.points = String(el.plot.data[0].length);
     el.hidden = false;
   }
@@ -294,7 +333,7 @@
     if (!names.length) return;
     const counts = await Promise.all(
       names.map((name) =>
-        getJson(`/counters/${segment(name)}?window=${state.window}`).then(
+        getJson(`/counters/${segment(name)}?window=${state.window}${zoned()}`).then(
           (body) => body.count,
           () => -1,
         ),
@@ -326,13 +365,14 @@
     const spec = WINDOWS[state.window];
     const chart = $("counter-chart");
     const end = Date.now();
-    const query = `window=${state.window}&end=${end}`;
+    const query = `window=${state.window}&end=${end}${zoned()}`;
     $("counter-title").textContent = name;
     say("counter-total", "Loading…");
+    say("counter-change", "");
     const current = begin("counter", chart);
     try {
       const [count, histogram] = await Promise.all([
-        getJson(`/counters/${segment(name)}?${query}`),
+        getJson(`/counters/${segment(name)}?${query}${state.compare ? "&compare=previous_period" : ""}`),
         getJson(`/counters/${segment(name)}/histogram?${query}&resolution=${spec.resolution}`),
       ]);
       if (!current()) return;
@@ -344,11 +384,12 @@
       let text = `${count.count.toLocaleString()} events in the last ${spec.label}`;
       if (count.complete === false) text += ` (events before ${when(count.retained_from)} are no longer kept)`;
       say("counter-total", text);
+      say("counter-change", change(count.count, count.previous && count.previous.count));
       const empty = count.count === 0 && histogram.buckets.every((b) => b.count === 0);
       $("counter-empty").hidden = !empty;
       $("counter-empty").textContent = empty ? `No events for this counter in the last ${spec.label}.` : "";
       if (empty) clearChart(chart);
-      else drawChart(chart, histogram.buckets, (b) => b.count, `events per ${spec.resolution}`);
+      else drawChart(chart, histogram.buckets, (b) => b.count, `events per ${spec.resolution}`, state.tz);
     } catch (err) {
       if (!current()) return;
       clearChart(chart);
@@ -412,7 +453,7 @@
     if (by === state.by) tables.prepend(table);
     else tables.append(table);
     try {
-      const query = `by=${enc(by)}&window=${state.window}&limit=${TOP_VALUES}`;
+      const query = `by=${enc(by)}&window=${state.window}&limit=${TOP_VALUES}${zoned()}`;
       const body = await getJson(`/counters/${segment(counter)}/breakdown?${query}`);
       if (state.counter !== counter) return;
       for (const entry of body.values) {
@@ -488,10 +529,11 @@
     const chart = $("unique-chart");
     $("unique-title").textContent = name;
     say("unique-total", "Loading…");
+    say("unique-change", "");
     $("unique-empty").hidden = true;
     const current = begin("unique", chart);
     try {
-      const count = await getJson(`/hyperloglog/${segment(name)}?window=${state.window}`);
+      const count = await getJson(`/hyperloglog/${segment(name)}?window=${state.window}${compared()}`);
       if (!current()) return;
       const windowed = "window" in count || "start" in count;
       const n = Math.round(count.cardinality).toLocaleString();
@@ -501,6 +543,8 @@
           ? `about ${n} different in the last ${spec.label}`
           : `about ${n} different, all time (this server does not count uniques over a window yet)`,
       );
+      const before = count.previous && Math.round(count.previous.cardinality);
+      say("unique-change", change(Math.round(count.cardinality), before));
     } catch (err) {
       if (!current()) return;
       failure("unique-total", err);
@@ -509,7 +553,9 @@
     }
     try {
       const resolution = spec.resolution === "day" ? "day" : "hour";
-      const series = await getJson(`/hyperloglog/${segment(name)}/histogram?resolution=${resolution}&window=${state.window}`);
+      const series = await getJson(
+        `/hyperloglog/${segment(name)}/histogram?resolution=${resolution}&window=${state.window}${zoned()}`,
+      );
       if (!current()) return;
       const buckets = series.buckets || [];
       const valueOf = (b) => Math.round(b.cardinality ?? b.count ?? 0);
@@ -519,7 +565,7 @@
       chart.dataset.name = name;
       chart.dataset.window = state.window;
       if (empty) clearChart(chart);
-      else drawChart(chart, buckets, valueOf, `different per ${resolution}`);
+      else drawChart(chart, buckets, valueOf, `different per ${resolution}`, state.tz);
     } catch (err) {
       if (!current()) return;
       clearChart(chart);
@@ -544,7 +590,7 @@
     const spec = WINDOWS[state.window];
     const tbody = $("view-list").tBodies[0];
     try {
-      const body = await getJson(`/views/top?window=${state.window}&limit=${TOP_URLS}`);
+      const body = await getJson(`/views/top?window=${state.window}&limit=${TOP_URLS}${zoned()}`);
       tbody.textContent = "";
       for (const entry of body.urls) {
         const row = tbody.insertRow();
@@ -579,24 +625,26 @@
     const chart = $("view-chart");
     $("view-title").textContent = url;
     say("view-total", "Loading…");
+    say("view-change", "");
     const current = begin("view", chart);
     const last = Math.floor(Date.now() / series.ms) * series.ms; // the bucket holding now
     const starts = Array.from({ length: series.buckets }, (_, i) => last - (series.buckets - 1 - i) * series.ms);
     try {
       const [total, ...buckets] = await Promise.all([
-        getJson(`/views?url=${enc(url)}&window=${state.window}&end=${last + series.ms - 1}`),
-        ...starts.map((start) => getJson(`/views?url=${enc(url)}&start=${start}&end=${start + series.ms - 1}`)),
+        getJson(`/views?url=${enc(url)}&window=${state.window}&end=${last + series.ms - 1}${compared()}`),
+        ...starts.map((start) => getJson(`/views?url=${enc(url)}&start=${start}&end=${start + series.ms - 1}${zoned()}`)),
       ]);
       if (!current()) return;
       chart.dataset.url = url;
       chart.dataset.window = state.window;
       chart.dataset.total = String(total.views);
       say("view-total", `${total.views.toLocaleString()} views in the last ${spec.label}`);
+      say("view-change", change(total.views, total.previous && total.previous.views));
       const empty = buckets.every((b) => b.views === 0);
       $("view-empty").hidden = !empty;
       $("view-empty").textContent = empty ? `No views of this URL in the last ${spec.label}.` : "";
       if (empty) clearChart(chart);
-      else drawChart(chart, buckets, (b) => b.views, `views per ${series.label}`);
+      else drawChart(chart, buckets, (b) => b.views, `views per ${series.label}`, state.tz);
     } catch (err) {
       if (!current()) return;
       clearChart(chart);
@@ -724,13 +772,26 @@
     });
   }
 
-  $("window").addEventListener("change", (event) => {
-    state.window = event.target.value;
+  // A new window, zone or comparison: what is shown is read again.
+  function reload() {
     link();
     if (state.counter) showCounter(state.counter);
     if (state.unique) showUnique(state.unique);
     if (document.body.dataset.view === "views") loadViews();
+  }
+
+  $("window").addEventListener("change", (event) => {
+    state.window = event.target.value;
+    reload();
     document.dispatchEvent(new CustomEvent("tally:window", { detail: state.window }));
+  });
+  $("zone").addEventListener("change", (event) => {
+    state.tz = event.target.value;
+    reload();
+  });
+  $("compare").addEventListener("change", (event) => {
+    state.compare = event.target.checked;
+    reload();
   });
 
   $("key-panel").addEventListener("submit", (event) => {
@@ -760,6 +821,9 @@
     state,
     link,
     WINDOWS,
+    BROWSER_ZONE,
+    fillZones,
+    change,
     addTab: (name, loader) => {
       LOADERS[name] = loader;
     },
@@ -773,6 +837,14 @@
       state.window = linked.window;
       $("window").value = linked.window;
     }
+    fillZones($("zone"));
+    if (linked.tz) {
+      if (![...$("zone").options].some((o) => o.value === linked.tz)) $("zone").add(new Option(linked.tz, linked.tz));
+      state.tz = linked.tz;
+    }
+    $("zone").value = state.tz;
+    state.compare = linked.compare === "previous_period";
+    $("compare").checked = state.compare;
     state.by = linked.by || null;
     state.url = linked.url || null;
     if (linked.counter) showCounter(linked.counter);

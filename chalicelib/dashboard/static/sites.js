@@ -16,7 +16,6 @@
   ];
   const RESOLUTION = { "1h": "hour", "24h": "hour", "7d": "hour", "30d": "day" };
   const REALTIME_MS = 10_000;
-  const BROWSER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
   let chosen = null;
   let shown = 0; // the latest request: an older answer arriving late is dropped
   let zoneOf = {}; // the zone picked for a site in this page; else its settings' or the browser's
@@ -40,26 +39,13 @@
     return notes.join(" ");
   }
 
-  function fillZones() {
-    const select = $("site-zone");
-    if (select.options.length) return;
-    const zones = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
-    for (const zone of new Set(["UTC", BROWSER_ZONE, ...zones])) select.add(new Option(zone, zone));
-  }
-
   // The zone a site's answers are asked in: the one picked here, else the site's, else the browser's.
   function zoneFor(site) {
     if (zoneOf[site]) return zoneOf[site];
-    return settings && settings.site === site && settings.updated ? settings.timezone : BROWSER_ZONE;
+    return settings && settings.site === site && settings.updated ? settings.timezone : board().BROWSER_ZONE;
   }
 
-  // "+12%" against the previous period, or "" without one.
-  function change(now, before) {
-    if (before === undefined || before === null) return "";
-    if (before === 0) return now === 0 ? "±0% vs previous" : "new vs previous";
-    const pct = Math.round(((now - before) / before) * 100);
-    return `${pct > 0 ? "+" : pct < 0 ? "−" : "±"}${Math.abs(pct)}% vs previous (${before.toLocaleString()})`;
-  }
+  const change = (now, before) => board().change(now, before);
 
   async function showNow(site) {
     const { getJson } = board();
@@ -204,7 +190,7 @@
     try {
       if (withSettings) await loadSettings(site);
       const zone = zoneFor(site);
-      fillZones();
+      board().fillZones($("site-zone"));
       if (![...$("site-zone").options].some((o) => o.value === zone)) $("site-zone").add(new Option(zone, zone));
       $("site-zone").value = zone;
       const local = `&tz=${enc(zone)}`;
