@@ -500,3 +500,53 @@ def test_given_firefox_when_the_dashboard_is_used_then_it_shows_the_data_by_mous
         page.screenshot(SHOTS / "firefox-phone.png")
 
         assert page.page_errors() == []
+
+
+def test_given_a_zone_and_the_comparison_when_a_counter_is_shown_then_its_reads_carry_them_and_the_change_shows(
+    stack: LocalStack, api: requests.Session, context: Any, loaded: dict[str, Any]
+) -> None:
+    # Two events in the last hour and one in the hour before: +100% against the previous period.
+    now = int(time.time() * 1000)
+    times = [now - 5 * MINUTE, now - 10 * MINUTE, now - 75 * MINUTE]
+    post(api, f"{stack.url}/events", {"events": [{"counter": "dash.zoned", "time": t} for t in times]}, 201)
+    wait_for(
+        lambda: api.get(f"{stack.url}/counters/dash.zoned", params={"window": "24h"}, timeout=5).json()["count"] == 3,
+        120,
+        "dash.zoned to be counted",
+    )
+    page = context.new_page()
+    console = Console(page)
+    page.goto(page_url(stack))
+    page.locator("#counter-list tbody tr").first.wait_for()
+    page.select_option("#window", "1h")
+    page.select_option("#zone", "Australia/Adelaide")  # +09:30 or +10:30: its hours are not UTC's
+    page.get_by_role("button", name="dash.zoned", exact=True).click()
+    page.wait_for_function("() => document.getElementById('counter-chart').dataset.counter === 'dash.zoned'")
+
+    zone = "tz=Australia%2FAdelaide"
+    with page.expect_request(lambda r: "/counters/dash.zoned?" in r.url and "compare=previous_period" in r.url) as req:
+        page.check("#compare")
+    assert zone in req.value.url
+    page.wait_for_function(
+        "() => document.getElementById('counter-change').textContent !== ''"
+        " && document.querySelector('#counter-chart canvas') !== null"
+    )
+    chart = page.locator("#counter-chart")
+    assert chart.get_attribute("data-zone") == "Australia/Adelaide"
+    params = {"window": "1h", "end": chart.get_attribute("data-end"), "tz": "Australia/Adelaide"}
+    answer = api.get(f"{stack.url}/counters/dash.zoned", params={**params, "compare": "previous_period"}).json()
+    assert (answer["count"], answer["previous"]["count"]) == (2, 1)
+    assert page.locator("#counter-total").inner_text().startswith("2 events in the last 1 h")
+    assert page.locator("#counter-change").inner_text() == "+100% vs previous (1)"
+    # The chart is the zone's histogram: its buckets labelled in the zone's offset.
+    histogram = api.get(f"{stack.url}/counters/dash.zoned/histogram", params={**params, "resolution": "minute"}).json()
+    assert {b["start"][-6:] for b in histogram["buckets"]} <= {"+09:30", "+10:30"}
+    assert int(chart.get_attribute("data-points")) == len(histogram["buckets"])
+    assert zone in page.url and "compare=previous_period" in page.url
+    shot(page, "counters-zone-compare")
+
+    # Unticked, the total stands alone again.
+    page.uncheck("#compare")
+    page.wait_for_function("() => document.getElementById('counter-total').textContent.startsWith('2 events')")
+    assert page.locator("#counter-change").inner_text() == ""
+    assert console.errors == []
