@@ -14,6 +14,7 @@ import pytest
 from tests.functional import work_meter
 from tests.functional.helpers import invoke, post_events
 from tests.functional.stream_fixtures import lambda_event, stored_event_records
+from tests.local_time import calendar_dates
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
@@ -104,20 +105,6 @@ def hour_histogram(client: Any, zone: ZoneInfo, now: int, events: list[tuple[int
         assert bucket["count"] == sum(1 for t, _ in events if low <= t < high), bucket
         assert datetime.fromisoformat(bucket["start"]).minute in (0, 45)  # 45: Chatham's changes
     assert sum(b["count"] for b in body["buckets"]) == sum(1 for t, _ in events if starts[0] <= t < stops[-1])
-
-
-def calendar_dates(window: str, today: date) -> tuple[date, date | None]:
-    monday = today - timedelta(days=today.weekday())
-    month = today.replace(day=1)
-    return {
-        "today": (today, None),
-        "yesterday": (today - timedelta(days=1), today),
-        "this_week": (monday, None),
-        "last_week": (monday - timedelta(days=7), monday),
-        "this_month": (month, None),
-        "last_month": ((month - timedelta(days=1)).replace(day=1), month),
-        "this_year": (date(today.year, 1, 1), None),
-    }[window]
 
 
 def in_window(events: list[tuple[int, str]], low: int, high: int) -> int:

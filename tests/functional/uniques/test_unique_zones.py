@@ -18,6 +18,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.uniques import batches as uniques_batches
 from chalicelib.uniques import sketches
 from tests.conftest import ITEM_KEY
+from tests.local_time import ZONE_CASES
 
 SETTINGS = Settings()
 P = sketches.precision_for(SETTINGS.uniques_error_rate)
@@ -66,16 +67,7 @@ def visits(now_ms: int, days: int, people: int, n: int, seed: int) -> list[tuple
     return [(f"v{rng.randrange(people)}", rng.choice(minutes)) for _ in range(n)]
 
 
-CASES = [
-    ("America/New_York", "2026-11-09T12:00:00Z"),  # 1 November 2026: 25 hours
-    ("America/New_York", "2026-03-15T12:00:00Z"),  # 8 March 2026: 23 hours
-    ("Asia/Kolkata", "2026-11-18T11:06:40Z"),
-    ("Asia/Kathmandu", "2026-11-18T11:06:40Z"),
-    ("Pacific/Chatham", "2026-04-10T00:00:00Z"),  # 5 April 2026: clocks back at 03:45 +13:45
-]
-
-
-@pytest.mark.parametrize(("zone", "now"), CASES)
+@pytest.mark.parametrize(("zone", "now"), ZONE_CASES)
 @pytest.mark.parametrize("people", [150, 2000])
 def test_given_visitors_over_ten_days_when_a_local_day_series_is_read_then_each_day_is_its_items_union(
     client: Any, aws: Any, clock: Any, zone: str, now: str, people: int

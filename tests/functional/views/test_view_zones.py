@@ -16,6 +16,7 @@ import pytest
 from chalicelib.core import times
 from chalicelib.views.validation import View
 from tests.functional.helpers import deliver_views
+from tests.local_time import ZONE_CASES
 
 URL = "https://blog.example/zones"
 MINUTE_MS = 60_000
@@ -43,16 +44,7 @@ def spread(aws: Any, now_ms: int, days: int, n: int, seed: int) -> list[int]:
     return stamps
 
 
-CASES = [
-    ("America/New_York", "2026-11-09T12:00:00Z"),  # 1 November 2026: 25 hours
-    ("America/New_York", "2026-03-15T12:00:00Z"),  # 8 March 2026: 23 hours
-    ("Asia/Kolkata", "2026-11-18T11:06:40Z"),
-    ("Asia/Kathmandu", "2026-11-18T11:06:40Z"),
-    ("Pacific/Chatham", "2026-04-10T00:00:00Z"),  # 5 April 2026: clocks back at 03:45 +13:45
-]
-
-
-@pytest.mark.parametrize(("zone", "now"), CASES)
+@pytest.mark.parametrize(("zone", "now"), ZONE_CASES)
 def test_given_views_over_two_weeks_when_a_local_day_series_is_read_then_each_day_equals_the_brute_force_count(
     client: Any, aws: Any, clock: Any, zone: str, now: str
 ) -> None:

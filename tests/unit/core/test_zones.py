@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from chalicelib.core import zones
 from chalicelib.core.errors import ValidationError
+from tests.local_time import calendar_dates
 
 ZONES = sorted(available_timezones())
 # Zones whose days or hours are unusual: daylight saving (two hemispheres, half an hour at Lord
@@ -221,22 +222,6 @@ def test_given_any_zone_when_weeks_or_months_bucketed_then_brute_force_boundarie
 # -- calendar windows ----------------------------------------------------------------------------
 
 
-def expected_dates(window: str, today: date) -> tuple[date, date | None]:
-    """The first local date of a calendar window and the date after it (None: it ends at now)."""
-    monday = today - timedelta(days=today.weekday())
-    month = today.replace(day=1)
-    previous_month = (month - timedelta(days=1)).replace(day=1)
-    return {
-        "today": (today, None),
-        "yesterday": (today - timedelta(days=1), today),
-        "this_week": (monday, None),
-        "last_week": (monday - timedelta(days=7), monday),
-        "this_month": (month, None),
-        "last_month": (previous_month, month),
-        "this_year": (date(today.year, 1, 1), None),
-    }[window]
-
-
 def starts_date(zone: ZoneInfo, minute: int, day: date) -> bool:
     """Whether `minute` is the first whose local date is `day` or later."""
     return local(zone, minute).date() >= day > local(zone, minute - 1).date()
@@ -249,7 +234,7 @@ def test_given_any_zone_when_calendar_window_then_it_starts_and_ends_at_local_mi
 ) -> None:
     zone, now = where
     first, last = zones.calendar_window(zone, window, now)
-    start, stop = expected_dates(window, local(zone, now).date())
+    start, stop = calendar_dates(window, local(zone, now).date())
     assert starts_date(zone, first, start)
     if stop is None:
         assert last == now
