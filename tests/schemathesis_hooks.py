@@ -21,7 +21,9 @@ Each rule relates a parameter to the clock or to another parameter, which JSON S
   histogram's bucket cap as a histogram does;
 - a report id ends after it starts; a repair's partition is of a settled quarter hour and a
   write shard below EVENT_WRITE_SHARDS (a deployment setting the document does not know);
-- a page view's custom event counter `site-event:<site>:<event>` is at most 200 characters.
+- a page view's custom event counter `site-event:<site>:<event>` is at most 200 characters;
+- a zone (`tz`, a site's `timezone`) is one the tz database names: the document gives zones by
+  their spelling, so a generated name it lacks becomes a real zone.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ def _fit(case: Case) -> None:
     path = case.operation.path
     if isinstance(case.query, dict):
         case.query.pop("cursor", None)
+        _zone(case.query, "tz")
         _where(case.query, path)
         if path in ALL_TIME_READS and not window_params.is_windowed(case.query):
             for name in ("compare", "resolution"):
@@ -92,6 +95,7 @@ def _fit(case: Case) -> None:
         for item in case.body.get("events") or case.body.get("views") or [case.body]:
             if isinstance(item, dict) and item.get("time") is not None:
                 item["time"] = _recent(item["time"], now)
+        _zone(case.body, "timezone")
         if path == "/beacon/pageview":
             _pageview(case.body)
         if path == "/audit/repair" and isinstance(case.body.get("partition"), str):
@@ -101,6 +105,13 @@ def _fit(case: Case) -> None:
         case.path_parameters["report_id"] = _ordered(report_id)
         if "." in report_id and isinstance(case.query, dict):  # the suffix names the format
             case.query["format"] = report_id.rsplit(".", 1)[1]
+
+
+def _zone(where: dict[str, Any], name: str) -> None:
+    value = where.get(name)
+    if isinstance(value, str) and value not in zones.names():
+        known = sorted(zones.names())
+        where[name] = known[sum(value.encode()) % len(known)]
 
 
 def _ms(value: Any) -> int:
