@@ -101,7 +101,7 @@ def comparison(
 
 
 # Fields naming what was read rather than what was counted: said once, not again in `previous`.
-IDENTITY_FIELDS = ("counter", "by", "where", "resolution", "tz", "url", "name", "site")
+IDENTITY_FIELDS = ("counter", "by", "where", "resolution", "tz", "url", "name", "names", "site")
 
 
 def compared(window: Window, read: Callable[[int, int], dict[str, Any]]) -> dict[str, Any]:

@@ -11,8 +11,10 @@ from typing import Any
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
+import jsonschema
 import pytest
 
+from chalicelib.contract import schemas
 from chalicelib.core import queues, times
 from chalicelib.core.settings import Settings
 from chalicelib.uniques import batches as uniques_batches
@@ -171,3 +173,18 @@ def test_given_a_bad_zone_resolution_or_compare_when_read_then_400(client: Any, 
     ):
         response = client.http.get(f"{path}?{urlencode(params)}")
         assert response.status_code == 400 and response.json_body["Code"] == "BadRequestError", params
+
+
+def test_given_a_union_compared_when_read_then_the_answer_and_its_previous_are_as_the_document_says(
+    client: Any,
+) -> None:
+    query = urlencode(
+        {"names": "visitors,signups", "window": "today", "tz": "Europe/Berlin", "compare": "year_over_year"}
+    )
+
+    answer = client.http.get(f"/hyperloglog?{query}")
+
+    assert answer.status_code == 200, answer.body
+    assert set(answer.json_body["previous"]) >= {"cardinality", "start", "end"}
+    assert "names" not in answer.json_body["previous"]
+    jsonschema.validate(answer.json_body, schemas.compared(schemas.UNION_ANSWER))
