@@ -291,6 +291,16 @@ def test_given_dev_stage_when_packaged_then_the_api_has_the_authorizers_gateway_
     )
 
 
+def run_isolated(lambda_dir: Path, script: str) -> subprocess.CompletedProcess[str]:
+    """`script` run by a Python that sees the unpacked package and nothing else (no site-packages)."""
+    return subprocess.run(
+        [sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(lambda_dir)!r}); {script}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_given_the_zip_when_unpacked_then_the_dashboard_and_its_vendored_library_with_license_are_inside(
     package: Path, tmp_path: Path
 ) -> None:
@@ -305,12 +315,7 @@ def test_given_the_zip_when_unpacked_then_the_dashboard_and_its_vendored_library
     assert "chalicelib/sites/static/tally.js" in names  # GET /tally.js
     # The page is assembled from the unpacked files alone, by a Python that sees nothing else.
     script = "from chalicelib.dashboard import assets; print(assets.page().body)"
-    shown = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(tmp_path / 'lambda')!r}); {script}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    shown = run_isolated(tmp_path / "lambda", script)
     assert shown.returncode == 0, shown.stderr
     assert 'src="dashboard/uPlot.iife.min.js?v=' in shown.stdout  # relative to the page (its base)
 
@@ -326,11 +331,6 @@ def test_given_the_zip_when_unpacked_then_zoneinfo_finds_every_zone_without_the_
         "import zoneinfo; zoneinfo.reset_tzpath(to=()); from datetime import datetime; "
         "print(datetime(2026, 11, 26, tzinfo=zoneinfo.ZoneInfo('Asia/Kathmandu')).utcoffset())"
     )
-    shown = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(tmp_path / 'lambda')!r}); {script}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    shown = run_isolated(tmp_path / "lambda", script)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.strip() == "5:45:00"
