@@ -20,8 +20,9 @@ polling, the audit's and the report's schedules or storage, is left out and said
   views' one tracker key against its rate (access/rates.py) at each delivery's arrival, in one
   process each: a write for each request past the process's allowance in its second (the resends,
   which arrive in the second of the view before them). Two more rows price what a site's page
-  view adds behind the function URL: `+ realtime` its visitor noted in its minute (one PutItem,
-  sites/realtime.py), and `+ realtime + goal` that and every page view converting on a goal
+  view adds behind the function URL: `+ realtime` its visitor's minute sketch (the unique-count
+  handler merges each batch's visitors into the sketch of each minute the batch holds, in
+  batches of its 60 s batching window: sites/realtime.py), and `+ realtime + goal` that and every page view converting on a goal
   (the site's settings read once a minute per process, one more uniques message, and the goal's
   sketches merged by the uniques handler in batches of its 60 s batching window: sites/goals.py).
   Seed (accurate-counters-dynamodb.md): API
@@ -66,17 +67,20 @@ from bench import uniques as uniques_bench  # noqa: E402
 from bench import views as views_bench  # noqa: E402
 from bench.metering import Meter, MotoProbe, item_size  # noqa: E402
 from chalicelib.access import policy, rates  # noqa: E402
+from chalicelib.core import timebuckets, times  # noqa: E402
 from chalicelib.core.aws import AwsClients  # noqa: E402
 from chalicelib.core.queues import Message  # noqa: E402
 from chalicelib.core.settings import Settings  # noqa: E402
 from chalicelib.counters import audit, audit_runs  # noqa: E402
 from chalicelib.events import ingest as events  # noqa: E402
 from chalicelib.reports import runs as report_runs  # noqa: E402
-from chalicelib.sites import function_url, goals, names, realtime  # noqa: E402
+from chalicelib.sites import function_url, goals, names  # noqa: E402
 from chalicelib.sites import settings as site_settings  # noqa: E402
 from chalicelib.uniques import api as uniques_api  # noqa: E402
 from chalicelib.uniques import batches as uniques_batches  # noqa: E402
+from chalicelib.uniques import layout as uniques_layout  # noqa: E402
 from chalicelib.uniques import sketches  # noqa: E402
+from chalicelib.uniques import windows as uniques_windows  # noqa: E402
 from chalicelib.views import api as views_api  # noqa: E402
 from chalicelib.views import batches as views_batches  # noqa: E402
 from chalicelib.views import messages as view_messages  # noqa: E402
@@ -522,14 +526,32 @@ def site_extras(
     """The function URL's bill plus a page view's realtime note, then plus a goal every view
     converts on (each view's client id stands for its visitor id)."""
     with_realtime, with_goal = Bill(**asdict(base)), Bill(**asdict(base))
-    noting, note_front = Meter(probe), Handler(url_tools.FUNCTION)
+    window_ms = max(settings.uniques_batching_window_seconds * 1000, 1)
+    # Realtime: the visitor's message (queued for the site's unique count anyway) asks for its
+    # minute's sketch too, so each batch of the unique-count handler merges one more sketch per
+    # minute it holds. Only that merge is extra: no message, no invocation.
+    noting, note_handler = Meter(probe), Handler("on_unique_items")
     client = noting.attach(AwsClients(settings).dynamodb)
-    for view, arrived in zip(deliveries, arrivals):
-        with note_front.invocation():
-            realtime.note(client, settings, BENCH_SITE, view.client_id, view.time_ms, arrived)
-    note_front.invocations = 0  # the same invocations as the page views': only their extra time
+    minutes: dict[tuple[int, int], list[bytes]] = {}
+    for view, arrived in zip(deliveries, arrivals):  # what one batching window gathers, by minute
+        hashes = sketches.item_hashes(ITEM_KEY, [view.client_id])
+        minutes.setdefault((arrived // window_ms, view.time_ms // times.MINUTE_MS), []).append(hashes)
+    name = names.visitors_name(BENCH_SITE)
+    for (window, minute), found in sorted(minutes.items()):
+        bucket = uniques_windows.Bucket("minute", minute)
+        expires = timebuckets.expires_at_s(bucket, uniques_batches.MINUTE_RETENTION_SECONDS)
+        with note_handler.invocation():
+            uniques_batches.merge_into(
+                client,
+                settings,
+                uniques_layout.bucket_key(name, bucket),
+                b"".join(found),
+                (window + 1) * window_ms,
+                expires,
+            )
+    note_handler.invocations = 0  # the same invocations as the visitors' own batches: only their extra time
     for bill in (with_realtime, with_goal):
-        note_front.charge(bill)
+        note_handler.charge(bill)
         charge(bill, noting)
     # The goal: stored once (not metered), read by the front once per CACHE_SECONDS.
     stored = site_settings.parse_body(
@@ -549,16 +571,15 @@ def site_extras(
     goal_front.invocations = 0
     handler, merging = Handler("on_unique_items"), Meter(probe)
     merger = merging.attach(AwsClients(settings).dynamodb)
-    window_ms = settings.uniques_batching_window_seconds * 1000
     batches: dict[int, list[str]] = {}
     for arrived, body in bodies:  # what one batching window gathers, up to a batch's size
-        batches.setdefault(arrived // max(window_ms, 1), []).append(body)
+        batches.setdefault(arrived // window_ms, []).append(body)
     for number, (window, group) in enumerate(sorted(batches.items())):
         for start in range(0, len(group), settings.uniques_batch_size):
             part = group[start : start + settings.uniques_batch_size]
             messages = [Message(f"g-{number}-{start}-{i}", "", body) for i, body in enumerate(part)]
             with handler.invocation():
-                uniques_batches.apply_messages(merger, settings, messages, (window + 1) * max(window_ms, 1))
+                uniques_batches.apply_messages(merger, settings, messages, (window + 1) * window_ms)
     for h in (goal_front, handler):
         h.charge(with_goal)
     charge(with_goal, reading)

@@ -66,8 +66,9 @@ def workload(n: int, urls: int, duplicates: float, seed: int = 1) -> tuple[list[
     ]
     deliveries = list(distinct)
     for _ in range(n - len(distinct)):
-        position = rng.randrange(len(deliveries) + 1)
-        deliveries.insert(position, rng.choice(deliveries[:position] or distinct))
+        # After the first delivery: a resend comes after its view, never before every view.
+        position = max(1, rng.randrange(len(deliveries) + 1))
+        deliveries.insert(position, rng.choice(deliveries[:position]))
     expected: dict[str, int] = {}
     for v in distinct:
         expected[v.url] = expected.get(v.url, 0) + 1

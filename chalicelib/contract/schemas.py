@@ -17,6 +17,7 @@ from chalicelib.events import ingest
 from chalicelib.reports import api as reports_api
 from chalicelib.uniques import api as uniques_api
 from chalicelib.uniques import batches as uniques_batches
+from chalicelib.uniques import sketches
 from chalicelib.views import top as view_top
 from chalicelib.views import validation as view_input
 
@@ -904,7 +905,10 @@ SITE_REALTIME = obj(
         "site": NAME,
         "time": ISO_TIME,
         "visitors": {**COUNT, "description": "distinct visitors of the last five minutes (this one included)"},
-        "visitors_exact": {**BOOLEAN, "description": "false past the visitor-minutes one read counts: a lower bound"},
+        "visitors_exact": {
+            **BOOLEAN,
+            "description": f"false past {sketches.EXACT_LIMIT} visitors: then a HyperLogLog estimate, as a summary's",
+        },
         "visitors_start": ISO_TIME,
         "pageviews": array(
             obj({"start": ISO_TIME, "pageviews": COUNT}),
@@ -913,7 +917,6 @@ SITE_REALTIME = obj(
             maxItems=30,
         ),
         "pageviews_start": ISO_TIME,
-        "visitor_items_read": COUNT,
     }
 )
 COMPONENTS["StoredGoal"] = STORED_GOAL

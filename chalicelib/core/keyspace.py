@@ -25,7 +25,6 @@ CATALOG_PAGES = "#pages"  # after CATALOG<kind>: the catalog's pages
 CATALOG_FOLD = "#fold"  # after CATALOG<kind>: the fold's mark
 SALT = "SALT#"
 SITE = "SITE#"
-SITE_NOW = "NOW#"
 
 
 def index_sort_key(prefix: str, index: int) -> str:

@@ -13,7 +13,7 @@ from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.events import ingest as events
-from chalicelib.sites import goals, names, privacy, realtime, salts, summary
+from chalicelib.sites import goals, names, privacy, salts, summary
 from chalicelib.sites import settings as site_settings
 from chalicelib.uniques import api as uniques_api
 from chalicelib.views import api as views_api
@@ -117,11 +117,11 @@ def count(
     batch = events.parse_body({"events": pageview_events(site, page, beacon, view_url, visitor)}, now_ms, settings)
     view = view_input.View(view_url, beacon.time_ms, _derived("view", view_url, str(beacon.time_ms), visitor))
     views_api.enqueue(sqs, settings, [view], now_ms)
-    uniques_api.enqueue(sqs, settings, item_key, names.visitors_name(site), uniques_api.Post([visitor], beacon.time_ms))
+    visitors = uniques_api.Post([visitor], beacon.time_ms)
+    uniques_api.enqueue(sqs, settings, item_key, names.visitors_name(site), visitors, minute=True)  # realtime
     matched = site_settings.cached(dynamodb, settings, site, now_ms).goals_of_page(page.path)
     goals.enqueue_visitor(sqs, settings, item_key, site, matched, visitor, beacon.time_ms)
     events.store(dynamodb, settings, batch, now_ms)
-    realtime.note(dynamodb, settings, site, visitor, beacon.time_ms, now_ms)
     _note_site(dynamodb, settings, site, now_ms)
     return Outcome(True, site)
 

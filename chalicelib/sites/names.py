@@ -1,6 +1,6 @@
 """The names and keys of site analytics, in one place: the counters, unique counts and views a
 site (its hostname, or the script's `data-site`) is counted under, its goals' unique counts, the
-keys of its salts, settings and realtime visitors, and its catalog kind. Pure. What each holds:
+keys of its salts and settings, and its catalog kind. Pure. What each holds:
 docs/tracker.md, "How a page view is counted", "Goals" and "Right now"."""
 
 from __future__ import annotations
@@ -18,15 +18,6 @@ SITE_MAX_CHARS = 180  # so that every name made from a site (the longest fixed p
 
 def settings_key(site: str) -> dict[str, Any]:
     return {"pk": {"S": f"{keyspace.SITE}{site}"}, "sk": {"S": "settings"}}
-
-
-def realtime_pk(site: str) -> str:
-    return f"{keyspace.SITE_NOW}{site}"
-
-
-def realtime_sort_key(minute: int, visitor: str) -> str:
-    """`<minute>#<visitor>`: a minute's visitors sort together, minutes in number order."""
-    return f"{keyspace.index_sort_key('m', minute)}#{visitor}"
 
 
 def salt_key(day: int) -> dict[str, Any]:

@@ -73,9 +73,10 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> Post:
     return Post(items, times.not_ahead(time_ms, now_ms, settings.max_future_skew_seconds))
 
 
-def enqueue(sqs: SQS, settings: Settings, key: bytes, name: str, post: Post) -> int:
-    """Queue the items as their hashes under the stage's item key (`key`, never stored)."""
-    body = message_body(name, sketches.item_hashes(key, post.items), post.time_ms)
+def enqueue(sqs: SQS, settings: Settings, key: bytes, name: str, post: Post, minute: bool = False) -> int:
+    """Queue the items as their hashes under the stage's item key (`key`, never stored); `minute`:
+    kept in minute sketches too, for `recent`."""
+    body = message_body(name, sketches.item_hashes(key, post.items), post.time_ms, minute)
     with translated("could not queue the items"):
         sqs.send_message(QueueUrl=queues.queue_url(sqs, settings.uniques_queue), MessageBody=body)
     return len(post.items)
@@ -144,6 +145,17 @@ def minute_span(first: int, last: int) -> tuple[int, int]:
 def hour_span(hours: tuple[int, int]) -> tuple[int, int]:
     """Hours first..last (window_params.hour_range) as the minutes [start, stop) they hold."""
     return hours[0] * timebuckets.HOUR_MINUTES, (hours[1] + 1) * timebuckets.HOUR_MINUTES
+
+
+def recent(dynamodb: DynamoDB, settings: Settings, name: str, first: int, last: int) -> dict[str, Any]:
+    """The unique count of minutes first..last (at most an hour ago) from the name's minute
+    sketches, which only items queued with `minute` have: one consistent BatchGetItem."""
+    wanted = [layout.bucket_key(name, windows.Bucket("minute", m)) for m in range(first, last + 1)]
+    found = dynamo.batch_get_items(
+        dynamodb, settings.counts_table, wanted, "could not read the sketches", projection=PROJECTION, consistent=True
+    )
+    merged = sketches.merge([decode_item(item) for item in found], sketches.precision_for(settings.uniques_error_rate))
+    return {**_estimate(merged), "keys_read": len(wanted)}
 
 
 def cardinality(dynamodb: DynamoDB, settings: Settings, names: list[str]) -> dict[str, Any]:

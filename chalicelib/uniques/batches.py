@@ -39,6 +39,8 @@ from chalicelib.uniques.windows import Bucket
 MAX_ITEMS = 500
 MESSAGE_VERSION = 2
 MAX_WRITE_ATTEMPTS = 12
+# Minute sketches answer the last few minutes only; an hour outlasts any batching window and retry.
+MINUTE_RETENTION_SECONDS = 3600
 SOURCE = quarantine.UNIQUES_QUEUE
 
 
@@ -50,6 +52,7 @@ class Items:
     name: str
     hashes: bytes
     time_ms: int
+    minute: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,24 +76,25 @@ class Target:
         return layout.shard_key(self.name, shard) if self.bucket is None else layout.bucket_key(self.name, self.bucket)
 
 
-def message_body(name: str, hashes: bytes, time_ms: int) -> str:
-    """One message per request, carrying 8-byte item hashes: any request fits SQS's 1 MiB message."""
+def message_body(name: str, hashes: bytes, time_ms: int, minute: bool = False) -> str:
+    """One message per request, carrying 8-byte item hashes: any request fits SQS's 1 MiB message.
+    `minute`: the items also go into their minute's sketch."""
     encoded = base64.b64encode(hashes).decode("ascii")
-    return json.dumps({"v": MESSAGE_VERSION, "name": name, "hashes": encoded, "time": time_ms})
+    extra = {"minute": True} if minute else {}
+    return json.dumps({"v": MESSAGE_VERSION, "name": name, "hashes": encoded, "time": time_ms, **extra})
 
 
 def parse_message(body: str) -> tuple[str, bytes]:
     """(name, concatenated item hashes) of a queue message; ValidationError if not one of ours."""
-    name, raw, _ = _parse(body)
+    name, raw, _, _ = _parse(body)
     return name, raw
 
 
 def parse_items(message: Message) -> Items:
-    name, raw, time_ms = _parse(message.body)
-    return Items(message, name, raw, time_ms)
+    return Items(message, *_parse(message.body))
 
 
-def _parse(body: str) -> tuple[str, bytes, int]:
+def _parse(body: str) -> tuple[str, bytes, int, bool]:
     try:
         message = json.loads(body)
     except ValueError as exc:
@@ -105,19 +109,26 @@ def _parse(body: str) -> tuple[str, bytes, int]:
     size = sketches.HASH_BYTES
     if not raw or len(raw) % size or len(raw) // size > MAX_ITEMS:
         raise ValidationError(f"hashes must be 1-{MAX_ITEMS} values of {size} bytes")
-    return name, raw, times.parse(message.get("time"), "time")
+    minute = message.get("minute", False)
+    if not isinstance(minute, bool):
+        raise ValidationError("minute must be true or false")
+    return name, raw, times.parse(message.get("time"), "time"), minute
 
 
 def targets(settings: Settings, items: Items, now_ms: int) -> list[Target]:
-    """The all-time sketch of the items' name, and their day, hour and quarter sketches unless
-    expired."""
+    """The all-time sketch of the items' name, and their day, hour and quarter sketches (and minute
+    sketch, when the message asks) unless expired."""
     buckets = windows.buckets_for(items.time_ms)
+    if items.minute:
+        buckets.append(Bucket("minute", items.time_ms // times.MINUTE_MS))
     live = [b for b in buckets if timebuckets.live(b, retention_s(settings, b.resolution), now_ms)]
     return [Target(items.name, None)] + [Target(items.name, bucket) for bucket in live]
 
 
 def retention_s(settings: Settings, resolution: str) -> int:
     """Quarter sketches are kept as long as hour sketches: a local day reads both."""
+    if resolution == "minute":
+        return MINUTE_RETENTION_SECONDS
     return settings.uniques_day_retention_seconds if resolution == "day" else settings.uniques_hour_retention_seconds
 
 

@@ -4,6 +4,8 @@ HLL#<name> / shard#<nn>              the all-time sketch, in UNIQUES_SHARDS shar
 HLW#<name> / q#<quarter> | h#<hour> | d#<day>   the sketch of one UTC quarter hour / hour / day
                                      (index since the epoch, uniques/windows.py), expiring
                                      `expires_at` (its end plus the retention setting)
+HLW#<name> / m#<minute>              the sketch of one minute, for names whose items ask for it
+                                     (a site's visitors), kept MINUTE_RETENTION_SECONDS
 CATALOG#uniques / <name>             a name that has items, with `last_seen` (core.catalog)
 QUARANTINE#uniques-queue / <message id>   a message that could not be applied
 """
@@ -15,7 +17,7 @@ from typing import Any
 from chalicelib.core import catalog, keyspace
 from chalicelib.uniques.windows import Bucket, Level
 
-PREFIX: dict[Level, str] = {"quarter": "q", "hour": "h", "day": "d"}
+PREFIX: dict[Level, str] = {"minute": "m", "quarter": "q", "hour": "h", "day": "d"}
 LEVEL_OF_PREFIX: dict[str, Level] = {prefix: level for level, prefix in PREFIX.items()}
 CATALOG_KIND = "uniques"
 

@@ -14,9 +14,11 @@ from typing import Literal
 
 from chalicelib.core import times
 
-Level = Literal["quarter", "hour", "day"]
+# Minute sketches are kept only for names that ask for them, briefly (batches.MINUTE_RETENTION_SECONDS):
+# they answer "the last few minutes" (a site's visitors now), never a window's plan.
+Level = Literal["minute", "quarter", "hour", "day"]
 LEVELS: tuple[Level, ...] = ("day", "hour", "quarter")  # coarsest first
-SIZE_MINUTES: dict[str, int] = {"quarter": 15, "hour": 60, "day": 1440}
+SIZE_MINUTES: dict[str, int] = {"minute": 1, "quarter": 15, "hour": 60, "day": 1440}
 QUARTER_MINUTES = SIZE_MINUTES["quarter"]
 
 

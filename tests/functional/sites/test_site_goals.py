@@ -10,6 +10,7 @@ import pytest
 
 from chalicelib.sites import settings as site_settings
 from tests.conftest import create_key
+from tests.functional.helpers import invoke, receive_all, sqs_event
 from tests.functional.site_helpers import FIREFOX, SETTINGS, Counting, beacon
 
 SITE = "shop.example"
@@ -147,7 +148,6 @@ def test_given_goals_when_visitors_convert_more_than_once_under_resends_then_the
 def test_given_uniques_redelivered_when_the_summary_is_read_then_goal_visitors_are_unchanged(
     client: Any, aws: Any, clock: Any, key: str
 ) -> None:
-    from tests.functional.helpers import invoke, receive_all, sqs_event
 
     assert put_settings(client, {"goals": GOALS}).status_code == 200
     for agent in AGENTS[:3]:
@@ -163,7 +163,6 @@ def test_given_uniques_redelivered_when_the_summary_is_read_then_goal_visitors_a
 def test_given_a_page_view_matching_no_goal_when_beaconed_then_nothing_more_is_queued(
     client: Any, aws: Any, clock: Any, key: str
 ) -> None:
-    from tests.functional.helpers import receive_all
 
     assert put_settings(client, {"goals": GOALS}).status_code == 200
     beacon(client, key, view(clock, "/docs"), origin=ORIGIN)
@@ -175,7 +174,6 @@ def test_given_a_page_view_matching_no_goal_when_beaconed_then_nothing_more_is_q
 def test_given_settings_changed_by_another_process_when_beaconed_then_used_within_the_cache_time(
     client: Any, aws: Any, clock: Any, key: str
 ) -> None:
-    from tests.functional.helpers import receive_all
 
     beacon(client, key, view(clock, "/pricing"), origin=ORIGIN)  # caches "no goals" for this process
     receive_all(aws, SETTINGS.uniques_queue)
@@ -225,29 +223,43 @@ def test_given_visitors_when_the_clock_moves_then_they_appear_and_age_out_after_
     assert sum(b["pageviews"] for b in realtime(client)["pageviews"]) == 0
 
 
-def test_given_an_old_resend_when_beaconed_then_it_is_not_noted_as_now(
-    client: Any, aws: Any, clock: Any, key: str
+def test_given_an_old_resend_when_counted_then_it_is_not_among_the_visitors_now(
+    client: Any, aws: Any, clock: Any, key: str, counting: Counting
 ) -> None:
     beacon(client, key, view(clock, "/a", ago_ms=10 * MINUTE), origin=ORIGIN)
+    counting.process()
     assert realtime(client)["visitors"] == 0
-    items = aws.dynamodb.query(
-        TableName=SETTINGS.counts_table,
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": f"NOW#{SITE}"}},
-    )["Items"]
-    assert items == []
+    beacon(client, key, view(clock, "/a", ago_ms=4 * MINUTE), origin=ORIGIN)
+    counting.process()
+    assert realtime(client)["visitors"] == 1
 
 
-def test_given_more_visitor_minutes_than_a_read_counts_when_read_then_not_exact_and_bounded(
-    client: Any, aws: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+def test_given_a_batch_delivered_twice_when_read_then_each_visitor_once(
+    client: Any, aws: Any, clock: Any, key: str
 ) -> None:
-    from chalicelib.sites import realtime as realtime_module
-
-    monkeypatch.setattr(realtime_module, "MAX_VISITOR_ITEMS", 5)
-    for i in range(7):
-        realtime_module.note(aws.dynamodb, SETTINGS, SITE, f"{i:032x}", clock.now, clock.now)
+    for i, agent in enumerate(AGENTS):
+        beacon(client, key, view(clock, f"/p{i}"), agent=agent, origin=ORIGIN)
+    sent = receive_all(aws, SETTINGS.uniques_queue)
+    for batch in (sent, sent[:3], sent):  # whole, a part, whole again: at least once, in any grouping
+        invoke(client, "on_unique_items", sqs_event(batch))
     got = realtime(client)
-    assert (got["visitors"], got["visitors_exact"], got["visitor_items_read"]) == (5, False, 6)
+    assert (got["visitors"], got["visitors_exact"]) == (len(AGENTS), True)
+
+
+def test_given_more_visitors_than_a_sketch_holds_exactly_when_read_then_an_estimate_within_its_error(
+    client: Any, aws: Any, clock: Any
+) -> None:
+    from chalicelib.sites import names
+    from chalicelib.uniques import api as uniques_api
+
+    visitors = [f"{i:032x}" for i in range(2000)]
+    for start in range(0, len(visitors), 500):
+        post = uniques_api.Post(visitors[start : start + 500], clock.now)
+        uniques_api.enqueue(aws.sqs, SETTINGS, b"k" * 32, names.visitors_name(SITE), post, minute=True)
+    Counting(client, aws).process()
+    got = realtime(client)
+    assert got["visitors_exact"] is False
+    assert abs(got["visitors"] - 2000) <= 2000 * 3 * SETTINGS.uniques_error_rate
 
 
 def test_given_a_prefix_limited_read_key_when_realtime_is_read_then_403(client: Any, aws: Any) -> None:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chalicelib.core import timebuckets, times, window_params, zones
+from chalicelib.core.errors import ValidationError
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
 from chalicelib.uniques import batches, sketches, windows
@@ -107,6 +108,26 @@ def test_given_item_older_than_the_hour_retention_when_applied_then_only_day_and
         Message("m", "", batches.message_body("w", sketches.item_hash(KEY, "x"), NOW - 500 * 86_400_000))
     )
     assert [t.bucket for t in batches.targets(short, ancient, NOW)] == [None]
+
+
+def test_given_items_that_ask_for_minutes_when_applied_then_their_minute_too_for_an_hour() -> None:
+    def written(ago_ms: int, minute: bool) -> list[str]:
+        body = batches.message_body("w", sketches.item_hash(KEY, "x"), NOW - ago_ms, minute)
+        found = batches.targets(SETTINGS, batches.parse_items(Message("m", "", body)), NOW)
+        return [t.bucket.resolution if t.bucket else "all" for t in found]
+
+    assert written(0, minute=False) == ["all", "day", "hour", "quarter"]
+    assert written(0, minute=True) == ["all", "day", "hour", "quarter", "minute"]
+    assert written(2 * 3_600_000, minute=True) == ["all", "day", "hour", "quarter"]  # its minute no longer kept
+
+
+@pytest.mark.parametrize("flag", ["yes", 1, None, []])
+def test_given_a_minute_flag_that_is_not_a_boolean_when_parsed_then_refused(flag: object) -> None:
+    import json
+
+    body = json.loads(batches.message_body("w", sketches.item_hash(KEY, "x"), NOW)) | {"minute": flag}
+    with pytest.raises(ValidationError):
+        batches.parse_items(Message("m", "", json.dumps(body)))
 
 
 def minutes_of(bucket: windows.Bucket) -> range:
