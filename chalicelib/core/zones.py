@@ -67,10 +67,6 @@ def parse(value: str | None) -> ZoneInfo:
     return ZoneInfo(value)
 
 
-def is_utc(zone: ZoneInfo) -> bool:
-    return zone.key in ("UTC", "Etc/UTC")
-
-
 # -- one instant, read on the local clock ------------------------------------------------------
 
 
