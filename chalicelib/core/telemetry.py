@@ -59,7 +59,6 @@ class _CurrentStdout(logging.StreamHandler):  # type: ignore[type-arg]
 
 logger = Logger(service=SERVICE, logger_handler=_CurrentStdout())
 _write_lock = threading.Lock()
-Write = Callable[[str], None]
 
 
 def _stdout(line: str) -> None:
@@ -92,13 +91,13 @@ def _http(request: Any, get_response: Callable[[Any], Any]) -> Any:
             "method": request.method,
             "status": status,
             "code": str(body.get("Code", "")),
-            "duration_ms": round((time.monotonic() - started) * 1000, 1),
+            "duration_ms": _elapsed_ms(started),
         }
         (logger.error if status >= 500 else logger.warning)("request failed", extra=fields)
     return response
 
 
-def _background(event: Any, get_response: Callable[[Any], Any], write: Write | None = None) -> Any:
+def _background(event: Any, get_response: Callable[[Any], Any]) -> Any:
     started = time.monotonic()
     raw = event.to_dict() if hasattr(event, "to_dict") else {}
     context = getattr(event, "context", None)
@@ -112,7 +111,7 @@ def _background(event: Any, get_response: Callable[[Any], Any], write: Write | N
         )
         raise
     line = invocation_line(identity, result, raw, _elapsed_ms(started), time.time())
-    (write or _stdout)(json.dumps(line, separators=(",", ":"), default=str))
+    _stdout(json.dumps(line, separators=(",", ":"), default=str))
     return result
 
 
