@@ -4,7 +4,7 @@ turned into metrics (what each field means: docs/deploy.md, "Logs" and "Metrics"
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -20,13 +20,5 @@ class BatchResult:
     details: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "records": self.records,
-            "counted": self.counted,
-            "duplicates": self.duplicates,
-            "quarantined": len(self.quarantined),
-            "failed": self.failed,
-            "transactions": self.transactions,
-            "retries": self.retries,
-            **self.details,
-        }
+        counts = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "details"}
+        return {**counts, "quarantined": len(self.quarantined), **self.details}

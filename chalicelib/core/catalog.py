@@ -10,6 +10,7 @@ import hashlib
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -94,38 +95,19 @@ def touch(
         if expires is not None:
             update += ", expires_at = :exp"
             values[":exp"] = {"N": str(expires)}
-        # Concurrent writers: last_seen only moves forward.
-        condition = "attribute_not_exists(last_seen) OR last_seen < :t"
-        _update_forward(dynamodb, settings, kind, catalog_pk(kind), name, update, condition, values)
+        # Concurrent writers: last_seen only moves forward, and a failed condition means a writer
+        # that knew better got there first, which leaves nothing to do.
+        with suppress(ConditionFailed), translated(f"could not update the {kind} catalog"):
+            dynamodb.update_item(
+                TableName=settings.counts_table,
+                Key={"pk": {"S": catalog_pk(kind)}, "sk": {"S": name}},
+                UpdateExpression=update,
+                ConditionExpression="attribute_not_exists(last_seen) OR last_seen < :t",
+                ExpressionAttributeValues=values,
+            )
     if recent is not None:
         recent.mark(dynamodb, {name: names[name] for name in fresh}, hour)
     return len(fresh)
-
-
-def _update_forward(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    kind: str,
-    pk: str,
-    sk: str,
-    update: str,
-    condition: str,
-    values: dict[str, Any],
-) -> None:
-    """One conditional write that only moves a value forward; a failed condition means a writer
-    that knew better got there first, which leaves nothing to do."""
-    request: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "Key": {"pk": {"S": pk}, "sk": {"S": sk}},
-        "UpdateExpression": update,
-        "ConditionExpression": condition,
-        "ExpressionAttributeValues": values,
-    }
-    try:
-        with translated(f"could not update the {kind} catalog"):
-            dynamodb.update_item(**request)
-    except ConditionFailed:
-        pass
 
 
 def log(dynamodb: DynamoDB, settings: Settings, kind: str, names: Mapping[str, int | None], now_ms: int) -> int:
@@ -173,7 +155,7 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
         return Folded()
     request = dynamo.query_request(settings.counts_table, pages_pk(kind), consistent=True)
     read = dynamo.query_items(dynamodb, request, f"could not read the {kind} catalog")
-    stored_items = {_low(item): item for item in read}
+    stored_items = {attributes.sort_key(item).removeprefix(PAGE_SK): item for item in read}
     stored = {low: _entries(item) for low, item in stored_items.items()}
     everything = catalog_pages.union(*stored.values(), *(_entries(item) for item in logs))
     live = {name: e for name, e in everything.items() if e.live(now_s)}
@@ -206,10 +188,8 @@ def _write_page(
         "e": {"B": catalog_pages.pack(entries)},
         "n": {"N": str(len(entries))},
     }
-    version = dynamo.stored_version(stored)
-    dynamo.put_versioned(
-        dynamodb, settings.counts_table, item, version, f"could not write a page of the {kind} catalog"
-    )
+    failure = f"could not write a page of the {kind} catalog"
+    dynamo.put_versioned(dynamodb, settings.counts_table, item, dynamo.stored_version(stored), failure)
 
 
 def _delete_page(dynamodb: DynamoDB, settings: Settings, kind: str, low: str, version: int) -> None:
@@ -217,19 +197,13 @@ def _delete_page(dynamodb: DynamoDB, settings: Settings, kind: str, low: str, ve
         dynamodb.delete_item(
             TableName=settings.counts_table,
             Key={"pk": {"S": pages_pk(kind)}, "sk": {"S": PAGE_SK + low}},
-            ConditionExpression="#ver = :ver",
-            ExpressionAttributeNames={"#ver": dynamo.VERSION},
-            ExpressionAttributeValues={":ver": {"N": str(version)}},
+            **dynamo.versioned_condition(version),
         )
 
 
 def _logs_to_read(dynamodb: DynamoDB, settings: Settings, kind: str) -> list[dict[str, Any]]:
     """The log items a reader reads: those after the fold's `folded` mark (read first)."""
     return _log(settings, kind).unfolded(dynamodb)
-
-
-def _low(page: dict[str, Any]) -> str:
-    return attributes.sort_key(page).removeprefix(PAGE_SK)
 
 
 def _entries(item: dict[str, Any]) -> list[Listed]:

@@ -4,6 +4,7 @@ fold"; docs/guarantees.md, "Listings: log items, the fold's mark and pages"."""
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,15 +92,12 @@ class Log:
         update, values = "SET #m = :to", {":to": {"S": to}}
         if self.expires_at is not None:
             update, values[":exp"] = update + ", expires_at = :exp", {"N": str(self.expires_at)}
-        try:
-            with translated(f"could not mark {self.what}"):
-                dynamodb.update_item(
-                    TableName=self.table,
-                    Key=self.mark_key,
-                    UpdateExpression=update,
-                    ConditionExpression="attribute_not_exists(#m) OR #m < :to",
-                    ExpressionAttributeNames={"#m": name},
-                    ExpressionAttributeValues=values,
-                )
-        except ConditionFailed:
-            pass
+        with suppress(ConditionFailed), translated(f"could not mark {self.what}"):
+            dynamodb.update_item(
+                TableName=self.table,
+                Key=self.mark_key,
+                UpdateExpression=update,
+                ConditionExpression="attribute_not_exists(#m) OR #m < :to",
+                ExpressionAttributeNames={"#m": name},
+                ExpressionAttributeValues=values,
+            )

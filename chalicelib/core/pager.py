@@ -127,7 +127,10 @@ def query_across(
     """One page over several partitions in turn (`partitions`: label to pk, in listing order): each
     item with its label, and the `next` cursor (`page.after` already checked against the labels)."""
     labels = list(partitions)
-    start, after = (0, None) if page.after is None else _resume(page.after, labels)
+    start, after = 0, None
+    if page.after is not None:
+        label, sk = split_position(page.after, labels)
+        start, after = labels.index(label), sk or None
     found: list[tuple[str, dict[str, Any]]] = []
     for index in range(start, len(labels)):
         label = labels[index]
@@ -140,8 +143,3 @@ def query_across(
         if len(found) >= page.limit and index + 1 < len(labels):  # full: the next partition from its start
             return found, encode_cursor(f"{labels[index + 1]}#")
     return found, None
-
-
-def _resume(position: str, labels: list[str]) -> tuple[int, str | None]:
-    label, sk = split_position(position, labels)
-    return labels.index(label), sk or None

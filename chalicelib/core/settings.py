@@ -20,75 +20,21 @@ DEAD_LETTER_RETENTION_SECONDS = MAX_QUEUE_RETENTION_SECONDS
 # What the view horizon adds to the retention of the views queue and its dead-letter queue:
 # the time a redrive takes to be noticed and run, and the handler's own retries.
 VIEW_HORIZON_MARGIN_SECONDS = 86400
+DAY_S = 86_400
+TEN_YEARS_S = 10 * 365 * DAY_S
 
 
 class SettingsError(ValueError):
     """A setting is missing or malformed."""
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Each field is the variable of its name upper-cased: docs/deploy.md, "Settings"."""
-
-    events_table: str = "tally-events"
-    counts_table: str = "tally-counts"
-    events_stream_arn: str = "arn:aws:dynamodb:us-east-1:000000000000:table/tally-events/stream/local"
-    views_queue: str = "tally-views"
-    uniques_queue: str = "tally-uniques"
-    reports_bucket: str = "tally-reports"
-    item_key_secret: str = "tally-item-key"
-    aws_endpoint_url: str | None = None
-    aws_region: str = "us-east-1"
-    event_write_shards: int = 4
-    event_ttl_seconds: int = 7 * 86400
-    default_retention_seconds: int = 90_000
-    max_future_skew_seconds: int = 300
-    marker_ttl_seconds: int = 48 * 3600
-    stream_batch_size: int = 100
-    uniques_error_rate: float = 0.01
-    uniques_shards: int = 4
-    uniques_batch_size: int = 10000
-    uniques_batching_window_seconds: int = 60
-    uniques_hour_retention_seconds: int = MAX_WINDOW_DAYS * 86400  # quarter sketches too
-    uniques_day_retention_seconds: int = MAX_WINDOW_DAYS * 86400
-    report_interval_minutes: int = 60
-    report_settle_seconds: int = 60
-    report_run_events: int = 100_000
-    audit_interval_minutes: int = 15
-    audit_settle_minutes: int = 30
-    catalog_fold_minutes: int = 15
-    views_queue_retention_seconds: int = 4 * 86400
-    view_horizon_seconds: int = 4 * 86400 + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS  # the floor
-    view_bucket_retention_seconds: int = MAX_WINDOW_DAYS * 86400
-    view_dedup: str = "event"
-    views_batch_size: int = 1000
-    views_batching_window_seconds: int = 5
-    cors_origins: tuple[str, ...] = ()
-    key_cache_seconds: int = 300
-    throttle_rate_limit: int = 100
-    throttle_burst_limit: int = 200
-    filter_pairs: tuple[str, ...] = ("*",)
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Settings from environment variables, each checked by its rule in FIELDS, then CROSS_FIELD;
-        SettingsError names the first variable that fails."""
-        env = os.environ if environ is None else environ
-        defaults = cls()
-        values: dict[str, Any] = {}
-        for field in dataclasses.fields(cls):
-            raw = env.get(field.name.upper()) or (env.get(_FALLBACK[field.name]) if field.name in _FALLBACK else None)
-            rule = FIELDS[field.name]
-            values[field.name] = getattr(defaults, field.name) if raw in (None, "") else rule.parse(field.name, raw)
-        if not env.get("VIEW_HORIZON_SECONDS"):  # unset: the shortest horizon the queues allow
-            values["view_horizon_seconds"] = view_horizon_floor(values["views_queue_retention_seconds"])
-        settings = cls(**values)
-        for check in CROSS_FIELD:
-            check(settings)
-        return settings
+def view_horizon_floor(views_queue_retention_seconds: int) -> int:
+    """The shortest view horizon: a view can come back for as long as the views queue, then its
+    dead-letter queue after a redrive (which starts the message's retention anew), keep it."""
+    return views_queue_retention_seconds + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS
 
 
-# -- the table of fields and their bounds --------------------------------------------------
+# -- the rules a variable is read by ---------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -151,54 +97,79 @@ class PairList:
 
 _PAIR = re.compile(r"[A-Za-z0-9_.-]{1,64}\+[A-Za-z0-9_.-]{1,64}")
 Rule = Text | Integer | Fraction | Choice | CommaList | PairList
-DAY_S = 86_400
-TEN_YEARS_S = 10 * 365 * DAY_S
 
-# Every field of Settings with the rule its variable is read by (a test checks none is missing).
-FIELDS: dict[str, Rule] = {
-    "events_table": Text(),
-    "counts_table": Text(),
-    "events_stream_arn": Text(),
-    "views_queue": Text(),
-    "uniques_queue": Text(),
-    "reports_bucket": Text(),
-    "item_key_secret": Text(),
-    "aws_endpoint_url": Text(),
-    "aws_region": Text(),
-    "event_write_shards": Integer(1, 100),
-    "event_ttl_seconds": Integer(3600, TEN_YEARS_S),
-    "default_retention_seconds": Integer(60, TEN_YEARS_S),
-    "max_future_skew_seconds": Integer(0, 7 * DAY_S),
-    "marker_ttl_seconds": Integer(DAY_S, 365 * DAY_S),
-    "stream_batch_size": Integer(1, 10000),
+
+def _read(default: Any, rule: Rule) -> Any:
+    """A field's default and the rule its variable is read by (a field without one is Text)."""
+    return dataclasses.field(default=default, metadata={"rule": rule})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Each field is the variable of its name upper-cased: docs/deploy.md, "Settings"."""
+
+    events_table: str = "tally-events"
+    counts_table: str = "tally-counts"
+    events_stream_arn: str = "arn:aws:dynamodb:us-east-1:000000000000:table/tally-events/stream/local"
+    views_queue: str = "tally-views"
+    uniques_queue: str = "tally-uniques"
+    reports_bucket: str = "tally-reports"
+    item_key_secret: str = "tally-item-key"
+    aws_endpoint_url: str | None = None
+    aws_region: str = "us-east-1"
+    event_write_shards: int = _read(4, Integer(1, 100))
+    event_ttl_seconds: int = _read(7 * DAY_S, Integer(3600, TEN_YEARS_S))
+    default_retention_seconds: int = _read(90_000, Integer(60, TEN_YEARS_S))
+    max_future_skew_seconds: int = _read(300, Integer(0, 7 * DAY_S))
+    marker_ttl_seconds: int = _read(48 * 3600, Integer(DAY_S, 365 * DAY_S))
+    stream_batch_size: int = _read(100, Integer(1, 10000))
     # 0.0041-0.26 keeps the precision within the library's 4-16.
-    "uniques_error_rate": Fraction(0.0041, 0.26),
-    "uniques_shards": Integer(1, 64),
-    "uniques_batch_size": Integer(1, 10000),
-    "uniques_batching_window_seconds": Integer(0, 300),
-    "uniques_hour_retention_seconds": Integer(3600, MAX_WINDOW_DAYS * DAY_S),
-    "uniques_day_retention_seconds": Integer(DAY_S, TEN_YEARS_S),
-    "report_interval_minutes": Integer(15, 1440),
-    "report_settle_seconds": Integer(0, 3600),
-    "report_run_events": Integer(100, 10_000_000),
-    "audit_interval_minutes": Integer(5, 1440),
-    "audit_settle_minutes": Integer(1, 1440),
-    "catalog_fold_minutes": Integer(5, 1440),
-    "views_queue_retention_seconds": Integer(60, MAX_QUEUE_RETENTION_SECONDS),
-    # The low bounds are the shortest horizon any queue retention allows (see view_horizon).
-    "view_horizon_seconds": Integer(60 + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS, 365 * DAY_S),
-    "view_bucket_retention_seconds": Integer(
-        60 + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS, TEN_YEARS_S
-    ),
-    "view_dedup": Choice(VIEW_DEDUP_POLICIES),
-    "views_batch_size": Integer(1, 10000),
-    "views_batching_window_seconds": Integer(0, 300),
-    "cors_origins": CommaList(),
-    "filter_pairs": PairList(),
-    "key_cache_seconds": Integer(0, 3600),
-    "throttle_rate_limit": Integer(1, 10000),
-    "throttle_burst_limit": Integer(1, 5000),
-}
+    uniques_error_rate: float = _read(0.01, Fraction(0.0041, 0.26))
+    uniques_shards: int = _read(4, Integer(1, 64))
+    uniques_batch_size: int = _read(10000, Integer(1, 10000))
+    uniques_batching_window_seconds: int = _read(60, Integer(0, 300))
+    # Quarter sketches too.
+    uniques_hour_retention_seconds: int = _read(MAX_WINDOW_DAYS * DAY_S, Integer(3600, MAX_WINDOW_DAYS * DAY_S))
+    uniques_day_retention_seconds: int = _read(MAX_WINDOW_DAYS * DAY_S, Integer(DAY_S, TEN_YEARS_S))
+    report_interval_minutes: int = _read(60, Integer(15, 1440))
+    report_settle_seconds: int = _read(60, Integer(0, 3600))
+    report_run_events: int = _read(100_000, Integer(100, 10_000_000))
+    audit_interval_minutes: int = _read(15, Integer(5, 1440))
+    audit_settle_minutes: int = _read(30, Integer(1, 1440))
+    catalog_fold_minutes: int = _read(15, Integer(5, 1440))
+    views_queue_retention_seconds: int = _read(4 * DAY_S, Integer(60, MAX_QUEUE_RETENTION_SECONDS))
+    # The default is the floor; the low bounds are the shortest horizon any queue retention allows.
+    view_horizon_seconds: int = _read(view_horizon_floor(4 * DAY_S), Integer(view_horizon_floor(60), 365 * DAY_S))
+    view_bucket_retention_seconds: int = _read(MAX_WINDOW_DAYS * DAY_S, Integer(view_horizon_floor(60), TEN_YEARS_S))
+    view_dedup: str = _read("event", Choice(VIEW_DEDUP_POLICIES))
+    views_batch_size: int = _read(1000, Integer(1, 10000))
+    views_batching_window_seconds: int = _read(5, Integer(0, 300))
+    cors_origins: tuple[str, ...] = _read((), CommaList())
+    key_cache_seconds: int = _read(300, Integer(0, 3600))
+    throttle_rate_limit: int = _read(100, Integer(1, 10000))
+    throttle_burst_limit: int = _read(200, Integer(1, 5000))
+    filter_pairs: tuple[str, ...] = _read(("*",), PairList())
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings from environment variables, each checked by its rule in FIELDS, then CROSS_FIELD;
+        SettingsError names the first variable that fails."""
+        env = os.environ if environ is None else environ
+        defaults = cls()
+        values: dict[str, Any] = {}
+        for name, rule in FIELDS.items():
+            raw = env.get(name.upper()) or (env.get(_FALLBACK[name]) if name in _FALLBACK else None)
+            values[name] = getattr(defaults, name) if raw in (None, "") else rule.parse(name, raw)
+        if not env.get("VIEW_HORIZON_SECONDS"):  # unset: the shortest horizon the queues allow
+            values["view_horizon_seconds"] = view_horizon_floor(values["views_queue_retention_seconds"])
+        settings = cls(**values)
+        for check in CROSS_FIELD:
+            check(settings)
+        return settings
+
+
+# Every field of Settings with the rule its variable is read by.
+FIELDS: dict[str, Rule] = {f.name: f.metadata.get("rule", Text()) for f in dataclasses.fields(Settings)}
 # AWS_REGION as Lambda sets it; AWS_DEFAULT_REGION as the AWS CLI and SDKs read it elsewhere.
 _FALLBACK = {"aws_region": "AWS_DEFAULT_REGION"}
 
@@ -218,12 +189,6 @@ def sqs_batching(size_field: str, window_field: str) -> Callable[[Settings], Non
             )
 
     return check
-
-
-def view_horizon_floor(views_queue_retention_seconds: int) -> int:
-    """The shortest view horizon: a view can come back for as long as the views queue, then its
-    dead-letter queue after a redrive (which starts the message's retention anew), keep it."""
-    return views_queue_retention_seconds + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS
 
 
 def view_horizon(settings: Settings) -> None:

@@ -59,7 +59,6 @@ class _CurrentStdout(logging.StreamHandler):  # type: ignore[type-arg]
 
 logger = Logger(service=SERVICE, logger_handler=_CurrentStdout())
 _write_lock = threading.Lock()
-Write = Callable[[str], None]
 
 
 def _stdout(line: str) -> None:
@@ -92,13 +91,13 @@ def _http(request: Any, get_response: Callable[[Any], Any]) -> Any:
             "method": request.method,
             "status": status,
             "code": str(body.get("Code", "")),
-            "duration_ms": round((time.monotonic() - started) * 1000, 1),
+            "duration_ms": _elapsed_ms(started),
         }
         (logger.error if status >= 500 else logger.warning)("request failed", extra=fields)
     return response
 
 
-def _background(event: Any, get_response: Callable[[Any], Any], write: Write | None = None) -> Any:
+def _background(event: Any, get_response: Callable[[Any], Any]) -> Any:
     started = time.monotonic()
     raw = event.to_dict() if hasattr(event, "to_dict") else {}
     context = getattr(event, "context", None)
@@ -112,7 +111,7 @@ def _background(event: Any, get_response: Callable[[Any], Any], write: Write | N
         )
         raise
     line = invocation_line(identity, result, raw, _elapsed_ms(started), time.time())
-    (write or _stdout)(json.dumps(line, separators=(",", ":"), default=str))
+    _stdout(json.dumps(line, separators=(",", ":"), default=str))
     return result
 
 
@@ -171,41 +170,35 @@ def invocation_line(
 
 def metric_values(result: Mapping[str, Any], raw: Mapping[str, Any], now_s: float) -> dict[str, float]:
     """Metric name -> value for what a handler returned (pure)."""
-    values: dict[str, float] = {}
     if "reports" in result:  # a report run
         reports = [r for r in result.get("reports") or [] if isinstance(r, Mapping)]
-        values.update(
-            ReportRuns=1,
-            ReportsWritten=len(reports),
-            EventsReported=sum(int(r.get("events", 0)) for r in reports),
-            ReportRunsSuperseded=int(bool(result.get("superseded"))),
-        )
-        return values
+        return {
+            "ReportRuns": 1,
+            "ReportsWritten": len(reports),
+            "EventsReported": sum(int(r.get("events", 0)) for r in reports),
+            "ReportRunsSuperseded": int(bool(result.get("superseded"))),
+        }
     if "audited" in result:  # an audit run (counters/audit_runs.py)
-        values.update(
-            AuditRuns=1,
-            PartitionsAudited=float(result.get("audited", 0)),
-            Shortfall=float(result.get("shortfall", 0)),
-            ShortPartitions=float(len(result.get("short") or [])),
-            OpenFindings=float(result.get("open", 0)),
-            AuditRunsSuperseded=int(bool(result.get("superseded"))),
-        )
-        return values
+        return {
+            "AuditRuns": 1,
+            "PartitionsAudited": float(result.get("audited", 0)),
+            "Shortfall": float(result.get("shortfall", 0)),
+            "ShortPartitions": float(len(result.get("short") or [])),
+            "OpenFindings": float(result.get("open", 0)),
+            "AuditRunsSuperseded": int(bool(result.get("superseded"))),
+        }
     if "folded" in result:  # the listings' fold (core/catalog.py)
         folds = [f for f in (result.get("folded") or {}).values() if isinstance(f, Mapping)]
-        values.update(
-            CatalogFolds=1,
-            CatalogLogsFolded=float(sum(int(f.get("logs", 0)) for f in folds)),
-            CatalogPagesWritten=float(sum(int(f.get("pages_written", 0)) for f in folds)),
-            CatalogFoldRaces=float(sum(1 for f in folds if f.get("raced"))),
-        )
-        return values
+        return {
+            "CatalogFolds": 1,
+            "CatalogLogsFolded": float(sum(int(f.get("logs", 0)) for f in folds)),
+            "CatalogPagesWritten": float(sum(int(f.get("pages_written", 0)) for f in folds)),
+            "CatalogFoldRaces": float(sum(1 for f in folds if f.get("raced"))),
+        }
+    values: dict[str, float] = {}
     if "records" in result:
-        for key, name in BATCH_METRICS.items():
-            values[name] = float(result.get(key, 0))
-        for key, name in DETAIL_METRICS.items():
-            if key in result:
-                values[name] = float(result[key])
+        values.update({name: float(result.get(key, 0)) for key, name in BATCH_METRICS.items()})
+        values.update({name: float(result[key]) for key, name in DETAIL_METRICS.items() if key in result})
     lag = newest_record_age_ms(raw, now_s)
     if lag is not None:
         values[lag[0]] = lag[1]
@@ -220,16 +213,16 @@ def newest_record_age_ms(raw: Mapping[str, Any], now_s: float) -> tuple[str, flo
         if not isinstance(record, Mapping):
             continue
         source = str(record.get("eventSource", ""))
-        created_s: float | None = None
         try:
             if source == "aws:dynamodb":
                 created_s = float((record.get("dynamodb") or {})["ApproximateCreationDateTime"])
             elif source == "aws:sqs":
                 created_s = float((record.get("attributes") or {})["SentTimestamp"]) / 1000
+            else:
+                continue
         except (KeyError, TypeError, ValueError):
-            created_s = None
-        if created_s is not None and (newest is None or created_s > newest):
-            newest = created_s
+            continue
+        newest = created_s if newest is None else max(newest, created_s)
     if newest is None or source not in LAG_METRICS:
         return None
     return LAG_METRICS[source], round(max(0.0, now_s - newest) * 1000, 1)

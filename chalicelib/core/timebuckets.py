@@ -1,12 +1,6 @@
-"""Time buckets and the plan for reading a window. Pure: no I/O.
-
-Counts are kept per hour and per UTC day; an hour item also holds the count of each of its
-minutes, so minute precision costs no extra keys. A window of minutes [first, last] is read
-as: whole days from day items, whole hours from hour items, and the minutes of at most two
-partial hours from the minute counts inside their hour items (plus, for the hours, the day
-items that may hold a quiet day's first minutes inline: counters/layout.py). A 24-hour window
-therefore reads at most 27 items, and no bucket is ever subtracted: a count is exact even when events
-carry times later than the window's end.
+"""Time buckets (hours holding their minutes' counts, UTC days), the plan for reading a window
+and when a bucket expires. Pure. How a window is read: docs/design.md, "Windowed counts"; what
+an answer counts when a part has expired: docs/counting.md, "Retention".
 """
 
 from __future__ import annotations
@@ -94,19 +88,12 @@ def plan(first_minute: int, last_minute: int) -> list[Part]:
 
 
 def _hour_parts(start: int, stop: int) -> list[Part]:
-    if start >= stop:
-        return []
-    first_hour, stop_hour = -(-start // 60), stop // 60
-    if first_hour >= stop_hour:
-        # No whole hour inside: one or two partial hours.
-        if start // 60 == (stop - 1) // 60:
-            return [_partial(start, stop)]
-        boundary = (start // 60 + 1) * 60
-        return [_partial(start, boundary), _partial(boundary, stop)]
-    parts = [_partial(start, first_hour * 60)] if start < first_hour * 60 else []
-    parts += [Part(Bucket("hour", h)) for h in range(first_hour, stop_hour)]
-    if stop_hour * 60 < stop:
-        parts.append(_partial(stop_hour * 60, stop))
+    """Minutes [start, stop) as hour items: whole hours, and the partial hours at either end."""
+    parts: list[Part] = []
+    while start < stop:
+        end = min(stop, (start // 60 + 1) * 60)
+        parts.append(Part(Bucket("hour", start // 60)) if end - start == 60 else _partial(start, end))
+        start = end
     return parts
 
 
@@ -160,11 +147,7 @@ def first_live_index(resolution: Resolution, now_ms: int, retention_s: int) -> i
 # -- when a bucket expires, and what a read may use ------------------------------------------
 #
 # Every bucket (a counter's hour or day, a view bucket, a unique-count sketch) keeps its counts
-# until its end plus a retention: `expires_at` on its item, DynamoDB's TTL attribute. A write
-# skips a bucket already past it (it would read as 0), and reads ignore a bucket past it even
-# before DynamoDB deletes it. An answer counts the parts from the first one after which every
-# part is kept (`kept_from`): `retained_from` is that part's start, `complete` says it is the
-# window's start, so an answer always counts exactly [retained_from, end).
+# until its end plus a retention: `expires_at` on its item, DynamoDB's TTL attribute.
 
 
 class Ending(Protocol):

@@ -1,10 +1,7 @@
-"""A request's window parameters, parsed once for every windowed route, and the bounds every
-windowed read shares (the longest window, the most histogram buckets). Pure.
-
-app.py parses `window` (a duration or a calendar window), `start`, `end`, `tz`, `compare` and
-`resolution` here for every route; the capabilities receive minute or hour ranges and check them
-against the same bounds before any read. Local time and comparisons: docs/api.md, "Time zones,
-calendar windows and comparisons"."""
+"""A request's window parameters (`window`, `start`, `end`, `tz`, `compare`, `resolution`), parsed
+here for every windowed route, and the bounds every windowed read shares. Pure. What each
+holds: docs/design.md, "One way for each mechanism"; local time and comparisons: docs/api.md,
+"Time zones, calendar windows and comparisons"."""
 
 from __future__ import annotations
 
@@ -113,46 +110,23 @@ def compared(window: Window, read: Callable[[int, int], dict[str, Any]]) -> dict
     return answer
 
 
-def optional_minute_range(params: Mapping[str, str], now_ms: int) -> tuple[int, int] | None:
-    """minute_range when a window parameter is given, else None (a read of all time)."""
-    return minute_range(params, now_ms) if is_windowed(params) else None
-
-
 def _minute_range(params: Mapping[str, str], now_ms: int, default_zone: str | None) -> tuple[int, int]:
+    if "start" in params and "window" in params:
+        raise ValidationError("give either window (with an optional end) or start and end, not both")
+    start = times.parse(params["start"], "start") if "start" in params else None
+    end = times.parse(params["end"], "end") if "end" in params else now_ms
     if params.get("window") in zones.CALENDAR_WINDOWS:
-        if "start" in params:
-            raise ValidationError("give either window (with an optional end) or start and end, not both")
         # `end` moves now: window=yesterday&end=T is the day before T's, in the zone.
-        now = times.parse(params["end"], "end") if "end" in params else now_ms
-        return zones.calendar_window(zone(params, default_zone), params["window"], timebuckets.minute_of(now))
-    if "start" in params:
-        if "window" in params:
-            raise ValidationError("give either window (with an optional end) or start and end, not both")
-        start = times.parse(params["start"], "start")
-        end = times.parse(params["end"], "end") if "end" in params else now_ms
+        return zones.calendar_window(zone(params, default_zone), params["window"], timebuckets.minute_of(end))
+    if start is not None:
         first, last = timebuckets.minute_of(start), timebuckets.minute_of(end)
         if last < first:
             raise ValidationError("end is before start")
         return first, last
-    end = times.parse(params["end"], "end") if "end" in params else now_ms
     value = params.get("window", DEFAULT_WINDOW)
     if value and value[0].isalpha():
         raise ValidationError(f"window must be a duration (90m, 24h, 7d) or one of {', '.join(zones.CALENDAR_WINDOWS)}")
-    minutes = validation.duration_minutes(value)
-    return timebuckets.window_minutes(end, minutes)
-
-
-def resolution(
-    params: Mapping[str, str],
-    allowed: tuple[timebuckets.Resolution, ...] = ("minute", "hour", "day"),
-    default: timebuckets.Resolution = "hour",
-) -> timebuckets.Resolution:
-    """A histogram's `resolution`, one of `allowed` (default `default`)."""
-    value = params.get("resolution", default)
-    for choice in allowed:
-        if value == choice:
-            return choice
-    raise ValidationError(f"resolution must be {', '.join(allowed[:-1])} or {allowed[-1]}")
+    return timebuckets.window_minutes(end, validation.duration_minutes(value))
 
 
 def local_resolution(params: Mapping[str, str]) -> zones.LocalResolution:
@@ -177,8 +151,3 @@ def aligned_hours(params: Mapping[str, str], first: int, last: int) -> tuple[int
     if "start" in params or params.get("window") in zones.CALENDAR_WINDOWS:
         return timebuckets.hours_between(first, last)
     return timebuckets.hours_ending(last, last - first + 1)
-
-
-def optional_hour_range(params: Mapping[str, str], now_ms: int) -> tuple[int, int] | None:
-    """hour_range when a window parameter is given, else None (a read of all time)."""
-    return hour_range(params, now_ms) if is_windowed(params) else None

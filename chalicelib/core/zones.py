@@ -24,7 +24,6 @@ reset_tzpath(to=[])
 
 DEFAULT_ZONE = "UTC"
 ZONE_MAX_CHARS = 64  # the longest IANA name is about 32 characters
-CALENDAR_WINDOWS = ("today", "yesterday", "this_week", "last_week", "this_month", "last_month", "this_year")
 COMPARISONS = ("previous_period", "year_over_year")
 LocalResolution = Literal["minute", "hour", "day", "week", "month"]
 Window = tuple[int, int]  # [first, last] epoch minutes, inclusive
@@ -33,16 +32,19 @@ _EPOCH = datetime(1970, 1, 1)
 _MINUTE = timedelta(minutes=1)
 
 
-# The longest each calendar window can be (a day of 25 hours, a week or month holding one).
-CALENDAR_LONGEST_MINUTES = {
-    "today": 25 * 60,
-    "yesterday": 25 * 60,
-    "this_week": 7 * 1440 + 60,
-    "last_week": 7 * 1440 + 60,
-    "this_month": 31 * 1440 + 60,
-    "last_month": 31 * 1440 + 60,
-    "this_year": 366 * 1440 + 60,
+# Each calendar window: the longest it can be (a day of 25 hours, a week or month holding one), and
+# how previous_period moves a local time back to the same point of the period before.
+_CALENDAR: dict[str, tuple[int, Callable[[datetime], datetime]]] = {
+    "today": (25 * 60, lambda t: t - timedelta(days=1)),
+    "yesterday": (25 * 60, lambda t: t - timedelta(days=1)),
+    "this_week": (7 * 1440 + 60, lambda t: t - timedelta(days=7)),
+    "last_week": (7 * 1440 + 60, lambda t: t - timedelta(days=7)),
+    "this_month": (31 * 1440 + 60, lambda t: _shift_months(t, -1)),
+    "last_month": (31 * 1440 + 60, lambda t: _shift_months(t, -1)),
+    "this_year": (366 * 1440 + 60, lambda t: _shift_months(t, -12)),
 }
+CALENDAR_WINDOWS = tuple(_CALENDAR)
+CALENDAR_LONGEST_MINUTES = {window: longest for window, (longest, _) in _CALENDAR.items()}
 
 
 @functools.cache
@@ -65,10 +67,6 @@ def parse(value: str | None) -> ZoneInfo:
         hint = f"; did you mean {near[0]}?" if near else ""
         raise ValidationError(f"tz is not a known IANA time-zone name: {value!r}{hint}")
     return ZoneInfo(value)
-
-
-def is_utc(zone: ZoneInfo) -> bool:
-    return zone.key in ("UTC", "Etc/UTC")
 
 
 # -- one instant, read on the local clock ------------------------------------------------------
@@ -104,9 +102,14 @@ def at_or_after(zone: ZoneInfo, local: datetime) -> int:
     low, high = guesses[0], guesses[-1]
     while wall(zone, high) < local:  # a guess on the far side of a second change (never seen)
         high += 60
+    return _first(low, high, lambda minute: wall(zone, minute) >= local)
+
+
+def _first(low: int, high: int, holds: Callable[[int], bool]) -> int:
+    """The first minute in (low, high] from which `holds` is true (it is at `high`, not at `low`)."""
     while high - low > 1:
         middle = (low + high) // 2
-        if wall(zone, middle) >= local:
+        if holds(middle):
             high = middle
         else:
             low = middle
@@ -167,13 +170,7 @@ def _hour_start(zone: ZoneInfo, minute: int) -> int:
 def _change_after(zone: ZoneInfo, low: int, high: int) -> int:
     """The first minute in (low, high] whose offset is high's, when low's differs."""
     target = offset_minutes(zone, high)
-    while high - low > 1:
-        middle = (low + high) // 2
-        if offset_minutes(zone, middle) == target:
-            high = middle
-        else:
-            low = middle
-    return high
+    return _first(low, high, lambda minute: offset_minutes(zone, minute) == target)
 
 
 def _next_hour(zone: ZoneInfo, start: int) -> int:
@@ -260,19 +257,6 @@ def calendar_window(zone: ZoneInfo, window: str, now_minute: int) -> Window:
     return day_start(zone, first), now_minute if stop is None else day_start(zone, stop) - 1
 
 
-# What each calendar window is compared with by previous_period, and how a local time moves
-# back to the same point of that period.
-_PREVIOUS: dict[str, Callable[[datetime], datetime]] = {
-    "today": lambda t: t - timedelta(days=1),
-    "yesterday": lambda t: t - timedelta(days=1),
-    "this_week": lambda t: t - timedelta(days=7),
-    "last_week": lambda t: t - timedelta(days=7),
-    "this_month": lambda t: _shift_months(t, -1),
-    "last_month": lambda t: _shift_months(t, -1),
-    "this_year": lambda t: _shift_months(t, -12),
-}
-
-
 def _shift_months(moment: datetime, months: int) -> datetime:
     return datetime.combine(_add_months(moment.date(), months), moment.time())
 
@@ -294,18 +278,13 @@ def _shift(zone: ZoneInfo, window: Window, move: Callable[[datetime], datetime],
 
 
 def comparison(zone: ZoneInfo, window: Window, how: str, calendar: str | None = None) -> Window:
-    """The period a window is compared with.
-
-    previous_period: a calendar window's previous calendar period (last_month for this_month),
-    up to the same point of it when the window ends at now (this month to the 15th 14:30 against
-    last month to the 15th 14:30, the day clamped to the month's last); any other window, the
-    same number of minutes just before it. year_over_year: the same local times a year earlier
-    (29 February as 28 February); a week window, 52 weeks earlier, so weekdays match."""
+    """The period a window is compared with by `how` (docs/api.md, "Time zones, calendar windows
+    and comparisons")."""
     first, last = window
     if how == "previous_period":
         if calendar is None:
             return 2 * first - last - 1, first - 1
-        return _shift(zone, window, _PREVIOUS[calendar], calendar=True)
+        return _shift(zone, window, _CALENDAR[calendar][1], calendar=True)
     if how == "year_over_year":
         if calendar in ("this_week", "last_week"):
             return _shift(zone, window, lambda t: t - timedelta(weeks=52), calendar=True)
