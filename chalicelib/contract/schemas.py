@@ -234,30 +234,18 @@ def windowed(
     also `resolution`, each with the longest `window` whose buckets stay within the histogram's cap.
     `local`: also `tz`, `compare` and calendar windows. `more`: other parameters every shape may
     carry. Other query parameters are ignored, so the object stays open."""
-    shapes: list[Schema] = []
     every: dict[str, Schema] = {"end": END, **({"tz": ZONE, "compare": COMPARE} if local else {}), **more}
     window = calendar_or_duration if local else duration
-    if most_minutes is None:
-        shapes.append({**obj({}, {"window": window(window_params.MAX_WINDOW_MINUTES), **every}), **without("start")})
-        shapes.append({**obj({"start": START}, every), **without("window")})
-        properties = {"window": window(window_params.MAX_WINDOW_MINUTES), "start": START, **every}
-    else:
-        resolution = string(enum=list(most_minutes), default=default)
-        for name, most in most_minutes.items():
-            chosen = {"resolution": string(const=name)}
-            shape = {"window": window(most), **every}
-            chosen_shape = obj({}, {**shape, **chosen}) if name == default else obj(chosen, shape)
-            shapes.append({**chosen_shape, **without("start")})
-        shapes.append({**obj({"start": START}, {**every, "resolution": resolution}), **without("window")})
-        properties = {
-            "window": window(window_params.MAX_WINDOW_MINUTES),
-            "start": START,
-            **every,
-            "resolution": resolution,
-        }
+    resolution = {"resolution": string(enum=list(most_minutes), default=default)} if most_minutes else {}
+    shapes: list[Schema] = []
+    for name, most in (most_minutes or {"": window_params.MAX_WINDOW_MINUTES}).items():
+        chosen = {"resolution": string(const=name)} if name else {}
+        required, optional = ({}, chosen) if name == default else (chosen, {})  # the default may go unnamed
+        shapes.append({**obj(required, {"window": window(most), **every, **optional}), **without("start")})
+    shapes.append({**obj({"start": START}, {**every, **resolution}), **without("window")})
     return {
         "type": "object",
-        "properties": properties,
+        "properties": {"window": window(window_params.MAX_WINDOW_MINUTES), "start": START, **every, **resolution},
         "anyOf": shapes,
         "description": "`window` (with `end`) or `start` (with `end`), not both",
         "examples": [{"window": "24h"}],
@@ -315,6 +303,18 @@ DIMENSION_NAME = string(
     maxLength=event_dimensions.NAME_MAX_CHARS,
     description="a dimension or value name",
 )
+
+
+def by_name(values: Schema, description: str, **more: Any) -> Schema:
+    """An object of dimension or value names, each holding one of `values`."""
+    return {
+        "type": "object",
+        "propertyNames": DIMENSION_NAME,
+        "additionalProperties": values,
+        "description": description,
+        **more,
+    }
+
 
 # -- numbers -------------------------------------------------------------------------------------
 # Bounds are JSON numbers whose text is exact (10**126 as an integer, 1e-130 as spelled): readers
@@ -383,26 +383,22 @@ EVENT = obj(
             "numbers are DynamoDB's (AttributeNumber), stored in their shortest form, and summed in reports",
         },
         "dimensions": nullable_object(
-            {
-                "type": "object",
-                "maxProperties": event_dimensions.MAX_DIMENSIONS,
-                "propertyNames": DIMENSION_NAME,
-                "additionalProperties": string(minLength=1, maxLength=event_dimensions.DIMENSION_VALUE_MAX_CHARS),
-                "description": f"at most {event_dimensions.MAX_DIMENSIONS} dimensions, each a string value: counts "
-                "and sums are kept per value (GET /counters/{counter}/breakdown) and filter with `where`",
-                "examples": [{"provider": "p2", "region": "eu"}],
-            }
+            by_name(
+                string(minLength=1, maxLength=event_dimensions.DIMENSION_VALUE_MAX_CHARS),
+                f"at most {event_dimensions.MAX_DIMENSIONS} dimensions, each a string value: counts and sums are "
+                "kept per value (GET /counters/{counter}/breakdown) and filter with `where`",
+                maxProperties=event_dimensions.MAX_DIMENSIONS,
+                examples=[{"provider": "p2", "region": "eu"}],
+            )
         ),
         "values": nullable_object(
-            {
-                "type": "object",
-                "maxProperties": event_dimensions.MAX_VALUES,
-                "propertyNames": DIMENSION_NAME,
-                "additionalProperties": VALUE,
-                "description": f"at most {event_dimensions.MAX_VALUES} numbers, each summed exactly (in decimal) "
-                "beside every count (`sums`)",
-                "examples": [{"amount": 12.5, "bytes": 1024}],
-            }
+            by_name(
+                VALUE,
+                f"at most {event_dimensions.MAX_VALUES} numbers, each summed exactly (in decimal) beside every "
+                "count (`sums`)",
+                maxProperties=event_dimensions.MAX_VALUES,
+                examples=[{"amount": 12.5, "bytes": 1024}],
+            )
         ),
     },
     closed=True,
@@ -510,19 +506,12 @@ COMPLETE = {**BOOLEAN, "description": "false when the window reaches past what i
 RETENTION: dict[str, Schema] = {"complete": COMPLETE, "retained_from": ISO_TIME, "message": string()}
 SPAN: dict[str, Schema] = {"start": ISO_TIME, "end": ISO_TIME}
 WINDOW_ANSWER: dict[str, Schema] = {**SPAN, "keys_read": COUNT, "complete": COMPLETE}
-SUMS = {
-    "type": "object",
-    "propertyNames": DIMENSION_NAME,
-    "additionalProperties": {"type": "number"},
-    "description": "per value name, the exact sum of that value over the events counted",
-}
-SUMS_EXACT = {
-    "type": "object",
-    "propertyNames": DIMENSION_NAME,
-    "additionalProperties": {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?$"},
-    "description": "the same sums as decimal strings with every digit (JSON readers that parse numbers as "
-    "doubles keep about 15 significant digits of `sums`)",
-}
+SUMS = by_name({"type": "number"}, "per value name, the exact sum of that value over the events counted")
+SUMS_EXACT = by_name(
+    string(pattern=r"^-?[0-9]+(\.[0-9]+)?$"),
+    "the same sums as decimal strings with every digit (JSON readers that parse numbers as doubles keep about 15 "
+    "significant digits of `sums`)",
+)
 WHERE_ECHO = {"type": "object", "additionalProperties": string(), "description": "the filter applied"}
 COUNT_ANSWER = obj(
     {"counter": NAME, "count": COUNT, "sums": SUMS, "sums_exact": SUMS_EXACT, **WINDOW_ANSWER},
@@ -813,6 +802,18 @@ def _ranked(label: str) -> Schema:
     )
 
 
+GOAL_RESULT = obj(
+    {
+        "conversions": {**COUNT, "description": "the goal's events or page views in the window"},
+        "visitors": {**COUNT, "description": "distinct converting visitors, over the visitors' hours"},
+        "visitors_exact": BOOLEAN,
+        "conversion_rate": {
+            "type": "number",
+            "minimum": 0,
+            "description": "converting visitors / the site's visitors (0 without visitors)",
+        },
+    }
+)
 SITE_SUMMARY = obj(
     {
         "site": NAME,
@@ -833,27 +834,7 @@ SITE_SUMMARY = obj(
         "exact": BOOLEAN,
         "keys_read": COUNT,
         "goals": array(
-            {
-                "allOf": [
-                    ref("StoredGoal"),
-                    obj(
-                        {
-                            "conversions": {**COUNT, "description": "the goal's events or page views in the window"},
-                            "visitors": {
-                                **COUNT,
-                                "description": "distinct converting visitors, over the visitors' hours",
-                            },
-                            "visitors_exact": BOOLEAN,
-                            "conversion_rate": {
-                                "type": "number",
-                                "minimum": 0,
-                                "description": "converting visitors / the site's visitors (0 without visitors)",
-                            },
-                        }
-                    ),
-                ]
-            },
-            description="each goal of the site's settings, in their order",
+            {"allOf": [ref("StoredGoal"), GOAL_RESULT]}, description="each goal of the site's settings, in their order"
         ),
     },
     {"visitors_exact": BOOLEAN, "visitors_start": ISO_TIME, "visitors_end": ISO_TIME},
@@ -881,16 +862,13 @@ SITE_SETTINGS_BODY = obj(
     {"timezone": nullable(SITE_ZONE), "goals": nullable(array(GOAL, maxItems=MAX_GOALS))},
     closed=True,
 )
-STORED_GOAL = {
-    "type": "object",
-    "properties": {
+STORED_GOAL = obj(
+    {
         "name": string(),
-        "event": string(),
-        "page": string(),
         "since": {**ISO_TIME, "description": "when the goal was first set: its visitors are counted from then"},
     },
-    "required": ["name", "since"],
-}
+    {"event": string(), "page": string()},
+)
 SITE_SETTINGS = obj(
     {
         "site": NAME,
