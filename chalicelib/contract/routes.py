@@ -85,6 +85,11 @@ def path(name: str, schema: s.Schema, description: str = "") -> Param:
     return Param(name, schema, description, "path", True)
 
 
+def listing(route: str, operation_id: str, summary: str, answer: str, schema: s.Schema, *params: Param) -> Operation:
+    """A GET of one page of a listing: its parameters, then `limit` and `cursor`."""
+    return Operation(route, operation_id, summary, (Answer(200, answer, schema),), (*params, *PAGE))
+
+
 def beacon(route: str, operation_id: str, answer: Answer, body: s.Schema, params: tuple[Param, ...] = ()) -> Operation:
     """POST /beacon<route>: POST <route> for navigator.sendBeacon, which cannot set headers."""
     summary = f"As POST {route}, from navigator.sendBeacon (an ingest-only key as `?key=`)"
@@ -105,19 +110,13 @@ HISTOGRAM_WINDOW = (
 )
 
 
-def minute_histogram_window(resolution: str) -> int:
+def histogram_window(resolution: str, aligned: int = 1) -> int:
     """The longest window (minutes) whose histogram at `resolution` stays within the bucket cap
-    wherever it ends: W minutes overlap at most ceil((W - 1) / size) + 1 buckets of `size` minutes."""
+    wherever it ends: read as whole `aligned`-minute units (an hour-aligned histogram reads ceil(W / 60)
+    hours), W minutes overlap at most ceil((units - 1) / per) + 1 buckets of `per` units, so at most
+    (cap - 1) * per + 1 units, that is (cap - 1) * size + aligned minutes."""
     size = zones.NOMINAL_MINUTES[resolution]
-    return min(window_params.MAX_WINDOW_MINUTES, (window_params.MAX_HISTOGRAM_BUCKETS - 1) * size + 1)
-
-
-def hour_histogram_window(resolution: str) -> int:
-    """As minute_histogram_window for an hour-aligned histogram: W minutes are ceil(W / 60) whole
-    hours, overlapping at most ceil((hours - 1) / per) + 1 buckets of `per` hours."""
-    per = zones.NOMINAL_MINUTES[resolution] // timebuckets.HOUR_MINUTES
-    hours = (window_params.MAX_HISTOGRAM_BUCKETS - 1) * per + 1
-    return min(window_params.MAX_WINDOW_MINUTES, hours * timebuckets.HOUR_MINUTES)
+    return min(window_params.MAX_WINDOW_MINUTES, (window_params.MAX_HISTOGRAM_BUCKETS - 1) * size + aligned)
 
 
 COUNTER = path("counter", s.PATH_NAME)
@@ -177,7 +176,7 @@ OPERATIONS: tuple[Operation, ...] = (
             COUNTER,
             Param(
                 "window",
-                s.windowed({r: minute_histogram_window(r) for r in s.COUNTER_RESOLUTIONS}, "hour", local=True),
+                s.windowed({r: histogram_window(r) for r in s.COUNTER_RESOLUTIONS}, "hour", local=True),
                 HISTOGRAM_WINDOW,
             ),
             WHERE,
@@ -202,12 +201,12 @@ OPERATIONS: tuple[Operation, ...] = (
         "distinct values in a window); beyond that the listed counts and sums are still exact and `bound` "
         "says how many events a value not listed can have.",
     ),
-    Operation(
+    listing(
         "GET /counters",
         "listCounters",
         "The counters that exist, by name",
-        (Answer(200, "a page; `next` is the cursor of the next one (null: the last)", s.COUNTER_LISTING),),
-        params=PAGE,
+        "a page; `next` is the cursor of the next one (null: the last)",
+        s.COUNTER_LISTING,
     ),
     # -- exact view counts
     Operation(
@@ -245,13 +244,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "exact whenever every hour, day or 32-day block in the window holds at most 1,000 distinct URLs; otherwise "
         "`exact` says whether it is, and `bound` what a URL left out can have.",
     ),
-    Operation(
-        "GET /views/urls",
-        "listViewUrls",
-        "The URLs with views, with their counts",
-        (Answer(200, "a page", s.URL_LISTING),),
-        params=PAGE,
-    ),
+    listing("GET /views/urls", "listViewUrls", "The URLs with views, with their counts", "a page", s.URL_LISTING),
     # -- unique counts
     Operation(
         "POST /hyperloglog/{name}",
@@ -286,7 +279,9 @@ OPERATIONS: tuple[Operation, ...] = (
             UNIQUE_NAME,
             Param(
                 "window",
-                s.windowed({r: hour_histogram_window(r) for r in s.UNIQUE_RESOLUTIONS}, "day", local=True),
+                s.windowed(
+                    {r: histogram_window(r, timebuckets.HOUR_MINUTES) for r in s.UNIQUE_RESOLUTIONS}, "day", local=True
+                ),
                 HISTOGRAM_WINDOW,
             ),
         ),
@@ -318,13 +313,7 @@ OPERATIONS: tuple[Operation, ...] = (
         (Answer(201, "reports written", s.REPORT_RUN), Answer(200, "nothing new to report", s.REPORT_RUN)),
         links=(Link("theFirstReport", "getReport", {"path.report_id": "$response.body#/reports/0/id"}),),
     ),
-    Operation(
-        "GET /reports",
-        "listReports",
-        "Reports, newest first",
-        (Answer(200, "the newest reports", s.REPORT_LISTING),),
-        params=PAGE,
-    ),
+    listing("GET /reports", "listReports", "Reports, newest first", "the newest reports", s.REPORT_LISTING),
     Operation(
         "GET /reports/{report_id}",
         "getReport",
@@ -344,12 +333,13 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(404,),
     ),
     # -- the quarantine
-    Operation(
+    listing(
         "GET /quarantine",
         "listQuarantine",
         "Records set aside by the background handlers",
-        (Answer(200, "the records", s.QUARANTINE_RECORDS),),
-        params=(Param("source", s.query_text(enum=list(quarantine.SOURCES)), "default: every source"), *PAGE),
+        "the records",
+        s.QUARANTINE_RECORDS,
+        Param("source", s.query_text(enum=list(quarantine.SOURCES)), "default: every source"),
     ),
     Operation(
         "GET /quarantine/counts",
@@ -365,12 +355,12 @@ OPERATIONS: tuple[Operation, ...] = (
         body=s.REPLAY_BODY,
     ),
     # -- the audit
-    Operation(
+    listing(
         "GET /audit",
         "listAudit",
         "Events partitions whose stored events and counted events do not add up",
-        (Answer(200, "the open findings, oldest partition first", s.AUDIT_LISTING),),
-        params=PAGE,
+        "the open findings, oldest partition first",
+        s.AUDIT_LISTING,
     ),
     Operation(
         "POST /audit",
@@ -402,13 +392,7 @@ OPERATIONS: tuple[Operation, ...] = (
             Link("revokeTheKey", "revokeKey", {"path.key_id": "$response.body#/id"}),
         ),
     ),
-    Operation(
-        "GET /keys",
-        "listKeys",
-        "Every key's record (never a key)",
-        (Answer(200, "the records", s.KEY_LISTING),),
-        params=PAGE,
-    ),
+    listing("GET /keys", "listKeys", "Every key's record (never a key)", "the records", s.KEY_LISTING),
     Operation(
         "DELETE /keys/{key_id}",
         "revokeKey",
@@ -436,13 +420,7 @@ OPERATIONS: tuple[Operation, ...] = (
         ),
         errors=(404,),
     ),
-    Operation(
-        "GET /sites",
-        "listSites",
-        "The sites that sent page views, by name",
-        (Answer(200, "a page of sites", s.SITE_LISTING),),
-        params=PAGE,
-    ),
+    listing("GET /sites", "listSites", "The sites that sent page views, by name", "a page of sites", s.SITE_LISTING),
     Operation(
         "GET /sites/{site}/summary",
         "getSiteSummary",
