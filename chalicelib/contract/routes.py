@@ -4,6 +4,7 @@ routes); its key scope comes from access.policy.ROUTES, the table the access che
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from chalicelib.contract import schemas as s
@@ -98,25 +99,23 @@ def beacon(route: str, operation_id: str, answer: Answer, body: s.Schema, params
 
 # The window parameters are one object (style form, exploded: each property is a query parameter
 # of its own), so that the document can say `window` and `start` exclude each other.
-WINDOW = (Param("window", s.windowed(), "the window: `window` and `end`, or `start` and `end`"),)
-LOCAL_WINDOW = (
-    Param("window", s.windowed(local=True), "the window (`window` and `end`, or `start` and `end`), `tz`, `compare`"),
-)
+WINDOW = Param("window", s.windowed(), "the window (`window` and `end`, or `start` and `end`), `tz`, `compare`")
 PAGE = (Param("limit", s.LIMIT, "entries per page"), Param("cursor", s.CURSOR))
 SITE = path("site", {**s.PATH_NAME, "maxLength": s.SITE_MAX_CHARS}, "the site: its hostname, or the script's data-site")
-HISTOGRAM_WINDOW = (
-    f"the window and the resolution: at most {window_params.MAX_HISTOGRAM_BUCKETS} buckets, so a finer "
-    "resolution takes a shorter window"
-)
 
 
-def histogram_window(resolution: str, aligned: int = 1) -> int:
-    """The longest window (minutes) whose histogram at `resolution` stays within the bucket cap
-    wherever it ends: read as whole `aligned`-minute units (an hour-aligned histogram reads ceil(W / 60)
-    hours), W minutes overlap at most ceil((units - 1) / per) + 1 buckets of `per` units, so at most
-    (cap - 1) * per + 1 units, that is (cap - 1) * size + aligned minutes."""
-    size = zones.NOMINAL_MINUTES[resolution]
-    return min(window_params.MAX_WINDOW_MINUTES, (window_params.MAX_HISTOGRAM_BUCKETS - 1) * size + aligned)
+def histogram_window(resolutions: Iterable[str], default: str, aligned: int = 1) -> Param:
+    """A histogram's window and resolution, each resolution with the longest window whose histogram
+    stays within the bucket cap wherever it ends: read as whole `aligned`-minute units (an
+    hour-aligned histogram reads ceil(W / 60) hours), W minutes overlap at most
+    ceil((units - 1) / per) + 1 buckets of `per` units, so at most (cap - 1) * per + 1 units, that
+    is (cap - 1) * size + aligned minutes."""
+    cap = window_params.MAX_HISTOGRAM_BUCKETS
+    most = {
+        r: min(window_params.MAX_WINDOW_MINUTES, (cap - 1) * zones.NOMINAL_MINUTES[r] + aligned) for r in resolutions
+    }
+    description = f"the window and the resolution: at most {cap} buckets, so a finer resolution takes a shorter window"
+    return Param("window", s.windowed(most, default), description)
 
 
 COUNTER = path("counter", s.PATH_NAME)
@@ -164,7 +163,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "getCounter",
         "A counter's count over a window",
         (Answer(200, "the count and the sums of its values", s.compared(s.COUNT_ANSWER)),),
-        params=(COUNTER, *LOCAL_WINDOW, WHERE),
+        params=(COUNTER, WINDOW, WHERE),
         description=f"{WINDOWED} {LOCAL} {FILTERED}",
     ),
     Operation(
@@ -174,11 +173,7 @@ OPERATIONS: tuple[Operation, ...] = (
         (Answer(200, "one bucket per period", s.compared(s.HISTOGRAM_ANSWER)),),
         params=(
             COUNTER,
-            Param(
-                "window",
-                s.windowed({r: histogram_window(r) for r in s.COUNTER_RESOLUTIONS}, "hour", local=True),
-                HISTOGRAM_WINDOW,
-            ),
+            histogram_window(s.COUNTER_RESOLUTIONS, "hour"),
             WHERE,
         ),
         description=f"{WINDOWED} {LOCAL} At most {window_params.MAX_HISTOGRAM_BUCKETS} buckets (a local one "
@@ -192,7 +187,7 @@ OPERATIONS: tuple[Operation, ...] = (
         params=(
             COUNTER,
             Param("by", s.DIMENSION_NAME, "the dimension", required=True),
-            *LOCAL_WINDOW,
+            WINDOW,
             Param("limit", s.integer(1, breakdowns.MAX_LIMIT, default=breakdowns.DEFAULT_LIMIT), "values listed"),
             WHERE,
         ),
@@ -225,7 +220,7 @@ OPERATIONS: tuple[Operation, ...] = (
         (Answer(200, "the count (window fields only with a window)", s.compared(s.VIEW_COUNT_ANSWER)),),
         params=(
             Param("url", s.VIEW_URL_QUERY, required=True),
-            *LOCAL_WINDOW,
+            WINDOW,
             Param("resolution", s.string(enum=list(views_api.SERIES_RESOLUTIONS)), "with a window: also `buckets`"),
         ),
         description=f"{WINDOWED} {LOCAL}",
@@ -236,7 +231,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "The most viewed URLs of a window, with their exact views",
         (Answer(200, "the top URLs, most viewed first", s.compared(s.TOP_VIEWS_ANSWER)),),
         params=(
-            *LOCAL_WINDOW,
+            WINDOW,
             Param("limit", s.TOP_LIMIT, "URLs listed"),
             Param("prefix", s.TOP_PREFIX, "only URLs starting with it"),
         ),
@@ -267,7 +262,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "getUniqueCount",
         "Distinct items of a name: of all time, or over an hour-aligned window",
         (Answer(200, "the estimate; exact while small", s.compared(s.UNIQUE_COUNT_ANSWER)),),
-        params=(UNIQUE_NAME, *LOCAL_WINDOW),
+        params=(UNIQUE_NAME, WINDOW),
         description=f"{HOUR_ALIGNED} {LOCAL} A calendar window counts from its local midnight.",
     ),
     Operation(
@@ -277,13 +272,7 @@ OPERATIONS: tuple[Operation, ...] = (
         (Answer(200, "one bucket per period", s.compared(s.UNIQUE_HISTOGRAM_ANSWER)),),
         params=(
             UNIQUE_NAME,
-            Param(
-                "window",
-                s.windowed(
-                    {r: histogram_window(r, timebuckets.HOUR_MINUTES) for r in s.UNIQUE_RESOLUTIONS}, "day", local=True
-                ),
-                HISTOGRAM_WINDOW,
-            ),
+            histogram_window(s.UNIQUE_RESOLUTIONS, "day", timebuckets.HOUR_MINUTES),
         ),
         description=f"{HOUR_ALIGNED} {LOCAL} At most {window_params.MAX_HISTOGRAM_BUCKETS} buckets.",
     ),
@@ -428,7 +417,7 @@ OPERATIONS: tuple[Operation, ...] = (
         (Answer(200, "the summary", s.compared(s.SITE_SUMMARY)),),
         params=(
             SITE,
-            *LOCAL_WINDOW,
+            WINDOW,
             Param("limit", s.integer(1, 1000, default=10), "the longest list"),
         ),
         description=f"{WINDOWED} {LOCAL}"

@@ -225,27 +225,31 @@ def calendar_or_duration(most_minutes: int) -> Schema:
     return {"anyOf": [duration(most_minutes), string(enum=calendar, description="a calendar window in `tz`")]}
 
 
-def windowed(
-    most_minutes: dict[str, int] | None = None, default: str | None = None, local: bool = False, **more: Schema
-) -> Schema:
+def windowed(most_minutes: dict[str, int] | None = None, default: str | None = None, **more: Schema) -> Schema:
     """A windowed read's window parameters as one object (an exploded query parameter): `window`
     with an optional `end`, or `start` with an optional `end`, never `window` and `start` together.
     With `most_minutes` (a histogram's resolutions, `default` the one taken when none is given),
     also `resolution`, each with the longest `window` whose buckets stay within the histogram's cap.
-    `local`: also `tz`, `compare` and calendar windows. `more`: other parameters every shape may
-    carry. Other query parameters are ignored, so the object stays open."""
-    every: dict[str, Schema] = {"end": END, **({"tz": ZONE, "compare": COMPARE} if local else {}), **more}
-    window = calendar_or_duration if local else duration
+    Every shape takes `tz`, `compare` and calendar windows, and `more`: other parameters. Other
+    query parameters are ignored, so the object stays open."""
+    every: dict[str, Schema] = {"end": END, "tz": ZONE, "compare": COMPARE, **more}
     resolution = {"resolution": string(enum=list(most_minutes), default=default)} if most_minutes else {}
     shapes: list[Schema] = []
     for name, most in (most_minutes or {"": window_params.MAX_WINDOW_MINUTES}).items():
         chosen = {"resolution": string(const=name)} if name else {}
         required, optional = ({}, chosen) if name == default else (chosen, {})  # the default may go unnamed
-        shapes.append({**obj(required, {"window": window(most), **every, **optional}), **without("start")})
+        shapes.append(
+            {**obj(required, {"window": calendar_or_duration(most), **every, **optional}), **without("start")}
+        )
     shapes.append({**obj({"start": START}, {**every, **resolution}), **without("window")})
     return {
         "type": "object",
-        "properties": {"window": window(window_params.MAX_WINDOW_MINUTES), "start": START, **every, **resolution},
+        "properties": {
+            "window": calendar_or_duration(window_params.MAX_WINDOW_MINUTES),
+            "start": START,
+            **every,
+            **resolution,
+        },
         "anyOf": shapes,
         "description": "`window` (with `end`) or `start` (with `end`), not both",
         "examples": [{"window": "24h"}],
@@ -269,7 +273,7 @@ def union_or_listing() -> Schema:
     """GET /hyperloglog's query: `names` with an optional window (a union's count; `limit` and
     `cursor` are ignored there), or a page of the names (`limit`, `cursor`) with no window, as one
     exploded object."""
-    union = windowed(local=True, names=UNION_NAMES)
+    union = windowed(names=UNION_NAMES)
     for shape in union["anyOf"]:
         shape["required"] = ["names", *shape["required"]]
     page = {**obj({}, {"limit": LIMIT, "cursor": CURSOR}), **without("names", "window", "start", "end")}
