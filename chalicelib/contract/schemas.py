@@ -593,6 +593,7 @@ ESTIMATE: dict[str, Schema] = {
 UNIQUE_COUNT_ANSWER = obj({"name": NAME, **ESTIMATE}, RETENTION)
 UNION_ANSWER = obj({"names": array(NAME), **ESTIMATE}, RETENTION)
 NAME_LISTING = listing("names", obj({"name": NAME, "last_seen": ISO_TIME}))
+UNION_OR_NAMES = {"anyOf": [compared(UNION_ANSWER), NAME_LISTING]}
 UNIQUE_HISTOGRAM_ANSWER = obj(
     {
         "name": NAME,
@@ -862,9 +863,7 @@ GOAL = {
     ]
 }
 SITE_SETTINGS_BODY = obj(
-    {},
-    {"timezone": nullable(SITE_ZONE), "goals": nullable(array(GOAL, maxItems=MAX_GOALS))},
-    closed=True,
+    {}, {"timezone": nullable(SITE_ZONE), "goals": nullable(array(GOAL, maxItems=MAX_GOALS))}, closed=True
 )
 STORED_GOAL = obj(
     {
@@ -874,12 +873,7 @@ STORED_GOAL = obj(
     {"event": string(), "page": string()},
 )
 SITE_SETTINGS = obj(
-    {
-        "site": NAME,
-        "timezone": SITE_ZONE,
-        "goals": array(ref("StoredGoal")),
-        "updated": nullable(ISO_TIME),
-    }
+    {"site": NAME, "timezone": SITE_ZONE, "goals": array(ref("StoredGoal")), "updated": nullable(ISO_TIME)}
 )
 SITE_REALTIME = obj(
     {
