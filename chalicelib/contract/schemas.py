@@ -349,12 +349,13 @@ ATTRIBUTE_NUMBER = {
     f"1E+{inputs.MAX_NUMBER_EXPONENT + 1} of at most {inputs.MAX_NUMBER_DIGITS} significant digits (trailing "
     f"zeros are not digits: 1.000 is 1, 0E+999 is 0; below 1E-128, no digit under 1E{inputs.MIN_DIGIT_EXPONENT})",
 }
+ATTRIBUTE_OBJECT = {"type": "object", "propertyNames": {"minLength": 1}, "additionalProperties": ref("AttributeValue")}
 ATTRIBUTE_VALUE = {
     "anyOf": [
         {"type": ["string", "boolean", "null"]},
         ref("AttributeNumber"),
         array(ref("AttributeValue")),
-        {"type": "object", "propertyNames": {"minLength": 1}, "additionalProperties": ref("AttributeValue")},
+        ATTRIBUTE_OBJECT,
     ],
     "description": "any JSON value; its numbers are DynamoDB's (AttributeNumber) and its keys at least one character",
 }
@@ -379,9 +380,7 @@ EVENT = obj(
             description="seconds the event is counted",
         ),
         "attributes": {
-            "type": "object",
-            "propertyNames": {"minLength": 1},
-            "additionalProperties": ref("AttributeValue"),
+            **ATTRIBUTE_OBJECT,
             "description": f"at most {ingest.MAX_ATTRIBUTES_BYTES} bytes as JSON, nested at most "
             f"{inputs.MAX_STORED_DEPTH} levels, no empty key at any depth (DynamoDB's naming rule); "
             "numbers are DynamoDB's (AttributeNumber), stored in their shortest form, and summed in reports",
@@ -628,17 +627,8 @@ TOP_VIEWS_ANSWER = obj(
 REPORT_SUMMARY = obj({"id": REPORT_ID, "start": ISO_TIME, "end": ISO_TIME, "events": COUNT})
 # A report sums every numeric attribute, whatever its name.
 SUMS_EXACT_ANY = {k: v for k, v in SUMS_EXACT.items() if k != "propertyNames"}
-REPORT = obj(
-    {
-        **REPORT_SUMMARY["properties"],
-        "counters": {
-            "type": "object",
-            "additionalProperties": obj(
-                {"events": {"type": "integer"}, "sums": {"type": "object"}, "sums_exact": SUMS_EXACT_ANY}
-            ),
-        },
-    }
-)
+REPORT_COUNTER = obj({"events": {"type": "integer"}, "sums": {"type": "object"}, "sums_exact": SUMS_EXACT_ANY})
+REPORT = obj({**REPORT_SUMMARY["properties"], "counters": {"type": "object", "additionalProperties": REPORT_COUNTER}})
 REPORT_RUN = obj(
     {
         "reports": array(REPORT_SUMMARY),
