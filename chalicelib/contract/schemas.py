@@ -674,15 +674,6 @@ ACCEPTED_VIEWS = obj({"accepted": {"type": "boolean", "const": True}})
 ACCEPTED_ITEMS = obj({"accepted": integer(1, uniques_batches.MAX_ITEMS)})
 OPENAPI = {"type": "object", "required": ["openapi", "paths"], "description": "this document"}
 
-# Named once in components.schemas and referred to from operations.
-COMPONENTS: dict[str, Schema] = {
-    "Error": ERROR,
-    "Event": EVENT,
-    "View": VIEW,
-    "AttributeValue": ATTRIBUTE_VALUE,
-    "AttributeNumber": ATTRIBUTE_NUMBER,
-}
-
 
 # -- the audit and replay (counters.audit_runs, counters.repair, counters.replay) ------------------
 
@@ -847,10 +838,7 @@ GOAL_PAGE = string(
     pattern="^/", maxLength=GOAL_PAGE_MAX_CHARS, description="a page path, as the summary's pages list it"
 )
 GOAL = {
-    "oneOf": [
-        obj({"name": GOAL_NAME, "event": GOAL_EVENT}, closed=True),
-        obj({"name": GOAL_NAME, "page": GOAL_PAGE}, closed=True),
-    ]
+    "oneOf": [obj({"name": GOAL_NAME, **goal}, closed=True) for goal in ({"event": GOAL_EVENT}, {"page": GOAL_PAGE})]
 }
 SITE_SETTINGS_BODY = obj(
     {}, {"timezone": nullable(SITE_ZONE), "goals": nullable(array(GOAL, maxItems=MAX_GOALS))}, closed=True
@@ -882,4 +870,13 @@ SITE_REALTIME = obj(
         "visitor_items_read": COUNT,
     }
 )
-COMPONENTS["StoredGoal"] = STORED_GOAL
+
+# Named once in components.schemas and referred to from operations.
+COMPONENTS: dict[str, Schema] = {
+    "Error": ERROR,
+    "Event": EVENT,
+    "View": VIEW,
+    "AttributeValue": ATTRIBUTE_VALUE,
+    "AttributeNumber": ATTRIBUTE_NUMBER,
+    "StoredGoal": STORED_GOAL,
+}
