@@ -54,16 +54,14 @@ def operation_object(operation: Operation) -> dict[str, Any]:
     statuses = set(operation.errors) | {414, 429, 503} | ({400} if operation.params or operation.body else set())
     if security:
         statuses |= {401, 403}
+    errors = {str(status): {"$ref": f"#/components/responses/{ERRORS[status][0]}"} for status in sorted(statuses)}
     answer: dict[str, Any] = {
         "operationId": operation.operation_id,
         "tags": operation.tags,
         "summary": operation.summary,
         "security": security,
-        "responses": {str(a.status): _answer(a, operation) for a in operation.answers},
+        "responses": {**{str(a.status): _answer(a, operation) for a in operation.answers}, **errors},
     }
-    answer["responses"].update(
-        {str(status): {"$ref": f"#/components/responses/{ERRORS[status][0]}"} for status in sorted(statuses)}
-    )
     if operation.description:
         answer["description"] = operation.description
     if operation.params:
