@@ -50,24 +50,18 @@ answers 404 `NotFoundError`. Every path also answers a CORS preflight (OPTIONS).
 
 def operation_object(operation: Operation) -> dict[str, Any]:
     access = policy.ROUTES[operation.key]
+    security = [{BEACON: []}] if access.beacon else [] if access.scope is None else [{BEARER: [access.scope]}]
     statuses = set(operation.errors) | {414, 429, 503} | ({400} if operation.params or operation.body else set())
-    security: list[dict[str, list[str]]] = []
-    if access.beacon:
-        security = [{BEACON: []}]
-    elif access.scope is not None:
-        security = [{BEARER: [access.scope]}]
     if security:
         statuses |= {401, 403}
+    errors = {str(status): {"$ref": f"#/components/responses/{ERRORS[status][0]}"} for status in sorted(statuses)}
     answer: dict[str, Any] = {
         "operationId": operation.operation_id,
         "tags": operation.tags,
         "summary": operation.summary,
         "security": security,
-        "responses": {str(a.status): _answer(a, operation) for a in operation.answers},
+        "responses": {**{str(a.status): _answer(a, operation) for a in operation.answers}, **errors},
     }
-    answer["responses"].update(
-        {str(status): {"$ref": f"#/components/responses/{ERRORS[status][0]}"} for status in sorted(statuses)}
-    )
     if operation.description:
         answer["description"] = operation.description
     if operation.params:

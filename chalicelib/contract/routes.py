@@ -4,6 +4,7 @@ routes); its key scope comes from access.policy.ROUTES, the table the access che
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from chalicelib.contract import schemas as s
@@ -85,6 +86,11 @@ def path(name: str, schema: s.Schema, description: str = "") -> Param:
     return Param(name, schema, description, "path", True)
 
 
+def listing(route: str, operation_id: str, summary: str, answer: str, schema: s.Schema, *params: Param) -> Operation:
+    """A GET of one page of a listing: its parameters, then `limit` and `cursor`."""
+    return Operation(route, operation_id, summary, (Answer(200, answer, schema),), (*params, *PAGE))
+
+
 def beacon(route: str, operation_id: str, answer: Answer, body: s.Schema, params: tuple[Param, ...] = ()) -> Operation:
     """POST /beacon<route>: POST <route> for navigator.sendBeacon, which cannot set headers."""
     summary = f"As POST {route}, from navigator.sendBeacon (an ingest-only key as `?key=`)"
@@ -93,31 +99,23 @@ def beacon(route: str, operation_id: str, answer: Answer, body: s.Schema, params
 
 # The window parameters are one object (style form, exploded: each property is a query parameter
 # of its own), so that the document can say `window` and `start` exclude each other.
-WINDOW = (Param("window", s.windowed(), "the window: `window` and `end`, or `start` and `end`"),)
-LOCAL_WINDOW = (
-    Param("window", s.windowed(local=True), "the window (`window` and `end`, or `start` and `end`), `tz`, `compare`"),
-)
+WINDOW = Param("window", s.windowed(), "the window (`window` and `end`, or `start` and `end`), `tz`, `compare`")
 PAGE = (Param("limit", s.LIMIT, "entries per page"), Param("cursor", s.CURSOR))
 SITE = path("site", {**s.PATH_NAME, "maxLength": s.SITE_MAX_CHARS}, "the site: its hostname, or the script's data-site")
-HISTOGRAM_WINDOW = (
-    f"the window and the resolution: at most {window_params.MAX_HISTOGRAM_BUCKETS} buckets, so a finer "
-    "resolution takes a shorter window"
-)
 
 
-def minute_histogram_window(resolution: str) -> int:
-    """The longest window (minutes) whose histogram at `resolution` stays within the bucket cap
-    wherever it ends: W minutes overlap at most ceil((W - 1) / size) + 1 buckets of `size` minutes."""
-    size = zones.NOMINAL_MINUTES[resolution]
-    return min(window_params.MAX_WINDOW_MINUTES, (window_params.MAX_HISTOGRAM_BUCKETS - 1) * size + 1)
-
-
-def hour_histogram_window(resolution: str) -> int:
-    """As minute_histogram_window for an hour-aligned histogram: W minutes are ceil(W / 60) whole
-    hours, overlapping at most ceil((hours - 1) / per) + 1 buckets of `per` hours."""
-    per = zones.NOMINAL_MINUTES[resolution] // timebuckets.HOUR_MINUTES
-    hours = (window_params.MAX_HISTOGRAM_BUCKETS - 1) * per + 1
-    return min(window_params.MAX_WINDOW_MINUTES, hours * timebuckets.HOUR_MINUTES)
+def histogram_window(resolutions: Iterable[str], default: str, aligned: int = 1) -> Param:
+    """A histogram's window and resolution, each resolution with the longest window whose histogram
+    stays within the bucket cap wherever it ends: read as whole `aligned`-minute units (an
+    hour-aligned histogram reads ceil(W / 60) hours), W minutes overlap at most
+    ceil((units - 1) / per) + 1 buckets of `per` units, so at most (cap - 1) * per + 1 units, that
+    is (cap - 1) * size + aligned minutes."""
+    cap = window_params.MAX_HISTOGRAM_BUCKETS
+    most = {
+        r: min(window_params.MAX_WINDOW_MINUTES, (cap - 1) * zones.NOMINAL_MINUTES[r] + aligned) for r in resolutions
+    }
+    description = f"the window and the resolution: at most {cap} buckets, so a finer resolution takes a shorter window"
+    return Param("window", s.windowed(most, default), description)
 
 
 COUNTER = path("counter", s.PATH_NAME)
@@ -165,7 +163,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "getCounter",
         "A counter's count over a window",
         (Answer(200, "the count and the sums of its values", s.compared(s.COUNT_ANSWER)),),
-        params=(COUNTER, *LOCAL_WINDOW, WHERE),
+        params=(COUNTER, WINDOW, WHERE),
         description=f"{WINDOWED} {LOCAL} {FILTERED}",
     ),
     Operation(
@@ -173,15 +171,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "getCounterHistogram",
         "A counter's counts per minute, hour, day, week or month",
         (Answer(200, "one bucket per period", s.compared(s.HISTOGRAM_ANSWER)),),
-        params=(
-            COUNTER,
-            Param(
-                "window",
-                s.windowed({r: minute_histogram_window(r) for r in s.COUNTER_RESOLUTIONS}, "hour", local=True),
-                HISTOGRAM_WINDOW,
-            ),
-            WHERE,
-        ),
+        params=(COUNTER, histogram_window(s.COUNTER_RESOLUTIONS, "hour"), WHERE),
         description=f"{WINDOWED} {LOCAL} At most {window_params.MAX_HISTOGRAM_BUCKETS} buckets (a local one "
         f"more per change of offset). Weeks start on Monday. {FILTERED}",
     ),
@@ -193,7 +183,7 @@ OPERATIONS: tuple[Operation, ...] = (
         params=(
             COUNTER,
             Param("by", s.DIMENSION_NAME, "the dimension", required=True),
-            *LOCAL_WINDOW,
+            WINDOW,
             Param("limit", s.integer(1, breakdowns.MAX_LIMIT, default=breakdowns.DEFAULT_LIMIT), "values listed"),
             WHERE,
         ),
@@ -202,12 +192,12 @@ OPERATIONS: tuple[Operation, ...] = (
         "distinct values in a window); beyond that the listed counts and sums are still exact and `bound` "
         "says how many events a value not listed can have.",
     ),
-    Operation(
+    listing(
         "GET /counters",
         "listCounters",
         "The counters that exist, by name",
-        (Answer(200, "a page; `next` is the cursor of the next one (null: the last)", s.COUNTER_LISTING),),
-        params=PAGE,
+        "a page; `next` is the cursor of the next one (null: the last)",
+        s.COUNTER_LISTING,
     ),
     # -- exact view counts
     Operation(
@@ -226,7 +216,7 @@ OPERATIONS: tuple[Operation, ...] = (
         (Answer(200, "the count (window fields only with a window)", s.compared(s.VIEW_COUNT_ANSWER)),),
         params=(
             Param("url", s.VIEW_URL_QUERY, required=True),
-            *LOCAL_WINDOW,
+            WINDOW,
             Param("resolution", s.string(enum=list(views_api.SERIES_RESOLUTIONS)), "with a window: also `buckets`"),
         ),
         description=f"{WINDOWED} {LOCAL}",
@@ -237,7 +227,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "The most viewed URLs of a window, with their exact views",
         (Answer(200, "the top URLs, most viewed first", s.compared(s.TOP_VIEWS_ANSWER)),),
         params=(
-            *LOCAL_WINDOW,
+            WINDOW,
             Param("limit", s.TOP_LIMIT, "URLs listed"),
             Param("prefix", s.TOP_PREFIX, "only URLs starting with it"),
         ),
@@ -245,13 +235,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "exact whenever every hour, day or 32-day block in the window holds at most 1,000 distinct URLs; otherwise "
         "`exact` says whether it is, and `bound` what a URL left out can have.",
     ),
-    Operation(
-        "GET /views/urls",
-        "listViewUrls",
-        "The URLs with views, with their counts",
-        (Answer(200, "a page", s.URL_LISTING),),
-        params=PAGE,
-    ),
+    listing("GET /views/urls", "listViewUrls", "The URLs with views, with their counts", "a page", s.URL_LISTING),
     # -- unique counts
     Operation(
         "POST /hyperloglog/{name}",
@@ -274,7 +258,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "getUniqueCount",
         "Distinct items of a name: of all time, or over an hour-aligned window",
         (Answer(200, "the estimate; exact while small", s.compared(s.UNIQUE_COUNT_ANSWER)),),
-        params=(UNIQUE_NAME, *LOCAL_WINDOW),
+        params=(UNIQUE_NAME, WINDOW),
         description=f"{HOUR_ALIGNED} {LOCAL} A calendar window counts from its local midnight.",
     ),
     Operation(
@@ -282,25 +266,14 @@ OPERATIONS: tuple[Operation, ...] = (
         "getUniqueHistogram",
         "Distinct items per hour, day, week or month (not additive)",
         (Answer(200, "one bucket per period", s.compared(s.UNIQUE_HISTOGRAM_ANSWER)),),
-        params=(
-            UNIQUE_NAME,
-            Param(
-                "window",
-                s.windowed({r: hour_histogram_window(r) for r in s.UNIQUE_RESOLUTIONS}, "day", local=True),
-                HISTOGRAM_WINDOW,
-            ),
-        ),
+        params=(UNIQUE_NAME, histogram_window(s.UNIQUE_RESOLUTIONS, "day", timebuckets.HOUR_MINUTES)),
         description=f"{HOUR_ALIGNED} {LOCAL} At most {window_params.MAX_HISTOGRAM_BUCKETS} buckets.",
     ),
     Operation(
         "GET /hyperloglog",
         "getUnionOrNames",
         "With `names`: distinct items of their union; without: the names that exist",
-        (
-            Answer(
-                200, "the union's estimate, or a page of names", {"anyOf": [s.compared(s.UNION_ANSWER), s.NAME_LISTING]}
-            ),
-        ),
+        (Answer(200, "the union's estimate, or a page of names", s.UNION_OR_NAMES),),
         params=(
             Param(
                 "query",
@@ -318,13 +291,7 @@ OPERATIONS: tuple[Operation, ...] = (
         (Answer(201, "reports written", s.REPORT_RUN), Answer(200, "nothing new to report", s.REPORT_RUN)),
         links=(Link("theFirstReport", "getReport", {"path.report_id": "$response.body#/reports/0/id"}),),
     ),
-    Operation(
-        "GET /reports",
-        "listReports",
-        "Reports, newest first",
-        (Answer(200, "the newest reports", s.REPORT_LISTING),),
-        params=PAGE,
-    ),
+    listing("GET /reports", "listReports", "Reports, newest first", "the newest reports", s.REPORT_LISTING),
     Operation(
         "GET /reports/{report_id}",
         "getReport",
@@ -344,12 +311,13 @@ OPERATIONS: tuple[Operation, ...] = (
         errors=(404,),
     ),
     # -- the quarantine
-    Operation(
+    listing(
         "GET /quarantine",
         "listQuarantine",
         "Records set aside by the background handlers",
-        (Answer(200, "the records", s.QUARANTINE_RECORDS),),
-        params=(Param("source", s.query_text(enum=list(quarantine.SOURCES)), "default: every source"), *PAGE),
+        "the records",
+        s.QUARANTINE_RECORDS,
+        Param("source", s.query_text(enum=list(quarantine.SOURCES)), "default: every source"),
     ),
     Operation(
         "GET /quarantine/counts",
@@ -365,12 +333,12 @@ OPERATIONS: tuple[Operation, ...] = (
         body=s.REPLAY_BODY,
     ),
     # -- the audit
-    Operation(
+    listing(
         "GET /audit",
         "listAudit",
         "Events partitions whose stored events and counted events do not add up",
-        (Answer(200, "the open findings, oldest partition first", s.AUDIT_LISTING),),
-        params=PAGE,
+        "the open findings, oldest partition first",
+        s.AUDIT_LISTING,
     ),
     Operation(
         "POST /audit",
@@ -402,13 +370,7 @@ OPERATIONS: tuple[Operation, ...] = (
             Link("revokeTheKey", "revokeKey", {"path.key_id": "$response.body#/id"}),
         ),
     ),
-    Operation(
-        "GET /keys",
-        "listKeys",
-        "Every key's record (never a key)",
-        (Answer(200, "the records", s.KEY_LISTING),),
-        params=PAGE,
-    ),
+    listing("GET /keys", "listKeys", "Every key's record (never a key)", "the records", s.KEY_LISTING),
     Operation(
         "DELETE /keys/{key_id}",
         "revokeKey",
@@ -436,23 +398,13 @@ OPERATIONS: tuple[Operation, ...] = (
         ),
         errors=(404,),
     ),
-    Operation(
-        "GET /sites",
-        "listSites",
-        "The sites that sent page views, by name",
-        (Answer(200, "a page of sites", s.SITE_LISTING),),
-        params=PAGE,
-    ),
+    listing("GET /sites", "listSites", "The sites that sent page views, by name", "a page of sites", s.SITE_LISTING),
     Operation(
         "GET /sites/{site}/summary",
         "getSiteSummary",
         "A site's visitors, page views, top pages, referrers, sources and devices over a window",
         (Answer(200, "the summary", s.compared(s.SITE_SUMMARY)),),
-        params=(
-            SITE,
-            *LOCAL_WINDOW,
-            Param("limit", s.integer(1, 1000, default=10), "the longest list"),
-        ),
+        params=(SITE, WINDOW, Param("limit", s.integer(1, 1000, default=10), "the longest list")),
         description=f"{WINDOWED} {LOCAL}"
         + " Visitors are counted over the quarter hours holding the window (`visitors_start`, `visitors_end`).",
     ),
@@ -490,10 +442,5 @@ OPERATIONS: tuple[Operation, ...] = (
         (Answer(200, "the script", s.string(), media=(MEDIA[".js"],), headers=(ETAG,)), NOT_MODIFIED),
         params=(Param("v", s.query_text(), "the script's content hash"), IF_NONE_MATCH),
     ),
-    Operation(
-        "GET /openapi.json",
-        "openapi",
-        "This document",
-        (Answer(200, "the OpenAPI document", s.OPENAPI),),
-    ),
+    Operation("GET /openapi.json", "openapi", "This document", (Answer(200, "the OpenAPI document", s.OPENAPI),)),
 )

@@ -226,39 +226,31 @@ def calendar_or_duration(most_minutes: int) -> Schema:
     return {"anyOf": [duration(most_minutes), string(enum=calendar, description="a calendar window in `tz`")]}
 
 
-def windowed(
-    most_minutes: dict[str, int] | None = None, default: str | None = None, local: bool = False, **more: Schema
-) -> Schema:
+def windowed(most_minutes: dict[str, int] | None = None, default: str | None = None, **more: Schema) -> Schema:
     """A windowed read's window parameters as one object (an exploded query parameter): `window`
     with an optional `end`, or `start` with an optional `end`, never `window` and `start` together.
     With `most_minutes` (a histogram's resolutions, `default` the one taken when none is given),
     also `resolution`, each with the longest `window` whose buckets stay within the histogram's cap.
-    `local`: also `tz`, `compare` and calendar windows. `more`: other parameters every shape may
-    carry. Other query parameters are ignored, so the object stays open."""
+    Every shape takes `tz`, `compare` and calendar windows, and `more`: other parameters. Other
+    query parameters are ignored, so the object stays open."""
+    every: dict[str, Schema] = {"end": END, "tz": ZONE, "compare": COMPARE, **more}
+    resolution = {"resolution": string(enum=list(most_minutes), default=default)} if most_minutes else {}
     shapes: list[Schema] = []
-    every: dict[str, Schema] = {"end": END, **({"tz": ZONE, "compare": COMPARE} if local else {}), **more}
-    window = calendar_or_duration if local else duration
-    if most_minutes is None:
-        shapes.append({**obj({}, {"window": window(window_params.MAX_WINDOW_MINUTES), **every}), **without("start")})
-        shapes.append({**obj({"start": START}, every), **without("window")})
-        properties = {"window": window(window_params.MAX_WINDOW_MINUTES), "start": START, **every}
-    else:
-        resolution = string(enum=list(most_minutes), default=default)
-        for name, most in most_minutes.items():
-            chosen = {"resolution": string(const=name)}
-            shape = {"window": window(most), **every}
-            chosen_shape = obj({}, {**shape, **chosen}) if name == default else obj(chosen, shape)
-            shapes.append({**chosen_shape, **without("start")})
-        shapes.append({**obj({"start": START}, {**every, "resolution": resolution}), **without("window")})
-        properties = {
-            "window": window(window_params.MAX_WINDOW_MINUTES),
-            "start": START,
-            **every,
-            "resolution": resolution,
-        }
+    for name, most in (most_minutes or {"": window_params.MAX_WINDOW_MINUTES}).items():
+        chosen = {"resolution": string(const=name)} if name else {}
+        required, optional = ({}, chosen) if name == default else (chosen, {})  # the default may go unnamed
+        shapes.append(
+            {**obj(required, {"window": calendar_or_duration(most), **every, **optional}), **without("start")}
+        )
+    shapes.append({**obj({"start": START}, {**every, **resolution}), **without("window")})
     return {
         "type": "object",
-        "properties": properties,
+        "properties": {
+            "window": calendar_or_duration(window_params.MAX_WINDOW_MINUTES),
+            "start": START,
+            **every,
+            **resolution,
+        },
         "anyOf": shapes,
         "description": "`window` (with `end`) or `start` (with `end`), not both",
         "examples": [{"window": "24h"}],
@@ -282,7 +274,7 @@ def union_or_listing() -> Schema:
     """GET /hyperloglog's query: `names` with an optional window (a union's count; `limit` and
     `cursor` are ignored there), or a page of the names (`limit`, `cursor`) with no window, as one
     exploded object."""
-    union = windowed(local=True, names=UNION_NAMES)
+    union = windowed(names=UNION_NAMES)
     for shape in union["anyOf"]:
         shape["required"] = ["names", *shape["required"]]
     page = {**obj({}, {"limit": LIMIT, "cursor": CURSOR}), **without("names", "window", "start", "end")}
@@ -317,6 +309,18 @@ DIMENSION_NAME = string(
     description="a dimension or value name",
 )
 
+
+def by_name(values: Schema, description: str, **more: Any) -> Schema:
+    """An object of dimension or value names, each holding one of `values`."""
+    return {
+        "type": "object",
+        "propertyNames": DIMENSION_NAME,
+        "additionalProperties": values,
+        "description": description,
+        **more,
+    }
+
+
 # -- numbers -------------------------------------------------------------------------------------
 # Bounds are JSON numbers whose text is exact (10**126 as an integer, 1e-130 as spelled): readers
 # such as Schemathesis take a bound or a multipleOf as the decimal it spells.
@@ -346,12 +350,13 @@ ATTRIBUTE_NUMBER = {
     f"1E+{inputs.MAX_NUMBER_EXPONENT + 1} of at most {inputs.MAX_NUMBER_DIGITS} significant digits (trailing "
     f"zeros are not digits: 1.000 is 1, 0E+999 is 0; below 1E-128, no digit under 1E{inputs.MIN_DIGIT_EXPONENT})",
 }
+ATTRIBUTE_OBJECT = {"type": "object", "propertyNames": {"minLength": 1}, "additionalProperties": ref("AttributeValue")}
 ATTRIBUTE_VALUE = {
     "anyOf": [
         {"type": ["string", "boolean", "null"]},
         ref("AttributeNumber"),
         array(ref("AttributeValue")),
-        {"type": "object", "propertyNames": {"minLength": 1}, "additionalProperties": ref("AttributeValue")},
+        ATTRIBUTE_OBJECT,
     ],
     "description": "any JSON value; its numbers are DynamoDB's (AttributeNumber) and its keys at least one character",
 }
@@ -376,34 +381,28 @@ EVENT = obj(
             description="seconds the event is counted",
         ),
         "attributes": {
-            "type": "object",
-            "propertyNames": {"minLength": 1},
-            "additionalProperties": ref("AttributeValue"),
+            **ATTRIBUTE_OBJECT,
             "description": f"at most {ingest.MAX_ATTRIBUTES_BYTES} bytes as JSON, nested at most "
             f"{inputs.MAX_STORED_DEPTH} levels, no empty key at any depth (DynamoDB's naming rule); "
             "numbers are DynamoDB's (AttributeNumber), stored in their shortest form, and summed in reports",
         },
         "dimensions": nullable_object(
-            {
-                "type": "object",
-                "maxProperties": event_dimensions.MAX_DIMENSIONS,
-                "propertyNames": DIMENSION_NAME,
-                "additionalProperties": string(minLength=1, maxLength=event_dimensions.DIMENSION_VALUE_MAX_CHARS),
-                "description": f"at most {event_dimensions.MAX_DIMENSIONS} dimensions, each a string value: counts "
-                "and sums are kept per value (GET /counters/{counter}/breakdown) and filter with `where`",
-                "examples": [{"provider": "p2", "region": "eu"}],
-            }
+            by_name(
+                string(minLength=1, maxLength=event_dimensions.DIMENSION_VALUE_MAX_CHARS),
+                f"at most {event_dimensions.MAX_DIMENSIONS} dimensions, each a string value: counts and sums are "
+                "kept per value (GET /counters/{counter}/breakdown) and filter with `where`",
+                maxProperties=event_dimensions.MAX_DIMENSIONS,
+                examples=[{"provider": "p2", "region": "eu"}],
+            )
         ),
         "values": nullable_object(
-            {
-                "type": "object",
-                "maxProperties": event_dimensions.MAX_VALUES,
-                "propertyNames": DIMENSION_NAME,
-                "additionalProperties": VALUE,
-                "description": f"at most {event_dimensions.MAX_VALUES} numbers, each summed exactly (in decimal) "
-                "beside every count (`sums`)",
-                "examples": [{"amount": 12.5, "bytes": 1024}],
-            }
+            by_name(
+                VALUE,
+                f"at most {event_dimensions.MAX_VALUES} numbers, each summed exactly (in decimal) beside every "
+                "count (`sums`)",
+                maxProperties=event_dimensions.MAX_VALUES,
+                examples=[{"amount": 12.5, "bytes": 1024}],
+            )
         ),
     },
     closed=True,
@@ -511,19 +510,12 @@ COMPLETE = {**BOOLEAN, "description": "false when the window reaches past what i
 RETENTION: dict[str, Schema] = {"complete": COMPLETE, "retained_from": ISO_TIME, "message": string()}
 SPAN: dict[str, Schema] = {"start": ISO_TIME, "end": ISO_TIME}
 WINDOW_ANSWER: dict[str, Schema] = {**SPAN, "keys_read": COUNT, "complete": COMPLETE}
-SUMS = {
-    "type": "object",
-    "propertyNames": DIMENSION_NAME,
-    "additionalProperties": {"type": "number"},
-    "description": "per value name, the exact sum of that value over the events counted",
-}
-SUMS_EXACT = {
-    "type": "object",
-    "propertyNames": DIMENSION_NAME,
-    "additionalProperties": {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?$"},
-    "description": "the same sums as decimal strings with every digit (JSON readers that parse numbers as "
-    "doubles keep about 15 significant digits of `sums`)",
-}
+SUMS = by_name({"type": "number"}, "per value name, the exact sum of that value over the events counted")
+SUMS_EXACT = by_name(
+    string(pattern=r"^-?[0-9]+(\.[0-9]+)?$"),
+    "the same sums as decimal strings with every digit (JSON readers that parse numbers as doubles keep about 15 "
+    "significant digits of `sums`)",
+)
 WHERE_ECHO = {"type": "object", "additionalProperties": string(), "description": "the filter applied"}
 COUNT_ANSWER = obj(
     {"counter": NAME, "count": COUNT, "sums": SUMS, "sums_exact": SUMS_EXACT, **WINDOW_ANSWER},
@@ -601,6 +593,7 @@ ESTIMATE: dict[str, Schema] = {
 UNIQUE_COUNT_ANSWER = obj({"name": NAME, **ESTIMATE}, RETENTION)
 UNION_ANSWER = obj({"names": array(NAME), **ESTIMATE}, RETENTION)
 NAME_LISTING = listing("names", obj({"name": NAME, "last_seen": ISO_TIME}))
+UNION_OR_NAMES = {"anyOf": [compared(UNION_ANSWER), NAME_LISTING]}
 UNIQUE_HISTOGRAM_ANSWER = obj(
     {
         "name": NAME,
@@ -635,17 +628,8 @@ TOP_VIEWS_ANSWER = obj(
 REPORT_SUMMARY = obj({"id": REPORT_ID, "start": ISO_TIME, "end": ISO_TIME, "events": COUNT})
 # A report sums every numeric attribute, whatever its name.
 SUMS_EXACT_ANY = {k: v for k, v in SUMS_EXACT.items() if k != "propertyNames"}
-REPORT = obj(
-    {
-        **REPORT_SUMMARY["properties"],
-        "counters": {
-            "type": "object",
-            "additionalProperties": obj(
-                {"events": {"type": "integer"}, "sums": {"type": "object"}, "sums_exact": SUMS_EXACT_ANY}
-            ),
-        },
-    }
-)
+REPORT_COUNTER = obj({"events": {"type": "integer"}, "sums": {"type": "object"}, "sums_exact": SUMS_EXACT_ANY})
+REPORT = obj({**REPORT_SUMMARY["properties"], "counters": {"type": "object", "additionalProperties": REPORT_COUNTER}})
 REPORT_RUN = obj(
     {
         "reports": array(REPORT_SUMMARY),
@@ -690,15 +674,6 @@ IDS = obj({"ids": array(string())})
 ACCEPTED_VIEWS = obj({"accepted": {"type": "boolean", "const": True}})
 ACCEPTED_ITEMS = obj({"accepted": integer(1, uniques_batches.MAX_ITEMS)})
 OPENAPI = {"type": "object", "required": ["openapi", "paths"], "description": "this document"}
-
-# Named once in components.schemas and referred to from operations.
-COMPONENTS: dict[str, Schema] = {
-    "Error": ERROR,
-    "Event": EVENT,
-    "View": VIEW,
-    "AttributeValue": ATTRIBUTE_VALUE,
-    "AttributeNumber": ATTRIBUTE_NUMBER,
-}
 
 
 # -- the audit and replay (counters.audit_runs, counters.repair, counters.replay) ------------------
@@ -814,6 +789,18 @@ def _ranked(label: str) -> Schema:
     )
 
 
+GOAL_RESULT = obj(
+    {
+        "conversions": {**COUNT, "description": "the goal's events or page views in the window"},
+        "visitors": {**COUNT, "description": "distinct converting visitors, over the visitors' hours"},
+        "visitors_exact": BOOLEAN,
+        "conversion_rate": {
+            "type": "number",
+            "minimum": 0,
+            "description": "converting visitors / the site's visitors (0 without visitors)",
+        },
+    }
+)
 SITE_SUMMARY = obj(
     {
         "site": NAME,
@@ -834,27 +821,7 @@ SITE_SUMMARY = obj(
         "exact": BOOLEAN,
         "keys_read": COUNT,
         "goals": array(
-            {
-                "allOf": [
-                    ref("StoredGoal"),
-                    obj(
-                        {
-                            "conversions": {**COUNT, "description": "the goal's events or page views in the window"},
-                            "visitors": {
-                                **COUNT,
-                                "description": "distinct converting visitors, over the visitors' hours",
-                            },
-                            "visitors_exact": BOOLEAN,
-                            "conversion_rate": {
-                                "type": "number",
-                                "minimum": 0,
-                                "description": "converting visitors / the site's visitors (0 without visitors)",
-                            },
-                        }
-                    ),
-                ]
-            },
-            description="each goal of the site's settings, in their order",
+            {"allOf": [ref("StoredGoal"), GOAL_RESULT]}, description="each goal of the site's settings, in their order"
         ),
     },
     {"visitors_exact": BOOLEAN, "visitors_start": ISO_TIME, "visitors_end": ISO_TIME},
@@ -872,33 +839,20 @@ GOAL_PAGE = string(
     pattern="^/", maxLength=GOAL_PAGE_MAX_CHARS, description="a page path, as the summary's pages list it"
 )
 GOAL = {
-    "oneOf": [
-        obj({"name": GOAL_NAME, "event": GOAL_EVENT}, closed=True),
-        obj({"name": GOAL_NAME, "page": GOAL_PAGE}, closed=True),
-    ]
+    "oneOf": [obj({"name": GOAL_NAME, **goal}, closed=True) for goal in ({"event": GOAL_EVENT}, {"page": GOAL_PAGE})]
 }
 SITE_SETTINGS_BODY = obj(
-    {},
-    {"timezone": nullable(SITE_ZONE), "goals": nullable(array(GOAL, maxItems=MAX_GOALS))},
-    closed=True,
+    {}, {"timezone": nullable(SITE_ZONE), "goals": nullable(array(GOAL, maxItems=MAX_GOALS))}, closed=True
 )
-STORED_GOAL = {
-    "type": "object",
-    "properties": {
+STORED_GOAL = obj(
+    {
         "name": string(),
-        "event": string(),
-        "page": string(),
         "since": {**ISO_TIME, "description": "when the goal was first set: its visitors are counted from then"},
     },
-    "required": ["name", "since"],
-}
+    {"event": string(), "page": string()},
+)
 SITE_SETTINGS = obj(
-    {
-        "site": NAME,
-        "timezone": SITE_ZONE,
-        "goals": array(ref("StoredGoal")),
-        "updated": nullable(ISO_TIME),
-    }
+    {"site": NAME, "timezone": SITE_ZONE, "goals": array(ref("StoredGoal")), "updated": nullable(ISO_TIME)}
 )
 SITE_REALTIME = obj(
     {
@@ -919,4 +873,13 @@ SITE_REALTIME = obj(
         "pageviews_start": ISO_TIME,
     }
 )
-COMPONENTS["StoredGoal"] = STORED_GOAL
+
+# Named once in components.schemas and referred to from operations.
+COMPONENTS: dict[str, Schema] = {
+    "Error": ERROR,
+    "Event": EVENT,
+    "View": VIEW,
+    "AttributeValue": ATTRIBUTE_VALUE,
+    "AttributeNumber": ATTRIBUTE_NUMBER,
+    "StoredGoal": STORED_GOAL,
+}
