@@ -86,8 +86,7 @@ def parse_message(body: str) -> tuple[str, bytes]:
 
 
 def parse_items(message: Message) -> Items:
-    name, raw, time_ms = _parse(message.body)
-    return Items(message, name, raw, time_ms)
+    return Items(message, *_parse(message.body))
 
 
 def _parse(body: str) -> tuple[str, bytes, int]:
@@ -211,24 +210,18 @@ def merge_into(
     """Add item hashes to one stored sketch: (1 if written else 0, conflicts retried)."""
     batch: dict[int, sketches.Sketch] = {}  # by precision: a stored sketch keeps the one it was made with
     for conflicts in retry.attempts(MAX_WRITE_ATTEMPTS, sleep, cap=1.0):
-        stored, version = _read_sketch(dynamodb, settings, key)
+        item = dynamo.get_item(dynamodb, settings.counts_table, key, "could not read a sketch")
+        stored = None if item is None else decode_item(item)
         p = stored.p if stored is not None else sketches.precision_for(settings.uniques_error_rate)
         if p not in batch:
             batch[p] = sketches.from_hashes(p, hashes)
         merged = sketches.merge([batch[p]] + ([stored] if stored is not None else []), p)
         if stored is not None and merged == stored:
             return 0, conflicts
-        if _write_sketch(dynamodb, settings, key, merged, version, now_ms, expires_at_s):
+        if _write_sketch(dynamodb, settings, key, merged, dynamo.stored_version(item), now_ms, expires_at_s):
             return 1, conflicts
     where = f"{key['pk']['S']} {key['sk']['S']}"
     raise StorageError(f"sketch {where} kept changing under us; the batch will be retried")
-
-
-def _read_sketch(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> tuple[sketches.Sketch | None, int]:
-    item = dynamo.get_item(dynamodb, settings.counts_table, key, "could not read a sketch")
-    if item is None:
-        return None, 0
-    return decode_item(item), dynamo.stored_version(item)
 
 
 def _write_sketch(
