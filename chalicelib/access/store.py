@@ -70,14 +70,10 @@ def page_keys(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str])
 
 
 def all_keys(dynamodb: DynamoDB, settings: Settings) -> Iterator[KeyRecord]:
-    """Every key, a page at a time (for tools; the API answers one page a request)."""
-    params: dict[str, str] = {"limit": str(pager.MAX_LIMIT)}
-    while True:
-        records, cursor = page_keys(dynamodb, settings, params)
-        yield from records
-        if cursor is None:
-            return
-        params["cursor"] = cursor
+    """Every key, in the order of their hashes (for tools; the API answers one page a request)."""
+    request = dynamo.query_request(settings.counts_table, keyspace.ACCESS_KEY)
+    for page in dynamo.query_pages(dynamodb, request, "could not list the keys"):
+        yield from map(_record, page.get("Items", []))
 
 
 def _digest(position: str) -> None:
