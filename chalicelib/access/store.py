@@ -62,8 +62,7 @@ def find(dynamodb: DynamoDB, settings: Settings, key: str) -> KeyRecord | None:
 
 
 def page_keys(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]) -> tuple[list[KeyRecord], str | None]:
-    """One page (core.pager) of keys, `limit` (1-1000, default 100) after `cursor`, in the
-    order of their hashes (stable, not by age), and the cursor of the next page."""
+    """One page (core.pager) of keys in the order of their hashes (stable, not by age), and the next cursor."""
     request = pager.page_request(params, _digest)
     page = pager.query_page(dynamodb, settings.counts_table, keyspace.ACCESS_KEY, request, "could not list the keys")
     return [_record(item) for item in page.items], page.next

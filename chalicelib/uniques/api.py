@@ -251,7 +251,8 @@ def histogram(
     the union of its cover (windows.cover, widened to quarter hours); a level of sketches most of
     whose span is wanted is read with one paginated Query, the rest with BatchGetItem."""
     window_params.check_histogram(len(buckets))
-    first_live_hour, first_live_day = _first_live(settings, "hour", now_ms), _first_live(settings, "day", now_ms)
+    first_live_hour = _first_live(settings, "hour", now_ms)
+    first_live_day = _first_live(settings, "day", now_ms)
     spans = [windows.widen(*bucket) for bucket in buckets]
     covers = [windows.cover(start, stop, first_live_hour) for start, stop in spans]
     # A bucket is answered from the sketches kept inside it: not from a whole day read for it.

@@ -54,8 +54,7 @@ class Items:
 
 @dataclass(frozen=True)
 class Target:
-    """A sketch a batch writes: the all-time shard of a name (bucket None), or a day, hour or
-    quarter hour."""
+    """A sketch a batch writes: a name's all-time shard (bucket None), or a day, hour or quarter."""
 
     name: str
     bucket: Bucket | None
@@ -108,8 +107,7 @@ def _parse(body: str) -> tuple[str, bytes, int]:
 
 
 def targets(settings: Settings, items: Items, now_ms: int) -> list[Target]:
-    """The all-time sketch of the items' name, and their day, hour and quarter sketches unless
-    expired."""
+    """The all-time sketch of the items' name, and their day, hour and quarter sketches unless expired."""
     buckets = windows.buckets_for(items.time_ms)
     live = [b for b in buckets if timebuckets.live(b, retention_s(settings, b.resolution), now_ms)]
     return [Target(items.name, None)] + [Target(items.name, bucket) for bucket in live]
