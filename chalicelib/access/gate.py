@@ -130,22 +130,19 @@ def check_request(
         record, access.scope, names, origin, key_in_url=access.beacon, tracker_route=access.tracker
     )
     allow_origin = policy.cors_origin(origin, stage_origins, access.scope, record)
-    if decision.allowed and record is not None and record.is_tracker:
-        refusal = tracker.check_pageview(record.sites, body, origin, now_ms)
-        if refusal is not None:
-            return Outcome(policy.Decision(False, refusal.status, refusal.reason), allow_origin)
-    if decision.allowed and record is not None:
-        try:
-            admitted = admit(record, now_ms)
-        except StorageError:
-            return Outcome(RATE_CHECK_FAILED, allow_origin)
-        if not admitted:
-            wait = rates.retry_after_seconds(now_ms)
-            over = policy.Decision(
-                False, 429, f"this key is over its {record.rate_per_second} requests a second: retry later"
-            )
-            return Outcome(over, allow_origin, wait)
-    return Outcome(decision, allow_origin)
+    if not decision.allowed or record is None:
+        return Outcome(decision, allow_origin)
+    refusal = tracker.check_pageview(record.sites, body, origin, now_ms) if record.is_tracker else None
+    if refusal is not None:
+        return Outcome(policy.Decision(False, *refusal), allow_origin)
+    try:
+        admitted = admit(record, now_ms)
+    except StorageError:
+        return Outcome(RATE_CHECK_FAILED, allow_origin)
+    if admitted:
+        return Outcome(decision, allow_origin)
+    over = f"this key is over its {record.rate_per_second} requests a second: retry later"
+    return Outcome(policy.Decision(False, 429, over), allow_origin, rates.retry_after_seconds(now_ms))
 
 
 def error_body(decision: policy.Decision) -> dict[str, str]:

@@ -1,9 +1,7 @@
-"""Who may do what: scopes, key records, the route table (ROUTES) and the access decisions. Pure.
-The authorizer's decision (`gateway_decision`: the key and its scope, cached by API Gateway per
-key) and the route-level one (`request_decision`: the names, the Origin, how the key travelled)
-come from the same functions; tracker sites are matched in access/tracker.py, rates counted in
-access/rates.py. docs/access.md, "How it is enforced", "Tracker keys" and "Limits per key";
-docs/guarantees.md, "The authorizer's cached policy"."""
+"""Who may do what: scopes, key records, the route table (ROUTES) and the access decisions, the
+authorizer's (`gateway_decision`: the key and its scope) and the route-level one (`request_decision`:
+the names, the Origin, how the key travelled) from the same functions. Pure. docs/access.md, "How it
+is enforced"; docs/guarantees.md, "The authorizer's cached policy"."""
 
 from __future__ import annotations
 
@@ -117,13 +115,12 @@ def request_decision(
     if key_in_url and record.scopes not in ({INGEST}, {TRACKER}):
         return Decision(False, 403, "only a key with just the ingest scope, or a tracker key, may be sent as ?key=")
     if record.prefix is not None:
+        limited = f"this key is limited to names starting with {record.prefix!r}"
         if names is None:
-            return Decision(False, 403, f"this key is limited to names starting with {record.prefix!r}")
-        for name in names:
-            if not name.startswith(record.prefix):
-                return Decision(
-                    False, 403, f"this key is limited to names starting with {record.prefix!r}: {name[:200]!r} is not"
-                )
+            return Decision(False, 403, limited)
+        outside = [name for name in names if not name.startswith(record.prefix)]
+        if outside:
+            return Decision(False, 403, f"{limited}: {outside[0][:200]!r} is not")
     if record.origins and origin not in record.origins:
         return Decision(False, 403, "this key only works from the origins " + ", ".join(record.origins))
     return ALLOWED

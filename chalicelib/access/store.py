@@ -62,22 +62,17 @@ def find(dynamodb: DynamoDB, settings: Settings, key: str) -> KeyRecord | None:
 
 
 def page_keys(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str]) -> tuple[list[KeyRecord], str | None]:
-    """One page (core.pager) of keys, `limit` (1-1000, default 100) after `cursor`, in the
-    order of their hashes (stable, not by age), and the cursor of the next page."""
+    """One page (core.pager) of keys in the order of their hashes (stable, not by age), and the next cursor."""
     request = pager.page_request(params, _digest)
     page = pager.query_page(dynamodb, settings.counts_table, keyspace.ACCESS_KEY, request, "could not list the keys")
     return [_record(item) for item in page.items], page.next
 
 
 def all_keys(dynamodb: DynamoDB, settings: Settings) -> Iterator[KeyRecord]:
-    """Every key, a page at a time (for tools; the API answers one page a request)."""
-    params: dict[str, str] = {"limit": str(pager.MAX_LIMIT)}
-    while True:
-        records, cursor = page_keys(dynamodb, settings, params)
-        yield from records
-        if cursor is None:
-            return
-        params["cursor"] = cursor
+    """Every key, in the order of their hashes (for tools; the API answers one page a request)."""
+    request = dynamo.query_request(settings.counts_table, keyspace.ACCESS_KEY)
+    for page in dynamo.query_pages(dynamodb, request, "could not list the keys"):
+        yield from map(_record, page.get("Items", []))
 
 
 def _digest(position: str) -> None:

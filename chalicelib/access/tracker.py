@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,6 +23,8 @@ MAX_AGE_MS = 5 * times.MINUTE_MS
 # The bound of every value of a custom event a tracker key sends (an amount, a duration).
 VALUE_MIN, VALUE_MAX = 0, 1_000_000
 DEFAULT_PORTS = {"http": 80, "https": 443}
+# A status and its reason: 400, a beacon this check cannot read; 403, one the key may not send.
+Refusal = tuple[int, str]
 
 
 def parse_sites(sites: Any) -> tuple[str, ...]:
@@ -55,12 +56,6 @@ def site_matches(sites: Sequence[str], host: str) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class Refusal:
-    status: int  # 400: a beacon this check cannot read; 403: one the key may not send
-    reason: str
-
-
 def check_pageview(
     sites: Sequence[str], raw_body: str | bytes | None, origin: str | None, now_ms: int
 ) -> Refusal | None:
@@ -68,32 +63,32 @@ def check_pageview(
     try:
         body = inputs.json_body(raw_body)
     except ValidationError as exc:
-        return Refusal(400, str(exc))
+        return 400, str(exc)
     if not isinstance(body, dict) or not isinstance(body.get("url"), str):
-        return Refusal(400, 'the body must be a JSON object with the page\'s "url"')
+        return 400, 'the body must be a JSON object with the page\'s "url"'
     try:
         page = urlsplit(body["url"])
         host, port = (page.hostname or "").lower(), page.port
     except ValueError:
-        return Refusal(400, "url must be an http(s) URL with a host")
+        return 400, "url must be an http(s) URL with a host"
     if page.scheme not in DEFAULT_PORTS or not host:
-        return Refusal(400, "url must be an http(s) URL with a host")
+        return 400, "url must be an http(s) URL with a host"
     if not site_matches(sites, host):
-        return Refusal(403, f"this key counts only the sites {', '.join(sites)}: not {host[:200]!r}")
+        return 403, f"this key counts only the sites {', '.join(sites)}: not {host[:200]!r}"
     if not _same_origin(origin, page.scheme, host, port):
-        return Refusal(403, "a tracker key's beacon must come from its page: Origin must be the page URL's origin")
+        return 403, "a tracker key's beacon must come from its page: Origin must be the page URL's origin"
     site = body.get("site")
     if site is not None and (not isinstance(site, str) or _without_www(site) != _without_www(host)):
-        return Refusal(403, "with a tracker key, site must be the page URL's host")
+        return 403, "with a tracker key, site must be the page URL's host"
     try:
         time_ms = times.parse(body.get("time"), "time")
     except ValidationError as exc:
-        return Refusal(400, str(exc))
+        return 400, str(exc)
     if time_ms < now_ms - MAX_AGE_MS:
-        return Refusal(403, f"a tracker key's page view is at most {MAX_AGE_MS // 1000} s old")
+        return 403, f"a tracker key's page view is at most {MAX_AGE_MS // 1000} s old"
     values = body.get("values")
     if isinstance(values, dict) and not all(_bounded(v) for v in values.values()):
-        return Refusal(403, f"a tracker key's custom event values are numbers from {VALUE_MIN} to {VALUE_MAX}")
+        return 403, f"a tracker key's custom event values are numbers from {VALUE_MIN} to {VALUE_MAX}"
     return None
 
 

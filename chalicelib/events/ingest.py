@@ -215,12 +215,13 @@ def store(
     or failed together."""
     pending = [(held, _serialize(item)) for item, held in to_items(events, ingest_ms, settings)]
 
-    def left() -> list[str]:
-        return [e.id for held, _ in pending for e in held]
-
     def stored() -> list[str]:
         failed = {id(e) for held, _ in pending for e in held}
         return [e.id for e in events if id(e) not in failed]
+
+    def partial() -> PartialWriteError:
+        left = [e.id for held, _ in pending for e in held]
+        return PartialWriteError("some events could not be stored; retry those listed in failed", stored(), left)
 
     for _ in retry.attempts(attempts, sleep, cap=1.0):
         requests: list[WriteRequestTypeDef] = [{"PutRequest": {"Item": item}} for _, item in pending]
@@ -229,11 +230,8 @@ def store(
                 response = dynamodb.batch_write_item(RequestItems={settings.events_table: requests})
         except StorageError as exc:
             # The SDK already retried throttling; what is left will not pass by retrying.
-            done = stored()
-            if done:
-                raise PartialWriteError(
-                    "some events could not be stored; retry those listed in failed", done, left()
-                ) from exc
+            if stored():
+                raise partial() from exc
             if isinstance(exc, RejectedError):
                 raise RejectedError(
                     "DynamoDB refused the events (ValidationException): a field holds a value it cannot "
@@ -245,10 +243,9 @@ def store(
         pending = [(held, item) for held, item in pending if attributes.key_of(item) in keys]
         if not pending:
             return [e.id for e in events]
-    done = stored()
-    if not done:
+    if not stored():
         raise StorageError("the events could not be stored; retry the request")
-    raise PartialWriteError("some events could not be stored; retry those listed in failed", done, left())
+    raise partial()
 
 
 def _serialize(item: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeGuard
 
 EVENT_KIND = "event"
 PACK_KIND = "pack"
@@ -16,18 +16,12 @@ KINDS = (EVENT_KIND, PACK_KIND)
 # the pack's own fields.
 PACK_MAX_BYTES = 360_000
 PACK_LEVEL = ("pk", "sk", "kind", "ingested_at", "expires_at")
-SHORT_NAMES = {
-    "counter": "c",
-    "id": "i",
-    "id_given": "g",
-    "time": "t",
-    "retention": "r",
-    "attributes": "a",
-    "dimensions": "d",
-    "values": "v",
-}
-LONG_NAMES = {short: name for name, short in SHORT_NAMES.items()}
+SHORT_NAMES = dict(
+    counter="c", id="i", id_given="g", time="t", retention="r", attributes="a", dimensions="d", values="v"
+)
 EXPIRES = "x"
+LONG_NAMES = {short: name for name, short in SHORT_NAMES.items()} | {EXPIRES: "expires_at"}
+OMITTED_WHEN_EMPTY = ("id_given", "attributes")  # an entry keeps `g` only when true
 EVENTS = "e"
 COUNT = "n"
 OFFSET = "o"
@@ -59,16 +53,9 @@ def pack(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def _entry(item: dict[str, Any], ingested: int, pack_expires: int) -> dict[str, Any]:
     entry: dict[str, Any] = {}
     for name, value in item.items():
-        if name in PACK_LEVEL:
-            continue
-        if name == "id_given":
-            if value is True:
-                entry["g"] = True
-        elif name == "time":
+        if name == "time":
             entry["t"] = int(value) - ingested
-        elif name == "attributes" and not value:
-            continue
-        else:
+        elif name not in PACK_LEVEL and (value or name not in OMITTED_WHEN_EMPTY):
             entry[SHORT_NAMES.get(name, name)] = value
     if int(item["expires_at"]) < pack_expires:
         entry[EXPIRES] = int(item["expires_at"])
@@ -83,16 +70,11 @@ def split(
     limit = PACK_MAX_BYTES if limit is None else limit
     if len(items) <= 1 or size(pack(items)) <= limit:
         return [list(range(len(items)))]  # the usual case: sized once
-    runs: list[list[int]] = []
-    current: list[int] = []
+    runs: list[list[int]] = [[]]
     for index in range(len(items)):
-        trial = [*current, index]
-        if current and size(pack([items[i] for i in trial])) > limit:
-            runs.append(current)
-            trial = [index]
-        current = trial
-    if current:
-        runs.append(current)
+        if runs[-1] and size(pack([items[i] for i in [*runs[-1], index]])) > limit:
+            runs.append([])
+        runs[-1].append(index)
     return runs
 
 
@@ -103,9 +85,7 @@ def is_pack(item: dict[str, Any]) -> bool:
 def count(item: dict[str, Any]) -> int:
     """Events an item holds: `n` of a pack, one for an item of the one-event layout."""
     n = item.get(COUNT)
-    if is_pack(item) and isinstance(n, int | Decimal) and not isinstance(n, bool) and n >= 0:
-        return int(n)
-    return 1
+    return int(n) if is_pack(item) and _number(n) and n >= 0 else 1
 
 
 def unpack(item: dict[str, Any]) -> list[tuple[int | None, dict[str, Any]]]:
@@ -119,10 +99,10 @@ def unpack(item: dict[str, Any]) -> list[tuple[int | None, dict[str, Any]]]:
     if not isinstance(entries, list):
         raise PackFormatError("a pack holds no list of events")
     offset = item.get(OFFSET, 0)
-    if not isinstance(offset, int | Decimal) or isinstance(offset, bool) or offset < 0:
+    if not _number(offset) or offset < 0:
         raise PackFormatError("a pack's first index is not a count")
     ingested = item.get("ingested_at")
-    if not isinstance(ingested, int | Decimal) or isinstance(ingested, bool):
+    if not _number(ingested):
         raise PackFormatError("a pack has no ingest time")
     return [(int(offset) + k, _event(item, entry, int(ingested))) for k, entry in enumerate(entries)]
 
@@ -135,15 +115,9 @@ def _event(item: dict[str, Any], entry: Any, ingested: int) -> dict[str, Any]:
     event["id_given"] = entry.get("g") is True
     event["attributes"] = {}
     for name, value in entry.items():
-        if name == "g":
-            continue
         if name == "t":
-            event["time"] = (
-                value + ingested if isinstance(value, int | Decimal) and not isinstance(value, bool) else value
-            )
-        elif name == EXPIRES:
-            event["expires_at"] = value
-        else:
+            event["time"] = value + ingested if _number(value) else value
+        elif name != "g":
             event[LONG_NAMES.get(str(name), str(name))] = value
     return event
 
@@ -152,7 +126,11 @@ def live(event: dict[str, Any], now_s: int) -> bool:
     """Whether an event (as unpacked) is within its own retention in the events table: readers
     skip an event past it even while its pack, kept for a longer-lived event, is still stored."""
     expires = event.get("expires_at")
-    return not isinstance(expires, int | Decimal) or isinstance(expires, bool) or expires >= now_s
+    return not _number(expires) or expires >= now_s
+
+
+def _number(value: Any) -> TypeGuard[int | Decimal]:
+    return isinstance(value, int | Decimal) and not isinstance(value, bool)
 
 
 def events_in(item: dict[str, Any], now_s: int | None = None) -> Iterator[dict[str, Any]]:

@@ -91,14 +91,11 @@ def run(dynamodb: DynamoDB, s3: S3, settings: Settings, now_ms: int, budget: Bud
     """Report what was ingested from the checkpoint up to now minus the settle delay, in reports
     of at most a day, until the budget is spent."""
     cutoff = now_ms - settings.report_settle_seconds * 1000
+    first_start = report_ranges.first_start(cutoff, settings.report_interval_minutes)
     result = RunResult()
     while True:
         checkpoint = read_checkpoint(dynamodb, settings)
-        start = (
-            checkpoint
-            if checkpoint is not None
-            else report_ranges.first_start(cutoff, settings.report_interval_minutes)
-        )
+        start = first_start if checkpoint is None else checkpoint
         if start >= cutoff:
             return result
         if budget.spent:

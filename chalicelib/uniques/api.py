@@ -31,13 +31,14 @@ from chalicelib.uniques.batches import MAX_ITEMS, decode_item, message_body, ret
 
 MAX_ITEM_CHARS = 1024
 MAX_UNION_NAMES = 50
-MAX_KEYS_READ = 1000  # one name's 30-day window is at most 82; a union multiplies it
+MAX_KEYS_READ = 1000  # a union multiplies one name's keys (window_cardinality)
 BODY_FIELDS = {"data", "time"}
 ALIGNMENT_NOTE = (
     "unique counts are counted over whole buckets: start and end are hour boundaries, or the quarter "
     "hours where a local day starts"
 )
 PROJECTION = "pk, sk, sketch, expires_at"
+READ_FAILED = "could not read the sketches"
 # A series' buckets (quarter sketches only cut a local day or hour where it starts).
 RESOLUTIONS: tuple[zones.LocalResolution, ...] = ("hour", "day", "week", "month")
 Label = Callable[[int], str]  # an epoch minute as an answer writes it
@@ -98,16 +99,6 @@ def parse_names(raw: str | None) -> list[str]:
 # a series is a list of such ranges, each one bucket (a local day is any range: windows.cover).
 
 
-def count(
-    dynamodb: DynamoDB, settings: Settings, names: list[str], span: tuple[int, int] | None, now_ms: int
-) -> dict[str, Any]:
-    """The unique count of one name or the union of several: of all time without a window
-    (`span` None), else over minutes [start, stop)."""
-    if span is None:
-        return cardinality(dynamodb, settings, names)
-    return window_cardinality(dynamodb, settings, names, span, now_ms)
-
-
 def windowed_count(
     dynamodb: DynamoDB, settings: Settings, names: list[str], params: Mapping[str, str], now_ms: int
 ) -> dict[str, Any]:
@@ -137,8 +128,7 @@ def span(params: Mapping[str, str], first: int, last: int) -> tuple[int, int]:
 
 
 def minute_span(first: int, last: int) -> tuple[int, int]:
-    """Minutes first..last as [start, stop): read as the quarter hours holding them (exact for a
-    calendar window, whose local midnights lie on quarter hours)."""
+    """Minutes first..last as [start, stop), read as the quarter hours holding them."""
     return first, last + 1
 
 
@@ -152,7 +142,7 @@ def recent(dynamodb: DynamoDB, settings: Settings, name: str, first: int, last: 
     sketches, which only items queued with `minute` have: one consistent BatchGetItem."""
     wanted = [layout.bucket_key(name, windows.Bucket("minute", m)) for m in range(first, last + 1)]
     found = dynamo.batch_get_items(
-        dynamodb, settings.counts_table, wanted, "could not read the sketches", projection=PROJECTION, consistent=True
+        dynamodb, settings.counts_table, wanted, READ_FAILED, projection=PROJECTION, consistent=True
     )
     merged = sketches.merge([decode_item(item) for item in found], sketches.precision_for(settings.uniques_error_rate))
     return {**_estimate(merged), "keys_read": len(wanted)}
@@ -175,17 +165,15 @@ def window_cardinality(
 ) -> dict[str, Any]:
     """The union of the names' day, hour and quarter sketches covering minutes [start, stop)
     (widened to the quarter hours holding them: a window of MAX_WINDOW_DAYS may widen by up to
-    14 minutes, its own minutes are what is checked), read with BatchGetItem: one name's 30-day window is at most
-    82 keys (29 days, 2 x 23 hours, 2 x 3 quarters)."""
+    14 minutes, its own minutes are what is checked), read with BatchGetItem: one name's 30-day
+    window is at most 82 keys (29 days, 2 x 23 hours, 2 x 3 quarters)."""
     window_params.check_minutes(span[0], span[1] - 1)
     start, stop = windows.widen(*span)
-    plan = windows.cover(start, stop, _first_live_hour(settings, now_ms))
+    plan = windows.cover(start, stop, _first_live(settings, "hour", now_ms))
     wanted = [layout.bucket_key(name, bucket) for name in names for bucket in plan]
     if len(wanted) > MAX_KEYS_READ:
         raise ValidationError(f"this would read {len(wanted)} sketches (at most {MAX_KEYS_READ}): fewer names or days")
-    found = dynamo.batch_get_items(
-        dynamodb, settings.counts_table, wanted, "could not read the sketches", projection=PROJECTION
-    )
+    found = dynamo.batch_get_items(dynamodb, settings.counts_table, wanted, READ_FAILED, projection=PROJECTION)
     now_s = now_ms // 1000
     live = [decode_item(item) for item in found if _unexpired(item, now_s)]
     merged = sketches.merge(live, sketches.precision_for(settings.uniques_error_rate))
@@ -205,8 +193,8 @@ def window_cardinality(
     return answer
 
 
-def _first_live_hour(settings: Settings, now_ms: int) -> int:
-    return timebuckets.first_live_index("hour", now_ms, retention_s(settings, "hour"))
+def _first_live(settings: Settings, level: timebuckets.Resolution, now_ms: int) -> int:
+    return timebuckets.first_live_index(level, now_ms, retention_s(settings, level))
 
 
 def _unexpired(item: dict[str, Any], now_s: int) -> bool:
@@ -216,7 +204,7 @@ def _unexpired(item: dict[str, Any], now_s: int) -> bool:
 
 
 def _completeness(oldest: windows.Bucket, settings: Settings, now_ms: int) -> dict[str, Any]:
-    first_live_day = timebuckets.first_live_index("day", now_ms, retention_s(settings, "day"))
+    first_live_day = _first_live(settings, "day", now_ms)
     return timebuckets.completeness(
         oldest.first_minute // timebuckets.DAY_MINUTES >= first_live_day,
         first_live_day * timebuckets.DAY_MINUTES * times.MINUTE_MS,
@@ -275,8 +263,8 @@ def histogram(
     the union of its cover (windows.cover, widened to quarter hours); a level of sketches most of
     whose span is wanted is read with one paginated Query, the rest with BatchGetItem."""
     window_params.check_histogram(len(buckets))
-    first_live_hour = _first_live_hour(settings, now_ms)
-    first_live_day = timebuckets.first_live_index("day", now_ms, retention_s(settings, "day"))
+    first_live_hour = _first_live(settings, "hour", now_ms)
+    first_live_day = _first_live(settings, "day", now_ms)
     spans = [windows.widen(*bucket) for bucket in buckets]
     covers = [windows.cover(start, stop, first_live_hour) for start, stop in spans]
     # A bucket is answered from the sketches kept inside it: not from a whole day read for it.
@@ -313,51 +301,38 @@ def _read_buckets(
 ) -> tuple[dict[windows.Bucket, sketches.Sketch], int]:
     """The unexpired sketches of `wanted` that exist, and how many keys were read: per level, one
     Query over its span when at least half of the span is wanted, else BatchGetItem."""
-    now_s, keys_read = now_ms // 1000, 0
+    table, keys_read = settings.counts_table, 0
     found: list[dict[str, Any]] = []
     for level in windows.LEVELS:
         indexes = sorted(b.index for b in wanted if b.resolution == level)
-        if not indexes:
-            continue
-        if 2 * len(indexes) >= indexes[-1] - indexes[0] + 1:
+        if indexes and 2 * len(indexes) >= indexes[-1] - indexes[0] + 1:
             lo, hi = (layout.bucket_sort_key(level, i) for i in (indexes[0], indexes[-1]))
-            read = list(
-                dynamo.query_sort_range(
-                    dynamodb, settings.counts_table, layout.window_pk(name), lo, hi, "could not read the sketches"
-                )
-            )
+            read = list(dynamo.query_sort_range(dynamodb, table, layout.window_pk(name), lo, hi, READ_FAILED))
             keys_read += len(read)
         else:
             keys = [layout.bucket_key(name, windows.Bucket(level, i)) for i in indexes]
-            read = list(
-                dynamo.batch_get_items(
-                    dynamodb, settings.counts_table, keys, "could not read the sketches", projection=PROJECTION
-                )
-            )
+            read = list(dynamo.batch_get_items(dynamodb, table, keys, READ_FAILED, projection=PROJECTION))
             keys_read += len(keys)
         found += read
-    sketches_by_bucket: dict[windows.Bucket, sketches.Sketch] = {}
-    for item in found:
-        if _unexpired(item, now_s):
-            sort_key = attributes.sort_key(item)
-            level = layout.LEVEL_OF_PREFIX[sort_key.split("#", 1)[0]]
-            sketches_by_bucket[windows.Bucket(level, keyspace.sort_key_index(sort_key))] = decode_item(item)
-    return sketches_by_bucket, keys_read
+    return {_bucket_of(item): decode_item(item) for item in found if _unexpired(item, now_ms // 1000)}, keys_read
+
+
+def _bucket_of(item: dict[str, Any]) -> windows.Bucket:
+    sort_key = attributes.sort_key(item)
+    return windows.Bucket(layout.LEVEL_OF_PREFIX[sort_key.split("#", 1)[0]], keyspace.sort_key_index(sort_key))
 
 
 def _read_all_shards(dynamodb: DynamoDB, settings: Settings, name: str) -> list[sketches.Sketch]:
     request = dynamo.query_request(settings.counts_table, layout.shards_pk(name), projection="pk, sk, sketch")
-    return [decode_item(item) for item in dynamo.query_items(dynamodb, request, "could not read the sketches")]
+    return [decode_item(item) for item in dynamo.query_items(dynamodb, request, READ_FAILED)]
 
 
 # -- the names that exist ----------------------------------------------------------------------
 
 
 def list_names(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str], now_ms: int) -> dict[str, Any]:
-    """`{"names": [{"name", "last_seen"}], "next": cursor | None}` in name order, one page
-    (core.pager) of `limit` (1-1000, default 100) after `cursor` (the `next` of the previous page),
-    from the catalog of unique-count names (core.catalog). A window without names is refused:
-    the listing has no window, and ignoring one would answer a question that was not asked."""
+    """One page (core.pager) of the catalog of unique-count names (core.catalog), in name order. A
+    window without names is refused: the listing has none, and ignoring it would answer another question."""
     if window_params.is_windowed(params):
         raise ValidationError(f"{', '.join(window_params.WINDOW_PARAMS)} count a union: give names too")
     request = pager.page_request(params, lambda n: validation.name(n, "cursor"))

@@ -57,8 +57,7 @@ class Items:
 
 @dataclass(frozen=True)
 class Target:
-    """A sketch a batch writes: the all-time shard of a name (bucket None), or a day, hour or
-    quarter hour."""
+    """A sketch a batch writes: a name's all-time shard (bucket None), or a day, hour or quarter."""
 
     name: str
     bucket: Bucket | None
@@ -222,24 +221,18 @@ def merge_into(
     """Add item hashes to one stored sketch: (1 if written else 0, conflicts retried)."""
     batch: dict[int, sketches.Sketch] = {}  # by precision: a stored sketch keeps the one it was made with
     for conflicts in retry.attempts(MAX_WRITE_ATTEMPTS, sleep, cap=1.0):
-        stored, version = _read_sketch(dynamodb, settings, key)
+        item = dynamo.get_item(dynamodb, settings.counts_table, key, "could not read a sketch")
+        stored = None if item is None else decode_item(item)
         p = stored.p if stored is not None else sketches.precision_for(settings.uniques_error_rate)
         if p not in batch:
             batch[p] = sketches.from_hashes(p, hashes)
         merged = sketches.merge([batch[p]] + ([stored] if stored is not None else []), p)
         if stored is not None and merged == stored:
             return 0, conflicts
-        if _write_sketch(dynamodb, settings, key, merged, version, now_ms, expires_at_s):
+        if _write_sketch(dynamodb, settings, key, merged, dynamo.stored_version(item), now_ms, expires_at_s):
             return 1, conflicts
     where = f"{key['pk']['S']} {key['sk']['S']}"
     raise StorageError(f"sketch {where} kept changing under us; the batch will be retried")
-
-
-def _read_sketch(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> tuple[sketches.Sketch | None, int]:
-    item = dynamo.get_item(dynamodb, settings.counts_table, key, "could not read a sketch")
-    if item is None:
-        return None, 0
-    return decode_item(item), dynamo.stored_version(item)
 
 
 def _write_sketch(

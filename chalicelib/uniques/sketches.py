@@ -181,7 +181,6 @@ def merge(sketches: Sequence[Sketch], default_p: int) -> Sketch:
     union = np.unique(np.concatenate(exact_parts)) if exact_parts else np.zeros(0, np.uint64)
     result = Sketch(p, registers, None, max((s.floor for s in sketches if s.exact is None), default=0))
     if len(exact_parts) == len(sketches) or len(union) > EXACT_LIMIT:
-        result.exact = union
         _keep_exact(result, union)
     return result
 
@@ -213,19 +212,15 @@ def interval(sketch: Sketch, z: float = 1.96) -> tuple[int, int]:
 
 def encode(sketch: Sketch) -> bytes:
     if sketch.exact is not None:
-        return _header(FORMAT_VERSION, EXACT, sketch.p) + sketch.exact.astype(_HASHES).tobytes()
+        return HEADER.pack(MAGIC, FORMAT_VERSION, EXACT, sketch.p) + sketch.exact.astype(_HASHES).tobytes()
     registers = sketch.M
-    candidates = [_header(FORMAT_VERSION, DENSE, sketch.p) + zlib.compress(registers.tobytes(), 9)]
+    candidates = [HEADER.pack(MAGIC, FORMAT_VERSION, DENSE, sketch.p) + zlib.compress(registers.tobytes(), 9)]
     indices = np.flatnonzero(registers)
     if len(indices) <= len(registers) // _SPARSE_LIMIT_DIVISOR:
         deltas = np.diff(indices, prepend=0).astype(">u2")
         payload = deltas.tobytes() + registers[indices].tobytes()
-        candidates.append(_header(FORMAT_VERSION, SPARSE, sketch.p) + zlib.compress(payload, 9))
+        candidates.append(HEADER.pack(MAGIC, FORMAT_VERSION, SPARSE, sketch.p) + zlib.compress(payload, 9))
     return min(candidates, key=len)
-
-
-def _header(version: int, kind: int, p: int) -> bytes:
-    return HEADER.pack(MAGIC, version, kind, p)
 
 
 def decode(data: bytes) -> Sketch:

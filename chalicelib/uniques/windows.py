@@ -1,11 +1,6 @@
-"""The time buckets of unique-count sketches and the plan for reading a range of minutes. Pure.
-
-A name's items are kept in sketches of each UTC quarter hour, hour and day. A sketch cannot be
-split, and a union never subtracts, so a range is read as the coarsest buckets wholly inside it:
-whole UTC days, then whole hours, then quarter hours. Any range whose ends lie on quarter hours
-is therefore read exactly (every local midnight of every zone does: docs/counting.md, "Unique
-counts in a time zone", which also gives what each kind of range reads).
-"""
+"""The UTC quarter-hour, hour and day buckets of unique-count sketches, and the plan for reading
+a range of minutes as the coarsest buckets wholly inside it (`cover`). Pure. Why, and what each
+kind of range reads: docs/counting.md, "Unique counts in a time zone"."""
 
 from __future__ import annotations
 
@@ -59,10 +54,9 @@ def widen(start: int, stop: int) -> tuple[int, int]:
 
 
 def cover(start: int, stop: int, first_live_hour: int) -> list[Bucket]:
-    """The buckets whose union is minutes [start, stop) (both on quarter hours), oldest first:
-    each whole UTC day as its day sketch, whole hours as hour sketches and the rest as quarter
-    sketches. Hour and quarter sketches before `first_live_hour` are no longer kept: a partial
-    day there is read whole, from its day sketch (the answer then starts earlier and says so)."""
+    """The buckets whose union is minutes [start, stop) (both on quarter hours), oldest first.
+    Hour and quarter sketches before `first_live_hour` are no longer kept: a partial day there
+    is read whole, from its day sketch (the answer then starts earlier and says so)."""
     if start % QUARTER_MINUTES or stop % QUARTER_MINUTES:
         raise ValueError("a range of unique counts starts and ends on a quarter hour")
     if stop <= start:
