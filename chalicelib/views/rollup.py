@@ -228,9 +228,7 @@ def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, 
             break
         taken.append(minute)
         for span, position in spans:
-            increment = increments.setdefault(span, windows.Increment())
-            increment.n += pending[minute]
-            increment.inner[position] += pending[minute]
+            increments.setdefault(span, windows.Increment()).add(position, pending[minute])
     done = flushes(counter)
     # Every counting transaction adds to `views`: unchanged, no minute has moved on since read.
     names = {"#fv": view_layout.FLUSHES, "#v": "views"}
