@@ -54,10 +54,6 @@ def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int) -> Non
     queues.send(sqs, url, entries)
 
 
-def parse_url(params: Mapping[str, str]) -> str:
-    return view_input.text(params.get("url"), "url", view_input.URL_MAX_CHARS)
-
-
 def count(
     dynamodb: DynamoDB,
     settings: Settings,
@@ -78,7 +74,7 @@ def count(
 def windowed_count(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str], now_ms: int) -> dict[str, Any]:
     """GET /views: of all time without a window; else over the window (in `tz`), with `buckets`
     per local or UTC hour, day, week or month for `resolution`, and `previous` for `compare`."""
-    url = parse_url(params)
+    url = view_input.text(params.get("url"), "url", view_input.URL_MAX_CHARS)
     if not window_params.is_windowed(params):
         if "compare" in params or "resolution" in params:
             raise ValidationError("compare and resolution need a window")
@@ -186,8 +182,7 @@ def _series(dynamodb: DynamoDB, settings: Settings, url: str, ranges: list[tuple
     first_part = timebuckets.kept_from([kept[part.span] for _, part in parts])
     views = [0] * len(ranges)
     for i, part in parts[first_part:]:
-        item = stored.buckets[part.span]
-        views[i] += 0 if item is None else _part_count(part, item)
+        views[i] += _part_count(part, stored.buckets[part.span])
     end = ranges[-1][1] + 1
     retained_from = parts[first_part][1].start_minute if first_part < len(parts) else end
     for i, (first, last) in enumerate(ranges):
@@ -215,18 +210,17 @@ def count_urls(
     parts = windows.plan(first_minute, last_minute)
     pks = {url: view_layout.url_pk(url) for url in urls}
     stored = rollup.read(dynamodb, settings, {pk: [part.span for part in parts] for pk in pks.values()})
-    views: dict[str, int] = {}
-    for url, pk in pks.items():
-        found = stored[pk]
-        total = rollup.pending_between(settings, found.counter, first_minute, last_minute, now_ms)
-        for part in parts:
-            item = found.buckets[part.span]
-            total += 0 if item is None else _part_count(part, item)
-        views[url] = total
+    views = {
+        url: rollup.pending_between(settings, stored[pk].counter, first_minute, last_minute, now_ms)
+        + sum(_part_count(part, stored[pk].buckets[part.span]) for part in parts)
+        for url, pk in pks.items()
+    }
     return UrlCounts(views, len(urls) * (len(parts) + 1))
 
 
-def _part_count(part: windows.Part, item: dict[str, Any]) -> int:
+def _part_count(part: windows.Part, item: dict[str, Any] | None) -> int:
+    if item is None:
+        return 0
     if part.inner is None:
         return rollup.total(part.span.level, item)
     first, last = part.inner
@@ -299,11 +293,7 @@ def top_urls(
         "exact": selection.exact,
         "bound": selection.bound,
         "urls": [{"url": url, "views": views} for url, views in selection.urls],
-        "others": {
-            "urls": selection.others[0],
-            "views": selection.others[1],
-            "complete": selection.others_complete,
-        },
+        "others": {"urls": selection.others[0], "views": selection.others[1], "complete": selection.others_complete},
         "keys_read": reads[0],
         "complete": first == 0,
     }

@@ -88,18 +88,15 @@ def listing(
     entries, cursor = catalog.page(dynamodb, settings, KIND, request, now_ms)
     keys = [{"pk": {"S": keyspace.VIEW_URL + e.name}, "sk": {"S": view_layout.COUNTER_SK}} for e in entries]
     items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the view counters", sleep)
-    counters = {attributes.partition_key(item).removeprefix(keyspace.VIEW_URL): item for item in items}
-    urls = []
-    for entry in entries:
-        item = counters.get(entry.name)
-        # Listed before its first view was counted (or counted before URLs were kept): skipped.
-        if item is None or "url" not in item:
-            continue
-        urls.append(
-            {
-                "url": attributes.text(item, "url"),
-                "views": attributes.integer(item, "views", 0),
-                "last_counted": times.iso(attributes.optional_integer(item, LAST_COUNTED) or entry.last_seen_ms),
-            }
-        )
+    counters = {attributes.partition_key(item).removeprefix(keyspace.VIEW_URL): item for item in items if "url" in item}
+    urls = [
+        {
+            "url": attributes.text(item, "url"),
+            "views": attributes.integer(item, "views", 0),
+            "last_counted": times.iso(attributes.optional_integer(item, LAST_COUNTED) or entry.last_seen_ms),
+        }
+        for entry in entries
+        # Listed before its first view was counted: no counter yet, skipped.
+        if (item := counters.get(entry.name)) is not None
+    ]
     return {"urls": urls, "next": cursor}

@@ -46,13 +46,9 @@ class Summary:
         if count <= 0:
             return False
         count = min(count, MAX_COUNT)
-        held = self.entries.get(digest)
-        if held is not None:
-            if count > held:
-                self.entries[digest] = count
-                return True
-            return False
-        if len(self.entries) < self.capacity:
+        if digest in self.entries or len(self.entries) < self.capacity:
+            if count <= self.entries.get(digest, 0):
+                return False
             self.entries[digest] = count
             return True
         lowest = min(self.entries, key=lambda d: (self.entries[d], d))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.core import attributes, dynamo, item_sizes, keyspace, log_fold, retry, timebuckets
@@ -27,6 +27,7 @@ LOG_PREFIX = "L#"
 FOLD_LOGS = 64
 FOLD_BYTES = 64 * 1024
 MAX_ATTEMPTS = 8
+READ_FAILURE = "could not read the top URLs"
 
 
 def summary_key(span: Span, sk: str = SUMMARY_SK) -> dict[str, Any]:
@@ -62,11 +63,11 @@ _LEVEL_OF: dict[str, windows.Level] = {f"{p}#": level for level, p in view_layou
 # -- the queue handler's side ------------------------------------------------------------------
 
 
+@dataclass
 class Observations:
     """Snapshots of URLs' views per bucket, as a batch read them (the largest per URL)."""
 
-    def __init__(self) -> None:
-        self.by_span: dict[Span, dict[bytes, int]] = {}
+    by_span: dict[Span, dict[bytes, int]] = field(default_factory=dict)
 
     def add(self, bucket_pk: str, span: Span, count: int) -> None:
         digest = top.digest_of_sha(bucket_pk.removeprefix(keyspace.VIEW_BUCKET))
@@ -103,9 +104,10 @@ def _record_block(
     # (docs/design.md, "Top URLs").
     closing = log.read_mark(dynamodb).closing
     trusted = [item for item in logs if closing is None or attributes.sort_key(item) > closing]
+    waiting = _largest(trusted)
     changed: dict[Span, dict[bytes, int]] = {}
     for span in sorted(observed):
-        news = _uncovered(_parse(stored[span])[0], _waiting(trusted, span), observed[span])
+        news = _uncovered(_parse(stored[span])[0], waiting.get(span, {}), observed[span])
         if news:
             changed[span] = news
     if not changed:
@@ -129,13 +131,7 @@ def fold(dynamodb: DynamoDB, settings: Settings, block: Span, now_ms: int, sleep
     logs = log.close(dynamodb, now_ms)
     if not logs:
         return 0
-    entries: dict[Span, dict[bytes, int]] = {}
-    for item in logs:
-        for span, found in _log_entries(item).items():
-            into = entries.setdefault(span, {})
-            for digest, count in found.items():
-                into[digest] = max(into.get(digest, 0), count)
-    writes = _write_bases(dynamodb, settings, entries, sleep)
+    writes = _write_bases(dynamodb, settings, _largest(logs), sleep)
     log.folded(dynamodb, logs)
     return writes + 1
 
@@ -158,9 +154,7 @@ def _write_bases(
                 writes += 1
                 break
             except ConditionFailed:
-                base = dynamo.get_item(
-                    dynamodb, settings.counts_table, summary_key(span), "could not read the top URLs"
-                )
+                base = dynamo.get_item(dynamodb, settings.counts_table, summary_key(span), READ_FAILURE)
         else:
             raise StorageError("the top URLs of a bucket stayed contended")
     return writes
@@ -177,12 +171,14 @@ def _uncovered(base: top.Summary, waiting: dict[bytes, int], seen: dict[bytes, i
     }
 
 
-def _waiting(logs: Sequence[dict[str, Any]], span: Span) -> dict[bytes, int]:
-    """The largest snapshot per URL of a bucket waiting in these logs."""
-    found: dict[bytes, int] = {}
+def _largest(logs: Sequence[dict[str, Any]]) -> dict[Span, dict[bytes, int]]:
+    """The largest snapshot per bucket and URL waiting in these logs."""
+    found: dict[Span, dict[bytes, int]] = {}
     for log in logs:
-        for digest, count in _log_entries(log).get(span, {}).items():
-            found[digest] = max(found.get(digest, 0), count)
+        for span, entries in _log_entries(log).items():
+            into = found.setdefault(span, {})
+            for digest, count in entries.items():
+                into[digest] = max(into.get(digest, 0), count)
     return found
 
 
@@ -218,15 +214,14 @@ def _base_units(base: dict[str, Any] | None, news: dict[bytes, int]) -> int:
 
 
 def _bases(
-    dynamodb: DynamoDB, settings: Settings, spans: Sequence[Span], consistent: bool
+    dynamodb: DynamoDB, settings: Settings, spans: Sequence[Span], consistent: bool, sk: str = SUMMARY_SK
 ) -> dict[Span, dict[str, Any] | None]:
-    keys = [summary_key(span) for span in spans]
+    """The base items of `spans` (or, with HEAD_SK, the marks of these blocks' logs)."""
+    keys = [summary_key(span, sk) for span in spans]
     found = attributes.by_key(
-        dynamo.batch_get_items(
-            dynamodb, settings.counts_table, keys, "could not read the top URLs", consistent=consistent
-        )
+        dynamo.batch_get_items(dynamodb, settings.counts_table, keys, READ_FAILURE, consistent=consistent)
     )
-    return {span: found.get((attributes.partition_key(key), SUMMARY_SK)) for span, key in zip(spans, keys)}
+    return {span: found.get(attributes.key_of(key)) for span, key in zip(spans, keys)}
 
 
 def _log_item(log: log_fold.Log, changed: dict[Span, dict[bytes, int]]) -> dict[str, Any]:
@@ -274,18 +269,12 @@ def read(dynamodb: DynamoDB, settings: Settings, spans: Sequence[Span], now_ms: 
     """The summaries of `spans` merged, read strongly consistent: the marks of their blocks'
     logs, then the bases, then the logs past `folded` (the order opposite to a fold's writes)."""
     blocks = sorted({top.block_of(span) for span in spans})
-    keys = [summary_key(span) for span in spans]
-    failure = "could not read the top URLs"
-    table = settings.counts_table
-    heads = attributes.by_key(
-        dynamo.batch_get_items(dynamodb, table, [head_key(b) for b in blocks], failure, consistent=True)
-    )
-    found = attributes.by_key(dynamo.batch_get_items(dynamodb, table, keys, failure, consistent=True))
-    bases = [found.get((attributes.partition_key(key), SUMMARY_SK)) for key in keys]
-    logs: dict[Span, list[dict[str, Any]]] = {}
-    for block in blocks:
-        mark = heads.get((attributes.partition_key(head_key(block)), HEAD_SK)) or {}
-        logs[block] = block_log(settings, block).after(dynamodb, attributes.optional_text(mark, "folded"))
+    marks = _bases(dynamodb, settings, blocks, consistent=True, sk=HEAD_SK)
+    bases = list(_bases(dynamodb, settings, spans, consistent=True).values())
+    logs = {
+        block: block_log(settings, block).after(dynamodb, attributes.optional_text(mark or {}, "folded"))
+        for block, mark in marks.items()
+    }
     retention = settings.view_bucket_retention_seconds
     first = timebuckets.kept_from(
         [
@@ -298,4 +287,4 @@ def read(dynamodb: DynamoDB, settings: Settings, spans: Sequence[Span], now_ms: 
         for span, base in list(zip(spans, bases))[first:]
         if base or logs[top.block_of(span)]
     )
-    return Read(first, merged, len(keys) + len(blocks) + sum(max(1, len(found)) for found in logs.values()))
+    return Read(first, merged, len(spans) + len(blocks) + sum(max(1, len(found)) for found in logs.values()))

@@ -36,8 +36,7 @@ class Span:
         return self.index * SIZE_MINUTES[self.level]
 
     @property
-    def end_minute(self) -> int:
-        """Exclusive."""
+    def end_minute(self) -> int:  # exclusive
         return (self.index + 1) * SIZE_MINUTES[self.level]
 
     @property
@@ -102,6 +101,8 @@ def _pieces(start: int, stop: int, level: Level) -> list[Part]:
     """Minutes [start, stop) cut at the boundaries of `level`'s buckets, each piece covered."""
     size = SIZE_MINUTES[level]
     parts: list[Part] = []
+    if start >= stop:
+        return parts
     for index in range(start // size, (stop - 1) // size + 1):
         span = Span(level, index)
         parts += _cover(max(start, span.start_minute), min(stop, span.end_minute), span)
@@ -122,8 +123,4 @@ def _cover(start: int, stop: int, span: Span) -> list[Part]:
     middle = Part(span, (low - span.start_minute // inner, high - 1 - span.start_minute // inner))
     if finer is None:
         return [middle]
-    return _pieces_or_none(start, low * inner, finer) + [middle] + _pieces_or_none(high * inner, stop, finer)
-
-
-def _pieces_or_none(start: int, stop: int, level: Level) -> list[Part]:
-    return _pieces(start, stop, level) if start < stop else []
+    return _pieces(start, low * inner, finer) + [middle] + _pieces(high * inner, stop, finer)
