@@ -9,18 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from chalicelib.core import (
-    attributes,
-    clock,
-    dynamo,
-    keyspace,
-    pager,
-    queues,
-    timebuckets,
-    times,
-    window_params,
-    zones,
-)
+from chalicelib.core import attributes, clock, dynamo, keyspace, pager, queues, timebuckets, times, window_params, zones
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -172,14 +161,10 @@ def _series(dynamodb: DynamoDB, settings: Settings, url: str, ranges: list[tuple
     spans = sorted({part.span for plan in plans for part in plan})
     pk = view_layout.url_pk(url)
     stored = rollup.read(dynamodb, settings, {pk: spans})[pk]
-    now_s = now_ms // 1000
-    retention = settings.view_bucket_retention_seconds
-    kept = {
-        span: timebuckets.kept(span, dynamo.stored_expiry(item), retention, now_s)
-        for span, item in stored.buckets.items()
-    }
     parts = [(i, part) for i, plan in enumerate(plans) for part in plan]
-    first_part = timebuckets.kept_from([kept[part.span] for _, part in parts])
+    first_part = timebuckets.kept_from(
+        [rollup.kept(settings, p.span, stored.buckets[p.span], now_ms) for _, p in parts]
+    )
     views = [0] * len(ranges)
     for i, part in parts[first_part:]:
         views[i] += _part_count(part, stored.buckets[part.span])

@@ -149,14 +149,13 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
 
     def writes(self, records: list[Pending]) -> list[Write[Pending]]:
         groups: dict[str, list[Pending]] = defaultdict(list)
-        for pending in records:
+        for pending in sorted(records, key=lambda p: (p.time_ms, p.sk)):
             groups[pending.pk].append(pending)
-        writes = []
-        for _, group in sorted(groups.items()):
-            group.sort(key=lambda p: (p.time_ms, p.sk))
-            for start in range(0, len(group), self.max_views):
-                writes.append(Write(group[start : start + self.max_views], self._count))
-        return writes
+        return [
+            Write(group[start : start + self.max_views], self._count)
+            for _, group in sorted(groups.items())
+            for start in range(0, len(group), self.max_views)
+        ]
 
     def _count(self, members: list[Pending]) -> Sent[Pending]:
         """Count views of one URL with one UpdateItem of its counter, re-sent without what a

@@ -57,6 +57,11 @@ def live_minute(settings: Settings, minute: int, now_ms: int) -> bool:
     return timebuckets.live(hour, settings.view_bucket_retention_seconds, now_ms)
 
 
+def kept(settings: Settings, span: Span, item: dict[str, Any] | None, now_ms: int) -> bool:
+    """Whether a bucket's item (a count or a top URLs' summary) may be used now (timebuckets.kept)."""
+    return timebuckets.kept(span, dynamo.stored_expiry(item), settings.view_bucket_retention_seconds, now_ms // 1000)
+
+
 def pending_between(
     settings: Settings, counter: dict[str, Any] | None, first_minute: int, last_minute: int, now_ms: int
 ) -> int:
@@ -111,8 +116,6 @@ def read(
     if ordered:  # a counter that never moved has no bucket items: its count is its pending minutes
         for pk in [pk for pk in todo if pk in known and never_moved(known[pk])]:
             result[pk] = Stored(known[pk], dict.fromkeys(todo.pop(pk)))
-        if not todo:
-            return result
     for _ in range(MAX_READS):
         counter_keys = [view_layout.counter_key_of(pk) for pk in todo if not ordered or pk not in known]
         bucket_keys = [_bucket_key(pk, span) for pk, spans in todo.items() for span in spans]

@@ -151,9 +151,7 @@ def select(merged: Merged, limit: int, resolve: Resolve, max_examined: int, filt
     order = merged.candidates
     while index < len(order):
         kth = _kth(found, limit)
-        if kth is not None and order[index].upper <= kth:
-            break
-        if index >= max_examined:
+        if index >= max_examined or (kth is not None and order[index].upper <= kth):
             break
         # As many as the list still lacks (at least a few, at most one BatchGetItem's worth).
         size = min(max(limit - len(found), MIN_CHUNK), MAX_CHUNK)

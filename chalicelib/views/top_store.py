@@ -16,7 +16,7 @@ from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed
 from chalicelib.views import layout as view_layout
-from chalicelib.views import top, windows
+from chalicelib.views import rollup, top, windows
 from chalicelib.views.windows import Span
 
 SUMMARY_SK = "S"
@@ -275,13 +275,7 @@ def read(dynamodb: DynamoDB, settings: Settings, spans: Sequence[Span], now_ms: 
         block: block_log(settings, block).after(dynamodb, attributes.optional_text(mark or {}, "folded"))
         for block, mark in marks.items()
     }
-    retention = settings.view_bucket_retention_seconds
-    first = timebuckets.kept_from(
-        [
-            timebuckets.kept(span, dynamo.stored_expiry(base), retention, now_ms // 1000)
-            for span, base in zip(spans, bases)
-        ]
-    )
+    first = timebuckets.kept_from([rollup.kept(settings, span, base, now_ms) for span, base in zip(spans, bases)])
     merged = top.merge(
         _summary(base, logs[top.block_of(span)], span)
         for span, base in list(zip(spans, bases))[first:]
