@@ -204,13 +204,11 @@ def count_urls(
 
 
 def _part_count(part: windows.Part, item: dict[str, Any] | None) -> int:
-    if item is None:
-        return 0
     if part.inner is None:
-        return rollup.total(part.span.level, item)
+        return rollup.total(item)
     first, last = part.inner
     names = (windows.inner_attribute(part.span.level, i) for i in range(first, last + 1))
-    return sum(attributes.integer(item, name, 0) for name in names)
+    return sum(attributes.integer(item or {}, name, 0) for name in names)
 
 
 # -- GET /views/top ------------------------------------------------------------------------------

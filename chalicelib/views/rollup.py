@@ -27,14 +27,9 @@ MAX_MOVES = 4  # moves of one counter per batch (a later batch moves what is lef
 MAX_READS = 4  # reads of a URL whose buckets keep moving under it before giving up
 
 
-def total(level: str, item: dict[str, Any] | None) -> int:
-    """A bucket item's views: an hour's `n`; a day's or block's, the sum of its inner counts."""
-    if item is None:
-        return 0
-    if level == "hour":
-        return attributes.integer(item, "n", 0)
-    prefix, _ = windows.INNER[level]
-    return sum(attributes.integer(item, name) for name in item if len(name) == 3 and name.startswith(prefix))
+def total(item: dict[str, Any] | None) -> int:
+    """A bucket item's views, at every level its `n` (the sum of its inner counts)."""
+    return attributes.integer(item, "n", 0) if item else 0
 
 
 def parent(span: Span) -> tuple[Span, int]:
@@ -95,7 +90,7 @@ class Stored:
     def count(self, settings: Settings, span: Span, now_ms: int) -> int:
         """The URL's views in `span`: its bucket's and its pending minutes'."""
         pending = pending_between(settings, self.counter, span.start_minute, span.end_minute - 1, now_ms)
-        return total(span.level, self.buckets.get(span)) + pending
+        return total(self.buckets.get(span)) + pending
 
 
 def read(
@@ -243,22 +238,19 @@ def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, 
     for i, minute in enumerate(taken):
         names[f"#p{i}"] = view_layout.pending_attribute(minute)
     removed = ", ".join(f"#p{i}" for i in range(len(taken)))
-    items: list[dict[str, Any]] = [
-        {
-            "Update": {
-                "TableName": settings.counts_table,
-                "Key": view_layout.counter_key_of(url_pk),
-                "UpdateExpression": f"SET #fv = :next REMOVE {removed}",
-                "ConditionExpression": condition,
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": values,
-            }
-        }
-    ]
+    update = {
+        "TableName": settings.counts_table,
+        "Key": view_layout.counter_key_of(url_pk),
+        "UpdateExpression": f"SET #fv = :next REMOVE {removed}",
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
     bucket_pk = view_layout.bucket_pk(url_pk)
-    for span, increment in sorted(increments.items()):
-        items.append(bucket_update(settings, bucket_pk, span, increment, done + 1))
-    return items
+    buckets = [
+        bucket_update(settings, bucket_pk, span, increment, done + 1) for span, increment in sorted(increments.items())
+    ]
+    return [{"Update": update}, *buckets]
 
 
 def bucket_update(
