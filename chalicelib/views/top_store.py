@@ -34,27 +34,23 @@ def summary_key(span: Span, sk: str = SUMMARY_SK) -> dict[str, Any]:
     return {"pk": {"S": keyspace.VIEW_TOP + view_layout.bucket_sk(span)}, "sk": {"S": sk}}
 
 
-def head_key(block: Span) -> dict[str, Any]:
-    return summary_key(block, HEAD_SK)
-
-
 def block_log(settings: Settings, block: Span) -> log_fold.Log:
     """A block's log: its items in `VTOP#b#<block>#log`, its mark the block's `E` item."""
     expires = timebuckets.expires_at_s(block, settings.view_bucket_retention_seconds)
-    pk = head_key(block)["pk"]["S"] + keyspace.CATALOG_LOG
-    return log_fold.Log(settings.counts_table, pk, head_key(block), "the top URLs", LOG_PREFIX, expires)
+    mark = summary_key(block, HEAD_SK)
+    pk = mark["pk"]["S"] + keyspace.CATALOG_LOG
+    return log_fold.Log(settings.counts_table, pk, mark, "the top URLs", LOG_PREFIX, expires)
 
 
 def _log_entries(item: dict[str, Any]) -> dict[Span, dict[bytes, int]]:
     """A log's snapshots by bucket: one binary attribute per bucket, named by its sort key."""
-    found: dict[Span, dict[bytes, int]] = {}
-    for name in item:
-        level = _LEVEL_OF.get(name[:2])
-        if level is not None and name[2:].isdigit():
-            found[Span(level, keyspace.sort_key_index(name))] = top.Summary.decode(
-                attributes.binary(item, name)
-            ).entries
-    return found
+    return {
+        Span(_LEVEL_OF[name[:2]], keyspace.sort_key_index(name)): top.Summary.decode(
+            attributes.binary(item, name)
+        ).entries
+        for name in item
+        if name[:2] in _LEVEL_OF and name[2:].isdigit()
+    }
 
 
 _LEVEL_OF: dict[str, windows.Level] = {f"{p}#": level for level, p in view_layout.BUCKET_PREFIX.items()}  # type: ignore[misc]
@@ -105,11 +101,8 @@ def _record_block(
     closing = log.read_mark(dynamodb).closing
     trusted = [item for item in logs if closing is None or attributes.sort_key(item) > closing]
     waiting = _largest(trusted)
-    changed: dict[Span, dict[bytes, int]] = {}
-    for span in sorted(observed):
-        news = _uncovered(_parse(stored[span])[0], waiting.get(span, {}), observed[span])
-        if news:
-            changed[span] = news
+    news = {span: _uncovered(_parse(stored[span])[0], waiting.get(span, {}), seen) for span, seen in observed.items()}
+    changed = {span: found for span, found in sorted(news.items()) if found}
     if not changed:
         return 0
     item = _log_item(log, changed)
