@@ -43,15 +43,10 @@ def record(
     if not fresh:
         return 0
     known = known or {}
-    keys = [
-        view_layout.counter_key_of(keyspace.VIEW_URL + sha) for sha in fresh if keyspace.VIEW_URL + sha not in known
-    ]
-    counters = list(
-        dynamo.batch_get_items(
-            dynamodb, settings.counts_table, keys, "could not read the view counters", sleep, projection="pk, listed"
-        )
-    )
-    counters += [item for item in known.values() if item is not None]
+    keys = [view_layout.counter_key_of(pk) for pk in (keyspace.VIEW_URL + sha for sha in fresh) if pk not in known]
+    failure = "could not read the view counters"
+    read = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, failure, sleep, projection="pk, listed")
+    counters = [*read, *(item for item in known.values() if item is not None)]
     listed = {attributes.partition_key(item).removeprefix(keyspace.VIEW_URL) for item in counters if LISTED in item}
     listed &= set(fresh)
     _recent.mark(dynamodb, dict.fromkeys(listed), hour)

@@ -100,13 +100,8 @@ def plan(first_minute: int, last_minute: int) -> list[Part]:
 def _pieces(start: int, stop: int, level: Level) -> list[Part]:
     """Minutes [start, stop) cut at the boundaries of `level`'s buckets, each piece covered."""
     size = SIZE_MINUTES[level]
-    parts: list[Part] = []
-    if start >= stop:
-        return parts
-    for index in range(start // size, (stop - 1) // size + 1):
-        span = Span(level, index)
-        parts += _cover(max(start, span.start_minute), min(stop, span.end_minute), span)
-    return parts
+    spans = [Span(level, index) for index in range(start // size, (stop - 1) // size + 1)] if start < stop else []
+    return [part for span in spans for part in _cover(max(start, span.start_minute), min(stop, span.end_minute), span)]
 
 
 def _cover(start: int, stop: int, span: Span) -> list[Part]:
