@@ -124,10 +124,9 @@ def count_series(
     now_ms: int,
     label: Label = ISO_MINUTE,
 ) -> dict[str, Any]:
-    """The views in minutes first..last and per bucket of `resolution` in `zone` (whole buckets:
-    the series starts at the first one's start and ends at the last one's end). A bucket is any
-    range of minutes, read exactly by its plan (windows.plan); the plans' items are read once, in
-    one BatchGetItem (a 30-day series of local days: docs/benchmarks.md, "Local time series")."""
+    """The views in minutes first..last and per bucket of `resolution` in `zone`, whole buckets (the
+    series starts at the first one's start, ends at the last one's end), each read by its plan
+    (windows.plan) in one BatchGetItem for all (docs/design.md, "Local time")."""
     window_params.check_minutes(first_minute, last_minute)
     window_params.check_histogram(zones.nominal_count(first_minute, last_minute, resolution))
     local = zones.buckets(zone, first_minute, last_minute, resolution)
@@ -162,9 +161,8 @@ def _series(dynamodb: DynamoDB, settings: Settings, url: str, ranges: list[tuple
     pk = view_layout.url_pk(url)
     stored = rollup.read(dynamodb, settings, {pk: spans})[pk]
     parts = [(i, part) for i, plan in enumerate(plans) for part in plan]
-    first_part = timebuckets.kept_from(
-        [rollup.kept(settings, p.span, stored.buckets[p.span], now_ms) for _, p in parts]
-    )
+    kept = [rollup.kept(settings, part.span, stored.buckets[part.span], now_ms) for _, part in parts]
+    first_part = timebuckets.kept_from(kept)
     views = [0] * len(ranges)
     for i, part in parts[first_part:]:
         views[i] += _part_count(part, stored.buckets[part.span])

@@ -165,11 +165,9 @@ def settle(
     hours: dict[str, set[Span]] = defaultdict(set)
     for pk, hour in touched:
         hours[pk].add(hour)
-    if not hours:
-        return 0
     known = known or {}
     keys = [view_layout.counter_key_of(pk) for pk in sorted(hours) if pk not in known]
-    read_counters = _get(dynamodb, settings, keys, sleep, consistent=True) if keys else {}
+    read_counters = _get(dynamodb, settings, keys, sleep, consistent=True)
     counters = {
         pk: known[pk] if pk in known else read_counters.get((pk, view_layout.COUNTER_SK)) for pk in sorted(hours)
     }

@@ -137,7 +137,6 @@ class Selection:
     urls: list[tuple[str, int]]  # (url, views), views descending, then url
     exact: bool
     bound: int  # the most views a URL not listed may have
-    examined: int  # candidates resolved and counted
     others: tuple[int, int]  # (urls, views) known beyond the list
     others_complete: bool  # whether `others` counts every URL beyond the list
 
@@ -169,7 +168,7 @@ def select(merged: Merged, limit: int, resolve: Resolve, max_examined: int, filt
     others_urls = len(beyond) + len(unexamined)
     others_views = sum(v for _, v in beyond) + sum(c.lower for c in unexamined)
     complete = merged.missed == 0 and (not filtered or index == len(order))
-    return Selection(listed, exact, bound, index, (others_urls, others_views), complete)
+    return Selection(listed, exact, bound, (others_urls, others_views), complete)
 
 
 def _kth(found: list[tuple[str, int]], limit: int) -> int | None:
