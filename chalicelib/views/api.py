@@ -293,9 +293,8 @@ def _urls_of(
     (view_catalog.shas_of), its counter item holds the text."""
     by_prefix, read = view_catalog.shas_of(dynamodb, settings, [d.hex() for d in digests], clock.now_ms())
     shas = {digest: by_prefix[digest.hex()] for digest in digests}
-    reads[0] += read
     keys = [view_layout.counter_key_of(keyspace.VIEW_URL + sha) for found in shas.values() for sha in found]
-    reads[0] += len(keys)
+    reads[0] += read + len(keys)
     texts = {
         attributes.partition_key(item).removeprefix(keyspace.VIEW_URL): attributes.text(item, "url")
         for item in dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the view counters")
