@@ -9,18 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from chalicelib.core import (
-    attributes,
-    clock,
-    dynamo,
-    keyspace,
-    pager,
-    queues,
-    timebuckets,
-    times,
-    window_params,
-    zones,
-)
+from chalicelib.core import attributes, clock, dynamo, keyspace, pager, queues, timebuckets, times, window_params, zones
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -54,10 +43,6 @@ def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int) -> Non
     queues.send(sqs, url, entries)
 
 
-def parse_url(params: Mapping[str, str]) -> str:
-    return view_input.text(params.get("url"), "url", view_input.URL_MAX_CHARS)
-
-
 def count(
     dynamodb: DynamoDB,
     settings: Settings,
@@ -78,7 +63,7 @@ def count(
 def windowed_count(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str], now_ms: int) -> dict[str, Any]:
     """GET /views: of all time without a window; else over the window (in `tz`), with `buckets`
     per local or UTC hour, day, week or month for `resolution`, and `previous` for `compare`."""
-    url = parse_url(params)
+    url = view_input.text(params.get("url"), "url", view_input.URL_MAX_CHARS)
     if not window_params.is_windowed(params):
         if "compare" in params or "resolution" in params:
             raise ValidationError("compare and resolution need a window")
@@ -139,10 +124,9 @@ def count_series(
     now_ms: int,
     label: Label = ISO_MINUTE,
 ) -> dict[str, Any]:
-    """The views in minutes first..last and per bucket of `resolution` in `zone` (whole buckets:
-    the series starts at the first one's start and ends at the last one's end). A bucket is any
-    range of minutes, read exactly by its plan (windows.plan); the plans' items are read once, in
-    one BatchGetItem (a 30-day series of local days: docs/benchmarks.md, "Local time series")."""
+    """The views in minutes first..last and per bucket of `resolution` in `zone`, whole buckets (the
+    series starts at the first one's start, ends at the last one's end), each read by its plan
+    (windows.plan) in one BatchGetItem for all (docs/design.md, "Local time")."""
     window_params.check_minutes(first_minute, last_minute)
     window_params.check_histogram(zones.nominal_count(first_minute, last_minute, resolution))
     local = zones.buckets(zone, first_minute, last_minute, resolution)
@@ -176,18 +160,12 @@ def _series(dynamodb: DynamoDB, settings: Settings, url: str, ranges: list[tuple
     spans = sorted({part.span for plan in plans for part in plan})
     pk = view_layout.url_pk(url)
     stored = rollup.read(dynamodb, settings, {pk: spans})[pk]
-    now_s = now_ms // 1000
-    retention = settings.view_bucket_retention_seconds
-    kept = {
-        span: timebuckets.kept(span, dynamo.stored_expiry(item), retention, now_s)
-        for span, item in stored.buckets.items()
-    }
     parts = [(i, part) for i, plan in enumerate(plans) for part in plan]
-    first_part = timebuckets.kept_from([kept[part.span] for _, part in parts])
+    kept = [rollup.kept(settings, part.span, stored.buckets[part.span], now_ms) for _, part in parts]
+    first_part = timebuckets.kept_from(kept)
     views = [0] * len(ranges)
     for i, part in parts[first_part:]:
-        item = stored.buckets[part.span]
-        views[i] += 0 if item is None else _part_count(part, item)
+        views[i] += _part_count(part, stored.buckets[part.span])
     end = ranges[-1][1] + 1
     retained_from = parts[first_part][1].start_minute if first_part < len(parts) else end
     for i, (first, last) in enumerate(ranges):
@@ -215,23 +193,20 @@ def count_urls(
     parts = windows.plan(first_minute, last_minute)
     pks = {url: view_layout.url_pk(url) for url in urls}
     stored = rollup.read(dynamodb, settings, {pk: [part.span for part in parts] for pk in pks.values()})
-    views: dict[str, int] = {}
-    for url, pk in pks.items():
-        found = stored[pk]
-        total = rollup.pending_between(settings, found.counter, first_minute, last_minute, now_ms)
-        for part in parts:
-            item = found.buckets[part.span]
-            total += 0 if item is None else _part_count(part, item)
-        views[url] = total
+    views = {
+        url: rollup.pending_between(settings, stored[pk].counter, first_minute, last_minute, now_ms)
+        + sum(_part_count(part, stored[pk].buckets[part.span]) for part in parts)
+        for url, pk in pks.items()
+    }
     return UrlCounts(views, len(urls) * (len(parts) + 1))
 
 
-def _part_count(part: windows.Part, item: dict[str, Any]) -> int:
+def _part_count(part: windows.Part, item: dict[str, Any] | None) -> int:
     if part.inner is None:
-        return rollup.total(part.span.level, item)
+        return rollup.total(item)
     first, last = part.inner
     names = (windows.inner_attribute(part.span.level, i) for i in range(first, last + 1))
-    return sum(attributes.integer(item, name, 0) for name in names)
+    return sum(attributes.integer(item or {}, name, 0) for name in names)
 
 
 # -- GET /views/top ------------------------------------------------------------------------------
@@ -299,11 +274,7 @@ def top_urls(
         "exact": selection.exact,
         "bound": selection.bound,
         "urls": [{"url": url, "views": views} for url, views in selection.urls],
-        "others": {
-            "urls": selection.others[0],
-            "views": selection.others[1],
-            "complete": selection.others_complete,
-        },
+        "others": {"urls": selection.others[0], "views": selection.others[1], "complete": selection.others_complete},
         "keys_read": reads[0],
         "complete": first == 0,
     }
@@ -322,9 +293,8 @@ def _urls_of(
     (view_catalog.shas_of), its counter item holds the text."""
     by_prefix, read = view_catalog.shas_of(dynamodb, settings, [d.hex() for d in digests], clock.now_ms())
     shas = {digest: by_prefix[digest.hex()] for digest in digests}
-    reads[0] += read
     keys = [view_layout.counter_key_of(keyspace.VIEW_URL + sha) for found in shas.values() for sha in found]
-    reads[0] += len(keys)
+    reads[0] += read + len(keys)
     texts = {
         attributes.partition_key(item).removeprefix(keyspace.VIEW_URL): attributes.text(item, "url")
         for item in dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the view counters")

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import functools
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import attributes, batch_processor, dynamo, queues, retry, timebuckets
+from chalicelib.core import attributes, batch_processor, dynamo, queues, retry
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.batch_processor import BatchIncompleteError, Sent, Write
 from chalicelib.core.batch_result import BatchResult
@@ -102,18 +102,8 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         """Read the counters (strongly consistent: after every earlier count), and the spilled
         marker items of the views they do not hold, where the counter has spilled."""
         pks = sorted({p.pk for p in records})
-        items = attributes.by_key(
-            dynamo.batch_get_items(
-                self.dynamodb,
-                self.settings.counts_table,
-                [view_layout.counter_key_of(pk) for pk in pks],
-                "could not read the view counters",
-                self.sleep,
-                attempts=MAX_BACKOFFS,
-                cap=1.0,
-                consistent=True,
-            )
-        )
+        keys = [view_layout.counter_key_of(pk) for pk in pks]
+        items = attributes.by_key(self._read(keys, "could not read the view counters"))
         self._counters = {pk: items.get((pk, view_layout.COUNTER_SK)) for pk in pks}
         days = {pk: markers.inline(counter) for pk, counter in self._counters.items()}
         held = [p for p in records if markers.holds(days[p.pk], p.marked)]
@@ -131,19 +121,26 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
                 wanted[(p.pk, markers.spilled_sk(p.marked.token))] = p
         if not wanted:
             return []
-        items = dynamo.batch_get_items(
+        keys = [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in wanted]
+        items = self._read(keys, "could not read the view markers", "pk, sk, expires_at")
+        now_s = self.now_ms // 1000
+        return [wanted[attributes.key_of(item)] for item in items if attributes.integer(item, "expires_at") > now_s]
+
+    def _read(
+        self, keys: list[dict[str, Any]], failure: str, projection: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Items read strongly consistent (after every earlier count), with the batch's backoff."""
+        return dynamo.batch_get_items(
             self.dynamodb,
             self.settings.counts_table,
-            [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in wanted],
-            "could not read the view markers",
+            keys,
+            failure,
             self.sleep,
             attempts=MAX_BACKOFFS,
             cap=1.0,
-            projection="pk, sk, expires_at",
+            projection=projection,
             consistent=True,
         )
-        now_s = self.now_ms // 1000
-        return [wanted[attributes.key_of(item)] for item in items if attributes.integer(item, "expires_at") > now_s]
 
     def _catalog(self, urls: set[str], _: list[Pending]) -> Sent[Pending]:
         known = {pk: self._counters[pk] for pk in urls if pk in self._counters}
@@ -152,14 +149,13 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
 
     def writes(self, records: list[Pending]) -> list[Write[Pending]]:
         groups: dict[str, list[Pending]] = defaultdict(list)
-        for pending in records:
+        for pending in sorted(records, key=lambda p: (p.time_ms, p.sk)):
             groups[pending.pk].append(pending)
-        writes = []
-        for _, group in sorted(groups.items()):
-            group.sort(key=lambda p: (p.time_ms, p.sk))
-            for start in range(0, len(group), self.max_views):
-                writes.append(Write(group[start : start + self.max_views], self._count))
-        return writes
+        return [
+            Write(group[start : start + self.max_views], self._count)
+            for _, group in sorted(groups.items())
+            for start in range(0, len(group), self.max_views)
+        ]
 
     def _count(self, members: list[Pending]) -> Sent[Pending]:
         """Count views of one URL with one UpdateItem of its counter, re-sent without what a
@@ -272,9 +268,5 @@ def apply_messages(
 def _live_spans(settings: Settings, time_ms: int, now_ms: int) -> tuple[Span, ...]:
     """The hour bucket a view is counted in (its minute pending on the counter until moved, with its
     day and block); an hour already expired would read as 0, so the view counts in all time only."""
-    placed = windows.spans_of(time_ms // windows.MINUTE_MS)
-    return tuple(
-        span
-        for span, _ in placed
-        if span.level == "hour" and timebuckets.live(span, settings.view_bucket_retention_seconds, now_ms)
-    )
+    minute = time_ms // windows.MINUTE_MS
+    return (Span("hour", minute // 60),) if rollup.live_minute(settings, minute, now_ms) else ()

@@ -43,15 +43,10 @@ def record(
     if not fresh:
         return 0
     known = known or {}
-    keys = [
-        view_layout.counter_key_of(keyspace.VIEW_URL + sha) for sha in fresh if keyspace.VIEW_URL + sha not in known
-    ]
-    counters = list(
-        dynamo.batch_get_items(
-            dynamodb, settings.counts_table, keys, "could not read the view counters", sleep, projection="pk, listed"
-        )
-    )
-    counters += [item for item in known.values() if item is not None]
+    keys = [view_layout.counter_key_of(pk) for pk in (keyspace.VIEW_URL + sha for sha in fresh) if pk not in known]
+    failure = "could not read the view counters"
+    read = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, failure, sleep, projection="pk, listed")
+    counters = [*read, *(item for item in known.values() if item is not None)]
     listed = {attributes.partition_key(item).removeprefix(keyspace.VIEW_URL) for item in counters if LISTED in item}
     listed &= set(fresh)
     _recent.mark(dynamodb, dict.fromkeys(listed), hour)
@@ -88,18 +83,15 @@ def listing(
     entries, cursor = catalog.page(dynamodb, settings, KIND, request, now_ms)
     keys = [{"pk": {"S": keyspace.VIEW_URL + e.name}, "sk": {"S": view_layout.COUNTER_SK}} for e in entries]
     items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the view counters", sleep)
-    counters = {attributes.partition_key(item).removeprefix(keyspace.VIEW_URL): item for item in items}
-    urls = []
-    for entry in entries:
-        item = counters.get(entry.name)
-        # Listed before its first view was counted (or counted before URLs were kept): skipped.
-        if item is None or "url" not in item:
-            continue
-        urls.append(
-            {
-                "url": attributes.text(item, "url"),
-                "views": attributes.integer(item, "views", 0),
-                "last_counted": times.iso(attributes.optional_integer(item, LAST_COUNTED) or entry.last_seen_ms),
-            }
-        )
+    counters = {attributes.partition_key(item).removeprefix(keyspace.VIEW_URL): item for item in items if "url" in item}
+    urls = [
+        {
+            "url": attributes.text(item, "url"),
+            "views": attributes.integer(item, "views", 0),
+            "last_counted": times.iso(attributes.optional_integer(item, LAST_COUNTED) or entry.last_seen_ms),
+        }
+        for entry in entries
+        # Listed before its first view was counted: no counter yet, skipped.
+        if (item := counters.get(entry.name)) is not None
+    ]
     return {"urls": urls, "next": cursor}

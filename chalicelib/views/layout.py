@@ -14,8 +14,7 @@ from chalicelib.views.windows import Span
 COUNTER_SK = "TOTAL"
 DAY_MS = times.DAY_MS
 POLICY_PREFIX = {"event": "V#", "client-day": "D#"}
-DEDUP_POLICIES = VIEW_DEDUP_POLICIES
-assert set(POLICY_PREFIX) == set(DEDUP_POLICIES)
+assert set(POLICY_PREFIX) == set(VIEW_DEDUP_POLICIES)
 BUCKET_PREFIX = {"hour": "h", "day": "d", "block": "b"}
 PENDING_PREFIX = "p"
 FLUSHES = "fv"  # on the counter item

@@ -45,19 +45,13 @@ def inline_attribute(day: int) -> str:
     return f"{INLINE_PREFIX}{day}"
 
 
-def _day_of(name: str) -> int | None:
-    rest = name[len(INLINE_PREFIX) :]
-    return int(rest) if name.startswith(INLINE_PREFIX) and rest.isdigit() else None
-
-
 def inline(counter: dict[str, Any] | None) -> dict[int, set[bytes]]:
     """A counter's inline tokens, by marker day."""
-    days: dict[int, set[bytes]] = {}
-    for name, value in (counter or {}).items():
-        day = _day_of(name)
-        if day is not None and "BS" in value:
-            days[day] = {bytes(member) for member in value["BS"]}
-    return days
+    return {
+        int(name[len(INLINE_PREFIX) :]): {bytes(member) for member in value["BS"]}
+        for name, value in (counter or {}).items()
+        if name.startswith(INLINE_PREFIX) and name[len(INLINE_PREFIX) :].isdigit() and "BS" in value
+    }
 
 
 def holds(days: Mapping[int, set[bytes]], marked: Marked) -> bool:
@@ -82,14 +76,6 @@ def live_day(day: int, horizon_s: int, now_ms: int) -> bool:
 
 def spilled_sk(value: bytes) -> str:
     return SPILLED_PREFIX + value.hex()
-
-
-def spilled_item(url_pk: str, value: bytes, day: int, horizon_s: int) -> dict[str, Any]:
-    return {
-        "pk": {"S": url_pk},
-        "sk": {"S": spilled_sk(value)},
-        "expires_at": {"N": str(day_expires_at_s(day, horizon_s))},
-    }
 
 
 def _guard(counter: dict[str, Any] | None, names: dict[str, str], values: dict[str, Any]) -> str:
@@ -196,7 +182,14 @@ def spill(table: str, url_pk: str, counter: dict[str, Any], horizon_s: int, now_
     if not any(live.values()):
         return None
     latest = {value: day for day, tokens in sorted(live.items()) for value in tokens}  # one item a token
-    items = [spilled_item(url_pk, value, day, horizon_s) for value, day in sorted(latest.items())]
+    items = [
+        {
+            "pk": {"S": url_pk},
+            "sk": {"S": spilled_sk(value)},
+            "expires_at": {"N": str(day_expires_at_s(day, horizon_s))},
+        }
+        for value, day in sorted(latest.items())
+    ]
     names: dict[str, str] = {}
     values: dict[str, Any] = {":next": {"N": str((spills(counter) or 0) + 1)}}
     condition = _guard(counter, names, values)

@@ -27,14 +27,9 @@ MAX_MOVES = 4  # moves of one counter per batch (a later batch moves what is lef
 MAX_READS = 4  # reads of a URL whose buckets keep moving under it before giving up
 
 
-def total(level: str, item: dict[str, Any] | None) -> int:
-    """A bucket item's views: an hour's `n`; a day's or block's, the sum of its inner counts."""
-    if item is None:
-        return 0
-    if level == "hour":
-        return attributes.integer(item, "n", 0)
-    prefix, _ = windows.INNER[level]
-    return sum(attributes.integer(item, name) for name in item if len(name) == 3 and name.startswith(prefix))
+def total(item: dict[str, Any] | None) -> int:
+    """A bucket item's views, at every level its `n` (the sum of its inner counts)."""
+    return attributes.integer(item, "n", 0) if item else 0
 
 
 def parent(span: Span) -> tuple[Span, int]:
@@ -55,6 +50,11 @@ def live_minute(settings: Settings, minute: int, now_ms: int) -> bool:
     """Whether a pending minute still counts: its hour bucket is within retention."""
     hour = Span("hour", minute // windows.SIZE_MINUTES["hour"])
     return timebuckets.live(hour, settings.view_bucket_retention_seconds, now_ms)
+
+
+def kept(settings: Settings, span: Span, item: dict[str, Any] | None, now_ms: int) -> bool:
+    """Whether a bucket's item (a count or a top URLs' summary) may be used now (timebuckets.kept)."""
+    return timebuckets.kept(span, dynamo.stored_expiry(item), settings.view_bucket_retention_seconds, now_ms // 1000)
 
 
 def pending_between(
@@ -90,7 +90,7 @@ class Stored:
     def count(self, settings: Settings, span: Span, now_ms: int) -> int:
         """The URL's views in `span`: its bucket's and its pending minutes'."""
         pending = pending_between(settings, self.counter, span.start_minute, span.end_minute - 1, now_ms)
-        return total(span.level, self.buckets.get(span)) + pending
+        return total(self.buckets.get(span)) + pending
 
 
 def read(
@@ -111,8 +111,6 @@ def read(
     if ordered:  # a counter that never moved has no bucket items: its count is its pending minutes
         for pk in [pk for pk in todo if pk in known and never_moved(known[pk])]:
             result[pk] = Stored(known[pk], dict.fromkeys(todo.pop(pk)))
-        if not todo:
-            return result
     for _ in range(MAX_READS):
         counter_keys = [view_layout.counter_key_of(pk) for pk in todo if not ordered or pk not in known]
         bucket_keys = [_bucket_key(pk, span) for pk, spans in todo.items() for span in spans]
@@ -167,11 +165,9 @@ def settle(
     hours: dict[str, set[Span]] = defaultdict(set)
     for pk, hour in touched:
         hours[pk].add(hour)
-    if not hours:
-        return 0
     known = known or {}
     keys = [view_layout.counter_key_of(pk) for pk in sorted(hours) if pk not in known]
-    read_counters = _get(dynamodb, settings, keys, sleep, consistent=True) if keys else {}
+    read_counters = _get(dynamodb, settings, keys, sleep, consistent=True)
     counters = {
         pk: known[pk] if pk in known else read_counters.get((pk, view_layout.COUNTER_SK)) for pk in sorted(hours)
     }
@@ -228,9 +224,7 @@ def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, 
             break
         taken.append(minute)
         for span, position in spans:
-            increment = increments.setdefault(span, windows.Increment())
-            increment.n += pending[minute]
-            increment.inner[position] += pending[minute]
+            increments.setdefault(span, windows.Increment()).add(position, pending[minute])
     done = flushes(counter)
     # Every counting transaction adds to `views`: unchanged, no minute has moved on since read.
     names = {"#fv": view_layout.FLUSHES, "#v": "views"}
@@ -242,22 +236,19 @@ def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, 
     for i, minute in enumerate(taken):
         names[f"#p{i}"] = view_layout.pending_attribute(minute)
     removed = ", ".join(f"#p{i}" for i in range(len(taken)))
-    items: list[dict[str, Any]] = [
-        {
-            "Update": {
-                "TableName": settings.counts_table,
-                "Key": view_layout.counter_key_of(url_pk),
-                "UpdateExpression": f"SET #fv = :next REMOVE {removed}",
-                "ConditionExpression": condition,
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": values,
-            }
-        }
-    ]
+    update = {
+        "TableName": settings.counts_table,
+        "Key": view_layout.counter_key_of(url_pk),
+        "UpdateExpression": f"SET #fv = :next REMOVE {removed}",
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
     bucket_pk = view_layout.bucket_pk(url_pk)
-    for span, increment in sorted(increments.items()):
-        items.append(bucket_update(settings, bucket_pk, span, increment, done + 1))
-    return items
+    buckets = [
+        bucket_update(settings, bucket_pk, span, increment, done + 1) for span, increment in sorted(increments.items())
+    ]
+    return [{"Update": update}, *buckets]
 
 
 def bucket_update(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from chalicelib.views.windows import BLOCK_DAYS, SIZE_MINUTES, Level, Span
+from chalicelib.views.windows import LEVELS, SIZE_MINUTES, Span, plan
 
 CAPACITY = 1000
 DEFAULT_LIMIT, MAX_LIMIT = 10, 1000  # URLs one answer lists
@@ -18,8 +18,6 @@ MAX_COUNT = 2 ** (8 * COUNT_BYTES) - 1
 # A summary item: the packed entries plus its key and a few small attributes (top_store).
 MAX_ITEM_BYTES = 16 * 1024
 assert CAPACITY * ENTRY_BYTES + 200 < MAX_ITEM_BYTES
-DAY_HOURS = 24
-BLOCK_HOURS = BLOCK_DAYS * DAY_HOURS
 # The most summaries a window of up to 400 days reads (tests/unit/views/test_view_top.py checks it):
 # 10 whole blocks between 2 x 31 whole days and 2 x 23 whole hours.
 MAX_SPANS = 118
@@ -48,13 +46,9 @@ class Summary:
         if count <= 0:
             return False
         count = min(count, MAX_COUNT)
-        held = self.entries.get(digest)
-        if held is not None:
-            if count > held:
-                self.entries[digest] = count
-                return True
-            return False
-        if len(self.entries) < self.capacity:
+        if digest in self.entries or len(self.entries) < self.capacity:
+            if count <= self.entries.get(digest, 0):
+                return False
             self.entries[digest] = count
             return True
         lowest = min(self.entries, key=lambda d: (self.entries[d], d))
@@ -89,29 +83,17 @@ def block_of(span: Span) -> Span:
 
 def cover(first_hour: int, last_hour: int) -> list[Span]:
     """The whole blocks, days and hours that make up hours first..last exactly, in time order,
-    coarsest possible."""
+    coarsest possible: the parts of windows.plan, a part's inner buckets each a bucket."""
     if last_hour < first_hour:
         raise ValueError("the window ends before it starts")
-    return _cover(first_hour, last_hour + 1, "block")
-
-
-_HOURS: dict[Level, int] = {"block": BLOCK_HOURS, "day": DAY_HOURS, "hour": 1}
-_FINER: dict[Level, Level] = {"block": "day", "day": "hour"}
-
-
-def _cover(start: int, stop: int, level: Level) -> list[Span]:
-    size = _HOURS[level]
-    finer = _FINER.get(level)
     spans: list[Span] = []
-    low, high = -(-start // size), stop // size  # whole buckets inside [start, stop)
-    if low >= high:
-        assert finer is not None
-        return _cover(start, stop, finer)
-    if finer is not None and start < low * size:
-        spans += _cover(start, low * size, finer)
-    spans += [Span(level, index) for index in range(low, high)]
-    if finer is not None and high * size < stop:
-        spans += _cover(high * size, stop, finer)
+    for part in plan(first_hour * 60, (last_hour + 1) * 60 - 1):
+        if part.inner is None:
+            spans.append(part.span)
+            continue
+        finer = LEVELS[LEVELS.index(part.span.level) - 1]  # never an hour's minutes: whole hours
+        offset = part.span.start_minute // SIZE_MINUTES[finer]
+        spans += [Span(finer, offset + i) for i in range(part.inner[0], part.inner[1] + 1)]
     return spans
 
 
@@ -155,7 +137,6 @@ class Selection:
     urls: list[tuple[str, int]]  # (url, views), views descending, then url
     exact: bool
     bound: int  # the most views a URL not listed may have
-    examined: int  # candidates resolved and counted
     others: tuple[int, int]  # (urls, views) known beyond the list
     others_complete: bool  # whether `others` counts every URL beyond the list
 
@@ -169,9 +150,7 @@ def select(merged: Merged, limit: int, resolve: Resolve, max_examined: int, filt
     order = merged.candidates
     while index < len(order):
         kth = _kth(found, limit)
-        if kth is not None and order[index].upper <= kth:
-            break
-        if index >= max_examined:
+        if index >= max_examined or (kth is not None and order[index].upper <= kth):
             break
         # As many as the list still lacks (at least a few, at most one BatchGetItem's worth).
         size = min(max(limit - len(found), MIN_CHUNK), MAX_CHUNK)
@@ -189,7 +168,7 @@ def select(merged: Merged, limit: int, resolve: Resolve, max_examined: int, filt
     others_urls = len(beyond) + len(unexamined)
     others_views = sum(v for _, v in beyond) + sum(c.lower for c in unexamined)
     complete = merged.missed == 0 and (not filtered or index == len(order))
-    return Selection(listed, exact, bound, index, (others_urls, others_views), complete)
+    return Selection(listed, exact, bound, (others_urls, others_views), complete)
 
 
 def _kth(found: list[tuple[str, int]], limit: int) -> int | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.core import attributes, dynamo, item_sizes, keyspace, log_fold, retry, timebuckets
@@ -16,7 +16,7 @@ from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed
 from chalicelib.views import layout as view_layout
-from chalicelib.views import top, windows
+from chalicelib.views import rollup, top, windows
 from chalicelib.views.windows import Span
 
 SUMMARY_SK = "S"
@@ -27,33 +27,30 @@ LOG_PREFIX = "L#"
 FOLD_LOGS = 64
 FOLD_BYTES = 64 * 1024
 MAX_ATTEMPTS = 8
+READ_FAILURE = "could not read the top URLs"
 
 
 def summary_key(span: Span, sk: str = SUMMARY_SK) -> dict[str, Any]:
     return {"pk": {"S": keyspace.VIEW_TOP + view_layout.bucket_sk(span)}, "sk": {"S": sk}}
 
 
-def head_key(block: Span) -> dict[str, Any]:
-    return summary_key(block, HEAD_SK)
-
-
 def block_log(settings: Settings, block: Span) -> log_fold.Log:
     """A block's log: its items in `VTOP#b#<block>#log`, its mark the block's `E` item."""
     expires = timebuckets.expires_at_s(block, settings.view_bucket_retention_seconds)
-    pk = head_key(block)["pk"]["S"] + keyspace.CATALOG_LOG
-    return log_fold.Log(settings.counts_table, pk, head_key(block), "the top URLs", LOG_PREFIX, expires)
+    mark = summary_key(block, HEAD_SK)
+    pk = mark["pk"]["S"] + keyspace.CATALOG_LOG
+    return log_fold.Log(settings.counts_table, pk, mark, "the top URLs", LOG_PREFIX, expires)
 
 
 def _log_entries(item: dict[str, Any]) -> dict[Span, dict[bytes, int]]:
     """A log's snapshots by bucket: one binary attribute per bucket, named by its sort key."""
-    found: dict[Span, dict[bytes, int]] = {}
-    for name in item:
-        level = _LEVEL_OF.get(name[:2])
-        if level is not None and name[2:].isdigit():
-            found[Span(level, keyspace.sort_key_index(name))] = top.Summary.decode(
-                attributes.binary(item, name)
-            ).entries
-    return found
+    return {
+        Span(_LEVEL_OF[name[:2]], keyspace.sort_key_index(name)): top.Summary.decode(
+            attributes.binary(item, name)
+        ).entries
+        for name in item
+        if name[:2] in _LEVEL_OF and name[2:].isdigit()
+    }
 
 
 _LEVEL_OF: dict[str, windows.Level] = {f"{p}#": level for level, p in view_layout.BUCKET_PREFIX.items()}  # type: ignore[misc]
@@ -62,11 +59,11 @@ _LEVEL_OF: dict[str, windows.Level] = {f"{p}#": level for level, p in view_layou
 # -- the queue handler's side ------------------------------------------------------------------
 
 
+@dataclass
 class Observations:
     """Snapshots of URLs' views per bucket, as a batch read them (the largest per URL)."""
 
-    def __init__(self) -> None:
-        self.by_span: dict[Span, dict[bytes, int]] = {}
+    by_span: dict[Span, dict[bytes, int]] = field(default_factory=dict)
 
     def add(self, bucket_pk: str, span: Span, count: int) -> None:
         digest = top.digest_of_sha(bucket_pk.removeprefix(keyspace.VIEW_BUCKET))
@@ -103,11 +100,9 @@ def _record_block(
     # (docs/design.md, "Top URLs").
     closing = log.read_mark(dynamodb).closing
     trusted = [item for item in logs if closing is None or attributes.sort_key(item) > closing]
-    changed: dict[Span, dict[bytes, int]] = {}
-    for span in sorted(observed):
-        news = _uncovered(_parse(stored[span])[0], _waiting(trusted, span), observed[span])
-        if news:
-            changed[span] = news
+    waiting = _largest(trusted)
+    news = {span: _uncovered(_parse(stored[span])[0], waiting.get(span, {}), seen) for span, seen in observed.items()}
+    changed = {span: found for span, found in sorted(news.items()) if found}
     if not changed:
         return 0
     item = _log_item(log, changed)
@@ -129,13 +124,7 @@ def fold(dynamodb: DynamoDB, settings: Settings, block: Span, now_ms: int, sleep
     logs = log.close(dynamodb, now_ms)
     if not logs:
         return 0
-    entries: dict[Span, dict[bytes, int]] = {}
-    for item in logs:
-        for span, found in _log_entries(item).items():
-            into = entries.setdefault(span, {})
-            for digest, count in found.items():
-                into[digest] = max(into.get(digest, 0), count)
-    writes = _write_bases(dynamodb, settings, entries, sleep)
+    writes = _write_bases(dynamodb, settings, _largest(logs), sleep)
     log.folded(dynamodb, logs)
     return writes + 1
 
@@ -158,9 +147,7 @@ def _write_bases(
                 writes += 1
                 break
             except ConditionFailed:
-                base = dynamo.get_item(
-                    dynamodb, settings.counts_table, summary_key(span), "could not read the top URLs"
-                )
+                base = dynamo.get_item(dynamodb, settings.counts_table, summary_key(span), READ_FAILURE)
         else:
             raise StorageError("the top URLs of a bucket stayed contended")
     return writes
@@ -177,12 +164,14 @@ def _uncovered(base: top.Summary, waiting: dict[bytes, int], seen: dict[bytes, i
     }
 
 
-def _waiting(logs: Sequence[dict[str, Any]], span: Span) -> dict[bytes, int]:
-    """The largest snapshot per URL of a bucket waiting in these logs."""
-    found: dict[bytes, int] = {}
+def _largest(logs: Sequence[dict[str, Any]]) -> dict[Span, dict[bytes, int]]:
+    """The largest snapshot per bucket and URL waiting in these logs."""
+    found: dict[Span, dict[bytes, int]] = {}
     for log in logs:
-        for digest, count in _log_entries(log).get(span, {}).items():
-            found[digest] = max(found.get(digest, 0), count)
+        for span, entries in _log_entries(log).items():
+            into = found.setdefault(span, {})
+            for digest, count in entries.items():
+                into[digest] = max(into.get(digest, 0), count)
     return found
 
 
@@ -218,15 +207,14 @@ def _base_units(base: dict[str, Any] | None, news: dict[bytes, int]) -> int:
 
 
 def _bases(
-    dynamodb: DynamoDB, settings: Settings, spans: Sequence[Span], consistent: bool
+    dynamodb: DynamoDB, settings: Settings, spans: Sequence[Span], consistent: bool, sk: str = SUMMARY_SK
 ) -> dict[Span, dict[str, Any] | None]:
-    keys = [summary_key(span) for span in spans]
+    """The base items of `spans` (or, with HEAD_SK, the marks of these blocks' logs)."""
+    keys = [summary_key(span, sk) for span in spans]
     found = attributes.by_key(
-        dynamo.batch_get_items(
-            dynamodb, settings.counts_table, keys, "could not read the top URLs", consistent=consistent
-        )
+        dynamo.batch_get_items(dynamodb, settings.counts_table, keys, READ_FAILURE, consistent=consistent)
     )
-    return {span: found.get((attributes.partition_key(key), SUMMARY_SK)) for span, key in zip(spans, keys)}
+    return {span: found.get(attributes.key_of(key)) for span, key in zip(spans, keys)}
 
 
 def _log_item(log: log_fold.Log, changed: dict[Span, dict[bytes, int]]) -> dict[str, Any]:
@@ -274,28 +262,16 @@ def read(dynamodb: DynamoDB, settings: Settings, spans: Sequence[Span], now_ms: 
     """The summaries of `spans` merged, read strongly consistent: the marks of their blocks'
     logs, then the bases, then the logs past `folded` (the order opposite to a fold's writes)."""
     blocks = sorted({top.block_of(span) for span in spans})
-    keys = [summary_key(span) for span in spans]
-    failure = "could not read the top URLs"
-    table = settings.counts_table
-    heads = attributes.by_key(
-        dynamo.batch_get_items(dynamodb, table, [head_key(b) for b in blocks], failure, consistent=True)
-    )
-    found = attributes.by_key(dynamo.batch_get_items(dynamodb, table, keys, failure, consistent=True))
-    bases = [found.get((attributes.partition_key(key), SUMMARY_SK)) for key in keys]
-    logs: dict[Span, list[dict[str, Any]]] = {}
-    for block in blocks:
-        mark = heads.get((attributes.partition_key(head_key(block)), HEAD_SK)) or {}
-        logs[block] = block_log(settings, block).after(dynamodb, attributes.optional_text(mark, "folded"))
-    retention = settings.view_bucket_retention_seconds
-    first = timebuckets.kept_from(
-        [
-            timebuckets.kept(span, dynamo.stored_expiry(base), retention, now_ms // 1000)
-            for span, base in zip(spans, bases)
-        ]
-    )
+    marks = _bases(dynamodb, settings, blocks, consistent=True, sk=HEAD_SK)
+    bases = list(_bases(dynamodb, settings, spans, consistent=True).values())
+    logs = {
+        block: block_log(settings, block).after(dynamodb, attributes.optional_text(mark or {}, "folded"))
+        for block, mark in marks.items()
+    }
+    first = timebuckets.kept_from([rollup.kept(settings, span, base, now_ms) for span, base in zip(spans, bases)])
     merged = top.merge(
         _summary(base, logs[top.block_of(span)], span)
         for span, base in list(zip(spans, bases))[first:]
         if base or logs[top.block_of(span)]
     )
-    return Read(first, merged, len(keys) + len(blocks) + sum(max(1, len(found)) for found in logs.values()))
+    return Read(first, merged, len(spans) + len(blocks) + sum(max(1, len(found)) for found in logs.values()))

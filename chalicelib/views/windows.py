@@ -1,17 +1,6 @@
-"""View counts per time bucket, and the plan for reading a range of minutes. Pure: no I/O.
-
-A URL's views are counted in three levels of buckets, each item also holding the counts of
-the finer buckets inside it:
-
-    hour   n, m00..m59   the views of one hour, and of each of its minutes
-    day    n, h00..h23   the views of one UTC day, and of each of its hours
-    block  n, d00..d31   the views of 32 days (blocks are counted from the epoch), and of each day
-
-A range of minutes is read as whole blocks, plus at each end at most one block's days, one
-day's hours and one hour's minutes, each taken from inside its item. So any range of up to
-400 days reads at most 18 items (12 whole blocks and 3 items at each end), a 24-hour range
-at most 4, whatever the number of views, and
-nothing is subtracted: a count is exact even when views carry times after the range's end.
+"""View counts per hour, day and 32-day block, each item also holding the counts of the finer
+buckets inside it, and the plan for reading a range of minutes. Pure: no I/O. The items:
+docs/design.md, "Keys" under Exact view counters; what a range reads, "Ranged reads".
 """
 
 from __future__ import annotations
@@ -47,8 +36,7 @@ class Span:
         return self.index * SIZE_MINUTES[self.level]
 
     @property
-    def end_minute(self) -> int:
-        """Exclusive."""
+    def end_minute(self) -> int:  # exclusive
         return (self.index + 1) * SIZE_MINUTES[self.level]
 
     @property
@@ -76,11 +64,8 @@ def inner_attribute(level: str, position: int) -> str:
 
 def spans_of(minute: int) -> list[tuple[Span, int]]:
     """The buckets a view in `minute` is counted in, each with the inner bucket it falls in."""
-    placed = []
-    for level in LEVELS:
-        span = Span(level, minute // SIZE_MINUTES[level])
-        placed.append((span, (minute - span.start_minute) // INNER[level][1]))
-    return placed
+    spans = [Span(level, minute // SIZE_MINUTES[level]) for level in LEVELS]
+    return [(span, (minute - span.start_minute) // INNER[span.level][1]) for span in spans]
 
 
 @dataclass
@@ -90,18 +75,17 @@ class Increment:
     n: int = 0
     inner: Counter[int] = field(default_factory=Counter)
 
+    def add(self, position: int, n: int) -> None:
+        self.n += n
+        self.inner[position] += n
 
-def increments(times_ms: Iterable[int], only: Iterable[Span] | None = None) -> dict[Span, Increment]:
-    """What counting views at these times adds to each bucket (only to those in `only`, if given)."""
-    allowed = None if only is None else set(only)
+
+def increments(times_ms: Iterable[int]) -> dict[Span, Increment]:
+    """What counting views at these times adds to each bucket."""
     result: dict[Span, Increment] = {}
     for t_ms in times_ms:
         for span, position in spans_of(t_ms // MINUTE_MS):
-            if allowed is not None and span not in allowed:
-                continue
-            increment = result.setdefault(span, Increment())
-            increment.n += 1
-            increment.inner[position] += 1
+            result.setdefault(span, Increment()).add(position, 1)
     return result
 
 
@@ -116,11 +100,8 @@ def plan(first_minute: int, last_minute: int) -> list[Part]:
 def _pieces(start: int, stop: int, level: Level) -> list[Part]:
     """Minutes [start, stop) cut at the boundaries of `level`'s buckets, each piece covered."""
     size = SIZE_MINUTES[level]
-    parts: list[Part] = []
-    for index in range(start // size, (stop - 1) // size + 1):
-        span = Span(level, index)
-        parts += _cover(max(start, span.start_minute), min(stop, span.end_minute), span)
-    return parts
+    spans = [Span(level, index) for index in range(start // size, (stop - 1) // size + 1)] if start < stop else []
+    return [part for span in spans for part in _cover(max(start, span.start_minute), min(stop, span.end_minute), span)]
 
 
 def _cover(start: int, stop: int, span: Span) -> list[Part]:
@@ -137,8 +118,4 @@ def _cover(start: int, stop: int, span: Span) -> list[Part]:
     middle = Part(span, (low - span.start_minute // inner, high - 1 - span.start_minute // inner))
     if finer is None:
         return [middle]
-    return _pieces_or_none(start, low * inner, finer) + [middle] + _pieces_or_none(high * inner, stop, finer)
-
-
-def _pieces_or_none(start: int, stop: int, level: Level) -> list[Part]:
-    return _pieces(start, stop, level) if start < stop else []
+    return _pieces(start, low * inner, finer) + [middle] + _pieces(high * inner, stop, finer)
