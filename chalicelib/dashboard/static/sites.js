@@ -52,7 +52,7 @@
     try {
       const now = await getJson(`/sites/${segment(site)}/realtime`);
       if (site !== chosen) return;
-      $("site-now-visitors").textContent = (now.visitors_exact ? "" : "at least ") + now.visitors.toLocaleString();
+      $("site-now-visitors").textContent = (now.visitors_exact ? "" : "about ") + now.visitors.toLocaleString();
       $("site-now").dataset.time = now.time;
     } catch (err) {
       $("site-now-visitors").textContent = "–";
