@@ -229,30 +229,38 @@
     row.insertCell().append(button);
   }
 
-  // `zone`: the time zone the x-axis is labelled in (the browser's own without one).
-  function drawChart(el, buckets, valueOf, label, zone) {
+  // One series a line over the times `xs` (seconds), the x-axis labelled in `zone` (the
+  // browser's own without one); `lines` are uPlot series, each with its values in `data`.
+  function plot(el, xs, lines, data, zone) {
     if (el.plot) {
       el.plot.destroy();
       el.plot = null;
     }
     el.textContent = "";
-    const xs = buckets.map((b) => Date.parse(b.start) / 1000);
-    const ys = buckets.map(valueOf);
     const fg = getComputedStyle(document.body).color;
-    const accent = getComputedStyle(document.documentElement).getPropertyValue("--accent").trim() || "#1d4ed8";
     const axis = { stroke: fg, grid: { stroke: "rgba(128,128,128,0.2)" }, ticks: { stroke: "rgba(128,128,128,0.4)" } };
     const options = {
       width: Math.max(el.clientWidth, 260),
       height: 240,
       scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
-      series: [{}, { label, stroke: accent, width: 2, fill: "rgba(96,165,250,0.18)", points: { show: xs.length <= 62 } }],
+      series: [{}, ...lines],
       axes: [axis, axis],
     };
     if (zone) options.tzDate = (ts) => uPlot.tzDate(new Date(ts * 1000), zone);
-    el.plot = new uPlot(options, [xs, ys], el);
+    el.plot = new uPlot(options, [xs, ...data], el);
     el.dataset.zone = zone || "";
-    el.dataset.points = String(el.plot.data[0].length);
+    el.dataset.points = String(xs.length);
     el.hidden = false;
+  }
+
+  function accent() {
+    return getComputedStyle(document.documentElement).getPropertyValue("--accent").trim() || "#1d4ed8";
+  }
+
+  function drawChart(el, buckets, valueOf, label, zone) {
+    const xs = buckets.map((b) => Date.parse(b.start) / 1000);
+    const line = { label, stroke: accent(), width: 2, fill: "rgba(96,165,250,0.18)", points: { show: xs.length <= 62 } };
+    plot(el, xs, [line], [buckets.map(valueOf)], zone);
   }
 
   function clearChart(el) {
@@ -817,6 +825,8 @@
     enc,
     segment,
     drawChart,
+    plot,
+    accent,
     clearChart,
     state,
     link,

@@ -158,27 +158,12 @@
   }
 
   function drawSeries(el, starts, visitors, pageviews, zone) {
-    if (el.plot) el.plot.destroy();
-    el.textContent = "";
-    const fg = getComputedStyle(document.body).color;
-    const accent = getComputedStyle(document.documentElement).getPropertyValue("--accent").trim() || "#1d4ed8";
-    const axis = { stroke: fg, grid: { stroke: "rgba(128,128,128,0.2)" }, ticks: { stroke: "rgba(128,128,128,0.4)" } };
-    const options = {
-      width: Math.max(el.clientWidth, 260),
-      height: 240,
-      scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
-      series: [
-        {},
-        { label: "Visitors", stroke: "#16a34a", width: 2 },
-        { label: "Page views", stroke: accent, width: 2, fill: "rgba(96,165,250,0.18)" },
-      ],
-      axes: [axis, axis],
-    };
+    const lines = [
+      { label: "Visitors", stroke: "#16a34a", width: 2 },
+      { label: "Page views", stroke: board().accent(), width: 2, fill: "rgba(96,165,250,0.18)" },
+    ];
     // The axis reads the site's zone, as its buckets are.
-    options.tzDate = (ts) => uPlot.tzDate(new Date(ts * 1000), zone);
-    el.plot = new uPlot(options, [starts, visitors, pageviews], el);
-    el.dataset.zone = zone;
-    el.dataset.points = String(starts.length);
+    board().plot(el, starts, lines, [visitors, pageviews], zone);
   }
 
   async function showSite(site, withSettings = true) {
