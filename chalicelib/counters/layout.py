@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import reduce
 from typing import Any
 
 from chalicelib.core import attributes, decimals, keyspace, timebuckets
@@ -197,10 +198,7 @@ def sums_of(item: Mapping[str, Any], minutes: tuple[int, int] | None, resolution
             attributes.decimal(item, a) for m in range(first, last + 1) if (a := slot_minute_attribute(m, slot)) in item
         ]
         if found:
-            total = Decimal(0)
-            for amount in found:
-                total = decimals.EXACT.add(total, amount)
-            sums[name] = total
+            sums[name] = reduce(decimals.EXACT.add, found, Decimal(0))
     return sums
 
 
