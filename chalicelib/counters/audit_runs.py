@@ -69,7 +69,7 @@ def run(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> AuditResult:
         # in between shows as accounted (its event was stored already), never as missing.
         stored = {pk: stored_count(dynamodb, settings, pk) for pk in pks}
         group = read_group(dynamodb, settings, pks[0]) if pks else []
-        findings = [_finding(pk, stored[pk], group) for pk in pks]
+        findings = [audit.finding(pk, stored[pk], audit_items.group_accounts(group, pk)) for pk in pks]
         short = [f for f in findings if not f.adds_up]
         if not _commit(dynamodb, settings, checkpoint, quarter + audit.QUARTER_MS, short, now_ms):
             result.superseded = True
@@ -84,13 +84,7 @@ def run(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> AuditResult:
 def compare(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> audit.Finding:
     """One partition now: its stored events against its audit items."""
     stored = stored_count(dynamodb, settings, events_pk)
-    return _finding(events_pk, stored, read_group(dynamodb, settings, events_pk))
-
-
-def _finding(events_pk: str, stored: int, group: list[dict[str, Any]]) -> audit.Finding:
-    """A partition's finding from its stored count and the audit items of its quarter hour (read
-    once for all its partitions)."""
-    return audit.finding(events_pk, stored, audit_items.group_accounts(group, events_pk))
+    return audit.finding(events_pk, stored, accounted(dynamodb, settings, events_pk))
 
 
 def accounted(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> dict[str, int]:
@@ -134,18 +128,14 @@ def finding_item(settings: Settings, finding: audit.Finding, now_ms: int) -> dic
 
 def _checkpoint_move(table: str, checkpoint: int | None, next_ms: int) -> dict[str, Any]:
     """The update that moves the checkpoint to next_ms if it is still `checkpoint` (None: unset)."""
-    move: dict[str, Any] = {
+    expected = {} if checkpoint is None else {":expected": {"N": str(checkpoint)}}
+    return {
         "TableName": table,
         "Key": CHECKPOINT_KEY,
         "UpdateExpression": "SET next_ms = :next",
-        "ExpressionAttributeValues": {":next": {"N": str(next_ms)}},
+        "ConditionExpression": "attribute_not_exists(pk)" if checkpoint is None else "next_ms = :expected",
+        "ExpressionAttributeValues": {":next": {"N": str(next_ms)}, **expected},
     }
-    if checkpoint is None:
-        move["ConditionExpression"] = "attribute_not_exists(pk)"
-    else:
-        move["ConditionExpression"] = "next_ms = :expected"
-        move["ExpressionAttributeValues"][":expected"] = {"N": str(checkpoint)}
-    return move
 
 
 def _commit(

@@ -96,27 +96,15 @@ def breakdown(
     from_minute = max(first_minute, probe.retained_from_ms // timebuckets.MINUTE_MS)
     groups = summary_keys(counter, by, from_minute, last_minute) if from_minute <= last_minute else []
     flat = [key for keys, _ in groups for key in keys]
-    found = {
-        attributes.key_of(item): item
-        for item in dynamo.batch_get_items(
-            dynamodb, settings.counts_table, flat, "could not read the breakdown summaries"
-        )
-    }
-    keys_read = len(flat)
+    found = dynamo.batch_get_items(dynamodb, settings.counts_table, flat, "could not read the breakdown summaries")
     now_s = now_ms // 1000
-
-    def summaries(group: Group) -> list[topk.Summary]:
-        keys, span = group
-        out = []
-        for key in keys:
-            item = found.get(attributes.key_of(key))
-            if item is not None and "e" in item and (dynamo.stored_expiry(item) or now_s + 1) > now_s:
-                summary = stored_summary(item, span)
-                if summary is not None:
-                    out.append(summary)
-        return out
-
-    ranking = topk.rank(summaries(group) for group in groups)
+    # The summaries read that have not expired, each cut to the minutes its group covers.
+    live = {
+        k: i for k, i in attributes.by_key(found).items() if "e" in i and (dynamo.stored_expiry(i) or now_s + 1) > now_s
+    }
+    cut = [[stored_summary(live[k], span) for k in map(attributes.key_of, keys) if k in live] for keys, span in groups]
+    ranking = topk.rank([s for s in summaries if s is not None] for summaries in cut)
+    keys_read = len(flat)
     exact = ranking.exact
     listed: list[dict[str, Any]]
     if where or not exact:

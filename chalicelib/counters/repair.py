@@ -245,13 +245,10 @@ def _stored(item: dict[str, Any], index: int | None) -> _Stored | None:
 
 def _lost_partitions(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> set[str]:
     """Partitions the audit lists as short: their missing events are taken as lost."""
-    lost: set[str] = set()
-    after: str | None = None
-    while True:
-        items, after = audit_runs.open_findings(dynamodb, settings, after, 1000, now_ms)
-        lost |= {attributes.sort_key(i) for i in items if attributes.integer(i, "shortfall", 0) > 0}
-        if after is None:
-            return lost
+    pk, live_at_s = audit_runs.FINDINGS_PK, now_ms // 1000
+    request = dynamo.query_request(settings.counts_table, pk, consistent=True, live_at_s=live_at_s)
+    findings = dynamo.query_items(dynamodb, request, "could not read the audit findings")
+    return {attributes.sort_key(i) for i in findings if attributes.integer(i, "shortfall", 0) > 0}
 
 
 def _quarantined_keys(dynamodb: DynamoDB, settings: Settings) -> set[EventKey]:
