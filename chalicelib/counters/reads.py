@@ -6,7 +6,7 @@ zones, calendar windows and comparisons"; what a local series reads: docs/benchm
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from functools import partial
 from typing import Any, TypeGuard
@@ -89,15 +89,11 @@ def count_window(
     tally = plan.tally(found, _assumed_retention(found.values(), settings), now_ms)
     return WindowCount(
         counter,
-        tally.count,
-        first_minute,
-        last_minute,
-        len(plan.all_keys()),
-        tally.complete,
-        tally.retained_from_ms,
-        tally.sums,
-        dict(where or {}),
-        tally.unsummed,
+        first_minute=first_minute,
+        last_minute=last_minute,
+        keys_read=len(plan.all_keys()),
+        where=dict(where or {}),
+        **asdict(tally),
     )
 
 
@@ -221,11 +217,10 @@ def histogram(
     where: Mapping[str, str] | None = None,
     zone: ZoneInfo | None = None,
 ) -> dict[str, Any]:
-    """Counts and sums per bucket; with `where`, of the events having those dimension values;
-    with `zone`, per local bucket (zones.buckets), labelled on its clock. Local buckets that are
-    UTC ones (any minute; the hours of a whole-hour offset) are read as UTC ones, from the stored
-    buckets themselves; any other is the minute plan of its UTC minutes (docs/api.md, "Time
-    zones, calendar windows and comparisons"; its cost: docs/benchmarks.md, "Local time series")."""
+    """Counts and sums per bucket; with `where`, of the events having those dimension values; with
+    `zone`, per local bucket (zones.buckets), labelled on its clock: the stored buckets where they
+    are the local ones, else the minute plan of each (docs/api.md, "Time zones, calendar windows
+    and comparisons"; its cost: docs/benchmarks.md, "Local time series")."""
     filters.check_filter(where or {}, settings.filter_pairs)
     stored = _STORED.get(resolution)
     if zone is None and stored is not None:
@@ -320,9 +315,11 @@ def _stored_histogram(
     stored: timebuckets.Resolution = "hour" if resolution == "minute" else resolution
     size = timebuckets.RESOLUTION_MINUTES[stored]
     pk = filters.read_pk(counter, where or {})
-    items = dict(_query_buckets(dynamodb, settings, pk, stored, buckets[0], buckets[-1]))
+    lo, hi = buckets[0].first_minute, buckets[-1].first_minute
+    items = dict(_query_range(dynamodb, settings, pk, stored, lo // size, hi // size))
     # Minutes a day item holds inline belong to its hours (one more Query, of the days spanned).
-    day_items = dict(_query_buckets(dynamodb, settings, pk, "day", buckets[0], buckets[-1])) if stored == "hour" else {}
+    day = timebuckets.DAY_MINUTES
+    day_items = dict(_query_range(dynamodb, settings, pk, "day", lo // day, hi // day)) if stored == "hour" else {}
     assumed = _assumed_retention([*items.values(), *day_items.values()], settings)
     now_s = now_ms // 1000
 
@@ -379,19 +376,6 @@ def _stored_histogram(
         **timebuckets.completeness(first == 0, retained_from),
         **({"where": dict(where)} if where else {}),
     }
-
-
-def _query_buckets(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    pk: str,
-    resolution: timebuckets.Resolution,
-    first: timebuckets.Bucket,
-    last: timebuckets.Bucket,
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Stored buckets of one resolution covering first..last, expired ones included (paginated Query)."""
-    size = timebuckets.RESOLUTION_MINUTES[resolution]
-    return _query_range(dynamodb, settings, pk, resolution, first.first_minute // size, last.first_minute // size)
 
 
 def _query_range(
