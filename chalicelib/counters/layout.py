@@ -238,6 +238,11 @@ def summary_key(counter: str, dimension: str, resolution: str, index: int, part:
     return item_key(f"{keyspace.SUMMARY}{counter}#{dimension}", sk)
 
 
+def summary_parts(counter: str, dimension: str, resolution: str, index: int) -> list[dict[str, Any]]:
+    """The keys of every part of one bucket's (or quarter hour's) summary of a dimension."""
+    return [summary_key(counter, dimension, resolution, index, p) for p in range(PARTS[resolution])]
+
+
 def item_key(pk: str, sk: str) -> dict[str, Any]:
     """A key DynamoDB will take: valid text within the size limit, else ValueError."""
     size = len(pk.encode("utf-8"))  # raises UnicodeEncodeError (a ValueError) on a lone surrogate

@@ -176,9 +176,9 @@ def _quarter(index: int, entry: str) -> tuple[ItemId, str]:
 
 def _keys(counter: str, dimension: str, resolution: str, index: int) -> list[dict[str, Any]]:
     """Every item of a bucket's summary of a dimension: its parts, then for an hour its quarter hours."""
-    keys = [layout.summary_key(counter, dimension, resolution, index, p) for p in range(layout.PARTS[resolution])]
     quarters = range(4) if resolution == "hour" else range(0)
-    return keys + [layout.summary_key(counter, dimension, "quarter", index * 4 + q, 0) for q in quarters]
+    parts = layout.summary_parts(counter, dimension, resolution, index)
+    return parts + [layout.summary_key(counter, dimension, "quarter", index * 4 + q, 0) for q in quarters]
 
 
 def _by_item(target: Target, members: list[Member]) -> dict[ItemId, list[Member]]:
@@ -284,12 +284,7 @@ def _split(
     pieces = _pieces(target.resolution, target.index, summary)
     others = _keys(target.counter, target.dimension, target.resolution, target.index)[1:]
     # Items of an earlier split that outlived part 0 (a longer retention): merged in, not overwritten.
-    earlier = {
-        attributes.sort_key(item): item
-        for item in dynamo.batch_get_items(
-            dynamodb, settings.counts_table, others, "could not read a breakdown summary", consistent=True
-        )
-    }
+    earlier = _read_items(dynamodb, settings, others)
     calls = 1 + (len(others) - 1) // 100
     puts = []
     for (resolution, index, part), piece in sorted(pieces.items()):
@@ -363,7 +358,10 @@ def bucket_items(
 ) -> dict[str, dict[str, Any]]:
     """Every stored item of a bucket's summary of a dimension (its parts and, for an hour, its
     quarter hours), by sort key, read consistently."""
-    keys = _keys(counter, dimension, bucket.resolution, bucket.index)
+    return _read_items(dynamodb, settings, _keys(counter, dimension, bucket.resolution, bucket.index))
+
+
+def _read_items(dynamodb: DynamoDB, settings: Settings, keys: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     found = dynamo.batch_get_items(
         dynamodb, settings.counts_table, keys, "could not read a breakdown summary", consistent=True
     )
