@@ -115,7 +115,7 @@ def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:
     return None if item is None else attributes.integer(item, "next_ms")
 
 
-def finding_item(settings: Settings, finding: audit.Finding, now_ms: int) -> dict[str, Any]:
+def finding_item(finding: audit.Finding, now_ms: int) -> dict[str, Any]:
     numbers = {name: {"N": str(value)} for name, value in finding.as_dict().items() if isinstance(value, int)}
     return {
         "pk": {"S": FINDINGS_PK},
@@ -150,11 +150,10 @@ def _commit(
     table = settings.counts_table
     for extra in short[FINDINGS_PER_TRANSACTION:]:
         with translated("could not record an audit finding"):
-            dynamodb.put_item(TableName=table, Item=finding_item(settings, extra, now_ms))
+            dynamodb.put_item(TableName=table, Item=finding_item(extra, now_ms))
     move = _checkpoint_move(table, checkpoint, next_ms)
     items: list[dict[str, Any]] = [{"Update": move}] + [
-        {"Put": {"TableName": table, "Item": finding_item(settings, f, now_ms)}}
-        for f in short[:FINDINGS_PER_TRANSACTION]
+        {"Put": {"TableName": table, "Item": finding_item(f, now_ms)}} for f in short[:FINDINGS_PER_TRANSACTION]
     ]
     return transactions.write_items(dynamodb, items, what="moving the audit checkpoint", attempts=5)
 
@@ -178,7 +177,7 @@ def recheck(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int)
                 TableName=settings.counts_table, Key={"pk": {"S": FINDINGS_PK}, "sk": {"S": partition}}
             )
         else:
-            dynamodb.put_item(TableName=settings.counts_table, Item=finding_item(settings, finding, now_ms))
+            dynamodb.put_item(TableName=settings.counts_table, Item=finding_item(finding, now_ms))
     return finding
 
 

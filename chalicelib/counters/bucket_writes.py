@@ -27,11 +27,9 @@ from chalicelib.events.ingest import Event
 # this on one item means the stored state is not what this code writes.
 MAX_ROUNDS = 8
 
-# The mark of the records whose counter's listing a batch writes (follow_ups).
+# The marks of the records whose counter's listing a batch writes (follow_ups), and of the events
+# a day item holds inline (layout.INLINE_MAX).
 LISTED = "listed"
-
-
-# The mark of the events a day item holds inline (layout.INLINE_MAX).
 INLINE = "inline"
 
 
@@ -106,11 +104,9 @@ def _day_mode(rounds: _Rounds, members: list[Countable]) -> str:
     """How a day item takes this shard's next events: `inline`, `spill` or `spilled`
     (docs/counting.md, "Inline minutes"); before the item was read, a guess its condition
     checks."""
-    spill = rounds.spill
-    has_values = any(c.event.values for c in members)
-    if spill not in (UNKNOWN, None, layout.NOT_SPILLED):
+    if rounds.spill not in (UNKNOWN, None, layout.NOT_SPILLED):
         return "spilled"
-    if has_values or rounds.inline_count + len(members) > layout.INLINE_MAX:
+    if any(c.event.values for c in members) or rounds.inline_count + len(members) > layout.INLINE_MAX:
         return "spill"
     return "inline"
 
@@ -279,7 +275,7 @@ def _bucket_update(
     conditions = ["(attribute_not_exists(#p) OR #p < :first)"]
     if request.get("ConditionExpression"):
         conditions.append(request["ConditionExpression"])
-    if mode in ("inline", "spill"):
+    if mode:  # a day item: where this shard's events go
         names["#x"] = layout.spill_attribute(shard)
     if mode == "inline" or (mode == "spill" and rounds.spill == layout.NOT_SPILLED):
         values[":inf"] = {"S": layout.NOT_SPILLED}
@@ -297,7 +293,6 @@ def _bucket_update(
         conditions.append("#x = :inf")
     elif mode == "spilled":
         # Known (or remembered) past NOT_SPILLED; checked, for a remembered value is a hint.
-        names["#x"] = layout.spill_attribute(shard)
         conditions.append("(attribute_not_exists(#x) OR #x < :first)")
     elif mode == "spill":
         values[":start"] = {"S": layout.FROM_START}
