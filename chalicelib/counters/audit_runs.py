@@ -69,7 +69,7 @@ def run(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> AuditResult:
         # in between shows as accounted (its event was stored already), never as missing.
         stored = {pk: stored_count(dynamodb, settings, pk) for pk in pks}
         group = read_group(dynamodb, settings, pks[0]) if pks else []
-        findings = [_finding(pk, stored[pk], group) for pk in pks]
+        findings = [audit.finding(pk, stored[pk], audit_items.group_accounts(group, pk)) for pk in pks]
         short = [f for f in findings if not f.adds_up]
         if not _commit(dynamodb, settings, checkpoint, quarter + audit.QUARTER_MS, short, now_ms):
             result.superseded = True
@@ -84,13 +84,7 @@ def run(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> AuditResult:
 def compare(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> audit.Finding:
     """One partition now: its stored events against its audit items."""
     stored = stored_count(dynamodb, settings, events_pk)
-    return _finding(events_pk, stored, read_group(dynamodb, settings, events_pk))
-
-
-def _finding(events_pk: str, stored: int, group: list[dict[str, Any]]) -> audit.Finding:
-    """A partition's finding from its stored count and the audit items of its quarter hour (read
-    once for all its partitions)."""
-    return audit.finding(events_pk, stored, audit_items.group_accounts(group, events_pk))
+    return audit.finding(events_pk, stored, accounted(dynamodb, settings, events_pk))
 
 
 def accounted(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> dict[str, int]:
@@ -121,7 +115,7 @@ def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:
     return None if item is None else attributes.integer(item, "next_ms")
 
 
-def finding_item(settings: Settings, finding: audit.Finding, now_ms: int) -> dict[str, Any]:
+def finding_item(finding: audit.Finding, now_ms: int) -> dict[str, Any]:
     numbers = {name: {"N": str(value)} for name, value in finding.as_dict().items() if isinstance(value, int)}
     return {
         "pk": {"S": FINDINGS_PK},
@@ -134,18 +128,14 @@ def finding_item(settings: Settings, finding: audit.Finding, now_ms: int) -> dic
 
 def _checkpoint_move(table: str, checkpoint: int | None, next_ms: int) -> dict[str, Any]:
     """The update that moves the checkpoint to next_ms if it is still `checkpoint` (None: unset)."""
-    move: dict[str, Any] = {
+    expected = {} if checkpoint is None else {":expected": {"N": str(checkpoint)}}
+    return {
         "TableName": table,
         "Key": CHECKPOINT_KEY,
         "UpdateExpression": "SET next_ms = :next",
-        "ExpressionAttributeValues": {":next": {"N": str(next_ms)}},
+        "ConditionExpression": "attribute_not_exists(pk)" if checkpoint is None else "next_ms = :expected",
+        "ExpressionAttributeValues": {":next": {"N": str(next_ms)}, **expected},
     }
-    if checkpoint is None:
-        move["ConditionExpression"] = "attribute_not_exists(pk)"
-    else:
-        move["ConditionExpression"] = "next_ms = :expected"
-        move["ExpressionAttributeValues"][":expected"] = {"N": str(checkpoint)}
-    return move
 
 
 def _commit(
@@ -160,11 +150,10 @@ def _commit(
     table = settings.counts_table
     for extra in short[FINDINGS_PER_TRANSACTION:]:
         with translated("could not record an audit finding"):
-            dynamodb.put_item(TableName=table, Item=finding_item(settings, extra, now_ms))
+            dynamodb.put_item(TableName=table, Item=finding_item(extra, now_ms))
     move = _checkpoint_move(table, checkpoint, next_ms)
     items: list[dict[str, Any]] = [{"Update": move}] + [
-        {"Put": {"TableName": table, "Item": finding_item(settings, f, now_ms)}}
-        for f in short[:FINDINGS_PER_TRANSACTION]
+        {"Put": {"TableName": table, "Item": finding_item(f, now_ms)}} for f in short[:FINDINGS_PER_TRANSACTION]
     ]
     return transactions.write_items(dynamodb, items, what="moving the audit checkpoint", attempts=5)
 
@@ -188,7 +177,7 @@ def recheck(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int)
                 TableName=settings.counts_table, Key={"pk": {"S": FINDINGS_PK}, "sk": {"S": partition}}
             )
         else:
-            dynamodb.put_item(TableName=settings.counts_table, Item=finding_item(settings, finding, now_ms))
+            dynamodb.put_item(TableName=settings.counts_table, Item=finding_item(finding, now_ms))
     return finding
 
 

@@ -1,10 +1,7 @@
-"""Breakdowns: a counter's count and sums per value of one dimension, over any window.
-
-The window's summaries (topk.py, written by summary_writes.py) are read, merged and ranked; when
-one evicted, or with `where`, the listed values are counted exactly from their filter counters;
-`others` is the window's count, read last, less the listed counts. What is exact, the bounds and
-the keys read: docs/counting.md, "Breakdowns" and "Bounds".
-"""
+"""Breakdowns: a counter's count and sums per value of one dimension, over any window, ranked from
+the summaries summary_writes.py writes and, when one evicted or with `where`, counted exactly from
+the filter counters. How, what is exact, the bounds and the keys read: docs/counting.md,
+"Breakdowns" and "Bounds"."""
 
 from __future__ import annotations
 
@@ -27,20 +24,14 @@ Group = tuple[list[dict[str, Any]], tuple[int, int] | None]
 
 
 def summary_keys(counter: str, by: str, first_minute: int, last_minute: int) -> list[Group]:
-    """Per part of the window (timebuckets.plan), the keys of the summaries that cover it: a
-    whole bucket's parts; for a partial hour, its part 0 with the minutes of the hour it needs
-    (read only when it is kept whole: layout.SINGLE), then each quarter hour it overlaps, with
-    the minutes of that quarter it needs (there once the hour was split). Pure."""
+    """Per part of the window (timebuckets.plan), the keys of the summaries that cover it, each group
+    with the minutes it needs (None: all): a partial hour's part 0, then its quarter hours. Pure."""
     groups: list[Group] = []
     quarter = layout.QUARTER_MINUTES
     for part in timebuckets.plan(first_minute, last_minute):
         bucket = part.bucket
         if part.minutes is None:
-            keys = [
-                layout.summary_key(counter, by, bucket.resolution, bucket.index, p)
-                for p in range(layout.PARTS[bucket.resolution])
-            ]
-            groups.append((keys, None))
+            groups.append((layout.summary_parts(counter, by, bucket.resolution, bucket.index), None))
             continue
         groups.append(([layout.summary_key(counter, by, "hour", bucket.index, 0)], part.minutes))
         first = bucket.first_minute + part.minutes[0]
@@ -48,8 +39,7 @@ def summary_keys(counter: str, by: str, first_minute: int, last_minute: int) -> 
         for q in range(first // quarter, last // quarter + 1):
             start = q * quarter
             span = (max(first, start) - start, min(last, start + quarter - 1) - start)
-            keys = [layout.summary_key(counter, by, "quarter", q, p) for p in range(layout.PARTS["quarter"])]
-            groups.append((keys, span))
+            groups.append((layout.summary_parts(counter, by, "quarter", q), span))
     return groups
 
 
@@ -96,27 +86,15 @@ def breakdown(
     from_minute = max(first_minute, probe.retained_from_ms // timebuckets.MINUTE_MS)
     groups = summary_keys(counter, by, from_minute, last_minute) if from_minute <= last_minute else []
     flat = [key for keys, _ in groups for key in keys]
-    found = {
-        attributes.key_of(item): item
-        for item in dynamo.batch_get_items(
-            dynamodb, settings.counts_table, flat, "could not read the breakdown summaries"
-        )
-    }
-    keys_read = len(flat)
+    found = dynamo.batch_get_items(dynamodb, settings.counts_table, flat, "could not read the breakdown summaries")
     now_s = now_ms // 1000
-
-    def summaries(group: Group) -> list[topk.Summary]:
-        keys, span = group
-        out = []
-        for key in keys:
-            item = found.get(attributes.key_of(key))
-            if item is not None and "e" in item and (dynamo.stored_expiry(item) or now_s + 1) > now_s:
-                summary = stored_summary(item, span)
-                if summary is not None:
-                    out.append(summary)
-        return out
-
-    ranking = topk.rank(summaries(group) for group in groups)
+    # The summaries read that have not expired, each cut to the minutes its group covers.
+    live = {
+        k: i for k, i in attributes.by_key(found).items() if "e" in i and (dynamo.stored_expiry(i) or now_s + 1) > now_s
+    }
+    cut = [[stored_summary(live[k], span) for k in map(attributes.key_of, keys) if k in live] for keys, span in groups]
+    ranking = topk.rank([s for s in summaries if s is not None] for summaries in cut)
+    keys_read = len(flat)
     exact = ranking.exact
     listed: list[dict[str, Any]]
     if where or not exact:

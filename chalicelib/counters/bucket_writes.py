@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import Counter
-from collections import Counter as Tally
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -28,11 +27,9 @@ from chalicelib.events.ingest import Event
 # this on one item means the stored state is not what this code writes.
 MAX_ROUNDS = 8
 
-# The mark of the records whose counter's listing a batch writes (follow_ups).
+# The marks of the records whose counter's listing a batch writes (follow_ups), and of the events
+# a day item holds inline (layout.INLINE_MAX).
 LISTED = "listed"
-
-
-# The mark of the events a day item holds inline (layout.INLINE_MAX).
 INLINE = "inline"
 
 
@@ -107,11 +104,9 @@ def _day_mode(rounds: _Rounds, members: list[Countable]) -> str:
     """How a day item takes this shard's next events: `inline`, `spill` or `spilled`
     (docs/counting.md, "Inline minutes"); before the item was read, a guess its condition
     checks."""
-    spill = rounds.spill
-    has_values = any(c.event.values for c in members)
-    if spill not in (UNKNOWN, None, layout.NOT_SPILLED):
+    if rounds.spill not in (UNKNOWN, None, layout.NOT_SPILLED):
         return "spilled"
-    if has_values or rounds.inline_count + len(members) > layout.INLINE_MAX:
+    if any(c.event.values for c in members) or rounds.inline_count + len(members) > layout.INLINE_MAX:
         return "spill"
     return "inline"
 
@@ -211,7 +206,7 @@ class BucketUpdate:
     """What a set of events adds to one bucket item."""
 
     n: int = 0
-    minutes: Tally[int] = field(default_factory=Tally)
+    minutes: Counter[int] = field(default_factory=Counter)
     retention: int = 0
     sums: dict[str, Decimal] = field(default_factory=dict)  # attribute name -> amount to ADD
     # The item's value names by slot as known (None: not read: taken as none, which the update's
@@ -220,7 +215,7 @@ class BucketUpdate:
     slots: dict[str, int] = field(default_factory=dict)
     unsummed: int = 0
 
-    inline: Tally[int] = field(default_factory=Tally)  # day items: minute of day -> count
+    inline: Counter[int] = field(default_factory=Counter)  # day items: minute of day -> count
 
     def add(self, bucket: Bucket, event: Event, inline: bool = False) -> None:
         self.n += 1
@@ -280,7 +275,7 @@ def _bucket_update(
     conditions = ["(attribute_not_exists(#p) OR #p < :first)"]
     if request.get("ConditionExpression"):
         conditions.append(request["ConditionExpression"])
-    if mode in ("inline", "spill"):
+    if mode:  # a day item: where this shard's events go
         names["#x"] = layout.spill_attribute(shard)
     if mode == "inline" or (mode == "spill" and rounds.spill == layout.NOT_SPILLED):
         values[":inf"] = {"S": layout.NOT_SPILLED}
@@ -298,7 +293,6 @@ def _bucket_update(
         conditions.append("#x = :inf")
     elif mode == "spilled":
         # Known (or remembered) past NOT_SPILLED; checked, for a remembered value is a hint.
-        names["#x"] = layout.spill_attribute(shard)
         conditions.append("(attribute_not_exists(#x) OR #x < :first)")
     elif mode == "spill":
         values[":start"] = {"S": layout.FROM_START}
@@ -324,19 +318,16 @@ def increment(
         ":r": {"N": str(update.retention)},
     }
     adds = ["#n :n"]
-    for minute, k in sorted(update.minutes.items()):
-        names[f"#m{minute}"] = layout.minute_attribute(minute)
-        values[f":m{minute}"] = {"N": str(k)}
-        adds.append(f"#m{minute} :m{minute}")
-    for minute, k in sorted(update.inline.items()):
-        names[f"#i{minute}"] = layout.inline_attribute(minute)
-        values[f":i{minute}"] = {"N": str(k)}
-        adds.append(f"#i{minute} :i{minute}")
+    added = [
+        *((f"m{m}", layout.minute_attribute(m), k) for m, k in sorted(update.minutes.items())),
+        *((f"i{m}", layout.inline_attribute(m), k) for m, k in sorted(update.inline.items())),
+        *((f"v{i}", attribute, amount) for i, (attribute, amount) in enumerate(sorted(update.sums.items()))),
+    ]
+    for tag, attribute, amount in added:
+        names[f"#{tag}"] = attribute
+        values[f":{tag}"] = {"N": str(amount)}
+        adds.append(f"#{tag} :{tag}")
     sets: list[str] = []
-    for i, (attribute, amount) in enumerate(sorted(update.sums.items())):
-        names[f"#v{i}"] = attribute
-        values[f":v{i}"] = {"N": str(amount)}
-        adds.append(f"#v{i} :v{i}")
     conditions = [] if keep_stored else ["(attribute_not_exists(#r) OR #r <= :r)"]
     conditions += _slot_conditions(update, names, values, adds, sets)
     request: dict[str, Any] = {
@@ -345,13 +336,8 @@ def increment(
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
     }
-    if keep_stored:
-        request["UpdateExpression"] = (
-            f"ADD {', '.join(adds)} SET expires_at = if_not_exists(expires_at, :exp), #r = if_not_exists(#r, :r)"
-            + "".join(sets)
-        )
-    else:
-        request["UpdateExpression"] = f"ADD {', '.join(adds)} SET expires_at = :exp, #r = :r" + "".join(sets)
+    kept = "if_not_exists(expires_at, :exp), #r = if_not_exists(#r, :r)" if keep_stored else ":exp, #r = :r"
+    request["UpdateExpression"] = f"ADD {', '.join(adds)} SET expires_at = {kept}" + "".join(sets)
     if conditions:
         request["ConditionExpression"] = " AND ".join(conditions)
     return request
@@ -399,19 +385,14 @@ class StoredPositions:
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> StoredPositions:
-        positions = {
-            name: str(value["S"])
-            for name, value in item.items()
-            if layout.is_shard_attribute(name) and isinstance(value, dict) and "S" in value
-        }
-        spills = {
-            name: str(value["S"])
-            for name, value in item.items()
-            if name.startswith(layout.SPILL_PREFIX) and isinstance(value, dict) and "S" in value
-        }
-        inline = attributes.integer(item, layout.INLINE_COUNT, 0)
-        slots = layout.slots_of(item)
-        return cls(positions, attributes.integer(item, "retention", 0), spills, inline, slots)
+        texts = {name: str(value["S"]) for name, value in item.items() if isinstance(value, dict) and "S" in value}
+        return cls(
+            {name: text for name, text in texts.items() if layout.is_shard_attribute(name)},
+            attributes.integer(item, "retention", 0),
+            {name: text for name, text in texts.items() if name.startswith(layout.SPILL_PREFIX)},
+            attributes.integer(item, layout.INLINE_COUNT, 0),
+            layout.slots_of(item),
+        )
 
     def stamp(self, shard: str) -> layout.Stamp:
         return layout.split_stamped(self.positions.get(shard, ""))

@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import reduce
 from typing import Any
 
 from chalicelib.core import attributes, decimals, keyspace, timebuckets
@@ -197,10 +198,7 @@ def sums_of(item: Mapping[str, Any], minutes: tuple[int, int] | None, resolution
             attributes.decimal(item, a) for m in range(first, last + 1) if (a := slot_minute_attribute(m, slot)) in item
         ]
         if found:
-            total = Decimal(0)
-            for amount in found:
-                total = decimals.EXACT.add(total, amount)
-            sums[name] = total
+            sums[name] = reduce(decimals.EXACT.add, found, Decimal(0))
     return sums
 
 
@@ -238,6 +236,11 @@ def split_quarter_entry(entry: str) -> tuple[int, str]:
 def summary_key(counter: str, dimension: str, resolution: str, index: int, part: int) -> dict[str, Any]:
     sk = f"{keyspace.index_sort_key(SUMMARY_PREFIX[resolution], index)}#{part}"
     return item_key(f"{keyspace.SUMMARY}{counter}#{dimension}", sk)
+
+
+def summary_parts(counter: str, dimension: str, resolution: str, index: int) -> list[dict[str, Any]]:
+    """The keys of every part of one bucket's (or quarter hour's) summary of a dimension."""
+    return [summary_key(counter, dimension, resolution, index, p) for p in range(PARTS[resolution])]
 
 
 def item_key(pk: str, sk: str) -> dict[str, Any]:

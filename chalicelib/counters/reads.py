@@ -1,17 +1,14 @@
-"""Windowed counts: a window read from its day and hour items (with a day's inline minutes),
-and histograms, in UTC or per local bucket of a zone (docs/api.md, "Time zones, calendar windows
-and comparisons"; what a local series reads: docs/benchmarks.md, "Local time series").
-
-The buckets are written by bucket_writes.py, in the layout of layout.py. What an answer counts
-(`complete`, `retained_from`) and why a day outlives its hours: docs/counting.md, "Retention";
-the inline minutes: "Inline minutes".
-"""
+"""Windowed counts and histograms, read from the day and hour items bucket_writes.py writes (with a
+day's inline minutes), in UTC or per local bucket of a zone. What an answer counts and why a day
+outlives its hours: docs/counting.md, "Retention" and "Inline minutes"; zones: docs/api.md, "Time
+zones, calendar windows and comparisons"; what a local series reads: docs/benchmarks.md, "Local time series"."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from decimal import Decimal
+from functools import partial
 from typing import Any, TypeGuard
 from zoneinfo import ZoneInfo
 
@@ -19,7 +16,7 @@ from chalicelib.core import attributes, decimals, dynamo, keyspace, timebuckets,
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.settings import Settings
-from chalicelib.counters import filters, layout
+from chalicelib.counters import filters, layout, topk
 
 # -- reads -------------------------------------------------------------------------------
 
@@ -62,21 +59,14 @@ class WindowCount:
         return answer
 
 
-def json_sums(sums: Mapping[str, Decimal]) -> dict[str, Any]:
-    """Sums as JSON numbers: integers exactly; others as decimals (a JSON number; readers that
-    parse numbers as doubles see 15 significant digits of them)."""
-    return {name: int(v) if v == v.to_integral_value() else v for name, v in sorted(sums.items())}
-
-
-def exact_sums(sums: Mapping[str, Decimal]) -> dict[str, str]:
-    """Sums as decimal strings holding every digit (`sums_exact`, beside `sums`): a reader that
-    parses JSON numbers as doubles keeps 15-17 significant digits of `sums`, none are lost here."""
-    return {name: format(v.normalize(decimals.EXACT), "f") for name, v in sorted(sums.items())}
-
-
 def sums_fields(sums: Mapping[str, Decimal]) -> dict[str, Any]:
-    """What every answer says of sums: `sums` (JSON numbers) and `sums_exact` (decimal strings)."""
-    return {"sums": json_sums(sums), "sums_exact": exact_sums(sums)}
+    """What every answer says of sums: `sums` as JSON numbers (integers exactly, others as decimals,
+    of which a reader that parses numbers as doubles keeps 15-17 significant digits) and
+    `sums_exact`, the same as decimal strings holding every digit."""
+    return {
+        "sums": {name: int(v) if v == v.to_integral_value() else v for name, v in sorted(sums.items())},
+        "sums_exact": {name: format(v.normalize(decimals.EXACT), "f") for name, v in sorted(sums.items())},
+    }
 
 
 def count_window(
@@ -99,15 +89,11 @@ def count_window(
     tally = plan.tally(found, _assumed_retention(found.values(), settings), now_ms)
     return WindowCount(
         counter,
-        tally.count,
-        first_minute,
-        last_minute,
-        len(plan.all_keys()),
-        tally.complete,
-        tally.retained_from_ms,
-        tally.sums,
-        dict(where or {}),
-        tally.unsummed,
+        first_minute=first_minute,
+        last_minute=last_minute,
+        keys_read=len(plan.all_keys()),
+        where=dict(where or {}),
+        **asdict(tally),
     )
 
 
@@ -174,8 +160,7 @@ class _Plan:
                 continue  # none, or an hour item past its own events' retention, kept for its inline minutes'
             total += _part_count(item, part)
             unsummed += layout.not_summed(item)
-            for name, amount in layout.sums_of(item, part.minutes, part.bucket.resolution).items():
-                sums[name] = decimals.EXACT.add(sums.get(name, Decimal(0)), amount)
+            topk.add_sums(sums, layout.sums_of(item, part.minutes, part.bucket.resolution))
         retained_from = _part_start_ms(parts[first]) if first < len(parts) else self.end_ms
         return _Tally(total, sums, unsummed, first == 0, retained_from)
 
@@ -232,11 +217,10 @@ def histogram(
     where: Mapping[str, str] | None = None,
     zone: ZoneInfo | None = None,
 ) -> dict[str, Any]:
-    """Counts and sums per bucket; with `where`, of the events having those dimension values;
-    with `zone`, per local bucket (zones.buckets), labelled on its clock. Local buckets that are
-    UTC ones (any minute; the hours of a whole-hour offset) are read as UTC ones, from the stored
-    buckets themselves; any other is the minute plan of its UTC minutes (docs/api.md, "Time
-    zones, calendar windows and comparisons"; its cost: docs/benchmarks.md, "Local time series")."""
+    """Counts and sums per bucket; with `where`, of the events having those dimension values; with
+    `zone`, per local bucket (zones.buckets), labelled on its clock: the stored buckets where they
+    are the local ones, else the minute plan of each (docs/api.md, "Time zones, calendar windows
+    and comparisons"; its cost: docs/benchmarks.md, "Local time series")."""
     filters.check_filter(where or {}, settings.filter_pairs)
     stored = _STORED.get(resolution)
     if zone is None and stored is not None:
@@ -250,7 +234,7 @@ def histogram(
         b.first_minute % size == 0 and b.last_minute - b.first_minute == size - 1 for b in local
     ):
         answer = _stored_histogram(
-            dynamodb, settings, counter, first_minute, last_minute, stored, now_ms, where, zone_label(zone)
+            dynamodb, settings, counter, first_minute, last_minute, stored, now_ms, where, partial(zones.label, zone)
         )
     else:
         answer = _local_histogram(dynamodb, settings, counter, local, resolution, now_ms, where, zone)
@@ -258,10 +242,6 @@ def histogram(
 
 
 _STORED: dict[str, timebuckets.Resolution] = {"minute": "minute", "hour": "hour", "day": "day"}
-
-
-def zone_label(zone: ZoneInfo) -> Label:
-    return lambda minute: zones.label(zone, minute)
 
 
 def _local_histogram(
@@ -335,9 +315,11 @@ def _stored_histogram(
     stored: timebuckets.Resolution = "hour" if resolution == "minute" else resolution
     size = timebuckets.RESOLUTION_MINUTES[stored]
     pk = filters.read_pk(counter, where or {})
-    items = dict(_query_buckets(dynamodb, settings, pk, stored, buckets[0], buckets[-1]))
+    lo, hi = buckets[0].first_minute, buckets[-1].first_minute
+    items = dict(_query_range(dynamodb, settings, pk, stored, lo // size, hi // size))
     # Minutes a day item holds inline belong to its hours (one more Query, of the days spanned).
-    day_items = dict(_query_buckets(dynamodb, settings, pk, "day", buckets[0], buckets[-1])) if stored == "hour" else {}
+    day = timebuckets.DAY_MINUTES
+    day_items = dict(_query_range(dynamodb, settings, pk, "day", lo // day, hi // day)) if stored == "hour" else {}
     assumed = _assumed_retention([*items.values(), *day_items.values()], settings)
     now_s = now_ms // 1000
 
@@ -394,19 +376,6 @@ def _stored_histogram(
         **timebuckets.completeness(first == 0, retained_from),
         **({"where": dict(where)} if where else {}),
     }
-
-
-def _query_buckets(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    pk: str,
-    resolution: timebuckets.Resolution,
-    first: timebuckets.Bucket,
-    last: timebuckets.Bucket,
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Stored buckets of one resolution covering first..last, expired ones included (paginated Query)."""
-    size = timebuckets.RESOLUTION_MINUTES[resolution]
-    return _query_range(dynamodb, settings, pk, resolution, first.first_minute // size, last.first_minute // size)
 
 
 def _query_range(

@@ -30,11 +30,6 @@ class SumsChange:
         return bool(self.sets or self.removes)
 
 
-def stored_sums(item: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
-    """The attributes of a stored bucket item that hold its sums (names, sums and `vx`)."""
-    return {k: v for k, v in (item or {}).items() if _SUM_ATTRIBUTE.fullmatch(k)}
-
-
 def recount(item: Mapping[str, Any] | None, bucket: Bucket, events: Iterable[Event]) -> dict[str, dict[str, Any]]:
     """The sums attributes the item must hold for the events it counts (see the module's rules)."""
     stored = dict(item or {})
@@ -45,20 +40,17 @@ def recount(item: Mapping[str, Any] | None, bucket: Bucket, events: Iterable[Eve
     update = BucketUpdate(stored=slots)
     for event in events:
         update.add(bucket, event)
-    wanted: dict[str, dict[str, Any]] = {}
-    for name, slot in update.slots.items():
-        wanted[layout.slot_name_attribute(slot)] = {"S": name}
-    for attribute, amount in update.sums.items():
-        wanted[attribute] = {"N": str(amount)}
+    wanted = {layout.slot_name_attribute(slot): {"S": name} for name, slot in update.slots.items()}
+    wanted |= {attribute: {"N": str(amount)} for attribute, amount in update.sums.items()}
     if update.unsummed:
         wanted[layout.NOT_SUMMED] = {"N": str(update.unsummed)}
     return wanted
 
 
 def change(item: Mapping[str, Any] | None, wanted: Mapping[str, dict[str, Any]]) -> SumsChange:
-    """What to SET and REMOVE on the stored item for its sums attributes to be `wanted`
-    (numbers compared as numbers: DynamoDB stores them normalized)."""
-    stored = stored_sums(item)
+    """What to SET and REMOVE on the stored item for its sums attributes (names, sums and `vx`) to
+    be `wanted` (numbers compared as numbers: DynamoDB stores them normalized)."""
+    stored = {k: v for k, v in (item or {}).items() if _SUM_ATTRIBUTE.fullmatch(k)}
     sets = {k: v for k, v in sorted(wanted.items()) if k not in stored or not _same(stored[k], v)}
     return SumsChange(sets, tuple(sorted(set(stored) - set(wanted))))
 

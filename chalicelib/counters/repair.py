@@ -26,22 +26,14 @@ from chalicelib.events.ingest import Event
 REPAIR_ATTEMPTS = 4
 _DESERIALIZER = TypeDeserializer()
 # What the stream handler reads of an events item (of either layout).
-_FIELDS: tuple[str, ...] = (
-    "pk",
-    "sk",
-    "kind",
-    "counter",
-    "id",
-    "id_given",
-    "time",
-    "retention",
-    "ingested_at",
-    "expires_at",
+_FIELDS = (
+    *("pk", "sk", "kind", "counter", "id", "id_given", "time", "retention", "ingested_at", "expires_at"),
+    *("dimensions", "values", packs.EVENTS, packs.OFFSET),
 )
-_FIELDS += ("dimensions", "values", packs.EVENTS, packs.OFFSET)
 Subset = tuple[tuple[str, str], ...]  # a filter's dimension values, sorted; () for the counter's own buckets
 Key = tuple[str, Subset, Bucket]
 SummaryKey = tuple[str, str, Bucket]  # a counter's breakdown summary of one dimension in one bucket
+EventKey = tuple[str, str, int | None]  # events-table key, and index in its pack (None: one-event item)
 
 
 @dataclass
@@ -77,21 +69,29 @@ def _iso(bucket: Bucket) -> str:
 class _Stored:
     """One stored event the recount may use."""
 
-    key: tuple[str, str, int | None]  # events-table key, and index in its pack (None: one-event item)
+    key: EventKey
     event: Event
     ingested_ms: int
+
+    def keys(self, settings: Settings, at_ms: int) -> tuple[list[Key], list[SummaryKey]]:
+        """The buckets the stream handler counts it in (its counter's and its filters', live at
+        `at_ms`), and the breakdown summaries it merges it into."""
+        event = self.event
+        counted = live_buckets(event, at_ms)
+        found = filters.subsets(event.dimensions, settings.filter_pairs)
+        subsets: list[Subset] = [(), *(tuple(sorted(sub.items())) for sub in found)]
+        return (
+            [(event.counter, sub, b) for sub in subsets for b in counted],
+            [(event.counter, d, b) for d in sorted(event.dimensions) for b in counted],
+        )
 
 
 def repair(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int) -> RepairResult:
     result = RepairResult(partition)
-    own_all = _events(dynamodb, settings, partition, with_invalid=True)
-    own = [s for s in own_all if s is not None]
-    touched = {
-        (s.event.counter, sub, b) for s in own for sub in _subsets(s, settings) for b in live_buckets(s.event, now_ms)
-    }
-    summarized = {
-        (s.event.counter, d, b) for s in own for d in s.event.dimensions for b in live_buckets(s.event, now_ms)
-    }
+    own_all = _events(dynamodb, settings, partition)
+    keys = [s.keys(settings, now_ms) for s in own_all if s is not None]
+    touched = {k for mine, _ in keys for k in mine}
+    summarized = {k for _, theirs in keys for k in theirs}
     result.buckets, result.summaries = len(touched), len(summarized)
     if touched:
         oldest = min(b.start_ms for _, _, b in touched) - settings.max_future_skew_seconds * 1000
@@ -100,7 +100,7 @@ def repair(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int) 
                 "some buckets of this partition's events start before the oldest events the events table "
                 "keeps (EVENT_TTL_SECONDS): they cannot be recounted"
             )
-    pending, waiting = set(touched), set(summarized)
+    pending, waiting = touched, summarized
     for _ in range(REPAIR_ATTEMPTS):
         if not pending and not waiting:
             break
@@ -135,51 +135,47 @@ def _attempt(
     heads = {key: summary_writes.bucket_items(dynamodb, settings, *key) for key in waiting}
     lost = _lost_partitions(dynamodb, settings, now_ms) | {partition}
     oldest = min(b.start_ms for _, _, b in pending | waiting) - settings.max_future_skew_seconds * 1000
-    counts: dict[Key, _Count] = {key: _Count() for key in pending}
-    members: dict[SummaryKey, _Count] = {key: _Count() for key in waiting}
-    busy: set[Key] = set()
-    busy_summaries: set[SummaryKey] = set()
-    quarantined: set[tuple[str, str, int | None]] | None = None
+    wanted = pending | waiting
+    counts: dict[Key | SummaryKey, _Count] = {key: _Count() for key in wanted}
+    busy: set[Key | SummaryKey] = set()
+    quarantined: set[EventKey] | None = None
     for quarter in range(oldest - oldest % audit.QUARTER_MS, now_ms + 1, audit.QUARTER_MS):
         for pk in audit.partitions(quarter, settings.event_write_shards):
-            items = _events(dynamodb, settings, pk, with_invalid=True)
+            items = _events(dynamodb, settings, pk)
             result.partitions_read += 1
             result.events_read += len(items)
-            valid = [s for s in items if s is not None]
-            mine = [(s, k) for s in valid for k in _keys(s, pending, settings)]
-            theirs = [(s, k) for s in valid for k in _summary_keys(s, waiting)]
-            if not mine and not theirs:
+            found = [
+                (s, k)
+                for s in items
+                if s is not None
+                for keys in s.keys(settings, s.ingested_ms)
+                for k in keys
+                if k in wanted
+            ]
+            if not found:
                 continue
             tally = audit_runs.accounted(dynamodb, settings, pk)
             if pk not in lost and sum(tally.values()) < len(items):
-                busy |= {k for _, k in mine}  # records of it are still on their way
-                busy_summaries |= {k for _, k in theirs}
+                busy |= {k for _, k in found}  # records of it are still on their way
                 continue
             if tally[audit_items.SET_ASIDE] and quarantined is None:
                 quarantined = _quarantined_keys(dynamodb, settings)
-            for s, key in mine:
-                if quarantined and s.key in quarantined:
-                    continue  # set aside: not in the bucket until it is replayed
-                counts[key].add(s, key[2])
-            for s, summary_key in theirs:
-                if not (quarantined and s.key in quarantined):
-                    members[summary_key].add(s, summary_key[2])
-    left: set[Key] = set()
-    for key in pending:
-        if key in busy:
-            left.add(key)
-            continue
-        outcome = _write_bucket(dynamodb, settings, key, stored[key], counts[key], days.get(key))
+            for s, key in found:
+                if not (quarantined and s.key in quarantined):  # set aside: not counted until replayed
+                    counts[key].add(s.event)
+    left = {key for key in pending if key in busy}
+    for key in pending.difference(busy):
+        outcome = _write_bucket(dynamodb, settings, key, stored[key], counts[key].events, days.get(key))
         if outcome is None:
             left.add(key)  # written to meanwhile: read and recount again
         elif outcome:
             result.written += 1
         else:
             result.unchanged += 1
-    still: set[SummaryKey] = set()
-    for summary_key in waiting - busy_summaries:
+    still = {key for key in waiting if key in busy}
+    for summary_key in waiting.difference(busy):
         written = summary_writes.rebuild(
-            dynamodb, settings, *summary_key, heads[summary_key], [s.event for s in members[summary_key].events]
+            dynamodb, settings, *summary_key, heads[summary_key], counts[summary_key].events
         )
         if written == summary_writes.CHANGED:
             still.add(summary_key)
@@ -187,47 +183,23 @@ def _attempt(
             result.summaries_written += 1
         else:
             result.summaries_unchanged += 1
-    return left, still | busy_summaries
+    return left, still
 
 
 @dataclass
 class _Count:
-    n: int = 0
-    minutes: Tally[int] = field(default_factory=Tally)
-    retention: int = 0
-    ids: set[tuple[str, str]] = field(default_factory=set)
-    events: list[_Stored] = field(default_factory=list)  # the events counted (a summary's recount)
+    """The events a bucket or summary counts, in the order read: a client id once (its marker
+    counted it once)."""
 
-    def add(self, stored: _Stored, bucket: Bucket) -> None:
-        event = stored.event
+    ids: set[tuple[str, str]] = field(default_factory=set)
+    events: list[Event] = field(default_factory=list)
+
+    def add(self, event: Event) -> None:
         if event.id_given:
             if (event.counter, event.id) in self.ids:
-                return  # the marker counted a client id once
+                return
             self.ids.add((event.counter, event.id))
-        self.n += 1
-        self.events.append(stored)
-        if bucket.resolution == "hour":
-            self.minutes[timebuckets.minute_of_hour(event.time_ms)] += 1
-        self.retention = max(self.retention, event.retention_seconds)
-
-
-def _subsets(stored: _Stored, settings: Settings) -> list[Subset]:
-    """The counters the stream handler counts the event in: its own (()) and its filters'."""
-    found = filters.subsets(stored.event.dimensions, settings.filter_pairs)
-    return [(), *(tuple(sorted(sub.items())) for sub in found)]
-
-
-def _keys(stored: _Stored, pending: set[Key], settings: Settings) -> list[Key]:
-    counted = live_buckets(stored.event, stored.ingested_ms)
-    keys = [(stored.event.counter, sub, b) for sub in _subsets(stored, settings) for b in counted]
-    return [k for k in keys if k in pending]
-
-
-def _summary_keys(stored: _Stored, waiting: set[SummaryKey]) -> list[SummaryKey]:
-    """The summaries the stream handler merged the event into, among those waiting."""
-    counted = live_buckets(stored.event, stored.ingested_ms)
-    keys = [(stored.event.counter, d, b) for d in sorted(stored.event.dimensions) for b in counted]
-    return [k for k in keys if k in waiting]
+        self.events.append(event)
 
 
 def _item_key(key: Key) -> dict[str, Any]:
@@ -235,18 +207,20 @@ def _item_key(key: Key) -> dict[str, Any]:
     return layout.bucket_item_key(filters.read_pk(counter, dict(sub)), bucket)
 
 
-def _events(dynamodb: DynamoDB, settings: Settings, pk: str, with_invalid: bool = False) -> list[Any]:
-    """The events stored under one events partition the counting path would count (None for each it
-    would set aside, with `with_invalid`): every event of a pack, a one-event item as one."""
+def _events(dynamodb: DynamoDB, settings: Settings, pk: str) -> list[_Stored | None]:
+    """The events stored under one events partition as the stream handler reads them: every
+    event of a pack, a one-event item as one, None for each it would set aside (a pack it cannot
+    read is one)."""
     names = {f"#f{i}": name for i, name in enumerate(_FIELDS)}
     request = dynamo.query_request(settings.events_table, pk, consistent=True, projection=", ".join(names), names=names)
-    found = dynamo.query_items(dynamodb, request, "could not read an events partition")
-    return [parsed for raw in found for parsed in _parse(raw) if parsed is not None or with_invalid]
+    return [
+        parsed
+        for raw in dynamo.query_items(dynamodb, request, "could not read an events partition")
+        for parsed in _parse(raw)
+    ]
 
 
 def _parse(raw: dict[str, Any]) -> list[_Stored | None]:
-    """The events of one stored item, as the stream handler reads them (None for each it would
-    set aside: a pack it cannot read is one)."""
     try:
         item = {k: _DESERIALIZER.deserialize(v) for k, v in raw.items()}
     except (TypeError, ValueError):
@@ -271,20 +245,17 @@ def _stored(item: dict[str, Any], index: int | None) -> _Stored | None:
 
 def _lost_partitions(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> set[str]:
     """Partitions the audit lists as short: their missing events are taken as lost."""
-    lost: set[str] = set()
-    after: str | None = None
-    while True:
-        items, after = audit_runs.open_findings(dynamodb, settings, after, 1000, now_ms)
-        lost |= {attributes.sort_key(i) for i in items if attributes.integer(i, "shortfall", 0) > 0}
-        if after is None:
-            return lost
+    pk, live_at_s = audit_runs.FINDINGS_PK, now_ms // 1000
+    request = dynamo.query_request(settings.counts_table, pk, consistent=True, live_at_s=live_at_s)
+    findings = dynamo.query_items(dynamodb, request, "could not read the audit findings")
+    return {attributes.sort_key(i) for i in findings if attributes.integer(i, "shortfall", 0) > 0}
 
 
-def _quarantined_keys(dynamodb: DynamoDB, settings: Settings) -> set[tuple[str, str, int | None]]:
+def _quarantined_keys(dynamodb: DynamoDB, settings: Settings) -> set[EventKey]:
     """Events-table keys of the stream records set aside (their stored copies name them)."""
     pk = quarantine.partition_key(quarantine.EVENTS_STREAM)
     request = dynamo.query_request(settings.counts_table, pk, projection="#r", names={"#r": "record"})
-    keys: set[tuple[str, str, int | None]] = set()
+    keys: set[EventKey] = set()
     for item in dynamo.query_items(dynamodb, request, "could not read the quarantine"):
         try:
             ddb = json.loads(attributes.text(item, "record"))["dynamodb"]
@@ -301,109 +272,82 @@ def _read_bucket(dynamodb: DynamoDB, settings: Settings, key: Key) -> dict[str, 
     return dynamo.get_item(dynamodb, settings.counts_table, _item_key(key), "could not read a counter bucket")
 
 
-def _without_inline(count: _Count, bucket: Bucket, day: dict[str, Any] | None) -> _Count | None:
-    """An hour's recount less the events its day item holds inline; None if the day holds more
-    than the recount (it changed since it was read, or its events are not all accounted yet)."""
-    inline = layout.hour_inline(day, bucket)
-    if not inline:
-        return count
-    minutes = Tally({m: count.minutes[m] - inline.get(m, 0) for m in set(count.minutes) | set(inline)})
-    if any(k < 0 for k in minutes.values()):
-        return None
-    return _Count(count.n - sum(inline.values()), Tally({m: k for m, k in minutes.items() if k}), count.retention)
-
-
 def _write_bucket(
     dynamodb: DynamoDB,
     settings: Settings,
     key: Key,
     stored: dict[str, Any] | None,
-    count: _Count,
+    events: list[Event],
     day: dict[str, Any] | None = None,
 ) -> bool | None:
     """Write the recount, counts and sums, if the bucket is as read (and, for an hour, its day's
     inline minutes): True written, False already right, None changed since it was read."""
     bucket = key[2]
-    old = stored or {}
     # Every event the bucket counts, in the order read (a day's inline minutes carry no values:
     # an event with values is never held inline, bucket_writes._day_mode).
-    sums = recounted_sums.change(stored, recounted_sums.recount(stored, bucket, [s.event for s in count.events]))
+    sums = recounted_sums.change(stored, recounted_sums.recount(stored, bucket, events))
+    n, minutes = len(events), Tally[int]()
     if bucket.resolution == "hour":
-        less = _without_inline(count, bucket, day)
-        if less is None:
+        # Less the events its day item holds inline; None if it holds more than the recount (it
+        # changed since it was read, or its events are not all accounted yet).
+        inline = layout.hour_inline(day, bucket)
+        minutes.update(timebuckets.minute_of_hour(e.time_ms) for e in events)
+        minutes.subtract(inline)
+        if any(k < 0 for k in minutes.values()):
             return None
-        count = less
-    old_minutes = {
-        int(name[1:]): attributes.integer(old, name)
-        for name in old
-        if len(name) == 3 and name[0] == "m" and name[1:].isdigit()
-    }
-    old_n = attributes.integer(old, "n", 0)
-    if old_n == count.n and old_minutes == {m: k for m, k in count.minutes.items() if k} and not sums:
+        n, minutes = n - sum(inline.values()), +minutes
+    old = stored or {}
+    old_minutes = {m: attributes.integer(old, a) for m in range(60) if (a := layout.minute_attribute(m)) in old}
+    if attributes.integer(old, "n", 0) == n and old_minutes == dict(minutes) and not sums:
         return False
-    first = _Clauses({"#n": "n"}, {":n": {"N": str(count.n)}}, ["#n = :n"])
-    for minute, k in sorted(count.minutes.items()):
-        first.names[f"#m{minute}"] = layout.minute_attribute(minute)
-        first.values[f":m{minute}"] = {"N": str(k)}
-        first.sets.append(f"#m{minute} = :m{minute}")
-    for m in sorted(set(old_minutes) - set(count.minutes)):
-        first.names[f"#m{m}"] = layout.minute_attribute(m)
-        first.removes.append(f"#m{m}")
+    first = _Clauses()
+    first.add("n", "n", {"N": str(n)})
+    for minute in sorted(set(minutes) | set(old_minutes)):
+        value = {"N": str(minutes[minute])} if minute in minutes else None
+        first.add(f"m{minute}", layout.minute_attribute(minute), value)
     if stored is None:
         # A new bucket lives as the stream handler would have made it live.
-        first.names["#r"] = "retention"
-        first.sets += ["#r = :r", "expires_at = :exp"]
-        first.values[":r"] = {"N": str(count.retention)}
-        first.values[":exp"] = {"N": str(timebuckets.expires_at_s(bucket, count.retention))}
+        retention = max((e.retention_seconds for e in events), default=0)
+        first.add("r", "retention", {"N": str(retention)})
+        first.add("exp", "expires_at", {"N": str(timebuckets.expires_at_s(bucket, retention))})
         condition = "attribute_not_exists(pk)"
     else:
         first.values[":old"] = stored["n"]
         condition = "#n = :old"
     later = _with_sums(first, sums)
-    update: dict[str, Any] = {
-        "TableName": settings.counts_table,
-        "Key": _item_key(key),
-        "UpdateExpression": first.expression(),
-        "ConditionExpression": condition,
-        "ExpressionAttributeNames": first.names,
-        "ExpressionAttributeValues": first.values,
-    }
+    update = {"TableName": settings.counts_table, "Key": _item_key(key), **first.request(condition)}
     if bucket.resolution == "hour" and day is not None and layout.INLINE_COUNT in day:
         # The day's inline minutes were subtracted: they must be as read when the hour is written.
-        day_key = _item_key((key[0], key[1], Bucket("day", timebuckets.day_of_hour(bucket.index))))
         check = {
             "TableName": settings.counts_table,
-            "Key": day_key,
+            "Key": _item_key((key[0], key[1], Bucket("day", timebuckets.day_of_hour(bucket.index)))),
             "ConditionExpression": "#ic = :ic",
             "ExpressionAttributeNames": {"#ic": layout.INLINE_COUNT},
             "ExpressionAttributeValues": {":ic": day[layout.INLINE_COUNT]},
         }
-        written = transactions.write_items(
+        if not transactions.write_items(
             dynamodb, [{"Update": update}, {"ConditionCheck": check}], what="writing a recounted hour"
-        )
-        if not written:
+        ):
             return None  # the hour's bucket or its day changed since read
-    else:
-        try:
-            with translated("could not write a recounted bucket"):
-                dynamodb.update_item(**update)
-        except ConditionFailed:
-            return None
+    elif not _updated(dynamodb, "could not write a recounted bucket", update):
+        return None
     for rest in later:
         # The sums that did not fit the first update's expression, on condition that nothing
         # counted since: docs/counting.md, "Repair" (Sums).
-        try:
-            with translated("could not write a recounted bucket's sums"):
-                dynamodb.update_item(
-                    TableName=settings.counts_table,
-                    Key=_item_key(key),
-                    UpdateExpression=rest.expression(),
-                    ConditionExpression="#n = :n",
-                    ExpressionAttributeNames={**rest.names, "#n": "n"},
-                    ExpressionAttributeValues={**rest.values, ":n": {"N": str(count.n)}},
-                )
-        except ConditionFailed:
+        rest.names["#n"], rest.values[":n"] = "n", {"N": str(n)}
+        request = {"TableName": settings.counts_table, "Key": _item_key(key), **rest.request("#n = :n")}
+        if not _updated(dynamodb, "could not write a recounted bucket's sums", request):
             return None
+    return True
+
+
+def _updated(dynamodb: DynamoDB, failure: str, request: dict[str, Any]) -> bool:
+    """Send one UpdateItem: False when its condition failed."""
+    try:
+        with translated(failure):
+            dynamodb.update_item(**request)
+    except ConditionFailed:
+        return False
     return True
 
 
@@ -425,12 +369,26 @@ class _Clauses:
     sets: list[str] = field(default_factory=list)
     removes: list[str] = field(default_factory=list)
 
+    def add(self, tag: str, attribute: str, value: dict[str, Any] | None) -> None:
+        """SET `attribute` to `value`, or REMOVE it (None), by the placeholders #tag and :tag."""
+        self.names[f"#{tag}"] = attribute
+        if value is None:
+            self.removes.append(f"#{tag}")
+        else:
+            self.values[f":{tag}"] = value
+            self.sets.append(f"#{tag} = :{tag}")
+
     def expression(self) -> str:
         parts = ["SET " + ", ".join(self.sets)] if self.sets else []
         return " ".join(parts + (["REMOVE " + ", ".join(self.removes)] if self.removes else []))
 
-    def chars(self) -> int:
-        return len(self.expression())
+    def request(self, condition: str) -> dict[str, Any]:
+        return {
+            "UpdateExpression": self.expression(),
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": self.names,
+            "ExpressionAttributeValues": self.values,
+        }
 
 
 def _with_sums(first: _Clauses, sums: recounted_sums.SumsChange) -> list[_Clauses]:
@@ -438,7 +396,7 @@ def _with_sums(first: _Clauses, sums: recounted_sums.SumsChange) -> list[_Clause
     EXPRESSION_CLAUSES; the rest as further updates' clauses, within the same."""
     changes: list[tuple[str, dict[str, Any] | None]] = [*sums.sets.items(), *((a, None) for a in sums.removes)]
     later: list[_Clauses] = []
-    target, chars = first, first.chars()
+    target, chars = first, len(first.expression())
     for i, (attribute, value) in enumerate(changes):
         clause = f"#s{i} = :s{i}" if value is not None else f"#s{i}"
         full = len(target.sets) + len(target.removes) >= EXPRESSION_CLAUSES
@@ -447,69 +405,48 @@ def _with_sums(first: _Clauses, sums: recounted_sums.SumsChange) -> list[_Clause
             later.append(target)
             chars = len("SET REMOVE ")
         chars += len(clause) + 2
-        target.names[f"#s{i}"] = attribute
-        if value is not None:
-            target.values[f":s{i}"] = value
-            target.sets.append(clause)
-        else:
-            target.removes.append(clause)
+        target.add(f"s{i}", attribute, value)
     return later
 
 
 def _account(dynamodb: DynamoDB, settings: Settings, partition: str, stored: int, now_ms: int) -> bool:
     """Set the partition's `repaired` to what makes it add up, in one transaction that checks its
     other numbers are as read (docs/counting.md, "Repair")."""
-    group = audit_runs.read_group(dynamodb, settings, partition)
     repairs = attributes.key_of(audit_items.repairs_key(partition))
     carrying = [
         i
-        for i in group
+        for i in audit_runs.read_group(dynamodb, settings, partition)
         if attributes.key_of(i) != repairs
         and any(audit_items.attribute(a, partition) in i for a in audit_items.ACCOUNTS)
     ]
     others = audit_items.group_accounts(carrying, partition)
     table = settings.counts_table
-    items: list[dict[str, Any]] = [
-        {
-            "Update": {
-                "TableName": table,
-                "Key": audit_items.repairs_key(partition),
-                "UpdateExpression": "SET #rep = :rep, expires_at = if_not_exists(expires_at, :exp)",
-                "ExpressionAttributeNames": {"#rep": audit_items.attribute(audit_items.REPAIRED, partition)},
-                "ExpressionAttributeValues": {
-                    ":rep": {"N": str(stored - audit_items.accounted(others))},
-                    ":exp": {"N": str(now_ms // 1000 + audit_items.AUDIT_TALLY_TTL_SECONDS)},
-                },
-            }
-        }
-    ]
-    for item in carrying:
-        items.append(_as_read(table, {"pk": item["pk"], "sk": item["sk"]}, item, partition))
+    update = {
+        "TableName": table,
+        "Key": audit_items.repairs_key(partition),
+        "UpdateExpression": "SET #rep = :rep, expires_at = if_not_exists(expires_at, :exp)",
+        "ExpressionAttributeNames": {"#rep": audit_items.attribute(audit_items.REPAIRED, partition)},
+        "ExpressionAttributeValues": {
+            ":rep": {"N": str(stored - audit_items.accounted(others))},
+            ":exp": {"N": str(now_ms // 1000 + audit_items.AUDIT_TALLY_TTL_SECONDS)},
+        },
+    }
+    items = [{"Update": update}, *(_as_read(table, item, partition) for item in carrying)]
     if len(items) > transactions.MAX_ITEMS:
         return False  # more stream shards than one transaction can check: the next run will say
     # False: the stream counted some of it meanwhile; the audit's next run will say.
     return transactions.write_items(dynamodb, items, what="recording a repair", attempts=5)
 
 
-def _as_read(table: str, key: dict[str, Any], item: dict[str, Any], partition: str) -> dict[str, Any]:
+def _as_read(table: str, item: dict[str, Any], partition: str) -> dict[str, Any]:
     """A ConditionCheck that the stream's numbers of the partition on an audit item are as read."""
-    names: dict[str, str] = {}
-    values: dict[str, Any] = {}
-    parts = []
-    for i, account in enumerate(audit_items.STREAM_ACCOUNTS):
-        name = audit_items.attribute(account, partition)
-        names[f"#a{i}"] = name
-        if name in item:
-            values[f":a{i}"] = item[name]
-            parts.append(f"#a{i} = :a{i}")
-        else:
-            parts.append(f"attribute_not_exists(#a{i})")
-    check: dict[str, Any] = {
+    names = {f"#a{i}": audit_items.attribute(a, partition) for i, a in enumerate(audit_items.STREAM_ACCOUNTS)}
+    values = {f":{p[1:]}": item[name] for p, name in names.items() if name in item}
+    parts = [f"{p} = :{p[1:]}" if name in item else f"attribute_not_exists({p})" for p, name in names.items()]
+    check = {
         "TableName": table,
-        "Key": key,
+        "Key": {"pk": item["pk"], "sk": item["sk"]},
         "ConditionExpression": " AND ".join(parts),
         "ExpressionAttributeNames": names,
     }
-    if values:
-        check["ExpressionAttributeValues"] = values
-    return {"ConditionCheck": check}
+    return {"ConditionCheck": check | ({"ExpressionAttributeValues": values} if values else {})}

@@ -13,8 +13,8 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError, reason
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
-from chalicelib.counters import audit_items, bucket_writes, filters, layout, summary_writes
-from chalicelib.counters.countable import Countable, claim_put, countable_from_record, is_event
+from chalicelib.counters import audit_items, bucket_writes, layout, summary_writes
+from chalicelib.counters.countable import Countable, claim_put, countable_from_record, is_event, touches
 from chalicelib.events import stream_records
 
 SOURCE = quarantine.EVENTS_STREAM
@@ -78,11 +78,10 @@ def _selected(
     dynamodb: DynamoDB, settings: Settings, request: ReplayRequest
 ) -> list[tuple[str, dict[str, Any] | None]]:
     if request.ids:
-        found: list[tuple[str, dict[str, Any] | None]] = []
-        for record_id in request.ids:
-            item = dynamo.get_item(dynamodb, settings.counts_table, _key(record_id), "could not read the quarantine")
-            found.append((record_id, item))
-        return found
+        return [
+            (i, dynamo.get_item(dynamodb, settings.counts_table, _key(i), "could not read the quarantine"))
+            for i in request.ids
+        ]
     page = pager.query_page(
         dynamodb,
         settings.counts_table,
@@ -98,20 +97,10 @@ def _key(record_id: str) -> dict[str, Any]:
     return {"pk": {"S": QUARANTINE_PK}, "sk": {"S": record_id}}
 
 
-def _held(item: dict[str, Any]) -> frozenset[str]:
-    """The items that took the record before it was set aside (layout.held_id of each):
-    the stream handler had written some of its buckets when DynamoDB refused another."""
-    try:
-        raw = json.loads(attributes.text(item, "record"))
-    except ValueError:
-        return frozenset()
-    held = raw.get(stream_records.HELD_FIELD) if isinstance(raw, dict) else None
-    return frozenset(h for h in held if isinstance(h, str)) if isinstance(held, list) else frozenset()
-
-
-def _parse(item: dict[str, Any], now_ms: int) -> Countable:
-    """The stored copy, read as the stream handler reads a record; ValidationError/ValueError if
-    it still cannot be counted."""
+def _parse(item: dict[str, Any], now_ms: int) -> tuple[Countable, frozenset[str]]:
+    """The stored copy, read as the stream handler reads a record, and the items that took it
+    before it was set aside (layout.held_id of each: the stream handler had written some of its
+    buckets when DynamoDB refused another); ValidationError/ValueError if it still cannot be counted."""
     try:
         raw = json.loads(attributes.text(item, "record"))
     except ValueError as exc:
@@ -131,7 +120,8 @@ def _parse(item: dict[str, Any], now_ms: int) -> Countable:
     found = countable_from_record(carried[0], now_ms)
     if found.partition is None:
         raise ValidationError("the stored record names no events partition")
-    return found
+    held = raw.get(stream_records.HELD_FIELD)
+    return found, frozenset(h for h in held if isinstance(h, str)) if isinstance(held, list) else frozenset()
 
 
 def _replay_one(
@@ -144,19 +134,18 @@ def _replay_one(
     result: ReplayResult,
 ) -> None:
     try:
-        countable = _parse(item, now_ms)
+        countable, held = _parse(item, now_ms)
     except (ValidationError, ValueError) as exc:
         _still_bad(dynamodb, settings, record_id, reason(exc), now_ms)
         result.still_bad.append({"id": record_id, "reason": reason(exc)})
         return
-    partition = str((countable.record.new_image or {})["pk"])
     try:
-        tally = _audit_item(dynamodb, settings, countable, partition)
+        tally = _audit_item(dynamodb, settings, countable)
     except _ReplayedAlreadyError:
         why = "its partition's audit item has no set-aside record left to replay: it was replayed already"
         result.still_bad.append({"id": record_id, "reason": why})
         return
-    plan = _Plan(dynamodb, settings, record_id, countable, now_ms, tally=tally, held=_held(item))
+    plan = _Plan(dynamodb, settings, record_id, countable, now_ms, tally, held)
     try:
         written = transactions.write(
             dynamodb, plan.build, what="replaying a set-aside record", adapt=plan.adapt, sleep=sleep
@@ -180,49 +169,33 @@ class _ReplayedAlreadyError(Exception):
     """The partition's audit items exist and none has a set-aside record left."""
 
 
-@dataclass(frozen=True)
-class _AuditItem:
-    """The audit item that counted a record as set aside, and the attribute of each number there."""
-
-    key: dict[str, Any]
-    partition: str
-
-    def attribute(self, account: str) -> str:
-        return audit_items.attribute(account, self.partition)
-
-
-def _audit_item(dynamodb: DynamoDB, settings: Settings, countable: Countable, partition: str) -> _AuditItem | None:
-    """The shard's audit item that counted the record as set aside; None when there is none,
-    _ReplayedAlreadyError when it has nothing set aside left."""
+def _audit_item(dynamodb: DynamoDB, settings: Settings, countable: Countable) -> dict[str, Any] | None:
+    """The key of the shard's audit item that counted the record as set aside; None when there is
+    none, _ReplayedAlreadyError when it has nothing set aside left."""
+    partition = str(countable.partition)
     key = audit_items.shard_item_key(partition, countable.shard)
     item = dynamo.get_item(dynamodb, settings.counts_table, key, "could not read an audit item")
     if audit_items.member_accounts(item, partition)[audit_items.SET_ASIDE] >= 1:
-        return _AuditItem(key, partition)
+        return key
     if item is None:
         return None
     raise _ReplayedAlreadyError(partition)
 
 
+@dataclass
 class _Plan:
     """The replay transaction of one record, and how it adapts to what it meets."""
 
-    def __init__(
-        self,
-        dynamodb: DynamoDB,
-        settings: Settings,
-        record_id: str,
-        countable: Countable,
-        now_ms: int,
-        tally: _AuditItem | None,
-        held: frozenset[str] = frozenset(),
-    ) -> None:
-        self.dynamodb, self.settings, self.record_id = dynamodb, settings, record_id
-        self.countable, self.now_ms = countable, now_ms
-        self.tally = tally
-        self.held = held  # items that took it before it was set aside: not added to again
-        self.counted_elsewhere = False  # the marker was there: another copy was counted
-        self.keep_stored: set[tuple[str, str]] = set()
-        self.summary_rounds = 0
+    dynamodb: DynamoDB
+    settings: Settings
+    record_id: str
+    countable: Countable
+    now_ms: int
+    tally: dict[str, Any] | None  # the key of the audit item that counted it as set aside
+    held: frozenset[str] = frozenset()  # items that took it before it was set aside: not added to again
+    counted_elsewhere: bool = False  # the marker was there: another copy was counted
+    keep_stored: set[tuple[str, str]] = field(default_factory=set)
+    summary_rounds: int = 0
 
     def build(self) -> transactions.Plan:
         table, c = self.settings.counts_table, self.countable
@@ -234,33 +207,32 @@ class _Plan:
             items.append({"Put": claim_put(self.settings, c, self.now_ms)})
         if counting:
             # Its counter's buckets and its filters', then its breakdown summaries.
-            for pk in filters.count_pks(c.event.counter, c.event.dimensions, self.settings.filter_pairs):
-                for bucket in c.buckets:
-                    key = layout.bucket_item_key(pk, bucket)
-                    if layout.held_id(key) in self.held:
-                        continue
-                    # Its values go to the slots the item gives their names (read again on each
-                    # build: a slot taken meanwhile fails the transaction's condition).
-                    slots = bucket_writes.stored_slots(self.dynamodb, self.settings, key) if c.event.values else None
-                    update = bucket_writes.BucketUpdate(stored=slots)
-                    update.add(bucket, c.event)
-                    keep = attributes.key_of(key) in self.keep_stored
-                    # The stream handler's own increment: one rule for a bucket's expiry and retention.
-                    items.append({"Update": bucket_writes.increment(self.settings, key, bucket, update, keep)})
-            for put in summary_writes.replay_puts(self.dynamodb, self.settings, c):
-                items.append(put)
+            for touch in touches(c, self.settings):
+                key = touch.key()
+                if layout.held_id(key) in self.held:
+                    continue
+                # Its values go to the slots the item gives their names (read again on each
+                # build: a slot taken meanwhile fails the transaction's condition).
+                slots = bucket_writes.stored_slots(self.dynamodb, self.settings, key) if c.event.values else None
+                update = bucket_writes.BucketUpdate(stored=slots)
+                update.add(touch.bucket, c.event)
+                keep = attributes.key_of(key) in self.keep_stored
+                # The stream handler's own increment: one rule for a bucket's expiry and retention.
+                items.append({"Update": bucket_writes.increment(self.settings, key, touch.bucket, update, keep)})
+            items += summary_writes.replay_puts(self.dynamodb, self.settings, c)
         if self.tally is not None:
             to = audit_items.APPLIED if c.buckets else audit_items.EXPIRED
+            partition = str(c.partition)
             items.append(
                 {
                     "Update": {
                         "TableName": table,
-                        "Key": self.tally.key,
+                        "Key": self.tally,
                         "UpdateExpression": "ADD #to :one, #s :minus",
                         "ConditionExpression": "#s >= :one",
                         "ExpressionAttributeNames": {
-                            "#to": self.tally.attribute(to),
-                            "#s": self.tally.attribute(audit_items.SET_ASIDE),
+                            "#to": audit_items.attribute(to, partition),
+                            "#s": audit_items.attribute(audit_items.SET_ASIDE, partition),
                         },
                         "ExpressionAttributeValues": {":one": {"N": "1"}, ":minus": {"N": "-1"}},
                     }

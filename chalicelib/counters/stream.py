@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections import Counter as Tally
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -51,11 +50,7 @@ def apply_stream_batch(
 def _in_sequence(records: list[StreamRecord]) -> list[StreamRecord]:
     """A batch's records in stream order per shard (as Lambda sends them; sorting keeps each item's
     updates contiguous); records without a sequence number first, to be set aside."""
-
-    def order(record: StreamRecord) -> tuple[str, str]:
-        return record.shard, layout.sequence_position(record.sequence_number) or ""
-
-    return sorted(records, key=order)
+    return sorted(records, key=lambda r: (r.shard, layout.sequence_position(r.sequence_number) or ""))
 
 
 Outcome = batch_processor.Outcome[StreamRecord, Countable]
@@ -237,7 +232,7 @@ def apply_audit(dynamodb: DynamoDB, settings: Settings, shard: str, accounted: l
     for _ in range(MAX_ROUNDS):
         if not accounted:
             return calls
-        tally = Tally(audit_items.attribute(a.account, a.partition) for a in accounted)
+        tally = Counter(audit_items.attribute(a.account, a.partition) for a in accounted)
         names = {"#p": shard, **{f"#a{i}": name for i, name in enumerate(sorted(tally))}}
         values = {f":a{i}": {"N": str(tally[name])} for i, name in enumerate(sorted(tally))}
         adds = ", ".join(f"#a{i} :a{i}" for i in range(len(tally)))

@@ -25,6 +25,7 @@ MAX_ROUNDS = 8
 SINGLE_BYTES = 3_500
 
 Member = tuple[Countable, str]  # a record and its entry: the value (days), minute and value (hours)
+ItemId = tuple[str, int, int]  # one item of a bucket's summary: resolution ("quarter" too), index, part
 
 
 @dataclass(frozen=True, order=True)
@@ -80,28 +81,49 @@ def plan(counted: Iterable[Countable]) -> list[tuple[Target, list[Member]]]:
 
 def write(dynamodb: DynamoDB, settings: Settings, target: Target, members: list[Member], now_ms: int) -> int:
     """Merge the records of one shard into one bucket's summary, exactly once; returns the calls made."""
-    calls = 0
     members = sorted(members, key=lambda m: m[0].position)
-    head = target.key(0)
+    return _write_item(dynamodb, settings, target, target.key(0), members, now_ms, head=True)
+
+
+def _write_item(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    target: Target,
+    key: dict[str, Any],
+    members: list[Member],
+    now_ms: int,
+    known: dict[str, Any] | None = None,
+    head: bool = False,
+) -> int:
+    """Merge members into one item: the bucket's part 0 (`head`: one item while it fits, else split;
+    once split, each item the members touch) or one item of the parts layout (`known`: the item
+    as just read, if it was)."""
+    calls = 0
     for _ in range(MAX_ROUNDS):
-        stored = _read(dynamodb, settings, head)
-        calls += 1
-        if stored is not None and attributes.optional_text(stored, layout.LAYOUT) != layout.SINGLE:
+        if known is None:
+            stored = _read(dynamodb, settings, key)
+            calls += 1
+        else:
+            stored, known = known, None
+        if head and stored is not None and not _single(stored):
             return calls + _write_parts(dynamodb, settings, target, members, now_ms, stored)
         later = _later(stored, target.shard, members)
         if not later:
             return calls
         summary = _with(stored, later)
-        if topk.encoded_size(summary) <= single_bytes():
-            item = _item(settings, head, target, [stored], summary, later, now_ms)
-            item[layout.LAYOUT] = {"S": layout.SINGLE}
-            calls += 1
-            if _put(dynamodb, settings, item, stored):
+        if head and topk.encoded_size(summary) > single_bytes():
+            split, made = _split(dynamodb, settings, target, stored, summary, later, now_ms)
+            calls += made
+            if split:
                 return calls
             continue
-        split, made = _split(dynamodb, settings, target, stored, summary, later, now_ms)
-        calls += made
-        if split:
+        item = _item(settings, key, target, [stored], summary, later, now_ms, summary.fit())
+        if head:
+            item[layout.LAYOUT] = {"S": layout.SINGLE}
+        elif stored is not None and layout.LAYOUT in stored:
+            item[layout.LAYOUT] = stored[layout.LAYOUT]
+        calls += 1
+        if _put(dynamodb, settings, item, stored):
             return calls
     raise StorageError("a breakdown summary kept changing under its writes")
 
@@ -142,17 +164,33 @@ def _unchanged(stored: dict[str, Any] | None) -> dict[str, Any]:
     return dynamo.versioned_condition(dynamo.stored_version(stored))
 
 
-def _by_item(target: Target, members: list[Member]) -> dict[tuple[str, int, int], list[Member]]:
+def _single(head: dict[str, Any]) -> bool:
+    return attributes.optional_text(head, layout.LAYOUT) == layout.SINGLE
+
+
+def _quarter(index: int, entry: str) -> tuple[ItemId, str]:
+    """The quarter-hour item of hour `index` a minute entry goes to, and its entry there."""
+    minute, value = layout.split_quarter_entry(entry)
+    return ("quarter", index * 4 + minute // layout.QUARTER_MINUTES, 0), layout.quarter_entry(minute, value)
+
+
+def _keys(counter: str, dimension: str, resolution: str, index: int) -> list[dict[str, Any]]:
+    """Every item of a bucket's summary of a dimension: its parts, then for an hour its quarter hours."""
+    quarters = range(4) if resolution == "hour" else range(0)
+    parts = layout.summary_parts(counter, dimension, resolution, index)
+    return parts + [layout.summary_key(counter, dimension, "quarter", index * 4 + q, 0) for q in quarters]
+
+
+def _by_item(target: Target, members: list[Member]) -> dict[ItemId, list[Member]]:
     """The parts layout's items the members go to, each with their entries there: the part of
     their value and, for an hour, the quarter hour of their minute."""
-    items: dict[tuple[str, int, int], list[Member]] = {}
+    items: dict[ItemId, list[Member]] = {}
     for countable, entry in members:
+        value = entry
         if target.resolution == "hour":
-            minute, value = layout.split_quarter_entry(entry)
-            quarter = target.index * 4 + minute // layout.QUARTER_MINUTES
-            items.setdefault(("quarter", quarter, 0), []).append((countable, layout.quarter_entry(minute, value)))
-        else:
-            value = entry
+            quarter, in_quarter = _quarter(target.index, entry)
+            items.setdefault(quarter, []).append((countable, in_quarter))
+            value = layout.split_quarter_entry(entry)[1]
         part = layout.part_of(value, target.resolution)
         items.setdefault((target.resolution, target.index, part), []).append((countable, value))
     return items
@@ -181,23 +219,15 @@ def replay_puts(dynamodb: DynamoDB, settings: Settings, countable: Countable) ->
     puts = []
     for target, entry in targets(countable):
         head = _read(dynamodb, settings, target.key(0))
-        single = head is None or attributes.optional_text(head, layout.LAYOUT) == layout.SINGLE
-        chosen = (
-            {(target.resolution, target.index, 0): [(countable, entry)]}
-            if single
-            else _by_item(target, [(countable, entry)])
-        )
+        whole = {(target.resolution, target.index, 0): [(countable, entry)]}
+        chosen = whole if head is None or _single(head) else _by_item(target, [(countable, entry)])
         for (resolution, index, part), members in sorted(chosen.items()):
             key = target.key(part, resolution, index)
-            stored = head if (resolution, part) == (target.resolution, 0) else _read(dynamodb, settings, key)
-            summary = _decoded(stored)
-            for _, added in members:
-                summary.add(added, 1, countable.event.values)
+            is_head = (resolution, part) == (target.resolution, 0)
+            stored = head if is_head else _read(dynamodb, settings, key)
             retention = max(attributes.integer(stored or {}, "retention", 0), countable.event.retention_seconds)
-            new_head = stored is None and (resolution, part) == (target.resolution, 0)
-            puts.append(
-                _rewrite(settings, key, stored, summary, retention, target.ends, layout.SINGLE if new_head else None)
-            )
+            kind = layout.SINGLE if stored is None and is_head else None
+            puts.append(_rewrite(settings, key, stored, _with(stored, members), retention, target.ends, kind))
     return puts
 
 
@@ -210,76 +240,33 @@ def _rewrite(
     ends: Bucket,
     kind: str | None = None,
 ) -> dict[str, Any]:
-    """The transaction Put of `old` rewritten to hold `summary`, one version up, its shard positions
-    kept."""
-    evicted = summary.fit()
-    item = {
-        **(old or {}),
-        **key,
-        "e": {"S": topk.encode(summary)},
-        dynamo.VERSION: {"N": str(dynamo.stored_version(old) + 1)},
-        "retention": {"N": str(retention)},
-        "expires_at": {"N": str(timebuckets.expires_at_s(ends, retention))},
-    }
+    """The transaction Put of `old` rewritten to hold `summary`, its shard positions kept."""
+    item = {**(old or {}), **key, **_fields([old], summary, summary.fit(), retention, ends)}
     if kind is not None:
         item[layout.LAYOUT] = {"S": kind}
-    if evicted:
-        item["evicted"] = {"N": str(attributes.integer(old or {}, "evicted", 0) + evicted)}
     return {"Put": {"TableName": settings.counts_table, "Item": item, **_unchanged(old)}}
 
 
-def _write_item(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    target: Target,
-    key: dict[str, Any],
-    members: list[Member],
-    now_ms: int,
-    known: dict[str, Any] | None,
-) -> int:
-    """Merge members into one item of the parts layout (`known`: the item as just read, if it was)."""
-    calls = 0
-    for _ in range(MAX_ROUNDS):
-        if known is None:
-            stored = _read(dynamodb, settings, key)
-            calls += 1
-        else:
-            stored, known = known, None
-        later = _later(stored, target.shard, members)
-        if not later:
-            return calls
-        summary = _with(stored, later)
-        evicted = summary.fit()
-        item = _item(settings, key, target, [stored], summary, later, now_ms, evicted)
-        if stored is not None and layout.LAYOUT in stored:
-            item[layout.LAYOUT] = stored[layout.LAYOUT]
-        calls += 1
-        if _put(dynamodb, settings, item, stored):
-            return calls
-    raise StorageError("a breakdown summary kept changing under its writes")
-
-
-def _pieces(resolution: str, index: int, summary: topk.Summary) -> dict[tuple[str, int, int], topk.Summary]:
+def _pieces(resolution: str, index: int, summary: topk.Summary) -> dict[ItemId, topk.Summary]:
     """A bucket's single summary cut into the parts layout's items (by value hash and, for an hour,
     quarter hour), each entry with its count and err, each piece with the floor it was cut from; an
     empty item only where it must carry a floor (part 0 always: it says the layout)."""
     hour = resolution == "hour"
     values = topk.within(summary, 0, 59) if hour else summary
-    pieces: dict[tuple[str, int, int], topk.Summary] = {
+    pieces = {
         (resolution, index, p): topk.Summary(floor=values.floor)
         for p in range(layout.SUMMARY_PARTS if values.floor else 1)
     }
-    for value, counted in values.entries.items():
-        part = layout.part_of(value, resolution)
-        piece = pieces.setdefault((resolution, index, part), topk.Summary(floor=values.floor))
-        piece.entries[value] = topk.Entry(counted.count, counted.err, dict(counted.sums))
-    for q in range(4 if hour and summary.floor else 0):
-        pieces[("quarter", index * 4 + q, 0)] = topk.Summary(floor=summary.floor)
-    for entry, counted in summary.entries.items() if hour else ():
-        minute, value = layout.split_quarter_entry(entry)
-        quarter = index * 4 + minute // layout.QUARTER_MINUTES
-        piece = pieces.setdefault(("quarter", quarter, 0), topk.Summary(floor=summary.floor))
-        piece.entries[layout.quarter_entry(minute, value)] = topk.Entry(counted.count, counted.err, dict(counted.sums))
+    pieces |= {
+        ("quarter", index * 4 + q, 0): topk.Summary(floor=summary.floor)
+        for q in range(4 if hour and summary.floor else 0)
+    }
+    placed = [((resolution, index, layout.part_of(v, resolution)), v, counted) for v, counted in values.entries.items()]
+    placed += [(*_quarter(index, entry), counted) for entry, counted in summary.entries.items() if hour]
+    for item, entry, counted in placed:
+        # Every item is there already when the summary has a floor: one added starts at none.
+        piece = pieces.setdefault(item, topk.Summary())
+        piece.entries[entry] = topk.Entry(counted.count, counted.err, dict(counted.sums))
     return pieces
 
 
@@ -295,15 +282,9 @@ def _split(
     """Turn a bucket's single summary (with `later` merged in) into the parts layout, in one
     transaction conditioned on every item being as read; (False, calls) when one was not."""
     pieces = _pieces(target.resolution, target.index, summary)
-    others = [target.key(0, "quarter", target.index * 4 + q) for q in range(4)] if target.resolution == "hour" else []
-    others += [target.key(p) for p in range(1, layout.SUMMARY_PARTS)]
+    others = _keys(target.counter, target.dimension, target.resolution, target.index)[1:]
     # Items of an earlier split that outlived part 0 (a longer retention): merged in, not overwritten.
-    earlier = {
-        attributes.sort_key(item): item
-        for item in dynamo.batch_get_items(
-            dynamodb, settings.counts_table, others, "could not read a breakdown summary", consistent=True
-        )
-    }
+    earlier = _read_items(dynamodb, settings, others)
     calls = 1 + (len(others) - 1) // 100
     puts = []
     for (resolution, index, part), piece in sorted(pieces.items()):
@@ -329,7 +310,7 @@ def _item(
     summary: topk.Summary,
     later: list[Member],
     now_ms: int,
-    evicted: int = 0,
+    evicted: int,
 ) -> dict[str, Any]:
     """An item holding `summary`: the items `read` with `later` merged in, each shard's furthest
     position (another shard's only while a delivery could need it), a version above every version
@@ -348,14 +329,24 @@ def _item(
                 continue  # a shard no delivery can bring back below its position
             if name not in item or layout.split_stamped(attributes.text(item, name)).position < stamp.position:
                 item[name] = value
-    item["e"] = {"S": topk.encode(summary)}
-    item[dynamo.VERSION] = {"N": str(1 + max(dynamo.stored_version(r) for r in read))}
-    item["retention"] = {"N": str(retention)}
-    item["expires_at"] = {"N": str(timebuckets.expires_at_s(target.ends, retention))}
-    evicted_before = sum(attributes.integer(r or {}, "evicted", 0) for r in read)
-    if evicted or evicted_before:
-        item["evicted"] = {"N": str(evicted_before + evicted)}
-    return item
+    return item | _fields(read, summary, evicted, retention, target.ends)
+
+
+def _fields(
+    read: list[dict[str, Any] | None], summary: topk.Summary, evicted: int, retention: int, ends: Bucket
+) -> dict[str, Any]:
+    """An item's attributes besides its key and positions: `summary`, a version above every
+    version read, its retention and expiry, and what it and the items read evicted."""
+    fields = {
+        "e": {"S": topk.encode(summary)},
+        dynamo.VERSION: {"N": str(1 + max(dynamo.stored_version(r) for r in read))},
+        "retention": {"N": str(retention)},
+        "expires_at": {"N": str(timebuckets.expires_at_s(ends, retention))},
+    }
+    evicted += sum(attributes.integer(r or {}, "evicted", 0) for r in read)
+    if evicted:
+        fields["evicted"] = {"N": str(evicted)}
+    return fields
 
 
 # Outcomes of a recount's rewrite of a bucket's summary (rebuild).
@@ -367,12 +358,10 @@ def bucket_items(
 ) -> dict[str, dict[str, Any]]:
     """Every stored item of a bucket's summary of a dimension (its parts and, for an hour, its
     quarter hours), by sort key, read consistently."""
-    keys = [
-        layout.summary_key(counter, dimension, bucket.resolution, bucket.index, p)
-        for p in range(layout.PARTS[bucket.resolution])
-    ]
-    if bucket.resolution == "hour":
-        keys += [layout.summary_key(counter, dimension, "quarter", bucket.index * 4 + q, 0) for q in range(4)]
+    return _read_items(dynamodb, settings, _keys(counter, dimension, bucket.resolution, bucket.index))
+
+
+def _read_items(dynamodb: DynamoDB, settings: Settings, keys: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     found = dynamo.batch_get_items(
         dynamodb, settings.counts_table, keys, "could not read a breakdown summary", consistent=True
     )
@@ -390,18 +379,12 @@ def rebuild(
 ) -> str:
     """Make a bucket's summary of a dimension exactly the events given, on condition that each
     item is still as `stored`: REBUILT, UNCHANGED or CHANGED (docs/counting.md, "Repair")."""
-
-    def key_of(resolution: str, index: int, part: int) -> dict[str, Any]:
-        return layout.summary_key(counter, dimension, resolution, index, part)
-
-    head = stored.get(attributes.sort_key(key_of(bucket.resolution, bucket.index, 0)))
+    head = stored.get(attributes.sort_key(layout.summary_key(counter, dimension, bucket.resolution, bucket.index, 0)))
     summary = topk.Summary()
     for event in events:
         summary.add(entry_of(event, dimension, bucket), 1, event.values)
-    single = (not stored or (head is not None and attributes.optional_text(head, layout.LAYOUT) == layout.SINGLE)) and (
-        topk.encoded_size(summary) <= single_bytes()
-    )
-    pieces: dict[tuple[str, int, int], topk.Summary] = (
+    single = (not stored or (head is not None and _single(head))) and topk.encoded_size(summary) <= single_bytes()
+    pieces: dict[ItemId, topk.Summary] = (
         {(bucket.resolution, bucket.index, 0): summary} if single else _pieces(bucket.resolution, bucket.index, summary)
     )
     for sk in stored:  # an item the recount leaves empty is emptied
@@ -414,7 +397,7 @@ def rebuild(
     )
     puts: list[dict[str, Any]] = []
     for (resolution, index, part), piece in sorted(pieces.items()):
-        key = key_of(resolution, index, part)
+        key = layout.summary_key(counter, dimension, resolution, index, part)
         old = stored.get(attributes.sort_key(key))
         is_head = (resolution, part) == (bucket.resolution, 0)
         put = _rewrite(settings, key, old, piece, retention, bucket, kind if is_head else None)

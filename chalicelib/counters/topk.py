@@ -34,8 +34,7 @@ class Summary:
         if entry is None:
             entry = self.entries[value] = Entry(self.floor, self.floor)
         entry.count += count
-        for name, amount in sums.items():
-            entry.sums[name] = EXACT.add(entry.sums.get(name, Decimal(0)), amount)
+        add_sums(entry.sums, sums)
 
     def fit(self, max_bytes: int | None = None) -> int:
         """Evict the smallest entries until the encoding fits in max_bytes (MAX_BYTES); returns how many went."""
@@ -53,6 +52,12 @@ class Summary:
             self.floor = max(self.floor, entry.count)
             evicted += 1
         return evicted
+
+
+def add_sums(into: dict[str, Decimal], sums: Mapping[str, Decimal]) -> None:
+    """Add `sums` into `into`, name by name, exactly."""
+    for name, amount in sums.items():
+        into[name] = EXACT.add(into.get(name, Decimal(0)), amount)
 
 
 def _entry_json(value: str, entry: Entry) -> str:
@@ -89,8 +94,7 @@ def merge(a: Summary, b: Summary) -> Summary:
         count = (ea.count if ea else a.floor) + (eb.count if eb else b.floor)
         err = (ea.err if ea else a.floor) + (eb.err if eb else b.floor)
         sums = dict(ea.sums) if ea else {}
-        for name, amount in (eb.sums if eb else {}).items():
-            sums[name] = EXACT.add(sums.get(name, Decimal(0)), amount)
+        add_sums(sums, eb.sums if eb else {})
         out.entries[value] = Entry(count, err, sums)
     return out
 
@@ -115,8 +119,7 @@ def within(summary: Summary, first: int, last: int) -> Summary:
         into = cut.entries.setdefault(value, Entry(0))
         into.count += entry.count
         into.err += entry.err
-        for name, amount in entry.sums.items():
-            into.sums[name] = EXACT.add(into.sums.get(name, Decimal(0)), amount)
+        add_sums(into.sums, entry.sums)
     for value, into in cut.entries.items():
         unlisted = summary.floor * (span - listed_minutes[value])
         into.count += unlisted
@@ -159,9 +162,7 @@ def rank(buckets: Iterable[Iterable[Summary]]) -> Ranking:
                 found[0] += entry.count
                 found[1] += entry.count - entry.err
                 found[2] += floor
-                into = sums.setdefault(value, {})
-                for name, amount in entry.sums.items():
-                    into[name] = EXACT.add(into.get(name, Decimal(0)), amount)
+                add_sums(sums.setdefault(value, {}), entry.sums)
     ranked = [
         Ranked(value, count + floors_total - floors_listed, low, sums[value])
         for value, (count, low, floors_listed) in listed.items()
