@@ -25,7 +25,6 @@ MAX_WIDTH = 100_000
 # A beacon's time picks the salt of its UTC day; a salt lives two days from its day's start,
 # so a beacon up to a day old (one resent after midnight) still finds its day's salt.
 MAX_AGE_MS = times.DAY_MS
-PAGEVIEW = names.PAGEVIEW
 _recent = catalog.Recent()
 
 
@@ -54,6 +53,9 @@ class Outcome:
         return answer
 
 
+BOT = Outcome(False, None, "bot")
+
+
 def parse_body(body: Any, now_ms: int, settings: Settings) -> Beacon:
     """`{"url", "time", "referrer"?, "width"?, "site"?, "event"?, "dimensions"?, "values"?}`."""
     if not isinstance(body, dict):
@@ -73,8 +75,8 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> Beacon:
         raise ValidationError("time is more than a day old: a page view is counted within a day")
     times.not_ahead(time_ms, now_ms, settings.max_future_skew_seconds)
     site = None if body.get("site") is None else names.site_name(body["site"], "site")
-    event = PAGEVIEW if body.get("event") is None else validation.name(body["event"], "event")
-    if event == PAGEVIEW and (body.get("dimensions") is not None or body.get("values") is not None):
+    event = names.PAGEVIEW if body.get("event") is None else validation.name(body["event"], "event")
+    if event == names.PAGEVIEW and (body.get("dimensions") is not None or body.get("values") is not None):
         raise ValidationError("dimensions and values belong to custom events: give event too")
     return Beacon(url, referrer or None, width, time_ms, site, event, body.get("dimensions"), body.get("values"))
 
@@ -89,57 +91,49 @@ def count(
     user_agent: str | None,
     now_ms: int,
 ) -> Outcome:
-    """Count one beacon (for a known bot, only that the site refused one); ValidationError for a
-    URL that is not a page's."""
-    if privacy.is_bot(user_agent):
-        _count_bot(dynamodb, settings, item_key, beacon, ip, user_agent or "", now_ms)
-        return Outcome(False, None, "bot")
-    assert user_agent is not None
+    """Count one beacon (for a known bot, only that the site refused one: docs/tracker.md, "Bots");
+    ValidationError for a URL that is not a page's."""
+    bot = privacy.is_bot(user_agent)
     try:
-        page = privacy.page(beacon.url, beacon.referrer)
-    except ValueError as exc:
-        raise ValidationError("url must be an http(s) URL with a host") from exc
-    site = beacon.site or names.site_name(page.host, "url's host")
+        page = _page(beacon)
+        site = beacon.site or names.site_name(page.host, "url's host")
+    except ValidationError:
+        if bot:
+            return BOT  # its URL names no site: it counts nowhere
+        raise
     salt = salts.salt_for_day(dynamodb, settings, item_key, beacon.time_ms // times.DAY_MS, now_ms)
-    visitor = privacy.visitor_id(salt, site, ip, user_agent)
+    visitor = privacy.visitor_id(salt, site, ip, user_agent or "")
     view_url = privacy.page_url(beacon.url)
-    if beacon.event != PAGEVIEW:
+    if bot:
+        event_id = _derived("bot", beacon.event, view_url, str(beacon.time_ms), visitor)
+        bot_event = _event(names.bots_counter(site), event_id, beacon, None)
+        events.store(dynamodb, settings, events.parse_body(bot_event, now_ms, settings), now_ms)
+        return BOT
+    if beacon.event != names.PAGEVIEW:
         counter = validation.name(names.event_counter(site, beacon.event), "event (with the site, at most 200)")
         event_id = _derived("event", beacon.event, view_url, str(beacon.time_ms), visitor)
         body = {**_event(counter, event_id, beacon, beacon.dimensions), "values": beacon.values}
         stored = events.parse_body(body, now_ms, settings)
         matched = site_settings.cached(dynamodb, settings, site, now_ms).goals_of_event(beacon.event)
-        goals.enqueue_visitor(sqs, settings, item_key, site, matched, visitor, beacon.time_ms)
-        events.store(dynamodb, settings, stored, now_ms)
-        _note_site(dynamodb, settings, site, now_ms)
-        return Outcome(True, site)
-    # Checked first: a refused event must leave nothing queued.
-    batch = events.parse_body({"events": pageview_events(site, page, beacon, view_url, visitor)}, now_ms, settings)
-    view = view_input.View(view_url, beacon.time_ms, _derived("view", view_url, str(beacon.time_ms), visitor))
-    views_api.enqueue(sqs, settings, [view], now_ms)
-    visitors = uniques_api.Post([visitor], beacon.time_ms)
-    uniques_api.enqueue(sqs, settings, item_key, names.visitors_name(site), visitors, minute=True)  # realtime
-    matched = site_settings.cached(dynamodb, settings, site, now_ms).goals_of_page(page.path)
+    else:
+        # Checked first: a refused event must leave nothing queued.
+        stored = events.parse_body({"events": pageview_events(site, page, beacon, view_url, visitor)}, now_ms, settings)
+        view = view_input.View(view_url, beacon.time_ms, _derived("view", view_url, str(beacon.time_ms), visitor))
+        views_api.enqueue(sqs, settings, [view], now_ms)
+        visitors = uniques_api.Post([visitor], beacon.time_ms)
+        uniques_api.enqueue(sqs, settings, item_key, names.visitors_name(site), visitors, minute=True)  # realtime
+        matched = site_settings.cached(dynamodb, settings, site, now_ms).goals_of_page(page.path)
     goals.enqueue_visitor(sqs, settings, item_key, site, matched, visitor, beacon.time_ms)
-    events.store(dynamodb, settings, batch, now_ms)
+    events.store(dynamodb, settings, stored, now_ms)
     _note_site(dynamodb, settings, site, now_ms)
     return Outcome(True, site)
 
 
-def _count_bot(
-    dynamodb: DynamoDB, settings: Settings, item_key: bytes, beacon: Beacon, ip: str, user_agent: str, now_ms: int
-) -> None:
-    """One event on the site's bots counter (docs/tracker.md, "Bots"); none for a URL naming no site."""
+def _page(beacon: Beacon) -> privacy.Page:
     try:
-        page = privacy.page(beacon.url, beacon.referrer)
-        site = beacon.site or names.site_name(page.host, "url's host")
-    except (ValueError, ValidationError):
-        return
-    salt = salts.salt_for_day(dynamodb, settings, item_key, beacon.time_ms // times.DAY_MS, now_ms)
-    visitor = privacy.visitor_id(salt, site, ip, user_agent)
-    event_id = _derived("bot", beacon.event, privacy.page_url(beacon.url), str(beacon.time_ms), visitor)
-    event = _event(names.bots_counter(site), event_id, beacon, None)
-    events.store(dynamodb, settings, events.parse_body(event, now_ms, settings), now_ms)
+        return privacy.page(beacon.url, beacon.referrer)
+    except ValueError as exc:
+        raise ValidationError("url must be an http(s) URL with a host") from exc
 
 
 def pageview_events(site: str, page: privacy.Page, beacon: Beacon, view_url: str, visitor: str) -> list[dict[str, Any]]:
@@ -165,10 +159,9 @@ def _event(counter: str, event_id: str, beacon: Beacon, dimensions: Any) -> dict
 
 
 def _derived(*parts: str) -> str:
-    """An id made from the parts (length-prefixed), 128 bits in hex: it names one page view
-    and nothing about the visitor can be read back from it."""
-    data = b"".join(len(b).to_bytes(4, "big") + b for b in (p.encode("utf-8") for p in parts))
-    return hashlib.sha256(data).hexdigest()[:32]
+    """An id made from the parts, 128 bits in hex: it names one page view and nothing about the
+    visitor can be read back from it."""
+    return hashlib.sha256(privacy.framed(*parts)).hexdigest()[:32]
 
 
 def _note_site(dynamodb: DynamoDB, settings: Settings, site: str, now_ms: int) -> None:

@@ -58,12 +58,15 @@ UTM_FIELDS = ("utm_source", "utm_medium", "utm_campaign")
 
 
 def visitor_id(salt: bytes, site: str, ip: str, user_agent: str) -> str:
-    """HMAC-SHA256 keyed with the day's salt over the site, IP and user agent, 128 bits in hex.
-    Each part is length-prefixed, so no two different inputs hash the same text."""
+    """HMAC-SHA256 keyed with the day's salt over the site, IP and user agent, 128 bits in hex."""
     if len(salt) < SALT_BYTES:
         raise ValueError("a salt is 32 random bytes")
-    message = b"".join(len(p).to_bytes(4, "big") + p for p in (s.encode("utf-8") for s in (site, ip, user_agent)))
-    return hmac.new(salt, message, hashlib.sha256).hexdigest()[: VISITOR_ID_BYTES * 2]
+    return hmac.new(salt, framed(site, ip, user_agent), hashlib.sha256).hexdigest()[: VISITOR_ID_BYTES * 2]
+
+
+def framed(*parts: str) -> bytes:
+    """The parts as one message, each length-prefixed, so no two different lists make the same."""
+    return b"".join(len(b).to_bytes(4, "big") + b for b in (p.encode("utf-8") for p in parts))
 
 
 def is_bot(user_agent: str | None) -> bool:
@@ -75,10 +78,7 @@ def device(width: int | None) -> str:
     """mobile (< 576 px), tablet (< 992), laptop (< 1440), desktop; (unknown) without a width."""
     if width is None:
         return UNKNOWN
-    for bound, name in DEVICE_CLASSES:
-        if width < bound:
-            return name
-    return LARGEST_DEVICE
+    return next((name for bound, name in DEVICE_CLASSES if width < bound), LARGEST_DEVICE)
 
 
 @dataclass(frozen=True)
