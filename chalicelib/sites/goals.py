@@ -1,11 +1,6 @@
-"""Goals: what the beacon counts for them and what the site summary answers for them.
-
-A goal's conversions are read from what every page view and custom event already writes (the
-`page` filter of `site:<site>`, or the counter `site-event:<site>:<event>`); its converting
-visitors are a unique count of their own (`goal:<site>:<id>`), fed the visitor's item only when
-a page view or event matches the goal. Why that is exact under redelivery and what it costs:
-docs/tracker.md, "Goals".
-"""
+"""Goals: what the beacon counts for them (their converting visitors, `goal:<site>:<id>`) and
+what the site summary answers for them (conversions read from the site's counters). How, and why
+that is exact under redelivery: docs/tracker.md, "Goals"."""
 
 from __future__ import annotations
 
@@ -43,11 +38,10 @@ def in_summary(
     site, answers, keys_read = site_settings.site, [], 0
     for goal in site_settings.goals:
         if goal.event is not None:
-            found = reads.count_window(dynamodb, settings, names.event_counter(site, goal.event), *minutes, now_ms)
+            counter, where = names.event_counter(site, goal.event), None
         else:
-            found = reads.count_window(
-                dynamodb, settings, names.pageview_counter(site), *minutes, now_ms, where={"page": goal.page or ""}
-            )
+            counter, where = names.pageview_counter(site), {"page": goal.page or ""}
+        found = reads.count_window(dynamodb, settings, counter, *minutes, now_ms, where=where)
         converted = uniques_api.window_cardinality(
             dynamodb, settings, [names.goal_visitors_name(site, goal.id)], span, now_ms
         )

@@ -1,10 +1,6 @@
-"""`GET /sites/{site}/realtime`: the visitors of the last minutes and page views per minute.
-
-Visitors: the union of the minute sketches of the site's visitors (the beacon queues a page
-view's visitor with `minute`, and the unique-count handler merges each batch into its minutes'
-sketches: uniques.api.recent). Page views: the minute series of the site's page-view counter
-(counters.reads.histogram). How fresh each is and what it costs: docs/tracker.md, "Right now".
-"""
+"""`GET /sites/{site}/realtime`: the visitors of the last minutes (the union of the minute
+sketches of the site's visitors, uniques.api.recent) and page views per minute (the minute series
+of its page-view counter). How fresh each is and what it costs: docs/tracker.md, "Right now"."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import secrets
 import threading
 import weakref
 from collections.abc import Callable
+from contextlib import suppress
 from hashlib import sha256
 from typing import Any
 
@@ -115,16 +116,13 @@ def _read(dynamodb: DynamoDB, settings: Settings, item_key: bytes, day: int, now
 def _delete_expired(dynamodb: DynamoDB, settings: Settings, day: int, now_s: int) -> None:
     """Delete an expired salt now rather than when TTL gets to it (docs/tracker.md, "Privacy");
     should it fail, every read ignores it and TTL deletes it."""
-    try:
-        with translated("could not delete an expired salt"):
-            dynamodb.delete_item(
-                TableName=settings.counts_table,
-                Key=names.salt_key(day),
-                ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
-                ExpressionAttributeValues={":now": {"N": str(now_s)}},
-            )
-    except StorageError:
-        pass
+    with suppress(StorageError), translated("could not delete an expired salt"):
+        dynamodb.delete_item(
+            TableName=settings.counts_table,
+            Key=names.salt_key(day),
+            ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
+            ExpressionAttributeValues={":now": {"N": str(now_s)}},
+        )
 
 
 def _create(dynamodb: DynamoDB, settings: Settings, item_key: bytes, day: int, now_s: int, salt: bytes) -> bytes:
@@ -142,11 +140,9 @@ def _create(dynamodb: DynamoDB, settings: Settings, item_key: bytes, day: int, n
                 ExpressionAttributeValues={":now": {"N": str(now_s)}},
             )
     except ConditionFailed:
-        pass
-    else:
-        _delete_expired(dynamodb, settings, day - SALT_DAYS, now_s)
-        return salt
-    stored = _read(dynamodb, settings, item_key, day, now_s)
-    if stored is None:
-        raise StorageError("the day's salt was neither created nor found")
-    return stored
+        stored = _read(dynamodb, settings, item_key, day, now_s)
+        if stored is None:
+            raise StorageError("the day's salt was neither created nor found") from None
+        return stored
+    _delete_expired(dynamodb, settings, day - SALT_DAYS, now_s)
+    return salt

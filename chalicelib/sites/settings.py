@@ -150,11 +150,10 @@ def read(dynamodb: DynamoDB, settings: Settings, site: str) -> SiteSettings:
 
 def write(dynamodb: DynamoDB, settings: Settings, new: SiteSettings) -> None:
     """Replace the site's settings (the last writer wins)."""
-    stored = [{"name": g.name, "event": g.event, "page": g.page, "since": g.since_ms} for g in new.goals]
     item = {
         **names.settings_key(new.site),
         "timezone": {"S": new.timezone},
-        "goals": {"S": json.dumps([{k: v for k, v in g.items() if v is not None} for g in stored])},
+        "goals": {"S": json.dumps([{**g.as_dict(), "since": g.since_ms} for g in new.goals])},
         "updated_at": {"N": str(new.updated_ms or 0)},
     }
     with translated("could not store the site's settings"):

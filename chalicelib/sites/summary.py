@@ -1,15 +1,7 @@
-"""`GET /sites/{site}/summary`: a site's visitors, page views, page views refused as bots'
-and top pages, referrers, sources and devices over a window, each list a breakdown of the
-site's counters (sites.names).
-
-Reads: the site's settings (its zone and goals), the visitors' day, hour and quarter sketches
-(uniques, one BatchGetItem), four breakdowns
-(counters.breakdowns: page, referrer, source and device of `site:<site>`), each a bounded read
-whatever the number of page views or pages, and one count window of `site-bots:<site>` (the
-window's days and end hours: at most 426 keys, 5 BatchGetItem calls, for 400 days). What it costs:
-docs/tracker.md, "What you see". The
-UTM mediums and campaigns are breakdowns of `site-utm:<site>`
-(`GET /counters/site-utm:<site>/breakdown?by=medium`), left out here to keep that bound."""
+"""`GET /sites/{site}/summary`: a site's visitors, page views, page views refused as bots' and
+top pages, referrers, sources and devices over a window, each list a breakdown of the site's
+counters (sites.names). What it reads, what that costs and where the UTM mediums and campaigns
+are: docs/tracker.md, "What you see"."""
 
 from __future__ import annotations
 
@@ -39,18 +31,13 @@ LISTS = (
 )
 
 
-def parse_limit(params: Mapping[str, str]) -> int:
-    """`limit`: the longest list (1-1000, default 10), as a breakdown's."""
-    return pager.page_limit(params.get("limit"), DEFAULT_LIMIT, breakdowns.MAX_LIMIT)
-
-
 def windowed_summary(
     dynamodb: DynamoDB, settings: Settings, site: str, params: Mapping[str, str], now_ms: int
 ) -> dict[str, Any]:
     """GET /sites/{site}/summary: the summary over the window, in `tz`, else in the site's own
     zone (its settings' `timezone`, once set: the one place it applies), else UTC; with
     `previous` for `compare`."""
-    limit = parse_limit(params)
+    limit = pager.page_limit(params.get("limit"), DEFAULT_LIMIT, breakdowns.MAX_LIMIT)  # the longest list
     stored = site_settings.read(dynamodb, settings, names.site_name(site))
     default_zone = None if stored.updated_ms is None else stored.timezone
     window = window_params.window(params, now_ms, default_zone)
