@@ -400,7 +400,7 @@ def post_pageview() -> Response:
     ip = str(request().context.get("identity", {}).get("sourceIp", ""))
     agent = request().headers.get("user-agent")
     outcome = beacon.count(aws.dynamodb, aws.sqs, settings, aws.item_key, pageview, ip, agent, now)
-    return Response(body=outcome.as_dict(), status_code=202)
+    return Response(body=outcome, status_code=202)
 
 
 @app.lambda_function(name="beacon_url")

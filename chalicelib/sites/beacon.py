@@ -40,20 +40,7 @@ class Beacon:
     values: Any = None
 
 
-@dataclass(frozen=True)
-class Outcome:
-    counted: bool
-    site: str | None = None
-    reason: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        answer: dict[str, Any] = {"counted": self.counted, "site": self.site}
-        if self.reason:
-            answer["reason"] = self.reason
-        return answer
-
-
-BOT = Outcome(False, None, "bot")
+BOT = {"counted": False, "site": None, "reason": "bot"}  # the answer to a known bot's beacon
 
 
 def parse_body(body: Any, now_ms: int, settings: Settings) -> Beacon:
@@ -65,9 +52,7 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> Beacon:
     referrer = body.get("referrer")
     if referrer is not None and (not isinstance(referrer, str) or len(referrer) > URL_MAX_CHARS):
         raise ValidationError(f"referrer must be a string of at most {URL_MAX_CHARS} characters")
-    width = body.get("width")
-    if width is not None:
-        width = validation.integer(width, "width", 0, MAX_WIDTH)
+    width = None if body.get("width") is None else validation.integer(body["width"], "width", 0, MAX_WIDTH)
     if "time" not in body:
         raise ValidationError("time is required: with the url and the visitor it makes a page view unique")
     time_ms = times.parse(body["time"], "time")
@@ -90,7 +75,7 @@ def count(
     ip: str,
     user_agent: str | None,
     now_ms: int,
-) -> Outcome:
+) -> dict[str, Any]:
     """Count one beacon (for a known bot, only that the site refused one: docs/tracker.md, "Bots");
     ValidationError for a URL that is not a page's."""
     bot = privacy.is_bot(user_agent)
@@ -99,7 +84,7 @@ def count(
         site = beacon.site or names.site_name(page.host, "url's host")
     except ValidationError:
         if bot:
-            return BOT  # its URL names no site: it counts nowhere
+            return dict(BOT)  # its URL names no site: it counts nowhere
         raise
     salt = salts.salt_for_day(dynamodb, settings, item_key, beacon.time_ms // times.DAY_MS, now_ms)
     visitor = privacy.visitor_id(salt, site, ip, user_agent or "")
@@ -108,7 +93,7 @@ def count(
         event_id = _derived("bot", beacon.event, view_url, str(beacon.time_ms), visitor)
         bot_event = _event(names.bots_counter(site), event_id, beacon, None)
         events.store(dynamodb, settings, events.parse_body(bot_event, now_ms, settings), now_ms)
-        return BOT
+        return dict(BOT)
     if beacon.event != names.PAGEVIEW:
         counter = validation.name(names.event_counter(site, beacon.event), "event (with the site, at most 200)")
         event_id = _derived("event", beacon.event, view_url, str(beacon.time_ms), visitor)
@@ -126,7 +111,7 @@ def count(
     goals.enqueue_visitor(sqs, settings, item_key, site, matched, visitor, beacon.time_ms)
     events.store(dynamodb, settings, stored, now_ms)
     _note_site(dynamodb, settings, site, now_ms)
-    return Outcome(True, site)
+    return {"counted": True, "site": site}
 
 
 def _page(beacon: Beacon) -> privacy.Page:

@@ -1,9 +1,7 @@
-"""What a page-view beacon becomes before anything is counted: the visitor id (a keyed hash of
-the day's salt, the site, IP address and user agent; never stored), known bots by user agent
-(BOT_PATTERNS), the device class from the viewport width, and the page path, referrer host and
-UTM fields, and the URL a page is counted under (no user info, port or query). Pure.
-Why this is private: docs/tracker.md, "Privacy: what is collected and what is not".
-"""
+"""What a page-view beacon becomes before anything is counted: the visitor id (never stored),
+known bots (BOT_PATTERNS), the device class, the page path, referrer host and UTM fields, and the
+URL a page is counted under. Pure. Why this is private: docs/tracker.md, "Privacy: what is
+collected and what is not"."""
 
 from __future__ import annotations
 
@@ -111,7 +109,7 @@ def page(url: str, referrer: str | None) -> Page:
         raise ValueError("not an http(s) URL with a host")
     path = (parts.path or "/") + route(parts.fragment)
     query = parse_qs(parts.query)
-    utm = [clip(query[name][0].strip()) if query.get(name) and query[name][0].strip() else NONE for name in UTM_FIELDS]
+    utm = [clip(query.get(name, [""])[0].strip()) or NONE for name in UTM_FIELDS]
     return Page(host, clip(path), referrer_host(referrer, host), *utm)
 
 
@@ -134,12 +132,8 @@ def route(fragment: str) -> str:
 
 def referrer_host(referrer: str | None, own_host: str) -> str:
     """The referrer's host without `www.`; DIRECT for none, an unparsable one or the site itself."""
-    if not referrer:
-        return DIRECT
     try:
-        host = (urlsplit(referrer).hostname or "").lower()
+        host = (urlsplit(referrer or "").hostname or "").lower()
     except ValueError:
         return DIRECT
-    if not host or host == own_host:
-        return DIRECT
-    return clip(host.removeprefix("www."))
+    return DIRECT if not host or host == own_host else clip(host.removeprefix("www."))

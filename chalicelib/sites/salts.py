@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import hmac
 import secrets
-import threading
-import weakref
 from collections.abc import Callable
 from contextlib import suppress
 from hashlib import sha256
-from typing import Any
 
 from chalicelib.core import attributes, dynamo, times
 from chalicelib.core.aws import DynamoDB
@@ -21,6 +18,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.sites import names
 from chalicelib.sites.privacy import SALT_BYTES
+from chalicelib.sites.settings import ClientCache
 
 SALT_DAYS = 2  # a salt lives this many days from its day's start
 NONCE_BYTES = 16
@@ -61,23 +59,12 @@ def expires_at_s(day: int) -> int:
     return (day + SALT_DAYS) * times.DAY_MS // 1000
 
 
-class _Cache:
-    """Salts this process read, per DynamoDB client (a test's emulator starts afresh), each
-    used only until its expiry."""
+class _Cache(ClientCache[int, bytes]):
+    """The salts this process read: only a day's not yet expired is asked for (salt_for_day), and at
+    most SALT_DAYS + 1 days have one (a beacon's day may be a day old, or a moment ahead)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._salts: weakref.WeakKeyDictionary[Any, dict[int, bytes]] = weakref.WeakKeyDictionary()
-
-    def get(self, client: Any, day: int) -> bytes | None:
-        with self._lock:
-            return self._salts.get(client, {}).get(day)
-
-    def put(self, client: Any, day: int, salt: bytes, now_s: int) -> None:
-        with self._lock:
-            held = {d: s for d, s in self._salts.get(client, {}).items() if expires_at_s(d) > now_s}
-            held[day] = salt
-            self._salts[client] = held
+        super().__init__(SALT_DAYS + 1, SALT_DAYS * times.DAY_MS)
 
 
 _cache = _Cache()
@@ -96,13 +83,13 @@ def salt_for_day(
     now_s = now_ms // 1000
     if expires_at_s(day) <= now_s:
         raise ValueError("that day's salt is gone: its visitors can no longer be told apart")
-    cached = _cache.get(dynamodb, day)
+    cached = _cache.get(dynamodb, day, now_ms)
     if cached is not None:
         return cached
     salt = _read(dynamodb, settings, item_key, day, now_s)
     if salt is None:
         salt = _create(dynamodb, settings, item_key, day, now_s, new_salt())
-    _cache.put(dynamodb, day, salt, now_s)
+    _cache.put(dynamodb, day, salt, now_ms)
     return salt
 
 

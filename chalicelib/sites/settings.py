@@ -1,6 +1,6 @@
 """`PUT /sites/{site}` and `GET /sites/{site}`: a site's settings (its time zone and its goals),
 one item in the counts table (sites.names.settings_key), and the beacon's per-process cache of
-them. Every limit of the settings is here. How goals are counted and how stale the beacon's
+them (ClientCache, which holds the day's salts too). Every limit of the settings is here. How goals are counted and how stale the beacon's
 copy may be: docs/tracker.md, "Goals".
 """
 
@@ -14,7 +14,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from chalicelib.core import attributes, dynamo, times, validation, zones
 from chalicelib.core.aws import DynamoDB
@@ -35,6 +35,8 @@ FIELDS = {"timezone", "goals"}
 CACHE_SECONDS = 60
 CACHE_MAX_SITES = 1000
 GOAL_ID_HEX = 14  # so that goal:<site>:<id> is a name (sites.names.goal_visitors_name)
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -176,36 +178,40 @@ def put(dynamodb: DynamoDB, settings: Settings, site: str, body: Any, now_ms: in
 # -- the beacon's cache ---------------------------------------------------------------------------
 
 
-class _Cache:
-    """Settings this process read, per DynamoDB client (a test's emulator starts afresh) and site,
-    each used for CACHE_SECONDS; the least recently read site goes first past CACHE_MAX_SITES."""
+class ClientCache(Generic[K, V]):
+    """What this process read, per DynamoDB client (a test's emulator starts afresh) and key, each
+    used for `max_age_ms` after it was read; the least recently read key goes first past `max_keys`."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_keys: int, max_age_ms: int) -> None:
         self._lock = threading.Lock()
-        self._held: weakref.WeakKeyDictionary[Any, OrderedDict[str, tuple[int, SiteSettings]]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._max_keys, self._max_age_ms = max_keys, max_age_ms
+        self._held: weakref.WeakKeyDictionary[Any, OrderedDict[K, tuple[int, V]]] = weakref.WeakKeyDictionary()
 
-    def get(self, client: Any, site: str, now_ms: int) -> SiteSettings | None:
+    def get(self, client: Any, key: K, now_ms: int) -> V | None:
         with self._lock:
-            sites = self._held.get(client, OrderedDict())
-            held = sites.get(site)
-            if held is None or held[0] + CACHE_SECONDS * 1000 <= now_ms:
+            keys = self._held.get(client, OrderedDict())
+            held = keys.get(key)
+            if held is None or held[0] + self._max_age_ms <= now_ms:
                 return None
-            sites.move_to_end(site)
+            keys.move_to_end(key)
             return held[1]
 
-    def put(self, client: Any, site: str, found: SiteSettings, now_ms: int) -> None:
+    def put(self, client: Any, key: K, found: V, now_ms: int) -> None:
         with self._lock:
             held = self._held.setdefault(client, OrderedDict())
-            held[site] = (now_ms, found)
-            held.move_to_end(site)
-            while len(held) > CACHE_MAX_SITES:
+            held[key] = (now_ms, found)
+            held.move_to_end(key)
+            while len(held) > self._max_keys:
                 held.popitem(last=False)
 
-    def forget(self, client: Any, site: str) -> None:
+    def forget(self, client: Any, key: K) -> None:
         with self._lock:
-            self._held.get(client, OrderedDict()).pop(site, None)
+            self._held.get(client, OrderedDict()).pop(key, None)
+
+
+class _Cache(ClientCache[str, SiteSettings]):
+    def __init__(self) -> None:
+        super().__init__(CACHE_MAX_SITES, CACHE_SECONDS * 1000)
 
 
 _cache = _Cache()
