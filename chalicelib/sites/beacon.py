@@ -110,7 +110,9 @@ def count(
         matched = site_settings.cached(dynamodb, settings, site, now_ms).goals_of_page(page.path)
     goals.enqueue_visitor(sqs, settings, item_key, site, matched, visitor, beacon.time_ms)
     events.store(dynamodb, settings, stored, now_ms)
-    _note_site(dynamodb, settings, site, now_ms)
+    # The site in the catalog of sites: one write per site and hour per process.
+    expires = now_ms // 1000 + summary.RETENTION_SECONDS + times.DAY_MS // 1000
+    catalog.touch(dynamodb, settings, names.CATALOG_KIND, _recent, {site: expires}, now_ms)
     return {"counted": True, "site": site}
 
 
@@ -147,9 +149,3 @@ def _derived(*parts: str) -> str:
     """An id made from the parts, 128 bits in hex: it names one page view and nothing about the
     visitor can be read back from it."""
     return hashlib.sha256(privacy.framed(*parts)).hexdigest()[:32]
-
-
-def _note_site(dynamodb: DynamoDB, settings: Settings, site: str, now_ms: int) -> None:
-    """The site in the catalog of sites (one write per site and hour per process)."""
-    expires = now_ms // 1000 + summary.RETENTION_SECONDS + times.DAY_MS // 1000
-    catalog.touch(dynamodb, settings, names.CATALOG_KIND, _recent, {site: expires}, now_ms)

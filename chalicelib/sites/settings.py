@@ -1,8 +1,7 @@
 """`PUT /sites/{site}` and `GET /sites/{site}`: a site's settings (its time zone and its goals),
 one item in the counts table (sites.names.settings_key), and the beacon's per-process cache of
-them (ClientCache, which holds the day's salts too). Every limit of the settings is here. How goals are counted and how stale the beacon's
-copy may be: docs/tracker.md, "Goals".
-"""
+them (ClientCache, which holds the day's salts too). Every limit of the settings is here. How
+goals are counted and how stale the beacon's copy may be: docs/tracker.md, "Goals"."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ import re
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -75,16 +73,12 @@ class SiteSettings:
             "updated": None if self.updated_ms is None else times.iso(self.updated_ms),
         }
 
+    # Goals sharing a target count the same visitors: the last of them stands for all.
     def goals_of_page(self, path: str) -> list[Goal]:
-        return _distinct(goal for goal in self.goals if goal.page == path)
+        return [goal for goal in self.goals if goal.page == path][-1:]
 
     def goals_of_event(self, event: str) -> list[Goal]:
-        return _distinct(goal for goal in self.goals if goal.event == event)
-
-
-def _distinct(goals: Iterable[Goal]) -> list[Goal]:
-    """One goal per target: goals sharing one count the same visitors."""
-    return list({goal.id: goal for goal in goals}.values())
+        return [goal for goal in self.goals if goal.event == event][-1:]
 
 
 def parse_zone(value: Any) -> str:
