@@ -80,7 +80,6 @@ from chalicelib.uniques import api as uniques_api  # noqa: E402
 from chalicelib.uniques import batches as uniques_batches  # noqa: E402
 from chalicelib.uniques import layout as uniques_layout  # noqa: E402
 from chalicelib.uniques import sketches  # noqa: E402
-from chalicelib.uniques import windows as uniques_windows  # noqa: E402
 from chalicelib.views import api as views_api  # noqa: E402
 from chalicelib.views import batches as views_batches  # noqa: E402
 from chalicelib.views import messages as view_messages  # noqa: E402
@@ -538,7 +537,7 @@ def site_extras(
         minutes.setdefault((arrived // window_ms, view.time_ms // times.MINUTE_MS), []).append(hashes)
     name = names.visitors_name(BENCH_SITE)
     for (window, minute), found in sorted(minutes.items()):
-        bucket = uniques_windows.Bucket("minute", minute)
+        bucket = timebuckets.Bucket("minute", minute)
         expires = timebuckets.expires_at_s(bucket, uniques_batches.MINUTE_RETENTION_SECONDS)
         with note_handler.invocation():
             uniques_batches.merge_into(

@@ -32,7 +32,7 @@ from chalicelib.core import timebuckets, times  # noqa: E402
 from chalicelib.core.aws import AwsClients  # noqa: E402
 from chalicelib.sites import names, realtime  # noqa: E402
 from chalicelib.uniques import api as uniques_api  # noqa: E402
-from chalicelib.uniques import batches, layout, sketches, windows  # noqa: E402
+from chalicelib.uniques import batches, layout, sketches  # noqa: E402
 
 T0 = 1_795_000_000_000 - 1_795_000_000_000 % times.MINUTE_MS
 SITE = "blog.example"
@@ -60,7 +60,7 @@ def run(rate: float, minutes: int) -> dict[str, float]:
                 for t, visitor in gathered[start : start + settings.uniques_batch_size]:
                     by_minute.setdefault(t // times.MINUTE_MS, []).append(visitor)
                 for minute, visitors in by_minute.items():
-                    bucket = windows.Bucket("minute", minute)
+                    bucket = timebuckets.Bucket("minute", minute)
                     expires = timebuckets.expires_at_s(bucket, batches.MINUTE_RETENTION_SECONDS)
                     hashes = sketches.item_hashes(ITEM_KEY, visitors)
                     key = layout.bucket_key(name, bucket)

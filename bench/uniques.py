@@ -243,7 +243,7 @@ def hour_sketch_bytes(settings: Settings, p: int) -> list[list[str]]:
     for n in (10, 100, 1_000):
         sketch = sketches.from_hashes(p, sketches.item_hashes(KEY, (f"h-{i}" for i in range(n))))
         data = sketches.encode(sketch)
-        bucket = windows.Bucket("hour", NOW // HOUR_MS)
+        bucket = timebuckets.Bucket("hour", NOW // HOUR_MS)
         stored = {
             **uniques_keys.bucket_key("visitors.home", bucket),
             "sketch": {"B": data},

@@ -44,6 +44,7 @@ from bench.metering import KB, Meter, MotoProbe, item_size, read_units  # noqa: 
 from chalicelib.core import catalog, dynamo  # noqa: E402
 from chalicelib.core.pager import PageRequest, decode_cursor  # noqa: E402
 from chalicelib.core.queues import Message  # noqa: E402
+from chalicelib.core.timebuckets import Bucket  # noqa: E402
 from chalicelib.core.times import iso  # noqa: E402
 from chalicelib.views import api as views_api  # noqa: E402
 from chalicelib.views import batches as views_batches  # noqa: E402
@@ -147,7 +148,7 @@ def ranges_exact(plain: Any, settings: Any, batches: list[list[View]]) -> bool:
     return True
 
 
-def without_buckets(settings: Any, time_ms: int, now_ms: int) -> tuple[windows.Span, ...]:
+def without_buckets(settings: Any, time_ms: int, now_ms: int) -> tuple[Bucket, ...]:
     """The handler as it was before ranged counts came from buckets: no view has a live bucket."""
     return ()
 

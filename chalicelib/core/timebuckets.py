@@ -1,20 +1,24 @@
-"""Time buckets (hours holding their minutes' counts, UTC days), the plan for reading a window
-and when a bucket expires. Pure. How a window is read: docs/design.md, "Windowed counts"; what
-an answer counts when a part has expired: docs/counting.md, "Retention".
+"""Time buckets (a level and its index since the epoch: a counter's minutes, hours and days, a view
+count's hours, days and 32-day blocks, a unique count's minutes, quarters, hours and days), the
+plan for reading a counter's window and when a bucket expires. Pure. How a window is read:
+docs/design.md, "Windowed counts"; what an answer counts when a part has expired:
+docs/counting.md, "Retention".
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from chalicelib.core import times
 
 MINUTE_MS = times.MINUTE_MS
-Resolution = Literal["minute", "hour", "day"]
+Level = Literal["minute", "quarter", "hour", "day", "block"]
+Resolution = Literal["minute", "hour", "day"]  # a counter's levels
+BLOCK_DAYS = 32
 
-RESOLUTION_MINUTES: dict[str, int] = {"minute": 1, "hour": 60, "day": 1440}
+RESOLUTION_MINUTES: dict[str, int] = {"minute": 1, "quarter": 15, "hour": 60, "day": 1440, "block": 1440 * BLOCK_DAYS}
 DAY_MINUTES = 1440
 HOURS_PER_DAY = 24
 
@@ -25,12 +29,17 @@ def day_of_hour(hour_index: int) -> int:
 
 @dataclass(frozen=True, order=True)
 class Bucket:
-    resolution: Resolution
+    resolution: Level
     index: int  # bucket number since the epoch at this resolution
 
     @property
     def first_minute(self) -> int:
         return self.index * RESOLUTION_MINUTES[self.resolution]
+
+    @property
+    def stop_minute(self) -> int:
+        """Exclusive."""
+        return (self.index + 1) * RESOLUTION_MINUTES[self.resolution]
 
     @property
     def start_ms(self) -> int:
@@ -39,7 +48,7 @@ class Bucket:
     @property
     def end_ms(self) -> int:
         """Exclusive end of the bucket, epoch milliseconds."""
-        return (self.index + 1) * RESOLUTION_MINUTES[self.resolution] * MINUTE_MS
+        return self.stop_minute * MINUTE_MS
 
 
 @dataclass(frozen=True)
@@ -150,24 +159,17 @@ def first_live_index(resolution: Resolution, now_ms: int, retention_s: int) -> i
 # until its end plus a retention: `expires_at` on its item, DynamoDB's TTL attribute.
 
 
-class Ending(Protocol):
-    """Anything with an exclusive end: a Bucket here, a view bucket (chalicelib.views.windows)."""
-
-    @property
-    def end_ms(self) -> int: ...
-
-
-def expires_at_s(bucket: Ending, retention_s: int) -> int:
+def expires_at_s(bucket: Bucket, retention_s: int) -> int:
     """Epoch seconds when a bucket kept for retention_s after its end expires."""
     return bucket.end_ms // 1000 + retention_s
 
 
-def live(bucket: Ending, retention_s: int, now_ms: int) -> bool:
+def live(bucket: Bucket, retention_s: int, now_ms: int) -> bool:
     """Whether a bucket kept for retention_s has not expired yet: worth writing to."""
     return expires_at_s(bucket, retention_s) * 1000 > now_ms
 
 
-def kept(bucket: Ending, stored_expiry_s: int | None, retention_s: int, now_s: int) -> bool:
+def kept(bucket: Bucket, stored_expiry_s: int | None, retention_s: int, now_s: int) -> bool:
     """Whether a bucket's counts may be used now: its stored expiry, or, when it has none (absent:
     nothing counted, or already deleted), the expiry that retention_s would have given it."""
     expiry = expires_at_s(bucket, retention_s) if stored_expiry_s is None else stored_expiry_s

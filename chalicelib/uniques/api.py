@@ -140,7 +140,7 @@ def hour_span(hours: tuple[int, int]) -> tuple[int, int]:
 def recent(dynamodb: DynamoDB, settings: Settings, name: str, first: int, last: int) -> dict[str, Any]:
     """The unique count of minutes first..last (at most an hour ago) from the name's minute
     sketches, which only items queued with `minute` have: one consistent BatchGetItem."""
-    wanted = [layout.bucket_key(name, windows.Bucket("minute", m)) for m in range(first, last + 1)]
+    wanted = [layout.bucket_key(name, timebuckets.Bucket("minute", m)) for m in range(first, last + 1)]
     found = dynamo.batch_get_items(
         dynamodb, settings.counts_table, wanted, READ_FAILED, projection=PROJECTION, consistent=True
     )
@@ -203,7 +203,7 @@ def _unexpired(item: dict[str, Any], now_s: int) -> bool:
     return (dynamo.stored_expiry(item) or 0) > now_s
 
 
-def _completeness(oldest: windows.Bucket, settings: Settings, now_ms: int) -> dict[str, Any]:
+def _completeness(oldest: timebuckets.Bucket, settings: Settings, now_ms: int) -> dict[str, Any]:
     first_live_day = _first_live(settings, "day", now_ms)
     return timebuckets.completeness(
         oldest.first_minute // timebuckets.DAY_MINUTES >= first_live_day,
@@ -297,8 +297,8 @@ def histogram(
 
 
 def _read_buckets(
-    dynamodb: DynamoDB, settings: Settings, name: str, wanted: set[windows.Bucket], now_ms: int
-) -> tuple[dict[windows.Bucket, sketches.Sketch], int]:
+    dynamodb: DynamoDB, settings: Settings, name: str, wanted: set[timebuckets.Bucket], now_ms: int
+) -> tuple[dict[timebuckets.Bucket, sketches.Sketch], int]:
     """The unexpired sketches of `wanted` that exist, and how many keys were read: per level, one
     Query over its span when at least half of the span is wanted, else BatchGetItem."""
     table, keys_read = settings.counts_table, 0
@@ -310,16 +310,16 @@ def _read_buckets(
             read = list(dynamo.query_sort_range(dynamodb, table, layout.window_pk(name), lo, hi, READ_FAILED))
             keys_read += len(read)
         else:
-            keys = [layout.bucket_key(name, windows.Bucket(level, i)) for i in indexes]
+            keys = [layout.bucket_key(name, timebuckets.Bucket(level, i)) for i in indexes]
             read = list(dynamo.batch_get_items(dynamodb, table, keys, READ_FAILED, projection=PROJECTION))
             keys_read += len(keys)
         found += read
     return {_bucket_of(item): decode_item(item) for item in found if _unexpired(item, now_ms // 1000)}, keys_read
 
 
-def _bucket_of(item: dict[str, Any]) -> windows.Bucket:
+def _bucket_of(item: dict[str, Any]) -> timebuckets.Bucket:
     sort_key = attributes.sort_key(item)
-    return windows.Bucket(layout.LEVEL_OF_PREFIX[sort_key.split("#", 1)[0]], keyspace.sort_key_index(sort_key))
+    return timebuckets.Bucket(layout.LEVEL_OF_PREFIX[sort_key.split("#", 1)[0]], keyspace.sort_key_index(sort_key))
 
 
 def _read_all_shards(dynamodb: DynamoDB, settings: Settings, name: str) -> list[sketches.Sketch]:

@@ -34,7 +34,6 @@ from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed
 from chalicelib.uniques import layout, sketches, windows
-from chalicelib.uniques.windows import Bucket
 
 MAX_ITEMS = 500
 MESSAGE_VERSION = 2
@@ -60,7 +59,7 @@ class Target:
     """A sketch a batch writes: a name's all-time shard (bucket None), or a day, hour or quarter."""
 
     name: str
-    bucket: Bucket | None
+    bucket: timebuckets.Bucket | None
 
     def order(self) -> tuple[str, int, str, int]:
         """Writes go in a fixed order, name by name: days, hours, quarters, then the all-time shard
@@ -119,7 +118,7 @@ def targets(settings: Settings, items: Items, now_ms: int) -> list[Target]:
     sketch, when the message asks) unless expired."""
     buckets = windows.buckets_for(items.time_ms)
     if items.minute:
-        buckets.append(Bucket("minute", items.time_ms // times.MINUTE_MS))
+        buckets.append(timebuckets.Bucket("minute", items.time_ms // times.MINUTE_MS))
     live = [b for b in buckets if timebuckets.live(b, retention_s(settings, b.resolution), now_ms)]
     return [Target(items.name, None)] + [Target(items.name, bucket) for bucket in live]
 

@@ -2,7 +2,7 @@
 
 HLL#<name> / shard#<nn>              the all-time sketch, in UNIQUES_SHARDS shards
 HLW#<name> / q#<quarter> | h#<hour> | d#<day>   the sketch of one UTC quarter hour / hour / day
-                                     (index since the epoch, uniques/windows.py), expiring
+                                     (index since the epoch, core/timebuckets.py), expiring
                                      `expires_at` (its end plus the retention setting)
 HLW#<name> / m#<minute>              the sketch of one minute, for names whose items ask for it
                                      (a site's visitors), kept MINUTE_RETENTION_SECONDS
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.core import catalog, keyspace
-from chalicelib.uniques.windows import Bucket, Level
+from chalicelib.core.timebuckets import Bucket, Level
 
 PREFIX: dict[Level, str] = {"minute": "m", "quarter": "q", "hour": "h", "day": "d"}
 LEVEL_OF_PREFIX: dict[str, Level] = {prefix: level for level, prefix in PREFIX.items()}

@@ -4,48 +4,22 @@ kind of range reads: docs/counting.md, "Unique counts in a time zone"."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from chalicelib.core import times
+from chalicelib.core.timebuckets import RESOLUTION_MINUTES, Bucket
 
 # Minute sketches are kept only for names that ask for them, briefly (batches.MINUTE_RETENTION_SECONDS):
 # they answer "the last few minutes" (a site's visitors now), never a window's plan.
 Level = Literal["minute", "quarter", "hour", "day"]
 LEVELS: tuple[Level, ...] = ("day", "hour", "quarter")  # coarsest first
-SIZE_MINUTES: dict[str, int] = {"minute": 1, "quarter": 15, "hour": 60, "day": 1440}
-QUARTER_MINUTES = SIZE_MINUTES["quarter"]
-
-
-@dataclass(frozen=True, order=True)
-class Bucket:
-    """One sketch's bucket: a level and its number since the epoch."""
-
-    resolution: Level
-    index: int
-
-    @property
-    def first_minute(self) -> int:
-        return self.index * SIZE_MINUTES[self.resolution]
-
-    @property
-    def stop_minute(self) -> int:
-        """Exclusive."""
-        return (self.index + 1) * SIZE_MINUTES[self.resolution]
-
-    @property
-    def start_ms(self) -> int:
-        return self.first_minute * times.MINUTE_MS
-
-    @property
-    def end_ms(self) -> int:
-        return self.stop_minute * times.MINUTE_MS
+QUARTER_MINUTES = RESOLUTION_MINUTES["quarter"]
 
 
 def buckets_for(t_ms: int) -> list[Bucket]:
     """The day, hour and quarter-hour sketches an item seen at t_ms is added to."""
     minute = t_ms // times.MINUTE_MS
-    return [Bucket(level, minute // SIZE_MINUTES[level]) for level in LEVELS]
+    return [Bucket(level, minute // RESOLUTION_MINUTES[level]) for level in LEVELS]
 
 
 def widen(start: int, stop: int) -> tuple[int, int]:
@@ -61,11 +35,11 @@ def cover(start: int, stop: int, first_live_hour: int) -> list[Bucket]:
         raise ValueError("a range of unique counts starts and ends on a quarter hour")
     if stop <= start:
         raise ValueError("the range ends before it starts")
-    day = SIZE_MINUTES["day"]
+    day = RESOLUTION_MINUTES["day"]
     buckets: list[Bucket] = []
     for index in range(start // day, (stop - 1) // day + 1):
         low, high = max(start, index * day), min(stop, (index + 1) * day)
-        if (low, high) == (index * day, (index + 1) * day) or low // SIZE_MINUTES["hour"] < first_live_hour:
+        if (low, high) == (index * day, (index + 1) * day) or low // RESOLUTION_MINUTES["hour"] < first_live_hour:
             buckets.append(Bucket("day", index))
         else:
             buckets += _finer(low, high)
@@ -74,7 +48,7 @@ def cover(start: int, stop: int, first_live_hour: int) -> list[Bucket]:
 
 def _finer(start: int, stop: int) -> list[Bucket]:
     """Minutes [start, stop) inside one day: whole hours, the quarters at either end."""
-    hour = SIZE_MINUTES["hour"]
+    hour = RESOLUTION_MINUTES["hour"]
     first, last = -(-start // hour), stop // hour  # the whole hours inside
     if first >= last:
         return _quarters(start, stop)

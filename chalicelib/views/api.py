@@ -205,7 +205,7 @@ def _part_count(part: windows.Part, item: dict[str, Any] | None) -> int:
     if part.inner is None:
         return rollup.total(item)
     first, last = part.inner
-    names = (windows.inner_attribute(part.span.level, i) for i in range(first, last + 1))
+    names = (windows.inner_attribute(part.span.resolution, i) for i in range(first, last + 1))
     return sum(attributes.integer(item or {}, name, 0) for name in names)
 
 
@@ -255,7 +255,7 @@ def top_urls(
     found = top_store.read(dynamodb, settings, spans, now_ms)
     first_minute, last_minute = minutes or (first_hour * 60, (last_hour + 1) * 60 - 1)
     first = found.first
-    start_minute = max(first_minute, spans[first].start_minute) if first < len(spans) else last_minute + 1
+    start_minute = max(first_minute, spans[first].first_minute) if first < len(spans) else last_minute + 1
     reads = [found.keys_read]
 
     def resolve(digests: Sequence[bytes]) -> dict[bytes, list[tuple[str, int]]]:

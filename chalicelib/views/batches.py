@@ -20,11 +20,11 @@ from chalicelib.core.poison import DeadLetterSink
 from chalicelib.core.queues import Message
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, ConflictError, condition_item, translated
+from chalicelib.core.timebuckets import Bucket
 from chalicelib.views import catalog, markers, rollup, top_store, windows
 from chalicelib.views import layout as view_layout
 from chalicelib.views import messages as view_messages
 from chalicelib.views import validation as view_input
-from chalicelib.views.windows import Span
 
 MAX_UPDATE_VIEWS = 50  # one update's condition names each token: well under the 4 KB expression limit
 MAX_ROUNDS = 12  # updates of one URL's counter in one batch (failed conditions, spills, conflicts)
@@ -41,7 +41,7 @@ class Pending:
     messages: list[Message]
     url: str = ""  # kept on the URL's counter item (GET /views/urls)
     time_ms: int = 0  # counted in the buckets of this time (a client-day: its earliest view's)
-    spans: tuple[Span, ...] = ()  # the hour bucket of that time, unless expired already
+    spans: tuple[Bucket, ...] = ()  # the hour bucket of that time, unless expired already
 
     @property
     def pk(self) -> str:
@@ -265,8 +265,8 @@ def apply_messages(
     return batch_processor.process(ViewMessages(dynamodb, sqs, settings, now_ms, sleep, max_views), messages)
 
 
-def _live_spans(settings: Settings, time_ms: int, now_ms: int) -> tuple[Span, ...]:
+def _live_spans(settings: Settings, time_ms: int, now_ms: int) -> tuple[Bucket, ...]:
     """The hour bucket a view is counted in (its minute pending on the counter until moved, with its
     day and block); an hour already expired would read as 0, so the view counts in all time only."""
     minute = time_ms // windows.MINUTE_MS
-    return (Span("hour", minute // 60),) if rollup.live_minute(settings, minute, now_ms) else ()
+    return (Bucket("hour", minute // 60),) if rollup.live_minute(settings, minute, now_ms) else ()

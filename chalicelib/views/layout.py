@@ -8,14 +8,14 @@ from typing import Any
 
 from chalicelib.core import attributes, keyspace, times
 from chalicelib.core.settings import VIEW_DEDUP_POLICIES
+from chalicelib.core.timebuckets import Bucket, Level
 from chalicelib.views.validation import View
-from chalicelib.views.windows import Span
 
 COUNTER_SK = "TOTAL"
 DAY_MS = times.DAY_MS
 POLICY_PREFIX = {"event": "V#", "client-day": "D#"}
 assert set(POLICY_PREFIX) == set(VIEW_DEDUP_POLICIES)
-BUCKET_PREFIX = {"hour": "h", "day": "d", "block": "b"}
+BUCKET_PREFIX: dict[Level, str] = {"hour": "h", "day": "d", "block": "b"}
 PENDING_PREFIX = "p"
 FLUSHES = "fv"  # on the counter item
 FLUSHED = "f"  # on a bucket item
@@ -54,11 +54,11 @@ def bucket_pk(url_pk_value: str) -> str:
     return keyspace.VIEW_BUCKET + url_pk_value.removeprefix(keyspace.VIEW_URL)
 
 
-def bucket_sk(span: Span) -> str:
-    return keyspace.index_sort_key(BUCKET_PREFIX[span.level], span.index)
+def bucket_sk(span: Bucket) -> str:
+    return keyspace.index_sort_key(BUCKET_PREFIX[span.resolution], span.index)
 
 
-def bucket_key(url: str, span: Span) -> dict[str, Any]:
+def bucket_key(url: str, span: Bucket) -> dict[str, Any]:
     return {"pk": {"S": bucket_pk(url_pk(url))}, "sk": {"S": bucket_sk(span)}}
 
 

@@ -14,9 +14,9 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
+from chalicelib.core.timebuckets import Bucket
 from chalicelib.views import layout as view_layout
 from chalicelib.views import windows
-from chalicelib.views.windows import Span
 
 # Pending minutes a counter may hold before they are moved into buckets: about 12 bytes each,
 # so a counter of a URL of up to about 250 characters stays under 1 KB (one write unit).
@@ -32,14 +32,14 @@ def total(item: dict[str, Any] | None) -> int:
     return attributes.integer(item, "n", 0) if item else 0
 
 
-def parent(span: Span) -> tuple[Span, int]:
+def parent(span: Bucket) -> tuple[Bucket, int]:
     """The bucket one level up holding `span`, and `span`'s position inside it."""
-    level = windows.LEVELS[windows.LEVELS.index(span.level) + 1]
-    outer = Span(level, span.start_minute // windows.SIZE_MINUTES[level])
-    return outer, (span.start_minute - outer.start_minute) // windows.SIZE_MINUTES[span.level]
+    level = windows.LEVELS[windows.LEVELS.index(span.resolution) + 1]
+    outer = Bucket(level, span.first_minute // timebuckets.RESOLUTION_MINUTES[level])
+    return outer, (span.first_minute - outer.first_minute) // timebuckets.RESOLUTION_MINUTES[span.resolution]
 
 
-def enclosing(hours: Iterable[Span]) -> list[Span]:
+def enclosing(hours: Iterable[Bucket]) -> list[Bucket]:
     """These hours with their days and blocks."""
     spans = set(hours)
     days = {parent(hour)[0] for hour in spans}
@@ -48,11 +48,11 @@ def enclosing(hours: Iterable[Span]) -> list[Span]:
 
 def live_minute(settings: Settings, minute: int, now_ms: int) -> bool:
     """Whether a pending minute still counts: its hour bucket is within retention."""
-    hour = Span("hour", minute // windows.SIZE_MINUTES["hour"])
+    hour = Bucket("hour", minute // timebuckets.RESOLUTION_MINUTES["hour"])
     return timebuckets.live(hour, settings.view_bucket_retention_seconds, now_ms)
 
 
-def kept(settings: Settings, span: Span, item: dict[str, Any] | None, now_ms: int) -> bool:
+def kept(settings: Settings, span: Bucket, item: dict[str, Any] | None, now_ms: int) -> bool:
     """Whether a bucket's item (a count or a top URLs' summary) may be used now (timebuckets.kept)."""
     return timebuckets.kept(span, dynamo.stored_expiry(item), settings.view_bucket_retention_seconds, now_ms // 1000)
 
@@ -85,18 +85,18 @@ class Stored:
     """A URL's counter item and some of its bucket items, read so that no move is counted twice."""
 
     counter: dict[str, Any] | None
-    buckets: dict[Span, dict[str, Any] | None]
+    buckets: dict[Bucket, dict[str, Any] | None]
 
-    def count(self, settings: Settings, span: Span, now_ms: int) -> int:
+    def count(self, settings: Settings, span: Bucket, now_ms: int) -> int:
         """The URL's views in `span`: its bucket's and its pending minutes'."""
-        pending = pending_between(settings, self.counter, span.start_minute, span.end_minute - 1, now_ms)
+        pending = pending_between(settings, self.counter, span.first_minute, span.stop_minute - 1, now_ms)
         return total(self.buckets.get(span)) + pending
 
 
 def read(
     dynamodb: DynamoDB,
     settings: Settings,
-    wanted: Mapping[str, Sequence[Span]],
+    wanted: Mapping[str, Sequence[Bucket]],
     sleep: Sleep | None = None,
     *,
     ordered: bool = False,
@@ -119,7 +119,7 @@ def read(
             found.update(_get(dynamodb, settings, bucket_keys, sleep, consistent=True))
         else:
             found = _get(dynamodb, settings, counter_keys + bucket_keys, sleep, consistent=False)
-        again: dict[str, Sequence[Span]] = {}
+        again: dict[str, Sequence[Bucket]] = {}
         for pk, spans in todo.items():
             counter = known[pk] if ordered and pk in known else found.get((pk, view_layout.COUNTER_SK))
             buckets = {span: found.get((view_layout.bucket_pk(pk), view_layout.bucket_sk(span))) for span in spans}
@@ -133,7 +133,7 @@ def read(
     raise StorageError("a URL's view buckets kept moving while they were read")
 
 
-def _bucket_key(url_pk: str, span: Span) -> dict[str, Any]:
+def _bucket_key(url_pk: str, span: Bucket) -> dict[str, Any]:
     return {"pk": {"S": view_layout.bucket_pk(url_pk)}, "sk": {"S": view_layout.bucket_sk(span)}}
 
 
@@ -152,17 +152,17 @@ def _get(
 def settle(
     dynamodb: DynamoDB,
     settings: Settings,
-    touched: Iterable[tuple[str, Span]],
+    touched: Iterable[tuple[str, Bucket]],
     now_ms: int,
     sleep: Sleep | None = None,
-    observe: Callable[[str, Span, int], None] | None = None,
+    observe: Callable[[str, Bucket, int], None] | None = None,
     known: Mapping[str, dict[str, Any] | None] | None = None,
 ) -> int:
     """After a batch's counts (`known`: its counters as last read or written): move the pending
     minutes of each touched URL that holds more than FLUSH_AT, tell `observe` each URL's views in
     the buckets touched (chalicelib.views.top), and return the moves made; StorageError brings
     the caller's messages back (docs/design.md, "Exactly once")."""
-    hours: dict[str, set[Span]] = defaultdict(set)
+    hours: dict[str, set[Bucket]] = defaultdict(set)
     for pk, hour in touched:
         hours[pk].add(hour)
     known = known or {}
@@ -217,7 +217,7 @@ def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, 
     if not pending:
         return []
     taken: list[int] = []
-    increments: dict[Span, windows.Increment] = {}
+    increments: dict[Bucket, windows.Increment] = {}
     for minute in sorted(pending):
         spans = windows.spans_of(minute) if live_minute(settings, minute, now_ms) else []
         if len(taken) == MOVE_MINUTES or 1 + len(increments.keys() | {span for span, _ in spans}) > MOVE_ITEMS:
@@ -252,7 +252,7 @@ def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, 
 
 
 def bucket_update(
-    settings: Settings, pk: str, span: Span, increment: windows.Increment, moved: int | None = None
+    settings: Settings, pk: str, span: Bucket, increment: windows.Increment, moved: int | None = None
 ) -> dict[str, Any]:
     """Add views to one bucket and to its inner buckets; (re)set its expiry and, for a move, `f`."""
     names = {"#n": "n"}
@@ -263,7 +263,7 @@ def bucket_update(
     adds = ["#n :n"]
     sets = ["expires_at = :exp"]
     for position, k in sorted(increment.inner.items()):
-        names[f"#i{position}"] = windows.inner_attribute(span.level, position)
+        names[f"#i{position}"] = windows.inner_attribute(span.resolution, position)
         values[f":i{position}"] = {"N": str(k)}
         adds.append(f"#i{position} :i{position}")
     if moved is not None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from chalicelib.views.windows import LEVELS, SIZE_MINUTES, Span, plan
+from chalicelib.core.timebuckets import RESOLUTION_MINUTES, Bucket
+from chalicelib.views.windows import LEVELS, plan
 
 CAPACITY = 1000
 DEFAULT_LIMIT, MAX_LIMIT = 10, 1000  # URLs one answer lists
@@ -76,24 +77,24 @@ class Summary:
         return cls(entries, floor)
 
 
-def block_of(span: Span) -> Span:
+def block_of(span: Bucket) -> Bucket:
     """The 32-day block a bucket lies in (its summary's logs are kept there: top_store)."""
-    return Span("block", span.start_minute // SIZE_MINUTES["block"])
+    return Bucket("block", span.first_minute // RESOLUTION_MINUTES["block"])
 
 
-def cover(first_hour: int, last_hour: int) -> list[Span]:
+def cover(first_hour: int, last_hour: int) -> list[Bucket]:
     """The whole blocks, days and hours that make up hours first..last exactly, in time order,
     coarsest possible: the parts of windows.plan, a part's inner buckets each a bucket."""
     if last_hour < first_hour:
         raise ValueError("the window ends before it starts")
-    spans: list[Span] = []
+    spans: list[Bucket] = []
     for part in plan(first_hour * 60, (last_hour + 1) * 60 - 1):
         if part.inner is None:
             spans.append(part.span)
             continue
-        finer = LEVELS[LEVELS.index(part.span.level) - 1]  # never an hour's minutes: whole hours
-        offset = part.span.start_minute // SIZE_MINUTES[finer]
-        spans += [Span(finer, offset + i) for i in range(part.inner[0], part.inner[1] + 1)]
+        finer = LEVELS[LEVELS.index(part.span.resolution) - 1]  # never an hour's minutes: whole hours
+        offset = part.span.first_minute // RESOLUTION_MINUTES[finer]
+        spans += [Bucket(finer, offset + i) for i in range(part.inner[0], part.inner[1] + 1)]
     return spans
 
 

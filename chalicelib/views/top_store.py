@@ -15,9 +15,9 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed
+from chalicelib.core.timebuckets import Bucket
 from chalicelib.views import layout as view_layout
-from chalicelib.views import rollup, top, windows
-from chalicelib.views.windows import Span
+from chalicelib.views import rollup, top
 
 SUMMARY_SK = "S"
 HEAD_SK = "E"  # on a block's partition: the mark of the block's log (core.log_fold)
@@ -30,11 +30,11 @@ MAX_ATTEMPTS = 8
 READ_FAILURE = "could not read the top URLs"
 
 
-def summary_key(span: Span, sk: str = SUMMARY_SK) -> dict[str, Any]:
+def summary_key(span: Bucket, sk: str = SUMMARY_SK) -> dict[str, Any]:
     return {"pk": {"S": keyspace.VIEW_TOP + view_layout.bucket_sk(span)}, "sk": {"S": sk}}
 
 
-def block_log(settings: Settings, block: Span) -> log_fold.Log:
+def block_log(settings: Settings, block: Bucket) -> log_fold.Log:
     """A block's log: its items in `VTOP#b#<block>#log`, its mark the block's `E` item."""
     expires = timebuckets.expires_at_s(block, settings.view_bucket_retention_seconds)
     mark = summary_key(block, HEAD_SK)
@@ -42,10 +42,10 @@ def block_log(settings: Settings, block: Span) -> log_fold.Log:
     return log_fold.Log(settings.counts_table, pk, mark, "the top URLs", LOG_PREFIX, expires)
 
 
-def _log_entries(item: dict[str, Any]) -> dict[Span, dict[bytes, int]]:
+def _log_entries(item: dict[str, Any]) -> dict[Bucket, dict[bytes, int]]:
     """A log's snapshots by bucket: one binary attribute per bucket, named by its sort key."""
     return {
-        Span(_LEVEL_OF[name[:2]], keyspace.sort_key_index(name)): top.Summary.decode(
+        Bucket(_LEVEL_OF[name[:2]], keyspace.sort_key_index(name)): top.Summary.decode(
             attributes.binary(item, name)
         ).entries
         for name in item
@@ -53,7 +53,7 @@ def _log_entries(item: dict[str, Any]) -> dict[Span, dict[bytes, int]]:
     }
 
 
-_LEVEL_OF: dict[str, windows.Level] = {f"{p}#": level for level, p in view_layout.BUCKET_PREFIX.items()}  # type: ignore[misc]
+_LEVEL_OF: dict[str, timebuckets.Level] = {f"{p}#": level for level, p in view_layout.BUCKET_PREFIX.items()}
 
 
 # -- the queue handler's side ------------------------------------------------------------------
@@ -63,9 +63,9 @@ _LEVEL_OF: dict[str, windows.Level] = {f"{p}#": level for level, p in view_layou
 class Observations:
     """Snapshots of URLs' views per bucket, as a batch read them (the largest per URL)."""
 
-    by_span: dict[Span, dict[bytes, int]] = field(default_factory=dict)
+    by_span: dict[Bucket, dict[bytes, int]] = field(default_factory=dict)
 
-    def add(self, bucket_pk: str, span: Span, count: int) -> None:
+    def add(self, bucket_pk: str, span: Bucket, count: int) -> None:
         digest = top.digest_of_sha(bucket_pk.removeprefix(keyspace.VIEW_BUCKET))
         seen = self.by_span.setdefault(span, {})
         if count > seen.get(digest, 0):
@@ -77,7 +77,7 @@ def record(
 ) -> int:
     """Bring each bucket's summary up to the snapshots observed; returns the items written
     (StorageError: the batch's messages come back and are observed again)."""
-    blocks: dict[Span, dict[Span, dict[bytes, int]]] = {}
+    blocks: dict[Bucket, dict[Bucket, dict[bytes, int]]] = {}
     for span, seen in observed.by_span.items():
         blocks.setdefault(top.block_of(span), {})[span] = seen
     return sum(_record_block(dynamodb, settings, block, blocks[block], now_ms, sleep) for block in sorted(blocks))
@@ -86,8 +86,8 @@ def record(
 def _record_block(
     dynamodb: DynamoDB,
     settings: Settings,
-    block: Span,
-    observed: dict[Span, dict[bytes, int]],
+    block: Bucket,
+    observed: dict[Bucket, dict[bytes, int]],
     now_ms: int,
     sleep: Sleep | None,
 ) -> int:
@@ -117,7 +117,7 @@ def _record_block(
     return writes
 
 
-def fold(dynamodb: DynamoDB, settings: Settings, block: Span, now_ms: int, sleep: Sleep | None = None) -> int:
+def fold(dynamodb: DynamoDB, settings: Settings, block: Bucket, now_ms: int, sleep: Sleep | None = None) -> int:
     """Observe a block's logs up to now into their buckets' base items, then mark them folded;
     returns the items written (two folds at once: docs/design.md, "Log and fold")."""
     log = block_log(settings, block)
@@ -130,7 +130,7 @@ def fold(dynamodb: DynamoDB, settings: Settings, block: Span, now_ms: int, sleep
 
 
 def _write_bases(
-    dynamodb: DynamoDB, settings: Settings, entries: dict[Span, dict[bytes, int]], sleep: Sleep | None
+    dynamodb: DynamoDB, settings: Settings, entries: dict[Bucket, dict[bytes, int]], sleep: Sleep | None
 ) -> int:
     """Observe snapshots into the base items of their buckets, each under its version lock."""
     writes = 0
@@ -164,9 +164,9 @@ def _uncovered(base: top.Summary, waiting: dict[bytes, int], seen: dict[bytes, i
     }
 
 
-def _largest(logs: Sequence[dict[str, Any]]) -> dict[Span, dict[bytes, int]]:
+def _largest(logs: Sequence[dict[str, Any]]) -> dict[Bucket, dict[bytes, int]]:
     """The largest snapshot per bucket and URL waiting in these logs."""
-    found: dict[Span, dict[bytes, int]] = {}
+    found: dict[Bucket, dict[bytes, int]] = {}
     for log in logs:
         for span, entries in _log_entries(log).items():
             into = found.setdefault(span, {})
@@ -184,7 +184,7 @@ def _parse(item: dict[str, Any] | None) -> tuple[top.Summary, int | None]:
     return summary, dynamo.stored_version(item)
 
 
-def _summary(base: dict[str, Any] | None, logs: Sequence[dict[str, Any]], span: Span) -> top.Summary:
+def _summary(base: dict[str, Any] | None, logs: Sequence[dict[str, Any]], span: Bucket) -> top.Summary:
     """A bucket's summary as read: the base with the snapshots of the block's logs observed
     into it."""
     summary, _ = _parse(base)
@@ -207,8 +207,8 @@ def _base_units(base: dict[str, Any] | None, news: dict[bytes, int]) -> int:
 
 
 def _bases(
-    dynamodb: DynamoDB, settings: Settings, spans: Sequence[Span], consistent: bool, sk: str = SUMMARY_SK
-) -> dict[Span, dict[str, Any] | None]:
+    dynamodb: DynamoDB, settings: Settings, spans: Sequence[Bucket], consistent: bool, sk: str = SUMMARY_SK
+) -> dict[Bucket, dict[str, Any] | None]:
     """The base items of `spans` (or, with HEAD_SK, the marks of these blocks' logs)."""
     keys = [summary_key(span, sk) for span in spans]
     found = attributes.by_key(
@@ -217,7 +217,7 @@ def _bases(
     return {span: found.get(attributes.key_of(key)) for span, key in zip(spans, keys)}
 
 
-def _log_item(log: log_fold.Log, changed: dict[Span, dict[bytes, int]]) -> dict[str, Any]:
+def _log_item(log: log_fold.Log, changed: dict[Bucket, dict[bytes, int]]) -> dict[str, Any]:
     """A log item's attributes: one binary attribute per bucket, named by its sort key."""
     item: dict[str, Any] = {"expires_at": {"N": str(log.expires_at)}}
     for span, entries in sorted(changed.items()):
@@ -229,7 +229,7 @@ def _put_log(dynamodb: DynamoDB, log: log_fold.Log, item: dict[str, Any], now_ms
     return log.append(dynamodb, item, now_ms, uuid.uuid4().hex)
 
 
-def _base_item(settings: Settings, span: Span, summary: top.Summary) -> dict[str, Any]:
+def _base_item(settings: Settings, span: Bucket, summary: top.Summary) -> dict[str, Any]:
     item = {
         **summary_key(span),
         "f": {"N": str(summary.floor)},
@@ -258,7 +258,7 @@ class Read:
     keys_read: int
 
 
-def read(dynamodb: DynamoDB, settings: Settings, spans: Sequence[Span], now_ms: int) -> Read:
+def read(dynamodb: DynamoDB, settings: Settings, spans: Sequence[Bucket], now_ms: int) -> Read:
     """The summaries of `spans` merged, read strongly consistent: the marks of their blocks'
     logs, then the bases, then the logs past `folded` (the order opposite to a fold's writes)."""
     blocks = sorted({top.block_of(span) for span in spans})

@@ -11,12 +11,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from chalicelib.core import times, window_params
+from chalicelib.core.timebuckets import RESOLUTION_MINUTES, Bucket
 
 MINUTE_MS = times.MINUTE_MS
 Level = Literal["hour", "day", "block"]
 LEVELS: tuple[Level, ...] = ("hour", "day", "block")  # finest first
-BLOCK_DAYS = 32
-SIZE_MINUTES: dict[str, int] = {"hour": 60, "day": 1440, "block": 1440 * BLOCK_DAYS}
 # The finer buckets an item counts inside it: the attribute prefix and the size in minutes.
 INNER: dict[str, tuple[str, int]] = {"hour": ("m", 1), "day": ("h", 60), "block": ("d", 1440)}
 # The most items a range of up to MAX_RANGE_DAYS reads (tests/unit/views/test_view_windows.py checks it).
@@ -24,37 +23,17 @@ MAX_RANGE_DAYS = window_params.MAX_WINDOW_DAYS
 MAX_PARTS = 18
 
 
-@dataclass(frozen=True, order=True)
-class Span:
-    """One bucket: a level and its number since the epoch."""
-
-    level: Level
-    index: int
-
-    @property
-    def start_minute(self) -> int:
-        return self.index * SIZE_MINUTES[self.level]
-
-    @property
-    def end_minute(self) -> int:  # exclusive
-        return (self.index + 1) * SIZE_MINUTES[self.level]
-
-    @property
-    def end_ms(self) -> int:
-        return self.end_minute * MINUTE_MS
-
-
 @dataclass(frozen=True)
 class Part:
     """One item read for a range: a whole bucket, or some of the finer buckets inside it."""
 
-    span: Span
+    span: Bucket
     inner: tuple[int, int] | None = None  # first and last inner bucket, inclusive
 
     @property
     def start_minute(self) -> int:
-        offset = 0 if self.inner is None else self.inner[0] * INNER[self.span.level][1]
-        return self.span.start_minute + offset
+        offset = 0 if self.inner is None else self.inner[0] * INNER[self.span.resolution][1]
+        return self.span.first_minute + offset
 
 
 def inner_attribute(level: str, position: int) -> str:
@@ -62,10 +41,10 @@ def inner_attribute(level: str, position: int) -> str:
     return f"{INNER[level][0]}{position:02d}"
 
 
-def spans_of(minute: int) -> list[tuple[Span, int]]:
+def spans_of(minute: int) -> list[tuple[Bucket, int]]:
     """The buckets a view in `minute` is counted in, each with the inner bucket it falls in."""
-    spans = [Span(level, minute // SIZE_MINUTES[level]) for level in LEVELS]
-    return [(span, (minute - span.start_minute) // INNER[span.level][1]) for span in spans]
+    spans = [Bucket(level, minute // RESOLUTION_MINUTES[level]) for level in LEVELS]
+    return [(span, (minute - span.first_minute) // INNER[span.resolution][1]) for span in spans]
 
 
 @dataclass
@@ -80,9 +59,9 @@ class Increment:
         self.inner[position] += n
 
 
-def increments(times_ms: Iterable[int]) -> dict[Span, Increment]:
+def increments(times_ms: Iterable[int]) -> dict[Bucket, Increment]:
     """What counting views at these times adds to each bucket."""
-    result: dict[Span, Increment] = {}
+    result: dict[Bucket, Increment] = {}
     for t_ms in times_ms:
         for span, position in spans_of(t_ms // MINUTE_MS):
             result.setdefault(span, Increment()).add(position, 1)
@@ -99,23 +78,23 @@ def plan(first_minute: int, last_minute: int) -> list[Part]:
 
 def _pieces(start: int, stop: int, level: Level) -> list[Part]:
     """Minutes [start, stop) cut at the boundaries of `level`'s buckets, each piece covered."""
-    size = SIZE_MINUTES[level]
-    spans = [Span(level, index) for index in range(start // size, (stop - 1) // size + 1)] if start < stop else []
-    return [part for span in spans for part in _cover(max(start, span.start_minute), min(stop, span.end_minute), span)]
+    size = RESOLUTION_MINUTES[level]
+    spans = [Bucket(level, index) for index in range(start // size, (stop - 1) // size + 1)] if start < stop else []
+    return [part for span in spans for part in _cover(max(start, span.first_minute), min(stop, span.stop_minute), span)]
 
 
-def _cover(start: int, stop: int, span: Span) -> list[Part]:
+def _cover(start: int, stop: int, span: Bucket) -> list[Part]:
     """Minutes [start, stop) inside `span`: the whole item, or its inner buckets wholly inside
     the range plus the finer pieces at either end."""
-    if (start, stop) == (span.start_minute, span.end_minute):
+    if (start, stop) == (span.first_minute, span.stop_minute):
         return [Part(span)]
-    inner = INNER[span.level][1]
+    inner = INNER[span.resolution][1]
     low, high = -(-start // inner), stop // inner  # the inner buckets wholly inside
-    finer = LEVELS[LEVELS.index(span.level) - 1] if span.level != "hour" else None
+    finer = LEVELS[LEVELS.index(span.resolution) - 1] if span.resolution != "hour" else None
     if low >= high:
         assert finer is not None  # an hour's inner buckets are single minutes
         return _pieces(start, stop, finer)
-    middle = Part(span, (low - span.start_minute // inner, high - 1 - span.start_minute // inner))
+    middle = Part(span, (low - span.first_minute // inner, high - 1 - span.first_minute // inner))
     if finer is None:
         return [middle]
     return _pieces(start, low * inner, finer) + [middle] + _pieces(high * inner, stop, finer)

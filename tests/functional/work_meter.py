@@ -11,7 +11,6 @@ import pytest
 
 from chalicelib.core import inputs, keyspace, timebuckets
 from chalicelib.events import ingest
-from chalicelib.views import windows as view_windows
 
 WRITES = frozenset(
     {
@@ -85,16 +84,11 @@ def is_rate_count(name: str, kwargs: dict[str, Any]) -> bool:
 def install(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Meter:
     meter = Meter()
     real_init = timebuckets.Bucket.__init__
-    real_span_init = view_windows.Span.__init__
     real_convert = ingest._to_dynamodb_numbers
 
     def bucket_init(self: Any, *args: Any, **kwargs: Any) -> None:
         meter.buckets += 1
         real_init(self, *args, **kwargs)
-
-    def span_init(self: Any, *args: Any, **kwargs: Any) -> None:  # the views' buckets
-        meter.buckets += 1
-        real_span_init(self, *args, **kwargs)
 
     class CountingJson:
         @staticmethod
@@ -107,7 +101,6 @@ def install(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Meter:
         return real_convert(value)
 
     monkeypatch.setattr(timebuckets.Bucket, "__init__", bucket_init)
-    monkeypatch.setattr(view_windows.Span, "__init__", span_init)
     monkeypatch.setattr(inputs, "json", CountingJson)
     monkeypatch.setattr(ingest, "_to_dynamodb_numbers", convert)
     for name in ("dynamodb", "sqs", "s3"):

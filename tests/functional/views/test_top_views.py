@@ -14,8 +14,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from chalicelib.core import log_fold
-from chalicelib.views import top, top_store, windows
+from chalicelib.core import log_fold, timebuckets
+from chalicelib.views import top, top_store
 from tests.fakes import Forwarding, Killed
 from tests.functional.helpers import deliver, post_all, receive_all
 
@@ -365,7 +365,7 @@ def test_given_a_log_written_after_a_fold_closed_the_log_past_it_then_written_ag
         if not folds:  # between this handler's reads and its log: another's log, and a fold past both
             folds.append(0)
             deliver(client, third_messages)
-            block = top.block_of(windows.Span("hour", clock.now // HOUR))
+            block = top.block_of(timebuckets.Bucket("hour", clock.now // HOUR))
             folds.append(top_store.fold(dynamodb, SETTINGS, block, clock.now))
         return real(dynamodb, log, item, now_ms)
 
@@ -376,7 +376,9 @@ def test_given_a_log_written_after_a_fold_closed_the_log_past_it_then_written_ag
     again = [i for i in summary_items(aws) if i["sk"]["S"].startswith(past)]
     assert folds[1] > 0 and len(again) == 1, "the fold closed the log past this one's item: written again past it"
     assert_top_exact(client, first + second + third, 40, window="1h")
-    assert top_store.fold(aws.dynamodb, SETTINGS, top.block_of(windows.Span("hour", clock.now // HOUR)), clock.now + 1)
+    assert top_store.fold(
+        aws.dynamodb, SETTINGS, top.block_of(timebuckets.Bucket("hour", clock.now // HOUR)), clock.now + 1
+    )
     assert_top_exact(client, first + second + third, 40, window="1h")
 
 
@@ -421,7 +423,7 @@ def test_given_folds_at_random_moments_between_a_handlers_reads_and_writes_when_
     def maybe_fold(dynamodb: Any) -> None:
         if not inside and rng.random() < 0.3:
             inside.append(1)  # the other handler's own reads and writes come as they are
-            for block in sorted({top.block_of(windows.Span("hour", b["time"] // HOUR)) for b in bodies}):
+            for block in sorted({top.block_of(timebuckets.Bucket("hour", b["time"] // HOUR)) for b in bodies}):
                 folds.append(top_store.fold(dynamodb, SETTINGS, block, clock.now + len(folds)))
             inside.clear()
 

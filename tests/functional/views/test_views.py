@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from chalicelib.core import queues, times, window_params
 from chalicelib.core.settings import Settings
+from chalicelib.core.timebuckets import Bucket
 from chalicelib.views import api as views_api
 from chalicelib.views import batches as views_batches
 from chalicelib.views import layout as view_keys
@@ -23,7 +24,6 @@ from chalicelib.views import markers, rollup, windows
 from chalicelib.views.layout import url_pk
 from chalicelib.views.messages import to_message
 from chalicelib.views.validation import View
-from chalicelib.views.windows import Span
 from tests.fakes import Killed, recording
 from tests.functional import work_meter
 from tests.functional.helpers import deliver, post_all, queue_url, receive_all
@@ -746,12 +746,12 @@ def test_given_a_move_between_reading_the_counter_and_its_buckets_when_read_then
     before = aws.dynamodb.get_item(TableName=SETTINGS.counts_table, Key=key, ConsistentRead=True)["Item"]
     assert not rollup.never_moved(before)
     assert rollup.move(aws.dynamodb, SETTINGS, pk, before, clock.now) is True  # after the counter was read
-    spans = rollup.enclosing([Span("hour", (clock.now - i * hour) // hour) for i in range(2)])
+    spans = rollup.enclosing([Bucket("hour", (clock.now - i * hour) // hour) for i in range(2)])
     stored = rollup.read(aws.dynamodb, SETTINGS, {pk: spans}, ordered=True, counters={pk: before})[pk]
     assert stored.counter != before, "read again"
     for span in spans:
-        expected = in_range(bodies, "u", span.start_minute * 60_000, span.end_ms - 1)
+        expected = in_range(bodies, "u", span.first_minute * 60_000, span.end_ms - 1)
         assert stored.count(SETTINGS, span, clock.now) == expected
         stale = rollup.Stored(before, stored.buckets)
-        again = in_range(bodies[5:], "u", span.start_minute * 60_000, span.end_ms - 1)
+        again = in_range(bodies[5:], "u", span.first_minute * 60_000, span.end_ms - 1)
         assert stale.count(SETTINGS, span, clock.now) == expected + again, "what the check prevents"

@@ -47,9 +47,9 @@ SHORT_HOURS = replace(SETTINGS, uniques_hour_retention_seconds=48 * 3600)
 
 def simulate_back_end(
     settings: Settings, stream: list[tuple[str, int]], now_ms: int
-) -> dict[windows.Bucket | None, sketches.Sketch]:
+) -> dict[timebuckets.Bucket | None, sketches.Sketch]:
     """What the handler stores for these (item, time) pairs, per target, with no storage."""
-    store: dict[windows.Bucket | None, sketches.Sketch] = {}
+    store: dict[timebuckets.Bucket | None, sketches.Sketch] = {}
     for n, (item, t) in enumerate(stream):
         parsed = batches.parse_items(Message(f"m{n}", "", batches.message_body("w", sketches.item_hash(KEY, item), t)))
         for target in batches.targets(settings, parsed, now_ms):
@@ -130,7 +130,7 @@ def test_given_a_minute_flag_that_is_not_a_boolean_when_parsed_then_refused(flag
         batches.parse_items(Message("m", "", json.dumps(body)))
 
 
-def minutes_of(bucket: windows.Bucket) -> range:
+def minutes_of(bucket: timebuckets.Bucket) -> range:
     return range(bucket.first_minute, bucket.stop_minute)
 
 
@@ -179,7 +179,7 @@ def test_given_every_local_day_of_2026_when_covered_then_exact_with_at_most_25_h
         quarters_read = sum(b.resolution == "quarter" for b in plan)
         assert (hours, quarters_read) <= (25, 4) and quarters_read <= 4
         if zone_name == "UTC":
-            assert plan == [windows.Bucket("day", day.first_minute // DAY)]
+            assert plan == [timebuckets.Bucket("day", day.first_minute // DAY)]
         if zone_name == "America/New_York":
             assert quarters_read == 0 and hours == (day.last_minute + 1 - day.first_minute) // 60
 

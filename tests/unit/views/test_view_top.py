@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chalicelib.core.timebuckets import RESOLUTION_MINUTES, Bucket
 from chalicelib.views import top
-from chalicelib.views.windows import SIZE_MINUTES, Span
 
 T0_HOUR = 1_795_000_000_000 // 3_600_000
 MAX_HOURS = 400 * 24
@@ -22,8 +22,8 @@ def digest(name: str) -> bytes:
     return top.digest_of_sha(hashlib.sha256(name.encode()).hexdigest())
 
 
-def hours_of(span: Span) -> range:
-    return range(span.start_minute // 60, span.end_minute // 60)
+def hours_of(span: Bucket) -> range:
+    return range(span.first_minute // 60, span.stop_minute // 60)
 
 
 # -- the cover of a window --------------------------------------------------------------------
@@ -39,11 +39,11 @@ def test_given_any_window_up_to_400_days_when_covered_then_each_hour_once_in_tim
     assert hours == list(range(first, first + length))
     assert len(spans) <= top.MAX_SPANS
     assert len({top.block_of(span) for span in spans}) <= top.MAX_BLOCKS
-    assert all(top.block_of(span).start_minute <= span.start_minute < top.block_of(span).end_minute for span in spans)
+    assert all(top.block_of(span).first_minute <= span.first_minute < top.block_of(span).stop_minute for span in spans)
 
 
 def test_given_the_worst_windows_when_covered_then_exactly_max_spans_items() -> None:
-    block = SIZE_MINUTES["block"] // 60
+    block = RESOLUTION_MINUTES["block"] // 60
     start = (T0_HOUR // block) * block + 1  # 23 hours and 31 days before the first whole block
     assert len(top.cover(start, start + 46 + 62 * 24 + 10 * block - 1)) == top.MAX_SPANS
     worst = max(len(top.cover(start + o, start + o + n - 1)) for o in (0, 1, 25) for n in range(9100, MAX_HOURS + 1))
@@ -55,11 +55,11 @@ def test_given_the_worst_windows_when_covered_then_exactly_max_spans_items() -> 
 
 
 def test_given_whole_blocks_and_days_when_covered_then_the_coarsest_items() -> None:
-    block = SIZE_MINUTES["block"] // 60
+    block = RESOLUTION_MINUTES["block"] // 60
     start = (T0_HOUR // block) * block
-    assert top.cover(start, start + block - 1) == [Span("block", start // block)]
-    assert [s.level for s in top.cover(start + 24, start + 24 + 47)] == ["day", "day"]
-    assert [s.level for s in top.cover(start + 23, start + 49)] == ["hour", "day", "hour", "hour"]
+    assert top.cover(start, start + block - 1) == [Bucket("block", start // block)]
+    assert [s.resolution for s in top.cover(start + 24, start + 24 + 47)] == ["day", "day"]
+    assert [s.resolution for s in top.cover(start + 23, start + 49)] == ["hour", "day", "hour", "hour"]
 
 
 # -- the summary ------------------------------------------------------------------------------

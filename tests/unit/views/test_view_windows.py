@@ -10,10 +10,11 @@ from hypothesis import strategies as st
 
 from chalicelib.core import timebuckets
 from chalicelib.core.settings import Settings
+from chalicelib.core.timebuckets import Bucket
 from chalicelib.views import api as views_api
 from chalicelib.views import layout as view_keys
 from chalicelib.views import windows
-from chalicelib.views.windows import Part, Span
+from chalicelib.views.windows import Part
 
 T0_MINUTE = 1_795_000_000_000 // windows.MINUTE_MS
 MAX_MINUTES = windows.MAX_RANGE_DAYS * 1440
@@ -24,18 +25,18 @@ minutes = st.integers(T0_MINUTE - 3 * 366 * 1440, T0_MINUTE + 3 * 366 * 1440)
 def covered(part: Part) -> tuple[int, int]:
     """The minutes [start, stop) a part counts."""
     if part.inner is None:
-        return part.span.start_minute, part.span.end_minute
-    size = windows.INNER[part.span.level][1]
-    return part.span.start_minute + part.inner[0] * size, part.span.start_minute + (part.inner[1] + 1) * size
+        return part.span.first_minute, part.span.stop_minute
+    size = windows.INNER[part.span.resolution][1]
+    return part.span.first_minute + part.inner[0] * size, part.span.first_minute + (part.inner[1] + 1) * size
 
 
-def stored(times_ms: list[int]) -> dict[Span, dict[str, Any]]:
+def stored(times_ms: list[int]) -> dict[Bucket, dict[str, Any]]:
     """Bucket items as the queue handler leaves them, in DynamoDB's attribute format."""
-    items: dict[Span, dict[str, Any]] = {}
+    items: dict[Bucket, dict[str, Any]] = {}
     for span, increment in windows.increments(times_ms).items():
         item: dict[str, Any] = {"n": {"N": str(increment.n)}}
         for position, k in increment.inner.items():
-            item[windows.inner_attribute(span.level, position)] = {"N": str(k)}
+            item[windows.inner_attribute(span.resolution, position)] = {"N": str(k)}
         items[span] = item
     return items
 
@@ -62,12 +63,12 @@ def test_given_any_range_up_to_400_days_when_planned_then_parts_cover_it_exactly
 @given(minutes)
 def test_given_a_minute_when_placed_then_each_bucket_and_inner_bucket_holds_it(minute: int) -> None:
     placed = windows.spans_of(minute)
-    assert [span.level for span, _ in placed] == list(windows.LEVELS)
+    assert [span.resolution for span, _ in placed] == list(windows.LEVELS)
     for span, position in placed:
-        assert span.start_minute <= minute < span.end_minute
-        size = windows.INNER[span.level][1]
-        assert span.start_minute + position * size <= minute < span.start_minute + (position + 1) * size
-        assert windows.inner_attribute(span.level, position)[1:] == f"{position:02d}"
+        assert span.first_minute <= minute < span.stop_minute
+        size = windows.INNER[span.resolution][1]
+        assert span.first_minute + position * size <= minute < span.first_minute + (position + 1) * size
+        assert windows.inner_attribute(span.resolution, position)[1:] == f"{position:02d}"
 
 
 @settings(max_examples=200)
@@ -94,7 +95,7 @@ def test_given_views_at_any_times_when_a_range_is_read_from_buckets_then_equal_t
 
 
 def test_given_a_bucket_when_its_retention_passes_then_no_longer_kept_and_only_kept_suffix_counts() -> None:
-    span = Span("hour", T0_MINUTE // 60)
+    span = Bucket("hour", T0_MINUTE // 60)
     expiry = timebuckets.expires_at_s(span, 3600)
     assert timebuckets.kept(span, None, 3600, expiry - 1) and not timebuckets.kept(span, None, 3600, expiry)
     assert timebuckets.kept(span, expiry + 10, 3600, expiry), "a stored expiry wins"
@@ -110,12 +111,12 @@ def test_given_a_bucket_when_its_retention_passes_then_no_longer_kept_and_only_k
 def test_given_a_url_and_buckets_when_keyed_then_own_partition_and_keys_sort_by_time_within_a_level(
     url: str, level: windows.Level, index: int, later: int
 ) -> None:
-    key = view_keys.bucket_key(url, Span(level, index))
+    key = view_keys.bucket_key(url, Bucket(level, index))
     digest = view_keys.url_pk(url).removeprefix("URL#")
     assert key["pk"]["S"] == "VWB#" + digest and len(key["pk"]["S"].encode()) <= 2048
     assert view_keys.bucket_pk(view_keys.url_pk(url)) == key["pk"]["S"]
-    assert key["sk"]["S"] < view_keys.bucket_sk(Span(level, index + later))
-    others = {view_keys.bucket_sk(Span(other, index)) for other in windows.LEVELS if other != level}
+    assert key["sk"]["S"] < view_keys.bucket_sk(Bucket(level, index + later))
+    others = {view_keys.bucket_sk(Bucket(other, index)) for other in windows.LEVELS if other != level}
     assert key["sk"]["S"] not in others
 
 
@@ -126,7 +127,7 @@ def test_given_any_minute_when_its_hour_and_day_are_placed_one_level_up_then_as_
     from chalicelib.views import rollup
 
     placed = dict(windows.spans_of(minute))
-    hour, day, block = (next(s for s in placed if s.level == level) for level in windows.LEVELS)
+    hour, day, block = (next(s for s in placed if s.resolution == level) for level in windows.LEVELS)
     assert rollup.parent(hour) == (day, placed[day])
     assert rollup.parent(day) == (block, placed[block])
 
@@ -205,5 +206,5 @@ def test_given_pending_minutes_when_moved_then_buckets_gain_exactly_what_the_cou
         bucket = state.pop((view_keys.bucket_pk(pk), view_keys.bucket_sk(span)))
         assert bucket.pop("n") == increment.n and bucket.pop(view_keys.FLUSHED) == moved_before + 1
         bucket.pop("expires_at")
-        assert bucket == {windows.inner_attribute(span.level, p): k for p, k in increment.inner.items()}
+        assert bucket == {windows.inner_attribute(span.resolution, p): k for p, k in increment.inner.items()}
     assert not state, "no other item written"
