@@ -101,13 +101,14 @@ def comparison(
 IDENTITY_FIELDS = ("counter", "by", "where", "resolution", "tz", "url", "name", "names", "site")
 
 
-def compared(window: Window, read: Callable[[int, int], dict[str, Any]]) -> dict[str, Any]:
-    """read(first, last) of the window, with `previous`: the same read of the period compared with."""
+def compared(window: Window, read: Callable[[int, int], dict[str, Any]], zoned: bool = False) -> dict[str, Any]:
+    """read(first, last) of the window, with `previous`: the same read of the period compared with;
+    when `zoned` and the window is local, with its `tz` last."""
     answer = read(window.first, window.last)
     if window.previous is not None:
         previous = read(*window.previous)
         answer["previous"] = {k: v for k, v in previous.items() if k not in IDENTITY_FIELDS}
-    return answer
+    return {**answer, "tz": window.zone.key} if zoned and window.local else answer
 
 
 def _minute_range(params: Mapping[str, str], now_ms: int, default_zone: str | None) -> tuple[int, int]:

@@ -236,8 +236,7 @@ def windowed_histogram(
         buckets = [(b.first_minute, b.last_minute + 1) for b in zones.buckets(window.zone, start, stop - 1, resolution)]
         return histogram(dynamodb, settings, name, buckets, resolution, now_ms, window.label)
 
-    answer = window_params.compared(window, read)
-    return {**answer, "tz": window.zone.key} if window.local else answer
+    return window_params.compared(window, read, zoned=True)
 
 
 def histogram(

@@ -71,8 +71,7 @@ def windowed_count(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, 
             return count_range(dynamodb, settings, url, first, last, now_ms, window.label)
         return count_series(dynamodb, settings, url, window.zone, first, last, resolution, now_ms, window.label)
 
-    answer = window_params.compared(window, read)
-    return {**answer, "tz": window.zone.key} if window.local else answer
+    return window_params.compared(window, read, zoned=True)
 
 
 def count_range(
@@ -217,8 +216,7 @@ def windowed_top(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, st
         exact = (first, last) if calendar else None
         return top_urls(dynamodb, settings, hours, limit, prefix, now_ms, exact, window.label)
 
-    answer = window_params.compared(window, read)
-    return {**answer, "tz": window.zone.key} if window.local else answer
+    return window_params.compared(window, read, zoned=True)
 
 
 def top_urls(
