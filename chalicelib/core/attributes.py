@@ -8,8 +8,11 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from boto3.dynamodb.types import TypeDeserializer
+
 Item = Mapping[str, Any]
 _ABSENT: Any = object()
+_DESERIALIZER = TypeDeserializer()
 
 
 def _value(item: Item, name: str, kind: str, default: Any) -> Any:
@@ -70,3 +73,8 @@ def key_of(item: Item) -> tuple[str, str]:
 def by_key(items: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     """Items found by a batch read, by their (partition key, sort key)."""
     return {key_of(item): item for item in items}
+
+
+def deserialized(item: Item) -> dict[str, Any]:
+    """A whole item as plain Python values (numbers as Decimal), as boto3's resource layer reads it."""
+    return {name: _DESERIALIZER.deserialize(value) for name, value in item.items()}

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
-from chalicelib.core import attributes, retry
+from chalicelib.core import attributes, dynamo_limits, retry
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import StorageError
@@ -129,10 +129,10 @@ def batch_get_items(
     projection: str | None = None,
     consistent: bool = False,
 ) -> Iterator[dict[str, Any]]:
-    """The items found for `keys`, 100 keys a call, unprocessed keys retried with backoff; a
+    """The items found for `keys`, BATCH_GET_KEYS a call, unprocessed keys retried with backoff; a
     failed call, or keys still unprocessed after `attempts`, become StorageError(failure)."""
-    for start in range(0, len(keys), 100):
-        request: dict[str, Any] = {table: {"Keys": keys[start : start + 100]}}
+    for start in range(0, len(keys), dynamo_limits.BATCH_GET_KEYS):
+        request: dict[str, Any] = {table: {"Keys": keys[start : start + dynamo_limits.BATCH_GET_KEYS]}}
         if projection:
             request[table]["ProjectionExpression"] = projection
         if consistent:
@@ -157,10 +157,11 @@ def put_items(
     attempts: int = 8,
     cap: float = 2.0,
 ) -> None:
-    """Write whole items (plain puts: the same item written twice is the same), 25 a call,
+    """Write whole items (plain puts: the same item written twice is the same), BATCH_WRITE_REQUESTS a call,
     unprocessed items retried with backoff; what is still unwritten becomes StorageError(failure)."""
-    for start in range(0, len(items), 25):
-        requests: list[Any] = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
+    for start in range(0, len(items), dynamo_limits.BATCH_WRITE_REQUESTS):
+        batch = items[start : start + dynamo_limits.BATCH_WRITE_REQUESTS]
+        requests: list[Any] = [{"PutRequest": {"Item": item}} for item in batch]
         for _ in retry.attempts(attempts, sleep, cap):
             with translated(failure):
                 response = dynamodb.batch_write_item(RequestItems={table: requests})

@@ -86,7 +86,7 @@ def counts(dynamodb: DynamoDB, sqs: SQS, settings: Settings) -> list[dict[str, A
         answer.append({"source": name, "records": total, "complete": complete})
     url = queues.dead_letter_url(sqs, settings.views_queue)
     with translated("could not read the views dead-letter queue"):
-        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
-    waiting = int(attributes.get("Attributes", {}).get("ApproximateNumberOfMessages", 0))
+        queue = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+    waiting = int(queue.get("Attributes", {}).get("ApproximateNumberOfMessages", 0))
     answer.append({"source": VIEWS_DEAD_LETTER, "records": waiting, "complete": True, "approximate": True})
     return answer

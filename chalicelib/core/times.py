@@ -3,6 +3,7 @@ milliseconds (UTC) inside, integer arithmetic throughout (floats lose millisecon
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,6 +24,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_MS = timedelta(milliseconds=1)
 _COMPACT = "%Y%m%dT%H%M%S"
 _QUARTER = "%Y%m%d%H%M"
+Label = Callable[[int], str]  # an epoch minute as an answer writes it
 
 
 def parse(value: Any, field: str = "time") -> int:
@@ -69,6 +71,11 @@ def _moment(t_ms: int) -> datetime:
 def iso(t_ms: int) -> str:
     """Epoch milliseconds as an ISO-8601 UTC string with millisecond precision."""
     return _moment(t_ms).strftime("%Y-%m-%dT%H:%M:%S.") + f"{t_ms % 1000:03d}Z"
+
+
+def utc_label(minute: int) -> str:
+    """An epoch minute as an answer without a zone writes it: ISO UTC."""
+    return iso(minute * MINUTE_MS)
 
 
 def quarter_hour(t_ms: int) -> str:

@@ -71,7 +71,7 @@ class Window:
 
     def label(self, minute: int) -> str:
         """A minute as the answer writes it: local ISO time with offset, else ISO UTC."""
-        return zones.label(self.zone, minute) if self.local else times.iso(minute * timebuckets.MINUTE_MS)
+        return zones.label(self.zone, minute) if self.local else times.utc_label(minute)
 
 
 def window(params: Mapping[str, str], now_ms: int, default_zone: str | None = None) -> Window:
@@ -101,13 +101,14 @@ def comparison(
 IDENTITY_FIELDS = ("counter", "by", "where", "resolution", "tz", "url", "name", "names", "site")
 
 
-def compared(window: Window, read: Callable[[int, int], dict[str, Any]]) -> dict[str, Any]:
-    """read(first, last) of the window, with `previous`: the same read of the period compared with."""
+def compared(window: Window, read: Callable[[int, int], dict[str, Any]], zoned: bool = False) -> dict[str, Any]:
+    """read(first, last) of the window, with `previous`: the same read of the period compared with;
+    when `zoned` and the window is local, with its `tz` last."""
     answer = read(window.first, window.last)
     if window.previous is not None:
         previous = read(*window.previous)
         answer["previous"] = {k: v for k, v in previous.items() if k not in IDENTITY_FIELDS}
-    return answer
+    return {**answer, "tz": window.zone.key} if zoned and window.local else answer
 
 
 def _minute_range(params: Mapping[str, str], now_ms: int, default_zone: str | None) -> tuple[int, int]:
@@ -129,13 +130,18 @@ def _minute_range(params: Mapping[str, str], now_ms: int, default_zone: str | No
     return timebuckets.window_minutes(end, validation.duration_minutes(value))
 
 
-def local_resolution(params: Mapping[str, str]) -> zones.LocalResolution:
-    """A histogram's `resolution` with local buckets: minute, hour (default), day, week or month."""
-    value = params.get("resolution", "hour")
-    for choice in ("minute", "hour", "day", "week", "month"):
+LOCAL_RESOLUTIONS: tuple[zones.LocalResolution, ...] = ("minute", "hour", "day", "week", "month")
+
+
+def local_resolution(
+    params: Mapping[str, str], choices: tuple[zones.LocalResolution, ...] = LOCAL_RESOLUTIONS, default: str = "hour"
+) -> zones.LocalResolution:
+    """A histogram's `resolution` with local buckets: one of `choices`, `default` when absent."""
+    value = params.get("resolution", default)
+    for choice in choices:
         if value == choice:
             return choice
-    raise ValidationError("resolution must be minute, hour, day, week or month")
+    raise ValidationError(f"resolution must be {', '.join(choices[:-1])} or {choices[-1]}")
 
 
 def hour_range(params: Mapping[str, str], now_ms: int) -> tuple[int, int]:

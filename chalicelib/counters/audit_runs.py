@@ -7,8 +7,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer
-
 from chalicelib.core import attributes, dynamo, keyspace, pager, times, transactions
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
@@ -25,7 +23,6 @@ RECHECK_LIMIT = 25
 # with more write shards than that, are put first, on their own; a repeated put is harmless).
 FINDINGS_PER_TRANSACTION = transactions.MAX_ITEMS - 1
 _PARTITION = re.compile(audit.EVENTS_PK.pattern)
-_DESERIALIZER = TypeDeserializer()
 
 
 @dataclass
@@ -105,7 +102,7 @@ def stored_count(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> int:
     names = {"#k": "kind", "#n": packs.COUNT}
     request = dynamo.query_request(settings.events_table, events_pk, projection="#k, #n", names=names)
     return sum(
-        packs.count({k: _DESERIALIZER.deserialize(v) for k, v in item.items()})
+        packs.count(attributes.deserialized(item))
         for item in dynamo.query_items(dynamodb, request, "could not count an events partition")
     )
 

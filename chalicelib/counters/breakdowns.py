@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.core import attributes, dynamo, timebuckets, window_params
+from chalicelib.core import attributes, dynamo, timebuckets, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -66,7 +66,7 @@ def breakdown(
     limit: int,
     where: Mapping[str, str],
     now_ms: int,
-    label: reads.Label = reads.utc_label,
+    label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
     """The answer of GET /counters/{counter}/breakdown (its JSON body); `label` writes its start
     and end (epoch minutes)."""

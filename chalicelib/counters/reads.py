@@ -5,7 +5,7 @@ zones, calendar windows and comparisons"; what a local series reads: docs/benchm
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from functools import partial
@@ -19,12 +19,6 @@ from chalicelib.core.settings import Settings
 from chalicelib.counters import filters, layout, topk
 
 # -- reads -------------------------------------------------------------------------------
-
-Label = Callable[[int], str]  # an epoch minute as an answer writes it
-
-
-def utc_label(minute: int) -> str:
-    return times.iso(minute * timebuckets.MINUTE_MS)
 
 
 @dataclass(frozen=True)
@@ -40,9 +34,9 @@ class WindowCount:
     where: dict[str, str] = field(default_factory=dict)
     unsummed: int = 0  # values the items read left unsummed (no slot for their name)
 
-    def as_dict(self, label: Label | None = None) -> dict[str, Any]:
+    def as_dict(self, label: times.Label | None = None) -> dict[str, Any]:
         """The answer's JSON body; `label` writes its start and end (epoch minutes), else ISO UTC."""
-        label = label or utc_label
+        label = label or times.utc_label
         answer: dict[str, Any] = {
             "counter": self.counter,
             "count": self.count,
@@ -307,7 +301,7 @@ def _stored_histogram(
     resolution: timebuckets.Resolution,
     now_ms: int,
     where: Mapping[str, str] | None = None,
-    label: Label = utc_label,
+    label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
     """Counts and sums per stored bucket (a minute's from its hour item), from one Query of them."""
     buckets = timebuckets.buckets_between(first_minute, last_minute, resolution)

@@ -9,8 +9,6 @@ from collections import Counter as Tally
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer
-
 from chalicelib.core import attributes, dynamo, quarantine, timebuckets, times, transactions
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
@@ -24,7 +22,6 @@ from chalicelib.events import packs
 from chalicelib.events.ingest import Event
 
 REPAIR_ATTEMPTS = 4
-_DESERIALIZER = TypeDeserializer()
 # What the stream handler reads of an events item (of either layout).
 _FIELDS = (
     *("pk", "sk", "kind", "counter", "id", "id_given", "time", "retention", "ingested_at", "expires_at"),
@@ -222,7 +219,7 @@ def _events(dynamodb: DynamoDB, settings: Settings, pk: str) -> list[_Stored | N
 
 def _parse(raw: dict[str, Any]) -> list[_Stored | None]:
     try:
-        item = {k: _DESERIALIZER.deserialize(v) for k, v in raw.items()}
+        item = attributes.deserialized(raw)
     except (TypeError, ValueError):
         return [None]
     if item.get("kind") not in packs.KINDS:

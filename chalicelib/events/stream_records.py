@@ -10,12 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer
-
+from chalicelib.core import attributes
 from chalicelib.events import packs
-
-_DESERIALIZER = TypeDeserializer()
-
 
 # In a set-aside copy of a record: the shard it was read from.
 SHARD_FIELD = "shardId"
@@ -74,7 +70,7 @@ def from_lambda_record(record: Any, shard: str = "") -> StreamRecord:
     new_image = None
     if image is not None:
         try:
-            new_image = {k: _DESERIALIZER.deserialize(v) for k, v in image.items()}
+            new_image = attributes.deserialized(image)
         except Exception as exc:  # any failure to read an image is this record's alone
             error = f"image cannot be deserialized: {type(exc).__name__}: {exc}"
     created = ddb.get("ApproximateCreationDateTime")

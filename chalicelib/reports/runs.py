@@ -12,8 +12,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer
-
 from chalicelib.core import attributes, dynamo, keyspace, times, transactions
 from chalicelib.core.aws import S3, DynamoDB
 from chalicelib.core.errors import StorageError
@@ -39,7 +37,6 @@ PAGE_ITEMS = 1_000
 # a scheduled run (300 s) reads.
 REQUEST_SHARE = 10
 _COMMIT_ATTEMPTS = 5
-_DESERIALIZER = TypeDeserializer()
 
 
 @dataclass
@@ -155,7 +152,7 @@ class _ShardReader:
         page = next(dynamo.query_pages(self._dynamodb, request, "the events of the report could not be read"))
         budget.queries_made += 1
         for raw in page.get("Items", []):
-            item = {k: _DESERIALIZER.deserialize(v) for k, v in raw.items()}
+            item = attributes.deserialized(raw)
             budget.count(item)
             self.reached = int(item["ingested_at"])  # what its sort key begins with
             self.pending.extend((self.reached, event) for event in _reportable(item, self._now_s))

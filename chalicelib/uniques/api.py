@@ -5,7 +5,7 @@ in a time zone"."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,11 +41,9 @@ PROJECTION = "pk, sk, sketch, expires_at"
 READ_FAILED = "could not read the sketches"
 # A series' buckets (quarter sketches only cut a local day or hour where it starts).
 RESOLUTIONS: tuple[zones.LocalResolution, ...] = ("hour", "day", "week", "month")
-Label = Callable[[int], str]  # an epoch minute as an answer writes it
-
-
-def ISO_MINUTE(minute: int) -> str:
-    return times.iso(minute * times.MINUTE_MS)
+# sites.summary's names for times.Label and times.utc_label.
+Label = times.Label
+ISO_MINUTE = times.utc_label
 
 
 @dataclass(frozen=True)
@@ -230,7 +228,7 @@ def windowed_histogram(
     """GET /hyperloglog/{name}/histogram: per UTC or local bucket (hour, day, week or month) of the
     window, with `previous` for `compare`."""
     window = window_params.window(params, now_ms)
-    resolution = _resolution(params.get("resolution", "day"))
+    resolution = window_params.local_resolution(params, RESOLUTIONS, "day")
 
     def read(first: int, last: int) -> dict[str, Any]:
         start, stop = span(params, first, last)
@@ -238,15 +236,7 @@ def windowed_histogram(
         buckets = [(b.first_minute, b.last_minute + 1) for b in zones.buckets(window.zone, start, stop - 1, resolution)]
         return histogram(dynamodb, settings, name, buckets, resolution, now_ms, window.label)
 
-    answer = window_params.compared(window, read)
-    return {**answer, "tz": window.zone.key} if window.local else answer
-
-
-def _resolution(value: str) -> zones.LocalResolution:
-    for choice in RESOLUTIONS:
-        if value == choice:
-            return choice
-    raise ValidationError(f"resolution must be {', '.join(RESOLUTIONS[:-1])} or {RESOLUTIONS[-1]}")
+    return window_params.compared(window, read, zoned=True)
 
 
 def histogram(

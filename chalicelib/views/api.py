@@ -4,7 +4,7 @@ URLs of a window (`GET /views/top`: what it reads, docs/design.md, "Top URLs")."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -23,11 +23,6 @@ from chalicelib.views.validation import View
 MAX_KEYS = windows.MAX_PARTS + 1  # a range's bucket items and the URL's counter
 RETAINED_MESSAGE = "the range starts before what is kept: the answer counts retained_from to end"
 SERIES_RESOLUTIONS: tuple[zones.LocalResolution, ...] = ("hour", "day", "week", "month")
-Label = Callable[[int], str]  # an epoch minute as an answer writes it
-
-
-def ISO_MINUTE(minute: int) -> str:
-    return times.iso(minute * windows.MINUTE_MS)
 
 
 def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int) -> None:
@@ -49,7 +44,7 @@ def count(
     url: str,
     minutes: tuple[int, int] | None,
     now_ms: int,
-    label: Label = ISO_MINUTE,
+    label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
     """`url`'s views: of all time (its counter) when `minutes` is None, else in that range of
     minutes (window_params.minute_range: the buckets from floor(start) to floor(end))."""
@@ -69,24 +64,14 @@ def windowed_count(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, 
             raise ValidationError("compare and resolution need a window")
         return count(dynamodb, settings, url, None, now_ms)
     window = window_params.window(params, now_ms)
-    resolution = _resolution(params.get("resolution"))
+    resolution = window_params.local_resolution(params, SERIES_RESOLUTIONS) if "resolution" in params else None
 
     def read(first: int, last: int) -> dict[str, Any]:
         if resolution is None:
             return count_range(dynamodb, settings, url, first, last, now_ms, window.label)
         return count_series(dynamodb, settings, url, window.zone, first, last, resolution, now_ms, window.label)
 
-    answer = window_params.compared(window, read)
-    return {**answer, "tz": window.zone.key} if window.local else answer
-
-
-def _resolution(value: str | None) -> zones.LocalResolution | None:
-    for choice in SERIES_RESOLUTIONS:
-        if value == choice:
-            return choice
-    if value is None:
-        return None
-    raise ValidationError(f"resolution must be {', '.join(SERIES_RESOLUTIONS[:-1])} or {SERIES_RESOLUTIONS[-1]}")
+    return window_params.compared(window, read, zoned=True)
 
 
 def count_range(
@@ -96,7 +81,7 @@ def count_range(
     first_minute: int,
     last_minute: int,
     now_ms: int,
-    label: Label = ISO_MINUTE,
+    label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
     """The views in minutes first..last from the URL's bucket items and its counter's pending
     minutes (chalicelib.views.rollup): one BatchGetItem of at most MAX_KEYS keys, whatever the
@@ -122,7 +107,7 @@ def count_series(
     last_minute: int,
     resolution: zones.LocalResolution,
     now_ms: int,
-    label: Label = ISO_MINUTE,
+    label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
     """The views in minutes first..last and per bucket of `resolution` in `zone`, whole buckets (the
     series starts at the first one's start, ends at the last one's end), each read by its plan
@@ -231,8 +216,7 @@ def windowed_top(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, st
         exact = (first, last) if calendar else None
         return top_urls(dynamodb, settings, hours, limit, prefix, now_ms, exact, window.label)
 
-    answer = window_params.compared(window, read)
-    return {**answer, "tz": window.zone.key} if window.local else answer
+    return window_params.compared(window, read, zoned=True)
 
 
 def top_urls(
@@ -243,7 +227,7 @@ def top_urls(
     prefix: str | None,
     now_ms: int,
     minutes: tuple[int, int] | None = None,
-    label: Label = ISO_MINUTE,
+    label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
     """The `limit` most viewed URLs (starting with `prefix`, if given) in hours first..last,
     with their exact views; with `minutes` (inside those hours: a local day that starts on the
