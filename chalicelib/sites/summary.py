@@ -15,7 +15,6 @@ from chalicelib.counters import breakdowns, reads
 from chalicelib.sites import goals, names
 from chalicelib.sites import settings as site_settings
 from chalicelib.uniques import api as uniques_api
-from chalicelib.uniques.api import ISO_MINUTE, Label
 
 DEFAULT_LIMIT = 10
 # How long a site's page views (its events) are kept: the longest window a summary answers, as
@@ -41,11 +40,11 @@ def windowed_summary(
     stored = site_settings.read(dynamodb, settings, names.site_name(site))
     default_zone = None if stored.updated_ms is None else stored.timezone
     window = window_params.window(params, now_ms, default_zone)
-    answer = window_params.compared(
+    return window_params.compared(
         window,
         lambda first, last: summary(dynamodb, settings, stored, (first, last), limit, now_ms, window.label),
+        zoned=True,
     )
-    return {**answer, "tz": window.zone.key} if window.local else answer
 
 
 def summary(
@@ -55,7 +54,7 @@ def summary(
     minutes: tuple[int, int],
     limit: int,
     now_ms: int,
-    label: Label = ISO_MINUTE,
+    label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
     """The summary of a site (its `stored` settings) over minutes first..last; its visitors over the quarter hours holding
     them (`visitors_start`, `visitors_end`: every page view counted has its visitor counted, and

@@ -41,9 +41,6 @@ PROJECTION = "pk, sk, sketch, expires_at"
 READ_FAILED = "could not read the sketches"
 # A series' buckets (quarter sketches only cut a local day or hour where it starts).
 RESOLUTIONS: tuple[zones.LocalResolution, ...] = ("hour", "day", "week", "month")
-# sites.summary's names for times.Label and times.utc_label.
-Label = times.Label
-ISO_MINUTE = times.utc_label
 
 
 @dataclass(frozen=True)
@@ -159,7 +156,7 @@ def window_cardinality(
     names: list[str],
     span: tuple[int, int],
     now_ms: int,
-    label: Label = ISO_MINUTE,
+    label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
     """The union of the names' day, hour and quarter sketches covering minutes [start, stop)
     (widened to the quarter hours holding them: a window of MAX_WINDOW_DAYS may widen by up to
@@ -246,7 +243,7 @@ def histogram(
     buckets: list[tuple[int, int]],
     resolution: str,
     now_ms: int,
-    label: Label = ISO_MINUTE,
+    label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
     """Distinct items per bucket, each bucket minutes [start, stop) (a UTC or local hour, day,
     week or month): not additive, an item seen in two buckets is counted in each. Each bucket is
