@@ -67,7 +67,6 @@ from bench import uniques as uniques_bench  # noqa: E402
 from bench import views as views_bench  # noqa: E402
 from bench.metering import Meter, MotoProbe, item_size  # noqa: E402
 from chalicelib.access import policy, rates  # noqa: E402
-from chalicelib.core import timebuckets, times  # noqa: E402
 from chalicelib.core.aws import AwsClients  # noqa: E402
 from chalicelib.core.queues import Message  # noqa: E402
 from chalicelib.core.settings import Settings  # noqa: E402
@@ -78,7 +77,6 @@ from chalicelib.sites import function_url, goals, names  # noqa: E402
 from chalicelib.sites import settings as site_settings  # noqa: E402
 from chalicelib.uniques import api as uniques_api  # noqa: E402
 from chalicelib.uniques import batches as uniques_batches  # noqa: E402
-from chalicelib.uniques import layout as uniques_layout  # noqa: E402
 from chalicelib.uniques import sketches  # noqa: E402
 from chalicelib.views import api as views_api  # noqa: E402
 from chalicelib.views import batches as views_batches  # noqa: E402
@@ -522,32 +520,17 @@ def views_workload(n: int) -> tuple[dict[str, Bill], dict[str, Any]]:
 def site_extras(
     settings: Settings, probe: MotoProbe, deliveries: list[View], arrivals: list[int], base: Bill
 ) -> tuple[Bill, Bill]:
-    """The function URL's bill plus a page view's realtime note, then plus a goal every view
-    converts on (each view's client id stands for its visitor id)."""
+    """The function URL's bill plus a page view's realtime visitor (its minute sketch), then plus
+    a goal every view converts on (each view's client id stands for its visitor id)."""
     with_realtime, with_goal = Bill(**asdict(base)), Bill(**asdict(base))
-    window_ms = max(settings.uniques_batching_window_seconds * 1000, 1)
     # Realtime: the visitor's message (queued for the site's unique count anyway) asks for its
     # minute's sketch too, so each batch of the unique-count handler merges one more sketch per
-    # minute it holds. Only that merge is extra: no message, no invocation.
+    # minute it holds. Only those merges are extra: no message, no invocation.
     noting, note_handler = Meter(probe), Handler("on_unique_items")
     client = noting.attach(AwsClients(settings).dynamodb)
-    minutes: dict[tuple[int, int], list[bytes]] = {}
-    for view, arrived in zip(deliveries, arrivals):  # what one batching window gathers, by minute
-        hashes = sketches.item_hashes(ITEM_KEY, [view.client_id])
-        minutes.setdefault((arrived // window_ms, view.time_ms // times.MINUTE_MS), []).append(hashes)
-    name = names.visitors_name(BENCH_SITE)
-    for (window, minute), found in sorted(minutes.items()):
-        bucket = timebuckets.Bucket("minute", minute)
-        expires = timebuckets.expires_at_s(bucket, uniques_batches.MINUTE_RETENTION_SECONDS)
-        with note_handler.invocation():
-            uniques_batches.merge_into(
-                client,
-                settings,
-                uniques_layout.bucket_key(name, bucket),
-                b"".join(found),
-                (window + 1) * window_ms,
-                expires,
-            )
+    seen = [(arrived, view.time_ms, view.client_id) for view, arrived in zip(deliveries, arrivals)]
+    with note_handler.invocation():
+        uniques_bench.merge_minutes(client, settings, names.visitors_name(BENCH_SITE), seen)
     note_handler.invocations = 0  # the same invocations as the visitors' own batches: only their extra time
     for bill in (with_realtime, with_goal):
         note_handler.charge(bill)
@@ -570,6 +553,7 @@ def site_extras(
     goal_front.invocations = 0
     handler, merging = Handler("on_unique_items"), Meter(probe)
     merger = merging.attach(AwsClients(settings).dynamodb)
+    window_ms = max(settings.uniques_batching_window_seconds * 1000, 1)
     batches: dict[int, list[str]] = {}
     for arrived, body in bodies:  # what one batching window gathers, up to a batch's size
         batches.setdefault(arrived // window_ms, []).append(body)

@@ -1,12 +1,12 @@
 """A site's realtime visitors: what the minute sketches cost as the page-view rate grows, against
 the previous design (one PutItem per page view), in the same run.
 
-    python -m bench.realtime [--rates 0.1 1 10 100 1000] [--minutes 5]
+    python -m bench.realtime [--rates 0.1 1 10 100 1000] [--windows 60] [--minutes 5]
 
 At each rate (page views a second, visitors drawn from a pool of a third as many page views
 over the run, so most visitors come back), the page views' visitor messages are gathered as the
-unique-count queue gathers them (one batch per 60 s batching window, at most UNIQUES_BATCH_SIZE
-messages) and each batch merges the sketch of every minute it holds (uniques.batches.merge_into,
+unique-count queue gathers them (one batch per batching window, 60 s by default, at most
+UNIQUES_BATCH_SIZE messages) and each batch merges the sketch of every minute it holds (uniques.batches.merge_into,
 metered on moto by bench.metering). Then `GET /sites/{site}/realtime`'s visitor read (five
 minute sketches, one consistent BatchGetItem) is metered at the end of the run.
 
@@ -18,54 +18,40 @@ minutes, about 60 bytes each, at most 10,000 of them.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import random
+from dataclasses import replace
 
 from bench import env
 
 env.prepare()
 
 
-from bench.cost import ITEM_KEY, stack  # noqa: E402
+from bench import uniques as uniques_bench  # noqa: E402
+from bench.cost import stack  # noqa: E402
 from bench.metering import Meter  # noqa: E402
-from chalicelib.core import timebuckets, times  # noqa: E402
+from chalicelib.core import times  # noqa: E402
 from chalicelib.core.aws import AwsClients  # noqa: E402
 from chalicelib.sites import names, realtime  # noqa: E402
 from chalicelib.uniques import api as uniques_api  # noqa: E402
-from chalicelib.uniques import batches, layout, sketches  # noqa: E402
 
 T0 = 1_795_000_000_000 - 1_795_000_000_000 % times.MINUTE_MS
 SITE = "blog.example"
 PREVIOUS_ITEM_BYTES, PREVIOUS_MOST_ITEMS = 60, 10_000
 
 
-def run(rate: float, minutes: int) -> dict[str, float]:
+def run(rate: float, minutes: int, window_s: int) -> dict[str, float]:
     rng = random.Random(1)
     views = max(1, round(rate * minutes * 60))
     pool = max(1, views // 3)
     seen = [(T0 + round(i * 1000 / rate), f"visitor-{rng.randrange(pool)}") for i in range(views)]
     name = names.visitors_name(SITE)
-    with stack() as (settings, _clients, probe):
+    with stack() as (stage, _clients, probe):
+        settings = replace(stage, uniques_batching_window_seconds=window_s)
         writing, reading = Meter(probe), Meter(probe)
         writer = writing.attach(AwsClients(settings).dynamodb)
-        window_ms = settings.uniques_batching_window_seconds * 1000
-        batches_of: dict[int, list[tuple[int, str]]] = {}
-        for t, visitor in seen:
-            batches_of.setdefault(t // window_ms, []).append((t, visitor))
-        merges = 0
-        for window, gathered in sorted(batches_of.items()):
-            applied_ms = (window + 1) * window_ms
-            for start in range(0, len(gathered), settings.uniques_batch_size):
-                by_minute: dict[int, list[str]] = {}
-                for t, visitor in gathered[start : start + settings.uniques_batch_size]:
-                    by_minute.setdefault(t // times.MINUTE_MS, []).append(visitor)
-                for minute, visitors in by_minute.items():
-                    bucket = timebuckets.Bucket("minute", minute)
-                    expires = timebuckets.expires_at_s(bucket, batches.MINUTE_RETENTION_SECONDS)
-                    hashes = sketches.item_hashes(ITEM_KEY, visitors)
-                    key = layout.bucket_key(name, bucket)
-                    batches.merge_into(writer, settings, key, hashes, applied_ms, expires)
-                    merges += 1
+        merges = uniques_bench.merge_minutes(writer, settings, name, [(t, t, visitor) for t, visitor in seen])
         now_ms = seen[-1][0]
         last = now_ms // times.MINUTE_MS
         first = last - realtime.VISITOR_MINUTES + 1
@@ -93,18 +79,19 @@ def run(rate: float, minutes: int) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rates", type=float, nargs="*", default=[0.1, 1, 10, 100, 1000])
+    parser.add_argument("--windows", type=int, nargs="*", default=[60], help="batching windows, seconds")
     parser.add_argument("--minutes", type=int, default=5)
     args = parser.parse_args(argv)
     print(
-        "| page views/s | page views | sketch merges | write units / M views | previous | ratio "
+        "| page views/s | batching window, s | page views | sketch merges | write units / M views | previous | ratio "
         "| read units / M views (merges) | read units / realtime read | previous | visitors (true) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for rate in args.rates:
-        r = run(rate, args.minutes)
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for rate, window_s in itertools.product(args.rates, args.windows):
+        r = run(rate, args.minutes, window_s)
         ratio = r["write_units_per_million"] / r["previous_write_units_per_million"]
         print(
-            f"| {rate:g} | {r['views']:,} | {r['merges']:,} | {r['write_units_per_million']:,.0f} | "
+            f"| {rate:g} | {window_s} | {r['views']:,} | {r['merges']:,} | {r['write_units_per_million']:,.0f} | "
             f"{r['previous_write_units_per_million']:,} | {ratio:.4f}x | {r['read_units_per_million']:,.0f} | "
             f"{r['read_units_per_realtime_read']:g} | {r['previous_read_units_per_realtime_read']:g} | "
             f"{r['visitors']:,} ({r['true_visitors']:,}{', exact' if r['exact'] else ''}) |"

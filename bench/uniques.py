@@ -58,6 +58,31 @@ def body(name: str, items: list[str], time_ms: int = NOW) -> str:
     return uniques_batches.message_body(name, sketches.item_hashes(KEY, items), time_ms)
 
 
+def merge_minutes(dynamodb: Any, settings: Settings, name: str, seen: list[tuple[int, int, str]]) -> int:
+    """What the unique-count handler adds for items queued with `minute` (a site's visitors, for
+    realtime): each batch (what one batching window gathers, at most UNIQUES_BATCH_SIZE messages)
+    merges the sketch of every minute it holds. `seen`: (arrival ms, item time ms, item), in
+    arrival order. The number of merges."""
+    window_ms = max(settings.uniques_batching_window_seconds * 1000, 1)
+    windows_of: dict[int, list[tuple[int, str]]] = {}
+    for arrived, t, item in seen:
+        windows_of.setdefault(arrived // window_ms, []).append((t, item))
+    merges = 0
+    for window, gathered in sorted(windows_of.items()):
+        for start in range(0, len(gathered), settings.uniques_batch_size):
+            by_minute: dict[int, list[str]] = {}
+            for t, item in gathered[start : start + settings.uniques_batch_size]:
+                by_minute.setdefault(t // timebuckets.MINUTE_MS, []).append(item)
+            for minute, items in sorted(by_minute.items()):
+                bucket = timebuckets.Bucket("minute", minute)
+                expires = timebuckets.expires_at_s(bucket, uniques_batches.MINUTE_RETENTION_SECONDS)
+                hashes = sketches.item_hashes(KEY, items)
+                key = uniques_keys.bucket_key(name, bucket)
+                uniques_batches.merge_into(dynamodb, settings, key, hashes, (window + 1) * window_ms, expires)
+                merges += 1
+    return merges
+
+
 def random_hashes(rng: np.random.Generator, n: int) -> np.ndarray[Any, Any]:
     """n distinct uniformly random 64-bit item hashes (what SHA-1 gives distinct items)."""
     values = np.unique(rng.integers(0, 2**64, size=n + n // 1000 + 8, dtype=np.uint64, endpoint=False))

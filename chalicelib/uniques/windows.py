@@ -9,9 +9,7 @@ from typing import Literal
 from chalicelib.core import times
 from chalicelib.core.timebuckets import RESOLUTION_MINUTES, Bucket
 
-# Minute sketches are kept only for names that ask for them, briefly (batches.MINUTE_RETENTION_SECONDS):
-# they answer "the last few minutes" (a site's visitors now), never a window's plan.
-Level = Literal["minute", "quarter", "hour", "day"]
+Level = Literal["quarter", "hour", "day"]  # a window's plan never reads minute sketches (uniques.api.recent)
 LEVELS: tuple[Level, ...] = ("day", "hour", "quarter")  # coarsest first
 QUARTER_MINUTES = RESOLUTION_MINUTES["quarter"]
 
