@@ -17,8 +17,8 @@ from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.sites import names
+from chalicelib.sites.client_cache import ClientCache
 from chalicelib.sites.privacy import SALT_BYTES
-from chalicelib.sites.settings import ClientCache
 
 SALT_DAYS = 2  # a salt lives this many days from its day's start
 NONCE_BYTES = 16

@@ -1,6 +1,6 @@
 """`PUT /sites/{site}` and `GET /sites/{site}`: a site's settings (its time zone and its goals),
 one item in the counts table (sites.names.settings_key), and the beacon's per-process cache of
-them (ClientCache, which holds the day's salts too). Every limit of the settings is here. How
+them (a sites.client_cache.ClientCache). Every limit of the settings is here. How
 goals are counted and how stale the beacon's copy may be: docs/tracker.md, "Goals"."""
 
 from __future__ import annotations
@@ -8,11 +8,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
-import weakref
-from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from chalicelib.core import attributes, dynamo, times, validation, zones
 from chalicelib.core.aws import DynamoDB
@@ -20,6 +17,7 @@ from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import translated
 from chalicelib.sites import names, privacy
+from chalicelib.sites.client_cache import ClientCache
 
 MAX_GOALS = 20
 GOAL_NAME_MAX_CHARS = 60
@@ -33,8 +31,6 @@ FIELDS = {"timezone", "goals"}
 CACHE_SECONDS = 60
 CACHE_MAX_SITES = 1000
 GOAL_ID_HEX = 14  # so that goal:<site>:<id> is a name (sites.names.goal_visitors_name)
-K = TypeVar("K")
-V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -170,37 +166,6 @@ def put(dynamodb: DynamoDB, settings: Settings, site: str, body: Any, now_ms: in
 
 
 # -- the beacon's cache ---------------------------------------------------------------------------
-
-
-class ClientCache(Generic[K, V]):
-    """What this process read, per DynamoDB client (a test's emulator starts afresh) and key, each
-    used for `max_age_ms` after it was read; the least recently read key goes first past `max_keys`."""
-
-    def __init__(self, max_keys: int, max_age_ms: int) -> None:
-        self._lock = threading.Lock()
-        self._max_keys, self._max_age_ms = max_keys, max_age_ms
-        self._held: weakref.WeakKeyDictionary[Any, OrderedDict[K, tuple[int, V]]] = weakref.WeakKeyDictionary()
-
-    def get(self, client: Any, key: K, now_ms: int) -> V | None:
-        with self._lock:
-            keys = self._held.get(client, OrderedDict())
-            held = keys.get(key)
-            if held is None or held[0] + self._max_age_ms <= now_ms:
-                return None
-            keys.move_to_end(key)
-            return held[1]
-
-    def put(self, client: Any, key: K, found: V, now_ms: int) -> None:
-        with self._lock:
-            held = self._held.setdefault(client, OrderedDict())
-            held[key] = (now_ms, found)
-            held.move_to_end(key)
-            while len(held) > self._max_keys:
-                held.popitem(last=False)
-
-    def forget(self, client: Any, key: K) -> None:
-        with self._lock:
-            self._held.get(client, OrderedDict()).pop(key, None)
 
 
 class _Cache(ClientCache[str, SiteSettings]):

@@ -1,0 +1,42 @@
+"""The beacon's per-process cache of what it reads (a site's settings, the day's salts); no I/O."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from typing import Any, Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class ClientCache(Generic[K, V]):
+    """What this process read, per DynamoDB client (a test's emulator starts afresh) and key, each
+    used for `max_age_ms` after it was read; the least recently read key goes first past `max_keys`."""
+
+    def __init__(self, max_keys: int, max_age_ms: int) -> None:
+        self._lock = threading.Lock()
+        self._max_keys, self._max_age_ms = max_keys, max_age_ms
+        self._held: weakref.WeakKeyDictionary[Any, OrderedDict[K, tuple[int, V]]] = weakref.WeakKeyDictionary()
+
+    def get(self, client: Any, key: K, now_ms: int) -> V | None:
+        with self._lock:
+            keys = self._held.get(client, OrderedDict())
+            held = keys.get(key)
+            if held is None or held[0] + self._max_age_ms <= now_ms:
+                return None
+            keys.move_to_end(key)
+            return held[1]
+
+    def put(self, client: Any, key: K, found: V, now_ms: int) -> None:
+        with self._lock:
+            held = self._held.setdefault(client, OrderedDict())
+            held[key] = (now_ms, found)
+            held.move_to_end(key)
+            while len(held) > self._max_keys:
+                held.popitem(last=False)
+
+    def forget(self, client: Any, key: K) -> None:
+        with self._lock:
+            self._held.get(client, OrderedDict()).pop(key, None)
