@@ -176,8 +176,7 @@ def query_text(**more: Any) -> Schema:
 
 
 def duration(most_minutes: int) -> Schema:
-    """A `window`: validation.DURATION_PATTERN's minutes, hours or days (up to 6 digits, leading
-    zeros allowed), at least a minute and at most `most_minutes`."""
+    """A `window`: validation.DURATION_PATTERN's minutes, hours or days, 1 to `most_minutes` minutes."""
     units = [(integers(1, most_minutes // size), unit) for unit, size in validation.DURATION_MINUTES.items()]
     return string(
         pattern=anchored("0*(?:" + "|".join(f"{digits}{unit}" for digits, unit in units) + ")"),
@@ -227,12 +226,9 @@ def calendar_or_duration(most_minutes: int) -> Schema:
 
 
 def windowed(most_minutes: dict[str, int] | None = None, default: str | None = None, **more: Schema) -> Schema:
-    """A windowed read's window parameters as one object (an exploded query parameter): `window`
-    with an optional `end`, or `start` with an optional `end`, never `window` and `start` together.
-    With `most_minutes` (a histogram's resolutions, `default` the one taken when none is given),
-    also `resolution`, each with the longest `window` whose buckets stay within the histogram's cap.
-    Every shape takes `tz`, `compare` and calendar windows, and `more`: other parameters. Other
-    query parameters are ignored, so the object stays open."""
+    """A windowed read's parameters as one object (docs/api.md, "The contract"), with `more`; with
+    `most_minutes` (a histogram's resolutions, `default` taken when none is given), `resolution`
+    too, each with the longest `window` its bucket cap allows. Other query parameters are ignored: the object stays open."""
     every: dict[str, Schema] = {"end": END, "tz": ZONE, "compare": COMPARE, **more}
     resolution = {"resolution": string(enum=list(most_minutes), default=default)} if most_minutes else {}
     shapes: list[Schema] = []
@@ -271,9 +267,7 @@ UNION_NAMES = query_text(
 
 
 def union_or_listing() -> Schema:
-    """GET /hyperloglog's query: `names` with an optional window (a union's count; `limit` and
-    `cursor` are ignored there), or a page of the names (`limit`, `cursor`) with no window, as one
-    exploded object."""
+    """GET /hyperloglog's query: `names` with an optional window, or a page of names with none."""
     union = windowed(names=UNION_NAMES)
     for shape in union["anyOf"]:
         shape["required"] = ["names", *shape["required"]]
@@ -310,15 +304,9 @@ DIMENSION_NAME = string(
 )
 
 
-def by_name(values: Schema, description: str, **more: Any) -> Schema:
+def by_name(values: Schema, **more: Any) -> Schema:
     """An object of dimension or value names, each holding one of `values`."""
-    return {
-        "type": "object",
-        "propertyNames": DIMENSION_NAME,
-        "additionalProperties": values,
-        "description": description,
-        **more,
-    }
+    return {"type": "object", "propertyNames": DIMENSION_NAME, "additionalProperties": values, **more}
 
 
 # -- numbers -------------------------------------------------------------------------------------
@@ -389,8 +377,8 @@ EVENT = obj(
         "dimensions": nullable_object(
             by_name(
                 string(minLength=1, maxLength=event_dimensions.DIMENSION_VALUE_MAX_CHARS),
-                f"at most {event_dimensions.MAX_DIMENSIONS} dimensions, each a string value: counts and sums are "
-                "kept per value (GET /counters/{counter}/breakdown) and filter with `where`",
+                description=f"at most {event_dimensions.MAX_DIMENSIONS} dimensions, each a string value: counts "
+                "and sums are kept per value (GET /counters/{counter}/breakdown) and filter with `where`",
                 maxProperties=event_dimensions.MAX_DIMENSIONS,
                 examples=[{"provider": "p2", "region": "eu"}],
             )
@@ -398,8 +386,8 @@ EVENT = obj(
         "values": nullable_object(
             by_name(
                 VALUE,
-                f"at most {event_dimensions.MAX_VALUES} numbers, each summed exactly (in decimal) beside every "
-                "count (`sums`)",
+                description=f"at most {event_dimensions.MAX_VALUES} numbers, each summed exactly (in decimal) "
+                "beside every count (`sums`)",
                 maxProperties=event_dimensions.MAX_VALUES,
                 examples=[{"amount": 12.5, "bytes": 1024}],
             )
@@ -479,23 +467,16 @@ NEW_KEY_BODY = obj(
 )
 # Origins limit ingest-only keys: with any origin, every scope is ingest. A tracker key has the
 # tracker scope alone, sites and no prefix; no other key has sites.
+_ONLY = {scope: {"scopes": {"items": {"const": scope}}} for scope in (policy.INGEST, policy.TRACKER)}
 NEW_KEY_BODY["allOf"] = [
-    {
-        "anyOf": [
-            {"properties": {"origins": {"maxItems": 0}}},
-            {"properties": {"scopes": {"items": {"const": policy.INGEST}}}},
-        ]
-    },
+    {"anyOf": [{"properties": {"origins": {"maxItems": 0}}}, {"properties": _ONLY[policy.INGEST]}]},
     {
         "anyOf": [
             {
                 "not": {"required": ["sites"]},
                 "properties": {"scopes": {"not": {"contains": {"const": policy.TRACKER}}}},
             },
-            {
-                "required": ["sites"],
-                "properties": {"scopes": {"items": {"const": policy.TRACKER}}, "prefix": {"type": "null"}},
-            },
+            {"required": ["sites"], "properties": {**_ONLY[policy.TRACKER], "prefix": {"type": "null"}}},
         ]
     },
 ]
@@ -510,11 +491,11 @@ COMPLETE = {**BOOLEAN, "description": "false when the window reaches past what i
 RETENTION: dict[str, Schema] = {"complete": COMPLETE, "retained_from": ISO_TIME, "message": string()}
 SPAN: dict[str, Schema] = {"start": ISO_TIME, "end": ISO_TIME}
 WINDOW_ANSWER: dict[str, Schema] = {**SPAN, "keys_read": COUNT, "complete": COMPLETE}
-SUMS = by_name({"type": "number"}, "per value name, the exact sum of that value over the events counted")
+SUMS = by_name({"type": "number"}, description="per value name, the exact sum of that value over the events counted")
 SUMS_EXACT = by_name(
     string(pattern=r"^-?[0-9]+(\.[0-9]+)?$"),
-    "the same sums as decimal strings with every digit (JSON readers that parse numbers as doubles keep about 15 "
-    "significant digits of `sums`)",
+    description="the same sums as decimal strings with every digit (JSON readers that parse numbers as doubles "
+    "keep about 15 significant digits of `sums`)",
 )
 WHERE_ECHO = {"type": "object", "additionalProperties": string(), "description": "the filter applied"}
 COUNT_ANSWER = obj(
@@ -573,8 +554,7 @@ HISTOGRAM_ANSWER = obj(
 
 
 def compared(answer: Schema) -> Schema:
-    """An answer with its `previous` (with `compare`): the same fields over the period compared
-    with, less those naming what was read (window_params.IDENTITY_FIELDS)."""
+    """An answer with its `previous` (with `compare`): the same fields over the period compared with."""
     kept = {k: v for k, v in answer["properties"].items() if k not in window_params.IDENTITY_FIELDS}
     required = [k for k in answer["required"] if k in kept]
     previous = {**answer, "properties": kept, "required": required, "description": "with `compare`"}
@@ -831,7 +811,6 @@ SITE_SUMMARY = obj(
 MAX_GOALS = 20
 GOAL_NAME_MAX_CHARS = 60
 GOAL_PAGE_MAX_CHARS = 128
-# A site's zone: any name `tz` takes (core.zones).
 SITE_ZONE = {**ZONE, "description": "an IANA time-zone name: the site's answers and Sites tab use it by default"}
 GOAL_NAME = string(pattern=rf"^[^\x00-\x1f\x7f-\x9f]{{1,{GOAL_NAME_MAX_CHARS}}}$", examples=["Signup"])
 GOAL_EVENT = {**NAME, "not": {"const": "pageview"}, "description": "a custom event's name, as tally(name) sends it"}
