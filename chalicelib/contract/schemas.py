@@ -226,9 +226,10 @@ def calendar_or_duration(most_minutes: int) -> Schema:
 
 
 def windowed(most_minutes: dict[str, int] | None = None, default: str | None = None, **more: Schema) -> Schema:
-    """A windowed read's parameters as one object (docs/api.md, "The contract"), with `more`; with
+    """A windowed read's parameters as one object (docs/api.md, "The contract"), and `more`; with
     `most_minutes` (a histogram's resolutions, `default` taken when none is given), `resolution`
-    too, each with the longest `window` its bucket cap allows. Other query parameters are ignored: the object stays open."""
+    too, each with the longest `window` its bucket cap allows. The object stays open: other query
+    parameters are ignored."""
     every: dict[str, Schema] = {"end": END, "tz": ZONE, "compare": COMPARE, **more}
     resolution = {"resolution": string(enum=list(most_minutes), default=default)} if most_minutes else {}
     shapes: list[Schema] = []
