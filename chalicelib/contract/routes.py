@@ -61,7 +61,7 @@ class Operation:
     answers: tuple[Answer, ...]
     params: tuple[Param, ...] = ()
     body: s.Schema | None = None
-    # Besides 400 for any input (parameters or a body), those of its key (401, 403) and of any route (429, 503).
+    # Besides 400 for any input (parameters or a body), those of its key (401, 403) and of any route (414, 429, 503).
     errors: tuple[int, ...] = ()
     links: tuple[Link, ...] = ()
     description: str = ""

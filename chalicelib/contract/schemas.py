@@ -46,14 +46,8 @@ def integer(low: int, high: int, **more: Any) -> Schema:
     return {"type": "integer", "minimum": low, "maximum": high, **more}
 
 
-def nullable(schema: Schema) -> Schema:
-    return {"anyOf": [schema, {"type": "null"}]}
-
-
-def nullable_object(schema: Schema) -> Schema:
-    """An optional object that may also be null (null or absent: none), its description outside."""
-    described: Schema = {k: schema.pop(k) for k in ("description", "examples") if k in schema}
-    return {**nullable(schema), **described}
+def nullable(schema: Schema, **more: Any) -> Schema:
+    return {"anyOf": [schema, {"type": "null"}], **more}
 
 
 def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None, closed: bool = False) -> Schema:
@@ -375,23 +369,20 @@ EVENT = obj(
             f"{inputs.MAX_STORED_DEPTH} levels, no empty key at any depth (DynamoDB's naming rule); "
             "numbers are DynamoDB's (AttributeNumber), stored in their shortest form, and summed in reports",
         },
-        "dimensions": nullable_object(
+        "dimensions": nullable(
             by_name(
                 string(minLength=1, maxLength=event_dimensions.DIMENSION_VALUE_MAX_CHARS),
-                description=f"at most {event_dimensions.MAX_DIMENSIONS} dimensions, each a string value: counts "
-                "and sums are kept per value (GET /counters/{counter}/breakdown) and filter with `where`",
                 maxProperties=event_dimensions.MAX_DIMENSIONS,
-                examples=[{"provider": "p2", "region": "eu"}],
-            )
+            ),
+            description=f"at most {event_dimensions.MAX_DIMENSIONS} dimensions, each a string value: counts and sums "
+            "are kept per value (GET /counters/{counter}/breakdown) and filter with `where`",
+            examples=[{"provider": "p2", "region": "eu"}],
         ),
-        "values": nullable_object(
-            by_name(
-                VALUE,
-                description=f"at most {event_dimensions.MAX_VALUES} numbers, each summed exactly (in decimal) "
-                "beside every count (`sums`)",
-                maxProperties=event_dimensions.MAX_VALUES,
-                examples=[{"amount": 12.5, "bytes": 1024}],
-            )
+        "values": nullable(
+            by_name(VALUE, maxProperties=event_dimensions.MAX_VALUES),
+            description=f"at most {event_dimensions.MAX_VALUES} numbers, each summed exactly (in decimal) beside "
+            "every count (`sums`)",
+            examples=[{"amount": 12.5, "bytes": 1024}],
         ),
     },
     closed=True,
@@ -566,8 +557,7 @@ ESTIMATE: dict[str, Schema] = {
     **dict.fromkeys(("cardinality", "lower", "upper"), COUNT),
     "error_rate": {"type": "number", "minimum": 0},
     "exact": BOOLEAN,
-    "start": nullable(ISO_TIME),
-    "end": nullable(ISO_TIME),
+    **dict.fromkeys(("start", "end"), nullable(ISO_TIME)),
     "keys_read": COUNT,
     "complete": COMPLETE,
 }
