@@ -1,6 +1,6 @@
 """JSON Schema building blocks of the contract, each from the constant that the validation code
-checks. Pure. Why patterns are anchored and use `[0-9]`: docs/api.md, "The contract".
-"""
+checks. Pure. Why patterns are anchored and use `[0-9]`, bounds are exact numbers and zones no
+enum: docs/api.md, "The contract"."""
 
 from __future__ import annotations
 
@@ -59,6 +59,7 @@ def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None, 
 
 
 COUNT = {"type": "integer", "minimum": 0}
+RATE = {"type": "number", "minimum": 0}
 BOOLEAN = {"type": "boolean"}
 NEXT = nullable(string(description="the cursor of the next page; null on the last page"))
 
@@ -109,8 +110,7 @@ def integers(low: int, high: int) -> str:
     return "(?:" + "|".join(parts) + ")"
 
 
-# A name in a path, without `:` (a client percent-encodes it there, RFC 6570's simple style):
-# docs/tracker.md, "What you see" (the colon goes in the path as it is).
+# A name in a path leaves out `:`, which a client percent-encodes there: docs/tracker.md, "What you see".
 PATH_NAME = {
     **NAME,
     "pattern": anchored(validation.NAME_PATTERN.pattern.replace(":", "")),
@@ -196,8 +196,6 @@ def without(*names: str) -> Schema:
     return {"not": {"anyOf": [{"required": [name]} for name in names]}}
 
 
-# The zones by their spelling, not as an enum: the ~600 names on every windowed operation would
-# make most of the document; a name the tz database lacks is a 400 that names the right spelling.
 ZONE = string(
     pattern=f"^[A-Za-z][A-Za-z0-9_+/-]{{0,{zones.ZONE_MAX_CHARS - 1}}}$",
     default=zones.DEFAULT_ZONE,
@@ -305,8 +303,6 @@ def by_name(values: Schema, **more: Any) -> Schema:
 
 
 # -- numbers -------------------------------------------------------------------------------------
-# Bounds are JSON numbers whose text is exact (10**126 as an integer, 1e-130 as spelled): readers
-# such as Schemathesis take a bound or a multipleOf as the decimal it spells.
 
 # An event value (events/dimensions.py): below 10**18 in magnitude, a multiple of 10**-6.
 VALUE = {
@@ -555,7 +551,7 @@ def compared(answer: Schema) -> Schema:
 
 ESTIMATE: dict[str, Schema] = {
     **dict.fromkeys(("cardinality", "lower", "upper"), COUNT),
-    "error_rate": {"type": "number", "minimum": 0},
+    "error_rate": RATE,
     "exact": BOOLEAN,
     **dict.fromkeys(("start", "end"), nullable(ISO_TIME)),
     "keys_read": COUNT,
@@ -765,11 +761,7 @@ GOAL_RESULT = obj(
         "conversions": {**COUNT, "description": "the goal's events or page views in the window"},
         "visitors": {**COUNT, "description": "distinct converting visitors, over the visitors' hours"},
         "visitors_exact": BOOLEAN,
-        "conversion_rate": {
-            "type": "number",
-            "minimum": 0,
-            "description": "converting visitors / the site's visitors (0 without visitors)",
-        },
+        "conversion_rate": {**RATE, "description": "converting visitors / the site's visitors (0 without visitors)"},
     }
 )
 SITE_SUMMARY = obj(
