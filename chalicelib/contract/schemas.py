@@ -217,6 +217,9 @@ def calendar_or_duration(most_minutes: int) -> Schema:
     return {"anyOf": [duration(most_minutes), string(enum=calendar, description="a calendar window in `tz`")]}
 
 
+LONGEST_WINDOW = calendar_or_duration(window_params.MAX_WINDOW_MINUTES)
+
+
 def windowed(most_minutes: dict[str, int] | None = None, default: str | None = None, **more: Schema) -> Schema:
     """A windowed read's parameters as one object (docs/api.md, "The contract"), and `more`; with
     `most_minutes` (a histogram's resolutions, `default` taken when none is given), `resolution`
@@ -234,12 +237,7 @@ def windowed(most_minutes: dict[str, int] | None = None, default: str | None = N
     shapes.append({**obj({"start": START}, {**every, **resolution}), **without("window")})
     return {
         "type": "object",
-        "properties": {
-            "window": calendar_or_duration(window_params.MAX_WINDOW_MINUTES),
-            "start": START,
-            **every,
-            **resolution,
-        },
+        "properties": {"window": LONGEST_WINDOW, "start": START, **every, **resolution},
         "anyOf": shapes,
         "description": "`window` (with `end`) or `start` (with `end`), not both",
         "examples": [{"window": "24h"}],
@@ -287,7 +285,6 @@ REPORT_PATH_ID = string(
     description="a report id as GET /reports lists it (its end after its start), optionally ending in .json or .csv",
     examples=["20261121T230000000Z-20261122T000000000Z"],
 )
-QUARANTINE_SOURCE = string(enum=list(quarantine.SOURCES))
 
 DIMENSION_NAME = string(
     pattern=anchored(event_dimensions.NAME_PATTERN),
@@ -609,8 +606,7 @@ KEY_RECORD = obj(
         "id": KEY_ID,
         "scopes": array(SCOPE),
         "prefix": nullable(string()),
-        "origins": array(string()),
-        "sites": array(string()),
+        **dict.fromkeys(("origins", "sites"), array(string())),
         "rate_per_second": integer(policy.RATE_MIN, policy.RATE_MAX),
         "note": string(),
         "created": ISO_TIME,
@@ -624,7 +620,7 @@ QUARANTINE_RECORDS = listing(
     "records",
     obj(
         {
-            "source": QUARANTINE_SOURCE,
+            "source": string(enum=list(quarantine.SOURCES)),
             "id": string(),
             "reason": string(),
             "seen_at": ISO_TIME,

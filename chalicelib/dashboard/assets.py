@@ -44,9 +44,8 @@ def asset(name: str) -> Asset:
 
 
 def relative_base(request_path: str) -> str:
-    """What goes before a path of the API (`dashboard/...`, `openapi.json`) for it to resolve,
-    relative to the page at `request_path` (the root resource's whole path as the client asked
-    for it), under the API's base: nothing from `/api/` or `/`, `api/` from `/api`."""
+    """What goes before a path of the API for it to resolve relative to the page at `request_path`
+    (docs/dashboard.md, "Opening it"): nothing from `/api/` or `/`, `api/` from `/api`."""
     if not request_path or request_path.endswith("/"):
         return ""
     return quote(request_path.rsplit("/", 1)[1], safe="") + "/"
