@@ -119,8 +119,7 @@ PATH_NAME = {
 }
 
 
-# Times as times.parse takes them; why the text form spells out its dates: docs/api.md,
-# "Conventions".
+# Times as times.parse takes them; why the text form spells out its dates: docs/api.md, "Conventions".
 _D31, _D30, _D28 = "(?:0[1-9]|[12][0-9]|3[01])", "(?:0[1-9]|[12][0-9]|30)", "(?:0[1-9]|1[0-9]|2[0-8])"
 _SHORT = "(?:0[469]|11)SEP" + _D30 + "|02SEP" + _D28
 _MONTH_DAY = f"(?:(?:0[13578]|1[02])SEP{_D31}|{_SHORT})"
