@@ -100,8 +100,9 @@ SITE = path("site", {**s.PATH_NAME, "maxLength": s.SITE_MAX_CHARS}, "the site: i
 
 def histogram_window(resolutions: Iterable[str], default: str, aligned: int = 1) -> Param:
     """A histogram's window and resolution, each resolution with the longest window whose histogram
-    stays within the bucket cap wherever it ends, read as whole `aligned`-minute units: at most
-    (cap - 1) * the resolution's minutes + `aligned` minutes."""
+    stays within the bucket cap wherever it ends: read as whole `aligned`-minute units, a window that
+    starts mid-bucket overlaps one bucket more, so at most (cap - 1) * the resolution's minutes +
+    `aligned` minutes."""
     cap = window_params.MAX_HISTOGRAM_BUCKETS
     most = {
         r: min(window_params.MAX_WINDOW_MINUTES, (cap - 1) * zones.NOMINAL_MINUTES[r] + aligned) for r in resolutions
