@@ -9,7 +9,6 @@ from chalicelib.access import policy
 from chalicelib.contract import routes, schemas
 from chalicelib.contract.routes import Operation
 
-OPENAPI_VERSION = "3.1.0"
 BEARER = "bearerKey"
 BEACON = "beaconKey"
 ERRORS: dict[int, tuple[str, str]] = {
@@ -103,14 +102,14 @@ def _parameter(param: routes.Param) -> dict[str, Any]:
     return result
 
 
-def build(operations: tuple[Operation, ...] = routes.OPERATIONS, version: str = "1") -> dict[str, Any]:
+def build() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
-    for operation in operations:
+    for operation in routes.OPERATIONS:
         method, path = operation.key
         paths.setdefault(path, {})[method.lower()] = operation_object(operation)
     return {
-        "openapi": OPENAPI_VERSION,
-        "info": {"title": "Tally", "version": version, "description": DESCRIPTION},
+        "openapi": "3.1.0",
+        "info": {"title": "Tally", "version": "1", "description": DESCRIPTION},
         "paths": dict(sorted(paths.items())),
         "components": {
             "schemas": dict(schemas.COMPONENTS),

@@ -38,8 +38,6 @@ class Param:
 
 @dataclass(frozen=True)
 class Answer:
-    """A success answer: its status, body schema (None: no body) and media type."""
-
     status: int
     description: str
     schema: s.Schema | None = None
@@ -49,8 +47,6 @@ class Answer:
 
 @dataclass(frozen=True)
 class Link:
-    """An OpenAPI link from this operation's first answer to another operation."""
-
     name: str
     operation_id: str
     parameters: dict[str, str]
@@ -65,7 +61,7 @@ class Operation:
     answers: tuple[Answer, ...]
     params: tuple[Param, ...] = ()
     body: s.Schema | None = None
-    # Besides 400 for any input (parameters or a body), those of its key (401, 403) and of any route (429, 503).
+    # Besides 400 for any input (parameters or a body), those of its key (401, 403) and of any route (414, 429, 503).
     errors: tuple[int, ...] = ()
     links: tuple[Link, ...] = ()
     description: str = ""
@@ -97,8 +93,6 @@ def beacon(route: str, operation_id: str, answer: Answer, body: s.Schema, params
     return Operation(f"POST /beacon{route}", operation_id, summary, (answer,), params, body)
 
 
-# The window parameters are one object (style form, exploded: each property is a query parameter
-# of its own), so that the document can say `window` and `start` exclude each other.
 WINDOW = Param("window", s.windowed(), "the window (`window` and `end`, or `start` and `end`), `tz`, `compare`")
 PAGE = (Param("limit", s.LIMIT, "entries per page"), Param("cursor", s.CURSOR))
 SITE = path("site", {**s.PATH_NAME, "maxLength": s.SITE_MAX_CHARS}, "the site: its hostname, or the script's data-site")
@@ -106,10 +100,9 @@ SITE = path("site", {**s.PATH_NAME, "maxLength": s.SITE_MAX_CHARS}, "the site: i
 
 def histogram_window(resolutions: Iterable[str], default: str, aligned: int = 1) -> Param:
     """A histogram's window and resolution, each resolution with the longest window whose histogram
-    stays within the bucket cap wherever it ends: read as whole `aligned`-minute units (an
-    hour-aligned histogram reads ceil(W / 60) hours), W minutes overlap at most
-    ceil((units - 1) / per) + 1 buckets of `per` units, so at most (cap - 1) * per + 1 units, that
-    is (cap - 1) * size + aligned minutes."""
+    stays within the bucket cap wherever it ends: read as whole `aligned`-minute units, a window that
+    starts mid-bucket overlaps one bucket more, so at most (cap - 1) * the resolution's minutes +
+    `aligned` minutes."""
     cap = window_params.MAX_HISTOGRAM_BUCKETS
     most = {
         r: min(window_params.MAX_WINDOW_MINUTES, (cap - 1) * zones.NOMINAL_MINUTES[r] + aligned) for r in resolutions
@@ -432,8 +425,9 @@ OPERATIONS: tuple[Operation, ...] = (
         "A site right now: the visitors of the last five minutes and page views per minute of the last 30",
         (Answer(200, "the site now", s.SITE_REALTIME),),
         params=(SITE,),
-        description="Visitors are noted by the beacon itself, so they show within a request; page views come "
-        'through the events stream (docs/tracker.md, "Right now").',
+        description="Visitors come from minute sketches the unique-count handler merges, so they show within the "
+        "unique-count queue's batching window; page views come through the events stream (docs/tracker.md, "
+        '"Right now").',
     ),
     Operation(
         "GET /tally.js",

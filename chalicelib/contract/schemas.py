@@ -1,6 +1,6 @@
 """JSON Schema building blocks of the contract, each from the constant that the validation code
-checks. Pure. Why patterns are anchored and use `[0-9]`: docs/api.md, "The contract".
-"""
+checks. Pure. Why patterns are anchored and use `[0-9]`, bounds are exact numbers and zones no
+enum: docs/api.md, "The contract"."""
 
 from __future__ import annotations
 
@@ -46,14 +46,8 @@ def integer(low: int, high: int, **more: Any) -> Schema:
     return {"type": "integer", "minimum": low, "maximum": high, **more}
 
 
-def nullable(schema: Schema) -> Schema:
-    return {"anyOf": [schema, {"type": "null"}]}
-
-
-def nullable_object(schema: Schema) -> Schema:
-    """An optional object that may also be null (null or absent: none), its description outside."""
-    described: Schema = {k: schema.pop(k) for k in ("description", "examples") if k in schema}
-    return {**nullable(schema), **described}
+def nullable(schema: Schema, **more: Any) -> Schema:
+    return {"anyOf": [schema, {"type": "null"}], **more}
 
 
 def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None, closed: bool = False) -> Schema:
@@ -65,6 +59,7 @@ def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None, 
 
 
 COUNT = {"type": "integer", "minimum": 0}
+RATE = {"type": "number", "minimum": 0}
 BOOLEAN = {"type": "boolean"}
 NEXT = nullable(string(description="the cursor of the next page; null on the last page"))
 
@@ -115,8 +110,7 @@ def integers(low: int, high: int) -> str:
     return "(?:" + "|".join(parts) + ")"
 
 
-# A name in a path, without `:` (a client percent-encodes it there, RFC 6570's simple style):
-# docs/tracker.md, "What you see" (the colon goes in the path as it is).
+# A name in a path leaves out `:`, which a client percent-encodes there: docs/tracker.md, "What you see".
 PATH_NAME = {
     **NAME,
     "pattern": anchored(validation.NAME_PATTERN.pattern.replace(":", "")),
@@ -125,8 +119,7 @@ PATH_NAME = {
 }
 
 
-# Times as times.parse takes them; why the text form spells out its dates: docs/api.md,
-# "Conventions".
+# Times as times.parse takes them; why the text form spells out its dates: docs/api.md, "Conventions".
 _D31, _D30, _D28 = "(?:0[1-9]|[12][0-9]|3[01])", "(?:0[1-9]|[12][0-9]|30)", "(?:0[1-9]|1[0-9]|2[0-8])"
 _SHORT = "(?:0[469]|11)SEP" + _D30 + "|02SEP" + _D28
 _MONTH_DAY = f"(?:(?:0[13578]|1[02])SEP{_D31}|{_SHORT})"
@@ -176,8 +169,7 @@ def query_text(**more: Any) -> Schema:
 
 
 def duration(most_minutes: int) -> Schema:
-    """A `window`: validation.DURATION_PATTERN's minutes, hours or days (up to 6 digits, leading
-    zeros allowed), at least a minute and at most `most_minutes`."""
+    """A `window`: validation.DURATION_PATTERN's minutes, hours or days, 1 to `most_minutes` minutes."""
     units = [(integers(1, most_minutes // size), unit) for unit, size in validation.DURATION_MINUTES.items()]
     return string(
         pattern=anchored("0*(?:" + "|".join(f"{digits}{unit}" for digits, unit in units) + ")"),
@@ -203,8 +195,6 @@ def without(*names: str) -> Schema:
     return {"not": {"anyOf": [{"required": [name]} for name in names]}}
 
 
-# The zones by their spelling, not as an enum: the ~600 names on every windowed operation would
-# make most of the document; a name the tz database lacks is a 400 that names the right spelling.
 ZONE = string(
     pattern=f"^[A-Za-z][A-Za-z0-9_+/-]{{0,{zones.ZONE_MAX_CHARS - 1}}}$",
     default=zones.DEFAULT_ZONE,
@@ -226,13 +216,14 @@ def calendar_or_duration(most_minutes: int) -> Schema:
     return {"anyOf": [duration(most_minutes), string(enum=calendar, description="a calendar window in `tz`")]}
 
 
+LONGEST_WINDOW = calendar_or_duration(window_params.MAX_WINDOW_MINUTES)
+
+
 def windowed(most_minutes: dict[str, int] | None = None, default: str | None = None, **more: Schema) -> Schema:
-    """A windowed read's window parameters as one object (an exploded query parameter): `window`
-    with an optional `end`, or `start` with an optional `end`, never `window` and `start` together.
-    With `most_minutes` (a histogram's resolutions, `default` the one taken when none is given),
-    also `resolution`, each with the longest `window` whose buckets stay within the histogram's cap.
-    Every shape takes `tz`, `compare` and calendar windows, and `more`: other parameters. Other
-    query parameters are ignored, so the object stays open."""
+    """A windowed read's parameters as one object (docs/api.md, "The contract"), and `more`; with
+    `most_minutes` (a histogram's resolutions, `default` taken when none is given), `resolution`
+    too, each with the longest `window` its bucket cap allows. The object stays open: other query
+    parameters are ignored."""
     every: dict[str, Schema] = {"end": END, "tz": ZONE, "compare": COMPARE, **more}
     resolution = {"resolution": string(enum=list(most_minutes), default=default)} if most_minutes else {}
     shapes: list[Schema] = []
@@ -245,12 +236,7 @@ def windowed(most_minutes: dict[str, int] | None = None, default: str | None = N
     shapes.append({**obj({"start": START}, {**every, **resolution}), **without("window")})
     return {
         "type": "object",
-        "properties": {
-            "window": calendar_or_duration(window_params.MAX_WINDOW_MINUTES),
-            "start": START,
-            **every,
-            **resolution,
-        },
+        "properties": {"window": LONGEST_WINDOW, "start": START, **every, **resolution},
         "anyOf": shapes,
         "description": "`window` (with `end`) or `start` (with `end`), not both",
         "examples": [{"window": "24h"}],
@@ -271,9 +257,7 @@ UNION_NAMES = query_text(
 
 
 def union_or_listing() -> Schema:
-    """GET /hyperloglog's query: `names` with an optional window (a union's count; `limit` and
-    `cursor` are ignored there), or a page of the names (`limit`, `cursor`) with no window, as one
-    exploded object."""
+    """GET /hyperloglog's query: `names` with an optional window, or a page of names with none."""
     union = windowed(names=UNION_NAMES)
     for shape in union["anyOf"]:
         shape["required"] = ["names", *shape["required"]]
@@ -300,7 +284,6 @@ REPORT_PATH_ID = string(
     description="a report id as GET /reports lists it (its end after its start), optionally ending in .json or .csv",
     examples=["20261121T230000000Z-20261122T000000000Z"],
 )
-QUARANTINE_SOURCE = string(enum=list(quarantine.SOURCES))
 
 DIMENSION_NAME = string(
     pattern=anchored(event_dimensions.NAME_PATTERN),
@@ -310,20 +293,12 @@ DIMENSION_NAME = string(
 )
 
 
-def by_name(values: Schema, description: str, **more: Any) -> Schema:
+def by_name(values: Schema, **more: Any) -> Schema:
     """An object of dimension or value names, each holding one of `values`."""
-    return {
-        "type": "object",
-        "propertyNames": DIMENSION_NAME,
-        "additionalProperties": values,
-        "description": description,
-        **more,
-    }
+    return {"type": "object", "propertyNames": DIMENSION_NAME, "additionalProperties": values, **more}
 
 
 # -- numbers -------------------------------------------------------------------------------------
-# Bounds are JSON numbers whose text is exact (10**126 as an integer, 1e-130 as spelled): readers
-# such as Schemathesis take a bound or a multipleOf as the decimal it spells.
 
 # An event value (events/dimensions.py): below 10**18 in magnitude, a multiple of 10**-6.
 VALUE = {
@@ -386,23 +361,20 @@ EVENT = obj(
             f"{inputs.MAX_STORED_DEPTH} levels, no empty key at any depth (DynamoDB's naming rule); "
             "numbers are DynamoDB's (AttributeNumber), stored in their shortest form, and summed in reports",
         },
-        "dimensions": nullable_object(
+        "dimensions": nullable(
             by_name(
                 string(minLength=1, maxLength=event_dimensions.DIMENSION_VALUE_MAX_CHARS),
-                f"at most {event_dimensions.MAX_DIMENSIONS} dimensions, each a string value: counts and sums are "
-                "kept per value (GET /counters/{counter}/breakdown) and filter with `where`",
                 maxProperties=event_dimensions.MAX_DIMENSIONS,
-                examples=[{"provider": "p2", "region": "eu"}],
-            )
+            ),
+            description=f"at most {event_dimensions.MAX_DIMENSIONS} dimensions, each a string value: counts and sums "
+            "are kept per value (GET /counters/{counter}/breakdown) and filter with `where`",
+            examples=[{"provider": "p2", "region": "eu"}],
         ),
-        "values": nullable_object(
-            by_name(
-                VALUE,
-                f"at most {event_dimensions.MAX_VALUES} numbers, each summed exactly (in decimal) beside every "
-                "count (`sums`)",
-                maxProperties=event_dimensions.MAX_VALUES,
-                examples=[{"amount": 12.5, "bytes": 1024}],
-            )
+        "values": nullable(
+            by_name(VALUE, maxProperties=event_dimensions.MAX_VALUES),
+            description=f"at most {event_dimensions.MAX_VALUES} numbers, each summed exactly (in decimal) beside "
+            "every count (`sums`)",
+            examples=[{"amount": 12.5, "bytes": 1024}],
         ),
     },
     closed=True,
@@ -479,23 +451,16 @@ NEW_KEY_BODY = obj(
 )
 # Origins limit ingest-only keys: with any origin, every scope is ingest. A tracker key has the
 # tracker scope alone, sites and no prefix; no other key has sites.
+_ONLY = {scope: {"scopes": {"items": {"const": scope}}} for scope in (policy.INGEST, policy.TRACKER)}
 NEW_KEY_BODY["allOf"] = [
-    {
-        "anyOf": [
-            {"properties": {"origins": {"maxItems": 0}}},
-            {"properties": {"scopes": {"items": {"const": policy.INGEST}}}},
-        ]
-    },
+    {"anyOf": [{"properties": {"origins": {"maxItems": 0}}}, {"properties": _ONLY[policy.INGEST]}]},
     {
         "anyOf": [
             {
                 "not": {"required": ["sites"]},
                 "properties": {"scopes": {"not": {"contains": {"const": policy.TRACKER}}}},
             },
-            {
-                "required": ["sites"],
-                "properties": {"scopes": {"items": {"const": policy.TRACKER}}, "prefix": {"type": "null"}},
-            },
+            {"required": ["sites"], "properties": {**_ONLY[policy.TRACKER], "prefix": {"type": "null"}}},
         ]
     },
 ]
@@ -510,11 +475,11 @@ COMPLETE = {**BOOLEAN, "description": "false when the window reaches past what i
 RETENTION: dict[str, Schema] = {"complete": COMPLETE, "retained_from": ISO_TIME, "message": string()}
 SPAN: dict[str, Schema] = {"start": ISO_TIME, "end": ISO_TIME}
 WINDOW_ANSWER: dict[str, Schema] = {**SPAN, "keys_read": COUNT, "complete": COMPLETE}
-SUMS = by_name({"type": "number"}, "per value name, the exact sum of that value over the events counted")
+SUMS = by_name({"type": "number"}, description="per value name, the exact sum of that value over the events counted")
 SUMS_EXACT = by_name(
     string(pattern=r"^-?[0-9]+(\.[0-9]+)?$"),
-    "the same sums as decimal strings with every digit (JSON readers that parse numbers as doubles keep about 15 "
-    "significant digits of `sums`)",
+    description="the same sums as decimal strings with every digit (JSON readers that parse numbers as doubles "
+    "keep about 15 significant digits of `sums`)",
 )
 WHERE_ECHO = {"type": "object", "additionalProperties": string(), "description": "the filter applied"}
 COUNT_ANSWER = obj(
@@ -573,8 +538,7 @@ HISTOGRAM_ANSWER = obj(
 
 
 def compared(answer: Schema) -> Schema:
-    """An answer with its `previous` (with `compare`): the same fields over the period compared
-    with, less those naming what was read (window_params.IDENTITY_FIELDS)."""
+    """An answer with its `previous` (with `compare`): the same fields over the period compared with."""
     kept = {k: v for k, v in answer["properties"].items() if k not in window_params.IDENTITY_FIELDS}
     required = [k for k in answer["required"] if k in kept]
     previous = {**answer, "properties": kept, "required": required, "description": "with `compare`"}
@@ -583,10 +547,9 @@ def compared(answer: Schema) -> Schema:
 
 ESTIMATE: dict[str, Schema] = {
     **dict.fromkeys(("cardinality", "lower", "upper"), COUNT),
-    "error_rate": {"type": "number", "minimum": 0},
+    "error_rate": RATE,
     "exact": BOOLEAN,
-    "start": nullable(ISO_TIME),
-    "end": nullable(ISO_TIME),
+    **dict.fromkeys(("start", "end"), nullable(ISO_TIME)),
     "keys_read": COUNT,
     "complete": COMPLETE,
 }
@@ -642,8 +605,7 @@ KEY_RECORD = obj(
         "id": KEY_ID,
         "scopes": array(SCOPE),
         "prefix": nullable(string()),
-        "origins": array(string()),
-        "sites": array(string()),
+        **dict.fromkeys(("origins", "sites"), array(string())),
         "rate_per_second": integer(policy.RATE_MIN, policy.RATE_MAX),
         "note": string(),
         "created": ISO_TIME,
@@ -657,7 +619,7 @@ QUARANTINE_RECORDS = listing(
     "records",
     obj(
         {
-            "source": QUARANTINE_SOURCE,
+            "source": string(enum=list(quarantine.SOURCES)),
             "id": string(),
             "reason": string(),
             "seen_at": ISO_TIME,
@@ -794,11 +756,7 @@ GOAL_RESULT = obj(
         "conversions": {**COUNT, "description": "the goal's events or page views in the window"},
         "visitors": {**COUNT, "description": "distinct converting visitors, over the visitors' hours"},
         "visitors_exact": BOOLEAN,
-        "conversion_rate": {
-            "type": "number",
-            "minimum": 0,
-            "description": "converting visitors / the site's visitors (0 without visitors)",
-        },
+        "conversion_rate": {**RATE, "description": "converting visitors / the site's visitors (0 without visitors)"},
     }
 )
 SITE_SUMMARY = obj(
@@ -831,7 +789,6 @@ SITE_SUMMARY = obj(
 MAX_GOALS = 20
 GOAL_NAME_MAX_CHARS = 60
 GOAL_PAGE_MAX_CHARS = 128
-# A site's zone: any name `tz` takes (core.zones).
 SITE_ZONE = {**ZONE, "description": "an IANA time-zone name: the site's answers and Sites tab use it by default"}
 GOAL_NAME = string(pattern=rf"^[^\x00-\x1f\x7f-\x9f]{{1,{GOAL_NAME_MAX_CHARS}}}$", examples=["Signup"])
 GOAL_EVENT = {**NAME, "not": {"const": "pageview"}, "description": "a custom event's name, as tally(name) sends it"}

@@ -6,13 +6,12 @@ caching" and "Opening it"; docs/guarantees.md, "The API is under its stage's pat
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from urllib.parse import quote
 
 from chalicelib.core.errors import NotFoundError
-from chalicelib.core.static import IMMUTABLE, REVALIDATE, Asset
-
-__all__ = ["IMMUTABLE", "REVALIDATE", "Asset", "asset", "page", "relative_base"]
+from chalicelib.core.static import Asset
 
 HERE = Path(__file__).resolve().parent
 DIRECTORIES = (HERE / "static", HERE / "vendor")
@@ -32,30 +31,21 @@ SECURITY = {
 }
 
 
-def _content_type(name: str) -> str | None:
-    for suffix, content_type in CONTENT_TYPES.items():
-        if name.endswith(suffix):
-            return content_type
-    return None
-
-
 @functools.lru_cache(maxsize=32)
 def asset(name: str) -> Asset:
     """A static or vendored file by its plain name; NotFoundError for anything else."""
-    content_type = _content_type(name)
+    content_type = next((kind for suffix, kind in CONTENT_TYPES.items() if name.endswith(suffix)), None)
     if content_type is None or "/" in name or "\\" in name or name.startswith(".") or name == PAGE:
         raise NotFoundError(f"no dashboard asset {name}")
-    for directory in DIRECTORIES:
-        path = directory / name
+    for path in (directory / name for directory in DIRECTORIES):
         if path.is_file():
             return Asset(name, path.read_text(encoding="utf-8"), content_type, SECURITY)
     raise NotFoundError(f"no dashboard asset {name}")
 
 
 def relative_base(request_path: str) -> str:
-    """What goes before a path of the API (`dashboard/...`, `openapi.json`) for it to resolve,
-    relative to the page at `request_path` (the root resource's whole path as the client asked
-    for it), under the API's base: nothing from `/api/` or `/`, `api/` from `/api`."""
+    """What goes before a path of the API for it to resolve relative to the page at `request_path`
+    (docs/dashboard.md, "Opening it"): nothing from `/api/` or `/`, `api/` from `/api`."""
     if not request_path or request_path.endswith("/"):
         return ""
     return quote(request_path.rsplit("/", 1)[1], safe="") + "/"
@@ -65,15 +55,13 @@ def relative_base(request_path: str) -> str:
 def page(base: str = "") -> Asset:
     """index.html with `{{base}}` replaced by `base` (relative_base's answer) and each
     `{{asset:<name>}}` by the asset's versioned URL under it."""
-    text = (DIRECTORIES[0] / PAGE).read_text(encoding="utf-8").replace("{{base}}", base)
-    start = text.find("{{asset:")
-    while start != -1:
-        end = text.index("}}", start)
-        name = text[start + len("{{asset:") : end]
+
+    def versioned(match: re.Match[str]) -> str:
         try:
-            version = asset(name).version
+            return f"{base}dashboard/{match[1]}?v={asset(match[1]).version}"
         except NotFoundError as exc:
-            raise NotFoundError(f"the dashboard's {name} is missing: run `make vendor`") from exc
-        text = text[:start] + f"{base}dashboard/{name}?v={version}" + text[end + 2 :]
-        start = text.find("{{asset:", start)
+            raise NotFoundError(f"the dashboard's {match[1]} is missing: run `make vendor`") from exc
+
+    text = (DIRECTORIES[0] / PAGE).read_text(encoding="utf-8").replace("{{base}}", base)
+    text = re.sub(r"\{\{asset:(.*?)\}\}", versioned, text, flags=re.DOTALL)
     return Asset(PAGE, text, CONTENT_TYPES[".html"], SECURITY)
