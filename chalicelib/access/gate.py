@@ -142,7 +142,7 @@ def check_request(
     if admitted:
         return Outcome(decision, allow_origin)
     over = f"this key is over its {record.rate_per_second} requests a second: retry later"
-    return Outcome(policy.Decision(False, 429, over), allow_origin, rates.retry_after_seconds(now_ms))
+    return Outcome(policy.Decision(False, 429, over), allow_origin, rates.RETRY_AFTER_SECONDS)
 
 
 def error_body(decision: policy.Decision) -> dict[str, str]:
