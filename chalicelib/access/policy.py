@@ -1,7 +1,6 @@
 """Who may do what: scopes, key records, the route table (ROUTES) and the access decisions, the
-authorizer's (`gateway_decision`: the key and its scope) and the route-level one (`request_decision`:
-the names, the Origin, how the key travelled) from the same functions. Pure. docs/access.md, "How it
-is enforced"; docs/guarantees.md, "The authorizer's cached policy"."""
+authorizer's (`gateway_decision`) and the route-level one (`request_decision`), from the same functions.
+Pure. docs/access.md, "How it is enforced"; docs/guarantees.md, "The authorizer's cached policy"."""
 
 from __future__ import annotations
 
@@ -105,10 +104,8 @@ def request_decision(
     key_in_url: bool = False,
     tracker_route: bool = False,
 ) -> Decision:
-    """The full decision. `names` are the names the request touches; None means every name
-    (or names the request does not make clear), which a prefix-limited key may not reach. On a
-    route that takes tracker keys (`tracker_route`) a tracker key is allowed here, and its page
-    view is checked against its sites next (access/tracker.py)."""
+    """The full decision, for the `names` the request touches (None: every name, or unclear). A tracker
+    key passes here on a `tracker_route`: its page view is checked next (access/tracker.py)."""
     decision = gateway_decision(record, TRACKER if tracker_route and record is not None and record.is_tracker else need)
     if not decision.allowed or record is None:
         return decision
