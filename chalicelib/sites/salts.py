@@ -83,14 +83,12 @@ def salt_for_day(
     now_s = now_ms // 1000
     if expires_at_s(day) <= now_s:
         raise ValueError("that day's salt is gone: its visitors can no longer be told apart")
-    cached = _cache.get(dynamodb, day, now_ms)
-    if cached is not None:
-        return cached
-    salt = _read(dynamodb, settings, item_key, day, now_s)
-    if salt is None:
-        salt = _create(dynamodb, settings, item_key, day, now_s, new_salt())
-    _cache.put(dynamodb, day, salt, now_ms)
-    return salt
+
+    def read() -> bytes:
+        stored = _read(dynamodb, settings, item_key, day, now_s)
+        return _create(dynamodb, settings, item_key, day, now_s, new_salt()) if stored is None else stored
+
+    return _cache.fetch(dynamodb, day, now_ms, read)
 
 
 def _read(dynamodb: DynamoDB, settings: Settings, item_key: bytes, day: int, now_s: int) -> bytes | None:
