@@ -1,14 +1,15 @@
-"""`GET /sites/{site}/summary`: a site's visitors, page views, page views refused as bots' and
-top pages, referrers, sources and devices over a window, each list a breakdown of the site's
-counters (sites.names). What it reads, what that costs and where the UTM mediums and campaigns
-are: docs/tracker.md, "What you see"."""
+"""What a site's owner reads: `GET /sites`, the sites in the catalog of sites (core.catalog);
+`GET /sites/{site}/summary`, a site's visitors, page views, page views refused as bots' and top
+pages, referrers, sources and devices over a window, each list a breakdown of the site's counters
+(sites.names); `GET /sites/{site}/realtime`, its visitors and page views right now. What each
+reads and costs: docs/tracker.md, "What you see" and "Right now"."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.core import pager, times, window_params
+from chalicelib.core import catalog, pager, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.settings import Settings
 from chalicelib.counters import breakdowns, reads
@@ -28,6 +29,16 @@ LISTS = (
     ("sources", "source", "source"),
     ("devices", "device", "device"),
 )
+# What GET /sites/{site}/realtime answers: the visitors of these last minutes, page views per minute of these.
+VISITOR_MINUTES = 5
+PAGEVIEW_MINUTES = 30
+
+
+def listing(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str], now_ms: int) -> dict[str, Any]:
+    """`{"sites": [{"site", "last_seen"}], "next"}` in name order, one page (core.pager) at a time."""
+    request = pager.page_request(params, lambda name: names.site_name(name, "cursor"))
+    entries, cursor = catalog.touched_page(dynamodb, settings, names.CATALOG_KIND, request, now_ms)
+    return {"sites": [{"site": e.name, "last_seen": times.iso(e.last_seen_ms)} for e in entries], "next": cursor}
 
 
 def windowed_summary(
@@ -54,7 +65,7 @@ def summary(
     minutes: tuple[int, int],
     limit: int,
     now_ms: int,
-    label: times.Label = times.utc_label,
+    label: times.Label,
 ) -> dict[str, Any]:
     """The summary of a site (its `stored` settings) over minutes first..last; its visitors over the quarter hours holding
     them (`visitors_start`, `visitors_end`: every page view counted has its visitor counted, and
@@ -92,3 +103,24 @@ def summary(
     answer.update(others=others, pageviews=pageviews, bots=bots.count, complete=complete, exact=exact)
     answer.update(goals=goal_answers, keys_read=keys_read + bots.keys_read + goal_keys)
     return answer
+
+
+def realtime(dynamodb: DynamoDB, settings: Settings, site: str, now_ms: int) -> dict[str, Any]:
+    """The union of the minute sketches of the site's visitors (uniques.api.recent), and the minute
+    series of its page-view counter."""
+    site = names.site_name(site)
+    last = now_ms // times.MINUTE_MS
+    first = last - VISITOR_MINUTES + 1
+    visitors = uniques_api.recent(dynamodb, settings, names.visitors_name(site), first, last)
+    series = reads.histogram(
+        dynamodb, settings, names.pageview_counter(site), last - PAGEVIEW_MINUTES + 1, last, "minute", now_ms
+    )
+    return {
+        "site": site,
+        "time": times.iso(now_ms),
+        "visitors": visitors["cardinality"],
+        "visitors_exact": visitors["exact"],
+        "visitors_start": times.iso(first * times.MINUTE_MS),
+        "pageviews": [{"start": b["start"], "pageviews": b["count"]} for b in series["buckets"]],
+        "pageviews_start": series["start"],
+    }
