@@ -20,7 +20,6 @@ from chalicelib.views import api as views_api
 from chalicelib.views import validation as view_input
 
 FIELDS = {"url", "referrer", "width", "time", "site", "event", "dimensions", "values"}
-URL_MAX_CHARS = view_input.URL_MAX_CHARS
 MAX_WIDTH = 100_000
 # A beacon's time picks the salt of its UTC day; a salt lives two days from its day's start,
 # so a beacon up to a day old (one resent after midnight) still finds its day's salt.
@@ -48,10 +47,10 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> Beacon:
     if not isinstance(body, dict):
         raise ValidationError('the body must be a JSON object: {"url", "time", "referrer"?, "width"?, "site"?}')
     validation.known_fields(body, FIELDS)
-    url = view_input.text(body.get("url"), "url", URL_MAX_CHARS)
+    url = view_input.text(body.get("url"), "url", view_input.URL_MAX_CHARS)
     referrer = body.get("referrer")
-    if referrer is not None and (not isinstance(referrer, str) or len(referrer) > URL_MAX_CHARS):
-        raise ValidationError(f"referrer must be a string of at most {URL_MAX_CHARS} characters")
+    if referrer is not None and (not isinstance(referrer, str) or len(referrer) > view_input.URL_MAX_CHARS):
+        raise ValidationError(f"referrer must be a string of at most {view_input.URL_MAX_CHARS} characters")
     width = None if body.get("width") is None else validation.integer(body["width"], "width", 0, MAX_WIDTH)
     if "time" not in body:
         raise ValidationError("time is required: with the url and the visitor it makes a page view unique")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -20,12 +20,12 @@ ROUTES = frozenset(
 NOT_FOUND = {"Code": "NotFoundError", "Message": "no such route"}
 
 
-def rest_event(event: Mapping[str, Any], routes: Iterable[tuple[str, str]] = ROUTES) -> dict[str, Any] | None:
+def rest_event(event: Mapping[str, Any]) -> dict[str, Any] | None:
     """The API Gateway REST event (payload format 1.0, what Chalice's app takes) for a function
     URL's event, or None when the function URL does not serve its method and path."""
     http = event.get("requestContext", {}).get("http", {})
     method, path = str(http.get("method", "")), str(event.get("rawPath", ""))
-    if (method, path) not in set(routes):
+    if (method, path) not in ROUTES:
         return None
     query = parse_qs(str(event.get("rawQueryString", "")), keep_blank_values=True)
     headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
