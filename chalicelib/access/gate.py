@@ -1,7 +1,6 @@
-"""The access checks wired into the API: the gateway authorizer's answer, the route-level check
-(a tracker key's page view against its sites, then the key's request rate) and the CORS headers.
-No I/O of its own: key lookups and the rate count are passed in. docs/access.md, "How it is
-enforced" and "Browsers"."""
+"""The access checks wired into the API: the gateway authorizer's answer, the route-level check and
+the CORS headers. No I/O of its own: key lookups and the rate count are passed in. docs/access.md,
+"How it is enforced" and "Browsers"."""
 
 from __future__ import annotations
 
@@ -37,9 +36,7 @@ def authorize(find_key: FindKey, token: str | None, method_arn: str, need: str) 
         "principalId": record.id,
         "policyDocument": {
             "Version": "2012-10-17",
-            "Statement": [
-                {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": [every_route(method_arn)]},
-            ],
+            "Statement": [{"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": [every_route(method_arn)]}],
         },
         "context": policy.to_context(record),
     }
@@ -47,8 +44,7 @@ def authorize(find_key: FindKey, token: str | None, method_arn: str, need: str) 
 
 @dataclass(frozen=True)
 class MethodArn:
-    """The `methodArn` API Gateway passes a token authorizer, split by position (why:
-    docs/guarantees.md, "The authorizer's method ARN")."""
+    """A token authorizer's `methodArn`, split by position (docs/guarantees.md, "The authorizer's method ARN")."""
 
     partition: str
     service: str
@@ -76,8 +72,7 @@ def parse_method_arn(method_arn: str) -> MethodArn:
 
 
 def every_route(method_arn: str) -> str:
-    """`arn:aws:execute-api:<region>:<account>:<api>/<stage>/GET/a:b` -> `...:<api>/<stage>/*/*`:
-    every method and path of the stage, colons included (docs/guarantees.md, "The authorizer's cached policy")."""
+    """`...:<api>/<stage>/GET/a:b` -> `...:<api>/<stage>/*/*` (docs/guarantees.md, "The authorizer's cached policy")."""
     arn = parse_method_arn(method_arn)
     return f"arn:{arn.partition}:{arn.service}:{arn.region}:{arn.account}:{arn.api_id}/{arn.stage}/*/*"
 

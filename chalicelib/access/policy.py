@@ -15,8 +15,7 @@ from chalicelib.core.errors import ValidationError
 
 INGEST, READ, ADMIN, TRACKER = "ingest", "read", "admin", "tracker"
 SCOPES = (INGEST, READ, ADMIN, TRACKER)
-# An admin key may do everything; ingest and read keys only their own routes; a tracker key only
-# the page-view beacon (a route that accepts it says so: RouteAccess.tracker), nothing else.
+# What each scope allows (docs/access.md, "Keys"); a tracker key only routes that say so (RouteAccess.tracker).
 IMPLIED = {INGEST: {INGEST}, READ: {READ}, ADMIN: {INGEST, READ, ADMIN}, TRACKER: {TRACKER}}
 # The authorizer (app.py) that guards a route tells the scope it needs.
 AUTHORIZER_SCOPES = {"ingest_key": INGEST, "read_key": READ, "admin_key": ADMIN}
@@ -29,11 +28,9 @@ ORIGIN_PATTERN = re.compile(r"https?://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?")
 # version (str.isprintable's does), so the OpenAPI document can state it.
 PREFIX_PATTERN = re.compile(rf"[^\x00-\x1f\x7f-\x9f]{{1,{PREFIX_MAX_CHARS}}}")
 NEW_KEY_FIELDS = {"scopes", "prefix", "origins", "sites", "note", "rate_per_second"}
-# Requests a second one key may make: its own, else its scopes' largest default (docs/access.md,
-# "Limits per key", which says why RATE_MAX stays under a partition's 1,000 writes a second).
+# Requests a second one key may make: its own, else its scopes' largest default (docs/access.md, "Limits per key").
 RATE_MIN, RATE_MAX = 1, 500
 DEFAULT_RATES = {TRACKER: 20, INGEST: 100, READ: 100, ADMIN: 100}
-TRACKER_ONLY = "a tracker key only counts page views of its sites: POST /beacon/pageview"
 
 
 @dataclass(frozen=True)
@@ -90,7 +87,7 @@ def gateway_decision(record: KeyRecord | None, need: str) -> Decision:
     if record.revoked_ms is not None:
         return Decision(False, 401, "this key was revoked")
     if record.is_tracker and need != TRACKER:
-        return Decision(False, 403, TRACKER_ONLY)
+        return Decision(False, 403, "a tracker key only counts page views of its sites: POST /beacon/pageview")
     if not record.may(need):
         return Decision(False, 403, f"this key does not have the {need} scope")
     return ALLOWED
@@ -123,10 +120,8 @@ def request_decision(
     return ALLOWED
 
 
-# -- the authorizer's context: API Gateway passes only flat strings ---------------------------
-
-
 def to_context(record: KeyRecord) -> dict[str, str]:
+    """The record as the authorizer's context, which API Gateway passes on as flat strings only."""
     return {
         "key_id": record.id,
         "scopes": " ".join(sorted(record.scopes)),
@@ -148,9 +143,6 @@ def from_context(context: Mapping[str, Any] | None) -> KeyRecord | None:
         sites=tuple(str(context.get("sites", "")).split()),
         rate_per_second=int(str(context.get("rate_per_second") or RATE_MIN)),
     )
-
-
-# -- a new key ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -209,15 +201,11 @@ def tracker_sites(scopes: set[str], prefix: str | None, sites: Any) -> tuple[str
     return tracker.parse_sites(sites)
 
 
-# -- which names a request touches ---------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Names:
-    """Where a route's names are: a path parameter, a query parameter (a list when `sep`),
-    or a body field (one object, or a batch of them under `batch`). `every` marks a route
-    that covers every name (reports, quarantine, key management); `listing_without_query`
-    marks a route that lists every name when its query parameter is absent."""
+    """Where a route's names are: a path or query parameter (a list when `sep`), or a body field (of
+    one object, or of each under `batch`). `every`: the route covers every name (reports, quarantine,
+    key management); `listing_without_query`: without its query parameter, it lists every name."""
 
     path: str | None = None
     query: str | None = None
@@ -247,8 +235,7 @@ class Names:
 
 
 def _body_names(raw: str | bytes | None, name_field: str, batch: str | None) -> tuple[str, ...] | None:
-    """Every value of `name_field` in one object or in a batch under `batch`; None when the
-    body is not of that shape (the route rejects such a body anyway)."""
+    """Every value of `name_field` in one object or in each under `batch`; None for another shape."""
     try:
         body = inputs.json_body(raw)  # the app's own bounded parser: sizes and depth checked first
     except ValidationError:
@@ -313,13 +300,11 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("GET", "/counters"): RouteAccess(READ),
     ("GET", "/views/urls"): RouteAccess(READ),
     ("GET", "/sites"): RouteAccess(READ),
-    # A site's summary reads counters site:<site> and site-utm:<site> and the unique count
-    # site:<site>, names the path does not spell: not for a prefix-limited key.
+    # A site's routes read names the path does not spell (site:<site>, site-utm:<site>, goal:<site>:<id>).
     ("GET", "/sites/{site}/summary"): RouteAccess(READ),
-    # A site's settings, and its realtime visitors and page views: names the path does not spell either.
+    ("GET", "/sites/{site}/realtime"): RouteAccess(READ),
     ("GET", "/sites/{site}"): RouteAccess(ADMIN),
     ("PUT", "/sites/{site}"): RouteAccess(ADMIN),
-    ("GET", "/sites/{site}/realtime"): RouteAccess(READ),
     ("GET", "/quarantine/counts"): RouteAccess(ADMIN),
     ("POST", "/quarantine/replay"): RouteAccess(ADMIN),
     ("GET", "/audit"): RouteAccess(ADMIN),
@@ -329,9 +314,8 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
 
 
 def route_access(method: str, route: str, authorizer_name: str | None) -> RouteAccess:
-    """What the route-level check enforces: the scope of the authorizer API Gateway ran (or
-    the beacon routes' ingest), and the names from ROUTES (a route missing there counts as
-    touching every name, so prefix-limited keys are refused)."""
+    """What the route-level check enforces: the scope of the authorizer API Gateway ran (or the beacon
+    routes' own), and the names from ROUTES (a route missing there touches every name)."""
     decided = ROUTES.get((method, route))
     if decided is not None and decided.beacon:
         return decided

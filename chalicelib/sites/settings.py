@@ -122,9 +122,6 @@ def _goal(entry: Any, where: str) -> Goal:
     return Goal(name, page=page)
 
 
-# -- storage -------------------------------------------------------------------------------------
-
-
 def read(dynamodb: DynamoDB, settings: Settings, site: str) -> SiteSettings:
     """The site's settings, or the defaults when none were set."""
     item = dynamo.get_item(
@@ -162,9 +159,6 @@ def put(dynamodb: DynamoDB, settings: Settings, site: str, body: Any, now_ms: in
     new = parse_body(site, body, read(dynamodb, settings, site), now_ms)
     write(dynamodb, settings, new)
     return new
-
-
-# -- the beacon's cache ---------------------------------------------------------------------------
 
 
 class _Cache(ClientCache[str, SiteSettings]):
