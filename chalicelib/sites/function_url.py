@@ -53,9 +53,8 @@ def rest_event(event: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def response(answer: Mapping[str, Any]) -> dict[str, Any]:
-    """A function URL's response for the REST answer Chalice made: the headers in one map (a
-    function URL takes no `multiValueHeaders`: values joined as HTTP joins them) and without
-    CORS headers, which the function URL's configuration sets."""
+    """A function URL's response for Chalice's REST answer: the headers in one map (it takes no
+    `multiValueHeaders`: values joined as HTTP joins them), without CORS headers."""
     headers: dict[str, str] = {}
     merged = {**{k: [v] for k, v in (answer.get("headers") or {}).items()}, **(answer.get("multiValueHeaders") or {})}
     for name, values in merged.items():

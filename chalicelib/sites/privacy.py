@@ -114,9 +114,8 @@ def page(url: str, referrer: str | None) -> Page:
 
 
 def page_url(url: str) -> str:
-    """The URL a page's views are counted under: scheme, host, path and a fragment's route;
-    never user info, port, query or a route's query (docs/tracker.md, "What is stored").
-    ValueError as page()."""
+    """The URL a page's views are counted under: scheme, host, path and a fragment's route
+    (docs/tracker.md, "What is stored"). ValueError as page()."""
     parts = urlsplit(url)
     host = page(url, None).host
     netloc = f"[{host}]" if ":" in host else host  # an IPv6 address keeps its brackets

@@ -1,7 +1,6 @@
-"""The daily salt of visitor ids (`SALT#` / `d#<day>`, sites.names): 32 random bytes per UTC day,
-stored sealed under the stage's item key, created once (a concurrent creator's salt wins) and
-deleted after two days. Why, and how it is sealed: docs/tracker.md, "Privacy: what is collected
-and what is not"."""
+"""The daily salt of visitor ids (`SALT#` / `d#<day>`, sites.names): created once a UTC day, stored
+sealed under the stage's item key, deleted after two days. Why, and how it is sealed:
+docs/tracker.md, "Privacy: what is collected and what is not"."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""`PUT /sites/{site}` and `GET /sites/{site}`: a site's settings (its time zone and its goals),
-one item in the counts table (sites.names.settings_key), and the beacon's per-process cache of
-them (a sites.client_cache.ClientCache). Every limit of the settings is here. How
-goals are counted and how stale the beacon's copy may be: docs/tracker.md, "Goals"."""
+"""`PUT /sites/{site}` and `GET /sites/{site}`: a site's settings (its time zone and its goals), one
+item in the counts table (sites.names.settings_key), and the beacon's per-process cache of them. Every
+limit of the settings is here. How goals are counted and how stale the cache may be: docs/tracker.md, "Goals"."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ GOAL_NAME_MAX_CHARS = 60
 GOAL_NAME_PATTERN = re.compile(rf"[^\x00-\x1f\x7f-\x9f]{{1,{GOAL_NAME_MAX_CHARS}}}")
 GOAL_PAGE_MAX_CHARS = privacy.DIMENSION_MAX_CHARS  # a page goal matches the `page` dimension as stored
 FIELDS = {"timezone", "goals"}
-# The beacon reads a site's settings at most once per site and process in this time: a change
-# reaches every beacon within it (docs/tracker.md, "Goals").
+# The beacon reads a site's settings at most once per site and process in this time (docs/tracker.md, "Goals").
 CACHE_SECONDS = 60
 CACHE_MAX_SITES = 1000
 GOAL_ID_HEX = 14  # so that goal:<site>:<id> is a name (sites.names.goal_visitors_name)
