@@ -13,8 +13,9 @@ from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.events import ingest as events
-from chalicelib.sites import goals, names, privacy, salts, summary
+from chalicelib.sites import names, privacy, salts, summary
 from chalicelib.sites import settings as site_settings
+from chalicelib.sites.settings import Goal
 from chalicelib.uniques import api as uniques_api
 from chalicelib.views import api as views_api
 from chalicelib.views import validation as view_input
@@ -107,7 +108,7 @@ def count(
         visitors = uniques_api.Post([visitor], beacon.time_ms)
         uniques_api.enqueue(sqs, settings, item_key, names.visitors_name(site), visitors, minute=True)  # realtime
         matched = site_settings.cached(dynamodb, settings, site, now_ms).goals_of_page(page.path)
-    goals.enqueue_visitor(sqs, settings, item_key, site, matched, visitor, beacon.time_ms)
+    enqueue_goal_visitor(sqs, settings, item_key, site, matched, visitor, beacon.time_ms)
     events.store(dynamodb, settings, stored, now_ms)
     # The site in the catalog of sites: one write per site and hour per process.
     expires = now_ms // 1000 + summary.RETENTION_SECONDS + times.DAY_MS // 1000
@@ -134,6 +135,15 @@ def pageview_events(site: str, page: privacy.Page, beacon: Beacon, view_url: str
     return found
 
 
+def enqueue_goal_visitor(
+    sqs: SQS, settings: Settings, item_key: bytes, site: str, goals: list[Goal], visitor: str, time_ms: int
+) -> None:
+    """The visitor into each matched goal's unique count, `goal:<site>:<id>` (docs/tracker.md, "Goals")."""
+    for goal in goals:
+        name = names.goal_visitors_name(site, goal.id)
+        uniques_api.enqueue(sqs, settings, item_key, name, uniques_api.Post([visitor], time_ms))
+
+
 def _event(counter: str, event_id: str, beacon: Beacon, dimensions: Any) -> dict[str, Any]:
     return {
         "counter": counter,
@@ -145,6 +155,5 @@ def _event(counter: str, event_id: str, beacon: Beacon, dimensions: Any) -> dict
 
 
 def _derived(*parts: str) -> str:
-    """An id made from the parts, 128 bits in hex: it names one page view and nothing about the
-    visitor can be read back from it."""
+    """An id made from the parts, 128 bits in hex: it names one page view and tells nothing of the visitor."""
     return hashlib.sha256(privacy.framed(*parts)).hexdigest()[:32]

@@ -1,8 +1,8 @@
 """What a site's owner reads: `GET /sites`, the sites in the catalog of sites (core.catalog);
-`GET /sites/{site}/summary`, a site's visitors, page views, page views refused as bots' and top
-pages, referrers, sources and devices over a window, each list a breakdown of the site's counters
-(sites.names); `GET /sites/{site}/realtime`, its visitors and page views right now. What each
-reads and costs: docs/tracker.md, "What you see" and "Right now"."""
+`GET /sites/{site}/summary`, a site's visitors, page views, page views refused as bots', top pages,
+referrers, sources and devices (breakdowns of the site's counters, sites.names) and goals over a
+window; `GET /sites/{site}/realtime`, its visitors and page views right now. What each reads and
+costs: docs/tracker.md, "What you see", "Goals" and "Right now"."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from chalicelib.core import catalog, pager, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.settings import Settings
 from chalicelib.counters import breakdowns, reads
-from chalicelib.sites import goals, names
+from chalicelib.sites import names
 from chalicelib.sites import settings as site_settings
 from chalicelib.uniques import api as uniques_api
 
 DEFAULT_LIMIT = 10
-# How long a site's page views (its events) are kept: the longest window a summary answers, as
-# the visitors' day sketches are kept (UNIQUES_DAY_RETENTION_SECONDS), so every summary is whole.
+# How long a site's page views (its events) are kept: the longest window a summary answers
+# (docs/tracker.md, "What you see").
 RETENTION_SECONDS = window_params.MAX_WINDOW_DAYS * times.DAY_MS // 1000
 # Each list: the summary's name for it, the dimension of `site:<site>` it is a breakdown of,
 # the name of a value in the list.
@@ -67,9 +67,8 @@ def summary(
     now_ms: int,
     label: times.Label,
 ) -> dict[str, Any]:
-    """The summary of a site (its `stored` settings) over minutes first..last; its visitors over the quarter hours holding
-    them (`visitors_start`, `visitors_end`: every page view counted has its visitor counted, and
-    a local day from its midnight is exact in any zone)."""
+    """The summary of a site (its `stored` settings) over minutes first..last, its visitors over the
+    quarter hours holding them (`visitors_start`, `visitors_end`: so a local day is exact in any zone)."""
     site = stored.site
     first, last = minutes
     span = uniques_api.minute_span(first, last)
@@ -97,12 +96,47 @@ def summary(
         keys_read += found["keys_read"]
     bots = reads.count_window(dynamodb, settings, names.bots_counter(site), first, last, now_ms)
     complete = complete and visitors["complete"]
-    goal_answers, goal_keys = goals.in_summary(
+    goal_answers, goal_keys = goals_in_summary(
         dynamodb, settings, stored, minutes, span, visitors["cardinality"], now_ms
     )
     answer.update(others=others, pageviews=pageviews, bots=bots.count, complete=complete, exact=exact)
     answer.update(goals=goal_answers, keys_read=keys_read + bots.keys_read + goal_keys)
     return answer
+
+
+def goals_in_summary(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    stored: site_settings.SiteSettings,
+    minutes: tuple[int, int],
+    span: tuple[int, int],
+    site_visitors: int,
+    now_ms: int,
+) -> tuple[list[dict[str, Any]], int]:
+    """Each goal's `conversions`, `visitors` (over the site's visitors' `span`) and `conversion_rate`
+    over the summary's window (docs/tracker.md, "Goals"), and the keys read."""
+    site, answers, keys_read = stored.site, [], 0
+    for goal in stored.goals:
+        if goal.event is not None:
+            counter, where = names.event_counter(site, goal.event), None
+        else:
+            counter, where = names.pageview_counter(site), {"page": goal.page or ""}
+        found = reads.count_window(dynamodb, settings, counter, *minutes, now_ms, where=where)
+        converted = uniques_api.window_cardinality(
+            dynamodb, settings, [names.goal_visitors_name(site, goal.id)], span, now_ms
+        )
+        visitors = int(converted["cardinality"])
+        answers.append(
+            {
+                **goal.as_dict(),
+                "conversions": found.count,
+                "visitors": visitors,
+                "visitors_exact": converted["exact"],
+                "conversion_rate": round(visitors / site_visitors, 4) if site_visitors else 0.0,
+            }
+        )
+        keys_read += found.keys_read + int(converted["keys_read"])
+    return answers, keys_read
 
 
 def realtime(dynamodb: DynamoDB, settings: Settings, site: str, now_ms: int) -> dict[str, Any]:
