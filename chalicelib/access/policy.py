@@ -136,12 +136,12 @@ def from_context(context: Mapping[str, Any] | None) -> KeyRecord | None:
     if not context or not context.get("key_id"):
         return None
     return KeyRecord(
-        id=str(context["key_id"]),
-        scopes=frozenset(str(context.get("scopes", "")).split()),
-        prefix=str(context.get("prefix") or "") or None,
-        origins=tuple(str(context.get("origins", "")).split()),
-        sites=tuple(str(context.get("sites", "")).split()),
-        rate_per_second=int(str(context.get("rate_per_second") or RATE_MIN)),
+        id=context["key_id"],
+        scopes=frozenset(context["scopes"].split()),
+        prefix=context["prefix"] or None,
+        origins=tuple(context["origins"].split()),
+        sites=tuple(context["sites"].split()),
+        rate_per_second=int(context["rate_per_second"]),
     )
 
 
@@ -172,9 +172,8 @@ def parse_new_key(body: Any) -> NewKey:
     origins = body.get("origins", [])
     if not isinstance(origins, list) or len(origins) > MAX_ORIGINS:
         raise ValidationError(f"origins must be a list of at most {MAX_ORIGINS} origins")
-    for origin in origins:
-        if not isinstance(origin, str) or not ORIGIN_PATTERN.fullmatch(origin):
-            raise ValidationError("each origin must look like https://example.com or http://localhost:8000")
+    if not all(isinstance(origin, str) and ORIGIN_PATTERN.fullmatch(origin) for origin in origins):
+        raise ValidationError("each origin must look like https://example.com or http://localhost:8000")
     if origins and set(scopes) != {INGEST}:
         raise ValidationError('origins limit ingest keys only: give scopes ["ingest"]')
     note = body.get("note", "")
