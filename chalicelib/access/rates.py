@@ -53,9 +53,8 @@ allowances = Allowances()
 
 
 def admit(dynamodb: DynamoDB, settings: Settings, key_id: str, rate_per_second: int, now_ms: int) -> bool:
-    """Admit one request of the key: from this process's allowance, else counted in the key's
-    second; False (and nothing counted) when that second is full. StorageError when the count
-    cannot be written (the request is then refused with 503)."""
+    """Admit one request of the key: from this process's allowance, else counted in the key's second;
+    False (nothing counted) when that second is full. StorageError when the count cannot be written."""
     second = now_ms // 1000
     if allowances.take(dynamodb, key_id, second):
         return True

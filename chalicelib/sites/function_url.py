@@ -1,7 +1,6 @@
-"""The tracker's routes behind a Lambda function URL: its request (payload format version 2.0)
-made into the REST API's request for the same route, and the route's answer made into a
-function URL's response, without the CORS headers its own configuration sets. No I/O. Why, and
-what differs from the REST API: docs/tracker.md, "The function URL"."""
+"""The tracker's routes behind a Lambda function URL: its request (payload format 2.0) made into the
+REST API's request for the same route, and the route's answer into a function URL's response,
+without CORS headers (its configuration sets them). No I/O. docs/tracker.md, "The function URL"."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""What a page-view beacon becomes before anything is counted: the visitor id (never stored),
-known bots (BOT_PATTERNS), the device class, the page path, referrer host and UTM fields, and the
-URL a page is counted under. Pure. Why this is private: docs/tracker.md, "Privacy: what is
-collected and what is not"."""
+"""What a page-view beacon becomes before anything is counted: the visitor id (never stored), known
+bots, the device class, the page path, referrer host and UTM fields, and the URL a page is counted
+under. Pure. docs/tracker.md, "Privacy: what is collected and what is not"."""
 
 from __future__ import annotations
 
