@@ -30,28 +30,25 @@ def _salt_key(item_key: bytes) -> bytes:
     return hmac.new(item_key, _SALT_KEY_LABEL, sha256).digest()
 
 
-def _pad(key: bytes, day: int, nonce: bytes) -> bytes:
-    return hmac.new(key, b"pad" + day.to_bytes(8, "big") + nonce, sha256).digest()[:SALT_BYTES]
-
-
-def _tag(key: bytes, day: int, nonce: bytes, sealed: bytes) -> bytes:
-    return hmac.new(key, b"tag" + day.to_bytes(8, "big") + nonce + sealed, sha256).digest()
+def _mac(key: bytes, label: bytes, day: int, nonce: bytes, sealed: bytes = b"") -> bytes:
+    """The pad (`b"pad"`) or the tag (`b"tag"`, over the sealed salt too) of a day's nonce."""
+    return hmac.new(key, label + day.to_bytes(8, "big") + nonce + sealed, sha256).digest()
 
 
 def seal(item_key: bytes, day: int, salt: bytes, nonce: bytes | None = None) -> bytes:
     """The salt as stored: nonce | salt XOR HMAC(key, day, nonce) | HMAC tag over the rest."""
     key, nonce = _salt_key(item_key), nonce if nonce is not None else secrets.token_bytes(NONCE_BYTES)
-    sealed = bytes(a ^ b for a, b in zip(salt, _pad(key, day, nonce), strict=True))
-    return nonce + sealed + _tag(key, day, nonce, sealed)
+    sealed = bytes(a ^ b for a, b in zip(salt, _mac(key, b"pad", day, nonce)[:SALT_BYTES], strict=True))
+    return nonce + sealed + _mac(key, b"tag", day, nonce, sealed)
 
 
 def unseal(item_key: bytes, day: int, stored: bytes) -> bytes:
     """The salt `seal` stored for `day`; StorageError if it was not sealed for it under this key."""
     key = _salt_key(item_key)
     nonce, sealed, tag = stored[:NONCE_BYTES], stored[NONCE_BYTES:-TAG_BYTES], stored[-TAG_BYTES:]
-    if len(sealed) != SALT_BYTES or not hmac.compare_digest(tag, _tag(key, day, nonce, sealed)):
+    if len(sealed) != SALT_BYTES or not hmac.compare_digest(tag, _mac(key, b"tag", day, nonce, sealed)):
         raise StorageError("the day's salt does not open under the item key")
-    return bytes(a ^ b for a, b in zip(sealed, _pad(key, day, nonce), strict=True))
+    return bytes(a ^ b for a, b in zip(sealed, _mac(key, b"pad", day, nonce)[:SALT_BYTES], strict=True))
 
 
 def expires_at_s(day: int) -> int:
