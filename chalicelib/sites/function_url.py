@@ -54,15 +54,13 @@ def rest_event(event: Mapping[str, Any]) -> dict[str, Any] | None:
 def response(answer: Mapping[str, Any]) -> dict[str, Any]:
     """A function URL's response for Chalice's REST answer: the headers in one map (it takes no
     `multiValueHeaders`: values joined as HTTP joins them), without CORS headers."""
-    headers: dict[str, str] = {}
     merged = {**{k: [v] for k, v in (answer.get("headers") or {}).items()}, **(answer.get("multiValueHeaders") or {})}
-    for name, values in merged.items():
-        if not name.lower().startswith("access-control-"):
-            headers[name] = ", ".join(str(v) for v in values)
     body = answer.get("body")
     return {
         "statusCode": int(answer.get("statusCode", 200)),
-        "headers": headers,
+        "headers": {
+            k: ", ".join(map(str, v)) for k, v in merged.items() if not k.lower().startswith("access-control-")
+        },
         "body": "" if body is None else body,
         "isBase64Encoded": bool(answer.get("isBase64Encoded", False)),
     }

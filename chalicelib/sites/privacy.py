@@ -122,8 +122,7 @@ def page_url(url: str) -> str:
 
 
 def route(fragment: str) -> str:
-    """`#` and the path of a fragment (the script sends one only in hash routing): a route's
-    query (`#/reset?token=...`) is dropped as a URL's is; "" for none."""
+    """`#` and the path of a hash route, without its query (docs/tracker.md, "Privacy"); "" for none."""
     path = fragment.split("?", 1)[0]
     return f"#{path}" if path else ""
 
