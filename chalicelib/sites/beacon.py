@@ -22,8 +22,7 @@ from chalicelib.views import validation as view_input
 
 FIELDS = {"url", "referrer", "width", "time", "site", "event", "dimensions", "values"}
 MAX_WIDTH = 100_000
-# A beacon's time picks the salt of its UTC day; a salt lives two days from its day's start,
-# so a beacon up to a day old (one resent after midnight) still finds its day's salt.
+# A beacon's time picks its UTC day's salt, kept a day more (docs/tracker.md, "How a page view is counted").
 MAX_AGE_MS = times.DAY_MS
 _recent = catalog.Recent()
 
