@@ -30,7 +30,7 @@ from chalicelib.counters import audit_runs, breakdowns, filters, reads, repair, 
 from chalicelib.dashboard import assets
 from chalicelib.events import ingest, stream_records
 from chalicelib.reports import runs
-from chalicelib.sites import beacon, function_url, listing, realtime, script, summary
+from chalicelib.sites import beacon, function_url, script, summary
 
 app = Chalice(app_name="tally")
 app.log.setLevel(logging.INFO)
@@ -413,7 +413,7 @@ def beacon_url(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 @app.route("/sites", methods=["GET"], authorizer=read_key)
 def list_sites() -> dict[str, Any]:
-    return listing.listing(aws.dynamodb, settings, query(), clock.now_ms())
+    return summary.listing(aws.dynamodb, settings, query(), clock.now_ms())
 
 
 @app.route("/sites/{site}/summary", methods=["GET"], authorizer=read_key)
@@ -433,7 +433,7 @@ def put_site_settings(site: str) -> dict[str, Any]:
 
 @app.route("/sites/{site}/realtime", methods=["GET"], authorizer=read_key)
 def get_site_realtime(site: str) -> dict[str, Any]:
-    return realtime.realtime(aws.dynamodb, settings, site, clock.now_ms())
+    return summary.realtime(aws.dynamodb, settings, site, clock.now_ms())
 
 
 @app.route("/tally.js", methods=["GET"])

@@ -22,9 +22,9 @@ polling, the audit's and the report's schedules or storage, is left out and said
   which arrive in the second of the view before them). Two more rows price what a site's page
   view adds behind the function URL: `+ realtime` its visitor's minute sketch (the unique-count
   handler merges each batch's visitors into the sketch of each minute the batch holds, in
-  batches of its 60 s batching window: sites/realtime.py), and `+ realtime + goal` that and every page view converting on a goal
+  batches of its 60 s batching window: sites/summary.py), and `+ realtime + goal` that and every page view converting on a goal
   (the site's settings read once a minute per process, one more uniques message, and the goal's
-  sketches merged by the uniques handler in batches of its 60 s batching window: sites/goals.py).
+  sketches merged by the uniques handler in batches of its 60 s batching window: sites/beacon.py).
   Seed (accurate-counters-dynamodb.md): API
   Gateway sends to SQS directly, a Lambda with batches of 10 writes one transaction per view.
 - uniques: 10,000 items a minute into one unique count. Tally: requests of 500 items, one
@@ -73,7 +73,7 @@ from chalicelib.core.settings import Settings  # noqa: E402
 from chalicelib.counters import audit, audit_runs  # noqa: E402
 from chalicelib.events import ingest as events  # noqa: E402
 from chalicelib.reports import runs as report_runs  # noqa: E402
-from chalicelib.sites import function_url, goals, names  # noqa: E402
+from chalicelib.sites import beacon, function_url, names  # noqa: E402
 from chalicelib.sites import settings as site_settings  # noqa: E402
 from chalicelib.uniques import api as uniques_api  # noqa: E402
 from chalicelib.uniques import batches as uniques_batches  # noqa: E402
@@ -546,7 +546,7 @@ def site_extras(
     for view, arrived in zip(deliveries, arrivals):
         with goal_front.invocation():
             matched = site_settings.cached(reader, settings, BENCH_SITE, arrived).goals_of_page("/")
-            goals.enqueue_visitor(sqs, settings, ITEM_KEY, BENCH_SITE, matched, view.client_id, view.time_ms)
+            beacon.enqueue_goal_visitor(sqs, settings, ITEM_KEY, BENCH_SITE, matched, view.client_id, view.time_ms)
         name = names.goal_visitors_name(BENCH_SITE, matched[0].id)
         hashes = sketches.item_hashes(ITEM_KEY, [view.client_id])
         bodies.append((arrived, uniques_batches.message_body(name, hashes, view.time_ms)))

@@ -1,7 +1,6 @@
-"""The access checks wired into the API: the gateway authorizer's answer, the route-level check
-(a tracker key's page view against its sites, then the key's request rate) and the CORS headers.
-No I/O of its own: key lookups and the rate count are passed in. docs/access.md, "How it is
-enforced" and "Browsers"."""
+"""The access checks wired into the API: the gateway authorizer's answer, the route-level check and
+the CORS headers. No I/O of its own: key lookups and the rate count are passed in. docs/access.md,
+"How it is enforced" and "Browsers"."""
 
 from __future__ import annotations
 
@@ -15,8 +14,6 @@ from chalicelib.core.errors import StorageError
 FindKey = Callable[[str], policy.KeyRecord | None]
 # Counts one request of a key against its rate: False when the key is over it (access/rates.py).
 Admit = Callable[[policy.KeyRecord, int], bool]  # the key, the request's time (epoch ms)
-# What a Lambda authorizer raises to make API Gateway answer 401 (AWS's documented contract).
-UNAUTHORIZED = "Unauthorized"
 PREFLIGHT_MAX_AGE_SECONDS = "600"
 KEY_CHECK_FAILED = policy.Decision(False, 503, "the key could not be checked: retry later")
 RATE_CHECK_FAILED = policy.Decision(False, 503, "the key's request rate could not be checked: retry later")
@@ -24,26 +21,22 @@ ALLOWED_HEADERS = "Authorization, Content-Type"
 
 
 class Unauthorized(Exception):
-    def __init__(self) -> None:
-        super().__init__(UNAUTHORIZED)
+    """Raised as `Unauthorized("Unauthorized")`: what makes API Gateway answer 401 (AWS's documented contract)."""
 
 
 def authorize(find_key: FindKey, token: str | None, method_arn: str, need: str) -> dict[str, Any]:
-    """A token authorizer's answer: raise Unauthorized (401) for no usable key, else a policy that
-    allows every route of the stage (it is cached per key for every route: docs/access.md, "How
-    it is enforced"), with the key in the context; `check_request` refuses the rest (403)."""
+    """A token authorizer's answer: Unauthorized (401) for no usable key, else a policy allowing every
+    route of the stage (docs/access.md, "How it is enforced"); `check_request` refuses the rest (403)."""
     key = api_keys.from_bearer(token)
     record = find_key(key) if key is not None else None
     if policy.gateway_decision(record, need).status == 401:
-        raise Unauthorized()
+        raise Unauthorized("Unauthorized")
     assert record is not None
     return {
         "principalId": record.id,
         "policyDocument": {
             "Version": "2012-10-17",
-            "Statement": [
-                {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": [every_route(method_arn)]},
-            ],
+            "Statement": [{"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": [every_route(method_arn)]}],
         },
         "context": policy.to_context(record),
     }
@@ -51,8 +44,7 @@ def authorize(find_key: FindKey, token: str | None, method_arn: str, need: str) 
 
 @dataclass(frozen=True)
 class MethodArn:
-    """The `methodArn` API Gateway passes a token authorizer, split by position (why:
-    docs/guarantees.md, "The authorizer's method ARN")."""
+    """A token authorizer's `methodArn`, split by position (docs/guarantees.md, "The authorizer's method ARN")."""
 
     partition: str
     service: str
@@ -71,18 +63,16 @@ class MalformedArn(ValueError):
 
 def parse_method_arn(method_arn: str) -> MethodArn:
     parts = method_arn.split(":", 5)
-    if len(parts) != 6 or parts[0] != "arn" or not all(parts[1:5]):
-        raise MalformedArn(f"not an execute-api method ARN: {method_arn[:200]!r}")
-    _, partition, service, region, account, rest = parts
-    api_id, stage, method, path = (rest.split("/", 3) + ["", "", ""])[:4]
-    if not api_id or not stage or not method:
-        raise MalformedArn(f"not an execute-api method ARN: {method_arn[:200]!r}")
-    return MethodArn(partition, service, region, account, api_id, stage, method, path)
+    if len(parts) == 6 and parts[0] == "arn" and all(parts[1:5]):
+        _, partition, service, region, account, rest = parts
+        api_id, stage, method, path = (rest.split("/", 3) + ["", "", ""])[:4]
+        if api_id and stage and method:
+            return MethodArn(partition, service, region, account, api_id, stage, method, path)
+    raise MalformedArn(f"not an execute-api method ARN: {method_arn[:200]!r}")
 
 
 def every_route(method_arn: str) -> str:
-    """`arn:aws:execute-api:<region>:<account>:<api>/<stage>/GET/a:b` -> `...:<api>/<stage>/*/*`:
-    every method and path of the stage, colons included (docs/guarantees.md, "The authorizer's cached policy")."""
+    """`...:<api>/<stage>/GET/a:b` -> `...:<api>/<stage>/*/*` (docs/guarantees.md, "The authorizer's cached policy")."""
     arn = parse_method_arn(method_arn)
     return f"arn:{arn.partition}:{arn.service}:{arn.region}:{arn.account}:{arn.api_id}/{arn.stage}/*/*"
 
@@ -94,7 +84,8 @@ class Outcome:
     retry_after: int | None = None  # seconds, for a key over its rate (429)
 
     def cors_headers(self) -> dict[str, str]:
-        return cors_headers(self.allow_origin)
+        allowed = {} if self.allow_origin is None else {"Access-Control-Allow-Origin": self.allow_origin}
+        return {**allowed, "Vary": "Origin"}
 
     def refusal_headers(self) -> dict[str, str | list[str]]:
         """Headers of the refusal answer besides CORS: Retry-After for a key over its rate."""
@@ -142,7 +133,7 @@ def check_request(
     if admitted:
         return Outcome(decision, allow_origin)
     over = f"this key is over its {record.rate_per_second} requests a second: retry later"
-    return Outcome(policy.Decision(False, 429, over), allow_origin, rates.retry_after_seconds(now_ms))
+    return Outcome(policy.Decision(False, 429, over), allow_origin, rates.RETRY_AFTER_SECONDS)
 
 
 def error_body(decision: policy.Decision) -> dict[str, str]:
@@ -157,12 +148,6 @@ def error_body(decision: policy.Decision) -> dict[str, str]:
     return {"Code": codes[decision.status], "Message": decision.reason}
 
 
-def cors_headers(allow_origin: str | None) -> dict[str, str]:
-    if allow_origin is None:
-        return {"Vary": "Origin"}
-    return {"Access-Control-Allow-Origin": allow_origin, "Vary": "Origin"}
-
-
 def preflight_headers(
     origin: str | None, stage_origins: Sequence[str], route: str, authorizers: Mapping[str, str | None]
 ) -> dict[str, str] | None:
@@ -173,7 +158,8 @@ def preflight_headers(
     if allow is None:
         return None
     return {
-        **cors_headers(allow),
+        "Access-Control-Allow-Origin": allow,
+        "Vary": "Origin",
         "Access-Control-Allow-Methods": ", ".join(sorted(authorizers) + ["OPTIONS"]),
         "Access-Control-Allow-Headers": ALLOWED_HEADERS,
         "Access-Control-Max-Age": PREFLIGHT_MAX_AGE_SECONDS,

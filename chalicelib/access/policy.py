@@ -1,7 +1,6 @@
 """Who may do what: scopes, key records, the route table (ROUTES) and the access decisions, the
-authorizer's (`gateway_decision`: the key and its scope) and the route-level one (`request_decision`:
-the names, the Origin, how the key travelled) from the same functions. Pure. docs/access.md, "How it
-is enforced"; docs/guarantees.md, "The authorizer's cached policy"."""
+authorizer's (`gateway_decision`) and the route-level one (`request_decision`), from the same functions.
+Pure. docs/access.md, "How it is enforced"; docs/guarantees.md, "The authorizer's cached policy"."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ from chalicelib.core.errors import ValidationError
 
 INGEST, READ, ADMIN, TRACKER = "ingest", "read", "admin", "tracker"
 SCOPES = (INGEST, READ, ADMIN, TRACKER)
-# An admin key may do everything; ingest and read keys only their own routes; a tracker key only
-# the page-view beacon (a route that accepts it says so: RouteAccess.tracker), nothing else.
+# What each scope allows (docs/access.md, "Keys"); a tracker key only routes that say so (RouteAccess.tracker).
 IMPLIED = {INGEST: {INGEST}, READ: {READ}, ADMIN: {INGEST, READ, ADMIN}, TRACKER: {TRACKER}}
 # The authorizer (app.py) that guards a route tells the scope it needs.
 AUTHORIZER_SCOPES = {"ingest_key": INGEST, "read_key": READ, "admin_key": ADMIN}
@@ -30,11 +28,9 @@ ORIGIN_PATTERN = re.compile(r"https?://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?")
 # version (str.isprintable's does), so the OpenAPI document can state it.
 PREFIX_PATTERN = re.compile(rf"[^\x00-\x1f\x7f-\x9f]{{1,{PREFIX_MAX_CHARS}}}")
 NEW_KEY_FIELDS = {"scopes", "prefix", "origins", "sites", "note", "rate_per_second"}
-# Requests a second one key may make: its own, else its scopes' largest default (docs/access.md,
-# "Limits per key", which says why RATE_MAX stays under a partition's 1,000 writes a second).
+# Requests a second one key may make: its own, else its scopes' largest default (docs/access.md, "Limits per key").
 RATE_MIN, RATE_MAX = 1, 500
 DEFAULT_RATES = {TRACKER: 20, INGEST: 100, READ: 100, ADMIN: 100}
-TRACKER_ONLY = "a tracker key only counts page views of its sites: POST /beacon/pageview"
 
 
 @dataclass(frozen=True)
@@ -91,7 +87,7 @@ def gateway_decision(record: KeyRecord | None, need: str) -> Decision:
     if record.revoked_ms is not None:
         return Decision(False, 401, "this key was revoked")
     if record.is_tracker and need != TRACKER:
-        return Decision(False, 403, TRACKER_ONLY)
+        return Decision(False, 403, "a tracker key only counts page views of its sites: POST /beacon/pageview")
     if not record.may(need):
         return Decision(False, 403, f"this key does not have the {need} scope")
     return ALLOWED
@@ -105,10 +101,8 @@ def request_decision(
     key_in_url: bool = False,
     tracker_route: bool = False,
 ) -> Decision:
-    """The full decision. `names` are the names the request touches; None means every name
-    (or names the request does not make clear), which a prefix-limited key may not reach. On a
-    route that takes tracker keys (`tracker_route`) a tracker key is allowed here, and its page
-    view is checked against its sites next (access/tracker.py)."""
+    """The full decision, for the `names` the request touches (None: every name, or unclear). A tracker
+    key passes here on a `tracker_route`: its page view is checked next (access/tracker.py)."""
     decision = gateway_decision(record, TRACKER if tracker_route and record is not None and record.is_tracker else need)
     if not decision.allowed or record is None:
         return decision
@@ -126,10 +120,8 @@ def request_decision(
     return ALLOWED
 
 
-# -- the authorizer's context: API Gateway passes only flat strings ---------------------------
-
-
 def to_context(record: KeyRecord) -> dict[str, str]:
+    """The record as the authorizer's context, which API Gateway passes on as flat strings only."""
     return {
         "key_id": record.id,
         "scopes": " ".join(sorted(record.scopes)),
@@ -144,16 +136,13 @@ def from_context(context: Mapping[str, Any] | None) -> KeyRecord | None:
     if not context or not context.get("key_id"):
         return None
     return KeyRecord(
-        id=str(context["key_id"]),
-        scopes=frozenset(str(context.get("scopes", "")).split()),
-        prefix=str(context.get("prefix") or "") or None,
-        origins=tuple(str(context.get("origins", "")).split()),
-        sites=tuple(str(context.get("sites", "")).split()),
-        rate_per_second=int(str(context.get("rate_per_second") or RATE_MIN)),
+        id=context["key_id"],
+        scopes=frozenset(context["scopes"].split()),
+        prefix=context["prefix"] or None,
+        origins=tuple(context["origins"].split()),
+        sites=tuple(context["sites"].split()),
+        rate_per_second=int(context["rate_per_second"]),
     )
-
-
-# -- a new key ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -183,9 +172,8 @@ def parse_new_key(body: Any) -> NewKey:
     origins = body.get("origins", [])
     if not isinstance(origins, list) or len(origins) > MAX_ORIGINS:
         raise ValidationError(f"origins must be a list of at most {MAX_ORIGINS} origins")
-    for origin in origins:
-        if not isinstance(origin, str) or not ORIGIN_PATTERN.fullmatch(origin):
-            raise ValidationError("each origin must look like https://example.com or http://localhost:8000")
+    if not all(isinstance(origin, str) and ORIGIN_PATTERN.fullmatch(origin) for origin in origins):
+        raise ValidationError("each origin must look like https://example.com or http://localhost:8000")
     if origins and set(scopes) != {INGEST}:
         raise ValidationError('origins limit ingest keys only: give scopes ["ingest"]')
     note = body.get("note", "")
@@ -212,15 +200,11 @@ def tracker_sites(scopes: set[str], prefix: str | None, sites: Any) -> tuple[str
     return tracker.parse_sites(sites)
 
 
-# -- which names a request touches ---------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Names:
-    """Where a route's names are: a path parameter, a query parameter (a list when `sep`),
-    or a body field (one object, or a batch of them under `batch`). `every` marks a route
-    that covers every name (reports, quarantine, key management); `listing_without_query`
-    marks a route that lists every name when its query parameter is absent."""
+    """Where a route's names are: a path or query parameter (a list when `sep`), or a body field (of
+    one object, or of each under `batch`). `every`: the route covers every name (reports, quarantine,
+    key management); `listing_without_query`: without its query parameter, it lists every name."""
 
     path: str | None = None
     query: str | None = None
@@ -250,8 +234,7 @@ class Names:
 
 
 def _body_names(raw: str | bytes | None, name_field: str, batch: str | None) -> tuple[str, ...] | None:
-    """Every value of `name_field` in one object or in a batch under `batch`; None when the
-    body is not of that shape (the route rejects such a body anyway)."""
+    """Every value of `name_field` in one object or in each under `batch`; None for another shape."""
     try:
         body = inputs.json_body(raw)  # the app's own bounded parser: sizes and depth checked first
     except ValidationError:
@@ -316,13 +299,11 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("GET", "/counters"): RouteAccess(READ),
     ("GET", "/views/urls"): RouteAccess(READ),
     ("GET", "/sites"): RouteAccess(READ),
-    # A site's summary reads counters site:<site> and site-utm:<site> and the unique count
-    # site:<site>, names the path does not spell: not for a prefix-limited key.
+    # A site's routes read names the path does not spell (site:<site>, site-utm:<site>, goal:<site>:<id>).
     ("GET", "/sites/{site}/summary"): RouteAccess(READ),
-    # A site's settings, and its realtime visitors and page views: names the path does not spell either.
+    ("GET", "/sites/{site}/realtime"): RouteAccess(READ),
     ("GET", "/sites/{site}"): RouteAccess(ADMIN),
     ("PUT", "/sites/{site}"): RouteAccess(ADMIN),
-    ("GET", "/sites/{site}/realtime"): RouteAccess(READ),
     ("GET", "/quarantine/counts"): RouteAccess(ADMIN),
     ("POST", "/quarantine/replay"): RouteAccess(ADMIN),
     ("GET", "/audit"): RouteAccess(ADMIN),
@@ -332,9 +313,8 @@ ROUTES: dict[tuple[str, str], RouteAccess] = {
 
 
 def route_access(method: str, route: str, authorizer_name: str | None) -> RouteAccess:
-    """What the route-level check enforces: the scope of the authorizer API Gateway ran (or
-    the beacon routes' ingest), and the names from ROUTES (a route missing there counts as
-    touching every name, so prefix-limited keys are refused)."""
+    """What the route-level check enforces: the scope of the authorizer API Gateway ran (or the beacon
+    routes' own), and the names from ROUTES (a route missing there touches every name)."""
     decided = ROUTES.get((method, route))
     if decided is not None and decided.beacon:
         return decided

@@ -12,17 +12,17 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
 
-WINDOW_SECONDS = 1
 # Requests of one key a process admits in a second without writing (docs/access.md, "Limits per key").
 ALLOWANCE = 1
 # An item outlives its second by this much, then TTL deletes it (nothing reads an old one).
 ITEM_TTL_SECONDS = 120
+# What a key over its rate is told: its count is per second, and the next second starts within one.
+RETRY_AFTER_SECONDS = 1
 
 
 class Allowances:
     """What each key took of its allowance in this process's current second, per DynamoDB client
-    (a Lambda process has one; a test with its own emulator starts afresh). Forgotten when the
-    second turns, so bounded by the keys one process serves in one second."""
+    (a Lambda process has one; a test with its own emulator starts afresh)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -53,10 +53,9 @@ allowances = Allowances()
 
 
 def admit(dynamodb: DynamoDB, settings: Settings, key_id: str, rate_per_second: int, now_ms: int) -> bool:
-    """Admit one request of the key: from this process's allowance, else counted in the key's
-    second; False (and nothing counted) when that second is full. StorageError when the count
-    cannot be written (the request is then refused with 503)."""
-    second = now_ms // 1000 // WINDOW_SECONDS
+    """Admit one request of the key: from this process's allowance, else counted in the key's second;
+    False (nothing counted) when that second is full. StorageError when the count cannot be written."""
+    second = now_ms // 1000
     if allowances.take(dynamodb, key_id, second):
         return True
     try:
@@ -69,15 +68,9 @@ def admit(dynamodb: DynamoDB, settings: Settings, key_id: str, rate_per_second: 
                 ExpressionAttributeValues={
                     ":one": {"N": "1"},
                     ":rate": {"N": str(rate_per_second)},
-                    ":expires": {"N": str((second + 1) * WINDOW_SECONDS + ITEM_TTL_SECONDS)},
+                    ":expires": {"N": str(second + 1 + ITEM_TTL_SECONDS)},
                 },
             )
     except ConditionFailed:
         return False
     return True
-
-
-def retry_after_seconds(now_ms: int) -> int:
-    """Whole seconds until the next window starts (what Retry-After says)."""
-    window_ms = WINDOW_SECONDS * 1000
-    return max(1, -(-(window_ms - now_ms % window_ms) // 1000))

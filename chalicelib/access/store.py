@@ -36,10 +36,8 @@ def create(
     }
     if record.prefix is not None:
         item["prefix"] = {"S": record.prefix}
-    if record.origins:
-        item["origins"] = {"L": [{"S": origin} for origin in record.origins]}
-    if record.sites:
-        item["sites"] = {"L": [{"S": site} for site in record.sites]}
+    lists = {"origins": record.origins, "sites": record.sites}
+    item.update({name: {"L": [{"S": value} for value in values]} for name, values in lists.items() if values})
     try:
         with translated("could not store the key"):
             dynamodb.put_item(
@@ -108,7 +106,7 @@ def _record(item: dict[str, Any]) -> KeyRecord:
         scopes=attributes.string_set(item, "scopes"),
         prefix=attributes.optional_text(item, "prefix"),
         origins=attributes.text_list(item, "origins"),
-        note=attributes.text(item, "note", ""),
+        note=attributes.text(item, "note"),
         created_ms=attributes.integer(item, "created_ms"),
         revoked_ms=attributes.optional_integer(item, "revoked_ms"),
         sites=attributes.text_list(item, "sites"),

@@ -32,12 +32,11 @@ def parse_sites(sites: Any) -> tuple[str, ...]:
     as given (lower case) without a leading `www.`."""
     if not isinstance(sites, list) or not 1 <= len(sites) <= MAX_SITES:
         raise ValidationError(f"a tracker key needs sites: a list of 1-{MAX_SITES} hostnames such as blog.example")
-    found = []
-    for site in sites:
-        if not isinstance(site, str) or len(site) > SITE_MAX_CHARS or not SITE_PATTERN.fullmatch(site):
-            raise ValidationError("each site is a hostname such as blog.example, or *.blog.example for its subdomains")
-        found.append(_without_www(site))
-    return tuple(dict.fromkeys(found))
+    if not all(
+        isinstance(site, str) and len(site) <= SITE_MAX_CHARS and SITE_PATTERN.fullmatch(site) for site in sites
+    ):
+        raise ValidationError("each site is a hostname such as blog.example, or *.blog.example for its subdomains")
+    return tuple(dict.fromkeys(_without_www(site) for site in sites))
 
 
 def _without_www(host: str) -> str:
@@ -47,13 +46,9 @@ def _without_www(host: str) -> str:
 def site_matches(sites: Sequence[str], host: str) -> bool:
     """True when the page host `host` is one of `sites` (docs/access.md, "Tracker keys")."""
     bare = _without_www(host)
-    for site in sites:
-        if site.startswith(WILDCARD):
-            if host.endswith("." + site[len(WILDCARD) :]):
-                return True
-        elif bare == site:
-            return True
-    return False
+    return any(
+        host.endswith("." + site[len(WILDCARD) :]) if site.startswith(WILDCARD) else bare == site for site in sites
+    )
 
 
 def check_pageview(

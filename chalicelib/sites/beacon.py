@@ -13,17 +13,16 @@ from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.events import ingest as events
-from chalicelib.sites import goals, names, privacy, salts, summary
+from chalicelib.sites import names, privacy, salts, summary
 from chalicelib.sites import settings as site_settings
+from chalicelib.sites.settings import Goal
 from chalicelib.uniques import api as uniques_api
 from chalicelib.views import api as views_api
 from chalicelib.views import validation as view_input
 
 FIELDS = {"url", "referrer", "width", "time", "site", "event", "dimensions", "values"}
-URL_MAX_CHARS = view_input.URL_MAX_CHARS
 MAX_WIDTH = 100_000
-# A beacon's time picks the salt of its UTC day; a salt lives two days from its day's start,
-# so a beacon up to a day old (one resent after midnight) still finds its day's salt.
+# A beacon's time picks its UTC day's salt, kept a day more (docs/tracker.md, "How a page view is counted").
 MAX_AGE_MS = times.DAY_MS
 _recent = catalog.Recent()
 
@@ -48,10 +47,10 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> Beacon:
     if not isinstance(body, dict):
         raise ValidationError('the body must be a JSON object: {"url", "time", "referrer"?, "width"?, "site"?}')
     validation.known_fields(body, FIELDS)
-    url = view_input.text(body.get("url"), "url", URL_MAX_CHARS)
+    url = view_input.text(body.get("url"), "url", view_input.URL_MAX_CHARS)
     referrer = body.get("referrer")
-    if referrer is not None and (not isinstance(referrer, str) or len(referrer) > URL_MAX_CHARS):
-        raise ValidationError(f"referrer must be a string of at most {URL_MAX_CHARS} characters")
+    if referrer is not None and (not isinstance(referrer, str) or len(referrer) > view_input.URL_MAX_CHARS):
+        raise ValidationError(f"referrer must be a string of at most {view_input.URL_MAX_CHARS} characters")
     width = None if body.get("width") is None else validation.integer(body["width"], "width", 0, MAX_WIDTH)
     if "time" not in body:
         raise ValidationError("time is required: with the url and the visitor it makes a page view unique")
@@ -108,7 +107,7 @@ def count(
         visitors = uniques_api.Post([visitor], beacon.time_ms)
         uniques_api.enqueue(sqs, settings, item_key, names.visitors_name(site), visitors, minute=True)  # realtime
         matched = site_settings.cached(dynamodb, settings, site, now_ms).goals_of_page(page.path)
-    goals.enqueue_visitor(sqs, settings, item_key, site, matched, visitor, beacon.time_ms)
+    enqueue_goal_visitor(sqs, settings, item_key, site, matched, visitor, beacon.time_ms)
     events.store(dynamodb, settings, stored, now_ms)
     # The site in the catalog of sites: one write per site and hour per process.
     expires = now_ms // 1000 + summary.RETENTION_SECONDS + times.DAY_MS // 1000
@@ -135,6 +134,15 @@ def pageview_events(site: str, page: privacy.Page, beacon: Beacon, view_url: str
     return found
 
 
+def enqueue_goal_visitor(
+    sqs: SQS, settings: Settings, item_key: bytes, site: str, goals: list[Goal], visitor: str, time_ms: int
+) -> None:
+    """The visitor into each matched goal's unique count, `goal:<site>:<id>` (docs/tracker.md, "Goals")."""
+    for goal in goals:
+        name = names.goal_visitors_name(site, goal.id)
+        uniques_api.enqueue(sqs, settings, item_key, name, uniques_api.Post([visitor], time_ms))
+
+
 def _event(counter: str, event_id: str, beacon: Beacon, dimensions: Any) -> dict[str, Any]:
     return {
         "counter": counter,
@@ -146,6 +154,5 @@ def _event(counter: str, event_id: str, beacon: Beacon, dimensions: Any) -> dict
 
 
 def _derived(*parts: str) -> str:
-    """An id made from the parts, 128 bits in hex: it names one page view and nothing about the
-    visitor can be read back from it."""
+    """An id made from the parts, 128 bits in hex: it names one page view and tells nothing of the visitor."""
     return hashlib.sha256(privacy.framed(*parts)).hexdigest()[:32]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
@@ -36,6 +37,14 @@ class ClientCache(Generic[K, V]):
             held.move_to_end(key)
             while len(held) > self._max_keys:
                 held.popitem(last=False)
+
+    def fetch(self, client: Any, key: K, now_ms: int, read: Callable[[], V]) -> V:
+        """What `get` gives, else what `read` does, then held."""
+        found = self.get(client, key, now_ms)
+        if found is None:
+            found = read()
+            self.put(client, key, found, now_ms)
+        return found
 
     def forget(self, client: Any, key: K) -> None:
         with self._lock:

@@ -1,13 +1,12 @@
-"""The tracker's routes behind a Lambda function URL: its request (payload format version 2.0)
-made into the REST API's request for the same route, and the route's answer made into a
-function URL's response, without the CORS headers its own configuration sets. No I/O. Why, and
-what differs from the REST API: docs/tracker.md, "The function URL"."""
+"""The tracker's routes behind a Lambda function URL: its request (payload format 2.0) made into the
+REST API's request for the same route, and the route's answer into a function URL's response,
+without CORS headers (its configuration sets them). No I/O. docs/tracker.md, "The function URL"."""
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -20,12 +19,12 @@ ROUTES = frozenset(
 NOT_FOUND = {"Code": "NotFoundError", "Message": "no such route"}
 
 
-def rest_event(event: Mapping[str, Any], routes: Iterable[tuple[str, str]] = ROUTES) -> dict[str, Any] | None:
+def rest_event(event: Mapping[str, Any]) -> dict[str, Any] | None:
     """The API Gateway REST event (payload format 1.0, what Chalice's app takes) for a function
     URL's event, or None when the function URL does not serve its method and path."""
     http = event.get("requestContext", {}).get("http", {})
     method, path = str(http.get("method", "")), str(event.get("rawPath", ""))
-    if (method, path) not in set(routes):
+    if (method, path) not in ROUTES:
         return None
     query = parse_qs(str(event.get("rawQueryString", "")), keep_blank_values=True)
     headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
@@ -53,18 +52,15 @@ def rest_event(event: Mapping[str, Any], routes: Iterable[tuple[str, str]] = ROU
 
 
 def response(answer: Mapping[str, Any]) -> dict[str, Any]:
-    """A function URL's response for the REST answer Chalice made: the headers in one map (a
-    function URL takes no `multiValueHeaders`: values joined as HTTP joins them) and without
-    CORS headers, which the function URL's configuration sets."""
-    headers: dict[str, str] = {}
+    """A function URL's response for Chalice's REST answer: the headers in one map (it takes no
+    `multiValueHeaders`: values joined as HTTP joins them), without CORS headers."""
     merged = {**{k: [v] for k, v in (answer.get("headers") or {}).items()}, **(answer.get("multiValueHeaders") or {})}
-    for name, values in merged.items():
-        if not name.lower().startswith("access-control-"):
-            headers[name] = ", ".join(str(v) for v in values)
     body = answer.get("body")
     return {
         "statusCode": int(answer.get("statusCode", 200)),
-        "headers": headers,
+        "headers": {
+            k: ", ".join(map(str, v)) for k, v in merged.items() if not k.lower().startswith("access-control-")
+        },
         "body": "" if body is None else body,
         "isBase64Encoded": bool(answer.get("isBase64Encoded", False)),
     }

@@ -1,6 +1,5 @@
-"""The names and keys of site analytics, in one place: the counters, unique counts and views a
-site (its hostname, or the script's `data-site`) is counted under, its goals' unique counts, the
-keys of its salts and settings, and its catalog kind. Pure. What each holds:
+"""The names and keys of site analytics, in one place: a site's counters and unique counts, its
+goals', the keys of its salts and settings, and its catalog kind. Pure. What each holds:
 docs/tracker.md, "How a page view is counted", "Goals" and "Right now"."""
 
 from __future__ import annotations

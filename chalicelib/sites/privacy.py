@@ -1,7 +1,6 @@
-"""What a page-view beacon becomes before anything is counted: the visitor id (never stored),
-known bots (BOT_PATTERNS), the device class, the page path, referrer host and UTM fields, and the
-URL a page is counted under. Pure. Why this is private: docs/tracker.md, "Privacy: what is
-collected and what is not"."""
+"""What a page-view beacon becomes before anything is counted: the visitor id (never stored), known
+bots, the device class, the page path, referrer host and UTM fields, and the URL a page is counted
+under. Pure. docs/tracker.md, "Privacy: what is collected and what is not"."""
 
 from __future__ import annotations
 
@@ -114,9 +113,8 @@ def page(url: str, referrer: str | None) -> Page:
 
 
 def page_url(url: str) -> str:
-    """The URL a page's views are counted under: scheme, host, path and a fragment's route;
-    never user info, port, query or a route's query (docs/tracker.md, "What is stored").
-    ValueError as page()."""
+    """The URL a page's views are counted under: scheme, host, path and a fragment's route
+    (docs/tracker.md, "What is stored"). ValueError as page()."""
     parts = urlsplit(url)
     host = page(url, None).host
     netloc = f"[{host}]" if ":" in host else host  # an IPv6 address keeps its brackets
@@ -124,8 +122,7 @@ def page_url(url: str) -> str:
 
 
 def route(fragment: str) -> str:
-    """`#` and the path of a fragment (the script sends one only in hash routing): a route's
-    query (`#/reset?token=...`) is dropped as a URL's is; "" for none."""
+    """`#` and the path of a hash route, without its query (docs/tracker.md, "Privacy"); "" for none."""
     path = fragment.split("?", 1)[0]
     return f"#{path}" if path else ""
 

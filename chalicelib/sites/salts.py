@@ -1,7 +1,6 @@
-"""The daily salt of visitor ids (`SALT#` / `d#<day>`, sites.names): 32 random bytes per UTC day,
-stored sealed under the stage's item key, created once (a concurrent creator's salt wins) and
-deleted after two days. Why, and how it is sealed: docs/tracker.md, "Privacy: what is collected
-and what is not"."""
+"""The daily salt of visitor ids (`SALT#` / `d#<day>`, sites.names): created once a UTC day, stored
+sealed under the stage's item key, deleted after two days. Why, and how it is sealed:
+docs/tracker.md, "Privacy: what is collected and what is not"."""
 
 from __future__ import annotations
 
@@ -31,28 +30,25 @@ def _salt_key(item_key: bytes) -> bytes:
     return hmac.new(item_key, _SALT_KEY_LABEL, sha256).digest()
 
 
-def _pad(key: bytes, day: int, nonce: bytes) -> bytes:
-    return hmac.new(key, b"pad" + day.to_bytes(8, "big") + nonce, sha256).digest()[:SALT_BYTES]
-
-
-def _tag(key: bytes, day: int, nonce: bytes, sealed: bytes) -> bytes:
-    return hmac.new(key, b"tag" + day.to_bytes(8, "big") + nonce + sealed, sha256).digest()
+def _mac(key: bytes, label: bytes, day: int, nonce: bytes, sealed: bytes = b"") -> bytes:
+    """The pad (`b"pad"`) or the tag (`b"tag"`, over the sealed salt too) of a day's nonce."""
+    return hmac.new(key, label + day.to_bytes(8, "big") + nonce + sealed, sha256).digest()
 
 
 def seal(item_key: bytes, day: int, salt: bytes, nonce: bytes | None = None) -> bytes:
     """The salt as stored: nonce | salt XOR HMAC(key, day, nonce) | HMAC tag over the rest."""
     key, nonce = _salt_key(item_key), nonce if nonce is not None else secrets.token_bytes(NONCE_BYTES)
-    sealed = bytes(a ^ b for a, b in zip(salt, _pad(key, day, nonce), strict=True))
-    return nonce + sealed + _tag(key, day, nonce, sealed)
+    sealed = bytes(a ^ b for a, b in zip(salt, _mac(key, b"pad", day, nonce)[:SALT_BYTES], strict=True))
+    return nonce + sealed + _mac(key, b"tag", day, nonce, sealed)
 
 
 def unseal(item_key: bytes, day: int, stored: bytes) -> bytes:
     """The salt `seal` stored for `day`; StorageError if it was not sealed for it under this key."""
     key = _salt_key(item_key)
     nonce, sealed, tag = stored[:NONCE_BYTES], stored[NONCE_BYTES:-TAG_BYTES], stored[-TAG_BYTES:]
-    if len(sealed) != SALT_BYTES or not hmac.compare_digest(tag, _tag(key, day, nonce, sealed)):
+    if len(sealed) != SALT_BYTES or not hmac.compare_digest(tag, _mac(key, b"tag", day, nonce, sealed)):
         raise StorageError("the day's salt does not open under the item key")
-    return bytes(a ^ b for a, b in zip(sealed, _pad(key, day, nonce), strict=True))
+    return bytes(a ^ b for a, b in zip(sealed, _mac(key, b"pad", day, nonce)[:SALT_BYTES], strict=True))
 
 
 def expires_at_s(day: int) -> int:
@@ -83,14 +79,12 @@ def salt_for_day(
     now_s = now_ms // 1000
     if expires_at_s(day) <= now_s:
         raise ValueError("that day's salt is gone: its visitors can no longer be told apart")
-    cached = _cache.get(dynamodb, day, now_ms)
-    if cached is not None:
-        return cached
-    salt = _read(dynamodb, settings, item_key, day, now_s)
-    if salt is None:
-        salt = _create(dynamodb, settings, item_key, day, now_s, new_salt())
-    _cache.put(dynamodb, day, salt, now_ms)
-    return salt
+
+    def read() -> bytes:
+        stored = _read(dynamodb, settings, item_key, day, now_s)
+        return _create(dynamodb, settings, item_key, day, now_s, new_salt()) if stored is None else stored
+
+    return _cache.fetch(dynamodb, day, now_ms, read)
 
 
 def _read(dynamodb: DynamoDB, settings: Settings, item_key: bytes, day: int, now_s: int) -> bytes | None:

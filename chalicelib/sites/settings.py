@@ -1,7 +1,6 @@
-"""`PUT /sites/{site}` and `GET /sites/{site}`: a site's settings (its time zone and its goals),
-one item in the counts table (sites.names.settings_key), and the beacon's per-process cache of
-them (a sites.client_cache.ClientCache). Every limit of the settings is here. How
-goals are counted and how stale the beacon's copy may be: docs/tracker.md, "Goals"."""
+"""`PUT /sites/{site}` and `GET /sites/{site}`: a site's settings (its time zone and its goals), one
+item in the counts table (sites.names.settings_key), and the beacon's per-process cache of them. Every
+limit of the settings is here. How goals are counted and how stale the cache may be: docs/tracker.md, "Goals"."""
 
 from __future__ import annotations
 
@@ -24,10 +23,8 @@ GOAL_NAME_MAX_CHARS = 60
 # Any text without control characters (C0, DEL, C1), as a key's prefix: a rule the OpenAPI document can state.
 GOAL_NAME_PATTERN = re.compile(rf"[^\x00-\x1f\x7f-\x9f]{{1,{GOAL_NAME_MAX_CHARS}}}")
 GOAL_PAGE_MAX_CHARS = privacy.DIMENSION_MAX_CHARS  # a page goal matches the `page` dimension as stored
-DEFAULT_ZONE = zones.DEFAULT_ZONE
 FIELDS = {"timezone", "goals"}
-# The beacon reads a site's settings at most once per site and process in this time: a change
-# reaches every beacon within it (docs/tracker.md, "Goals").
+# The beacon reads a site's settings at most once per site and process in this time (docs/tracker.md, "Goals").
 CACHE_SECONDS = 60
 CACHE_MAX_SITES = 1000
 GOAL_ID_HEX = 14  # so that goal:<site>:<id> is a name (sites.names.goal_visitors_name)
@@ -57,7 +54,7 @@ class Goal:
 @dataclass(frozen=True)
 class SiteSettings:
     site: str
-    timezone: str = DEFAULT_ZONE
+    timezone: str = zones.DEFAULT_ZONE
     goals: tuple[Goal, ...] = field(default=())
     updated_ms: int | None = None
 
@@ -93,7 +90,7 @@ def parse_body(site: str, body: Any, old: SiteSettings, now_ms: int) -> SiteSett
     settings (a field left out takes its default); a goal already set keeps its `since`."""
     if not isinstance(body, dict) or not set(body) <= FIELDS:
         raise ValidationError('the body must be a JSON object: {"timezone"?, "goals"?}')
-    zone = DEFAULT_ZONE if body.get("timezone") is None else parse_zone(body["timezone"])
+    zone = zones.DEFAULT_ZONE if body.get("timezone") is None else parse_zone(body["timezone"])
     raw = body.get("goals") or []
     if not isinstance(raw, list) or len(raw) > MAX_GOALS:
         raise ValidationError(f"goals must be a list of at most {MAX_GOALS} goals")
@@ -121,9 +118,6 @@ def _goal(entry: Any, where: str) -> Goal:
             f"{where}.page must be a path starting with / of at most {GOAL_PAGE_MAX_CHARS} characters"
         )
     return Goal(name, page=page)
-
-
-# -- storage -------------------------------------------------------------------------------------
 
 
 def read(dynamodb: DynamoDB, settings: Settings, site: str) -> SiteSettings:
@@ -165,9 +159,6 @@ def put(dynamodb: DynamoDB, settings: Settings, site: str, body: Any, now_ms: in
     return new
 
 
-# -- the beacon's cache ---------------------------------------------------------------------------
-
-
 class _Cache(ClientCache[str, SiteSettings]):
     def __init__(self) -> None:
         super().__init__(CACHE_MAX_SITES, CACHE_SECONDS * 1000)
@@ -178,8 +169,4 @@ _cache = _Cache()
 
 def cached(dynamodb: DynamoDB, settings: Settings, site: str, now_ms: int) -> SiteSettings:
     """The site's settings as the beacon uses them: read at most once per CACHE_SECONDS."""
-    found = _cache.get(dynamodb, site, now_ms)
-    if found is None:
-        found = read(dynamodb, settings, site)
-        _cache.put(dynamodb, site, found, now_ms)
-    return found
+    return _cache.fetch(dynamodb, site, now_ms, lambda: read(dynamodb, settings, site))

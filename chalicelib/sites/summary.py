@@ -1,24 +1,25 @@
-"""`GET /sites/{site}/summary`: a site's visitors, page views, page views refused as bots' and
-top pages, referrers, sources and devices over a window, each list a breakdown of the site's
-counters (sites.names). What it reads, what that costs and where the UTM mediums and campaigns
-are: docs/tracker.md, "What you see"."""
+"""What a site's owner reads: `GET /sites`, the sites in the catalog of sites (core.catalog);
+`GET /sites/{site}/summary`, a site's visitors, page views, page views refused as bots', top pages,
+referrers, sources and devices (breakdowns of the site's counters, sites.names) and goals over a
+window; `GET /sites/{site}/realtime`, its visitors and page views right now. What each reads and
+costs: docs/tracker.md, "What you see", "Goals" and "Right now"."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from chalicelib.core import pager, times, window_params
+from chalicelib.core import catalog, pager, times, window_params
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.settings import Settings
 from chalicelib.counters import breakdowns, reads
-from chalicelib.sites import goals, names
+from chalicelib.sites import names
 from chalicelib.sites import settings as site_settings
 from chalicelib.uniques import api as uniques_api
 
 DEFAULT_LIMIT = 10
-# How long a site's page views (its events) are kept: the longest window a summary answers, as
-# the visitors' day sketches are kept (UNIQUES_DAY_RETENTION_SECONDS), so every summary is whole.
+# How long a site's page views (its events) are kept: the longest window a summary answers
+# (docs/tracker.md, "What you see").
 RETENTION_SECONDS = window_params.MAX_WINDOW_DAYS * times.DAY_MS // 1000
 # Each list: the summary's name for it, the dimension of `site:<site>` it is a breakdown of,
 # the name of a value in the list.
@@ -28,6 +29,16 @@ LISTS = (
     ("sources", "source", "source"),
     ("devices", "device", "device"),
 )
+# What GET /sites/{site}/realtime answers: the visitors of these last minutes, page views per minute of these.
+VISITOR_MINUTES = 5
+PAGEVIEW_MINUTES = 30
+
+
+def listing(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str], now_ms: int) -> dict[str, Any]:
+    """`{"sites": [{"site", "last_seen"}], "next"}` in name order, one page (core.pager) at a time."""
+    request = pager.page_request(params, lambda name: names.site_name(name, "cursor"))
+    entries, cursor = catalog.touched_page(dynamodb, settings, names.CATALOG_KIND, request, now_ms)
+    return {"sites": [{"site": e.name, "last_seen": times.iso(e.last_seen_ms)} for e in entries], "next": cursor}
 
 
 def windowed_summary(
@@ -54,11 +65,10 @@ def summary(
     minutes: tuple[int, int],
     limit: int,
     now_ms: int,
-    label: times.Label = times.utc_label,
+    label: times.Label,
 ) -> dict[str, Any]:
-    """The summary of a site (its `stored` settings) over minutes first..last; its visitors over the quarter hours holding
-    them (`visitors_start`, `visitors_end`: every page view counted has its visitor counted, and
-    a local day from its midnight is exact in any zone)."""
+    """The summary of a site (its `stored` settings) over minutes first..last, its visitors over the
+    quarter hours holding them (`visitors_start`, `visitors_end`: so a local day is exact in any zone)."""
     site = stored.site
     first, last = minutes
     span = uniques_api.minute_span(first, last)
@@ -86,9 +96,65 @@ def summary(
         keys_read += found["keys_read"]
     bots = reads.count_window(dynamodb, settings, names.bots_counter(site), first, last, now_ms)
     complete = complete and visitors["complete"]
-    goal_answers, goal_keys = goals.in_summary(
+    goal_answers, goal_keys = goals_in_summary(
         dynamodb, settings, stored, minutes, span, visitors["cardinality"], now_ms
     )
     answer.update(others=others, pageviews=pageviews, bots=bots.count, complete=complete, exact=exact)
     answer.update(goals=goal_answers, keys_read=keys_read + bots.keys_read + goal_keys)
     return answer
+
+
+def goals_in_summary(
+    dynamodb: DynamoDB,
+    settings: Settings,
+    stored: site_settings.SiteSettings,
+    minutes: tuple[int, int],
+    span: tuple[int, int],
+    site_visitors: int,
+    now_ms: int,
+) -> tuple[list[dict[str, Any]], int]:
+    """Each goal's `conversions`, `visitors` (over the site's visitors' `span`) and `conversion_rate`
+    over the summary's window (docs/tracker.md, "Goals"), and the keys read."""
+    site, answers, keys_read = stored.site, [], 0
+    for goal in stored.goals:
+        if goal.event is not None:
+            counter, where = names.event_counter(site, goal.event), None
+        else:
+            counter, where = names.pageview_counter(site), {"page": goal.page or ""}
+        found = reads.count_window(dynamodb, settings, counter, *minutes, now_ms, where=where)
+        converted = uniques_api.window_cardinality(
+            dynamodb, settings, [names.goal_visitors_name(site, goal.id)], span, now_ms
+        )
+        visitors = int(converted["cardinality"])
+        answers.append(
+            {
+                **goal.as_dict(),
+                "conversions": found.count,
+                "visitors": visitors,
+                "visitors_exact": converted["exact"],
+                "conversion_rate": round(visitors / site_visitors, 4) if site_visitors else 0.0,
+            }
+        )
+        keys_read += found.keys_read + int(converted["keys_read"])
+    return answers, keys_read
+
+
+def realtime(dynamodb: DynamoDB, settings: Settings, site: str, now_ms: int) -> dict[str, Any]:
+    """The union of the minute sketches of the site's visitors (uniques.api.recent), and the minute
+    series of its page-view counter."""
+    site = names.site_name(site)
+    last = now_ms // times.MINUTE_MS
+    first = last - VISITOR_MINUTES + 1
+    visitors = uniques_api.recent(dynamodb, settings, names.visitors_name(site), first, last)
+    series = reads.histogram(
+        dynamodb, settings, names.pageview_counter(site), last - PAGEVIEW_MINUTES + 1, last, "minute", now_ms
+    )
+    return {
+        "site": site,
+        "time": times.iso(now_ms),
+        "visitors": visitors["cardinality"],
+        "visitors_exact": visitors["exact"],
+        "visitors_start": times.iso(first * times.MINUTE_MS),
+        "pageviews": [{"start": b["start"], "pageviews": b["count"]} for b in series["buckets"]],
+        "pageviews_start": series["start"],
+    }
