@@ -1,8 +1,6 @@
-"""Catalogs: which names exist (counters, view URLs, unique-count names, sites), the one name
-listing every capability uses: one item per name (`touch`: sites, unique-count names) or
-packed (`log`, `fold`: counters, view URLs). Why no name is lost or hidden: docs/design.md,
-"Which names exist" and "Log and fold"; docs/guarantees.md, "Listings: log items, the fold's
-mark and pages"."""
+"""Catalogs, the one listing of which names exist: one item per name (`touch`: sites, unique-count
+names) or packed (`log`, `fold`: counters, view URLs). Why no name is lost or hidden: docs/design.md,
+"Which names exist" and "Log and fold"; docs/guarantees.md, "Listings: log items, the fold's mark and pages"."""
 
 from __future__ import annotations
 
@@ -37,10 +35,6 @@ def log_pk(kind: str) -> str:
 
 def pages_pk(kind: str) -> str:
     return f"{keyspace.CATALOG}{kind}{keyspace.CATALOG_PAGES}"
-
-
-def fold_pk(kind: str) -> str:
-    return f"{keyspace.CATALOG}{kind}{keyspace.CATALOG_FOLD}"
 
 
 # -- writes --------------------------------------------------------------------------------
@@ -83,9 +77,8 @@ def touch(
     names: Mapping[str, int | None],
     now_ms: int,
 ) -> int:
-    """Record that `names` (each with its expiry, epoch s, or None) were seen now; returns the
-    writes made (0 when every name was already written this hour; without `recent`, every name is
-    written)."""
+    """Record that `names` (each with its expiry, epoch s, or None) were seen now; returns the writes
+    made (without `recent`, one per name; with it, none for a name already written this hour)."""
     hour = now_ms // times.HOUR_MS
     fresh = sorted(names) if recent is None else recent.fresh(dynamodb, names, hour)
     for name in fresh:
@@ -123,7 +116,7 @@ def log(dynamodb: DynamoDB, settings: Settings, kind: str, names: Mapping[str, i
 
 
 def _log(settings: Settings, kind: str) -> log_fold.Log:
-    mark = {"pk": {"S": fold_pk(kind)}, "sk": {"S": "#"}}
+    mark = {"pk": {"S": catalog_pk(kind) + keyspace.CATALOG_FOLD}, "sk": {"S": "#"}}
     return log_fold.Log(settings.counts_table, log_pk(kind), mark, f"the {kind} catalog")
 
 
@@ -132,9 +125,8 @@ def _log(settings: Settings, kind: str) -> log_fold.Log:
 
 @dataclass(frozen=True)
 class Folded:
-    """What one fold of one catalog did: log items merged, pages written and deleted, and
-    whether another fold changed a page first (then the mark was not moved: the next run folds
-    the same items again)."""
+    """What one fold of one catalog did; `raced`: another fold changed a page first, so the mark
+    stayed and the next run folds the same items again."""
 
     logs: int = 0
     pages_written: int = 0
@@ -202,7 +194,6 @@ def _delete_page(dynamodb: DynamoDB, settings: Settings, kind: str, low: str, ve
 
 
 def _logs_to_read(dynamodb: DynamoDB, settings: Settings, kind: str) -> list[dict[str, Any]]:
-    """The log items a reader reads: those after the fold's `folded` mark (read first)."""
     return _log(settings, kind).unfolded(dynamodb)
 
 
@@ -266,19 +257,16 @@ def _pages_after(
 ) -> tuple[list[Listed], str | None]:
     """Entries of the pages from the one holding `after` on, until `want` live names after it
     are read; and the name through which they are complete (None: to the end)."""
-    pk = pages_pk(kind)
-    failure = f"could not read the {kind} catalog"
-    table = settings.counts_table
     entries: list[Listed] = []
     last_sk: str | None = None
     if after is not None:
-        holding, _ = _one(dynamodb, table, pk, "sk <= :s", PAGE_SK + after, failure, forward=False)
+        holding, _ = _one(dynamodb, settings, kind, "sk <= :s", PAGE_SK + after, forward=False)
         if holding:
             entries += _entries(holding[0])
             last_sk = attributes.sort_key(holding[0])
     while sum(1 for e in entries if (after is None or e.name > after) and e.live(now_s)) < want:
         condition = "sk > :s" if last_sk is not None else "begins_with(sk, :s)"
-        got, more = _one(dynamodb, table, pk, condition, last_sk if last_sk is not None else PAGE_SK, failure)
+        got, more = _one(dynamodb, settings, kind, condition, last_sk if last_sk is not None else PAGE_SK)
         if not got:
             return entries, None
         entries += _entries(got[0])
@@ -289,14 +277,15 @@ def _pages_after(
 
 
 def _one(
-    dynamodb: DynamoDB, table: str, pk: str, condition: str, value: str, failure: str, forward: bool = True
+    dynamodb: DynamoDB, settings: Settings, kind: str, condition: str, value: str, forward: bool = True
 ) -> tuple[list[dict[str, Any]], bool]:
-    """One item of partition `pk` whose sort key meets `condition` (on `:s`, `value`): the first
-    in sort-key order, or the last when not `forward`; and whether the partition may hold more."""
+    """One page of `kind` whose sort key meets `condition` (on `:s`, `value`): the first in sort-key
+    order, or the last when not `forward`; and whether there may be more."""
+    table, pk = settings.counts_table, pages_pk(kind)
     request = dynamo.query_request(
         table, pk, sk=condition, values={":s": value}, limit=1, forward=forward, consistent=True
     )
-    got = next(dynamo.query_pages(dynamodb, request, failure))
+    got = next(dynamo.query_pages(dynamodb, request, f"could not read the {kind} catalog"))
     return list(got.get("Items", [])), "LastEvaluatedKey" in got
 
 
@@ -305,22 +294,16 @@ def names_with_prefix(
 ) -> tuple[dict[str, list[str]], int]:
     """For each prefix, the live names of a packed catalog that begin with it, in name order, and
     the items read: the log items once, then two Queries of the pages per prefix."""
-    now_s = now_ms // 1000
-    failure = f"could not read the {kind} catalog"
-    table = settings.counts_table
+    now_s, table, pk = now_ms // 1000, settings.counts_table, pages_pk(kind)
     logs = _logs_to_read(dynamodb, settings, kind)  # before the pages (docs/design.md, "Log and fold")
     logged = [e for item in logs for e in _entries(item)]
     read = len(logs) + 1
     out: dict[str, list[str]] = {}
     for prefix in prefixes:
-        holding, _ = _one(dynamodb, table, pages_pk(kind), "sk <= :s", PAGE_SK + prefix, failure, False)
-        within = dynamo.query_items(
-            dynamodb,
-            dynamo.query_request(
-                table, pages_pk(kind), sk="begins_with(sk, :p)", values={":p": PAGE_SK + prefix}, consistent=True
-            ),
-            failure,
-        )
+        holding, _ = _one(dynamodb, settings, kind, "sk <= :s", PAGE_SK + prefix, forward=False)
+        values = {":p": PAGE_SK + prefix}
+        request = dynamo.query_request(table, pk, sk="begins_with(sk, :p)", values=values, consistent=True)
+        within = dynamo.query_items(dynamodb, request, f"could not read the {kind} catalog")
         packed = [e for item in holding + within for e in _entries(item)]
         read += len(holding) + len(within)
         found = catalog_pages.union(packed, logged)
