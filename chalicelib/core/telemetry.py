@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -207,22 +208,17 @@ def metric_values(result: Mapping[str, Any], raw: Mapping[str, Any], now_s: floa
 
 def newest_record_age_ms(raw: Mapping[str, Any], now_s: float) -> tuple[str, float] | None:
     """(metric, age in ms) of the newest record in a stream or queue batch, or None."""
-    newest: float | None = None
+    created: list[float] = []
     source = ""
     for record in raw.get("Records") or []:
         if not isinstance(record, Mapping):
             continue
         source = str(record.get("eventSource", ""))
-        try:
+        with suppress(KeyError, TypeError, ValueError):  # a record it cannot date is skipped
             if source == "aws:dynamodb":
-                created_s = float((record.get("dynamodb") or {})["ApproximateCreationDateTime"])
+                created.append(float(record["dynamodb"]["ApproximateCreationDateTime"]))
             elif source == "aws:sqs":
-                created_s = float((record.get("attributes") or {})["SentTimestamp"]) / 1000
-            else:
-                continue
-        except (KeyError, TypeError, ValueError):
-            continue
-        newest = created_s if newest is None else max(newest, created_s)
-    if newest is None or source not in LAG_METRICS:
+                created.append(float(record["attributes"]["SentTimestamp"]) / 1000)
+    if not created or source not in LAG_METRICS:
         return None
-    return LAG_METRICS[source], round(max(0.0, now_s - newest) * 1000, 1)
+    return LAG_METRICS[source], round(max(0.0, now_s - max(created)) * 1000, 1)
