@@ -1,8 +1,5 @@
-"""Listings: the one pager every `GET` that lists goes through: `limit`, the opaque `cursor`
-(base64url of a sort key, checked by each listing before use) and `next`; one Query a page of
-the listing's own partition, or of several in turn. Why a cursor reaches nothing else and what
-a page costs: docs/design.md, "Listings".
-"""
+"""The one pager every `GET` that lists goes through (`limit`, the opaque `cursor`, `next`). How
+a cursor is made and checked, and what a page costs: docs/design.md, "Listings"."""
 
 from __future__ import annotations
 

@@ -20,9 +20,8 @@ TRANSACTION_CONFLICT = "TransactionConflictException"
 
 
 class ConditionFailed(StorageError):
-    """A conditional write found the item other than its condition required. `item` is the item
-    as DynamoDB returned it with the failure (None when the response holds none: the call did not
-    ask for it, or there was no item)."""
+    """A conditional write found the item other than its condition required; `item`, the item
+    DynamoDB returned with the failure (None: the call did not ask for it, or there was none)."""
 
     def __init__(self, message: str, item: dict[str, Any] | None) -> None:
         super().__init__(message)

@@ -145,9 +145,8 @@ def local_resolution(
 
 
 def hour_range(params: Mapping[str, str], now_ms: int) -> tuple[int, int]:
-    """[first, last] hours of an hour-aligned window, parsed as minute_range: start and end
-    give the hours holding them; a window of W ending at T gives the ceil(W / 60) hours up to
-    and including T's hour."""
+    """[first, last] hours of an hour-aligned window, parsed as minute_range (docs/api.md,
+    "Conventions"): start and end give the hours holding them."""
     return aligned_hours(params, *minute_range(params, now_ms))
 
 
