@@ -204,15 +204,9 @@ def _entries(item: dict[str, Any]) -> list[Listed]:
 # -- reads ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Entry:
-    name: str
-    last_seen_ms: int
-
-
 def page(
     dynamodb: DynamoDB, settings: Settings, kind: str, request: pager.PageRequest, now_ms: int
-) -> tuple[list[Entry], str | None]:
+) -> tuple[list[Listed], str | None]:
     """Up to `request.limit` live names of a packed catalog after `request.after`, in name order,
     and the next cursor (None at the end); how it reads: docs/design.md, "Which names exist"."""
     now_s = now_ms // 1000
@@ -231,12 +225,12 @@ def page(
     taken = names[: request.limit]
     position = taken[-1] if len(names) > request.limit else bound
     cursor = None if position is None else pager.encode_cursor(position)
-    return [Entry(name, found[name].last_seen_ms) for name in taken], cursor
+    return [found[name] for name in taken], cursor
 
 
 def touched_page(
     dynamodb: DynamoDB, settings: Settings, kind: str, request: pager.PageRequest, now_ms: int
-) -> tuple[list[Entry], str | None]:
+) -> tuple[list[Listed], str | None]:
     """Up to `request.limit` live names of a per-name catalog (`touch`) after `request.after`, in
     name order, and the cursor of the next page (None at the end): one Query."""
     got = pager.query_page(
@@ -248,7 +242,10 @@ def touched_page(
         live_at_s=now_ms // 1000,
         consistent=True,
     )
-    entries = [Entry(attributes.sort_key(i), attributes.integer(i, "last_seen", 0)) for i in got.items]
+    entries = [
+        Listed(attributes.sort_key(i), attributes.integer(i, "last_seen", 0), dynamo.stored_expiry(i))
+        for i in got.items
+    ]
     return entries, got.next
 
 
