@@ -6,6 +6,7 @@ zones, calendar windows and comparisons".
 
 from __future__ import annotations
 
+import bisect
 import functools
 from calendar import monthrange
 from collections.abc import Callable
@@ -106,13 +107,7 @@ def at_or_after(zone: ZoneInfo, local: datetime) -> int:
 
 def _first(low: int, high: int, holds: Callable[[int], bool]) -> int:
     """The first minute in (low, high] from which `holds` is true (it is at `high`, not at `low`)."""
-    while high - low > 1:
-        middle = (low + high) // 2
-        if holds(middle):
-            high = middle
-        else:
-            low = middle
-    return high
+    return low + 1 + bisect.bisect_left(range(low + 1, high + 1), True, key=holds)
 
 
 def day_start(zone: ZoneInfo, day: date) -> int:
