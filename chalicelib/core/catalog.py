@@ -37,9 +37,6 @@ def pages_pk(kind: str) -> str:
     return f"{keyspace.CATALOG}{kind}{keyspace.CATALOG_PAGES}"
 
 
-# -- writes --------------------------------------------------------------------------------
-
-
 class Recent:
     """What a process wrote to one catalog in the current hour, per DynamoDB client (a test with its
     own emulator starts afresh): each name with its expiry, forgotten when the hour turns."""
@@ -120,9 +117,6 @@ def _log(settings: Settings, kind: str) -> log_fold.Log:
     return log_fold.Log(settings.counts_table, log_pk(kind), mark, f"the {kind} catalog")
 
 
-# -- the fold ------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Folded:
     """What one fold of one catalog did; `raced`: another fold changed a page first, so the mark
@@ -199,9 +193,6 @@ def _logs_to_read(dynamodb: DynamoDB, settings: Settings, kind: str) -> list[dic
 
 def _entries(item: dict[str, Any]) -> list[Listed]:
     return catalog_pages.unpack(attributes.binary(item, "e"))
-
-
-# -- reads ---------------------------------------------------------------------------------
 
 
 def page(

@@ -19,9 +19,6 @@ MAX_CURSOR_CHARS = 1024
 BAD_CURSOR = "cursor is not one this API gave out: pass the `next` of the previous page unchanged"
 
 
-# -- cursors and limits (pure) -------------------------------------------------------------
-
-
 def encode_cursor(position: str) -> str:
     return base64.urlsafe_b64encode(position.encode("utf-8")).decode("ascii").rstrip("=")
 
@@ -60,9 +57,6 @@ class PageRequest:
 def page_request(params: Mapping[str, str], check: Callable[[str], object]) -> PageRequest:
     """`cursor` and `limit` of a listing, both checked before any read (400 when bad)."""
     return PageRequest(decode_cursor(params.get("cursor"), check), page_limit(params.get("limit")))
-
-
-# -- reads ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,6 @@ def view_horizon_floor(views_queue_retention_seconds: int) -> int:
     return views_queue_retention_seconds + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS
 
 
-# -- the rules a variable is read by ---------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Text:
     def parse(self, field: str, raw: str) -> str:
@@ -166,9 +163,6 @@ class Settings:
 
 FIELDS: dict[str, Rule] = {f.name: f.metadata.get("rule", Text()) for f in dataclasses.fields(Settings)}
 _FALLBACK = {"aws_region": "AWS_DEFAULT_REGION"}
-
-
-# -- checks that span fields ---------------------------------------------------------------
 
 
 def sqs_batching(size_field: str, window_field: str) -> Callable[[Settings], None]:

@@ -69,9 +69,6 @@ def parse(value: str | None) -> ZoneInfo:
     return ZoneInfo(value)
 
 
-# -- one instant, read on the local clock ------------------------------------------------------
-
-
 def wall(zone: ZoneInfo, minute: int) -> datetime:
     """The local clock (naive) at an epoch minute."""
     return datetime.fromtimestamp(minute * 60, zone).replace(tzinfo=None)
@@ -113,9 +110,6 @@ def _first(low: int, high: int, holds: Callable[[int], bool]) -> int:
 def day_start(zone: ZoneInfo, day: date) -> int:
     """The first epoch minute of a local day (its midnight, or the end of a gap holding it)."""
     return at_or_after(zone, datetime.combine(day, time()))
-
-
-# -- local buckets ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -219,9 +213,6 @@ def buckets(zone: ZoneInfo, first: int, last: int, resolution: LocalResolution) 
         out.append(LocalBucket(start, stop - 1, label(zone, start)))
         start = stop
     return out
-
-
-# -- calendar windows and comparisons -------------------------------------------------------------
 
 
 def calendar_window(zone: ZoneInfo, window: str, now_minute: int) -> Window:
