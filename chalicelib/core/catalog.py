@@ -20,8 +20,7 @@ from chalicelib.core.storage_errors import ConditionFailed, translated
 
 PAGE_SK = "p#"
 LOGS_PER_FOLD = 5000  # bounds a run's memory and time; a longer log takes more runs
-# A log item lives this long after it is written (TTL deletes it, at no charge): far longer than
-# any gap between folds an operator lets pass (the fold's alarm fires after four intervals).
+# A log item's life (TTL): far longer than any gap between folds (docs/design.md, "Which names exist").
 LOG_LIFE_S = 14 * 86_400
 
 

@@ -68,8 +68,7 @@ def write(
     sleep: Sleep | None = None,
 ) -> bool:
     """Apply `plan()`'s items in one transaction: True once written, False when its `applied_if`
-    item's condition failed; ConditionFailed when another condition failed and `adapt(failed
-    items)` did not change the plan (it returns True once per change that lets a retry succeed)."""
+    item's condition failed; `adapt(failed items)` as docs/design.md, "Transactions" says."""
     retries = 0
     while True:
         transaction = plan()

@@ -17,9 +17,7 @@ from zoneinfo import ZoneInfo, available_timezones, reset_tzpath
 
 from chalicelib.core.errors import ValidationError
 
-# One database everywhere: the pinned `tzdata` package, never the machine's /usr/share/zoneinfo
-# (a Lambda image need not carry one, and another version could move a change of offset).
-reset_tzpath(to=[])
+reset_tzpath(to=[])  # the pinned `tzdata` package only (docs/api.md, as above), never the machine's
 
 DEFAULT_ZONE = "UTC"
 ZONE_MAX_CHARS = 64  # the longest IANA name is about 32 characters
@@ -243,8 +241,7 @@ def _shift(zone: ZoneInfo, window: Window, move: Callable[[datetime], datetime],
 
 
 def comparison(zone: ZoneInfo, window: Window, how: str, calendar: str | None = None) -> Window:
-    """The period a window is compared with by `how` (docs/api.md, "Time zones, calendar windows
-    and comparisons")."""
+    """The period a window is compared with by `how` (docs/api.md, as above)."""
     first, last = window
     if how == "previous_period":
         if calendar is None:
