@@ -109,11 +109,7 @@ def split_position(position: str, labels: Sequence[str]) -> tuple[str, str]:
 
 
 def query_across(
-    dynamodb: DynamoDB,
-    table: str,
-    partitions: Mapping[str, str],
-    page: PageRequest,
-    failure: str,
+    dynamodb: DynamoDB, table: str, partitions: Mapping[str, str], page: PageRequest, failure: str
 ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
     """One page over several partitions in turn (`partitions`: label to pk, in listing order): each
     item with its label, and the `next` cursor (`page.after` already checked against the labels)."""

@@ -68,12 +68,7 @@ def dead_letter_url(sqs: SQS, name: str) -> str:
     return queue_url(sqs, target_arn.rsplit(":", 1)[1])
 
 
-def send(
-    sqs: SQS,
-    url: str,
-    entries: Sequence[dict[str, Any]],
-    sleep: Sleep | None = None,
-) -> None:
+def send(sqs: SQS, url: str, entries: Sequence[dict[str, Any]], sleep: Sleep | None = None) -> None:
     """SendMessageBatch in groups of ten, retrying the entries that failed; entries need "Id"."""
     _batched(sqs.send_message_batch, url, list(entries), sleep or clock.sleep, "messages could not be queued")
 

@@ -107,8 +107,7 @@ def _background(event: Any, get_response: Callable[[Any], Any]) -> Any:
         result = get_response(event)
     except Exception as exc:
         logger.exception(
-            "invocation failed",
-            extra={**identity, "duration_ms": _elapsed_ms(started), "error": type(exc).__name__},
+            "invocation failed", extra={**identity, "duration_ms": _elapsed_ms(started), "error": type(exc).__name__}
         )
         raise
     line = invocation_line(identity, result, raw, _elapsed_ms(started), time.time())
