@@ -33,14 +33,8 @@ class Message:
 
 
 def from_lambda_event(event: dict[str, Any]) -> list[Message]:
-    return [
-        Message(
-            message_id=str(record.get("messageId", "")),
-            receipt_handle=str(record.get("receiptHandle", "")),
-            body=str(record.get("body", "")),
-        )
-        for record in event.get("Records", [])
-    ]
+    fields = ("messageId", "receiptHandle", "body")  # Message's, in its order
+    return [Message(*(str(record.get(name, "")) for name in fields)) for record in event.get("Records", [])]
 
 
 def sendable(text: str) -> str:
