@@ -62,12 +62,6 @@ logger = Logger(service=SERVICE, logger_handler=_CurrentStdout())
 _write_lock = threading.Lock()
 
 
-def _stdout(line: str) -> None:
-    with _write_lock:  # one line, whole, even when handlers run in threads (the local stack)
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
-
-
 def middleware(event: Any, get_response: Callable[[Any], Any]) -> Any:
     """Chalice middleware ("all"): HTTP failures and background invocations."""
     if hasattr(event, "method") and hasattr(event, "headers"):  # chalice.app.Request
@@ -101,8 +95,7 @@ def _http(request: Any, get_response: Callable[[Any], Any]) -> Any:
 def _background(event: Any, get_response: Callable[[Any], Any]) -> Any:
     started = time.monotonic()
     raw = event.to_dict() if hasattr(event, "to_dict") else {}
-    context = getattr(event, "context", None)
-    identity = invocation_identity(raw, context)
+    identity = invocation_identity(raw, getattr(event, "context", None))
     try:
         result = get_response(event)
     except Exception as exc:
@@ -111,7 +104,9 @@ def _background(event: Any, get_response: Callable[[Any], Any]) -> Any:
         )
         raise
     line = invocation_line(identity, result, raw, _elapsed_ms(started), time.time())
-    _stdout(json.dumps(line, separators=(",", ":"), default=str))
+    with _write_lock:  # one line, whole, even when handlers run in threads (the local stack)
+        sys.stdout.write(json.dumps(line, separators=(",", ":"), default=str) + "\n")
+        sys.stdout.flush()
     return result
 
 
@@ -155,16 +150,14 @@ def invocation_line(
     if not provider.metric_set:
         provider.add_metric(name="Invocations", unit=MetricUnit.Count, value=1)
     provider.set_timestamp(int(now_s * 1000))
-    document = dict(provider.serialize_metric_set())
-    counts = {k: v for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     return {
-        **document,
+        **provider.serialize_metric_set(),
         "level": "INFO",
         "service": SERVICE,
         "message": "invocation",
         **{k: v for k, v in identity.items() if k != DIMENSION},
         "duration_ms": duration_ms,
-        "counts": counts,
+        "counts": {k: v for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)},
     }
 
 
