@@ -131,8 +131,7 @@ class Folded:
 
 
 def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Folded:
-    """Merge the log items of `kind` up to now into its pages, then move the mark past them
-    (docs/design.md, "Log and fold")."""
+    """Merge the log items of `kind` up to now into its pages (docs/design.md, "Log and fold")."""
     now_s = now_ms // 1000
     log = _log(settings, kind)
     logs = log.close(dynamodb, now_ms, LOGS_PER_FOLD)

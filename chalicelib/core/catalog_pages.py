@@ -17,8 +17,7 @@ LOG_RAW_BYTES = 96_000
 
 @dataclass(frozen=True)
 class Listed:
-    """One name of a catalog: when it was last seen (epoch ms) and until when it is listed
-    (epoch s; None: for ever)."""
+    """One name of a catalog: when it was last seen (epoch ms), until when it is listed (epoch s; None: for ever)."""
 
     name: str
     last_seen_ms: int
