@@ -98,15 +98,12 @@ def _hour_parts(start: int, stop: int) -> list[Part]:
     """Minutes [start, stop) as hour items: whole hours, and the partial hours at either end."""
     parts: list[Part] = []
     while start < stop:
-        end = min(stop, (start // 60 + 1) * 60)
-        parts.append(Part(Bucket("hour", start // 60)) if end - start == 60 else _partial(start, end))
+        hour = start // 60
+        end = min(stop, (hour + 1) * 60)
+        minutes = None if end - start == 60 else (start - hour * 60, end - 1 - hour * 60)
+        parts.append(Part(Bucket("hour", hour), minutes))
         start = end
     return parts
-
-
-def _partial(start: int, stop: int) -> Part:
-    hour = start // 60
-    return Part(Bucket("hour", hour), (start - hour * 60, stop - 1 - hour * 60))
 
 
 def bucket_count(first_minute: int, last_minute: int, resolution: Resolution) -> int:
