@@ -153,7 +153,6 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
             _delete_page(dynamodb, settings, kind, low, dynamo.stored_version(stored_items[low]))
     except ConditionFailed:
         return Folded(raced=True)
-    # Log items stay until they expire (LOG_LIFE_S): a delete is charged as a write.
     log.folded(dynamodb, logs)
     return Folded(len(logs), len(plan.write), len(plan.delete))
 

@@ -23,9 +23,7 @@ MAX_QUERY_CHARS = 4096
 MAX_NUMBER_DIGITS = 38
 MIN_NUMBER_EXPONENT = -130  # adjusted exponent: the smallest magnitude is 1E-130
 MAX_NUMBER_EXPONENT = 125  # the largest is 9.99...E+125
-# boto3's finest digit (DYNAMODB_CONTEXT's Etiny); why a finer one is refused: docs/guarantees.md,
-# "DynamoDB numbers: 38 digits, a bounded range, trailing zeros trimmed".
-MIN_DIGIT_EXPONENT = -165
+MIN_DIGIT_EXPONENT = -165  # boto3's finest digit (DYNAMODB_CONTEXT's Etiny); why a finer one is refused: above
 _CANONICAL = Context(prec=MAX_NUMBER_DIGITS)  # exact for every storable number
 # Rounding to 38 digits without traps: Inexact is raised exactly when a nonzero digit is lost.
 _DIGITS = Context(prec=MAX_NUMBER_DIGITS, traps=[])

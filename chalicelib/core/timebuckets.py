@@ -118,10 +118,8 @@ def buckets_between(first_minute: int, last_minute: int, resolution: Resolution)
     return [Bucket(resolution, i) for i in range(first_minute // size, last_minute // size + 1)]
 
 
-# -- hour-aligned windows (unique counts) -----------------------------------------------------
-#
-# A sketch cannot be split into minutes, so duration windows of unique counts are whole UTC
-# hours; their plan of day, hour and quarter sketches is uniques/windows.py.
+# -- hour-aligned windows (unique counts: a sketch cannot be split into minutes) ---------------
+# Their plan of day, hour and quarter sketches is uniques/windows.py.
 
 HOUR_MINUTES = RESOLUTION_MINUTES["hour"]
 
