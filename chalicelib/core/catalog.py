@@ -132,7 +132,6 @@ class Folded:
 
 def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Folded:
     """Merge the log items of `kind` up to now into its pages (docs/design.md, "Log and fold")."""
-    now_s = now_ms // 1000
     log = _log(settings, kind)
     logs = log.close(dynamodb, now_ms, LOGS_PER_FOLD)
     if not logs:
@@ -142,7 +141,7 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
     stored_items = {attributes.sort_key(item).removeprefix(PAGE_SK): item for item in read}
     stored = {low: _entries(item) for low, item in stored_items.items()}
     everything = catalog_pages.union(*stored.values(), *(_entries(item) for item in logs))
-    live = {name: e for name, e in everything.items() if e.live(now_s)}
+    live = {name: e for name, e in everything.items() if e.live(now_ms // 1000)}
     plan = catalog_pages.layout(stored, live, catalog_pages.PAGE_RAW_BYTES)
     try:
         # New pages (split off) before the page they came from is cut, so an entry is always
