@@ -50,14 +50,6 @@ class Plan:
     applied_if: int | None = None
 
 
-def _cancellation_reasons(exc: ClientError) -> list[str] | None:
-    """Per-item codes of a cancelled transaction, in item order ("None" for an item that was
-    fine), or None when the error is not a cancellation."""
-    if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-        return None
-    return [r.get("Code") or "None" for r in exc.response.get("CancellationReasons", [])]
-
-
 def write(
     dynamodb: DynamoDB,
     plan: Callable[[], Plan],
@@ -83,14 +75,16 @@ def write(
         except BotoCoreError as exc:  # no answer (connection, timeout) after the SDK's own retries
             raise StorageError(f"{what} failed: {type(exc).__name__}") from exc
         except ClientError as exc:
-            code, reasons = error_code(exc), _cancellation_reasons(exc)
-            cause: ClientError = exc
-        if reasons is None:
+            code, cause = error_code(exc), exc
+        reasons: list[str] = []
+        if code != "TransactionCanceledException":
             if code in REJECTED_ERROR_CODES:
                 raise RejectedError(f"{what} rejected: {code}") from cause
             if code not in RETRYABLE_ERRORS:
                 raise StorageError(f"{what} failed: {code}") from cause
         else:
+            # Per-item codes, in item order ("None" for an item that was fine).
+            reasons = [r.get("Code") or "None" for r in cause.response.get("CancellationReasons", [])]
             if any(r in REJECTED_CANCELLATIONS for r in reasons):
                 raise RejectedError(f"{what} rejected: {reasons}") from cause
             failed = [i for i, r in enumerate(reasons) if r == "ConditionalCheckFailed"]
