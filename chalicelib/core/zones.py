@@ -11,7 +11,7 @@ import functools
 from calendar import monthrange
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from typing import Literal, TypeVar
 from zoneinfo import ZoneInfo, available_timezones, reset_tzpath
 
@@ -26,7 +26,6 @@ LocalResolution = Literal["minute", "hour", "day", "week", "month"]
 Window = tuple[int, int]  # [first, last] epoch minutes, inclusive
 Day = TypeVar("Day", bound=date)  # a date, or a local time (datetime)
 
-_EPOCH = datetime(1970, 1, 1)
 _MINUTE = timedelta(minutes=1)
 
 # The longest each calendar period can be: a day of 25 hours, a week or month holding one.
@@ -82,14 +81,10 @@ def label(zone: ZoneInfo, minute: int) -> str:
     return datetime.fromtimestamp(minute * 60, zone).isoformat(timespec="seconds")
 
 
-def _epoch_minute(moment: datetime) -> int:
-    return (moment.astimezone(UTC).replace(tzinfo=None) - _EPOCH) // _MINUTE
-
-
 def at_or_after(zone: ZoneInfo, local: datetime) -> int:
     """The first epoch minute whose local clock reads `local` (naive, whole minutes) or later:
     the earlier of a repeated time, the end of the gap for a skipped one."""
-    guesses = sorted({_epoch_minute(local.replace(tzinfo=zone, fold=fold)) for fold in (0, 1)})
+    guesses = sorted({int(local.replace(tzinfo=zone, fold=fold).timestamp()) // 60 for fold in (0, 1)})
     exact = [m for m in guesses if wall(zone, m) == local]
     if exact:
         return exact[0]
