@@ -1,7 +1,6 @@
 """Where a background handler's poison goes: the two sinks of core.batch_processor, a quarantine
 item (`QUARANTINE#<source>`, core.quarantine) or the views queue's dead-letter queue. Why the
-views differ: docs/design.md, "Where poison goes".
-"""
+views differ: docs/design.md, "Where poison goes"."""
 
 from __future__ import annotations
 
