@@ -78,21 +78,16 @@ def touch(
     hour = now_ms // times.HOUR_MS
     fresh = sorted(names) if recent is None else recent.fresh(dynamodb, names, hour)
     for name in fresh:
-        expires = names[name]
-        values: dict[str, Any] = {":t": {"N": str(now_ms)}}
-        update = "SET last_seen = :t"
-        if expires is not None:
-            update += ", expires_at = :exp"
-            values[":exp"] = {"N": str(expires)}
+        expires = {} if names[name] is None else {":exp": {"N": str(names[name])}}
         # Concurrent writers: last_seen only moves forward, and a failed condition means a writer
         # that knew better got there first, which leaves nothing to do.
         with suppress(ConditionFailed), translated(f"could not update the {kind} catalog"):
             dynamodb.update_item(
                 TableName=settings.counts_table,
                 Key={"pk": {"S": catalog_pk(kind)}, "sk": {"S": name}},
-                UpdateExpression=update,
+                UpdateExpression="SET last_seen = :t" + (", expires_at = :exp" if expires else ""),
                 ConditionExpression="attribute_not_exists(last_seen) OR last_seen < :t",
-                ExpressionAttributeValues=values,
+                ExpressionAttributeValues={":t": {"N": str(now_ms)}, **expires},
             )
     if recent is not None:
         recent.mark(dynamodb, {name: names[name] for name in fresh}, hour)

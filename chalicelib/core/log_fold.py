@@ -86,15 +86,13 @@ class Log:
 
     def _move(self, dynamodb: DynamoDB, name: str, to: str) -> None:
         """Move the mark's `name` forward to `to`, never back (two folds at once)."""
-        update, values = "SET #m = :to", {":to": {"S": to}}
-        if self.expires_at is not None:
-            update, values[":exp"] = update + ", expires_at = :exp", {"N": str(self.expires_at)}
+        expires = {} if self.expires_at is None else {":exp": {"N": str(self.expires_at)}}
         with suppress(ConditionFailed), translated(f"could not mark {self.what}"):
             dynamodb.update_item(
                 TableName=self.table,
                 Key=self.mark_key,
-                UpdateExpression=update,
+                UpdateExpression="SET #m = :to" + (", expires_at = :exp" if expires else ""),
                 ConditionExpression="attribute_not_exists(#m) OR #m < :to",
                 ExpressionAttributeNames={"#m": name},
-                ExpressionAttributeValues=values,
+                ExpressionAttributeValues={":to": {"S": to}, **expires},
             )
