@@ -135,26 +135,23 @@ def _step(period: str, moment: Day, count: int) -> Day:
 def _hour_start(zone: ZoneInfo, minute: int) -> int:
     """The start of the local hour holding `minute`: the last :00 on the local clock, or the
     last change of offset, whichever is later."""
-    offset = offset_minutes(zone, minute)
-    start = minute - (minute + offset) % 60
-    if offset_minutes(zone, start) == offset:
-        return start
-    return _change_after(zone, start, minute)
-
-
-def _change_after(zone: ZoneInfo, low: int, high: int) -> int:
-    """The first minute in (low, high] whose offset is high's, when low's differs."""
-    target = offset_minutes(zone, high)
-    return _first(low, high, lambda minute: offset_minutes(zone, minute) == target)
+    start = minute - (minute + offset_minutes(zone, minute)) % 60
+    return _unless_changed(zone, start, minute, start)
 
 
 def _next_hour(zone: ZoneInfo, start: int) -> int:
     """The start of the local hour after the one starting at `start`."""
-    offset = offset_minutes(zone, start)
-    following = start + 60 - (start + offset) % 60
-    if offset_minutes(zone, following) == offset:
-        return following
-    return _change_after(zone, start, following)
+    following = start + 60 - (start + offset_minutes(zone, start)) % 60
+    return _unless_changed(zone, start, following, following)
+
+
+def _unless_changed(zone: ZoneInfo, low: int, high: int, boundary: int) -> int:
+    """`boundary` when minutes low and high have one offset; else the first minute in (low, high]
+    whose offset is high's."""
+    target = offset_minutes(zone, high)
+    if offset_minutes(zone, low) == target:
+        return boundary
+    return _first(low, high, lambda minute: offset_minutes(zone, minute) == target)
 
 
 def bucket_start(zone: ZoneInfo, minute: int, resolution: LocalResolution) -> int:
