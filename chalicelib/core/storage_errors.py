@@ -67,8 +67,7 @@ def condition_item(
     failed: ConditionFailed | ClientError,
     failure: str = "could not read the item a condition failed on",
 ) -> dict[str, Any] | None:
-    """The item a failed condition found: the one returned with the failure, or (should the
-    response lack it) one consistent GetItem of `key`; None when there is no item."""
+    """The item a failed condition found, or None (how it is read: docs/design.md, "Errors")."""
     item = failed.item if isinstance(failed, ConditionFailed) else returned_item(failed)
     if item is not None:
         return item

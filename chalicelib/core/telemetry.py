@@ -33,12 +33,11 @@ BATCH_METRICS: dict[str, str] = {
     "transactions": "Transactions",
     "retries": "TransactionRetries",
 }
-# Emitted only by the sources that have them.
+# Emitted only by the sources that have them (what each means: docs/deploy.md, "Metrics").
 DETAIL_METRICS: dict[str, str] = {
     "dead_lettered": "DeadLettered",
     "conflicts": "SketchWriteConflicts",
     "expired": "Expired",
-    # Records a bucket said were applied already (docs/deploy.md, "Metrics").
     "redelivered": "Redelivered",
     "out_of_sequence": "OutOfSequence",
 }
