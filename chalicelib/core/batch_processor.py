@@ -114,8 +114,6 @@ class Capability(ABC, Generic[S, R]):
 
 @dataclass
 class _Run(Generic[S, R]):
-    """The processor's own book of one batch; only this module reads and writes it."""
-
     sources: dict[int, list[S]] = field(default_factory=dict)  # typed record -> its raw records
     applied: set[int] = field(default_factory=set)
     found: set[int] = field(default_factory=set)

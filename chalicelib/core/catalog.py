@@ -1,8 +1,6 @@
-"""Catalogs: which names exist (counters, view URLs, unique-count names, sites), the one name
-listing every capability uses: one item per name (`touch`: sites, unique-count names) or
-packed (`log`, `fold`: counters, view URLs). Why no name is lost or hidden: docs/design.md,
-"Which names exist" and "Log and fold"; docs/guarantees.md, "Listings: log items, the fold's
-mark and pages"."""
+"""Catalogs, the one listing of which names exist: one item per name (`touch`: sites, unique-count
+names) or packed (`log`, `fold`: counters, view URLs). Why no name is lost or hidden: docs/design.md,
+"Which names exist" and "Log and fold"; docs/guarantees.md, "Listings: log items, the fold's mark and pages"."""
 
 from __future__ import annotations
 
@@ -22,8 +20,7 @@ from chalicelib.core.storage_errors import ConditionFailed, translated
 
 PAGE_SK = "p#"
 LOGS_PER_FOLD = 5000  # bounds a run's memory and time; a longer log takes more runs
-# A log item lives this long after it is written (TTL deletes it, at no charge): far longer than
-# any gap between folds an operator lets pass (the fold's alarm fires after four intervals).
+# A log item's life (TTL): far longer than any gap between folds (docs/design.md, "Which names exist").
 LOG_LIFE_S = 14 * 86_400
 
 
@@ -37,13 +34,6 @@ def log_pk(kind: str) -> str:
 
 def pages_pk(kind: str) -> str:
     return f"{keyspace.CATALOG}{kind}{keyspace.CATALOG_PAGES}"
-
-
-def fold_pk(kind: str) -> str:
-    return f"{keyspace.CATALOG}{kind}{keyspace.CATALOG_FOLD}"
-
-
-# -- writes --------------------------------------------------------------------------------
 
 
 class Recent:
@@ -83,27 +73,21 @@ def touch(
     names: Mapping[str, int | None],
     now_ms: int,
 ) -> int:
-    """Record that `names` (each with its expiry, epoch s, or None) were seen now; returns the
-    writes made (0 when every name was already written this hour; without `recent`, every name is
-    written)."""
+    """Record that `names` (each with its expiry, epoch s, or None) were seen now; returns the writes
+    made (without `recent`, one per name; with it, none for a name already written this hour)."""
     hour = now_ms // times.HOUR_MS
     fresh = sorted(names) if recent is None else recent.fresh(dynamodb, names, hour)
     for name in fresh:
-        expires = names[name]
-        values: dict[str, Any] = {":t": {"N": str(now_ms)}}
-        update = "SET last_seen = :t"
-        if expires is not None:
-            update += ", expires_at = :exp"
-            values[":exp"] = {"N": str(expires)}
+        expires = {} if names[name] is None else {":exp": {"N": str(names[name])}}
         # Concurrent writers: last_seen only moves forward, and a failed condition means a writer
         # that knew better got there first, which leaves nothing to do.
         with suppress(ConditionFailed), translated(f"could not update the {kind} catalog"):
             dynamodb.update_item(
                 TableName=settings.counts_table,
                 Key={"pk": {"S": catalog_pk(kind)}, "sk": {"S": name}},
-                UpdateExpression=update,
+                UpdateExpression="SET last_seen = :t" + (", expires_at = :exp" if expires else ""),
                 ConditionExpression="attribute_not_exists(last_seen) OR last_seen < :t",
-                ExpressionAttributeValues=values,
+                ExpressionAttributeValues={":t": {"N": str(now_ms)}, **expires},
             )
     if recent is not None:
         recent.mark(dynamodb, {name: names[name] for name in fresh}, hour)
@@ -123,18 +107,14 @@ def log(dynamodb: DynamoDB, settings: Settings, kind: str, names: Mapping[str, i
 
 
 def _log(settings: Settings, kind: str) -> log_fold.Log:
-    mark = {"pk": {"S": fold_pk(kind)}, "sk": {"S": "#"}}
+    mark = {"pk": {"S": catalog_pk(kind) + keyspace.CATALOG_FOLD}, "sk": {"S": "#"}}
     return log_fold.Log(settings.counts_table, log_pk(kind), mark, f"the {kind} catalog")
-
-
-# -- the fold ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Folded:
-    """What one fold of one catalog did: log items merged, pages written and deleted, and
-    whether another fold changed a page first (then the mark was not moved: the next run folds
-    the same items again)."""
+    """What one fold of one catalog did; `raced`: another fold changed a page first, so the mark
+    stayed and the next run folds the same items again."""
 
     logs: int = 0
     pages_written: int = 0
@@ -146,9 +126,7 @@ class Folded:
 
 
 def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Folded:
-    """Merge the log items of `kind` up to now into its pages, then move the mark past them
-    (docs/design.md, "Log and fold")."""
-    now_s = now_ms // 1000
+    """Merge the log items of `kind` up to now into its pages (docs/design.md, "Log and fold")."""
     log = _log(settings, kind)
     logs = log.close(dynamodb, now_ms, LOGS_PER_FOLD)
     if not logs:
@@ -158,7 +136,7 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
     stored_items = {attributes.sort_key(item).removeprefix(PAGE_SK): item for item in read}
     stored = {low: _entries(item) for low, item in stored_items.items()}
     everything = catalog_pages.union(*stored.values(), *(_entries(item) for item in logs))
-    live = {name: e for name, e in everything.items() if e.live(now_s)}
+    live = {name: e for name, e in everything.items() if e.live(now_ms // 1000)}
     plan = catalog_pages.layout(stored, live, catalog_pages.PAGE_RAW_BYTES)
     try:
         # New pages (split off) before the page they came from is cut, so an entry is always
@@ -169,7 +147,6 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
             _delete_page(dynamodb, settings, kind, low, dynamo.stored_version(stored_items[low]))
     except ConditionFailed:
         return Folded(raced=True)
-    # Log items stay until they expire (LOG_LIFE_S): a delete is charged as a write.
     log.folded(dynamodb, logs)
     return Folded(len(logs), len(plan.write), len(plan.delete))
 
@@ -202,7 +179,6 @@ def _delete_page(dynamodb: DynamoDB, settings: Settings, kind: str, low: str, ve
 
 
 def _logs_to_read(dynamodb: DynamoDB, settings: Settings, kind: str) -> list[dict[str, Any]]:
-    """The log items a reader reads: those after the fold's `folded` mark (read first)."""
     return _log(settings, kind).unfolded(dynamodb)
 
 
@@ -210,18 +186,9 @@ def _entries(item: dict[str, Any]) -> list[Listed]:
     return catalog_pages.unpack(attributes.binary(item, "e"))
 
 
-# -- reads ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Entry:
-    name: str
-    last_seen_ms: int
-
-
 def page(
     dynamodb: DynamoDB, settings: Settings, kind: str, request: pager.PageRequest, now_ms: int
-) -> tuple[list[Entry], str | None]:
+) -> tuple[list[Listed], str | None]:
     """Up to `request.limit` live names of a packed catalog after `request.after`, in name order,
     and the next cursor (None at the end); how it reads: docs/design.md, "Which names exist"."""
     now_s = now_ms // 1000
@@ -240,12 +207,12 @@ def page(
     taken = names[: request.limit]
     position = taken[-1] if len(names) > request.limit else bound
     cursor = None if position is None else pager.encode_cursor(position)
-    return [Entry(name, found[name].last_seen_ms) for name in taken], cursor
+    return [found[name] for name in taken], cursor
 
 
 def touched_page(
     dynamodb: DynamoDB, settings: Settings, kind: str, request: pager.PageRequest, now_ms: int
-) -> tuple[list[Entry], str | None]:
+) -> tuple[list[Listed], str | None]:
     """Up to `request.limit` live names of a per-name catalog (`touch`) after `request.after`, in
     name order, and the cursor of the next page (None at the end): one Query."""
     got = pager.query_page(
@@ -257,7 +224,10 @@ def touched_page(
         live_at_s=now_ms // 1000,
         consistent=True,
     )
-    entries = [Entry(attributes.sort_key(i), attributes.integer(i, "last_seen", 0)) for i in got.items]
+    entries = [
+        Listed(attributes.sort_key(i), attributes.integer(i, "last_seen", 0), dynamo.stored_expiry(i))
+        for i in got.items
+    ]
     return entries, got.next
 
 
@@ -266,19 +236,16 @@ def _pages_after(
 ) -> tuple[list[Listed], str | None]:
     """Entries of the pages from the one holding `after` on, until `want` live names after it
     are read; and the name through which they are complete (None: to the end)."""
-    pk = pages_pk(kind)
-    failure = f"could not read the {kind} catalog"
-    table = settings.counts_table
     entries: list[Listed] = []
     last_sk: str | None = None
     if after is not None:
-        holding, _ = _one(dynamodb, table, pk, "sk <= :s", PAGE_SK + after, failure, forward=False)
+        holding, _ = _one(dynamodb, settings, kind, "sk <= :s", PAGE_SK + after, forward=False)
         if holding:
             entries += _entries(holding[0])
             last_sk = attributes.sort_key(holding[0])
     while sum(1 for e in entries if (after is None or e.name > after) and e.live(now_s)) < want:
         condition = "sk > :s" if last_sk is not None else "begins_with(sk, :s)"
-        got, more = _one(dynamodb, table, pk, condition, last_sk if last_sk is not None else PAGE_SK, failure)
+        got, more = _one(dynamodb, settings, kind, condition, last_sk if last_sk is not None else PAGE_SK)
         if not got:
             return entries, None
         entries += _entries(got[0])
@@ -289,14 +256,15 @@ def _pages_after(
 
 
 def _one(
-    dynamodb: DynamoDB, table: str, pk: str, condition: str, value: str, failure: str, forward: bool = True
+    dynamodb: DynamoDB, settings: Settings, kind: str, condition: str, value: str, forward: bool = True
 ) -> tuple[list[dict[str, Any]], bool]:
-    """One item of partition `pk` whose sort key meets `condition` (on `:s`, `value`): the first
-    in sort-key order, or the last when not `forward`; and whether the partition may hold more."""
+    """One page of `kind` whose sort key meets `condition` (on `:s`, `value`): the first in sort-key
+    order, or the last when not `forward`; and whether there may be more."""
+    table, pk = settings.counts_table, pages_pk(kind)
     request = dynamo.query_request(
         table, pk, sk=condition, values={":s": value}, limit=1, forward=forward, consistent=True
     )
-    got = next(dynamo.query_pages(dynamodb, request, failure))
+    got = next(dynamo.query_pages(dynamodb, request, f"could not read the {kind} catalog"))
     return list(got.get("Items", [])), "LastEvaluatedKey" in got
 
 
@@ -305,22 +273,16 @@ def names_with_prefix(
 ) -> tuple[dict[str, list[str]], int]:
     """For each prefix, the live names of a packed catalog that begin with it, in name order, and
     the items read: the log items once, then two Queries of the pages per prefix."""
-    now_s = now_ms // 1000
-    failure = f"could not read the {kind} catalog"
-    table = settings.counts_table
+    now_s, table, pk = now_ms // 1000, settings.counts_table, pages_pk(kind)
     logs = _logs_to_read(dynamodb, settings, kind)  # before the pages (docs/design.md, "Log and fold")
     logged = [e for item in logs for e in _entries(item)]
     read = len(logs) + 1
     out: dict[str, list[str]] = {}
     for prefix in prefixes:
-        holding, _ = _one(dynamodb, table, pages_pk(kind), "sk <= :s", PAGE_SK + prefix, failure, False)
-        within = dynamo.query_items(
-            dynamodb,
-            dynamo.query_request(
-                table, pages_pk(kind), sk="begins_with(sk, :p)", values={":p": PAGE_SK + prefix}, consistent=True
-            ),
-            failure,
-        )
+        holding, _ = _one(dynamodb, settings, kind, "sk <= :s", PAGE_SK + prefix, forward=False)
+        values = {":p": PAGE_SK + prefix}
+        request = dynamo.query_request(table, pk, sk="begins_with(sk, :p)", values=values, consistent=True)
+        within = dynamo.query_items(dynamodb, request, f"could not read the {kind} catalog")
         packed = [e for item in holding + within for e in _entries(item)]
         read += len(holding) + len(within)
         found = catalog_pages.union(packed, logged)

@@ -1,8 +1,6 @@
-"""Packed catalog entries (lines of `name<TAB>last_seen ms<TAB>expiry s`, zlib-compressed into
-one binary attribute), how they merge by name (the later `last_seen`, the longer life) and how
-a fold lays them out in pages. Pure. Why a name written twice is one entry: docs/design.md,
-"Which names exist".
-"""
+"""Packed catalog entries (lines of `name<TAB>last_seen ms<TAB>expiry s`, zlib-compressed in one
+binary attribute), their merge by name and how a fold lays them out in pages. Pure. Why a name
+written twice is one entry: docs/design.md, "Which names exist"."""
 
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ LOG_RAW_BYTES = 96_000
 
 @dataclass(frozen=True)
 class Listed:
-    """One name of a catalog: when it was last seen (epoch ms) and until when it is listed
-    (epoch s; None: for ever)."""
+    """One name of a catalog: when it was last seen (epoch ms), until when it is listed (epoch s; None: for ever)."""
 
     name: str
     last_seen_ms: int
@@ -61,11 +58,8 @@ def unpack(data: bytes) -> list[Listed]:
         text = zlib.decompress(data).decode("utf-8")
     except (zlib.error, UnicodeDecodeError) as exc:
         raise ValueError("not a packed catalog entry list") from exc
-    entries = []
-    for line in text.split("\n") if text else []:
-        name, last, expires = line.split("\t")
-        entries.append(Listed(name, int(last), int(expires) if expires else None))
-    return entries
+    rows = (line.split("\t") for line in text.split("\n")) if text else ()
+    return [Listed(name, int(last), int(expires) if expires else None) for name, last, expires in rows]
 
 
 def chunks(entries: Sequence[Listed], most_bytes: int) -> list[list[Listed]]:
@@ -102,9 +96,8 @@ class Layout:
 
 def layout(stored: Mapping[str, list[Listed]], entries: Mapping[str, Listed], most_bytes: int) -> Layout:
     """The pages after a fold, from `stored` (each page's low bound to its entries; the "" page is
-    assumed) and `entries` (all the catalog lists now): only pages that changed are written, one
-    past `most_bytes` is split, one left empty is deleted but the first (docs/design.md, "Which
-    names exist")."""
+    assumed) and `entries` (all the catalog lists now): docs/design.md, "Which names exist"; a page
+    left empty is deleted, but the first."""
     lows = sorted({"", *stored})
     placed = assign(lows, entries)
     write: dict[str, list[Listed]] = {}

@@ -1,6 +1,5 @@
-"""DynamoDB calls every storage module makes the same way: the one Query (`query_request`,
-`query_pages`), the one single-item read (`get_item`), batch reads and writes with their
-retries, and the one optimistic put (`put_versioned`, on the version attribute VERSION). Why a
+"""DynamoDB calls every storage module makes the same way (docs/design.md, "One way for each
+mechanism"): Queries, single-item and batch reads, batch writes and the one optimistic put. Why a
 version condition loses no write: docs/guarantees.md, "Read, then write on condition"."""
 
 from __future__ import annotations
@@ -103,8 +102,7 @@ def get_item(
     names: Mapping[str, str] | None = None,
 ) -> dict[str, Any] | None:
     """The item at `key` (None when there is none), strongly consistent unless not `consistent`;
-    with `names` (placeholder: attribute), only those attributes. A failed call becomes
-    StorageError(failure) or its kind (core.storage_errors)."""
+    with `names` (placeholder: attribute), only those attributes."""
     request: dict[str, Any] = {"TableName": table, "Key": key, "ConsistentRead": consistent}
     if names:
         request |= {"ProjectionExpression": ", ".join(names), "ExpressionAttributeNames": dict(names)}
@@ -174,8 +172,7 @@ def put_items(
 
 def put_versioned(dynamodb: DynamoDB, table: str, item: dict[str, Any], version: int | None, failure: str) -> None:
     """Write `item` with VERSION one past `version`, on condition that the stored item is still at
-    `version` (versioned_condition). ConditionFailed when another writer got there first: read
-    again, merge again, retry."""
+    `version`; ConditionFailed when another writer got there first: read again, merge, retry."""
     item = {**item, VERSION: {"N": str((version or 0) + 1)}}
     with translated(failure):
         dynamodb.put_item(TableName=table, Item=item, **versioned_condition(version))

@@ -23,14 +23,13 @@ MAX_QUERY_CHARS = 4096
 MAX_NUMBER_DIGITS = 38
 MIN_NUMBER_EXPONENT = -130  # adjusted exponent: the smallest magnitude is 1E-130
 MAX_NUMBER_EXPONENT = 125  # the largest is 9.99...E+125
-# boto3's finest digit (DYNAMODB_CONTEXT's Etiny); why a finer one is refused: docs/guarantees.md,
-# "DynamoDB numbers: 38 digits, a bounded range, trailing zeros trimmed".
-MIN_DIGIT_EXPONENT = -165
+MIN_DIGIT_EXPONENT = -165  # boto3's finest digit (DYNAMODB_CONTEXT's Etiny); why a finer one is refused: above
 _CANONICAL = Context(prec=MAX_NUMBER_DIGITS)  # exact for every storable number
 # Rounding to 38 digits without traps: Inexact is raised exactly when a nonzero digit is lost.
 _DIGITS = Context(prec=MAX_NUMBER_DIGITS, traps=[])
 _ASCII_DIGITS = re.compile(r"[0-9]+")
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # what UTF-8 cannot encode
 
 
 def json_body(raw: bytes | str | None) -> Any:
@@ -86,10 +85,10 @@ def _sound(value: Any, max_depth: int) -> bool:
                 return False
             children = node.values() if kind is dict else node
             pending.extend((child, depth + 1) for child in children)
-            if kind is dict and not all(_encodable(key) for key in node):
+            if kind is dict and any(_LONE_SURROGATE.search(key) for key in node):
                 return False
         elif kind is str:
-            if not _encodable(node):
+            if _LONE_SURROGATE.search(node):
                 return False
         elif (kind is int or kind is Decimal) and not _storable(node):
             return False
@@ -116,23 +115,14 @@ def _name_fault(value: Any, where: str, max_depth: int) -> None:
     raise AssertionError("the fast pass refused a body the slow pass accepts")
 
 
-def _encodable(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def text(value: str, field: str) -> str:
     """`value` if it can be encoded as UTF-8; ValidationError naming `field` if it holds a lone
     UTF-16 surrogate (valid in JSON escapes, never valid text)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
+    lone = _LONE_SURROGATE.search(value)
+    if lone:
         raise ValidationError(
-            f"{field} is not valid text: it holds a lone UTF-16 surrogate at character {exc.start}"
-        ) from exc
+            f"{field} is not valid text: it holds a lone UTF-16 surrogate at character {lone.start()}"
+        )
     return value
 
 
@@ -192,7 +182,7 @@ def query(params: Mapping[str, str] | None) -> dict[str, str]:
     if len(found) > MAX_QUERY_PARAMS:
         raise ValidationError(f"a request takes at most {MAX_QUERY_PARAMS} query parameters")
     for name, value in found.items():
-        shown = _short(name)
+        shown = _clip(ascii(name))  # escaped: a lone surrogate cannot be sent back
         if len(name) > MAX_QUERY_CHARS or len(value) > MAX_QUERY_CHARS:
             raise ValidationError(f"query parameter {shown} is longer than {MAX_QUERY_CHARS} characters")
         text(name, "a query parameter name")
@@ -215,9 +205,3 @@ def _no_constant(name: str) -> Any:
 
 def _clip(value: str) -> str:
     return value if len(value) <= 60 else value[:57] + "..."
-
-
-def _short(value: Any) -> str:
-    """A value shown in a message: escaped (a lone surrogate cannot be sent back) and short."""
-    shown = ascii(value) if isinstance(value, str) else repr(value)
-    return shown if len(shown) <= 60 else shown[:57] + "..."

@@ -1,6 +1,5 @@
 """Every key prefix of the counts table, in one place, and the numbered sort keys. Pure.
-The table of what each prefix holds: docs/design.md, "The counts table"
-"""
+The table of what each prefix holds: docs/design.md, "The counts table"."""
 
 from __future__ import annotations
 

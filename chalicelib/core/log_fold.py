@@ -47,9 +47,8 @@ class Log:
         return Mark(attributes.optional_text(item, "closing"), attributes.optional_text(item, "folded"))
 
     def append(self, dynamodb: DynamoDB, item: dict[str, Any], now_ms: int, name: str) -> tuple[int, str]:
-        """Write a log item (`item`: its attributes but the key) named `name` at now, then read the
-        mark and write it again past `closing` if a fold closed past it (docs/design.md, "Log and
-        fold"). Returns the writes made and the sort key written last."""
+        """Write a log item (`item`: its attributes but the key) named `name` at now, again past
+        `closing` while a fold closed past it: the writes made and the sort key written last."""
         at_ms, writes = now_ms, 0
         while True:
             sk = self.sort_key(at_ms, name)
@@ -62,15 +61,13 @@ class Log:
             at_ms = max(at_ms, self.time_of(closing)) + 1
 
     def after(self, dynamodb: DynamoDB, after: str | None, most: int | None = None) -> list[dict[str, Any]]:
-        """The log items after sort key `after` (None: all), the first `most` of them, strongly
-        consistent."""
+        """The log items after sort key `after` (None: all), the first `most`, strongly consistent."""
         sk, values = ("", {}) if after is None else ("sk > :after", {":after": after})
         request = dynamo.query_request(self.table, self.pk, sk=sk, values=values, consistent=True)
         return dynamo.query_items(dynamodb, request, f"could not read {self.what}", most)
 
     def unfolded(self, dynamodb: DynamoDB) -> list[dict[str, Any]]:
-        """What a reader reads of the log: the mark first, then the items past `folded` (the
-        opposite order to a fold's writes)."""
+        """What a reader reads: the mark first, then the items past `folded` (the fold's order reversed)."""
         return self.after(dynamodb, self.read_mark(dynamodb).folded)
 
     def close(self, dynamodb: DynamoDB, now_ms: int, most: int | None = None) -> list[dict[str, Any]]:
@@ -89,15 +86,13 @@ class Log:
 
     def _move(self, dynamodb: DynamoDB, name: str, to: str) -> None:
         """Move the mark's `name` forward to `to`, never back (two folds at once)."""
-        update, values = "SET #m = :to", {":to": {"S": to}}
-        if self.expires_at is not None:
-            update, values[":exp"] = update + ", expires_at = :exp", {"N": str(self.expires_at)}
+        expires = {} if self.expires_at is None else {":exp": {"N": str(self.expires_at)}}
         with suppress(ConditionFailed), translated(f"could not mark {self.what}"):
             dynamodb.update_item(
                 TableName=self.table,
                 Key=self.mark_key,
-                UpdateExpression=update,
+                UpdateExpression="SET #m = :to" + (", expires_at = :exp" if expires else ""),
                 ConditionExpression="attribute_not_exists(#m) OR #m < :to",
                 ExpressionAttributeNames={"#m": name},
-                ExpressionAttributeValues=values,
+                ExpressionAttributeValues={":to": {"S": to}, **expires},
             )

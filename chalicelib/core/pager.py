@@ -1,8 +1,5 @@
-"""Listings: the one pager every `GET` that lists goes through: `limit`, the opaque `cursor`
-(base64url of a sort key, checked by each listing before use) and `next`; one Query a page of
-the listing's own partition, or of several in turn. Why a cursor reaches nothing else and what
-a page costs: docs/design.md, "Listings".
-"""
+"""The one pager every `GET` that lists goes through (`limit`, the opaque `cursor`, `next`). How
+a cursor is made and checked, and what a page costs: docs/design.md, "Listings"."""
 
 from __future__ import annotations
 
@@ -20,9 +17,6 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_CURSOR_CHARS = 1024
 BAD_CURSOR = "cursor is not one this API gave out: pass the `next` of the previous page unchanged"
-
-
-# -- cursors and limits (pure) -------------------------------------------------------------
 
 
 def encode_cursor(position: str) -> str:
@@ -63,9 +57,6 @@ class PageRequest:
 def page_request(params: Mapping[str, str], check: Callable[[str], object]) -> PageRequest:
     """`cursor` and `limit` of a listing, both checked before any read (400 when bad)."""
     return PageRequest(decode_cursor(params.get("cursor"), check), page_limit(params.get("limit")))
-
-
-# -- reads ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -118,11 +109,7 @@ def split_position(position: str, labels: Sequence[str]) -> tuple[str, str]:
 
 
 def query_across(
-    dynamodb: DynamoDB,
-    table: str,
-    partitions: Mapping[str, str],
-    page: PageRequest,
-    failure: str,
+    dynamodb: DynamoDB, table: str, partitions: Mapping[str, str], page: PageRequest, failure: str
 ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
     """One page over several partitions in turn (`partitions`: label to pk, in listing order): each
     item with its label, and the `next` cursor (`page.after` already checked against the labels)."""

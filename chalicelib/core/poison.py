@@ -1,7 +1,6 @@
 """Where a background handler's poison goes: the two sinks of core.batch_processor, a quarantine
 item (`QUARANTINE#<source>`, core.quarantine) or the views queue's dead-letter queue. Why the
-views differ: docs/design.md, "Where poison goes".
-"""
+views differ: docs/design.md, "Where poison goes"."""
 
 from __future__ import annotations
 
@@ -62,22 +61,16 @@ class DeadLetterSink:
         return raw.message_id
 
     def put(self, poison: Sequence[Poison[queues.Message]]) -> Counter[str]:
-        entries: list[dict[str, Any]] = [
-            {
-                "Id": str(i),
-                "MessageBody": queues.sendable(p.raw.body) or "(empty)",
-                "MessageAttributes": {
-                    "reason": {
-                        "DataType": "String",
-                        "StringValue": queues.sendable(reason(p.exception)[:REASON_MAX_CHARS]),
-                    },
-                    "source_message_id": {
-                        "DataType": "String",
-                        "StringValue": queues.sendable(p.raw.message_id) or "unknown",
-                    },
-                },
+        entries: list[dict[str, Any]] = []
+        for i, p in enumerate(poison):
+            texts = {
+                "reason": reason(p.exception)[:REASON_MAX_CHARS],
+                "source_message_id": p.raw.message_id or "unknown",
             }
-            for i, p in enumerate(poison)
-        ]
+            attributes = {
+                name: {"DataType": "String", "StringValue": queues.sendable(text)} for name, text in texts.items()
+            }
+            body = queues.sendable(p.raw.body) or "(empty)"
+            entries.append({"Id": str(i), "MessageBody": body, "MessageAttributes": attributes})
         queues.send(self.sqs, queues.dead_letter_url(self.sqs, self.queue), entries, self.sleep)
         return Counter(dead_lettered=len(poison))

@@ -54,15 +54,9 @@ def list_records(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, st
     found, cursor = pager.query_across(
         dynamodb, settings.counts_table, partitions, request, "could not read the quarantine"
     )
+    texts = ("reason", "seen_at", "record")
     records = [
-        {
-            "source": name,
-            "id": attributes.sort_key(i),
-            "reason": attributes.text(i, "reason"),
-            "seen_at": attributes.text(i, "seen_at"),
-            "record": attributes.text(i, "record"),
-        }
-        for name, i in found
+        {"source": name, "id": attributes.sort_key(i), **{t: attributes.text(i, t) for t in texts}} for name, i in found
     ]
     return {"records": records, "next": cursor}
 

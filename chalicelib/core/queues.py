@@ -1,7 +1,6 @@
 """SQS plumbing shared by queue producers and handlers: URLs, batched sends and deletes (each
 entry retried through core.retry), and the queue's dead-letter queue found from its own
-redrive policy. Why a handler deletes messages itself: docs/design.md, "Background batches".
-"""
+redrive policy. Why a handler deletes messages itself: docs/design.md, "Background batches"."""
 
 from __future__ import annotations
 
@@ -33,14 +32,8 @@ class Message:
 
 
 def from_lambda_event(event: dict[str, Any]) -> list[Message]:
-    return [
-        Message(
-            message_id=str(record.get("messageId", "")),
-            receipt_handle=str(record.get("receiptHandle", "")),
-            body=str(record.get("body", "")),
-        )
-        for record in event.get("Records", [])
-    ]
+    fields = ("messageId", "receiptHandle", "body")  # Message's, in its order
+    return [Message(*(str(record.get(name, "")) for name in fields)) for record in event.get("Records", [])]
 
 
 def sendable(text: str) -> str:
@@ -68,12 +61,7 @@ def dead_letter_url(sqs: SQS, name: str) -> str:
     return queue_url(sqs, target_arn.rsplit(":", 1)[1])
 
 
-def send(
-    sqs: SQS,
-    url: str,
-    entries: Sequence[dict[str, Any]],
-    sleep: Sleep | None = None,
-) -> None:
+def send(sqs: SQS, url: str, entries: Sequence[dict[str, Any]], sleep: Sleep | None = None) -> None:
     """SendMessageBatch in groups of ten, retrying the entries that failed; entries need "Id"."""
     _batched(sqs.send_message_batch, url, list(entries), sleep or clock.sleep, "messages could not be queued")
 

@@ -12,8 +12,7 @@ from chalicelib.core.clock import Sleep
 
 
 def backoff(attempt: int, cap: float = 2.0) -> float:
-    """Seconds to wait before retry number `attempt` (from 0): "equal jitter" around a doubling
-    step of 50 ms, at most `cap`, so writers that collided do not collide again in lock step."""
+    """Seconds to wait before retry number `attempt` (from 0): equal jitter on a doubling 50 ms step, at most `cap`."""
     step = min(0.05 * 2.0**attempt, cap)
     return step / 2 + random.uniform(0, step / 2)
 

@@ -1,5 +1,5 @@
-"""Every setting Tally reads, taken from the environment in one place (.chalice/config.json per
-stage; the local stack's own). Business code receives a Settings object."""
+"""Every setting Tally reads, taken from the environment in one place; business code receives a
+Settings object. Each variable, its default and bounds: docs/deploy.md, "Settings"."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from typing import Any, ClassVar
 
 from chalicelib.core.window_params import MAX_WINDOW_DAYS
 
-# What makes a view unique: "event" (url + time + clientId) or "client-day" (url + clientId + UTC day).
 VIEW_DEDUP_POLICIES = ("event", "client-day")
 # SQS keeps a message at most 14 days; every dead-letter queue keeps its messages that long.
 MAX_QUEUE_RETENTION_SECONDS = 14 * 86400
@@ -29,12 +28,8 @@ class SettingsError(ValueError):
 
 
 def view_horizon_floor(views_queue_retention_seconds: int) -> int:
-    """The shortest view horizon: a view can come back for as long as the views queue, then its
-    dead-letter queue after a redrive (which starts the message's retention anew), keep it."""
+    """The shortest view horizon: the views queue's retention, its dead-letter queue's and a margin."""
     return views_queue_retention_seconds + DEAD_LETTER_RETENTION_SECONDS + VIEW_HORIZON_MARGIN_SECONDS
-
-
-# -- the rules a variable is read by ---------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -100,7 +95,7 @@ Rule = Text | Integer | Fraction | Choice | CommaList | PairList
 
 
 def _read(default: Any, rule: Rule) -> Any:
-    """A field's default and the rule its variable is read by (a field without one is Text)."""
+    """A field's default and the rule its variable is read by (without one: Text)."""
     return dataclasses.field(default=default, metadata={"rule": rule})
 
 
@@ -123,12 +118,10 @@ class Settings:
     max_future_skew_seconds: int = _read(300, Integer(0, 7 * DAY_S))
     marker_ttl_seconds: int = _read(48 * 3600, Integer(DAY_S, 365 * DAY_S))
     stream_batch_size: int = _read(100, Integer(1, 10000))
-    # 0.0041-0.26 keeps the precision within the library's 4-16.
     uniques_error_rate: float = _read(0.01, Fraction(0.0041, 0.26))
     uniques_shards: int = _read(4, Integer(1, 64))
     uniques_batch_size: int = _read(10000, Integer(1, 10000))
     uniques_batching_window_seconds: int = _read(60, Integer(0, 300))
-    # Quarter sketches too.
     uniques_hour_retention_seconds: int = _read(MAX_WINDOW_DAYS * DAY_S, Integer(3600, MAX_WINDOW_DAYS * DAY_S))
     uniques_day_retention_seconds: int = _read(MAX_WINDOW_DAYS * DAY_S, Integer(DAY_S, TEN_YEARS_S))
     report_interval_minutes: int = _read(60, Integer(15, 1440))
@@ -168,13 +161,8 @@ class Settings:
         return settings
 
 
-# Every field of Settings with the rule its variable is read by.
 FIELDS: dict[str, Rule] = {f.name: f.metadata.get("rule", Text()) for f in dataclasses.fields(Settings)}
-# AWS_REGION as Lambda sets it; AWS_DEFAULT_REGION as the AWS CLI and SDKs read it elsewhere.
 _FALLBACK = {"aws_region": "AWS_DEFAULT_REGION"}
-
-
-# -- checks that span fields ---------------------------------------------------------------
 
 
 def sqs_batching(size_field: str, window_field: str) -> Callable[[Settings], None]:
@@ -199,7 +187,6 @@ def view_horizon(settings: Settings) -> None:
             "dead-letter queue's and a margin (docs/guarantees.md)"
         )
     if settings.view_bucket_retention_seconds < settings.view_horizon_seconds:
-        # A view's day and block are copied from its hour item: that must still be there.
         raise SettingsError("VIEW_BUCKET_RETENTION_SECONDS must be at least VIEW_HORIZON_SECONDS")
 
 

@@ -20,9 +20,8 @@ TRANSACTION_CONFLICT = "TransactionConflictException"
 
 
 class ConditionFailed(StorageError):
-    """A conditional write found the item other than its condition required. `item` is the item
-    as DynamoDB returned it with the failure (None when the response holds none: the call did not
-    ask for it, or there was no item)."""
+    """A conditional write found the item other than its condition required; `item`, the item
+    DynamoDB returned with the failure (None: the call did not ask for it, or there was none)."""
 
     def __init__(self, message: str, item: dict[str, Any] | None) -> None:
         super().__init__(message)
@@ -44,25 +43,21 @@ def returned_item(exc: ClientError) -> dict[str, Any] | None:
     return dict(item) if isinstance(item, Mapping) else None
 
 
-def storage_error(exc: ClientError, failure: str) -> StorageError:
-    """Tally's exception for `exc`, raised where `failure` says what could not be done."""
-    code = error_code(exc)
-    if code == CONDITION_FAILED:
-        return ConditionFailed(f"{failure}: a condition failed", returned_item(exc))
-    if code == TRANSACTION_CONFLICT:
-        return ConflictError(f"{failure}: a transaction held the item")
-    if code in REJECTED_ERROR_CODES:
-        return RejectedError(f"{failure}: DynamoDB refused the data ({code})")
-    return StorageError(failure)
-
-
 @contextmanager
 def translated(failure: str) -> Iterator[None]:
-    """Run storage calls; a `ClientError` leaves as Tally's exception (`storage_error`), chained."""
+    """Run storage calls; a `ClientError` leaves as Tally's exception, chained, `failure` saying what
+    could not be done."""
     try:
         yield
     except ClientError as exc:
-        raise storage_error(exc, failure) from exc
+        code = error_code(exc)
+        if code == CONDITION_FAILED:
+            raise ConditionFailed(f"{failure}: a condition failed", returned_item(exc)) from exc
+        if code == TRANSACTION_CONFLICT:
+            raise ConflictError(f"{failure}: a transaction held the item") from exc
+        if code in REJECTED_ERROR_CODES:
+            raise RejectedError(f"{failure}: DynamoDB refused the data ({code})") from exc
+        raise StorageError(failure) from exc
 
 
 def condition_item(
@@ -72,8 +67,7 @@ def condition_item(
     failed: ConditionFailed | ClientError,
     failure: str = "could not read the item a condition failed on",
 ) -> dict[str, Any] | None:
-    """The item a failed condition found: the one returned with the failure, or (should the
-    response lack it) one consistent GetItem of `key`; None when there is no item."""
+    """The item a failed condition found, or None (how it is read: docs/design.md, "Errors")."""
     item = failed.item if isinstance(failed, ConditionFailed) else returned_item(failed)
     if item is not None:
         return item

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -32,12 +33,11 @@ BATCH_METRICS: dict[str, str] = {
     "transactions": "Transactions",
     "retries": "TransactionRetries",
 }
-# Emitted only by the sources that have them.
+# Emitted only by the sources that have them (what each means: docs/deploy.md, "Metrics").
 DETAIL_METRICS: dict[str, str] = {
     "dead_lettered": "DeadLettered",
     "conflicts": "SketchWriteConflicts",
     "expired": "Expired",
-    # Records a bucket said were applied already (docs/deploy.md, "Metrics").
     "redelivered": "Redelivered",
     "out_of_sequence": "OutOfSequence",
 }
@@ -59,12 +59,6 @@ class _CurrentStdout(logging.StreamHandler):  # type: ignore[type-arg]
 
 logger = Logger(service=SERVICE, logger_handler=_CurrentStdout())
 _write_lock = threading.Lock()
-
-
-def _stdout(line: str) -> None:
-    with _write_lock:  # one line, whole, even when handlers run in threads (the local stack)
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
 
 
 def middleware(event: Any, get_response: Callable[[Any], Any]) -> Any:
@@ -100,18 +94,18 @@ def _http(request: Any, get_response: Callable[[Any], Any]) -> Any:
 def _background(event: Any, get_response: Callable[[Any], Any]) -> Any:
     started = time.monotonic()
     raw = event.to_dict() if hasattr(event, "to_dict") else {}
-    context = getattr(event, "context", None)
-    identity = invocation_identity(raw, context)
+    identity = invocation_identity(raw, getattr(event, "context", None))
     try:
         result = get_response(event)
     except Exception as exc:
         logger.exception(
-            "invocation failed",
-            extra={**identity, "duration_ms": _elapsed_ms(started), "error": type(exc).__name__},
+            "invocation failed", extra={**identity, "duration_ms": _elapsed_ms(started), "error": type(exc).__name__}
         )
         raise
     line = invocation_line(identity, result, raw, _elapsed_ms(started), time.time())
-    _stdout(json.dumps(line, separators=(",", ":"), default=str))
+    with _write_lock:  # one line, whole, even when handlers run in threads (the local stack)
+        sys.stdout.write(json.dumps(line, separators=(",", ":"), default=str) + "\n")
+        sys.stdout.flush()
     return result
 
 
@@ -155,16 +149,14 @@ def invocation_line(
     if not provider.metric_set:
         provider.add_metric(name="Invocations", unit=MetricUnit.Count, value=1)
     provider.set_timestamp(int(now_s * 1000))
-    document = dict(provider.serialize_metric_set())
-    counts = {k: v for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     return {
-        **document,
+        **provider.serialize_metric_set(),
         "level": "INFO",
         "service": SERVICE,
         "message": "invocation",
         **{k: v for k, v in identity.items() if k != DIMENSION},
         "duration_ms": duration_ms,
-        "counts": counts,
+        "counts": {k: v for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)},
     }
 
 
@@ -207,22 +199,17 @@ def metric_values(result: Mapping[str, Any], raw: Mapping[str, Any], now_s: floa
 
 def newest_record_age_ms(raw: Mapping[str, Any], now_s: float) -> tuple[str, float] | None:
     """(metric, age in ms) of the newest record in a stream or queue batch, or None."""
-    newest: float | None = None
+    created: list[float] = []
     source = ""
     for record in raw.get("Records") or []:
         if not isinstance(record, Mapping):
             continue
         source = str(record.get("eventSource", ""))
-        try:
+        with suppress(KeyError, TypeError, ValueError):  # a record it cannot date is skipped
             if source == "aws:dynamodb":
-                created_s = float((record.get("dynamodb") or {})["ApproximateCreationDateTime"])
+                created.append(float(record["dynamodb"]["ApproximateCreationDateTime"]))
             elif source == "aws:sqs":
-                created_s = float((record.get("attributes") or {})["SentTimestamp"]) / 1000
-            else:
-                continue
-        except (KeyError, TypeError, ValueError):
-            continue
-        newest = created_s if newest is None else max(newest, created_s)
-    if newest is None or source not in LAG_METRICS:
+                created.append(float(record["attributes"]["SentTimestamp"]) / 1000)
+    if not created or source not in LAG_METRICS:
         return None
-    return LAG_METRICS[source], round(max(0.0, now_s - newest) * 1000, 1)
+    return LAG_METRICS[source], round(max(0.0, now_s - max(created)) * 1000, 1)

@@ -1,9 +1,7 @@
-"""Time buckets (a level and its index since the epoch: a counter's minutes, hours and days, a view
-count's hours, days and 32-day blocks, a unique count's minutes, quarters, hours and days), the
+"""Time buckets (a level and its index since the epoch) of counters, views and unique counts, the
 plan for reading a counter's window and when a bucket expires. Pure. How a window is read:
 docs/design.md, "Windowed counts"; what an answer counts when a part has expired:
-docs/counting.md, "Retention".
-"""
+docs/counting.md, "Retention"."""
 
 from __future__ import annotations
 
@@ -100,15 +98,12 @@ def _hour_parts(start: int, stop: int) -> list[Part]:
     """Minutes [start, stop) as hour items: whole hours, and the partial hours at either end."""
     parts: list[Part] = []
     while start < stop:
-        end = min(stop, (start // 60 + 1) * 60)
-        parts.append(Part(Bucket("hour", start // 60)) if end - start == 60 else _partial(start, end))
+        hour = start // 60
+        end = min(stop, (hour + 1) * 60)
+        minutes = None if end - start == 60 else (start - hour * 60, end - 1 - hour * 60)
+        parts.append(Part(Bucket("hour", hour), minutes))
         start = end
     return parts
-
-
-def _partial(start: int, stop: int) -> Part:
-    hour = start // 60
-    return Part(Bucket("hour", hour), (start - hour * 60, stop - 1 - hour * 60))
 
 
 def bucket_count(first_minute: int, last_minute: int, resolution: Resolution) -> int:
@@ -123,10 +118,8 @@ def buckets_between(first_minute: int, last_minute: int, resolution: Resolution)
     return [Bucket(resolution, i) for i in range(first_minute // size, last_minute // size + 1)]
 
 
-# -- hour-aligned windows (unique counts) -----------------------------------------------------
-#
-# A sketch cannot be split into minutes, so duration windows of unique counts are whole UTC
-# hours; their plan of day, hour and quarter sketches is uniques/windows.py.
+# -- hour-aligned windows (unique counts: a sketch cannot be split into minutes) ---------------
+# Their plan of day, hour and quarter sketches is uniques/windows.py.
 
 HOUR_MINUTES = RESOLUTION_MINUTES["hour"]
 
@@ -153,10 +146,7 @@ def first_live_index(resolution: Resolution, now_ms: int, retention_s: int) -> i
     return (now_ms // 1000 - retention_s) // size_s
 
 
-# -- when a bucket expires, and what a read may use ------------------------------------------
-#
-# Every bucket (a counter's hour or day, a view bucket, a unique-count sketch) keeps its counts
-# until its end plus a retention: `expires_at` on its item, DynamoDB's TTL attribute.
+# -- when a bucket expires (`expires_at`, DynamoDB's TTL attribute), and what a read may use ------
 
 
 def expires_at_s(bucket: Bucket, retention_s: int) -> int:
@@ -187,9 +177,8 @@ def kept_from(flags: Sequence[bool]) -> int:
 def series(
     buckets: Sequence[Bucket], values: Callable[[Bucket], dict[str, Any]], label: Callable[[int], str] = times.iso
 ) -> dict[str, Any]:
-    """A histogram's `start`, `end` and `buckets` (each its `start` and `values(bucket)`): the one
-    shape of every series (counters, unique counts), oldest bucket first; `label` writes a time
-    (epoch ms), ISO UTC unless a zone's clock is asked for."""
+    """A histogram's `start`, `end` and `buckets` (each its `start` and `values(bucket)`), oldest
+    first: the one shape of every series; `label` writes a time (epoch ms)."""
     return {
         "start": label(buckets[0].start_ms),
         "end": label(buckets[-1].end_ms),

@@ -1,8 +1,7 @@
 """The one way Tally runs a TransactWriteItems: `write_items` for a fixed list of items, `write`
 for a plan that may change between attempts (counters' replay). How a cancellation is read and
 retried: docs/design.md, "Transactions"; what a transaction guarantees: docs/guarantees.md, "A
-transaction applies all of its writes or none".
-"""
+transaction applies all of its writes or none"."""
 
 from __future__ import annotations
 
@@ -50,14 +49,6 @@ class Plan:
     applied_if: int | None = None
 
 
-def _cancellation_reasons(exc: ClientError) -> list[str] | None:
-    """Per-item codes of a cancelled transaction, in item order ("None" for an item that was
-    fine), or None when the error is not a cancellation."""
-    if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-        return None
-    return [r.get("Code") or "None" for r in exc.response.get("CancellationReasons", [])]
-
-
 def write(
     dynamodb: DynamoDB,
     plan: Callable[[], Plan],
@@ -68,8 +59,7 @@ def write(
     sleep: Sleep | None = None,
 ) -> bool:
     """Apply `plan()`'s items in one transaction: True once written, False when its `applied_if`
-    item's condition failed; ConditionFailed when another condition failed and `adapt(failed
-    items)` did not change the plan (it returns True once per change that lets a retry succeed)."""
+    item's condition failed; `adapt(failed items)` as docs/design.md, "Transactions" says."""
     retries = 0
     while True:
         transaction = plan()
@@ -84,14 +74,16 @@ def write(
         except BotoCoreError as exc:  # no answer (connection, timeout) after the SDK's own retries
             raise StorageError(f"{what} failed: {type(exc).__name__}") from exc
         except ClientError as exc:
-            code, reasons = error_code(exc), _cancellation_reasons(exc)
-            cause: ClientError = exc
-        if reasons is None:
+            code, cause = error_code(exc), exc
+        reasons: list[str] = []
+        if code != "TransactionCanceledException":
             if code in REJECTED_ERROR_CODES:
                 raise RejectedError(f"{what} rejected: {code}") from cause
             if code not in RETRYABLE_ERRORS:
                 raise StorageError(f"{what} failed: {code}") from cause
         else:
+            # Per-item codes, in item order ("None" for an item that was fine).
+            reasons = [r.get("Code") or "None" for r in cause.response.get("CancellationReasons", [])]
             if any(r in REJECTED_CANCELLATIONS for r in reasons):
                 raise RejectedError(f"{what} rejected: {reasons}") from cause
             failed = [i for i, r in enumerate(reasons) if r == "ConditionalCheckFailed"]

@@ -1,6 +1,5 @@
-"""Parsing of the values every route shares: names, durations, integers, a body's fields. Pure.
-
-Times are parsed and formatted by core.times."""
+"""Parsing of the values every route shares: names, durations, integers, a body's fields (times:
+core.times). Pure."""
 
 from __future__ import annotations
 

@@ -1,50 +1,46 @@
 """Local time: a request's time zone, calendar windows in it, local buckets as UTC minute ranges,
-and the period a window is compared with. Pure: the zone rules come from zoneinfo (the IANA
-database, shipped as the `tzdata` package), and every answer is in epoch minutes.
-
-What a local day, hour or week is (daylight-saving days, 30- and 45-minute offsets), what a
-calendar window and a comparison cover: docs/api.md, "Time zones, calendar windows and
-comparisons".
-"""
+and the period a window is compared with. Pure; every answer is in epoch minutes. What a local
+day, hour or week is and what a calendar window and a comparison cover: docs/api.md, "Time
+zones, calendar windows and comparisons"."""
 
 from __future__ import annotations
 
+import bisect
 import functools
+from calendar import monthrange
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
-from typing import Literal
+from datetime import date, datetime, time, timedelta
+from typing import Literal, TypeVar
 from zoneinfo import ZoneInfo, available_timezones, reset_tzpath
 
 from chalicelib.core.errors import ValidationError
 
-# One database everywhere: the pinned `tzdata` package, never the machine's /usr/share/zoneinfo
-# (a Lambda image need not carry one, and another version could move a change of offset).
-reset_tzpath(to=[])
+reset_tzpath(to=[])  # the pinned `tzdata` package only (docs/api.md, as above), never the machine's
 
 DEFAULT_ZONE = "UTC"
 ZONE_MAX_CHARS = 64  # the longest IANA name is about 32 characters
 COMPARISONS = ("previous_period", "year_over_year")
 LocalResolution = Literal["minute", "hour", "day", "week", "month"]
 Window = tuple[int, int]  # [first, last] epoch minutes, inclusive
+Day = TypeVar("Day", bound=date)  # a date, or a local time (datetime)
 
-_EPOCH = datetime(1970, 1, 1)
 _MINUTE = timedelta(minutes=1)
 
-
-# Each calendar window: the longest it can be (a day of 25 hours, a week or month holding one), and
-# how previous_period moves a local time back to the same point of the period before.
-_CALENDAR: dict[str, tuple[int, Callable[[datetime], datetime]]] = {
-    "today": (25 * 60, lambda t: t - timedelta(days=1)),
-    "yesterday": (25 * 60, lambda t: t - timedelta(days=1)),
-    "this_week": (7 * 1440 + 60, lambda t: t - timedelta(days=7)),
-    "last_week": (7 * 1440 + 60, lambda t: t - timedelta(days=7)),
-    "this_month": (31 * 1440 + 60, lambda t: _shift_months(t, -1)),
-    "last_month": (31 * 1440 + 60, lambda t: _shift_months(t, -1)),
-    "this_year": (366 * 1440 + 60, lambda t: _shift_months(t, -12)),
+# The longest each calendar period can be: a day of 25 hours, a week or month holding one.
+_LONGEST = {"day": 25 * 60, "week": 7 * 1440 + 60, "month": 31 * 1440 + 60, "year": 366 * 1440 + 60}
+# Each calendar window: its period, and how many periods before the one holding now it is.
+_CALENDAR = {
+    "today": ("day", 0),
+    "yesterday": ("day", -1),
+    "this_week": ("week", 0),
+    "last_week": ("week", -1),
+    "this_month": ("month", 0),
+    "last_month": ("month", -1),
+    "this_year": ("year", 0),
 }
 CALENDAR_WINDOWS = tuple(_CALENDAR)
-CALENDAR_LONGEST_MINUTES = {window: longest for window, (longest, _) in _CALENDAR.items()}
+CALENDAR_LONGEST_MINUTES = {window: _LONGEST[period] for window, (period, _) in _CALENDAR.items()}
 
 
 @functools.cache
@@ -69,9 +65,6 @@ def parse(value: str | None) -> ZoneInfo:
     return ZoneInfo(value)
 
 
-# -- one instant, read on the local clock ------------------------------------------------------
-
-
 def wall(zone: ZoneInfo, minute: int) -> datetime:
     """The local clock (naive) at an epoch minute."""
     return datetime.fromtimestamp(minute * 60, zone).replace(tzinfo=None)
@@ -87,14 +80,10 @@ def label(zone: ZoneInfo, minute: int) -> str:
     return datetime.fromtimestamp(minute * 60, zone).isoformat(timespec="seconds")
 
 
-def _epoch_minute(moment: datetime) -> int:
-    return (moment.astimezone(UTC).replace(tzinfo=None) - _EPOCH) // _MINUTE
-
-
 def at_or_after(zone: ZoneInfo, local: datetime) -> int:
     """The first epoch minute whose local clock reads `local` (naive, whole minutes) or later:
     the earlier of a repeated time, the end of the gap for a skipped one."""
-    guesses = sorted({_epoch_minute(local.replace(tzinfo=zone, fold=fold)) for fold in (0, 1)})
+    guesses = sorted({int(local.replace(tzinfo=zone, fold=fold).timestamp()) // 60 for fold in (0, 1)})
     exact = [m for m in guesses if wall(zone, m) == local]
     if exact:
         return exact[0]
@@ -107,21 +96,12 @@ def at_or_after(zone: ZoneInfo, local: datetime) -> int:
 
 def _first(low: int, high: int, holds: Callable[[int], bool]) -> int:
     """The first minute in (low, high] from which `holds` is true (it is at `high`, not at `low`)."""
-    while high - low > 1:
-        middle = (low + high) // 2
-        if holds(middle):
-            high = middle
-        else:
-            low = middle
-    return high
+    return low + 1 + bisect.bisect_left(range(low + 1, high + 1), True, key=holds)
 
 
 def day_start(zone: ZoneInfo, day: date) -> int:
     """The first epoch minute of a local day (its midnight, or the end of a gap holding it)."""
     return at_or_after(zone, datetime.combine(day, time()))
-
-
-# -- local buckets ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -133,53 +113,45 @@ class LocalBucket:
     start: str
 
 
-def _period_start(resolution: LocalResolution, day: date) -> date:
-    if resolution == "week":
+def _period_start(period: str, day: date) -> date:
+    if period == "week":
         return day - timedelta(days=day.weekday())  # ISO weeks: Monday
-    if resolution == "month":
+    if period == "month":
         return day.replace(day=1)
+    if period == "year":
+        return day.replace(month=1, day=1)
     return day
 
 
-def _next_period(resolution: LocalResolution, day: date) -> date:
-    if resolution == "week":
-        return day + timedelta(days=7)
-    if resolution == "month":
-        return _add_months(day, 1)
-    return day + timedelta(days=1)
-
-
-def _add_months(day: date, months: int) -> date:
-    """The same day `months` later (negative: earlier), clamped to the month's last day."""
-    index = day.year * 12 + day.month - 1 + months
-    year, month = divmod(index, 12)
-    last = (date(year + (month + 1) // 12, (month + 1) % 12 + 1, 1) - timedelta(days=1)).day
-    return date(year, month + 1, min(day.day, last))
+def _step(period: str, moment: Day, count: int) -> Day:
+    """The same point `count` periods later (negative: earlier), the day clamped to a month's last."""
+    if period in ("month", "year"):
+        index = moment.year * 12 + moment.month - 1 + count * (12 if period == "year" else 1)
+        year, month = divmod(index, 12)
+        return moment.replace(year=year, month=month + 1, day=min(moment.day, monthrange(year, month + 1)[1]))
+    return moment + timedelta(days=count * (7 if period == "week" else 1))
 
 
 def _hour_start(zone: ZoneInfo, minute: int) -> int:
     """The start of the local hour holding `minute`: the last :00 on the local clock, or the
     last change of offset, whichever is later."""
-    offset = offset_minutes(zone, minute)
-    start = minute - (minute + offset) % 60
-    if offset_minutes(zone, start) == offset:
-        return start
-    return _change_after(zone, start, minute)
-
-
-def _change_after(zone: ZoneInfo, low: int, high: int) -> int:
-    """The first minute in (low, high] whose offset is high's, when low's differs."""
-    target = offset_minutes(zone, high)
-    return _first(low, high, lambda minute: offset_minutes(zone, minute) == target)
+    start = minute - (minute + offset_minutes(zone, minute)) % 60
+    return _unless_changed(zone, start, minute, start)
 
 
 def _next_hour(zone: ZoneInfo, start: int) -> int:
     """The start of the local hour after the one starting at `start`."""
-    offset = offset_minutes(zone, start)
-    following = start + 60 - (start + offset) % 60
-    if offset_minutes(zone, following) == offset:
-        return following
-    return _change_after(zone, start, following)
+    following = start + 60 - (start + offset_minutes(zone, start)) % 60
+    return _unless_changed(zone, start, following, following)
+
+
+def _unless_changed(zone: ZoneInfo, low: int, high: int, boundary: int) -> int:
+    """`boundary` when minutes low and high have one offset; else the first minute in (low, high]
+    whose offset is high's."""
+    target = offset_minutes(zone, high)
+    if offset_minutes(zone, low) == target:
+        return boundary
+    return _first(low, high, lambda minute: offset_minutes(zone, minute) == target)
 
 
 def bucket_start(zone: ZoneInfo, minute: int, resolution: LocalResolution) -> int:
@@ -202,10 +174,10 @@ def next_bucket(zone: ZoneInfo, start: int, resolution: LocalResolution) -> int:
     if resolution == "hour":
         return _next_hour(zone, start)
     day = _period_start(resolution, wall(zone, start).date())
-    following = _next_period(resolution, day)
+    following = _step(resolution, day, 1)
     stop = day_start(zone, following)
     while stop <= start:  # a local period skipped whole (Pacific/Apia, 2011-12-30)
-        following = _next_period(resolution, following)
+        following = _step(resolution, following, 1)
         stop = day_start(zone, following)
     return stop
 
@@ -214,9 +186,8 @@ NOMINAL_MINUTES: dict[str, int] = {"minute": 1, "hour": 60, "day": 1440, "week":
 
 
 def nominal_count(first: int, last: int, resolution: LocalResolution) -> int:
-    """The most buckets of the resolution's nominal length that minutes [first, last] can overlap:
-    the histogram cap is checked on it before any bucket is built (local buckets may be one more
-    per change of offset in the window, and a month is nominally 28 days)."""
+    """The most buckets of the resolution's nominal length minutes [first, last] can overlap: what the
+    histogram cap is checked on (docs/api.md, "Time zones, calendar windows and comparisons")."""
     return -(-(last - first) // NOMINAL_MINUTES[resolution]) + 1
 
 
@@ -233,32 +204,15 @@ def buckets(zone: ZoneInfo, first: int, last: int, resolution: LocalResolution) 
     return out
 
 
-# -- calendar windows and comparisons -------------------------------------------------------------
-
-
 def calendar_window(zone: ZoneInfo, window: str, now_minute: int) -> Window:
     """[first, last] minutes of a calendar window in the zone; the windows that hold now
     (today, this_week, this_month, this_year) end at now's minute."""
-    today = wall(zone, now_minute).date()
-    monday = today - timedelta(days=today.weekday())
-    month = today.replace(day=1)
-    starts: dict[str, tuple[date, date | None]] = {
-        "today": (today, None),
-        "yesterday": (today - timedelta(days=1), today),
-        "this_week": (monday, None),
-        "last_week": (monday - timedelta(days=7), monday),
-        "this_month": (month, None),
-        "last_month": (_add_months(month, -1), month),
-        "this_year": (date(today.year, 1, 1), None),
-    }
-    if window not in starts:
+    if window not in _CALENDAR:
         raise ValueError(f"not a calendar window: {window}")
-    first, stop = starts[window]
-    return day_start(zone, first), now_minute if stop is None else day_start(zone, stop) - 1
-
-
-def _shift_months(moment: datetime, months: int) -> datetime:
-    return datetime.combine(_add_months(moment.date(), months), moment.time())
+    period, back = _CALENDAR[window]
+    current = _period_start(period, wall(zone, now_minute).date())
+    first = day_start(zone, _step(period, current, back))
+    return first, now_minute if back == 0 else day_start(zone, current) - 1
 
 
 def _shift(zone: ZoneInfo, window: Window, move: Callable[[datetime], datetime], calendar: bool = False) -> Window:
@@ -278,15 +232,14 @@ def _shift(zone: ZoneInfo, window: Window, move: Callable[[datetime], datetime],
 
 
 def comparison(zone: ZoneInfo, window: Window, how: str, calendar: str | None = None) -> Window:
-    """The period a window is compared with by `how` (docs/api.md, "Time zones, calendar windows
-    and comparisons")."""
+    """The period a window is compared with by `how` (docs/api.md, as above)."""
     first, last = window
     if how == "previous_period":
         if calendar is None:
             return 2 * first - last - 1, first - 1
-        return _shift(zone, window, _CALENDAR[calendar][1], calendar=True)
-    if how == "year_over_year":
-        if calendar in ("this_week", "last_week"):
-            return _shift(zone, window, lambda t: t - timedelta(weeks=52), calendar=True)
-        return _shift(zone, window, lambda t: _shift_months(t, -12), calendar=calendar is not None)
-    raise ValueError(f"not a comparison: {how}")
+        period, count = _CALENDAR[calendar][0], -1
+    elif how == "year_over_year":  # a week 52 weeks earlier, so its days are the same weekdays
+        period, count = ("week", -52) if calendar in ("this_week", "last_week") else ("year", -1)
+    else:
+        raise ValueError(f"not a comparison: {how}")
+    return _shift(zone, window, lambda t: _step(period, t, count), calendar=calendar is not None)
