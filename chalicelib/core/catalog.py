@@ -225,7 +225,7 @@ def touched_page(
         consistent=True,
     )
     entries = [
-        Listed(attributes.sort_key(i), attributes.integer(i, "last_seen", 0), dynamo.stored_expiry(i))
+        Listed(attributes.sort_key(i), attributes.integer(i, "last_seen"), dynamo.stored_expiry(i))
         for i in got.items
     ]
     return entries, got.next
