@@ -12,6 +12,7 @@ from chalice.app import AuthRequest, BadRequestError, Chalice, NotFoundError, Ra
 # Modules whose names repeat across packages (api, batches, catalog, validation) are named in full.
 import chalicelib.counters.catalog
 import chalicelib.reports.api
+import chalicelib.sites.api
 import chalicelib.sites.settings
 import chalicelib.uniques.api
 import chalicelib.uniques.batches
@@ -30,7 +31,7 @@ from chalicelib.counters import audit_runs, breakdowns, filters, reads, repair, 
 from chalicelib.dashboard import assets
 from chalicelib.events import ingest, stream_records
 from chalicelib.reports import runs
-from chalicelib.sites import beacon, function_url, script, summary
+from chalicelib.sites import beacon, function_url, script
 
 app = Chalice(app_name="tally")
 app.log.setLevel(logging.INFO)
@@ -413,12 +414,12 @@ def beacon_url(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 @app.route("/sites", methods=["GET"], authorizer=read_key)
 def list_sites() -> dict[str, Any]:
-    return summary.listing(aws.dynamodb, settings, query(), clock.now_ms())
+    return chalicelib.sites.api.listing(aws.dynamodb, settings, query(), clock.now_ms())
 
 
 @app.route("/sites/{site}/summary", methods=["GET"], authorizer=read_key)
 def get_site_summary(site: str) -> dict[str, Any]:
-    return summary.windowed_summary(aws.dynamodb, settings, site, query(), clock.now_ms())
+    return chalicelib.sites.api.windowed_summary(aws.dynamodb, settings, site, query(), clock.now_ms())
 
 
 @app.route("/sites/{site}", methods=["GET"], authorizer=admin_key)
@@ -433,7 +434,7 @@ def put_site_settings(site: str) -> dict[str, Any]:
 
 @app.route("/sites/{site}/realtime", methods=["GET"], authorizer=read_key)
 def get_site_realtime(site: str) -> dict[str, Any]:
-    return summary.realtime(aws.dynamodb, settings, site, clock.now_ms())
+    return chalicelib.sites.api.realtime(aws.dynamodb, settings, site, clock.now_ms())
 
 
 @app.route("/tally.js", methods=["GET"])

@@ -22,7 +22,7 @@ polling, the audit's and the report's schedules or storage, is left out and said
   which arrive in the second of the view before them). Two more rows price what a site's page
   view adds behind the function URL: `+ realtime` its visitor's minute sketch (the unique-count
   handler merges each batch's visitors into the sketch of each minute the batch holds, in
-  batches of its 60 s batching window: sites/summary.py), and `+ realtime + goal` that and every page view converting on a goal
+  batches of its 60 s batching window: sites/api.py), and `+ realtime + goal` that and every page view converting on a goal
   (the site's settings read once a minute per process, one more uniques message, and the goal's
   sketches merged by the uniques handler in batches of its 60 s batching window: sites/beacon.py).
   Seed (accurate-counters-dynamodb.md): API

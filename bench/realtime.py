@@ -33,7 +33,8 @@ from bench.cost import stack  # noqa: E402
 from bench.metering import Meter  # noqa: E402
 from chalicelib.core import times  # noqa: E402
 from chalicelib.core.aws import AwsClients  # noqa: E402
-from chalicelib.sites import names, summary  # noqa: E402
+from chalicelib.sites import api as site_api  # noqa: E402
+from chalicelib.sites import names  # noqa: E402
 from chalicelib.uniques import api as uniques_api  # noqa: E402
 
 T0 = 1_795_000_000_000 - 1_795_000_000_000 % times.MINUTE_MS
@@ -54,7 +55,7 @@ def run(rate: float, minutes: int, window_s: int) -> dict[str, float]:
         merges = uniques_bench.merge_minutes(writer, settings, name, [(t, t, visitor) for t, visitor in seen])
         now_ms = seen[-1][0]
         last = now_ms // times.MINUTE_MS
-        first = last - summary.VISITOR_MINUTES + 1
+        first = last - site_api.VISITOR_MINUTES + 1
         answer = uniques_api.recent(reading.attach(AwsClients(settings).dynamodb), settings, name, first, last)
     truth = {v for t, v in seen if t // times.MINUTE_MS >= first}
     pairs = {(t // times.MINUTE_MS, v) for t, v in seen if t // times.MINUTE_MS >= first}

@@ -225,8 +225,7 @@ def touched_page(
         consistent=True,
     )
     entries = [
-        Listed(attributes.sort_key(i), attributes.integer(i, "last_seen"), dynamo.stored_expiry(i))
-        for i in got.items
+        Listed(attributes.sort_key(i), attributes.integer(i, "last_seen"), dynamo.stored_expiry(i)) for i in got.items
     ]
     return entries, got.next
 

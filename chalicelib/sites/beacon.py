@@ -13,7 +13,7 @@ from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.events import ingest as events
-from chalicelib.sites import names, privacy, salts, summary
+from chalicelib.sites import names, privacy, salts
 from chalicelib.sites import settings as site_settings
 from chalicelib.sites.settings import Goal
 from chalicelib.uniques import api as uniques_api
@@ -110,7 +110,7 @@ def count(
     enqueue_goal_visitor(sqs, settings, item_key, site, matched, visitor, beacon.time_ms)
     events.store(dynamodb, settings, stored, now_ms)
     # The site in the catalog of sites: one write per site and hour per process.
-    expires = now_ms // 1000 + summary.RETENTION_SECONDS + times.DAY_MS // 1000
+    expires = now_ms // 1000 + names.RETENTION_SECONDS + times.DAY_MS // 1000
     catalog.touch(dynamodb, settings, names.CATALOG_KIND, _recent, {site: expires}, now_ms)
     return {"counted": True, "site": site}
 
@@ -148,7 +148,7 @@ def _event(counter: str, event_id: str, beacon: Beacon, dimensions: Any) -> dict
         "counter": counter,
         "id": event_id,
         "time": beacon.time_ms,
-        "retention": summary.RETENTION_SECONDS,
+        "retention": names.RETENTION_SECONDS,
         "dimensions": dimensions,
     }
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import keyspace, validation
+from chalicelib.core import keyspace, times, validation, window_params
 from chalicelib.core.errors import ValidationError
 
 CATALOG_KIND = "sites"
 PAGEVIEW = "pageview"  # the beacon's event of a page view; every other event is a custom event
 SALT_PK = keyspace.SALT
+# How long a site's page views (its events) are kept: the longest window a summary answers
+# (docs/tracker.md, "What you see").
+RETENTION_SECONDS = window_params.MAX_WINDOW_DAYS * times.DAY_MS // 1000
 SITE_MAX_CHARS = 180  # so that every name made from a site (the longest fixed prefix is 10) is a name
 
 

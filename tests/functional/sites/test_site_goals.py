@@ -269,7 +269,7 @@ def test_given_a_prefix_limited_read_key_when_realtime_is_read_then_403(client: 
 
 def test_given_the_contract_when_read_then_its_settings_bounds_are_the_codes() -> None:
     from chalicelib.contract import schemas
-    from chalicelib.sites import summary as realtime_module
+    from chalicelib.sites import api as realtime_module
 
     assert schemas.MAX_GOALS == site_settings.MAX_GOALS
     assert schemas.GOAL_NAME_MAX_CHARS == site_settings.GOAL_NAME_MAX_CHARS

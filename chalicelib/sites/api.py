@@ -18,9 +18,6 @@ from chalicelib.sites import settings as site_settings
 from chalicelib.uniques import api as uniques_api
 
 DEFAULT_LIMIT = 10
-# How long a site's page views (its events) are kept: the longest window a summary answers
-# (docs/tracker.md, "What you see").
-RETENTION_SECONDS = window_params.MAX_WINDOW_DAYS * times.DAY_MS // 1000
 # Each list: the summary's name for it, the dimension of `site:<site>` it is a breakdown of,
 # the name of a value in the list.
 LISTS = (
