@@ -13,6 +13,7 @@ from chalicelib.core import (
     attributes,
     catalog,
     dynamo,
+    inputs,
     keyspace,
     pager,
     queues,
@@ -61,10 +62,7 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> Post:
     for index, item in enumerate(items):
         if not isinstance(item, str) or not 1 <= len(item) <= MAX_ITEM_CHARS:
             raise ValidationError(f"data[{index}] must be a string of 1-{MAX_ITEM_CHARS} characters")
-        try:
-            item.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValidationError(f"data[{index}] is not valid text (a lone UTF-16 surrogate?)") from exc
+        inputs.text(item, f"data[{index}]")
     time_ms = now_ms if body.get("time") is None else times.parse(body["time"], "time")
     return Post(items, times.not_ahead(time_ms, now_ms, settings.max_future_skew_seconds))
 
@@ -139,15 +137,13 @@ def recent(dynamodb: DynamoDB, settings: Settings, name: str, first: int, last: 
     found = dynamo.batch_get_items(
         dynamodb, settings.counts_table, wanted, READ_FAILED, projection=PROJECTION, consistent=True
     )
-    merged = sketches.merge([decode_item(item) for item in found], sketches.precision_for(settings.uniques_error_rate))
-    return {**_estimate(merged), "keys_read": len(wanted)}
+    return {**_estimate(settings, [decode_item(item) for item in found]), "keys_read": len(wanted)}
 
 
 def cardinality(dynamodb: DynamoDB, settings: Settings, names: list[str]) -> dict[str, Any]:
     """All time: the union of every shard of the named sketches, one Query per name."""
     stored = [shard for name in names for shard in _read_all_shards(dynamodb, settings, name)]
-    merged = sketches.merge(stored, sketches.precision_for(settings.uniques_error_rate))
-    return {**_estimate(merged), "start": None, "end": None, "keys_read": len(stored), "complete": True}
+    return {**_estimate(settings, stored), "start": None, "end": None, "keys_read": len(stored), "complete": True}
 
 
 def window_cardinality(
@@ -158,10 +154,9 @@ def window_cardinality(
     now_ms: int,
     label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
-    """The union of the names' day, hour and quarter sketches covering minutes [start, stop)
-    (widened to the quarter hours holding them: a window of MAX_WINDOW_DAYS may widen by up to
-    14 minutes, its own minutes are what is checked), read with BatchGetItem: one name's 30-day
-    window is at most 82 keys (29 days, 2 x 23 hours, 2 x 3 quarters)."""
+    """The union of the names' day, hour and quarter sketches covering minutes [start, stop), widened
+    to quarter hours after its own minutes are checked, read with BatchGetItem (docs/design.md,
+    "Windows and exactness")."""
     window_params.check_minutes(span[0], span[1] - 1)
     start, stop = windows.widen(*span)
     plan = windows.cover(start, stop, _first_live(settings, "hour", now_ms))
@@ -169,16 +164,18 @@ def window_cardinality(
     if len(wanted) > MAX_KEYS_READ:
         raise ValidationError(f"this would read {len(wanted)} sketches (at most {MAX_KEYS_READ}): fewer names or days")
     found = dynamo.batch_get_items(dynamodb, settings.counts_table, wanted, READ_FAILED, projection=PROJECTION)
-    now_s = now_ms // 1000
-    live = [decode_item(item) for item in found if _unexpired(item, now_s)]
-    merged = sketches.merge(live, sketches.precision_for(settings.uniques_error_rate))
+    first_live_day = _first_live(settings, "day", now_ms)
     answer = {
-        **_estimate(merged),
+        **_estimate(settings, [decode_item(item) for item in found if _unexpired(item, now_ms // 1000)]),
         "start": label(plan[0].first_minute),
         "end": label(plan[-1].stop_minute),
         "aligned": ALIGNMENT_NOTE,
         "keys_read": len(wanted),
-        **_completeness(plan[0], settings, now_ms),
+        **timebuckets.completeness(
+            plan[0].first_minute // timebuckets.DAY_MINUTES >= first_live_day,
+            first_live_day * timebuckets.DAY_MINUTES * times.MINUTE_MS,
+            "the window starts before day sketches are kept: older items are no longer counted",
+        ),
     }
     if plan[0].first_minute < start and answer["complete"]:
         answer["message"] = (
@@ -193,21 +190,12 @@ def _first_live(settings: Settings, level: timebuckets.Resolution, now_ms: int) 
 
 
 def _unexpired(item: dict[str, Any], now_s: int) -> bool:
-    """A window sketch read before DynamoDB's TTL deleted it still counts only until its expiry
-    (one without an expiry is not a window sketch: it does not count)."""
+    """Counts until its expiry (docs/guarantees.md, "TTL deletes late"); no expiry: no window sketch."""
     return (dynamo.stored_expiry(item) or 0) > now_s
 
 
-def _completeness(oldest: timebuckets.Bucket, settings: Settings, now_ms: int) -> dict[str, Any]:
-    first_live_day = _first_live(settings, "day", now_ms)
-    return timebuckets.completeness(
-        oldest.first_minute // timebuckets.DAY_MINUTES >= first_live_day,
-        first_live_day * timebuckets.DAY_MINUTES * times.MINUTE_MS,
-        "the window starts before day sketches are kept: older items are no longer counted",
-    )
-
-
-def _estimate(sketch: sketches.Sketch) -> dict[str, Any]:
+def _estimate(settings: Settings, parts: list[sketches.Sketch]) -> dict[str, Any]:
+    sketch = sketches.merge(parts, sketches.precision_for(settings.uniques_error_rate))
     low, high = sketches.interval(sketch)
     exact = sketches.is_exact(sketch)
     return {
@@ -246,9 +234,7 @@ def histogram(
     label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
     """Distinct items per bucket, each bucket minutes [start, stop) (a UTC or local hour, day,
-    week or month): not additive, an item seen in two buckets is counted in each. Each bucket is
-    the union of its cover (windows.cover, widened to quarter hours); a level of sketches most of
-    whose span is wanted is read with one paginated Query, the rest with BatchGetItem."""
+    week or month) read as the union of its cover (windows.cover): not additive."""
     window_params.check_histogram(len(buckets))
     first_live_hour = _first_live(settings, "hour", now_ms)
     first_live_day = _first_live(settings, "day", now_ms)
