@@ -65,8 +65,6 @@ class Sketch:
             return self.exact is None and other.exact is None
         return np.array_equal(self.exact, other.exact)
 
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         state = f"exact {len(self.exact)}" if self.exact is not None else f"registers, floor {self.floor}"
         return f"Sketch(p={self.p}, {state})"
@@ -135,15 +133,11 @@ def _from_values(p: int, values: np.ndarray[Any, Any]) -> Sketch:
 def add_values(sketch: Sketch, x: np.ndarray[Any, Any]) -> None:
     if not len(x):
         return
-    _set_registers(sketch.M, sketch.p, x)
+    index = (x & np.uint64(sketch.m - 1)).astype(np.intp)
+    rho = _hll.get_rho_vec(x >> np.uint64(sketch.p), 64 - sketch.p)
+    np.maximum.at(sketch.M, index, rho.astype(np.uint8))
     if sketch.exact is not None:
         _keep_exact(sketch, np.union1d(sketch.exact, x))
-
-
-def _set_registers(registers: np.ndarray[Any, Any], p: int, x: np.ndarray[Any, Any]) -> None:
-    index = (x & np.uint64((1 << p) - 1)).astype(np.intp)
-    rho = _hll.get_rho_vec(x >> np.uint64(p), 64 - p)
-    np.maximum.at(registers, index, rho.astype(np.uint8))
 
 
 def _keep_exact(sketch: Sketch, union: np.ndarray[Any, Any]) -> None:
@@ -234,28 +228,25 @@ def decode(data: bytes) -> Sketch:
     if not MIN_PRECISION <= p <= MAX_PRECISION:
         raise SketchFormatError(f"precision {p} out of range")
     m = 1 << p
+    payload = data[HEADER.size :]
     if kind == EXACT:
-        return _from_values(p, _exact_hashes(data[HEADER.size :]))
+        if len(payload) % HASH_BYTES or len(payload) // HASH_BYTES > EXACT_LIMIT:
+            raise SketchFormatError(f"an exact sketch holds 0-{EXACT_LIMIT} hashes of {HASH_BYTES} bytes")
+        values = hash_values(payload)
+        if not (values[1:] > values[:-1]).all():
+            raise SketchFormatError("exact hashes must be strictly increasing")
+        return _from_values(p, values)
     if kind == DENSE:
-        registers = np.frombuffer(_inflate(data[HEADER.size :], m), dtype=np.uint8)
+        registers = np.frombuffer(_inflate(payload, m), dtype=np.uint8)
         if len(registers) != m:
             raise SketchFormatError(f"dense sketch has {len(registers)} registers, expected {m}")
     elif kind == SPARSE:
-        registers = _sparse_registers(_inflate(data[HEADER.size :], 3 * m), m)
+        registers = _sparse_registers(_inflate(payload, 3 * m), m)
     else:
         raise SketchFormatError(f"unknown sketch kind {kind}")
     if registers.size and int(registers.max()) > 64 - p + 1:
         raise SketchFormatError("register value out of range")
     return Sketch(p, registers.copy(), None, EXACT_LIMIT + 1)
-
-
-def _exact_hashes(payload: bytes) -> np.ndarray[Any, Any]:
-    if len(payload) % HASH_BYTES or len(payload) // HASH_BYTES > EXACT_LIMIT:
-        raise SketchFormatError(f"an exact sketch holds 0-{EXACT_LIMIT} hashes of {HASH_BYTES} bytes")
-    values = hash_values(payload)
-    if len(values) > 1 and not (values[1:] > values[:-1]).all():
-        raise SketchFormatError("exact hashes must be strictly increasing")
-    return values
 
 
 def _inflate(payload: bytes, limit: int) -> bytes:
