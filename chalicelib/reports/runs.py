@@ -196,17 +196,14 @@ def _put_objects(s3: S3, settings: Settings, report: Report) -> None:
 
 def _commit(dynamodb: DynamoDB, settings: Settings, checkpoint: int | None, report: Report) -> bool:
     """Move the checkpoint and index the report, if the checkpoint is still where it was read."""
-    move: dict[str, Any] = {
+    expected = {} if checkpoint is None else {":expected": {"N": str(checkpoint)}}
+    move = {
         "TableName": settings.counts_table,
         "Key": CHECKPOINT_KEY,
         "UpdateExpression": "SET end_ms = :end, report_id = :id",
-        "ExpressionAttributeValues": {":end": {"N": str(report.end_ms)}, ":id": {"S": report.id}},
+        "ConditionExpression": "attribute_not_exists(pk)" if checkpoint is None else "end_ms = :expected",
+        "ExpressionAttributeValues": {":end": {"N": str(report.end_ms)}, ":id": {"S": report.id}, **expected},
     }
-    if checkpoint is None:
-        move["ConditionExpression"] = "attribute_not_exists(pk)"
-    else:
-        move["ConditionExpression"] = "end_ms = :expected"
-        move["ExpressionAttributeValues"][":expected"] = {"N": str(checkpoint)}
     index = {
         "TableName": settings.counts_table,
         "Item": {
