@@ -62,17 +62,14 @@ def _entry(item: dict[str, Any], ingested: int, pack_expires: int) -> dict[str, 
     return entry
 
 
-def split(
-    items: Sequence[dict[str, Any]], size: Callable[[dict[str, Any]], int], limit: int | None = None
-) -> list[list[int]]:
+def split(items: Sequence[dict[str, Any]], size: Callable[[dict[str, Any]], int]) -> list[list[int]]:
     """The indexes of `items` cut into runs, in order, each of whose pack `size` says is at most
-    `limit` bytes (PACK_MAX_BYTES by default; an item alone always makes a run)."""
-    limit = PACK_MAX_BYTES if limit is None else limit
-    if len(items) <= 1 or size(pack(items)) <= limit:
+    PACK_MAX_BYTES (an item alone always makes a run)."""
+    if len(items) <= 1 or size(pack(items)) <= PACK_MAX_BYTES:
         return [list(range(len(items)))]  # the usual case: sized once
     runs: list[list[int]] = [[]]
     for index in range(len(items)):
-        if runs[-1] and size(pack([items[i] for i in [*runs[-1], index]])) > limit:
+        if runs[-1] and size(pack([items[i] for i in [*runs[-1], index]])) > PACK_MAX_BYTES:
             runs.append([])
         runs[-1].append(index)
     return runs
@@ -89,10 +86,9 @@ def count(item: dict[str, Any]) -> int:
 
 
 def unpack(item: dict[str, Any]) -> list[tuple[int | None, dict[str, Any]]]:
-    """The events an item holds, each as its one-event item (plain values, as deserialized)
-    with its index in the pack (None for an item of the one-event layout). PackFormatError if
-    the pack's list cannot be read; an entry that is not a map comes back as an empty event,
-    for the validation of each event to refuse."""
+    """The events an item holds, each as its one-event item with its index in the pack (None for
+    the one-event layout). PackFormatError if the pack's list cannot be read; an entry that is not
+    a map comes back as an empty event, for the validation of each event to refuse."""
     if not is_pack(item):
         return [(None, item)]
     entries = item.get(EVENTS)

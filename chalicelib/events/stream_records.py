@@ -13,7 +13,8 @@ from typing import Any
 from chalicelib.core import attributes
 from chalicelib.events import packs
 
-# In a set-aside copy of a record: the shard it was read from.
+# In a set-aside copy of a record: the shard it was read from (Lambda names it once per event),
+# so a replay knows the claims it made.
 SHARD_FIELD = "shardId"
 # In a set-aside copy of a record: the items that took it before it was set aside (opaque ids the
 # consumer that set it aside gives them), which a replay must not add it to again.
@@ -34,9 +35,7 @@ class StreamRecord:
     pack_index: int | None = None
 
     def raw_json(self, held: Sequence[str] = ()) -> str:
-        """The record as set aside: Lambda's record plus the shard it came through (`shardId`,
-        which Lambda names once per event), so a replay knows the claims it made, and the items
-        that already hold it (`heldBy`), so a replay knows the increments it made."""
+        """The record as set aside: Lambda's record plus SHARD_FIELD and HELD_FIELD."""
         copy = {**self.raw, SHARD_FIELD: self.shard} if self.shard else dict(self.raw)
         if held:
             copy[HELD_FIELD] = sorted(held)
@@ -87,10 +86,8 @@ def from_lambda_record(record: Any, shard: str = "") -> StreamRecord:
 
 
 def events_of(record: StreamRecord) -> list[StreamRecord]:
-    """The records of the events one stream record carries, in pack order: the record itself when
-    it is no pack, else one per event (its image, `pack_index`, id `<eventID>#<index>`, and the
-    record narrowed to it as its raw copy, which a replay reads back through here); a pack that
-    cannot be read is one record with the error."""
+    """The records of the events one stream record carries, in pack order (docs/counting.md, "Packs"):
+    the record itself when it is no pack; a pack that cannot be read is one record with the error."""
     image = record.new_image
     if record.error or image is None or not packs.is_pack(image):
         return [record]
