@@ -87,9 +87,6 @@ def parse_names(raw: str | None) -> list[str]:
 
 
 # -- counts ----------------------------------------------------------------------------------
-#
-# A window is a range of minutes [start, stop) on quarter hours (hours, for a window in UTC);
-# a series is a list of such ranges, each one bucket (a local day is any range: windows.cover).
 
 
 def windowed_count(
@@ -113,8 +110,7 @@ def windowed_count(
 
 def span(params: Mapping[str, str], first: int, last: int) -> tuple[int, int]:
     """The minutes [start, stop) a unique count reads for window minutes first..last: a calendar
-    window's own minutes (its local midnights lie on quarter hours), widened to the quarter hour
-    holding its last minute; any other window its UTC hours (window_params.aligned_hours)."""
+    window's own (its local midnights lie on quarter hours), any other its UTC hours."""
     if params.get("window") in zones.CALENDAR_WINDOWS:
         return minute_span(first, last)
     return hour_span(window_params.aligned_hours(params, first, last))
@@ -142,7 +138,9 @@ def recent(dynamodb: DynamoDB, settings: Settings, name: str, first: int, last: 
 
 def cardinality(dynamodb: DynamoDB, settings: Settings, names: list[str]) -> dict[str, Any]:
     """All time: the union of every shard of the named sketches, one Query per name."""
-    stored = [shard for name in names for shard in _read_all_shards(dynamodb, settings, name)]
+    table = settings.counts_table
+    requests = [dynamo.query_request(table, layout.shards_pk(name), projection="pk, sk, sketch") for name in names]
+    stored = [decode_item(item) for request in requests for item in dynamo.query_items(dynamodb, request, READ_FAILED)]
     return {**_estimate(settings, stored), "start": None, "end": None, "keys_read": len(stored), "complete": True}
 
 
@@ -249,7 +247,7 @@ def histogram(
     ]
     first = timebuckets.kept_from(flags)
     wanted = {b for cover in covers[first:] for b in cover}
-    stored, keys_read = _read_buckets(dynamodb, settings, name, wanted, now_ms) if wanted else ({}, 0)
+    stored, keys_read = _read_buckets(dynamodb, settings, name, wanted, now_ms)
     p = sketches.precision_for(settings.uniques_error_rate)
     values: list[dict[str, Any]] = [{"cardinality": 0, "exact": True}] * first
     for cover in covers[first:]:
@@ -272,8 +270,7 @@ def histogram(
 def _read_buckets(
     dynamodb: DynamoDB, settings: Settings, name: str, wanted: set[timebuckets.Bucket], now_ms: int
 ) -> tuple[dict[timebuckets.Bucket, sketches.Sketch], int]:
-    """The unexpired sketches of `wanted` that exist, and how many keys were read: per level, one
-    Query over its span when at least half of the span is wanted, else BatchGetItem."""
+    """The unexpired sketches of `wanted` that exist, and how many keys were read."""
     table, keys_read = settings.counts_table, 0
     found: list[dict[str, Any]] = []
     for level in windows.LEVELS:
@@ -293,11 +290,6 @@ def _read_buckets(
 def _bucket_of(item: dict[str, Any]) -> timebuckets.Bucket:
     sort_key = attributes.sort_key(item)
     return timebuckets.Bucket(layout.LEVEL_OF_PREFIX[sort_key.split("#", 1)[0]], keyspace.sort_key_index(sort_key))
-
-
-def _read_all_shards(dynamodb: DynamoDB, settings: Settings, name: str) -> list[sketches.Sketch]:
-    request = dynamo.query_request(settings.counts_table, layout.shards_pk(name), projection="pk, sk, sketch")
-    return [decode_item(item) for item in dynamo.query_items(dynamodb, request, READ_FAILED)]
 
 
 # -- the names that exist ----------------------------------------------------------------------

@@ -75,8 +75,7 @@ class Target:
 
 
 def message_body(name: str, hashes: bytes, time_ms: int, minute: bool = False) -> str:
-    """One message per request, carrying 8-byte item hashes: any request fits SQS's 1 MiB message.
-    `minute`: the items also go into their minute's sketch."""
+    """One message per request, of 8-byte item hashes; `minute`: the items go into their minute's sketch too."""
     encoded = base64.b64encode(hashes).decode("ascii")
     extra = {"minute": True} if minute else {}
     return json.dumps({"v": MESSAGE_VERSION, "name": name, "hashes": encoded, "time": time_ms, **extra})
@@ -242,8 +241,7 @@ def decode_item(item: dict[str, Any]) -> sketches.Sketch:
     try:
         return sketches.decode(attributes.binary(item, "sketch"))
     except (KeyError, sketches.SketchFormatError) as exc:
-        where = f"{item.get('pk', {}).get('S')} {item.get('sk', {}).get('S')}"
-        raise StorageError(f"stored sketch {where} is unreadable: {exc}") from exc
+        raise StorageError(f"stored sketch {' '.join(attributes.key_of(item))} is unreadable: {exc}") from exc
 
 
 def _record_text(message: Message) -> str:

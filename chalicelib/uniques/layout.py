@@ -1,14 +1,5 @@
-"""Counts-table keys of unique counts. Pure.
-
-HLL#<name> / shard#<nn>              the all-time sketch, in UNIQUES_SHARDS shards
-HLW#<name> / q#<quarter> | h#<hour> | d#<day>   the sketch of one UTC quarter hour / hour / day
-                                     (index since the epoch, core/timebuckets.py), expiring
-                                     `expires_at` (its end plus the retention setting)
-HLW#<name> / m#<minute>              the sketch of one minute, for names whose items ask for it
-                                     (a site's visitors), kept MINUTE_RETENTION_SECONDS
-CATALOG#uniques / <name>             a name that has items, with `last_seen` (core.catalog)
-QUARANTINE#uniques-queue / <message id>   a message that could not be applied
-"""
+"""Counts-table keys of unique counts (`HLL#`, `HLW#`, `CATALOG#uniques`), as docs/design.md,
+"The counts table" lists them. Pure."""
 
 from __future__ import annotations
 

@@ -81,14 +81,12 @@ class Sketch:
 
 
 def keyed_item(key: bytes, item: str) -> bytes:
-    """The item under the stage's key (HMAC-SHA256): what enters the library's hash, so a stored
-    hash cannot be matched against a guessed item without the key."""
+    """The item under the stage's key (HMAC-SHA256): docs/tracker.md, "Keyed item hashes"."""
     return hmac.new(key, item.encode("utf-8"), sha256).digest()
 
 
 def item_hash(key: bytes, item: str) -> bytes:
-    """The library's hash of the keyed item, big-endian: what `HyperLogLog.add(keyed_item(key,
-    item))` would compute; exact hashes and registers both come from it."""
+    """The library's hash of the keyed item, big-endian, as `HyperLogLog.add` computes it."""
     return sha1(packb(keyed_item(key, item))).digest()[:HASH_BYTES]
 
 
