@@ -160,8 +160,7 @@ def from_item(item: dict[str, Any]) -> Event:
 
 
 def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:
-    """The events-table item (plain Python values) for an event ingested at ingest_ms; dimensions
-    and values only when the event has them."""
+    """The events-table item (plain Python values) for an event ingested at ingest_ms."""
     item: dict[str, Any] = {
         "pk": partition_key(ingest_ms, secrets.randbelow(settings.event_write_shards)),
         "sk": sort_key(ingest_ms, secrets.token_urlsafe(9)),

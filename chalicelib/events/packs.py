@@ -12,9 +12,7 @@ from typing import Any, TypeGuard
 EVENT_KIND = "event"
 PACK_KIND = "pack"
 KINDS = (EVENT_KIND, PACK_KIND)
-# DynamoDB's item limit is 400 KB (409,600 bytes); the margin covers the estimate below and
-# the pack's own fields.
-PACK_MAX_BYTES = 360_000
+PACK_MAX_BYTES = 360_000  # a margin below DynamoDB's item limit, 400 KB (409,600 bytes)
 PACK_LEVEL = ("pk", "sk", "kind", "ingested_at", "expires_at")
 SHORT_NAMES = dict(
     counter="c", id="i", id_given="g", time="t", retention="r", attributes="a", dimensions="d", values="v"

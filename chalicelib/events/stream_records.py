@@ -49,9 +49,8 @@ def from_lambda_event(event: dict[str, Any]) -> list[StreamRecord]:
 
 
 def window_response() -> dict[str, Any]:
-    """What a function answers Lambda with a tumbling window (docs/guarantees.md, "Tumbling
-    windows"): an empty `state` (counting keeps its state in the counts table) and no
-    `batchItemFailures` (a batch succeeds or fails whole)."""
+    """What a function answers Lambda with a tumbling window (docs/guarantees.md, "Tumbling windows"):
+    an empty `state` (counting keeps its own in the counts table), no `batchItemFailures` (a batch fails whole)."""
     return {"state": {}, "batchItemFailures": []}
 
 
