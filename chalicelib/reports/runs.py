@@ -1,8 +1,7 @@
 """A report run: read what arrived since the last report within a budget of events and Queries
 (Budget), cut where every shard has been read, and commit reports that tile time. Why a cut
-report is still whole and a run that dies or runs twice reports each event once:
-docs/design.md, "Reports"; docs/guarantees.md, "Report runs: a Query reads a partition in
-sort-key order, a page at a time"."""
+report is whole and each event is reported once: docs/design.md, "Reports"; docs/guarantees.md,
+"Report runs"."""
 
 from __future__ import annotations
 
