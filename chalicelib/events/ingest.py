@@ -99,17 +99,10 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
 
 
 def _has_empty_name(value: Any) -> bool:
-    """Whether any object in `value` (walked without recursion) has the key ""."""
-    pending = [value]
-    while pending:
-        node = pending.pop()
-        if isinstance(node, dict):
-            if "" in node:
-                return True
-            pending.extend(node.values())
-        elif isinstance(node, list):
-            pending.extend(node)
-    return False
+    """Whether any object in `value` (at most MAX_STORED_DEPTH deep: check_tree) has the key ""."""
+    if isinstance(value, dict):
+        return "" in value or any(_has_empty_name(child) for child in value.values())
+    return isinstance(value, list) and any(_has_empty_name(child) for child in value)
 
 
 def _to_dynamodb_numbers(value: Any) -> Any:
