@@ -9,20 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import (
-    attributes,
-    catalog,
-    dynamo,
-    inputs,
-    keyspace,
-    pager,
-    queues,
-    timebuckets,
-    times,
-    validation,
-    window_params,
-    zones,
-)
+from chalicelib.core import catalog, dynamo, inputs, pager, queues, timebuckets, times, validation, window_params, zones
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -152,9 +139,8 @@ def window_cardinality(
     now_ms: int,
     label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
-    """The union of the names' day, hour and quarter sketches covering minutes [start, stop), widened
-    to quarter hours after its own minutes are checked, read with BatchGetItem (docs/design.md,
-    "Windows and exactness")."""
+    """The union of the names' sketches covering minutes [start, stop), checked, then widened to quarter
+    hours (windows.cover), read with BatchGetItem: docs/design.md, "Windows and exactness"."""
     window_params.check_minutes(span[0], span[1] - 1)
     start, stop = windows.widen(*span)
     plan = windows.cover(start, stop, _first_live(settings, "hour", now_ms))
@@ -284,12 +270,7 @@ def _read_buckets(
             read = list(dynamo.batch_get_items(dynamodb, table, keys, READ_FAILED, projection=PROJECTION))
             keys_read += len(keys)
         found += read
-    return {_bucket_of(item): decode_item(item) for item in found if _unexpired(item, now_ms // 1000)}, keys_read
-
-
-def _bucket_of(item: dict[str, Any]) -> timebuckets.Bucket:
-    sort_key = attributes.sort_key(item)
-    return timebuckets.Bucket(layout.LEVEL_OF_PREFIX[sort_key.split("#", 1)[0]], keyspace.sort_key_index(sort_key))
+    return {layout.bucket_of(item): decode_item(item) for item in found if _unexpired(item, now_ms // 1000)}, keys_read
 
 
 # -- the names that exist ----------------------------------------------------------------------

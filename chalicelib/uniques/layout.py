@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import catalog, keyspace
+from chalicelib.core import attributes, catalog, keyspace
 from chalicelib.core.timebuckets import Bucket, Level
 
 PREFIX: dict[Level, str] = {"minute": "m", "quarter": "q", "hour": "h", "day": "d"}
@@ -31,6 +31,12 @@ def bucket_sort_key(resolution: Level, index: int) -> str:
 
 def bucket_key(name: str, bucket: Bucket) -> dict[str, Any]:
     return {"pk": {"S": window_pk(name)}, "sk": {"S": bucket_sort_key(bucket.resolution, bucket.index)}}
+
+
+def bucket_of(item: dict[str, Any]) -> Bucket:
+    """The bucket of a window sketch's item, read from its sort key (bucket_sort_key)."""
+    sort_key = attributes.sort_key(item)
+    return Bucket(LEVEL_OF_PREFIX[sort_key.split("#", 1)[0]], keyspace.sort_key_index(sort_key))
 
 
 def name_key(name: str) -> dict[str, Any]:
