@@ -62,10 +62,7 @@ class Target:
     bucket: timebuckets.Bucket | None
 
     def order(self) -> tuple[str, int, str, int]:
-        """Writes go in a fixed order, name by name: days, hours, minutes, quarters, then the
-        all-time shard last, so an all-time count that includes a batch's items means that batch's
-        other sketches of the name are written too (readers poll the all-time count to know a batch
-        has landed)."""
+        """Name by name, the all-time shard last (docs/design.md, "Unique counts", back end)."""
         if self.bucket is None:
             return (self.name, 1, "", 0)
         return (self.name, 0, self.bucket.resolution, self.bucket.index)

@@ -160,9 +160,8 @@ def fold(sketch: Sketch, p: int) -> Sketch:
 
 
 def merge(sketches: Sequence[Sketch], default_p: int) -> Sketch:
-    """The union of the sketches, at the lowest precision among them (default_p if none): exact
-    while every input is exact and the union stays small; register for register the same as one
-    sketch built from all their items."""
+    """The union of the sketches at their lowest precision (default_p if none), exact while every
+    input is and the union is small: register for register one sketch built from all their items."""
     if not sketches:
         return empty(default_p)
     p = min(s.p for s in sketches)
@@ -205,12 +204,11 @@ def interval(sketch: Sketch, z: float = 1.96) -> tuple[int, int]:
 def encode(sketch: Sketch) -> bytes:
     if sketch.exact is not None:
         return HEADER.pack(MAGIC, FORMAT_VERSION, EXACT, sketch.p) + sketch.exact.astype(_HASHES).tobytes()
-    registers = sketch.M
-    candidates = [HEADER.pack(MAGIC, FORMAT_VERSION, DENSE, sketch.p) + zlib.compress(registers.tobytes(), 9)]
-    indices = np.flatnonzero(registers)
-    if len(indices) <= len(registers) // _SPARSE_LIMIT_DIVISOR:
+    candidates = [HEADER.pack(MAGIC, FORMAT_VERSION, DENSE, sketch.p) + zlib.compress(sketch.M.tobytes(), 9)]
+    indices = np.flatnonzero(sketch.M)
+    if len(indices) <= sketch.m // _SPARSE_LIMIT_DIVISOR:
         deltas = np.diff(indices, prepend=0).astype(">u2")
-        payload = deltas.tobytes() + registers[indices].tobytes()
+        payload = deltas.tobytes() + sketch.M[indices].tobytes()
         candidates.append(HEADER.pack(MAGIC, FORMAT_VERSION, SPARSE, sketch.p) + zlib.compress(payload, 9))
     return min(candidates, key=len)
 
