@@ -82,9 +82,7 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
         raise ValidationError(f"{where}.attributes must be a JSON object")
     inputs.check_tree(attributes, f"{where}.attributes", inputs.MAX_STORED_DEPTH)
     if _has_empty_name(attributes):
-        # DynamoDB's naming rules: "Attribute names must be at least one character long", map
-        # keys at any depth included (it refuses the write). moto stores such a key and then
-        # answers items botocore cannot parse, so it is refused here, the same everywhere.
+        # DynamoDB refuses it, moto stores it: docs/local-stack.md, "empty attribute names".
         raise ValidationError(f"{where}.attributes holds an empty name: every key needs a character")
     # Measured before anything is converted (the whole body is already capped in size).
     size = len(json.dumps(attributes, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8"))

@@ -32,8 +32,7 @@ MAX_REPORT_SPAN_MS = times.DAY_MS
 MAX_RUN_QUERIES = 3_000
 # Items one Query page asks for at most (DynamoDB also ends a page at 1 MB).
 PAGE_ITEMS = 1_000
-# POST /reports answers through API Gateway, which waits at most 29 s: it reads a tenth of what
-# a scheduled run (300 s) reads.
+# POST /reports, behind API Gateway's 29 s, reads a tenth of what a scheduled run (300 s) reads.
 REQUEST_SHARE = 10
 _COMMIT_ATTEMPTS = 5
 
