@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -91,10 +90,8 @@ def run(dynamodb: DynamoDB, s3: S3, settings: Settings, now_ms: int, budget: Bud
     while True:
         checkpoint = read_checkpoint(dynamodb, settings)
         start = first_start if checkpoint is None else checkpoint
-        if start >= cutoff:
-            return result
-        if budget.spent:
-            result.more = True
+        if start >= cutoff or budget.spent:
+            result.more = start < cutoff
             return result
         report = read_report(dynamodb, settings, start, min(cutoff, start + MAX_REPORT_SPAN_MS), budget, now_ms)
         _put_objects(s3, settings, report)
@@ -153,7 +150,9 @@ class _ShardReader:
             item = attributes.deserialized(raw)
             budget.count(item)
             self.reached = int(item["ingested_at"])  # what its sort key begins with
-            self.pending.extend((self.reached, event) for event in _reportable(item, self._now_s))
+            for event in packs.events_in(item, self._now_s):
+                if event.get("kind") == packs.EVENT_KIND and "counter" in event:
+                    self.pending.append((self.reached, event))
         if "LastEvaluatedKey" in page:
             self._request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         else:
@@ -169,12 +168,6 @@ def _add_before(report: Report, shards: list[_ShardReader], cut: int) -> None:
 
 def _ended(report: Report, cut: int) -> Report:
     return replace(report, id=report_ranges.report_id(report.start_ms, cut), end_ms=cut)
-
-
-def _reportable(item: dict[str, Any], now_s: int | None) -> Iterator[dict[str, Any]]:
-    for event in packs.events_in(item, now_s):
-        if event.get("kind") == packs.EVENT_KIND and "counter" in event:
-            yield event
 
 
 def _object_keys(report_id: str) -> dict[str, str]:
@@ -202,17 +195,9 @@ def _commit(dynamodb: DynamoDB, settings: Settings, checkpoint: int | None, repo
         "ConditionExpression": "attribute_not_exists(pk)" if checkpoint is None else "end_ms = :expected",
         "ExpressionAttributeValues": {":end": {"N": str(report.end_ms)}, ":id": {"S": report.id}, **expected},
     }
-    index = {
-        "TableName": settings.counts_table,
-        "Item": {
-            "pk": {"S": INDEX_PK},
-            "sk": {"S": report.id},
-            "start_ms": {"N": str(report.start_ms)},
-            "end_ms": {"N": str(report.end_ms)},
-            "events": {"N": str(report.events)},
-        },
-        "ConditionExpression": "attribute_not_exists(pk)",
-    }
+    numbers = {"start_ms": report.start_ms, "end_ms": report.end_ms, "events": report.events}
+    item = {"pk": {"S": INDEX_PK}, "sk": {"S": report.id}, **{k: {"N": str(v)} for k, v in numbers.items()}}
+    index = {"TableName": settings.counts_table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
     # A transaction on the same items in flight is retried; the condition then decides.
     return transactions.write_items(
         dynamodb, [{"Update": move}, {"Put": index}], what="moving the report checkpoint", attempts=_COMMIT_ATTEMPTS
