@@ -116,24 +116,19 @@ def _event(item: dict[str, Any], entry: Any, ingested: int) -> dict[str, Any]:
     return event
 
 
-def live(event: dict[str, Any], now_s: int) -> bool:
-    """Whether an event (as unpacked) is within its own retention in the events table: readers
-    skip an event past it even while its pack, kept for a longer-lived event, is still stored."""
-    expires = event.get("expires_at")
-    return not _number(expires) or expires >= now_s
-
-
 def _number(value: Any) -> TypeGuard[int | Decimal]:
     return isinstance(value, int | Decimal) and not isinstance(value, bool)
 
 
 def events_in(item: dict[str, Any], now_s: int | None = None) -> Iterator[dict[str, Any]]:
-    """Every event of an item that can be read, as its one-event item; with `now_s`, only those
-    within their own retention. A pack whose list cannot be read yields nothing."""
+    """Every event of an item that can be read, as its one-event item; with `now_s`, only those within
+    their own retention, though their pack is kept longer (docs/counting.md, "Packs"). A pack whose
+    list cannot be read yields nothing."""
     try:
         unpacked = unpack(item)
     except PackFormatError:
         return
     for _, event in unpacked:
-        if now_s is None or live(event, now_s):
+        expires = event.get("expires_at")
+        if now_s is None or not _number(expires) or expires >= now_s:
             yield event
