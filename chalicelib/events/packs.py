@@ -1,7 +1,7 @@
 """The events-table item format: a request's events packed into as few items as fit
 (PACK_MAX_BYTES), one event alone as one item of `kind = "event"`; packing, splitting and
 unpacking (`events_in`, the one way every reader reads an item). Pure. The layouts and why:
-docs/counting.md, "Packs"; docs/guarantees.md, "The item size limit, which bounds a pack"."""
+docs/counting.md, "Packs"; docs/guarantees.md, "The item size limit"."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """DynamoDB stream records, deserialized once at the edge into plain Python values, each with the
-shard it came through; `events_of` turns a record of a pack into one record per event. Why the
-shard and the tumbling window: docs/guarantees.md, "Tumbling windows: `shardId` in, `state`
-out"; how each event of a pack gets its own position: docs/counting.md, "Packs"."""
+shard it came through; `events_of` turns a record of a pack into one record per event. Why:
+docs/guarantees.md, "Tumbling windows"; docs/counting.md, "Packs"."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ class StreamRecord:
     error: str | None = None  # set when the image could not be deserialized
     shard: str = ""  # the stream shard it was read from ("" when the event did not say)
     created_s: float | None = None  # ApproximateCreationDateTime, epoch seconds
-    # The event's index in the pack the record carries; None for an item of one event.
-    pack_index: int | None = None
+    pack_index: int | None = None  # the event's index in the pack the record carries (None: one event)
 
     def raw_json(self, held: Sequence[str] = ()) -> str:
         """The record as set aside: Lambda's record plus SHARD_FIELD and HELD_FIELD."""

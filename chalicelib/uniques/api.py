@@ -1,7 +1,6 @@
-"""Unique counts, the routes side: validate and queue items; answer the cardinality of one name
-or a union, all-time or over a window (UTC hours, or a time zone's days: uniques/windows.py);
-per-bucket series; the names that exist. What a window reads: docs/counting.md, "Unique counts
-in a time zone"."""
+"""Unique counts, the routes side: validate and queue items; answer the cardinality of one name or
+a union, all-time or over a window; per-bucket series; the names that exist. What a window reads:
+docs/counting.md, "Unique counts in a time zone"."""
 
 from __future__ import annotations
 
