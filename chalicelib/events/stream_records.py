@@ -107,9 +107,8 @@ def events_of(record: StreamRecord) -> list[StreamRecord]:
 
 def _narrowed(raw: dict[str, Any], image: dict[str, Any], index: int) -> dict[str, Any]:
     """The raw record with its pack cut down to the event at `index` (DynamoDB JSON)."""
-    found = raw.get("dynamodb")
-    ddb: dict[str, Any] = found if isinstance(found, dict) else {}
-    stored = ddb.get("NewImage", {})
+    ddb: dict[str, Any] = raw["dynamodb"]  # where from_lambda_record found the pack's image
+    stored = ddb["NewImage"]
     entries = stored.get(packs.EVENTS, {}).get("L", [])
     offset = int(image.get(packs.OFFSET, 0))
     narrowed_image = {
