@@ -113,8 +113,7 @@ def hour_span(hours: tuple[int, int]) -> tuple[int, int]:
 
 
 def recent(dynamodb: DynamoDB, settings: Settings, name: str, first: int, last: int) -> dict[str, Any]:
-    """The unique count of minutes first..last (at most an hour ago) from the name's minute
-    sketches, which only items queued with `minute` have: one consistent BatchGetItem."""
+    """The unique count of minutes first..last from the name's minute sketches: one consistent BatchGetItem."""
     wanted = [layout.bucket_key(name, timebuckets.Bucket("minute", m)) for m in range(first, last + 1)]
     found = dynamo.batch_get_items(
         dynamodb, settings.counts_table, wanted, READ_FAILED, projection=PROJECTION, consistent=True

@@ -148,9 +148,7 @@ def _keep_exact(sketch: Sketch, union: np.ndarray[Any, Any]) -> None:
 
 
 def fold(sketch: Sketch, p: int) -> Sketch:
-    """The same sketch at a lower precision, as if its items had been added at p: the register
-    index is the hash's low bits and rho is taken above them, so register j at precision p' is the
-    max of the registers whose index ends in j's p' bits (an exact sketch: rebuilt from its hashes)."""
+    """The same sketch at a lower precision, as if its items had been added at p: docs/design.md, "Unique counts"."""
     if p > sketch.p:
         raise ValueError("a sketch cannot gain precision")
     if sketch.exact is not None:

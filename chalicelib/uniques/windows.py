@@ -26,9 +26,8 @@ def widen(start: int, stop: int) -> tuple[int, int]:
 
 
 def cover(start: int, stop: int, first_live_hour: int) -> list[Bucket]:
-    """The buckets whose union is minutes [start, stop) (both on quarter hours), oldest first.
-    Hour and quarter sketches before `first_live_hour` are no longer kept: a partial day there
-    is read whole, from its day sketch (the answer then starts earlier and says so)."""
+    """The buckets whose union is minutes [start, stop) (both on quarter hours), oldest first; a partial
+    day before `first_live_hour`, whose hours are no longer kept, as its whole day sketch."""
     if start % QUARTER_MINUTES or stop % QUARTER_MINUTES:
         raise ValueError("a range of unique counts starts and ends on a quarter hour")
     if stop <= start:
