@@ -121,9 +121,8 @@ def _number(value: Any) -> TypeGuard[int | Decimal]:
 
 
 def events_in(item: dict[str, Any], now_s: int | None = None) -> Iterator[dict[str, Any]]:
-    """Every event of an item that can be read, as its one-event item; with `now_s`, only those within
-    their own retention, though their pack is kept longer (docs/counting.md, "Packs"). A pack whose
-    list cannot be read yields nothing."""
+    """Every event of an item that can be read (none of a pack whose list cannot be), as its one-event
+    item; with `now_s`, only those within their own retention (docs/counting.md, "Packs")."""
     try:
         unpacked = unpack(item)
     except PackFormatError:
