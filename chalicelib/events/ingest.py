@@ -15,7 +15,6 @@ from boto3.dynamodb.types import TypeSerializer
 
 from chalicelib.core import attributes, inputs, item_sizes, retry, times, validation
 from chalicelib.core.aws import DynamoDB
-from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import translated
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import WriteRequestTypeDef
 
 MAX_BATCH = 25
+STORE_ATTEMPTS = 6
 ID_MAX_CHARS = 128
 MIN_RETENTION_SECONDS = 60
 MAX_RETENTION_SECONDS = 10 * 365 * 86400
@@ -82,9 +82,7 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
         raise ValidationError(f"{where}.attributes must be a JSON object")
     inputs.check_tree(attributes, f"{where}.attributes", inputs.MAX_STORED_DEPTH)
     if _has_empty_name(attributes):
-        # DynamoDB's naming rules: "Attribute names must be at least one character long", map
-        # keys at any depth included (it refuses the write). moto stores such a key and then
-        # answers items botocore cannot parse, so it is refused here, the same everywhere.
+        # DynamoDB refuses it, moto stores it: docs/local-stack.md, "empty attribute names".
         raise ValidationError(f"{where}.attributes holds an empty name: every key needs a character")
     # Measured before anything is converted (the whole body is already capped in size).
     size = len(json.dumps(attributes, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8"))
@@ -99,23 +97,15 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
 
 
 def _has_empty_name(value: Any) -> bool:
-    """Whether any object in `value` (walked without recursion) has the key ""."""
-    pending = [value]
-    while pending:
-        node = pending.pop()
-        if isinstance(node, dict):
-            if "" in node:
-                return True
-            pending.extend(node.values())
-        elif isinstance(node, list):
-            pending.extend(node)
-    return False
+    """Whether any object in `value` (at most MAX_STORED_DEPTH deep: check_tree) has the key ""."""
+    if isinstance(value, dict):
+        return "" in value or any(_has_empty_name(child) for child in value.values())
+    return isinstance(value, list) and any(_has_empty_name(child) for child in value)
 
 
 def _to_dynamodb_numbers(value: Any) -> Any:
-    """Every number (checked storable by inputs.check_tree) in its stored form, inputs.canonical, a
-    float as its shortest decimal; booleans stay booleans. Why: docs/guarantees.md, "DynamoDB
-    numbers: 38 digits, a bounded range, trailing zeros trimmed"."""
+    """Every number (checked storable by inputs.check_tree) in its stored form, inputs.canonical (a
+    float as its shortest decimal). Why: docs/guarantees.md, "DynamoDB numbers"."""
     if isinstance(value, float):
         return inputs.canonical(Decimal(repr(value)))
     if isinstance(value, Decimal) or (isinstance(value, int) and not isinstance(value, bool)):
@@ -161,8 +151,7 @@ def from_item(item: dict[str, Any]) -> Event:
 
 
 def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:
-    """The events-table item (plain Python values) for an event ingested at ingest_ms; dimensions
-    and values only when the event has them."""
+    """The events-table item (plain Python values) for an event ingested at ingest_ms."""
     item: dict[str, Any] = {
         "pk": partition_key(ingest_ms, secrets.randbelow(settings.event_write_shards)),
         "sk": sort_key(ingest_ms, secrets.token_urlsafe(9)),
@@ -185,8 +174,7 @@ def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:
 
 def to_items(events: list[Event], ingest_ms: int, settings: Settings) -> list[tuple[dict[str, Any], list[Event]]]:
     """The items (plain Python values) that store one request's events, each with the events it
-    holds: one item for the request when it fits under packs.PACK_MAX_BYTES, else the fewest
-    packs in order (events/packs.py); a request of one event is one item of the one-event layout."""
+    holds: one, or the fewest packs in order (docs/counting.md, "Packs")."""
     singles = [to_item(e, ingest_ms, settings) for e in events]
     if len(singles) > 1:
         pk, sk = singles[0]["pk"], singles[0]["sk"]
@@ -202,14 +190,7 @@ def to_items(events: list[Event], ingest_ms: int, settings: Settings) -> list[tu
     return stored
 
 
-def store(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    events: list[Event],
-    ingest_ms: int,
-    sleep: Sleep | None = None,
-    attempts: int = 6,
-) -> list[str]:
+def store(dynamodb: DynamoDB, settings: Settings, events: list[Event], ingest_ms: int) -> list[str]:
     """Write the events' items (to_items) with BatchWriteItem, retrying unprocessed items;
     returns the events' ids. An item is written whole or not at all, so its events are stored
     or failed together."""
@@ -223,7 +204,7 @@ def store(
         left = [e.id for held, _ in pending for e in held]
         return PartialWriteError("some events could not be stored; retry those listed in failed", stored(), left)
 
-    for _ in retry.attempts(attempts, sleep, cap=1.0):
+    for _ in retry.attempts(STORE_ATTEMPTS, cap=1.0):
         requests: list[WriteRequestTypeDef] = [{"PutRequest": {"Item": item}} for _, item in pending]
         try:
             with translated("the events could not be stored; retry the request"):

@@ -1,7 +1,7 @@
 """The events-table item format: a request's events packed into as few items as fit
 (PACK_MAX_BYTES), one event alone as one item of `kind = "event"`; packing, splitting and
 unpacking (`events_in`, the one way every reader reads an item). Pure. The layouts and why:
-docs/counting.md, "Packs"; docs/guarantees.md, "The item size limit, which bounds a pack"."""
+docs/counting.md, "Packs"; docs/guarantees.md, "The item size limit"."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ from typing import Any, TypeGuard
 EVENT_KIND = "event"
 PACK_KIND = "pack"
 KINDS = (EVENT_KIND, PACK_KIND)
-# DynamoDB's item limit is 400 KB (409,600 bytes); the margin covers the estimate below and
-# the pack's own fields.
-PACK_MAX_BYTES = 360_000
+PACK_MAX_BYTES = 360_000  # a margin below DynamoDB's item limit, 400 KB (409,600 bytes)
 PACK_LEVEL = ("pk", "sk", "kind", "ingested_at", "expires_at")
 SHORT_NAMES = dict(
     counter="c", id="i", id_given="g", time="t", retention="r", attributes="a", dimensions="d", values="v"
@@ -62,17 +60,14 @@ def _entry(item: dict[str, Any], ingested: int, pack_expires: int) -> dict[str, 
     return entry
 
 
-def split(
-    items: Sequence[dict[str, Any]], size: Callable[[dict[str, Any]], int], limit: int | None = None
-) -> list[list[int]]:
+def split(items: Sequence[dict[str, Any]], size: Callable[[dict[str, Any]], int]) -> list[list[int]]:
     """The indexes of `items` cut into runs, in order, each of whose pack `size` says is at most
-    `limit` bytes (PACK_MAX_BYTES by default; an item alone always makes a run)."""
-    limit = PACK_MAX_BYTES if limit is None else limit
-    if len(items) <= 1 or size(pack(items)) <= limit:
+    PACK_MAX_BYTES (an item alone always makes a run)."""
+    if len(items) <= 1 or size(pack(items)) <= PACK_MAX_BYTES:
         return [list(range(len(items)))]  # the usual case: sized once
     runs: list[list[int]] = [[]]
     for index in range(len(items)):
-        if runs[-1] and size(pack([items[i] for i in [*runs[-1], index]])) > limit:
+        if runs[-1] and size(pack([items[i] for i in [*runs[-1], index]])) > PACK_MAX_BYTES:
             runs.append([])
         runs[-1].append(index)
     return runs
@@ -89,10 +84,9 @@ def count(item: dict[str, Any]) -> int:
 
 
 def unpack(item: dict[str, Any]) -> list[tuple[int | None, dict[str, Any]]]:
-    """The events an item holds, each as its one-event item (plain values, as deserialized)
-    with its index in the pack (None for an item of the one-event layout). PackFormatError if
-    the pack's list cannot be read; an entry that is not a map comes back as an empty event,
-    for the validation of each event to refuse."""
+    """The events an item holds, each as its one-event item with its index in the pack (None for
+    the one-event layout). PackFormatError if the pack's list cannot be read; an entry that is not
+    a map comes back as an empty event, for the validation of each event to refuse."""
     if not is_pack(item):
         return [(None, item)]
     entries = item.get(EVENTS)
@@ -122,24 +116,18 @@ def _event(item: dict[str, Any], entry: Any, ingested: int) -> dict[str, Any]:
     return event
 
 
-def live(event: dict[str, Any], now_s: int) -> bool:
-    """Whether an event (as unpacked) is within its own retention in the events table: readers
-    skip an event past it even while its pack, kept for a longer-lived event, is still stored."""
-    expires = event.get("expires_at")
-    return not _number(expires) or expires >= now_s
-
-
 def _number(value: Any) -> TypeGuard[int | Decimal]:
     return isinstance(value, int | Decimal) and not isinstance(value, bool)
 
 
 def events_in(item: dict[str, Any], now_s: int | None = None) -> Iterator[dict[str, Any]]:
-    """Every event of an item that can be read, as its one-event item; with `now_s`, only those
-    within their own retention. A pack whose list cannot be read yields nothing."""
+    """Every event of an item that can be read (none of a pack whose list cannot be), as its one-event
+    item; with `now_s`, only those within their own retention (docs/counting.md, "Packs")."""
     try:
         unpacked = unpack(item)
     except PackFormatError:
         return
     for _, event in unpacked:
-        if now_s is None or live(event, now_s):
+        expires = event.get("expires_at")
+        if now_s is None or not _number(expires) or expires >= now_s:
             yield event

@@ -1,7 +1,6 @@
 """DynamoDB stream records, deserialized once at the edge into plain Python values, each with the
-shard it came through; `events_of` turns a record of a pack into one record per event. Why the
-shard and the tumbling window: docs/guarantees.md, "Tumbling windows: `shardId` in, `state`
-out"; how each event of a pack gets its own position: docs/counting.md, "Packs"."""
+shard it came through; `events_of` turns a record of a pack into one record per event. Why:
+docs/guarantees.md, "Tumbling windows"; docs/counting.md, "Packs"."""
 
 from __future__ import annotations
 
@@ -13,7 +12,8 @@ from typing import Any
 from chalicelib.core import attributes
 from chalicelib.events import packs
 
-# In a set-aside copy of a record: the shard it was read from.
+# In a set-aside copy of a record: the shard it was read from (Lambda names it once per event),
+# so a replay knows the claims it made.
 SHARD_FIELD = "shardId"
 # In a set-aside copy of a record: the items that took it before it was set aside (opaque ids the
 # consumer that set it aside gives them), which a replay must not add it to again.
@@ -30,13 +30,10 @@ class StreamRecord:
     error: str | None = None  # set when the image could not be deserialized
     shard: str = ""  # the stream shard it was read from ("" when the event did not say)
     created_s: float | None = None  # ApproximateCreationDateTime, epoch seconds
-    # The event's index in the pack the record carries; None for an item of one event.
-    pack_index: int | None = None
+    pack_index: int | None = None  # the event's index in the pack the record carries (None: one event)
 
     def raw_json(self, held: Sequence[str] = ()) -> str:
-        """The record as set aside: Lambda's record plus the shard it came through (`shardId`,
-        which Lambda names once per event), so a replay knows the claims it made, and the items
-        that already hold it (`heldBy`), so a replay knows the increments it made."""
+        """The record as set aside: Lambda's record plus SHARD_FIELD and HELD_FIELD."""
         copy = {**self.raw, SHARD_FIELD: self.shard} if self.shard else dict(self.raw)
         if held:
             copy[HELD_FIELD] = sorted(held)
@@ -50,9 +47,8 @@ def from_lambda_event(event: dict[str, Any]) -> list[StreamRecord]:
 
 
 def window_response() -> dict[str, Any]:
-    """What a function answers Lambda with a tumbling window (docs/guarantees.md, "Tumbling
-    windows"): an empty `state` (counting keeps its state in the counts table) and no
-    `batchItemFailures` (a batch succeeds or fails whole)."""
+    """What a function answers Lambda with a tumbling window (docs/guarantees.md, "Tumbling windows"):
+    an empty `state` (counting keeps its own in the counts table), no `batchItemFailures` (a batch fails whole)."""
     return {"state": {}, "batchItemFailures": []}
 
 
@@ -87,10 +83,8 @@ def from_lambda_record(record: Any, shard: str = "") -> StreamRecord:
 
 
 def events_of(record: StreamRecord) -> list[StreamRecord]:
-    """The records of the events one stream record carries, in pack order: the record itself when
-    it is no pack, else one per event (its image, `pack_index`, id `<eventID>#<index>`, and the
-    record narrowed to it as its raw copy, which a replay reads back through here); a pack that
-    cannot be read is one record with the error."""
+    """The records of the events one stream record carries, in pack order (docs/counting.md, "Packs"):
+    the record itself when it is no pack; a pack that cannot be read is one record with the error."""
     image = record.new_image
     if record.error or image is None or not packs.is_pack(image):
         return [record]
@@ -113,9 +107,8 @@ def events_of(record: StreamRecord) -> list[StreamRecord]:
 
 def _narrowed(raw: dict[str, Any], image: dict[str, Any], index: int) -> dict[str, Any]:
     """The raw record with its pack cut down to the event at `index` (DynamoDB JSON)."""
-    found = raw.get("dynamodb")
-    ddb: dict[str, Any] = found if isinstance(found, dict) else {}
-    stored = ddb.get("NewImage", {})
+    ddb: dict[str, Any] = raw["dynamodb"]  # where from_lambda_record found the pack's image
+    stored = ddb["NewImage"]
     entries = stored.get(packs.EVENTS, {}).get("L", [])
     offset = int(image.get(packs.OFFSET, 0))
     narrowed_image = {

@@ -36,8 +36,7 @@ def list_reports(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, st
 
 
 def get_report(dynamodb: DynamoDB, s3: S3, settings: Settings, report_id: str) -> dict[str, Any]:
-    report: dict[str, Any] = json.loads(_read_object(dynamodb, s3, settings, report_id, "json"))
-    return report
+    return dict(json.loads(_read_object(dynamodb, s3, settings, report_id, "json")))
 
 
 def get_report_csv(dynamodb: DynamoDB, s3: S3, settings: Settings, report_id: str) -> str:

@@ -15,8 +15,7 @@ from typing import Any
 from chalicelib.core import times
 from chalicelib.core.decimals import EXACT
 
-# A spreadsheet runs a cell starting with one of these as a formula: `cell` escapes it
-# (docs/design.md, Reports, "CSV cells").
+# A spreadsheet runs a cell starting with one of these as a formula: `cell` escapes it.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 ESCAPE = "'"
 _NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
@@ -68,8 +67,7 @@ class Report:
         """One row per counter: counter, events, then one column per summed attribute."""
         attributes = sorted({name for totals in self.counters.values() for name in totals.sums})
         out = io.StringIO()
-        # Rows end with CRLF (RFC 4180): Python's writer quotes a cell holding a carriage return
-        # only when the line terminator holds one, and an unquoted CR breaks the row for readers.
+        # CRLF (RFC 4180): only then does Python's writer quote a cell holding a carriage return.
         writer = csv.writer(out, lineterminator="\r\n")
         writer.writerow([cell(text) for text in ("counter", "events", *attributes)])
         for name, totals in sorted(self.counters.items()):
@@ -79,8 +77,7 @@ class Report:
 
 
 def cell(text: str) -> str:
-    """The text as a CSV cell no spreadsheet runs: ESCAPE before a formula's first character
-    (FORMULA_STARTS) or ESCAPE itself; plain decimal numbers as they are."""
+    """The text as a CSV cell no spreadsheet runs (docs/design.md, Reports, "CSV cells")."""
     if text.startswith(ESCAPE) or (text.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(text)):
         return ESCAPE + text
     return text

@@ -27,12 +27,9 @@ class PartitionQuery:
     def sort_condition(self) -> tuple[str, dict[str, str]]:
         """The condition on the sort key (empty: the whole partition) and its placeholders' values."""
         values = {k: v for k, v in ((":low", self.low), (":high", self.high)) if v is not None}
-        if self.low is not None and self.high is not None:
-            # BETWEEN is inclusive, but no sort key equals `high` (each carries '#suffix').
-            return "sk BETWEEN :low AND :high", values
-        if self.low is not None:
-            return "sk >= :low", values
-        return ("sk < :high" if self.high is not None else ""), values
+        # BETWEEN is inclusive, but no sort key equals `high` (each carries '#suffix').
+        conditions = {(":low", ":high"): "sk BETWEEN :low AND :high", (":low",): "sk >= :low", (":high",): "sk < :high"}
+        return conditions.get(tuple(values), ""), values
 
     def key_condition(self) -> tuple[str, dict[str, Any]]:
         condition, values = self.sort_condition()

@@ -1,14 +1,12 @@
 """A report run: read what arrived since the last report within a budget of events and Queries
 (Budget), cut where every shard has been read, and commit reports that tile time. Why a cut
-report is still whole and a run that dies or runs twice reports each event once:
-docs/design.md, "Reports"; docs/guarantees.md, "Report runs: a Query reads a partition in
-sort-key order, a page at a time"."""
+report is whole and each event is reported once: docs/design.md, "Reports"; docs/guarantees.md,
+"Report runs"."""
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -33,8 +31,7 @@ MAX_REPORT_SPAN_MS = times.DAY_MS
 MAX_RUN_QUERIES = 3_000
 # Items one Query page asks for at most (DynamoDB also ends a page at 1 MB).
 PAGE_ITEMS = 1_000
-# POST /reports answers through API Gateway, which waits at most 29 s: it reads a tenth of what
-# a scheduled run (300 s) reads.
+# POST /reports, behind API Gateway's 29 s, reads a tenth of what a scheduled run (300 s) reads.
 REQUEST_SHARE = 10
 _COMMIT_ATTEMPTS = 5
 
@@ -93,10 +90,8 @@ def run(dynamodb: DynamoDB, s3: S3, settings: Settings, now_ms: int, budget: Bud
     while True:
         checkpoint = read_checkpoint(dynamodb, settings)
         start = first_start if checkpoint is None else checkpoint
-        if start >= cutoff:
-            return result
-        if budget.spent:
-            result.more = True
+        if start >= cutoff or budget.spent:
+            result.more = start < cutoff
             return result
         report = read_report(dynamodb, settings, start, min(cutoff, start + MAX_REPORT_SPAN_MS), budget, now_ms)
         _put_objects(s3, settings, report)
@@ -155,7 +150,9 @@ class _ShardReader:
             item = attributes.deserialized(raw)
             budget.count(item)
             self.reached = int(item["ingested_at"])  # what its sort key begins with
-            self.pending.extend((self.reached, event) for event in _reportable(item, self._now_s))
+            for event in packs.events_in(item, self._now_s):
+                if event.get("kind") == packs.EVENT_KIND and "counter" in event:
+                    self.pending.append((self.reached, event))
         if "LastEvaluatedKey" in page:
             self._request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         else:
@@ -171,12 +168,6 @@ def _add_before(report: Report, shards: list[_ShardReader], cut: int) -> None:
 
 def _ended(report: Report, cut: int) -> Report:
     return replace(report, id=report_ranges.report_id(report.start_ms, cut), end_ms=cut)
-
-
-def _reportable(item: dict[str, Any], now_s: int | None) -> Iterator[dict[str, Any]]:
-    for event in packs.events_in(item, now_s):
-        if event.get("kind") == packs.EVENT_KIND and "counter" in event:
-            yield event
 
 
 def _object_keys(report_id: str) -> dict[str, str]:
@@ -196,28 +187,17 @@ def _put_objects(s3: S3, settings: Settings, report: Report) -> None:
 
 def _commit(dynamodb: DynamoDB, settings: Settings, checkpoint: int | None, report: Report) -> bool:
     """Move the checkpoint and index the report, if the checkpoint is still where it was read."""
-    move: dict[str, Any] = {
+    expected = {} if checkpoint is None else {":expected": {"N": str(checkpoint)}}
+    move = {
         "TableName": settings.counts_table,
         "Key": CHECKPOINT_KEY,
         "UpdateExpression": "SET end_ms = :end, report_id = :id",
-        "ExpressionAttributeValues": {":end": {"N": str(report.end_ms)}, ":id": {"S": report.id}},
+        "ConditionExpression": "attribute_not_exists(pk)" if checkpoint is None else "end_ms = :expected",
+        "ExpressionAttributeValues": {":end": {"N": str(report.end_ms)}, ":id": {"S": report.id}, **expected},
     }
-    if checkpoint is None:
-        move["ConditionExpression"] = "attribute_not_exists(pk)"
-    else:
-        move["ConditionExpression"] = "end_ms = :expected"
-        move["ExpressionAttributeValues"][":expected"] = {"N": str(checkpoint)}
-    index = {
-        "TableName": settings.counts_table,
-        "Item": {
-            "pk": {"S": INDEX_PK},
-            "sk": {"S": report.id},
-            "start_ms": {"N": str(report.start_ms)},
-            "end_ms": {"N": str(report.end_ms)},
-            "events": {"N": str(report.events)},
-        },
-        "ConditionExpression": "attribute_not_exists(pk)",
-    }
+    numbers = {"start_ms": report.start_ms, "end_ms": report.end_ms, "events": report.events}
+    item = {"pk": {"S": INDEX_PK}, "sk": {"S": report.id}, **{k: {"N": str(v)} for k, v in numbers.items()}}
+    index = {"TableName": settings.counts_table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
     # A transaction on the same items in flight is retried; the condition then decides.
     return transactions.write_items(
         dynamodb, [{"Update": move}, {"Put": index}], what="moving the report checkpoint", attempts=_COMMIT_ATTEMPTS

@@ -1,7 +1,6 @@
-"""Unique counts, the routes side: validate and queue items; answer the cardinality of one name
-or a union, all-time or over a window (UTC hours, or a time zone's days: uniques/windows.py);
-per-bucket series; the names that exist. What a window reads: docs/counting.md, "Unique counts
-in a time zone"."""
+"""Unique counts, the routes side: validate and queue items; answer the cardinality of one name or
+a union, all-time or over a window; per-bucket series; the names that exist. What a window reads:
+docs/counting.md, "Unique counts in a time zone"."""
 
 from __future__ import annotations
 
@@ -9,19 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core import (
-    attributes,
-    catalog,
-    dynamo,
-    keyspace,
-    pager,
-    queues,
-    timebuckets,
-    times,
-    validation,
-    window_params,
-    zones,
-)
+from chalicelib.core import catalog, dynamo, inputs, pager, queues, timebuckets, times, validation, window_params, zones
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -61,10 +48,7 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> Post:
     for index, item in enumerate(items):
         if not isinstance(item, str) or not 1 <= len(item) <= MAX_ITEM_CHARS:
             raise ValidationError(f"data[{index}] must be a string of 1-{MAX_ITEM_CHARS} characters")
-        try:
-            item.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValidationError(f"data[{index}] is not valid text (a lone UTF-16 surrogate?)") from exc
+        inputs.text(item, f"data[{index}]")
     time_ms = now_ms if body.get("time") is None else times.parse(body["time"], "time")
     return Post(items, times.not_ahead(time_ms, now_ms, settings.max_future_skew_seconds))
 
@@ -89,9 +73,6 @@ def parse_names(raw: str | None) -> list[str]:
 
 
 # -- counts ----------------------------------------------------------------------------------
-#
-# A window is a range of minutes [start, stop) on quarter hours (hours, for a window in UTC);
-# a series is a list of such ranges, each one bucket (a local day is any range: windows.cover).
 
 
 def windowed_count(
@@ -115,8 +96,7 @@ def windowed_count(
 
 def span(params: Mapping[str, str], first: int, last: int) -> tuple[int, int]:
     """The minutes [start, stop) a unique count reads for window minutes first..last: a calendar
-    window's own minutes (its local midnights lie on quarter hours), widened to the quarter hour
-    holding its last minute; any other window its UTC hours (window_params.aligned_hours)."""
+    window's own (its local midnights lie on quarter hours), any other its UTC hours."""
     if params.get("window") in zones.CALENDAR_WINDOWS:
         return minute_span(first, last)
     return hour_span(window_params.aligned_hours(params, first, last))
@@ -133,21 +113,20 @@ def hour_span(hours: tuple[int, int]) -> tuple[int, int]:
 
 
 def recent(dynamodb: DynamoDB, settings: Settings, name: str, first: int, last: int) -> dict[str, Any]:
-    """The unique count of minutes first..last (at most an hour ago) from the name's minute
-    sketches, which only items queued with `minute` have: one consistent BatchGetItem."""
+    """The unique count of minutes first..last from the name's minute sketches: one consistent BatchGetItem."""
     wanted = [layout.bucket_key(name, timebuckets.Bucket("minute", m)) for m in range(first, last + 1)]
     found = dynamo.batch_get_items(
         dynamodb, settings.counts_table, wanted, READ_FAILED, projection=PROJECTION, consistent=True
     )
-    merged = sketches.merge([decode_item(item) for item in found], sketches.precision_for(settings.uniques_error_rate))
-    return {**_estimate(merged), "keys_read": len(wanted)}
+    return {**_estimate(settings, [decode_item(item) for item in found]), "keys_read": len(wanted)}
 
 
 def cardinality(dynamodb: DynamoDB, settings: Settings, names: list[str]) -> dict[str, Any]:
     """All time: the union of every shard of the named sketches, one Query per name."""
-    stored = [shard for name in names for shard in _read_all_shards(dynamodb, settings, name)]
-    merged = sketches.merge(stored, sketches.precision_for(settings.uniques_error_rate))
-    return {**_estimate(merged), "start": None, "end": None, "keys_read": len(stored), "complete": True}
+    table = settings.counts_table
+    requests = [dynamo.query_request(table, layout.shards_pk(name), projection="pk, sk, sketch") for name in names]
+    stored = [decode_item(item) for request in requests for item in dynamo.query_items(dynamodb, request, READ_FAILED)]
+    return {**_estimate(settings, stored), "start": None, "end": None, "keys_read": len(stored), "complete": True}
 
 
 def window_cardinality(
@@ -158,10 +137,8 @@ def window_cardinality(
     now_ms: int,
     label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
-    """The union of the names' day, hour and quarter sketches covering minutes [start, stop)
-    (widened to the quarter hours holding them: a window of MAX_WINDOW_DAYS may widen by up to
-    14 minutes, its own minutes are what is checked), read with BatchGetItem: one name's 30-day
-    window is at most 82 keys (29 days, 2 x 23 hours, 2 x 3 quarters)."""
+    """The union of the names' sketches covering minutes [start, stop), checked, then widened to quarter
+    hours (windows.cover), read with BatchGetItem: docs/design.md, "Windows and exactness"."""
     window_params.check_minutes(span[0], span[1] - 1)
     start, stop = windows.widen(*span)
     plan = windows.cover(start, stop, _first_live(settings, "hour", now_ms))
@@ -169,16 +146,18 @@ def window_cardinality(
     if len(wanted) > MAX_KEYS_READ:
         raise ValidationError(f"this would read {len(wanted)} sketches (at most {MAX_KEYS_READ}): fewer names or days")
     found = dynamo.batch_get_items(dynamodb, settings.counts_table, wanted, READ_FAILED, projection=PROJECTION)
-    now_s = now_ms // 1000
-    live = [decode_item(item) for item in found if _unexpired(item, now_s)]
-    merged = sketches.merge(live, sketches.precision_for(settings.uniques_error_rate))
+    first_live_day = _first_live(settings, "day", now_ms)
     answer = {
-        **_estimate(merged),
+        **_estimate(settings, [decode_item(item) for item in found if _unexpired(item, now_ms // 1000)]),
         "start": label(plan[0].first_minute),
         "end": label(plan[-1].stop_minute),
         "aligned": ALIGNMENT_NOTE,
         "keys_read": len(wanted),
-        **_completeness(plan[0], settings, now_ms),
+        **timebuckets.completeness(
+            plan[0].first_minute // timebuckets.DAY_MINUTES >= first_live_day,
+            first_live_day * timebuckets.DAY_MINUTES * times.MINUTE_MS,
+            "the window starts before day sketches are kept: older items are no longer counted",
+        ),
     }
     if plan[0].first_minute < start and answer["complete"]:
         answer["message"] = (
@@ -193,21 +172,12 @@ def _first_live(settings: Settings, level: timebuckets.Resolution, now_ms: int) 
 
 
 def _unexpired(item: dict[str, Any], now_s: int) -> bool:
-    """A window sketch read before DynamoDB's TTL deleted it still counts only until its expiry
-    (one without an expiry is not a window sketch: it does not count)."""
+    """Counts until its expiry (docs/guarantees.md, "TTL deletes late"); no expiry: no window sketch."""
     return (dynamo.stored_expiry(item) or 0) > now_s
 
 
-def _completeness(oldest: timebuckets.Bucket, settings: Settings, now_ms: int) -> dict[str, Any]:
-    first_live_day = _first_live(settings, "day", now_ms)
-    return timebuckets.completeness(
-        oldest.first_minute // timebuckets.DAY_MINUTES >= first_live_day,
-        first_live_day * timebuckets.DAY_MINUTES * times.MINUTE_MS,
-        "the window starts before day sketches are kept: older items are no longer counted",
-    )
-
-
-def _estimate(sketch: sketches.Sketch) -> dict[str, Any]:
+def _estimate(settings: Settings, parts: list[sketches.Sketch]) -> dict[str, Any]:
+    sketch = sketches.merge(parts, sketches.precision_for(settings.uniques_error_rate))
     low, high = sketches.interval(sketch)
     exact = sketches.is_exact(sketch)
     return {
@@ -246,9 +216,7 @@ def histogram(
     label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
     """Distinct items per bucket, each bucket minutes [start, stop) (a UTC or local hour, day,
-    week or month): not additive, an item seen in two buckets is counted in each. Each bucket is
-    the union of its cover (windows.cover, widened to quarter hours); a level of sketches most of
-    whose span is wanted is read with one paginated Query, the rest with BatchGetItem."""
+    week or month) read as the union of its cover (windows.cover): not additive."""
     window_params.check_histogram(len(buckets))
     first_live_hour = _first_live(settings, "hour", now_ms)
     first_live_day = _first_live(settings, "day", now_ms)
@@ -263,7 +231,7 @@ def histogram(
     ]
     first = timebuckets.kept_from(flags)
     wanted = {b for cover in covers[first:] for b in cover}
-    stored, keys_read = _read_buckets(dynamodb, settings, name, wanted, now_ms) if wanted else ({}, 0)
+    stored, keys_read = _read_buckets(dynamodb, settings, name, wanted, now_ms)
     p = sketches.precision_for(settings.uniques_error_rate)
     values: list[dict[str, Any]] = [{"cardinality": 0, "exact": True}] * first
     for cover in covers[first:]:
@@ -286,8 +254,7 @@ def histogram(
 def _read_buckets(
     dynamodb: DynamoDB, settings: Settings, name: str, wanted: set[timebuckets.Bucket], now_ms: int
 ) -> tuple[dict[timebuckets.Bucket, sketches.Sketch], int]:
-    """The unexpired sketches of `wanted` that exist, and how many keys were read: per level, one
-    Query over its span when at least half of the span is wanted, else BatchGetItem."""
+    """The unexpired sketches of `wanted` that exist, and how many keys were read."""
     table, keys_read = settings.counts_table, 0
     found: list[dict[str, Any]] = []
     for level in windows.LEVELS:
@@ -301,17 +268,7 @@ def _read_buckets(
             read = list(dynamo.batch_get_items(dynamodb, table, keys, READ_FAILED, projection=PROJECTION))
             keys_read += len(keys)
         found += read
-    return {_bucket_of(item): decode_item(item) for item in found if _unexpired(item, now_ms // 1000)}, keys_read
-
-
-def _bucket_of(item: dict[str, Any]) -> timebuckets.Bucket:
-    sort_key = attributes.sort_key(item)
-    return timebuckets.Bucket(layout.LEVEL_OF_PREFIX[sort_key.split("#", 1)[0]], keyspace.sort_key_index(sort_key))
-
-
-def _read_all_shards(dynamodb: DynamoDB, settings: Settings, name: str) -> list[sketches.Sketch]:
-    request = dynamo.query_request(settings.counts_table, layout.shards_pk(name), projection="pk, sk, sketch")
-    return [decode_item(item) for item in dynamo.query_items(dynamodb, request, READ_FAILED)]
+    return {layout.bucket_of(item): decode_item(item) for item in found if _unexpired(item, now_ms // 1000)}, keys_read
 
 
 # -- the names that exist ----------------------------------------------------------------------

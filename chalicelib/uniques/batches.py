@@ -62,10 +62,7 @@ class Target:
     bucket: timebuckets.Bucket | None
 
     def order(self) -> tuple[str, int, str, int]:
-        """Writes go in a fixed order, name by name: days, hours, minutes, quarters, then the
-        all-time shard last, so an all-time count that includes a batch's items means that batch's
-        other sketches of the name are written too (readers poll the all-time count to know a batch
-        has landed)."""
+        """Name by name, the all-time shard last (docs/design.md, "Unique counts", back end)."""
         if self.bucket is None:
             return (self.name, 1, "", 0)
         return (self.name, 0, self.bucket.resolution, self.bucket.index)
@@ -75,8 +72,7 @@ class Target:
 
 
 def message_body(name: str, hashes: bytes, time_ms: int, minute: bool = False) -> str:
-    """One message per request, carrying 8-byte item hashes: any request fits SQS's 1 MiB message.
-    `minute`: the items also go into their minute's sketch."""
+    """One message per request, of 8-byte item hashes; `minute`: the items go into their minute's sketch too."""
     encoded = base64.b64encode(hashes).decode("ascii")
     extra = {"minute": True} if minute else {}
     return json.dumps({"v": MESSAGE_VERSION, "name": name, "hashes": encoded, "time": time_ms, **extra})
@@ -84,8 +80,7 @@ def message_body(name: str, hashes: bytes, time_ms: int, minute: bool = False) -
 
 def parse_message(body: str) -> tuple[str, bytes]:
     """(name, concatenated item hashes) of a queue message; ValidationError if not one of ours."""
-    name, raw, _, _ = _parse(body)
-    return name, raw
+    return _parse(body)[:2]
 
 
 def parse_items(message: Message) -> Items:
@@ -131,9 +126,8 @@ def retention_s(settings: Settings, resolution: str) -> int:
 
 
 class UniqueItems(batch_processor.Capability[Message, Items]):
-    """The uniques queue for the batch processor: a message is one request's items; its writes
-    merge them into each sketch they touch (days, hours, then the all-time shard), and merging
-    what a sketch holds already changes nothing, so every write applies all its messages."""
+    """The uniques queue for the batch processor: a message is one request's items, merged into each
+    sketch they touch; merging is idempotent, so every write applies all its messages."""
 
     def __init__(self, dynamodb: DynamoDB, settings: Settings, now_ms: int, shard: int, sleep: Sleep | None) -> None:
         self.dynamodb, self.settings, self.now_ms, self.shard, self.sleep = dynamodb, settings, now_ms, shard, sleep
@@ -218,9 +212,10 @@ def merge_into(
     sleep: Sleep | None = None,
 ) -> tuple[int, int]:
     """Add item hashes to one stored sketch: (1 if written else 0, conflicts retried)."""
+    table = settings.counts_table
     batch: dict[int, sketches.Sketch] = {}  # by precision: a stored sketch keeps the one it was made with
     for conflicts in retry.attempts(MAX_WRITE_ATTEMPTS, sleep, cap=1.0):
-        item = dynamo.get_item(dynamodb, settings.counts_table, key, "could not read a sketch")
+        item = dynamo.get_item(dynamodb, table, key, "could not read a sketch")
         stored = None if item is None else decode_item(item)
         p = stored.p if stored is not None else sketches.precision_for(settings.uniques_error_rate)
         if p not in batch:
@@ -228,38 +223,22 @@ def merge_into(
         merged = sketches.merge([batch[p]] + ([stored] if stored is not None else []), p)
         if stored is not None and merged == stored:
             return 0, conflicts
-        if _write_sketch(dynamodb, settings, key, merged, dynamo.stored_version(item), now_ms, expires_at_s):
-            return 1, conflicts
-    where = f"{key['pk']['S']} {key['sk']['S']}"
-    raise StorageError(f"sketch {where} kept changing under us; the batch will be retried")
-
-
-def _write_sketch(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    key: dict[str, Any],
-    sketch: sketches.Sketch,
-    version: int,
-    now_ms: int,
-    expires_at_s: int | None,
-) -> bool:
-    """Conditional put on the version read; False if another writer got there first."""
-    item = {**key, "sketch": {"B": sketches.encode(sketch)}, "updated_at": {"S": times.iso(now_ms)}}
-    if expires_at_s is not None:
-        item["expires_at"] = {"N": str(expires_at_s)}
-    try:  # RejectedError when DynamoDB refuses the sketch itself
-        dynamo.put_versioned(dynamodb, settings.counts_table, item, version, "could not write a sketch")
-    except ConditionFailed:
-        return False
-    return True
+        put = {**key, "sketch": {"B": sketches.encode(merged)}, "updated_at": {"S": times.iso(now_ms)}}
+        if expires_at_s is not None:
+            put["expires_at"] = {"N": str(expires_at_s)}
+        try:  # on the version read; RejectedError when DynamoDB refuses the sketch itself
+            dynamo.put_versioned(dynamodb, table, put, dynamo.stored_version(item), "could not write a sketch")
+        except ConditionFailed:  # another writer got there first
+            continue
+        return 1, conflicts
+    raise StorageError(f"sketch {key['pk']['S']} {key['sk']['S']} kept changing under us; the batch will be retried")
 
 
 def decode_item(item: dict[str, Any]) -> sketches.Sketch:
     try:
         return sketches.decode(attributes.binary(item, "sketch"))
     except (KeyError, sketches.SketchFormatError) as exc:
-        where = f"{item.get('pk', {}).get('S')} {item.get('sk', {}).get('S')}"
-        raise StorageError(f"stored sketch {where} is unreadable: {exc}") from exc
+        raise StorageError(f"stored sketch {' '.join(attributes.key_of(item))} is unreadable: {exc}") from exc
 
 
 def _record_text(message: Message) -> str:

@@ -1,20 +1,11 @@
-"""Counts-table keys of unique counts. Pure.
-
-HLL#<name> / shard#<nn>              the all-time sketch, in UNIQUES_SHARDS shards
-HLW#<name> / q#<quarter> | h#<hour> | d#<day>   the sketch of one UTC quarter hour / hour / day
-                                     (index since the epoch, core/timebuckets.py), expiring
-                                     `expires_at` (its end plus the retention setting)
-HLW#<name> / m#<minute>              the sketch of one minute, for names whose items ask for it
-                                     (a site's visitors), kept MINUTE_RETENTION_SECONDS
-CATALOG#uniques / <name>             a name that has items, with `last_seen` (core.catalog)
-QUARANTINE#uniques-queue / <message id>   a message that could not be applied
-"""
+"""Counts-table keys of unique counts (`HLL#`, `HLW#`, `CATALOG#uniques`), as docs/design.md,
+"The counts table" lists them. Pure."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import catalog, keyspace
+from chalicelib.core import attributes, catalog, keyspace
 from chalicelib.core.timebuckets import Bucket, Level
 
 PREFIX: dict[Level, str] = {"minute": "m", "quarter": "q", "hour": "h", "day": "d"}
@@ -40,6 +31,12 @@ def bucket_sort_key(resolution: Level, index: int) -> str:
 
 def bucket_key(name: str, bucket: Bucket) -> dict[str, Any]:
     return {"pk": {"S": window_pk(name)}, "sk": {"S": bucket_sort_key(bucket.resolution, bucket.index)}}
+
+
+def bucket_of(item: dict[str, Any]) -> Bucket:
+    """The bucket of a window sketch's item, read from its sort key (bucket_sort_key)."""
+    sort_key = attributes.sort_key(item)
+    return Bucket(LEVEL_OF_PREFIX[sort_key.split("#", 1)[0]], keyspace.sort_key_index(sort_key))
 
 
 def name_key(name: str) -> dict[str, Any]:

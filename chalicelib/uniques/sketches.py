@@ -65,8 +65,6 @@ class Sketch:
             return self.exact is None and other.exact is None
         return np.array_equal(self.exact, other.exact)
 
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         state = f"exact {len(self.exact)}" if self.exact is not None else f"registers, floor {self.floor}"
         return f"Sketch(p={self.p}, {state})"
@@ -83,14 +81,12 @@ class Sketch:
 
 
 def keyed_item(key: bytes, item: str) -> bytes:
-    """The item under the stage's key (HMAC-SHA256): what enters the library's hash, so a stored
-    hash cannot be matched against a guessed item without the key."""
+    """The item under the stage's key (HMAC-SHA256): docs/tracker.md, "Keyed item hashes"."""
     return hmac.new(key, item.encode("utf-8"), sha256).digest()
 
 
 def item_hash(key: bytes, item: str) -> bytes:
-    """The library's hash of the keyed item, big-endian: what `HyperLogLog.add(keyed_item(key,
-    item))` would compute; exact hashes and registers both come from it."""
+    """The library's hash of the keyed item, big-endian, as `HyperLogLog.add` computes it."""
     return sha1(packb(keyed_item(key, item))).digest()[:HASH_BYTES]
 
 
@@ -135,15 +131,11 @@ def _from_values(p: int, values: np.ndarray[Any, Any]) -> Sketch:
 def add_values(sketch: Sketch, x: np.ndarray[Any, Any]) -> None:
     if not len(x):
         return
-    _set_registers(sketch.M, sketch.p, x)
+    index = (x & np.uint64(sketch.m - 1)).astype(np.intp)
+    rho = _hll.get_rho_vec(x >> np.uint64(sketch.p), 64 - sketch.p)
+    np.maximum.at(sketch.M, index, rho.astype(np.uint8))
     if sketch.exact is not None:
         _keep_exact(sketch, np.union1d(sketch.exact, x))
-
-
-def _set_registers(registers: np.ndarray[Any, Any], p: int, x: np.ndarray[Any, Any]) -> None:
-    index = (x & np.uint64((1 << p) - 1)).astype(np.intp)
-    rho = _hll.get_rho_vec(x >> np.uint64(p), 64 - p)
-    np.maximum.at(registers, index, rho.astype(np.uint8))
 
 
 def _keep_exact(sketch: Sketch, union: np.ndarray[Any, Any]) -> None:
@@ -156,9 +148,7 @@ def _keep_exact(sketch: Sketch, union: np.ndarray[Any, Any]) -> None:
 
 
 def fold(sketch: Sketch, p: int) -> Sketch:
-    """The same sketch at a lower precision, as if its items had been added at p: the register
-    index is the hash's low bits and rho is taken above them, so register j at precision p' is the
-    max of the registers whose index ends in j's p' bits (an exact sketch: rebuilt from its hashes)."""
+    """The same sketch at a lower precision, as if its items had been added at p: docs/design.md, "Unique counts"."""
     if p > sketch.p:
         raise ValueError("a sketch cannot gain precision")
     if sketch.exact is not None:
@@ -168,9 +158,8 @@ def fold(sketch: Sketch, p: int) -> Sketch:
 
 
 def merge(sketches: Sequence[Sketch], default_p: int) -> Sketch:
-    """The union of the sketches, at the lowest precision among them (default_p if none): exact
-    while every input is exact and the union stays small; register for register the same as one
-    sketch built from all their items."""
+    """The union of the sketches at their lowest precision (default_p if none), exact while every
+    input is and the union is small: register for register one sketch built from all their items."""
     if not sketches:
         return empty(default_p)
     p = min(s.p for s in sketches)
@@ -213,12 +202,11 @@ def interval(sketch: Sketch, z: float = 1.96) -> tuple[int, int]:
 def encode(sketch: Sketch) -> bytes:
     if sketch.exact is not None:
         return HEADER.pack(MAGIC, FORMAT_VERSION, EXACT, sketch.p) + sketch.exact.astype(_HASHES).tobytes()
-    registers = sketch.M
-    candidates = [HEADER.pack(MAGIC, FORMAT_VERSION, DENSE, sketch.p) + zlib.compress(registers.tobytes(), 9)]
-    indices = np.flatnonzero(registers)
-    if len(indices) <= len(registers) // _SPARSE_LIMIT_DIVISOR:
+    candidates = [HEADER.pack(MAGIC, FORMAT_VERSION, DENSE, sketch.p) + zlib.compress(sketch.M.tobytes(), 9)]
+    indices = np.flatnonzero(sketch.M)
+    if len(indices) <= sketch.m // _SPARSE_LIMIT_DIVISOR:
         deltas = np.diff(indices, prepend=0).astype(">u2")
-        payload = deltas.tobytes() + registers[indices].tobytes()
+        payload = deltas.tobytes() + sketch.M[indices].tobytes()
         candidates.append(HEADER.pack(MAGIC, FORMAT_VERSION, SPARSE, sketch.p) + zlib.compress(payload, 9))
     return min(candidates, key=len)
 
@@ -234,28 +222,25 @@ def decode(data: bytes) -> Sketch:
     if not MIN_PRECISION <= p <= MAX_PRECISION:
         raise SketchFormatError(f"precision {p} out of range")
     m = 1 << p
+    payload = data[HEADER.size :]
     if kind == EXACT:
-        return _from_values(p, _exact_hashes(data[HEADER.size :]))
+        if len(payload) % HASH_BYTES or len(payload) // HASH_BYTES > EXACT_LIMIT:
+            raise SketchFormatError(f"an exact sketch holds 0-{EXACT_LIMIT} hashes of {HASH_BYTES} bytes")
+        values = hash_values(payload)
+        if not (values[1:] > values[:-1]).all():
+            raise SketchFormatError("exact hashes must be strictly increasing")
+        return _from_values(p, values)
     if kind == DENSE:
-        registers = np.frombuffer(_inflate(data[HEADER.size :], m), dtype=np.uint8)
+        registers = np.frombuffer(_inflate(payload, m), dtype=np.uint8)
         if len(registers) != m:
             raise SketchFormatError(f"dense sketch has {len(registers)} registers, expected {m}")
     elif kind == SPARSE:
-        registers = _sparse_registers(_inflate(data[HEADER.size :], 3 * m), m)
+        registers = _sparse_registers(_inflate(payload, 3 * m), m)
     else:
         raise SketchFormatError(f"unknown sketch kind {kind}")
     if registers.size and int(registers.max()) > 64 - p + 1:
         raise SketchFormatError("register value out of range")
     return Sketch(p, registers.copy(), None, EXACT_LIMIT + 1)
-
-
-def _exact_hashes(payload: bytes) -> np.ndarray[Any, Any]:
-    if len(payload) % HASH_BYTES or len(payload) // HASH_BYTES > EXACT_LIMIT:
-        raise SketchFormatError(f"an exact sketch holds 0-{EXACT_LIMIT} hashes of {HASH_BYTES} bytes")
-    values = hash_values(payload)
-    if len(values) > 1 and not (values[1:] > values[:-1]).all():
-        raise SketchFormatError("exact hashes must be strictly increasing")
-    return values
 
 
 def _inflate(payload: bytes, limit: int) -> bytes:

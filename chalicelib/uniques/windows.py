@@ -26,34 +26,16 @@ def widen(start: int, stop: int) -> tuple[int, int]:
 
 
 def cover(start: int, stop: int, first_live_hour: int) -> list[Bucket]:
-    """The buckets whose union is minutes [start, stop) (both on quarter hours), oldest first.
-    Hour and quarter sketches before `first_live_hour` are no longer kept: a partial day there
-    is read whole, from its day sketch (the answer then starts earlier and says so)."""
+    """The buckets whose union is minutes [start, stop) (both on quarter hours), oldest first; a partial
+    day before `first_live_hour`, whose hours are no longer kept, as its whole day sketch."""
     if start % QUARTER_MINUTES or stop % QUARTER_MINUTES:
         raise ValueError("a range of unique counts starts and ends on a quarter hour")
     if stop <= start:
         raise ValueError("the range ends before it starts")
-    day = RESOLUTION_MINUTES["day"]
     buckets: list[Bucket] = []
-    for index in range(start // day, (stop - 1) // day + 1):
-        low, high = max(start, index * day), min(stop, (index + 1) * day)
-        if (low, high) == (index * day, (index + 1) * day) or low // RESOLUTION_MINUTES["hour"] < first_live_hour:
-            buckets.append(Bucket("day", index))
-        else:
-            buckets += _finer(low, high)
+    while start < stop:
+        here = buckets_for(start * times.MINUTE_MS)  # day, hour, quarter
+        fits = [bucket for bucket in here if bucket.first_minute == start and bucket.stop_minute <= stop]
+        buckets.append(here[0] if start // RESOLUTION_MINUTES["hour"] < first_live_hour else fits[0])
+        start = buckets[-1].stop_minute
     return buckets
-
-
-def _finer(start: int, stop: int) -> list[Bucket]:
-    """Minutes [start, stop) inside one day: whole hours, the quarters at either end."""
-    hour = RESOLUTION_MINUTES["hour"]
-    first, last = -(-start // hour), stop // hour  # the whole hours inside
-    if first >= last:
-        return _quarters(start, stop)
-    return (
-        _quarters(start, first * hour) + [Bucket("hour", h) for h in range(first, last)] + _quarters(last * hour, stop)
-    )
-
-
-def _quarters(start: int, stop: int) -> list[Bucket]:
-    return [Bucket("quarter", q) for q in range(start // QUARTER_MINUTES, stop // QUARTER_MINUTES)]
