@@ -10,7 +10,6 @@ from typing import Any, cast
 from chalicelib.core import attributes, dynamo_limits, retry
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import StorageError
 from chalicelib.core.storage_errors import translated
 
 # The attribute every optimistically written item keeps its version in.
@@ -129,21 +128,22 @@ def batch_get_items(
 ) -> Iterator[dict[str, Any]]:
     """The items found for `keys`, BATCH_GET_KEYS a call, unprocessed keys retried with backoff; a
     failed call, or keys still unprocessed after `attempts`, become StorageError(failure)."""
+    found: list[dict[str, Any]] = []
+
+    def get(request: dict[str, Any]) -> dict[str, Any]:
+        response = dynamodb.batch_get_item(RequestItems=request)
+        found.extend(response.get("Responses", {}).get(table, []))
+        return dict(response.get("UnprocessedKeys") or {})
+
     for start in range(0, len(keys), dynamo_limits.BATCH_GET_KEYS):
         request: dict[str, Any] = {table: {"Keys": keys[start : start + dynamo_limits.BATCH_GET_KEYS]}}
         if projection:
             request[table]["ProjectionExpression"] = projection
         if consistent:
             request[table]["ConsistentRead"] = True
-        for _ in retry.attempts(attempts, sleep, cap):
-            with translated(failure):
-                response = dynamodb.batch_get_item(RequestItems=request)
-            yield from response.get("Responses", {}).get(table, [])
-            request = response.get("UnprocessedKeys") or {}
-            if not request:
-                break
-        else:
-            raise StorageError(failure)
+        found.clear()
+        retry.until_done(get, request, failure, attempts, sleep, cap)
+        yield from found
 
 
 def put_items(
@@ -157,17 +157,14 @@ def put_items(
 ) -> None:
     """Write whole items (plain puts: the same item written twice is the same), BATCH_WRITE_REQUESTS a call,
     unprocessed items retried with backoff; what is still unwritten becomes StorageError(failure)."""
+
+    def write(requests: list[Any]) -> list[Any]:
+        response = dynamodb.batch_write_item(RequestItems={table: requests})
+        return list(response.get("UnprocessedItems", {}).get(table, []))
+
     for start in range(0, len(items), dynamo_limits.BATCH_WRITE_REQUESTS):
         batch = items[start : start + dynamo_limits.BATCH_WRITE_REQUESTS]
-        requests: list[Any] = [{"PutRequest": {"Item": item}} for item in batch]
-        for _ in retry.attempts(attempts, sleep, cap):
-            with translated(failure):
-                response = dynamodb.batch_write_item(RequestItems={table: requests})
-            requests = list(response.get("UnprocessedItems", {}).get(table, []))
-            if not requests:
-                break
-        else:
-            raise StorageError(failure)
+        retry.until_done(write, [{"PutRequest": {"Item": item}} for item in batch], failure, attempts, sleep, cap)
 
 
 def put_versioned(dynamodb: DynamoDB, table: str, item: dict[str, Any], version: int | None, failure: str) -> None:
