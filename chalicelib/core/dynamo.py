@@ -5,12 +5,13 @@ version condition loses no write: docs/guarantees.md, "Read, then write on condi
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import suppress
 from typing import Any, cast
 
 from chalicelib.core import attributes, dynamo_limits, retry
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
-from chalicelib.core.storage_errors import translated
+from chalicelib.core.storage_errors import ConditionFailed, translated
 
 # The attribute every optimistically written item keeps its version in.
 VERSION = "ver"
@@ -165,6 +166,29 @@ def put_items(
     for start in range(0, len(items), dynamo_limits.BATCH_WRITE_REQUESTS):
         batch = items[start : start + dynamo_limits.BATCH_WRITE_REQUESTS]
         retry.until_done(write, [{"PutRequest": {"Item": item}} for item in batch], failure, attempts, sleep, cap)
+
+
+def move_forward(
+    dynamodb: DynamoDB,
+    table: str,
+    key: dict[str, Any],
+    name: str,
+    to: dict[str, str],
+    expires: int | None,
+    failure: str,
+) -> None:
+    """SET attribute `name` to `to` (and expires_at to `expires`, epoch s, when given) if it is absent
+    or smaller; a failed condition means a writer that knew better got there first: nothing to do."""
+    expiry = {} if expires is None else {":exp": {"N": str(expires)}}
+    with suppress(ConditionFailed), translated(failure):
+        dynamodb.update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression="SET #m = :to" + (", expires_at = :exp" if expiry else ""),
+            ConditionExpression="attribute_not_exists(#m) OR #m < :to",
+            ExpressionAttributeNames={"#m": name},
+            ExpressionAttributeValues={":to": to, **expiry},
+        )
 
 
 def put_versioned(dynamodb: DynamoDB, table: str, item: dict[str, Any], version: int | None, failure: str) -> None:
