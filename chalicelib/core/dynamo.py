@@ -12,6 +12,7 @@ from chalicelib.core import attributes, dynamo_limits, retry
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
 from chalicelib.core.storage_errors import ConditionFailed, translated
+from chalicelib.core.storage_errors import get_item as get_item
 
 # The attribute every optimistically written item keeps its version in.
 VERSION = "ver"
@@ -90,25 +91,6 @@ def query_sort_range(
     request = query_request(table, pk, sk="sk BETWEEN :lo AND :hi", values={":lo": lo, ":hi": hi})
     for page in query_pages(dynamodb, request, failure):
         yield from page.get("Items", [])
-
-
-def get_item(
-    dynamodb: DynamoDB,
-    table: str,
-    key: dict[str, Any],
-    failure: str,
-    *,
-    consistent: bool = True,
-    names: Mapping[str, str] | None = None,
-) -> dict[str, Any] | None:
-    """The item at `key` (None when there is none), strongly consistent unless not `consistent`;
-    with `names` (placeholder: attribute), only those attributes."""
-    request: dict[str, Any] = {"TableName": table, "Key": key, "ConsistentRead": consistent}
-    if names:
-        request |= {"ProjectionExpression": ", ".join(names), "ExpressionAttributeNames": dict(names)}
-    with translated(failure):
-        response = dynamodb.get_item(**request)
-    return dict(response["Item"]) if "Item" in response else None
 
 
 def stored_expiry(item: dict[str, Any] | None) -> int | None:
