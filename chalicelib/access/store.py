@@ -12,6 +12,7 @@ from chalicelib.access import api_keys
 from chalicelib.access.policy import KeyRecord, NewKey
 from chalicelib.core import attributes, dynamo, keyspace, pager
 from chalicelib.core.aws import DynamoDB
+from chalicelib.core.client_cache import ClientCache
 from chalicelib.core.errors import NotFoundError, ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
@@ -120,17 +121,8 @@ class CachedLookup:
 
     def __init__(self, find_key: Callable[[str], KeyRecord | None], ttl_seconds: int, size: int = 1000) -> None:
         self._find = find_key
-        self._ttl = ttl_seconds
-        self._size = size
-        self._entries: dict[str, tuple[float, KeyRecord | None]] = {}
+        # Held under this lookup as the client, each record in a 1-tuple: a key found to be no key is remembered too.
+        self._held: ClientCache[str, tuple[KeyRecord | None]] = ClientCache(size, ttl_seconds * 1000)
 
     def __call__(self, key: str) -> KeyRecord | None:
-        now = time.monotonic()
-        hit = self._entries.get(key)
-        if hit is not None and now - hit[0] < self._ttl:
-            return hit[1]
-        record = self._find(key)
-        if len(self._entries) >= self._size:
-            self._entries.clear()
-        self._entries[key] = (now, record)
-        return record
+        return self._held.fetch(self, key, int(time.monotonic() * 1000), lambda: (self._find(key),))[0]

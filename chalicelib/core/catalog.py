@@ -8,7 +8,6 @@ import hashlib
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
-from contextlib import suppress
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -78,17 +77,9 @@ def touch(
     hour = now_ms // times.HOUR_MS
     fresh = sorted(names) if recent is None else recent.fresh(dynamodb, names, hour)
     for name in fresh:
-        expires = {} if names[name] is None else {":exp": {"N": str(names[name])}}
-        # Concurrent writers: last_seen only moves forward, and a failed condition means a writer
-        # that knew better got there first, which leaves nothing to do.
-        with suppress(ConditionFailed), translated(f"could not update the {kind} catalog"):
-            dynamodb.update_item(
-                TableName=settings.counts_table,
-                Key={"pk": {"S": catalog_pk(kind)}, "sk": {"S": name}},
-                UpdateExpression="SET last_seen = :t" + (", expires_at = :exp" if expires else ""),
-                ConditionExpression="attribute_not_exists(last_seen) OR last_seen < :t",
-                ExpressionAttributeValues={":t": {"N": str(now_ms)}, **expires},
-            )
+        key = {"pk": {"S": catalog_pk(kind)}, "sk": {"S": name}}
+        failure = f"could not update the {kind} catalog"
+        dynamo.move_forward(dynamodb, settings.counts_table, key, "last_seen", {"N": str(now_ms)}, names[name], failure)
     if recent is not None:
         recent.mark(dynamodb, {name: names[name] for name in fresh}, hour)
     return len(fresh)

@@ -5,13 +5,14 @@ version condition loses no write: docs/guarantees.md, "Read, then write on condi
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import suppress
 from typing import Any, cast
 
 from chalicelib.core import attributes, dynamo_limits, retry
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import StorageError
-from chalicelib.core.storage_errors import translated
+from chalicelib.core.storage_errors import ConditionFailed, translated
+from chalicelib.core.storage_errors import get_item as get_item
 
 # The attribute every optimistically written item keeps its version in.
 VERSION = "ver"
@@ -92,25 +93,6 @@ def query_sort_range(
         yield from page.get("Items", [])
 
 
-def get_item(
-    dynamodb: DynamoDB,
-    table: str,
-    key: dict[str, Any],
-    failure: str,
-    *,
-    consistent: bool = True,
-    names: Mapping[str, str] | None = None,
-) -> dict[str, Any] | None:
-    """The item at `key` (None when there is none), strongly consistent unless not `consistent`;
-    with `names` (placeholder: attribute), only those attributes."""
-    request: dict[str, Any] = {"TableName": table, "Key": key, "ConsistentRead": consistent}
-    if names:
-        request |= {"ProjectionExpression": ", ".join(names), "ExpressionAttributeNames": dict(names)}
-    with translated(failure):
-        response = dynamodb.get_item(**request)
-    return dict(response["Item"]) if "Item" in response else None
-
-
 def stored_expiry(item: dict[str, Any] | None) -> int | None:
     """An item's `expires_at` (the table's TTL attribute), None for no item or none stored."""
     return None if item is None else attributes.optional_integer(item, "expires_at")
@@ -129,21 +111,22 @@ def batch_get_items(
 ) -> Iterator[dict[str, Any]]:
     """The items found for `keys`, BATCH_GET_KEYS a call, unprocessed keys retried with backoff; a
     failed call, or keys still unprocessed after `attempts`, become StorageError(failure)."""
+    found: list[dict[str, Any]] = []
+
+    def get(request: dict[str, Any]) -> dict[str, Any]:
+        response = dynamodb.batch_get_item(RequestItems=request)
+        found.extend(response.get("Responses", {}).get(table, []))
+        return dict(response.get("UnprocessedKeys") or {})
+
     for start in range(0, len(keys), dynamo_limits.BATCH_GET_KEYS):
         request: dict[str, Any] = {table: {"Keys": keys[start : start + dynamo_limits.BATCH_GET_KEYS]}}
         if projection:
             request[table]["ProjectionExpression"] = projection
         if consistent:
             request[table]["ConsistentRead"] = True
-        for _ in retry.attempts(attempts, sleep, cap):
-            with translated(failure):
-                response = dynamodb.batch_get_item(RequestItems=request)
-            yield from response.get("Responses", {}).get(table, [])
-            request = response.get("UnprocessedKeys") or {}
-            if not request:
-                break
-        else:
-            raise StorageError(failure)
+        found.clear()
+        retry.until_done(get, request, failure, attempts, sleep, cap)
+        yield from found
 
 
 def put_items(
@@ -157,17 +140,37 @@ def put_items(
 ) -> None:
     """Write whole items (plain puts: the same item written twice is the same), BATCH_WRITE_REQUESTS a call,
     unprocessed items retried with backoff; what is still unwritten becomes StorageError(failure)."""
+
+    def write(requests: list[Any]) -> list[Any]:
+        response = dynamodb.batch_write_item(RequestItems={table: requests})
+        return list(response.get("UnprocessedItems", {}).get(table, []))
+
     for start in range(0, len(items), dynamo_limits.BATCH_WRITE_REQUESTS):
         batch = items[start : start + dynamo_limits.BATCH_WRITE_REQUESTS]
-        requests: list[Any] = [{"PutRequest": {"Item": item}} for item in batch]
-        for _ in retry.attempts(attempts, sleep, cap):
-            with translated(failure):
-                response = dynamodb.batch_write_item(RequestItems={table: requests})
-            requests = list(response.get("UnprocessedItems", {}).get(table, []))
-            if not requests:
-                break
-        else:
-            raise StorageError(failure)
+        retry.until_done(write, [{"PutRequest": {"Item": item}} for item in batch], failure, attempts, sleep, cap)
+
+
+def move_forward(
+    dynamodb: DynamoDB,
+    table: str,
+    key: dict[str, Any],
+    name: str,
+    to: dict[str, str],
+    expires: int | None,
+    failure: str,
+) -> None:
+    """SET attribute `name` to `to` (and expires_at to `expires`, epoch s, when given) if it is absent
+    or smaller; a failed condition means a writer that knew better got there first: nothing to do."""
+    expiry = {} if expires is None else {":exp": {"N": str(expires)}}
+    with suppress(ConditionFailed), translated(failure):
+        dynamodb.update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression="SET #m = :to" + (", expires_at = :exp" if expiry else ""),
+            ConditionExpression="attribute_not_exists(#m) OR #m < :to",
+            ExpressionAttributeNames={"#m": name},
+            ExpressionAttributeValues={":to": to, **expiry},
+        )
 
 
 def put_versioned(dynamodb: DynamoDB, table: str, item: dict[str, Any], version: int | None, failure: str) -> None:

@@ -4,13 +4,12 @@ fold"; docs/guarantees.md, "Listings: log items, the fold's mark and pages"."""
 
 from __future__ import annotations
 
-from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import attributes, dynamo
 from chalicelib.core.aws import DynamoDB
-from chalicelib.core.storage_errors import ConditionFailed, translated
+from chalicelib.core.storage_errors import translated
 
 
 @dataclass(frozen=True)
@@ -86,13 +85,6 @@ class Log:
 
     def _move(self, dynamodb: DynamoDB, name: str, to: str) -> None:
         """Move the mark's `name` forward to `to`, never back (two folds at once)."""
-        expires = {} if self.expires_at is None else {":exp": {"N": str(self.expires_at)}}
-        with suppress(ConditionFailed), translated(f"could not mark {self.what}"):
-            dynamodb.update_item(
-                TableName=self.table,
-                Key=self.mark_key,
-                UpdateExpression="SET #m = :to" + (", expires_at = :exp" if expires else ""),
-                ConditionExpression="attribute_not_exists(#m) OR #m < :to",
-                ExpressionAttributeNames={"#m": name},
-                ExpressionAttributeValues={":to": {"S": to}, **expires},
-            )
+        dynamo.move_forward(
+            dynamodb, self.table, self.mark_key, name, {"S": to}, self.expires_at, f"could not mark {self.what}"
+        )

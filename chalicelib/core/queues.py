@@ -72,14 +72,9 @@ def delete(sqs: SQS, url: str, receipt_handles: Sequence[str], sleep: Sleep | No
 
 
 def _batched(call: Callable[..., Any], url: str, entries: list[dict[str, Any]], sleep: Sleep, failure: str) -> None:
+    def send(pending: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        failed = {f["Id"] for f in call(QueueUrl=url, Entries=pending).get("Failed", [])}
+        return [e for e in pending if e["Id"] in failed]
+
     for start in range(0, len(entries), MAX_ENTRIES):
-        pending = entries[start : start + MAX_ENTRIES]
-        for _ in retry.attempts(_ATTEMPTS, sleep, cap=1.0):
-            with translated(failure):
-                response = call(QueueUrl=url, Entries=pending)
-            failed = {f["Id"] for f in response.get("Failed", [])}
-            pending = [e for e in pending if e["Id"] in failed]
-            if not pending:
-                break
-        else:
-            raise StorageError(failure)
+        retry.until_done(send, entries[start : start + MAX_ENTRIES], failure, _ATTEMPTS, sleep, cap=1.0)

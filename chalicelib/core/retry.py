@@ -5,10 +5,15 @@ Why jitter: docs/design.md, "Retries"."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from chalicelib.core import clock
 from chalicelib.core.clock import Sleep
+from chalicelib.core.errors import StorageError
+from chalicelib.core.storage_errors import translated
+
+T = TypeVar("T")
 
 
 def backoff(attempt: int, cap: float = 2.0) -> float:
@@ -29,3 +34,14 @@ def attempts(count: int, sleep: Sleep | None = None, cap: float = 2.0) -> Iterat
         if attempt:
             pause(attempt - 1, sleep, cap)
         yield attempt
+
+
+def until_done(send: Callable[[T], T], pending: T, failure: str, count: int, sleep: Sleep | None, cap: float) -> None:
+    """Send `pending`, then what `send` returns as left over, pausing before each retry; a failed
+    call, or something left after `count` sends, become StorageError(failure)."""
+    for _ in attempts(count, sleep, cap):
+        with translated(failure):
+            pending = send(pending)
+        if not pending:
+            return
+    raise StorageError(failure)

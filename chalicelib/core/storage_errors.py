@@ -1,6 +1,7 @@
 """The one place a botocore `ClientError` becomes Tally's own exception, by its error code (never
-its message text): `translated(failure)` around each storage call. What each outcome means:
-docs/design.md, "Errors"."""
+its message text): `translated(failure)` around each storage call; and the one GetItem, which
+reading the item a failed condition found needs (core.dynamo gives it to the rest). What each
+outcome means: docs/design.md, "Errors"."""
 
 from __future__ import annotations
 
@@ -60,6 +61,25 @@ def translated(failure: str) -> Iterator[None]:
         raise StorageError(failure) from exc
 
 
+def get_item(
+    dynamodb: DynamoDB,
+    table: str,
+    key: dict[str, Any],
+    failure: str,
+    *,
+    consistent: bool = True,
+    names: Mapping[str, str] | None = None,
+) -> dict[str, Any] | None:
+    """The item at `key` (None when there is none), strongly consistent unless not `consistent`;
+    with `names` (placeholder: attribute), only those attributes."""
+    request: dict[str, Any] = {"TableName": table, "Key": key, "ConsistentRead": consistent}
+    if names:
+        request |= {"ProjectionExpression": ", ".join(names), "ExpressionAttributeNames": dict(names)}
+    with translated(failure):
+        response = dynamodb.get_item(**request)
+    return dict(response["Item"]) if "Item" in response else None
+
+
 def condition_item(
     dynamodb: DynamoDB,
     table: str,
@@ -69,8 +89,4 @@ def condition_item(
 ) -> dict[str, Any] | None:
     """The item a failed condition found, or None (how it is read: docs/design.md, "Errors")."""
     item = failed.item if isinstance(failed, ConditionFailed) else returned_item(failed)
-    if item is not None:
-        return item
-    with translated(failure):
-        response = dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True)
-    return dict(response["Item"]) if "Item" in response else None
+    return item if item is not None else get_item(dynamodb, table, key, failure)

@@ -12,11 +12,11 @@ from hashlib import sha256
 
 from chalicelib.core import attributes, dynamo, times
 from chalicelib.core.aws import DynamoDB
+from chalicelib.core.client_cache import ClientCache
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.sites import names
-from chalicelib.sites.client_cache import ClientCache
 from chalicelib.sites.privacy import SALT_BYTES
 
 SALT_DAYS = 2  # a salt lives this many days from its day's start

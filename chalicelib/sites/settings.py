@@ -12,11 +12,11 @@ from typing import Any
 
 from chalicelib.core import attributes, dynamo, times, validation, zones
 from chalicelib.core.aws import DynamoDB
+from chalicelib.core.client_cache import ClientCache
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import translated
 from chalicelib.sites import names, privacy
-from chalicelib.sites.client_cache import ClientCache
 
 MAX_GOALS = 20
 GOAL_NAME_MAX_CHARS = 60

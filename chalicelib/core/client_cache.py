@@ -1,4 +1,4 @@
-"""The beacon's per-process cache of what it reads (a site's settings, the day's salts); no I/O."""
+"""The per-process cache of what the beacon reads (a site's settings, the day's salts, its keys); no I/O."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ V = TypeVar("V")
 
 
 class ClientCache(Generic[K, V]):
-    """What this process read, per DynamoDB client (a test's emulator starts afresh) and key, each
-    used for `max_age_ms` after it was read; the least recently read key goes first past `max_keys`."""
+    """What this process read, per client (a DynamoDB client: a test's emulator starts afresh; or the
+    cache's owner) and key, each used for `max_age_ms` after it was read; the least recently read key
+    goes first past `max_keys`."""
 
     def __init__(self, max_keys: int, max_age_ms: int) -> None:
         self._lock = threading.Lock()
