@@ -58,8 +58,7 @@ def parse_body(body: Any) -> ReplayRequest:
         if not all(isinstance(i, str) and 1 <= len(i) <= 1024 for i in ids):
             raise ValidationError("each id is a record id as GET /quarantine lists it")
         return ReplayRequest(ids=tuple(dict.fromkeys(inputs.text(i, "ids") for i in ids)))
-    limit = body.get("limit", MAX_REPLAY)
-    return ReplayRequest(limit=validation.integer(limit, "limit", 1, MAX_REPLAY))
+    return ReplayRequest(limit=validation.integer(body.get("limit", MAX_REPLAY), "limit", 1, MAX_REPLAY))
 
 
 def replay(

@@ -98,10 +98,9 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
         return Sent(applied=members[:1], found=members[1:], calls=1)
 
     def writes(self, records: list[Countable]) -> list[Write[Countable]]:
-        counted = [c for c in records if c.buckets]
         items: dict[tuple[Touch, str], list[Countable]] = {}
-        for c in counted:
-            for touch in touches(c, self.settings):
+        for c in records:
+            for touch in touches(c, self.settings):  # none for an event whose buckets all expired
                 items.setdefault((touch, c.shard), []).append(c)
         ordered = sorted(items.items(), key=lambda kv: (*kv[0][0].order(), kv[0][1]))
         return [

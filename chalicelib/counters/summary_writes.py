@@ -271,9 +271,8 @@ def _split(
         stored = head if (resolution, part) == (target.resolution, 0) else earlier.pop(attributes.sort_key(key), None)
         if stored is not None and stored is not head and "e" in stored:
             piece = topk.merge(piece, topk.decode(attributes.text(stored, "e")))
-        evicted = piece.fit()
         read = [head] if stored is head else [head, stored]
-        item = _item(settings, key, target, read, piece, later, now_ms, evicted)
+        item = _item(settings, key, target, read, piece, later, now_ms, piece.fit())
         if (resolution, part) == (target.resolution, 0):
             item[layout.LAYOUT] = {"S": "parts"}
         puts.append({"Put": {"TableName": settings.counts_table, "Item": item, **_unchanged(stored)}})
