@@ -52,9 +52,8 @@ class WindowCount:
 
 
 def sums_fields(sums: Mapping[str, Decimal]) -> dict[str, Any]:
-    """What every answer says of sums: `sums` as JSON numbers (integers exactly, others as decimals,
-    of which a reader that parses numbers as doubles keeps 15-17 significant digits) and
-    `sums_exact`, the same as decimal strings holding every digit."""
+    """What every answer says of sums: `sums` as JSON numbers, and `sums_exact` as decimal strings of
+    every digit (docs/counting.md, "Dimensions, values, filters and breakdowns")."""
     return {
         "sums": {name: int(v) if v == v.to_integral_value() else v for name, v in sorted(sums.items())},
         "sums_exact": {name: format(v.normalize(decimals.EXACT), "f") for name, v in sorted(sums.items())},
@@ -100,8 +99,7 @@ class _Tally:
 
 @dataclass(frozen=True)
 class _Plan:
-    """The items a window of minutes is read from: one per part of its plan, and the days of the
-    hours read, whose day items may hold some of their minutes inline (at most two more keys)."""
+    """The items a window of minutes is read from: one per part of its plan, and the days of its hours."""
 
     parts: list[timebuckets.Part]
     keys: list[dict[str, Any]]

@@ -389,8 +389,7 @@ def _with_sums(first: _Clauses, sums: recounted_sums.SumsChange) -> list[_Clause
 
 
 def _account(dynamodb: DynamoDB, settings: Settings, partition: str, stored: int, now_ms: int) -> bool:
-    """Set the partition's `repaired` to what makes it add up, in one transaction that checks its
-    other numbers are as read (docs/counting.md, "Repair")."""
+    """Set the partition's `repaired` to what makes it add up (docs/counting.md, "Repair")."""
     repairs = attributes.key_of(audit_items.repairs_key(partition))
     carrying = [
         i

@@ -193,8 +193,7 @@ def _by_item(target: Target, members: list[Member]) -> dict[ItemId, list[Member]
 
 
 def replay_puts(dynamodb: DynamoDB, settings: Settings, countable: Countable) -> list[dict[str, Any]]:
-    """The transaction Puts that add one set-aside event to its summaries, on condition of the
-    version read (docs/counting.md, "Replay")."""
+    """The transaction Puts that add one set-aside event to its summaries (docs/counting.md, "Replay")."""
     puts = []
     for target, entry in targets(countable):
         head = _read(dynamodb, settings, target.key(0))
