@@ -309,12 +309,13 @@ def _stored_histogram(
     assumed = _assumed_retention([*items.values(), *day_items.values()], settings)
     now_s = now_ms // 1000
 
-    # Each bucket as the part of a stored item that holds it: a minute of its hour, else itself.
-    whole = resolution != "minute"
-    parts = [
-        timebuckets.Part(timebuckets.Bucket(stored, i), None if whole else (m, m))
-        for i, m in (divmod(b.first_minute, size) for b in buckets)
-    ]
+    # Each bucket as the part of the stored item that holds it: a minute of its hour item (one
+    # object an hour), else the bucket itself.
+    if resolution == "minute":
+        hours = {i: timebuckets.Bucket(stored, i) for i in {b.first_minute // size for b in buckets}}
+        parts = [timebuckets.Part(hours[b.first_minute // size], (b.first_minute % size,) * 2) for b in buckets]
+    else:
+        parts = [timebuckets.Part(b) for b in buckets]
 
     def inline_held(part: timebuckets.Part, whole_hour: bool = False) -> int:
         """The part's events (its whole hour's) that its day item holds inline, while kept."""
