@@ -25,8 +25,7 @@ def settled_before(now_ms: int, settle_minutes: int) -> int:
 
 
 def quarters_to_audit(checkpoint_ms: int, now_ms: int, settle_minutes: int, most: int) -> list[int]:
-    """Start times of the settled quarter hours from the checkpoint on, at most `most` (the
-    first run has no checkpoint: it sets one at `settled_before(now)` and compares nothing)."""
+    """Start times of the settled quarter hours from the checkpoint on, at most `most`."""
     end = settled_before(now_ms, settle_minutes)
     start = checkpoint_ms - checkpoint_ms % QUARTER_MS
     return list(range(start, end, QUARTER_MS))[:most]

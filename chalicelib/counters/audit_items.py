@@ -35,8 +35,7 @@ def group_pk(events_pk: str) -> str:
 
 
 def shard_item_key(events_pk: str, shard_attribute: str) -> dict[str, Any]:
-    """The item in which one stream shard accounts for the events of P's group (ValueError if
-    DynamoDB would refuse the key)."""
+    """The item in which one stream shard accounts for P's group (ValueError if DynamoDB would refuse the key)."""
     return item_key(group_pk(events_pk), shard_attribute)
 
 

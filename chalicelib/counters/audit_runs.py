@@ -3,7 +3,6 @@ why each partition is reported once: docs/counting.md, "The audit"."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +11,7 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import translated
-from chalicelib.counters import audit, audit_items
+from chalicelib.counters import audit, audit_items, layout
 from chalicelib.events import packs
 
 CHECKPOINT_KEY = {"pk": {"S": f"{keyspace.AUDIT_RUN}checkpoint"}, "sk": {"S": "#"}}
@@ -22,7 +21,6 @@ RECHECK_LIMIT = 25
 # One transaction per quarter hour: the checkpoint plus at most this many findings (the rest,
 # with more write shards than that, are put first, on their own; a repeated put is harmless).
 FINDINGS_PER_TRANSACTION = transactions.MAX_ITEMS - 1
-_PARTITION = re.compile(audit.EVENTS_PK.pattern)
 
 
 @dataclass
@@ -90,15 +88,13 @@ def accounted(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> dict[st
 
 
 def read_group(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> list[dict[str, Any]]:
-    """The audit items of an events partition's group, strongly consistent (docs/counting.md, "The
-    audit")."""
+    """The audit items of an events partition's group, strongly consistent (docs/counting.md, "The audit")."""
     request = dynamo.query_request(settings.counts_table, audit_items.group_pk(events_pk), consistent=True)
     return dynamo.query_items(dynamodb, request, "could not read the audit items")
 
 
 def stored_count(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> int:
-    """Events stored under one events partition key (events/packs.py); its cost:
-    docs/counting.md, "The audit"."""
+    """Events stored under one events partition key (events/packs.py); cost: docs/counting.md, "The audit"."""
     names = {"#k": "kind", "#n": packs.COUNT}
     request = dynamo.query_request(settings.events_table, events_pk, projection="#k, #n", names=names)
     return sum(
@@ -123,18 +119,6 @@ def finding_item(finding: audit.Finding, now_ms: int) -> dict[str, Any]:
     }
 
 
-def _checkpoint_move(table: str, checkpoint: int | None, next_ms: int) -> dict[str, Any]:
-    """The update that moves the checkpoint to next_ms if it is still `checkpoint` (None: unset)."""
-    expected = {} if checkpoint is None else {":expected": {"N": str(checkpoint)}}
-    return {
-        "TableName": table,
-        "Key": CHECKPOINT_KEY,
-        "UpdateExpression": "SET next_ms = :next",
-        "ConditionExpression": "attribute_not_exists(pk)" if checkpoint is None else "next_ms = :expected",
-        "ExpressionAttributeValues": {":next": {"N": str(next_ms)}, **expected},
-    }
-
-
 def _commit(
     dynamodb: DynamoDB,
     settings: Settings,
@@ -145,10 +129,16 @@ def _commit(
 ) -> bool:
     """Move the checkpoint to next_ms and write the findings, if the checkpoint is still as read."""
     table = settings.counts_table
-    for extra in short[FINDINGS_PER_TRANSACTION:]:
-        with translated("could not record an audit finding"):
-            dynamodb.put_item(TableName=table, Item=finding_item(extra, now_ms))
-    move = _checkpoint_move(table, checkpoint, next_ms)
+    extra = [finding_item(f, now_ms) for f in short[FINDINGS_PER_TRANSACTION:]]
+    dynamo.put_items(dynamodb, table, extra, "could not record an audit finding")
+    expected = {} if checkpoint is None else {":expected": {"N": str(checkpoint)}}
+    move = {
+        "TableName": table,
+        "Key": CHECKPOINT_KEY,
+        "UpdateExpression": "SET next_ms = :next",
+        "ConditionExpression": "attribute_not_exists(pk)" if checkpoint is None else "next_ms = :expected",
+        "ExpressionAttributeValues": {":next": {"N": str(next_ms)}, **expected},
+    }
     items: list[dict[str, Any]] = [{"Update": move}] + [
         {"Put": {"TableName": table, "Item": finding_item(f, now_ms)}} for f in short[:FINDINGS_PER_TRANSACTION]
     ]
@@ -170,9 +160,7 @@ def recheck(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int)
     finding = compare(dynamodb, settings, partition)
     with translated("could not update an audit finding"):
         if finding.adds_up:
-            dynamodb.delete_item(
-                TableName=settings.counts_table, Key={"pk": {"S": FINDINGS_PK}, "sk": {"S": partition}}
-            )
+            dynamodb.delete_item(TableName=settings.counts_table, Key=layout.item_key(FINDINGS_PK, partition))
         else:
             dynamodb.put_item(TableName=settings.counts_table, Item=finding_item(finding, now_ms))
     return finding
@@ -181,8 +169,7 @@ def recheck(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int)
 def open_findings(
     dynamodb: DynamoDB, settings: Settings, after: str | None, limit: int, now_ms: int
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """Up to `limit` findings after partition `after`, oldest first, and the last partition read if
-    more may follow (one Query, core.pager; an expired finding is not listed)."""
+    """Up to `limit` live findings after partition `after`, oldest first, and the next page's start."""
     page = pager.query_page(
         dynamodb,
         settings.counts_table,
@@ -200,15 +187,12 @@ def listing(dynamodb: DynamoDB, settings: Settings, params: dict[str, str], now_
     first, `limit` (1-1000, 100) a page, `cursor` the `next` of the previous page."""
     request = pager.page_request(params, _check_partition)
     items, last = open_findings(dynamodb, settings, request.after, request.limit, now_ms)
+    numbers = ("stored", *audit_items.ACCOUNTS, "shortfall")
     return {
         "partitions": [
             {
                 "partition": attributes.sort_key(i),
-                **{
-                    name: attributes.integer(i, name)
-                    for name in ("stored", *audit_items.ACCOUNTS, "shortfall")
-                    if name in i
-                },
+                **{name: attributes.integer(i, name) for name in numbers if name in i},
                 "audited_at": times.iso(attributes.integer(i, "audited_at")),
             }
             for i in items
@@ -218,7 +202,7 @@ def listing(dynamodb: DynamoDB, settings: Settings, params: dict[str, str], now_
 
 
 def _check_partition(text: str) -> None:
-    if not _PARTITION.fullmatch(text):
+    if not audit.EVENTS_PK.fullmatch(text):
         raise ValidationError("not an events partition key")
 
 

@@ -44,9 +44,8 @@ def summary_keys(counter: str, by: str, first_minute: int, last_minute: int) -> 
 
 
 def stored_summary(item: dict[str, Any], span: tuple[int, int] | None) -> topk.Summary | None:
-    """The summary of values a stored item gives for `span` (None: its whole bucket): an hour
-    kept whole is cut to the minutes asked; an hour's part 0 asked for a partial hour once the
-    hour was split gives nothing (its quarter hours do); a quarter hour is cut to its minutes."""
+    """The summary of values a stored item gives for `span` (None: its whole bucket); None for a
+    split hour's part 0 asked for a partial hour (its quarter hours give it)."""
     summary = topk.decode(attributes.text(item, "e"))
     hour = attributes.sort_key(item).startswith(layout.SUMMARY_PREFIX["hour"])
     if attributes.optional_text(item, layout.LAYOUT) == layout.SINGLE:

@@ -52,11 +52,8 @@ class _Rounds:
     taken: dict[int, str] = field(default_factory=dict)  # the slots the last update sent uses
 
     def marks(self, listed: bool = False, applied: Sequence[Countable] = ()) -> dict[str, Sequence[Countable]]:
-        marks: dict[str, Sequence[Countable]] = {"found_applied": self.found, "beyond": self.beyond}
-        if listed:
-            marks[LISTED] = [*self.found, *applied]
-        marks[INLINE] = self.inline
-        return marks
+        listing = {LISTED: [*self.found, *applied]} if listed else {}
+        return {"found_applied": self.found, "beyond": self.beyond, INLINE: self.inline, **listing}
 
 
 UNKNOWN = ""  # _Rounds.spill before the item was read
@@ -101,9 +98,8 @@ def _note_spill(client: DynamoDB, key: dict[str, Any], shard: str, spill: str | 
 
 
 def _day_mode(rounds: _Rounds, members: list[Countable]) -> str:
-    """How a day item takes this shard's next events: `inline`, `spill` or `spilled`
-    (docs/counting.md, "Inline minutes"); before the item was read, a guess its condition
-    checks."""
+    """How a day item takes this shard's next events: `inline`, `spill` or `spilled` (docs/counting.md,
+    "Inline minutes"); before the item was read, a guess its condition checks."""
     if rounds.spill not in (UNKNOWN, None, layout.NOT_SPILLED):
         return "spilled"
     if any(c.event.values for c in members) or rounds.inline_count + len(members) > layout.INLINE_MAX:
@@ -123,8 +119,7 @@ def _needs_listing(old: dict[str, Any], request: dict[str, Any], rounds: _Rounds
 def apply_item(
     dynamodb: DynamoDB, settings: Settings, touch: Touch, shard: str, members: list[Countable], now_ms: int
 ) -> Sent[Countable]:
-    """Apply the records of one shard to one bucket item: one conditional UpdateItem, re-sent
-    without what the item says it already holds (docs/counting.md, "The proof")."""
+    """Apply the records of one shard to one bucket item, exactly once (docs/counting.md, "The proof")."""
     members = sorted(members, key=lambda c: c.position)
     key = touch.key()
     day = touch.bucket.resolution == "day"
@@ -220,7 +215,8 @@ class BucketUpdate:
     def add(self, bucket: Bucket, event: Event, inline: bool = False) -> None:
         self.n += 1
         minute = timebuckets.minute_of_hour(event.time_ms)
-        if bucket.resolution == "hour":
+        hour = bucket.resolution == "hour"
+        if hour:
             self.minutes[minute] += 1
         elif inline:
             self.inline[timebuckets.minute_of(event.time_ms) % timebuckets.DAY_MINUTES] += 1
@@ -230,25 +226,18 @@ class BucketUpdate:
             if slot is None:
                 self.unsummed += 1
                 continue
-            attribute = (
-                layout.slot_minute_attribute(minute, slot)
-                if bucket.resolution == "hour"
-                else layout.slot_total_attribute(slot)
-            )
+            attribute = layout.slot_minute_attribute(minute, slot) if hour else layout.slot_total_attribute(slot)
             self.sums[attribute] = decimals.EXACT.add(self.sums.get(attribute, Decimal(0)), amount)
 
     def _slot(self, name: str) -> int | None:
-        """The slot that sums this value name in the item: its own, else the first free one
-        (names take slots in the order of the events), None when every slot is taken."""
-        if name in self.slots:
-            return self.slots[name]
-        known = self.stored or {}
-        own = [slot for slot, held in sorted(known.items()) if held == name]
-        free = [s for s in range(layout.MAX_SUM_NAMES) if s not in known and s not in self.slots.values()]
-        slot = own[0] if own else free[0] if free else None
-        if slot is not None:
-            self.slots[name] = slot
-        return slot
+        """The slot that sums this value name in the item: its own, else the first free one, else None."""
+        if name not in self.slots:
+            known = self.stored or {}
+            own = [slot for slot, held in sorted(known.items()) if held == name]
+            free = [s for s in range(layout.MAX_SUM_NAMES) if s not in known and s not in self.slots.values()]
+            if own or free:
+                self.slots[name] = (own + free)[0]
+        return self.slots.get(name)
 
 
 def _bucket_update(
@@ -346,8 +335,7 @@ def increment(
 def _slot_conditions(
     update: BucketUpdate, names: dict[str, str], values: dict[str, Any], adds: list[str], sets: list[str]
 ) -> list[str]:
-    """The update's value names in their slots, each on condition that the slot still holds it or is
-    still free (docs/counting.md, "Item sizes"); the values left unsummed are counted."""
+    """The update's value names in their slots, on condition of the slots (docs/counting.md, "Item sizes")."""
     if update.unsummed:
         names["#vx"] = layout.NOT_SUMMED
         values[":vx"] = {"N": str(update.unsummed)}
@@ -423,8 +411,7 @@ def _prune(
     names = {f"#s{i}": name for i, name in enumerate(sorted(stale))}
     values = {f":s{i}": {"S": stale[name]} for i, name in enumerate(sorted(stale))}
     # A day item's `x:` of the shard goes with its position: no delivery can ask about it again.
-    spills = {f"#x{i}": layout.spill_attribute(name) for i, name in enumerate(sorted(stale))}
-    spills = {n: a for n, a in spills.items() if a in old}
+    spills = {f"#x{i}": x for i, name in enumerate(sorted(stale)) if (x := layout.spill_attribute(name)) in old}
     try:
         with translated("could not prune positions"):
             dynamodb.update_item(

@@ -78,8 +78,7 @@ def countable_from_record(record: StreamRecord, now_ms: int) -> Countable:
 
 
 def is_event(record: StreamRecord) -> bool:
-    """Whether a stream record is an insert: the events table holds only events and packs, so an
-    insert of anything else is a record to set aside (countable_from_record says why)."""
+    """Whether a stream record is an insert (of anything else: set aside by countable_from_record)."""
     return record.event_name == "INSERT"
 
 
@@ -105,8 +104,7 @@ def live_buckets(event: Event, now_ms: int) -> list[Bucket]:
 
 
 def claim_put(settings: Settings, countable: Countable, now_ms: int) -> dict[str, Any]:
-    """The PutItem (request fields) by which a record claims its client id's marker: on condition
-    that it is free, expired, or this record's own (docs/counting.md, "The proof")."""
+    """The PutItem (request fields) by which a record claims its client id's marker (docs/counting.md, "The proof")."""
     now_s = now_ms // 1000
     return {
         "TableName": settings.counts_table,

@@ -38,8 +38,7 @@ def pair_counted(names: Iterable[str], pairs: tuple[str, ...]) -> bool:
 
 
 def subsets(dimensions: Mapping[str, str], pairs: tuple[str, ...] = EVERY_PAIR) -> Iterator[dict[str, str]]:
-    """The subsets of an event's dimensions that have a filter counter: each dimension alone and
-    each pair the FILTER_PAIRS setting counts (every pair: k + k(k-1)/2 of them, at most 10)."""
+    """The subsets of an event's dimensions that have a filter counter: each alone, each pair counted."""
     chosen = sorted(dimensions.items())
     for one in chosen:
         yield dict([one])

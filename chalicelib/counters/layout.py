@@ -53,8 +53,7 @@ SHARD_ATTRIBUTE_PREFIX = "s:"
 
 
 def shard_attribute(shard_id: str) -> str:
-    """The attribute holding one stream shard's position on an item: 8 hex of sha256 of the
-    shard id (a collision could only make a record look applied: never an overcount)."""
+    """The attribute holding one stream shard's position on an item."""
     return SHARD_ATTRIBUTE_PREFIX + hashlib.sha256(shard_id.encode("utf-8")).hexdigest()[:8]
 
 
@@ -63,8 +62,7 @@ def is_shard_attribute(name: str) -> bool:
 
 
 def sequence_position(sequence_number: str) -> str | None:
-    """A stream sequence number as a string that sorts like the number: its digit count (2
-    digits) then the digits; None if it is not one."""
+    """A stream sequence number as a string that sorts like the number; None if it is not one."""
     if not _SEQUENCE.fullmatch(sequence_number) or (sequence_number.startswith("0") and sequence_number != "0"):
         return None
     return f"{len(sequence_number):02d}{sequence_number}"
@@ -74,8 +72,7 @@ PACK_INDEX_DIGITS = 3  # a pack holds at most 25 events (events/packs.py)
 
 
 def event_position(sequence_number: str, pack_index: int | None) -> str | None:
-    """The position of one event of a stream record: the record's own, then for a pack the index in
-    fixed width (docs/counting.md, "Packs")."""
+    """The position of one event of a stream record (docs/counting.md, "Packs")."""
     position = sequence_position(sequence_number)
     if position is None or pack_index is None:
         return position
@@ -85,8 +82,7 @@ def event_position(sequence_number: str, pack_index: int | None) -> str | None:
 
 
 def stamped_position(position: str, created_s: int, first: str = "", before: str = "") -> str:
-    """What an item stores for a shard: the position applied up to, its record's creation time, the
-    update's first record and the position before it (docs/counting.md, "The proof")."""
+    """What an item stores for a shard: the position, its record's creation time, the update's range."""
     return f"{position}@{created_s}@{first}@{before}"
 
 
@@ -126,8 +122,7 @@ def inline_minutes(item: Mapping[str, Any] | None) -> dict[int, int]:
 
 
 def hour_inline(day: Mapping[str, Any] | None, hour: Bucket) -> dict[int, int]:
-    """The one reader of inline minutes: what a day item holds of one of its hours, by minute
-    of the hour."""
+    """What a day item holds inline of one of its hours, by minute of the hour."""
     start = hour.first_minute % timebuckets.DAY_MINUTES
     return {m - start: k for m, k in inline_minutes(day).items() if start <= m < start + 60}
 
@@ -138,22 +133,18 @@ def spill_attribute(shard_attribute: str) -> str:
 
 
 def held_inline(spill: str | None, position: str) -> bool:
-    """Whether an event a day item holds (at or below its shard's position) is held inline,
-    given that shard's `x:` value (None: absent)."""
+    """Whether an event a day item holds is held inline, given its shard's `x:` (None: absent)."""
     return spill is not None and position < spill
 
 
 def held_id(key: dict[str, Any]) -> str:
-    """A short id of an item that took a record before the record was set aside (the set-aside
-    copy lists them, stream_records.HELD_FIELD): 16 hex of sha256 of its pk, then its sk."""
+    """The id by which a set-aside record names an item that took it (stream_records.HELD_FIELD)."""
     pk, sk = attributes.key_of(key)
     return hashlib.sha256(pk.encode("utf-8")).hexdigest()[:16] + "|" + sk
 
 
 # -- sums in slots (docs/counting.md, "Item sizes": value names) ------------------------------
 
-# A bucket item sums at most this many value names: an event's limit, so an event alone is
-# always summed whole.
 MAX_SUM_NAMES = event_dimensions.MAX_VALUES
 NOT_SUMMED = "vx"
 
@@ -185,8 +176,7 @@ def not_summed(item: Mapping[str, Any] | None) -> int:
 
 
 def sums_of(item: Mapping[str, Any], minutes: tuple[int, int] | None, resolution: str) -> dict[str, Decimal]:
-    """The sums a stored bucket item holds: the whole bucket (minutes None), or minutes
-    first..last of an hour item."""
+    """The sums of a stored bucket item: the whole bucket (minutes None), or minutes first..last."""
     sums: dict[str, Decimal] = {}
     for slot, name in slots_of(item).items():
         if resolution == "day":
@@ -216,20 +206,14 @@ def part_of(value: str, resolution: str) -> int:
     return int(hashlib.sha256(value.encode("utf-8")).hexdigest()[:8], 16) % PARTS[resolution]
 
 
-def quarter_entry(minute: int, value: str) -> str:
-    """A value's entry in one minute of a quarter-hour summary: the minute of the quarter (2
-    digits), then the value."""
-    return f"{minute % QUARTER_MINUTES:02d}{value}"
+def hour_entry(minute: int, value: str, span: int = 60) -> str:
+    """A value's entry in one minute of an hour's summary (span QUARTER_MINUTES: of a quarter
+    hour's): the minute within it (2 digits), then the value."""
+    return f"{minute % span:02d}{value}"
 
 
-def hour_entry(minute: int, value: str) -> str:
-    """A value's entry in one minute of a single hour summary: the minute of the hour (2
-    digits), then the value."""
-    return f"{minute % 60:02d}{value}"
-
-
-def split_quarter_entry(entry: str) -> tuple[int, str]:
-    """A minute entry (quarter_entry, hour_entry) as its minute and its value."""
+def split_entry(entry: str) -> tuple[int, str]:
+    """A minute entry (hour_entry) as its minute and its value."""
     return int(entry[:2]), entry[2:]
 
 

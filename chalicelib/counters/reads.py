@@ -18,8 +18,6 @@ from chalicelib.core.clock import Sleep
 from chalicelib.core.settings import Settings
 from chalicelib.counters import filters, layout, topk
 
-# -- reads -------------------------------------------------------------------------------
-
 
 @dataclass(frozen=True)
 class WindowCount:
@@ -54,9 +52,8 @@ class WindowCount:
 
 
 def sums_fields(sums: Mapping[str, Decimal]) -> dict[str, Any]:
-    """What every answer says of sums: `sums` as JSON numbers (integers exactly, others as decimals,
-    of which a reader that parses numbers as doubles keeps 15-17 significant digits) and
-    `sums_exact`, the same as decimal strings holding every digit."""
+    """What every answer says of sums: `sums` as JSON numbers, and `sums_exact` as decimal strings of
+    every digit (docs/counting.md, "Dimensions, values, filters and breakdowns")."""
     return {
         "sums": {name: int(v) if v == v.to_integral_value() else v for name, v in sorted(sums.items())},
         "sums_exact": {name: format(v.normalize(decimals.EXACT), "f") for name, v in sorted(sums.items())},
@@ -102,8 +99,7 @@ class _Tally:
 
 @dataclass(frozen=True)
 class _Plan:
-    """The items a window of minutes is read from: one per part of its plan, and the days of the
-    hours read, whose day items may hold some of their minutes inline (at most two more keys)."""
+    """The items a window of minutes is read from: one per part of its plan, and the days of its hours."""
 
     parts: list[timebuckets.Part]
     keys: list[dict[str, Any]]
@@ -129,13 +125,9 @@ class _Plan:
         parts = self.parts
         items = [found.get(attributes.key_of(key)) for key in self.keys]
         now_s = now_ms // 1000
+        days = {d: found.get(attributes.key_of(key)) for d, key in self.day_keys.items()}
         inline = [
-            _inline_kept(
-                found.get(attributes.key_of(self.day_keys[timebuckets.day_of_hour(p.bucket.index)])),
-                p.bucket,
-                p.minutes,
-                now_s,
-            )
+            _inline_kept(days[timebuckets.day_of_hour(p.bucket.index)], p.bucket, p.minutes, now_s)
             if p.bucket.resolution == "hour"
             else 0
             for p in parts
@@ -317,47 +309,39 @@ def _stored_histogram(
     assumed = _assumed_retention([*items.values(), *day_items.values()], settings)
     now_s = now_ms // 1000
 
-    # One object per stored item: the hour items of a minute series, else the buckets themselves.
-    hours = (
-        {i: timebuckets.Bucket(stored, i) for i in {b.first_minute // size for b in buckets}}
-        if stored != resolution
-        else {}
-    )
+    # Each bucket as the part of the stored item that holds it: a minute of its hour item (one
+    # object an hour), else the bucket itself.
+    if resolution == "minute":
+        hours = {i: timebuckets.Bucket(stored, i) for i in {b.first_minute // size for b in buckets}}
+        parts = [timebuckets.Part(hours[b.first_minute // size], (b.first_minute % size,) * 2) for b in buckets]
+    else:
+        parts = [timebuckets.Part(b) for b in buckets]
 
-    def stored_bucket(bucket: timebuckets.Bucket) -> timebuckets.Bucket:
-        return hours[bucket.first_minute // size] if hours else bucket
-
-    def inline_held(bucket: timebuckets.Bucket, whole_hour: bool = False) -> int:
-        """The bucket's events (its whole hour's) that its day item holds inline, while kept."""
-        if stored != "hour":
+    def inline_held(part: timebuckets.Part, whole_hour: bool = False) -> int:
+        """The part's events (its whole hour's) that its day item holds inline, while kept."""
+        if part.bucket.resolution != "hour":
             return 0
-        hour = stored_bucket(bucket)
-        minutes = None if whole_hour or resolution == "hour" else (bucket.first_minute % 60,) * 2
-        return _inline_kept(day_items.get(timebuckets.day_of_hour(hour.index)), hour, minutes, now_s)
+        day_item = day_items.get(timebuckets.day_of_hour(part.bucket.index))
+        return _inline_kept(day_item, part.bucket, None if whole_hour else part.minutes, now_s)
 
     # An hour is kept while its item or its day's inline minutes of it are, as count_window judges.
     flags = [
-        timebuckets.kept(stored_bucket(b), dynamo.stored_expiry(items.get(stored_bucket(b).index)), assumed, now_s)
-        or inline_held(b, whole_hour=True) > 0
-        for b in buckets
+        timebuckets.kept(p.bucket, dynamo.stored_expiry(items.get(p.bucket.index)), assumed, now_s)
+        or inline_held(p, whole_hour=True) > 0
+        for p in parts
     ]
     first = timebuckets.kept_from(flags)
     counts: dict[int, int] = {}
     sums: dict[int, dict[str, Decimal]] = {}
-    for bucket in buckets[first:]:
-        held = inline_held(bucket)
-        item = items.get(stored_bucket(bucket).index)
+    for bucket, part in zip(buckets[first:], parts[first:]):
+        held = inline_held(part)
+        item = items.get(part.bucket.index)
         if not _live(item, now_s):
             if held:  # no item, or one past its own events' retention kept for its inline minutes'
                 counts[bucket.index] = held
             continue
-        if resolution == "minute":
-            minute = bucket.first_minute % 60
-            counts[bucket.index] = attributes.integer(item, layout.minute_attribute(minute), 0) + held
-            sums[bucket.index] = layout.sums_of(item, (minute, minute), "hour")
-        else:
-            counts[bucket.index] = attributes.integer(item, "n") + held
-            sums[bucket.index] = layout.sums_of(item, None, resolution)
+        counts[bucket.index] = _part_count(item, part) + held
+        sums[bucket.index] = layout.sums_of(item, part.minutes, part.bucket.resolution)
     retained_from = buckets[first].start_ms if first < len(buckets) else buckets[-1].end_ms
     return {
         "counter": counter,

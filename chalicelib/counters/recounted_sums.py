@@ -32,11 +32,10 @@ class SumsChange:
 
 def recount(item: Mapping[str, Any] | None, bucket: Bucket, events: Iterable[Event]) -> dict[str, dict[str, Any]]:
     """The sums attributes the item must hold for the events it counts (see the module's rules)."""
-    stored = dict(item or {})
     events = list(events)
     carried = {name for event in events for name in event.values}
     # The slots of names no event carries are free for the others, as the names leave the item.
-    slots = {slot: name for slot, name in layout.slots_of(stored).items() if name in carried}
+    slots = {slot: name for slot, name in layout.slots_of(item or {}).items() if name in carried}
     update = BucketUpdate(stored=slots)
     for event in events:
         update.add(bucket, event)

@@ -87,17 +87,16 @@ def repair(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int) 
     result = RepairResult(partition)
     own_all = _events(dynamodb, settings, partition)
     keys = [s.keys(settings, now_ms) for s in own_all if s is not None]
-    touched = {k for mine, _ in keys for k in mine}
-    summarized = {k for _, theirs in keys for k in theirs}
-    result.buckets, result.summaries = len(touched), len(summarized)
-    if touched:
-        oldest = min(b.start_ms for _, _, b in touched) - settings.max_future_skew_seconds * 1000
+    pending = {k for mine, _ in keys for k in mine}
+    waiting = {k for _, theirs in keys for k in theirs}
+    result.buckets, result.summaries = len(pending), len(waiting)
+    if pending:
+        oldest = min(b.start_ms for _, _, b in pending) - settings.max_future_skew_seconds * 1000
         if oldest < now_ms - settings.event_ttl_seconds * 1000:
             raise ValidationError(
                 "some buckets of this partition's events start before the oldest events the events table "
                 "keeps (EVENT_TTL_SECONDS): they cannot be recounted"
             )
-    pending, waiting = touched, summarized
     for _ in range(REPAIR_ATTEMPTS):
         if not pending and not waiting:
             break
@@ -133,7 +132,9 @@ def _attempt(
     lost = _lost_partitions(dynamodb, settings, now_ms) | {partition}
     oldest = min(b.start_ms for _, _, b in pending | waiting) - settings.max_future_skew_seconds * 1000
     wanted = pending | waiting
-    counts: dict[Key | SummaryKey, _Count] = {key: _Count() for key in wanted}
+    # The events each bucket or summary counts, in the order read: a client id once (its marker
+    # counted it once).
+    counts: dict[Key | SummaryKey, dict[object, Event]] = {key: {} for key in wanted}
     busy: set[Key | SummaryKey] = set()
     quarantined: set[EventKey] | None = None
     for quarter in range(oldest - oldest % audit.QUARTER_MS, now_ms + 1, audit.QUARTER_MS):
@@ -159,10 +160,10 @@ def _attempt(
                 quarantined = _quarantined_keys(dynamodb, settings)
             for s, key in found:
                 if not (quarantined and s.key in quarantined):  # set aside: not counted until replayed
-                    counts[key].add(s.event)
+                    counts[key].setdefault((s.event.counter, s.event.id) if s.event.id_given else s.key, s.event)
     left = {key for key in pending if key in busy}
     for key in pending.difference(busy):
-        outcome = _write_bucket(dynamodb, settings, key, stored[key], counts[key].events, days.get(key))
+        outcome = _write_bucket(dynamodb, settings, key, stored[key], list(counts[key].values()), days.get(key))
         if outcome is None:
             left.add(key)  # written to meanwhile: read and recount again
         elif outcome:
@@ -172,7 +173,7 @@ def _attempt(
     still = {key for key in waiting if key in busy}
     for summary_key in waiting.difference(busy):
         written = summary_writes.rebuild(
-            dynamodb, settings, *summary_key, heads[summary_key], counts[summary_key].events
+            dynamodb, settings, *summary_key, heads[summary_key], list(counts[summary_key].values())
         )
         if written == summary_writes.CHANGED:
             still.add(summary_key)
@@ -181,22 +182,6 @@ def _attempt(
         else:
             result.summaries_unchanged += 1
     return left, still
-
-
-@dataclass
-class _Count:
-    """The events a bucket or summary counts, in the order read: a client id once (its marker
-    counted it once)."""
-
-    ids: set[tuple[str, str]] = field(default_factory=set)
-    events: list[Event] = field(default_factory=list)
-
-    def add(self, event: Event) -> None:
-        if event.id_given:
-            if (event.counter, event.id) in self.ids:
-                return
-            self.ids.add((event.counter, event.id))
-        self.events.append(event)
 
 
 def _item_key(key: Key) -> dict[str, Any]:
@@ -348,12 +333,9 @@ def _updated(dynamodb: DynamoDB, failure: str, request: dict[str, Any]) -> bool:
     return True
 
 
-# DynamoDB refuses an expression string over 4 KB (docs/guarantees.md): a recount's sums that
-# would take the first update past this many characters go in further updates.
+# A recount's sums past these in one update go in further updates: DynamoDB's 4 KB and moto's
+# recursion (docs/guarantees.md, "Expressions are at most 4 KB").
 EXPRESSION_CHARS = 3_500
-# And past this many clauses: AWS sets no limit on them but the 4 KB, while moto (the local stack
-# and the tests) parses an update expression recursively and passes Python's recursion limit at
-# 150 to 200 clauses. An hour of 60 minutes and 8 names to correct takes 6 updates instead of 3.
 EXPRESSION_CLAUSES = 100
 
 
@@ -407,8 +389,7 @@ def _with_sums(first: _Clauses, sums: recounted_sums.SumsChange) -> list[_Clause
 
 
 def _account(dynamodb: DynamoDB, settings: Settings, partition: str, stored: int, now_ms: int) -> bool:
-    """Set the partition's `repaired` to what makes it add up, in one transaction that checks its
-    other numbers are as read (docs/counting.md, "Repair")."""
+    """Set the partition's `repaired` to what makes it add up (docs/counting.md, "Repair")."""
     repairs = attributes.key_of(audit_items.repairs_key(partition))
     carrying = [
         i

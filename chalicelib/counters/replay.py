@@ -58,8 +58,7 @@ def parse_body(body: Any) -> ReplayRequest:
         if not all(isinstance(i, str) and 1 <= len(i) <= 1024 for i in ids):
             raise ValidationError("each id is a record id as GET /quarantine lists it")
         return ReplayRequest(ids=tuple(dict.fromkeys(inputs.text(i, "ids") for i in ids)))
-    limit = body.get("limit", MAX_REPLAY)
-    return ReplayRequest(limit=validation.integer(limit, "limit", 1, MAX_REPLAY))
+    return ReplayRequest(limit=validation.integer(body.get("limit", MAX_REPLAY), "limit", 1, MAX_REPLAY))
 
 
 def replay(
@@ -139,21 +138,22 @@ def _replay_one(
         _still_bad(dynamodb, settings, record_id, reason(exc), now_ms)
         result.still_bad.append({"id": record_id, "reason": reason(exc)})
         return
-    try:
-        tally = _audit_item(dynamodb, settings, countable)
-    except _ReplayedAlreadyError:
+    # The shard's audit item that counted the record as set aside (none: nothing to move there).
+    partition = str(countable.partition)
+    tally = audit_items.shard_item_key(partition, countable.shard)
+    audit = dynamo.get_item(dynamodb, settings.counts_table, tally, "could not read an audit item")
+    if audit is not None and audit_items.member_accounts(audit, partition)[audit_items.SET_ASIDE] < 1:
         why = "its partition's audit item has no set-aside record left to replay: it was replayed already"
         result.still_bad.append({"id": record_id, "reason": why})
         return
-    plan = _Plan(dynamodb, settings, record_id, countable, now_ms, tally, held)
+    plan = _Plan(dynamodb, settings, record_id, countable, now_ms, None if audit is None else tally, held)
     try:
         written = transactions.write(
             dynamodb, plan.build, what="replaying a set-aside record", adapt=plan.adapt, sleep=sleep
         )
     except ConditionFailed:
-        result.still_bad.append(
-            {"id": record_id, "reason": "its audit item or a summary changed under it: replay it again"}
-        )
+        why = "its audit item or a summary changed under it: replay it again"
+        result.still_bad.append({"id": record_id, "reason": why})
         return
     if not written:
         result.not_found.append(record_id)  # another replay took it off first
@@ -163,23 +163,6 @@ def _replay_one(
         result.expired.append(record_id)
     else:
         result.replayed.append(record_id)
-
-
-class _ReplayedAlreadyError(Exception):
-    """The partition's audit items exist and none has a set-aside record left."""
-
-
-def _audit_item(dynamodb: DynamoDB, settings: Settings, countable: Countable) -> dict[str, Any] | None:
-    """The key of the shard's audit item that counted the record as set aside; None when there is
-    none, _ReplayedAlreadyError when it has nothing set aside left."""
-    partition = str(countable.partition)
-    key = audit_items.shard_item_key(partition, countable.shard)
-    item = dynamo.get_item(dynamodb, settings.counts_table, key, "could not read an audit item")
-    if audit_items.member_accounts(item, partition)[audit_items.SET_ASIDE] >= 1:
-        return key
-    if item is None:
-        return None
-    raise _ReplayedAlreadyError(partition)
 
 
 @dataclass
@@ -222,22 +205,16 @@ class _Plan:
             items += summary_writes.replay_puts(self.dynamodb, self.settings, c)
         if self.tally is not None:
             to = audit_items.APPLIED if c.buckets else audit_items.EXPIRED
-            partition = str(c.partition)
-            items.append(
-                {
-                    "Update": {
-                        "TableName": table,
-                        "Key": self.tally,
-                        "UpdateExpression": "ADD #to :one, #s :minus",
-                        "ConditionExpression": "#s >= :one",
-                        "ExpressionAttributeNames": {
-                            "#to": audit_items.attribute(to, partition),
-                            "#s": audit_items.attribute(audit_items.SET_ASIDE, partition),
-                        },
-                        "ExpressionAttributeValues": {":one": {"N": "1"}, ":minus": {"N": "-1"}},
-                    }
-                }
-            )
+            names = {"#to": to, "#s": audit_items.SET_ASIDE}
+            move = {
+                "TableName": table,
+                "Key": self.tally,
+                "UpdateExpression": "ADD #to :one, #s :minus",
+                "ConditionExpression": "#s >= :one",
+                "ExpressionAttributeNames": {p: audit_items.attribute(a, str(c.partition)) for p, a in names.items()},
+                "ExpressionAttributeValues": {":one": {"N": "1"}, ":minus": {"N": "-1"}},
+            }
+            items.append({"Update": move})
         # The record's own Delete failing means another replay took it off first.
         return transactions.Plan(items, applied_if=0)
 

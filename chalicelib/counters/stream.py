@@ -26,8 +26,7 @@ from chalicelib.events.stream_records import StreamRecord
 
 
 class ShardUnknownError(TallyError):
-    """The stream event names no shard (the mapping lacks its tumbling window): counting could
-    not be proven, so the batch fails (docs/counting.md, "The proof")."""
+    """The stream event names no shard: counting could not be proven (docs/counting.md, "The proof")."""
 
 
 def apply_stream_batch(
@@ -99,10 +98,9 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
         return Sent(applied=members[:1], found=members[1:], calls=1)
 
     def writes(self, records: list[Countable]) -> list[Write[Countable]]:
-        counted = [c for c in records if c.buckets]
         items: dict[tuple[Touch, str], list[Countable]] = {}
-        for c in counted:
-            for touch in touches(c, self.settings):
+        for c in records:
+            for touch in touches(c, self.settings):  # none for an event whose buckets all expired
                 items.setdefault((touch, c.shard), []).append(c)
         ordered = sorted(items.items(), key=lambda kv: (*kv[0][0].order(), kv[0][1]))
         return [
@@ -191,7 +189,8 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
 
 
 def _record_id(record: StreamRecord) -> str:
-    return _text(record.event_id or record.sequence_number)
+    """The record's id as text DynamoDB will store, whatever the record held (lone surrogates escaped)."""
+    return (record.event_id or record.sequence_number).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _place(record: StreamRecord) -> tuple[str | None, str, str] | None:
@@ -222,16 +221,13 @@ class Accounted:
 
 
 def apply_audit(dynamodb: DynamoDB, settings: Settings, shard: str, accounted: list[Accounted], now_ms: int) -> int:
-    """ADD what became of one shard's records of one quarter hour to the shard's audit item, once
-    (its position, as for a bucket); returns the calls made."""
+    """ADD what became of one shard's records of one quarter hour to its audit item, once; the calls made."""
     accounted = sorted(accounted)
-    if not accounted:
-        return 0
-    key = audit_items.shard_item_key(accounted[0].partition, shard)
     calls = 0
     for _ in range(MAX_ROUNDS):
         if not accounted:
             return calls
+        key = audit_items.shard_item_key(accounted[0].partition, shard)  # one group: one item
         tally = Counter(audit_items.attribute(a.account, a.partition) for a in accounted)
         names = {"#p": shard, **{f"#a{i}": name for i, name in enumerate(sorted(tally))}}
         values = {f":a{i}": {"N": str(tally[name])} for i, name in enumerate(sorted(tally))}
@@ -261,8 +257,3 @@ def apply_audit(dynamodb: DynamoDB, settings: Settings, shard: str, accounted: l
                 raise StorageError("the audit's condition failed for no reason this code knows") from failed
             accounted = remaining
     raise StorageError("the audit's position kept moving")
-
-
-def _text(value: str) -> str:
-    """Text DynamoDB will store, whatever the record held (lone surrogates escaped)."""
-    return value.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -1,7 +1,6 @@
 """The breakdown summary writes: a shard's records merged into a bucket's summary, exactly once;
-also the replay's puts of one event and the repair's rebuild. Why this is exact:
-docs/counting.md, "The proof for summaries" and "Breakdowns"; docs/guarantees.md, "Read, then
-write on condition"."""
+also the replay's puts of one event and the repair's rebuild. Why this is exact: docs/counting.md,
+"The proof for summaries" and "Breakdowns"; docs/guarantees.md, "Read, then write on condition"."""
 
 from __future__ import annotations
 
@@ -50,8 +49,7 @@ def single_bytes() -> int:
 
 
 def targets(countable: Countable) -> list[tuple[Target, str]]:
-    """The bucket summaries one event is merged into, with its entry in each: its value of the
-    dimension (days), or the minute of the hour and the value (hours)."""
+    """The bucket summaries one event is merged into, with its entry in each (entry_of)."""
     found = []
     event = countable.event
     for bucket in countable.buckets:
@@ -70,8 +68,7 @@ def entry_of(event: Event, dimension: str, bucket: Bucket) -> str:
 
 
 def plan(counted: Iterable[Countable]) -> list[tuple[Target, list[Member]]]:
-    """The bucket summaries a batch's counted records go to, in key order, each with its records
-    and their entries."""
+    """The bucket summaries a batch's counted records go to, in key order, each with its members."""
     groups: dict[Target, list[Member]] = {}
     for countable in counted:
         for target, entry in targets(countable):
@@ -106,8 +103,16 @@ def _write_item(
         else:
             stored, known = known, None
         if head and stored is not None and not _single(stored):
-            return calls + _write_parts(dynamodb, settings, target, members, now_ms, stored)
-        later = _later(stored, target.shard, members)
+            # The parts layout: each part and quarter hour the members touch, one item at a time.
+            for (resolution, index, part), merged in sorted(_by_item(target, members).items()):
+                known = stored if (resolution, part) == (target.resolution, 0) else None
+                calls += _write_item(
+                    dynamodb, settings, target, target.key(part, resolution, index), merged, now_ms, known
+                )
+            return calls
+        # The members above the item's stored position of their shard: not in it yet.
+        stamp = layout.split_stamped(attributes.text(stored or {}, target.shard, ""))
+        later = [m for m in members if m[0].position > stamp.position]
         if not later:
             return calls
         summary = _with(stored, later)
@@ -132,19 +137,9 @@ def _read(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> dict[s
     return dynamo.get_item(dynamodb, settings.counts_table, key, "could not read a breakdown summary")
 
 
-def _later(stored: dict[str, Any] | None, shard: str, members: list[Member]) -> list[Member]:
-    """The members above the item's stored position of their shard: not in it yet."""
-    stamp = layout.split_stamped(attributes.text(stored or {}, shard, ""))
-    return [m for m in members if m[0].position > stamp.position]
-
-
-def _decoded(stored: dict[str, Any] | None) -> topk.Summary:
-    return topk.decode(attributes.text(stored, "e")) if stored is not None and "e" in stored else topk.Summary()
-
-
 def _with(stored: dict[str, Any] | None, later: list[Member]) -> topk.Summary:
     """The stored summary with the members it does not hold yet added, one event each."""
-    summary = _decoded(stored)
+    summary = topk.decode(attributes.text(stored, "e")) if stored is not None and "e" in stored else topk.Summary()
     for countable, entry in later:
         summary.add(entry, 1, countable.event.values)
     return summary
@@ -170,8 +165,9 @@ def _single(head: dict[str, Any]) -> bool:
 
 def _quarter(index: int, entry: str) -> tuple[ItemId, str]:
     """The quarter-hour item of hour `index` a minute entry goes to, and its entry there."""
-    minute, value = layout.split_quarter_entry(entry)
-    return ("quarter", index * 4 + minute // layout.QUARTER_MINUTES, 0), layout.quarter_entry(minute, value)
+    minute, value = layout.split_entry(entry)
+    quarter = ("quarter", index * 4 + minute // layout.QUARTER_MINUTES, 0)
+    return quarter, layout.hour_entry(minute, value, layout.QUARTER_MINUTES)
 
 
 def _keys(counter: str, dimension: str, resolution: str, index: int) -> list[dict[str, Any]]:
@@ -190,32 +186,14 @@ def _by_item(target: Target, members: list[Member]) -> dict[ItemId, list[Member]
         if target.resolution == "hour":
             quarter, in_quarter = _quarter(target.index, entry)
             items.setdefault(quarter, []).append((countable, in_quarter))
-            value = layout.split_quarter_entry(entry)[1]
+            value = layout.split_entry(entry)[1]
         part = layout.part_of(value, target.resolution)
         items.setdefault((target.resolution, target.index, part), []).append((countable, value))
     return items
 
 
-def _write_parts(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    target: Target,
-    members: list[Member],
-    now_ms: int,
-    head: dict[str, Any],
-) -> int:
-    """The parts layout: each part and quarter hour the members touch, one item at a time."""
-    calls = 0
-    for (resolution, index, part), merged in sorted(_by_item(target, members).items()):
-        key = target.key(part, resolution, index)
-        known = head if (resolution, part) == (target.resolution, 0) else None
-        calls += _write_item(dynamodb, settings, target, key, merged, now_ms, known)
-    return calls
-
-
 def replay_puts(dynamodb: DynamoDB, settings: Settings, countable: Countable) -> list[dict[str, Any]]:
-    """The transaction Puts that add one set-aside event to its summaries, on condition of the
-    version read (docs/counting.md, "Replay")."""
+    """The transaction Puts that add one set-aside event to its summaries (docs/counting.md, "Replay")."""
     puts = []
     for target, entry in targets(countable):
         head = _read(dynamodb, settings, target.key(0))
@@ -292,9 +270,8 @@ def _split(
         stored = head if (resolution, part) == (target.resolution, 0) else earlier.pop(attributes.sort_key(key), None)
         if stored is not None and stored is not head and "e" in stored:
             piece = topk.merge(piece, topk.decode(attributes.text(stored, "e")))
-        evicted = piece.fit()
         read = [head] if stored is head else [head, stored]
-        item = _item(settings, key, target, read, piece, later, now_ms, evicted)
+        item = _item(settings, key, target, read, piece, later, now_ms, piece.fit())
         if (resolution, part) == (target.resolution, 0):
             item[layout.LAYOUT] = {"S": "parts"}
         puts.append({"Put": {"TableName": settings.counts_table, "Item": item, **_unchanged(stored)}})
@@ -313,8 +290,7 @@ def _item(
     evicted: int,
 ) -> dict[str, Any]:
     """An item holding `summary`: the items `read` with `later` merged in, each shard's furthest
-    position (another shard's only while a delivery could need it), a version above every version
-    read (docs/counting.md, "The proof for summaries")."""
+    position (another shard's only while a delivery could need it), a version above those read."""
     retention = max(
         [attributes.integer(r or {}, "retention", 0) for r in read] + [c.event.retention_seconds for c, _ in later]
     )
@@ -356,8 +332,7 @@ REBUILT, UNCHANGED, CHANGED = "rebuilt", "unchanged", "changed"
 def bucket_items(
     dynamodb: DynamoDB, settings: Settings, counter: str, dimension: str, bucket: Bucket
 ) -> dict[str, dict[str, Any]]:
-    """Every stored item of a bucket's summary of a dimension (its parts and, for an hour, its
-    quarter hours), by sort key, read consistently."""
+    """Every stored item of a bucket's summary of a dimension (_keys), by sort key, read consistently."""
     return _read_items(dynamodb, settings, _keys(counter, dimension, bucket.resolution, bucket.index))
 
 
@@ -408,8 +383,8 @@ def rebuild(
     if not puts:
         return UNCHANGED
     if len(puts) == 1:
-        put = puts[0]["Put"]
-        return (
-            REBUILT if _put(dynamodb, settings, put["Item"], stored.get(attributes.sort_key(put["Item"]))) else CHANGED
-        )
-    return REBUILT if transactions.write_items(dynamodb, puts, what="rebuilding a breakdown summary") else CHANGED
+        item = puts[0]["Put"]["Item"]
+        written = _put(dynamodb, settings, item, stored.get(attributes.sort_key(item)))
+    else:
+        written = transactions.write_items(dynamodb, puts, what="rebuilding a breakdown summary")
+    return REBUILT if written else CHANGED

@@ -42,16 +42,14 @@ class Summary:
         size = len(encode(self).encode("utf-8"))
         if size <= max_bytes:
             return 0
-        order = sorted(self.entries.items(), key=lambda kv: (kv[1].count, kv[0]))
-        evicted = 0
-        for value, entry in order:
+        listed = len(self.entries)
+        for value, entry in sorted(self.entries.items(), key=lambda kv: (kv[1].count, kv[0])):
             if size <= max_bytes:
                 break
             size -= len(_entry_json(value, entry).encode("utf-8")) + 1
             del self.entries[value]
             self.floor = max(self.floor, entry.count)
-            evicted += 1
-        return evicted
+        return listed - len(self.entries)
 
 
 def add_sums(into: dict[str, Decimal], sums: Mapping[str, Decimal]) -> None:
@@ -86,8 +84,7 @@ def decode(text: str) -> Summary:
 
 
 def merge(a: Summary, b: Summary) -> Summary:
-    """Two summaries of disjoint events of one bucket as one: a value one of them does not list
-    may have had up to its floor there (added to its count and err)."""
+    """Two summaries of disjoint events of one bucket as one (docs/counting.md, "Breakdowns")."""
     out = Summary(floor=a.floor + b.floor)
     for value in sorted(a.entries.keys() | b.entries.keys()):
         ea, eb = a.entries.get(value), b.entries.get(value)
@@ -105,9 +102,8 @@ def encoded_size(summary: Summary) -> int:
 
 
 def within(summary: Summary, first: int, last: int) -> Summary:
-    """A summary of minute entries (2-digit minute, then the value) cut to minutes first..last, as a
-    summary of values: a value adds `floor` for each minute of the range it is not listed in, and
-    the cut's floor is `floor` times those minutes."""
+    """A summary of minute entries cut to minutes first..last, as a summary of values
+    (docs/counting.md, "Breakdowns")."""
     span = last - first + 1
     cut = Summary(floor=summary.floor * span)
     listed_minutes: dict[str, int] = {}
@@ -146,9 +142,8 @@ class Ranking:
 
 
 def rank(buckets: Iterable[Iterable[Summary]]) -> Ranking:
-    """Merge a window's summaries (`buckets`: per bucket, its parts' summaries); a value no
-    part of a bucket lists adds the bucket's largest floor to its upper bound, nothing to
-    its lower."""
+    """Merge a window's summaries (`buckets`: per bucket, its parts' summaries, the largest floor
+    of which is the bucket's); docs/counting.md, "Breakdowns"."""
     listed: dict[str, list[int]] = {}  # value -> [count, low, floors of the buckets listing it]
     sums: dict[str, dict[str, Decimal]] = {}
     floors_total = 0
