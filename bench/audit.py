@@ -122,7 +122,7 @@ def measure(per_partition: int, old: int, attr_bytes: int, seed: int = 1) -> Row
             attr_bytes,
         )
         clients.dynamodb.put_item(
-            TableName=settings.counts_table, Item={**audit_runs.CHECKPOINT_KEY, "next_ms": {"N": str(T0)}}
+            TableName=settings.counts_table, Item={**audit_runs.CHECKPOINT.key, "next_ms": {"N": str(T0)}}
         )
         # What the stream handler wrote, every event applied: its shard's item of the quarter
         # hour, holding every partition's numbers (counters/audit_items.py).

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.core import attributes, dynamo, keyspace, pager, times, transactions
+from chalicelib.core import attributes, checkpoints, dynamo, keyspace, pager, times, transactions
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -14,7 +14,7 @@ from chalicelib.core.storage_errors import translated
 from chalicelib.counters import audit, audit_items, layout
 from chalicelib.events import packs
 
-CHECKPOINT_KEY = {"pk": {"S": f"{keyspace.AUDIT_RUN}checkpoint"}, "sk": {"S": "#"}}
+CHECKPOINT = checkpoints.Checkpoint("audit", keyspace.AUDIT_RUN, "next_ms")
 FINDINGS_PK = f"{keyspace.AUDIT_RUN}short"
 FINDING_TTL_SECONDS = 14 * 86400
 RECHECK_LIMIT = 25
@@ -49,7 +49,7 @@ class AuditResult:
 def run(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> AuditResult:
     """Compare the settled partitions no run has compared yet, then recheck open findings."""
     result = AuditResult()
-    checkpoint = read_checkpoint(dynamodb, settings)
+    checkpoint = CHECKPOINT.read(dynamodb, settings.counts_table)
     if checkpoint is None:  # the first run: compare from here on (counters/audit.py)
         start = audit.settled_before(now_ms, settings.audit_settle_minutes)
         if not _commit(dynamodb, settings, None, start, [], now_ms):
@@ -103,11 +103,6 @@ def stored_count(dynamodb: DynamoDB, settings: Settings, events_pk: str) -> int:
     )
 
 
-def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:
-    item = dynamo.get_item(dynamodb, settings.counts_table, CHECKPOINT_KEY, "the audit checkpoint could not be read")
-    return None if item is None else attributes.integer(item, "next_ms")
-
-
 def finding_item(finding: audit.Finding, now_ms: int) -> dict[str, Any]:
     numbers = {name: {"N": str(value)} for name, value in finding.as_dict().items() if isinstance(value, int)}
     return {
@@ -131,15 +126,7 @@ def _commit(
     table = settings.counts_table
     extra = [finding_item(f, now_ms) for f in short[FINDINGS_PER_TRANSACTION:]]
     dynamo.put_items(dynamodb, table, extra, "could not record an audit finding")
-    expected = {} if checkpoint is None else {":expected": {"N": str(checkpoint)}}
-    move = {
-        "TableName": table,
-        "Key": CHECKPOINT_KEY,
-        "UpdateExpression": "SET next_ms = :next",
-        "ConditionExpression": "attribute_not_exists(pk)" if checkpoint is None else "next_ms = :expected",
-        "ExpressionAttributeValues": {":next": {"N": str(next_ms)}, **expected},
-    }
-    items: list[dict[str, Any]] = [{"Update": move}] + [
+    items = [CHECKPOINT.move(table, checkpoint, next_ms)] + [
         {"Put": {"TableName": table, "Item": finding_item(f, now_ms)}} for f in short[:FINDINGS_PER_TRANSACTION]
     ]
     return transactions.write_items(dynamodb, items, what="moving the audit checkpoint", attempts=5)

@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chalicelib.core import attributes, dynamo, keyspace, times, transactions
+from chalicelib.core import attributes, checkpoints, dynamo, keyspace, times, transactions
 from chalicelib.core.aws import S3, DynamoDB
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
@@ -22,7 +22,7 @@ from chalicelib.reports.content import Report
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_KEY = {"pk": {"S": f"{keyspace.REPORT}checkpoint"}, "sk": {"S": "#"}}
+CHECKPOINT = checkpoints.Checkpoint("report", keyspace.REPORT, "end_ms")
 INDEX_PK = f"{keyspace.REPORT}index"
 OBJECT_PREFIX = "reports/"
 MAX_REPORT_SPAN_MS = times.DAY_MS
@@ -88,7 +88,7 @@ def run(dynamodb: DynamoDB, s3: S3, settings: Settings, now_ms: int, budget: Bud
     first_start = report_ranges.first_start(cutoff, settings.report_interval_minutes)
     result = RunResult()
     while True:
-        checkpoint = read_checkpoint(dynamodb, settings)
+        checkpoint = CHECKPOINT.read(dynamodb, settings.counts_table)
         start = first_start if checkpoint is None else checkpoint
         if start >= cutoff or budget.spent:
             result.more = start < cutoff
@@ -101,11 +101,6 @@ def run(dynamodb: DynamoDB, s3: S3, settings: Settings, now_ms: int, budget: Bud
             return result
         log.debug("report %s: %d events", report.id, report.events)
         result.written.append(report.summary())
-
-
-def read_checkpoint(dynamodb: DynamoDB, settings: Settings) -> int | None:
-    item = dynamo.get_item(dynamodb, settings.counts_table, CHECKPOINT_KEY, "the report checkpoint could not be read")
-    return None if item is None else attributes.integer(item, "end_ms")
 
 
 def read_report(
@@ -187,20 +182,13 @@ def _put_objects(s3: S3, settings: Settings, report: Report) -> None:
 
 def _commit(dynamodb: DynamoDB, settings: Settings, checkpoint: int | None, report: Report) -> bool:
     """Move the checkpoint and index the report, if the checkpoint is still where it was read."""
-    expected = {} if checkpoint is None else {":expected": {"N": str(checkpoint)}}
-    move = {
-        "TableName": settings.counts_table,
-        "Key": CHECKPOINT_KEY,
-        "UpdateExpression": "SET end_ms = :end, report_id = :id",
-        "ConditionExpression": "attribute_not_exists(pk)" if checkpoint is None else "end_ms = :expected",
-        "ExpressionAttributeValues": {":end": {"N": str(report.end_ms)}, ":id": {"S": report.id}, **expected},
-    }
+    move = CHECKPOINT.move(settings.counts_table, checkpoint, report.end_ms, report_id={"S": report.id})
     numbers = {"start_ms": report.start_ms, "end_ms": report.end_ms, "events": report.events}
     item = {"pk": {"S": INDEX_PK}, "sk": {"S": report.id}, **{k: {"N": str(v)} for k, v in numbers.items()}}
     index = {"TableName": settings.counts_table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
     # A transaction on the same items in flight is retried; the condition then decides.
     return transactions.write_items(
-        dynamodb, [{"Update": move}, {"Put": index}], what="moving the report checkpoint", attempts=_COMMIT_ATTEMPTS
+        dynamodb, [move, {"Put": index}], what="moving the report checkpoint", attempts=_COMMIT_ATTEMPTS
     )
 
 

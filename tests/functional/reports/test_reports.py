@@ -30,7 +30,7 @@ def run_scheduled(client: Any) -> Any:
 
 
 def checkpoint(aws: Any) -> int | None:
-    return reports_runs.read_checkpoint(aws.dynamodb, SETTINGS)
+    return reports_runs.CHECKPOINT.read(aws.dynamodb, SETTINGS.counts_table)
 
 
 def test_given_events_over_many_quarter_hours_when_runs_are_irregular_and_one_missed_then_each_event_in_one_report(
