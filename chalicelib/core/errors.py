@@ -44,5 +44,9 @@ class PartialWriteError(StorageError):
 def reason(exc: BaseException) -> str:
     """Why a record was set aside, as stored beside it: our own messages as they are, anything
     else with its type. Lone surrogates are escaped, so storing the reason cannot fail too."""
-    text = str(exc) if isinstance(exc, ValidationError | RejectedError) else f"{type(exc).__name__}: {exc}"
+    return storable(str(exc) if isinstance(exc, ValidationError | RejectedError) else f"{type(exc).__name__}: {exc}")
+
+
+def storable(text: str) -> str:
+    """`text` with any lone surrogate escaped, so that DynamoDB can store it."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -14,7 +14,7 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.batch_processor import Sent, Write
 from chalicelib.core.batch_result import BatchResult
 from chalicelib.core.clock import Sleep
-from chalicelib.core.errors import StorageError, TallyError
+from chalicelib.core.errors import StorageError, TallyError, storable
 from chalicelib.core.poison import QuarantineSink
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
@@ -190,7 +190,7 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
 
 def _record_id(record: StreamRecord) -> str:
     """The record's id as text DynamoDB will store, whatever the record held (lone surrogates escaped)."""
-    return (record.event_id or record.sequence_number).encode("utf-8", "backslashreplace").decode("utf-8")
+    return storable(record.event_id or record.sequence_number)
 
 
 def _place(record: StreamRecord) -> tuple[str | None, str, str] | None:
