@@ -167,8 +167,9 @@ def parse_new_key(body: Any) -> NewKey:
     if not isinstance(scopes, list) or not scopes or not all(isinstance(s, str) and s in SCOPES for s in scopes):
         raise ValidationError(f"scopes must be a non-empty list of {', '.join(SCOPES)}")
     prefix = body.get("prefix")
-    if prefix is not None and (not isinstance(prefix, str) or not PREFIX_PATTERN.fullmatch(prefix)):
-        raise ValidationError(f"prefix must be 1-{PREFIX_MAX_CHARS} characters, none a control character")
+    if prefix is not None:
+        says = "{span} characters, none a control character"
+        validation.text(prefix, "prefix", PREFIX_MAX_CHARS, pattern=PREFIX_PATTERN, says=says)
     origins = body.get("origins", [])
     if not isinstance(origins, list) or len(origins) > MAX_ORIGINS:
         raise ValidationError(f"origins must be a list of at most {MAX_ORIGINS} origins")
@@ -176,9 +177,7 @@ def parse_new_key(body: Any) -> NewKey:
         raise ValidationError("each origin must look like https://example.com or http://localhost:8000")
     if origins and set(scopes) != {INGEST}:
         raise ValidationError('origins limit ingest keys only: give scopes ["ingest"]')
-    note = body.get("note", "")
-    if not isinstance(note, str) or len(note) > NOTE_MAX_CHARS:
-        raise ValidationError(f"note must be text of at most {NOTE_MAX_CHARS} characters")
+    note = validation.text(body.get("note", ""), "note", NOTE_MAX_CHARS, empty=True, says="text of {span} characters")
     sites = tracker_sites(set(scopes), prefix, body.get("sites"))
     given = body.get("rate_per_second")
     rate = max(DEFAULT_RATES[scope] for scope in scopes) if given is None else validation.whole(given)

@@ -18,8 +18,25 @@ DURATION_MINUTES = {"m": 1, "h": 60, "d": 1440}
 
 
 def name(value: Any, field: str = "name") -> str:
-    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
-        raise ValidationError(f"{field} must be 1-200 characters of A-Z a-z 0-9 _ . : -")
+    return text(value, field, 200, pattern=NAME_PATTERN, says="{span} characters of A-Z a-z 0-9 _ . : -")
+
+
+def text(
+    value: Any,
+    field: str,
+    max_chars: int,
+    *,
+    empty: bool = False,
+    pattern: re.Pattern[str] | None = None,
+    says: str = "a string of {span} characters",
+) -> str:
+    """`value` if it is a string of 1 (`empty`: 0) to `max_chars` characters that `pattern`, if
+    given, matches in full; else ValidationError "<field> must be <says>", its {span} "1-<max>" (or
+    "at most <max>"). Lone surrogates: core.inputs.text."""
+    low = 0 if empty else 1
+    if not isinstance(value, str) or not low <= len(value) <= max_chars or (pattern and not pattern.fullmatch(value)):
+        span = f"at most {max_chars}" if empty else f"1-{max_chars}"
+        raise ValidationError(f"{field} must be " + says.format(span=span))
     return value
 
 

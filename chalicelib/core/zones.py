@@ -14,6 +14,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Literal, TypeVar
 from zoneinfo import ZoneInfo, available_timezones, reset_tzpath
 
+from chalicelib.core import validation
 from chalicelib.core.errors import ValidationError
 
 reset_tzpath(to=[])  # the pinned `tzdata` package only (docs/api.md, as above), never the machine's
@@ -54,10 +55,9 @@ def parse(value: str | None) -> ZoneInfo:
     other text, with the name of the same spelling in other case when there is one."""
     if value is None:
         return ZoneInfo(DEFAULT_ZONE)
-    if not isinstance(value, str) or not 0 < len(value) <= ZONE_MAX_CHARS:
-        raise ValidationError(
-            f"tz must be an IANA time-zone name such as Europe/Berlin (1-{ZONE_MAX_CHARS} characters)"
-        )
+    validation.text(
+        value, "tz", ZONE_MAX_CHARS, says="an IANA time-zone name such as Europe/Berlin ({span} characters)"
+    )
     if value not in names():
         near = [name for name in names() if name.lower() == value.lower()]
         hint = f"; did you mean {near[0]}?" if near else ""

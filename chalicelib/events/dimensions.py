@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
-from chalicelib.core import inputs
+from chalicelib.core import inputs, validation
 from chalicelib.core.errors import ValidationError
 
 MAX_DIMENSIONS = 4
@@ -29,9 +29,7 @@ def dimensions(raw: Any, field: str) -> dict[str, str]:
     """`raw` as an event's dimensions (absent or null: none); ValidationError naming `field`."""
     found: dict[str, str] = {}
     for key, value, where in _entries(raw, field, "dimension", MAX_DIMENSIONS, "strings"):
-        if not isinstance(value, str) or not 1 <= len(value) <= DIMENSION_VALUE_MAX_CHARS:
-            raise ValidationError(f"{where} must be a string of 1-{DIMENSION_VALUE_MAX_CHARS} characters")
-        found[key] = inputs.text(value, where)
+        found[key] = inputs.text(validation.text(value, where, DIMENSION_VALUE_MAX_CHARS), where)
     return found
 
 

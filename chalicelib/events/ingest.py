@@ -67,10 +67,7 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
     counter = validation.name(raw.get("counter"), f"{where}.counter")
     event_id = raw.get("id")
     id_given = event_id is not None
-    if event_id is None:
-        event_id = uuid.uuid4().hex
-    elif not isinstance(event_id, str) or not 1 <= len(event_id) <= ID_MAX_CHARS:
-        raise ValidationError(f"{where}.id must be a string of 1-{ID_MAX_CHARS} characters")
+    event_id = validation.text(event_id, f"{where}.id", ID_MAX_CHARS) if id_given else uuid.uuid4().hex
     t_ms = now_ms if raw.get("time") is None else times.parse(raw["time"], f"{where}.time")
     times.not_ahead(t_ms, now_ms, settings.max_future_skew_seconds, f"{where}.time")
     retention = raw.get("retention", settings.default_retention_seconds)
@@ -129,9 +126,7 @@ def from_item(item: dict[str, Any]) -> Event:
     """The event an events-table item (deserialized, as a stream image) stands for, checked
     against the same bounds `POST /events` applies; ValidationError if it breaks one."""
     counter = validation.name(item.get("counter"), "counter")
-    event_id = item.get("id")
-    if not isinstance(event_id, str) or not 1 <= len(event_id) <= ID_MAX_CHARS:
-        raise ValidationError(f"id must be a string of 1-{ID_MAX_CHARS} characters")
+    event_id = validation.text(item.get("id"), "id", ID_MAX_CHARS)
     t = item.get("time")
     if not isinstance(t, Decimal) or t != t.to_integral_value():
         raise ValidationError("time must be an integer number of milliseconds")

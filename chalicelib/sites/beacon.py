@@ -49,8 +49,8 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> Beacon:
     validation.known_fields(body, FIELDS)
     url = view_input.text(body.get("url"), "url", view_input.URL_MAX_CHARS)
     referrer = body.get("referrer")
-    if referrer is not None and (not isinstance(referrer, str) or len(referrer) > view_input.URL_MAX_CHARS):
-        raise ValidationError(f"referrer must be a string of at most {view_input.URL_MAX_CHARS} characters")
+    if referrer is not None:
+        validation.text(referrer, "referrer", view_input.URL_MAX_CHARS, empty=True)
     width = None if body.get("width") is None else validation.integer(body["width"], "width", 0, MAX_WIDTH)
     if "time" not in body:
         raise ValidationError("time is required: with the url and the visitor it makes a page view unique")

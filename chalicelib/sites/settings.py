@@ -104,9 +104,8 @@ def _goal(entry: Any, where: str) -> Goal:
     """One goal. Two goals may share a target (they count the same) or a name (the owner's call)."""
     if not isinstance(entry, dict) or set(entry) not in ({"name", "event"}, {"name", "page"}):
         raise ValidationError(f'{where} must be {{"name", "event"}} or {{"name", "page"}}')
-    name = entry["name"]
-    if not isinstance(name, str) or not GOAL_NAME_PATTERN.fullmatch(name):
-        raise ValidationError(f"{where}.name must be 1-{GOAL_NAME_MAX_CHARS} characters, no control characters")
+    says = "{span} characters, no control characters"
+    name = validation.text(entry["name"], f"{where}.name", GOAL_NAME_MAX_CHARS, pattern=GOAL_NAME_PATTERN, says=says)
     if "event" in entry:
         event = validation.name(entry["event"], f"{where}.event")
         if event == names.PAGEVIEW:

@@ -46,9 +46,7 @@ def parse_body(body: Any, now_ms: int, settings: Settings) -> Post:
     if not isinstance(items, list) or not 1 <= len(items) <= MAX_ITEMS:
         raise ValidationError(f"data must be a string or a list of 1-{MAX_ITEMS} strings")
     for index, item in enumerate(items):
-        if not isinstance(item, str) or not 1 <= len(item) <= MAX_ITEM_CHARS:
-            raise ValidationError(f"data[{index}] must be a string of 1-{MAX_ITEM_CHARS} characters")
-        inputs.text(item, f"data[{index}]")
+        inputs.text(validation.text(item, f"data[{index}]", MAX_ITEM_CHARS), f"data[{index}]")
     time_ms = now_ms if body.get("time") is None else times.parse(body["time"], "time")
     return Post(items, times.not_ahead(time_ms, now_ms, settings.max_future_skew_seconds))
 
