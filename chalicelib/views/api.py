@@ -38,12 +38,7 @@ def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int) -> Non
 
 
 def count(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    url: str,
-    minutes: tuple[int, int] | None,
-    now_ms: int,
-    label: times.Label = times.utc_label,
+    dynamodb: DynamoDB, settings: Settings, url: str, minutes: tuple[int, int] | None, now_ms: int
 ) -> dict[str, Any]:
     """`url`'s views: of all time (its counter) when `minutes` is None, else in that range of
     minutes (window_params.minute_range: the buckets from floor(start) to floor(end))."""
@@ -51,7 +46,7 @@ def count(
         failure = "could not read the view counter"
         item = dynamo.get_item(dynamodb, settings.counts_table, view_layout.counter_key(url), failure, consistent=False)
         return {"url": url, "views": attributes.integer(item, "views") if item else 0}
-    return count_range(dynamodb, settings, url, minutes[0], minutes[1], now_ms, label)
+    return count_range(dynamodb, settings, url, minutes[0], minutes[1], now_ms)
 
 
 def windowed_count(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str], now_ms: int) -> dict[str, Any]:

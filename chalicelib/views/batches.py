@@ -64,15 +64,14 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
     ) -> None:
         self.dynamodb, self.sqs, self.settings, self.now_ms, self.sleep = dynamodb, sqs, settings, now_ms, sleep
         self.table, self.max_views = settings.counts_table, max_views or MAX_UPDATE_VIEWS
-        self._sink = DeadLetterSink(sqs, settings.views_queue, sleep)
         # Each URL's counter as last read or written by this batch, and the `ks` (spills) its
         # views' spilled marker items were read at.
         self._counters: dict[str, dict[str, Any] | None] = {}
         self._stored_at: dict[str, int | None] = {}
 
-    @property
+    @functools.cached_property
     def sink(self) -> DeadLetterSink:
-        return self._sink
+        return DeadLetterSink(self.sqs, self.settings.views_queue, self.sleep)
 
     def parse(self, raw: Message) -> list[Pending]:
         view = view_messages.from_message(raw.body)

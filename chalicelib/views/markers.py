@@ -101,8 +101,7 @@ def _counter_update(
     """An UpdateItem of the counter that also removes the sets of dead days (but `kept_days`),
     returning the item after it, or as it is when the condition fails."""
     dead = sorted(day for day in inline(counter) if day not in kept_days and not live_day(day, horizon_s, now_ms))
-    for i, day in enumerate(dead):
-        names[f"#x{i}"] = inline_attribute(day)
+    names.update({f"#x{i}": inline_attribute(day) for i, day in enumerate(dead)})
     if dead:
         expression += " REMOVE " + ", ".join(f"#x{i}" for i in range(len(dead)))
     return {
@@ -141,7 +140,7 @@ def count_request(
     adds = ["#v :k"]
     minutes = Counter(v.minute for v in views if v.minute is not None)
     for i, (minute, k) in enumerate(sorted(minutes.items())):
-        names[f"#p{i}"] = f"p{minute}"
+        names[f"#p{i}"] = view_layout.pending_attribute(minute)
         values[f":p{i}"] = {"N": str(k)}
         adds.append(f"#p{i} :p{i}")
     by_day: dict[int, list[bytes]] = defaultdict(list)
@@ -216,7 +215,8 @@ def size_after(
     item[last_counted] = {"N": str(now_ms)}
     item[listed] = {"BOOL": True}
     for minute, k in Counter(v.minute for v in views if v.minute is not None).items():
-        item[f"p{minute}"] = {"N": str(attributes.integer(item, f"p{minute}", 0) + k)}
+        name = view_layout.pending_attribute(minute)
+        item[name] = {"N": str(attributes.integer(item, name, 0) + k)}
     days = inline(counter)
     for v in views:
         days.setdefault(v.day, set()).add(v.token)

@@ -221,8 +221,7 @@ def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, 
     if counter and view_layout.FLUSHES in counter:
         condition = "#v = :v AND #fv = :fv"
         values[":fv"] = {"N": str(done)}
-    for i, minute in enumerate(taken):
-        names[f"#p{i}"] = view_layout.pending_attribute(minute)
+    names.update({f"#p{i}": view_layout.pending_attribute(minute) for i, minute in enumerate(taken)})
     removed = ", ".join(f"#p{i}" for i in range(len(taken)))
     update = {
         "TableName": settings.counts_table,
