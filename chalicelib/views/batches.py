@@ -103,8 +103,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         return Sent(found=held + self._stored([p for p in records if not markers.holds(days[p.pk], p.marked)]))
 
     def _stored(self, records: list[Pending]) -> list[Pending]:
-        """The views among `records` whose marker was spilled into a live item of its own, read
-        strongly consistent (why: docs/design.md, "Exactly once")."""
+        """The views among `records` whose marker is in a live spilled item (docs/design.md, "Exactly once")."""
         for p in records:
             self._stored_at[p.pk] = markers.spills(self._counters.get(p.pk))
         wanted = {(p.pk, markers.spilled_sk(p.marked.token)): p for p in records if self._stored_at[p.pk] is not None}
