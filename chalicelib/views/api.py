@@ -28,9 +28,8 @@ SERIES_RESOLUTIONS: tuple[zones.LocalResolution, ...] = ("hour", "day", "week", 
 def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int) -> None:
     """Queue views for counting; a view older than the horizon or too far in the future is
     refused (ValidationError naming it), and then none of the request's views is queued."""
-    many = len(views) > 1
     for i, view in enumerate(views):
-        where = f"views[{i}]" if many else "view"
+        where = f"views[{i}]" if len(views) > 1 else "view"
         view_input.check_time(view, now_ms, settings.view_horizon_seconds, settings.max_future_skew_seconds, where)
     # A retried request cannot count twice (markers), so a partly sent batch is simply retried.
     url = queues.queue_url(sqs, settings.views_queue)
@@ -39,12 +38,7 @@ def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int) -> Non
 
 
 def count(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    url: str,
-    minutes: tuple[int, int] | None,
-    now_ms: int,
-    label: times.Label = times.utc_label,
+    dynamodb: DynamoDB, settings: Settings, url: str, minutes: tuple[int, int] | None, now_ms: int
 ) -> dict[str, Any]:
     """`url`'s views: of all time (its counter) when `minutes` is None, else in that range of
     minutes (window_params.minute_range: the buckets from floor(start) to floor(end))."""
@@ -52,7 +46,7 @@ def count(
         failure = "could not read the view counter"
         item = dynamo.get_item(dynamodb, settings.counts_table, view_layout.counter_key(url), failure, consistent=False)
         return {"url": url, "views": attributes.integer(item, "views") if item else 0}
-    return count_range(dynamodb, settings, url, minutes[0], minutes[1], now_ms, label)
+    return count_range(dynamodb, settings, url, minutes[0], minutes[1], now_ms)
 
 
 def windowed_count(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str], now_ms: int) -> dict[str, Any]:
@@ -83,9 +77,7 @@ def count_range(
     now_ms: int,
     label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
-    """The views in minutes first..last from the URL's bucket items and its counter's pending
-    minutes (chalicelib.views.rollup): one BatchGetItem of at most MAX_KEYS keys, whatever the
-    number of views."""
+    """The views in minutes first..last: one BatchGetItem (docs/design.md, "Ranged reads")."""
     window_params.check_minutes(first_minute, last_minute)
     series = _series(dynamodb, settings, url, [(first_minute, last_minute)], now_ms)
     return {
@@ -109,9 +101,8 @@ def count_series(
     now_ms: int,
     label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
-    """The views in minutes first..last and per bucket of `resolution` in `zone`, whole buckets (the
-    series starts at the first one's start, ends at the last one's end), each read by its plan
-    (windows.plan) in one BatchGetItem for all (docs/design.md, "Local time")."""
+    """The views per whole bucket of `resolution` in `zone` over minutes first..last, and in all,
+    in one BatchGetItem (docs/design.md, "Local time")."""
     window_params.check_minutes(first_minute, last_minute)
     window_params.check_histogram(zones.nominal_count(first_minute, last_minute, resolution))
     local = zones.buckets(zone, first_minute, last_minute, resolution)
@@ -151,8 +142,7 @@ def _series(dynamodb: DynamoDB, settings: Settings, url: str, ranges: list[tuple
     views = [0] * len(ranges)
     for i, part in parts[first_part:]:
         views[i] += _part_count(part, stored.buckets[part.span])
-    end = ranges[-1][1] + 1
-    retained_from = parts[first_part][1].start_minute if first_part < len(parts) else end
+    retained_from = parts[first_part][1].start_minute if first_part < len(parts) else ranges[-1][1] + 1
     for i, (first, last) in enumerate(ranges):
         views[i] += rollup.pending_between(settings, stored.counter, max(first, retained_from), last, now_ms)
     first_range = parts[first_part][0] if first_part < len(parts) else len(ranges)
@@ -166,15 +156,9 @@ class UrlCounts:
 
 
 def count_urls(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    urls: list[str],
-    first_minute: int,
-    last_minute: int,
-    now_ms: int,
+    dynamodb: DynamoDB, settings: Settings, urls: list[str], first_minute: int, last_minute: int, now_ms: int
 ) -> UrlCounts:
-    """Each URL's views in minutes first..last, from its bucket items and pending minutes (as
-    count_range, for many URLs in BatchGetItem calls of 100 keys; the range is taken as kept)."""
+    """Each URL's views in minutes first..last, as count_range reads them (the range taken as kept)."""
     parts = windows.plan(first_minute, last_minute)
     pks = {url: view_layout.url_pk(url) for url in urls}
     stored = rollup.read(dynamodb, settings, {pk: [part.span for part in parts] for pk in pks.values()})
@@ -197,17 +181,12 @@ def _part_count(part: windows.Part, item: dict[str, Any] | None) -> int:
 # -- GET /views/top ------------------------------------------------------------------------------
 
 
-def parse_top_query(params: Mapping[str, str]) -> tuple[int, str | None]:
-    """`limit` (1-1000, default 10) and the optional URL `prefix` of GET /views/top."""
-    limit = pager.page_limit(params.get("limit"), top.DEFAULT_LIMIT, top.MAX_LIMIT)
-    prefix = params.get("prefix")
-    return limit, None if prefix is None else view_input.text(prefix, "prefix", view_input.URL_MAX_CHARS)
-
-
 def windowed_top(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str], now_ms: int) -> dict[str, Any]:
     """GET /views/top over the window (in `tz`), with `previous` for `compare`: the window's hours
     (window_params.aligned_hours), or a calendar window's own minutes."""
-    limit, prefix = parse_top_query(params)
+    limit = pager.page_limit(params.get("limit"), top.DEFAULT_LIMIT, top.MAX_LIMIT)
+    prefix = params.get("prefix")
+    prefix = None if prefix is None else view_input.text(prefix, "prefix", view_input.URL_MAX_CHARS)
     window = window_params.window(params, now_ms)
     calendar = params.get("window") in zones.CALENDAR_WINDOWS
 
@@ -229,10 +208,8 @@ def top_urls(
     minutes: tuple[int, int] | None = None,
     label: times.Label = times.utc_label,
 ) -> dict[str, Any]:
-    """The `limit` most viewed URLs (starting with `prefix`, if given) in hours first..last,
-    with their exact views; with `minutes` (inside those hours: a local day that starts on the
-    half hour), ranked by the hours' summaries and counted over those minutes exactly (an
-    hour's summary is an upper bound of any of its minutes, so the ranking stays exact)."""
+    """The `limit` most viewed URLs (starting with `prefix`, if given) in hours first..last with their
+    exact views, or over `minutes` inside those hours (docs/design.md, "Top URLs")."""
     first_hour, last_hour = hours
     window_params.check_hours(first_hour, last_hour)
     spans = top.cover(first_hour, last_hour)
@@ -273,8 +250,7 @@ def top_urls(
 def _urls_of(
     dynamodb: DynamoDB, settings: Settings, digests: Sequence[bytes], reads: list[int]
 ) -> dict[bytes, list[str]]:
-    """The URLs with these digests: the views catalog names each URL's sha256
-    (view_catalog.shas_of), its counter item holds the text."""
+    """The URLs with these digests: their sha256 from the views catalog, their text from their counters."""
     by_prefix, read = view_catalog.shas_of(dynamodb, settings, [d.hex() for d in digests], clock.now_ms())
     shas = {digest: by_prefix[digest.hex()] for digest in digests}
     keys = [view_layout.counter_key_of(keyspace.VIEW_URL + sha) for found in shas.values() for sha in found]

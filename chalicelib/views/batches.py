@@ -60,25 +60,18 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
     partial = True
 
     def __init__(
-        self,
-        dynamodb: DynamoDB,
-        sqs: SQS,
-        settings: Settings,
-        now_ms: int,
-        sleep: Sleep | None,
-        max_views: int | None,
+        self, dynamodb: DynamoDB, sqs: SQS, settings: Settings, now_ms: int, sleep: Sleep | None, max_views: int | None
     ) -> None:
         self.dynamodb, self.sqs, self.settings, self.now_ms, self.sleep = dynamodb, sqs, settings, now_ms, sleep
-        self.max_views = max_views or MAX_UPDATE_VIEWS
-        self._sink = DeadLetterSink(sqs, settings.views_queue, sleep)
+        self.table, self.max_views = settings.counts_table, max_views or MAX_UPDATE_VIEWS
         # Each URL's counter as last read or written by this batch, and the `ks` (spills) its
         # views' spilled marker items were read at.
         self._counters: dict[str, dict[str, Any] | None] = {}
         self._stored_at: dict[str, int | None] = {}
 
-    @property
+    @functools.cached_property
     def sink(self) -> DeadLetterSink:
-        return self._sink
+        return DeadLetterSink(self.sqs, self.settings.views_queue, self.sleep)
 
     def parse(self, raw: Message) -> list[Pending]:
         view = view_messages.from_message(raw.body)
@@ -107,18 +100,13 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         self._counters = {pk: items.get((pk, view_layout.COUNTER_SK)) for pk in pks}
         days = {pk: markers.inline(counter) for pk, counter in self._counters.items()}
         held = [p for p in records if markers.holds(days[p.pk], p.marked)]
-        ids = {id(p) for p in held}
-        return Sent(found=held + self._stored([p for p in records if id(p) not in ids]))
+        return Sent(found=held + self._stored([p for p in records if not markers.holds(days[p.pk], p.marked)]))
 
     def _stored(self, records: list[Pending]) -> list[Pending]:
-        """The views among `records` whose marker was spilled into a live item of its own, read
-        strongly consistent (why: docs/design.md, "Exactly once")."""
-        wanted: dict[tuple[str, str], Pending] = {}
+        """The views among `records` whose marker is in a live spilled item (docs/design.md, "Exactly once")."""
         for p in records:
-            counter = self._counters.get(p.pk)
-            self._stored_at[p.pk] = markers.spills(counter)
-            if markers.spills(counter) is not None:
-                wanted[(p.pk, markers.spilled_sk(p.marked.token))] = p
+            self._stored_at[p.pk] = markers.spills(self._counters.get(p.pk))
+        wanted = {(p.pk, markers.spilled_sk(p.marked.token)): p for p in records if self._stored_at[p.pk] is not None}
         if not wanted:
             return []
         keys = [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in wanted]
@@ -132,7 +120,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         """Items read strongly consistent (after every earlier count), with the batch's backoff."""
         return dynamo.batch_get_items(
             self.dynamodb,
-            self.settings.counts_table,
+            self.table,
             keys,
             failure,
             self.sleep,
@@ -174,29 +162,20 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
             found += held.values()
             pending = [p for p in pending if id(p) not in held]
             if not pending:
-                break
+                return Sent(found=found, calls=calls, retries=retries)
             marked = [p.marked for p in pending]
             size = markers.size_after(counter, pk, url, marked, self.now_ms, **names)
+            calls += 1
             if counter is not None and markers.spill_pays(counter, size):
                 counter = self._spill(pk, counter)
-                calls += 1
                 continue
-            request = markers.count_request(
-                self.settings.counts_table,
-                pk,
-                url,
-                counter,
-                marked,
-                self.now_ms,
-                self.settings.view_horizon_seconds,
-                **names,
-            )
-            calls += 1
+            horizon_s = self.settings.view_horizon_seconds
+            request = markers.count_request(self.table, pk, url, counter, marked, self.now_ms, horizon_s, **names)
             try:
                 with translated("could not count views"):
                     response = self.dynamodb.update_item(**request)
             except ConditionFailed as failed:  # counted or spilled into meanwhile: see what is there
-                counter = condition_item(self.dynamodb, self.settings.counts_table, request["Key"], failed)
+                counter = condition_item(self.dynamodb, self.table, request["Key"], failed)
                 continue
             except ConflictError:  # a move of its pending minutes (a transaction) holds the counter
                 if retries >= MAX_BACKOFFS:
@@ -206,24 +185,20 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
                 continue
             self._counters[pk] = response["Attributes"]
             return Sent(applied=pending, found=found, calls=calls, retries=retries)
-        else:
-            raise StorageError("a URL's view counter kept changing while its views were counted")
-        return Sent(found=found, calls=calls, retries=retries)
+        raise StorageError("a URL's view counter kept changing while its views were counted")
 
     def _spill(self, pk: str, counter: dict[str, Any]) -> dict[str, Any] | None:
         """Move the counter's inline markers to items of their own; the counter after (or as a
         failed condition found it: another spill came first)."""
-        plan = markers.spill(self.settings.counts_table, pk, counter, self.settings.view_horizon_seconds, self.now_ms)
+        plan = markers.spill(self.table, pk, counter, self.settings.view_horizon_seconds, self.now_ms)
         if plan is None:
             return counter
-        dynamo.put_items(
-            self.dynamodb, self.settings.counts_table, plan.items, "could not move view markers", self.sleep
-        )
+        dynamo.put_items(self.dynamodb, self.table, plan.items, "could not move view markers", self.sleep)
         try:
             with translated("could not move view markers"):
                 response = self.dynamodb.update_item(**plan.update)
         except ConditionFailed as failed:
-            return condition_item(self.dynamodb, self.settings.counts_table, plan.update["Key"], failed)
+            return condition_item(self.dynamodb, self.table, plan.update["Key"], failed)
         after = response["Attributes"]
         if self._stored_at.get(pk, markers.spills(counter)) == markers.spills(counter):
             # The tokens moved were all in the counter as read, so the views still pending, which
@@ -235,9 +210,8 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         return [Write(outcome.settled() + outcome.checked, self._settle)]
 
     def _settle(self, members: list[Pending]) -> Sent[Pending]:
-        """Move the pending minutes of the URLs of every view counted now or before, and bring
-        the top URLs' summaries up to the counts read; if that fails, every view it was for
-        comes back."""
+        """Move the pending minutes of the URLs of every view counted now or before and bring the
+        top URLs' summaries up to the counts read (a failure brings back every view it was for)."""
         touched = {(p.pk, span) for p in members for span in p.spans}
         observed = top_store.Observations()  # the top URLs' summaries take the counts read here
         moves = rollup.settle(
@@ -260,13 +234,11 @@ def apply_messages(
     sleep: Sleep | None = None,
     max_views: int | None = None,
 ) -> BatchResult:
-    """Count a batch; raises BatchIncompleteError, after removing every other message from the
-    queue, when some views could not be written (they come back with the batch)."""
+    """Count a batch (docs/design.md, "Partial failure and poison": BatchIncompleteError)."""
     return batch_processor.process(ViewMessages(dynamodb, sqs, settings, now_ms, sleep, max_views), messages)
 
 
 def _live_spans(settings: Settings, time_ms: int, now_ms: int) -> tuple[Bucket, ...]:
-    """The hour bucket a view is counted in (its minute pending on the counter until moved, with its
-    day and block); an hour already expired would read as 0, so the view counts in all time only."""
+    """The hour bucket a view is counted in; none when expired (docs/design.md, "Retention")."""
     minute = time_ms // windows.MINUTE_MS
     return (Bucket("hour", minute // 60),) if rollup.live_minute(settings, minute, now_ms) else ()

@@ -1,8 +1,5 @@
-"""Which URLs have view counters: the views listing (`GET /views/urls`) and the queue handler's
-log of the URLs whose counter is not `listed` yet, on the packed catalog (core.catalog) by
-sha256; the URL's text is on its counter item. Why a URL is logged once in its life and
-listed: docs/design.md, "Which names exist".
-"""
+"""Which URLs have view counters: `GET /views/urls` and the queue handler's log of the URLs whose
+counter is not `listed` yet, in core.catalog by sha256 (docs/design.md, "Which names exist")."""
 
 from __future__ import annotations
 
@@ -31,18 +28,16 @@ def record(
     settings: Settings,
     url_pks: Iterable[str],
     now_ms: int,
-    sleep: Sleep | None = None,
-    known: Mapping[str, dict[str, Any] | None] | None = None,
+    sleep: Sleep | None,
+    known: Mapping[str, dict[str, Any] | None],
 ) -> int:
-    """List the URLs (by their counter partition `URL#<sha>`) about to be counted that are not
-    listed yet (`known`: counters the caller read, by partition, not read again); returns the
-    writes made."""
+    """Log the URLs (by counter partition) about to be counted that are not listed yet (`known`:
+    counters the caller read, not read again); returns the writes made."""
     hour = now_ms // times.HOUR_MS
     shas: dict[str, int | None] = {pk.removeprefix(keyspace.VIEW_URL): None for pk in url_pks}
     fresh = _recent.fresh(dynamodb, shas, hour)
     if not fresh:
         return 0
-    known = known or {}
     keys = [view_layout.counter_key_of(pk) for pk in (keyspace.VIEW_URL + sha for sha in fresh) if pk not in known]
     failure = "could not read the view counters"
     read = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, failure, sleep, projection="pk, listed")
@@ -70,19 +65,13 @@ def _sha(value: str) -> str:
     return value
 
 
-def listing(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    params: dict[str, str],
-    now_ms: int,
-    sleep: Sleep | None = None,
-) -> dict[str, Any]:
+def listing(dynamodb: DynamoDB, settings: Settings, params: dict[str, str], now_ms: int) -> dict[str, Any]:
     """`{"urls": [{"url", "views", "last_counted"}], "next"}`, `limit` (1-1000, 100) a page, in
     the catalog's order (by digest: stable, not by count)."""
     request = pager.page_request(params, _sha)
     entries, cursor = catalog.page(dynamodb, settings, KIND, request, now_ms)
-    keys = [{"pk": {"S": keyspace.VIEW_URL + e.name}, "sk": {"S": view_layout.COUNTER_SK}} for e in entries]
-    items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the view counters", sleep)
+    keys = [view_layout.counter_key_of(keyspace.VIEW_URL + e.name) for e in entries]
+    items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the view counters")
     counters = {attributes.partition_key(item).removeprefix(keyspace.VIEW_URL): item for item in items if "url" in item}
     urls = [
         {

@@ -26,7 +26,7 @@ def url_pk(url: str) -> str:
 
 
 def counter_key(url: str) -> dict[str, Any]:
-    return {"pk": {"S": url_pk(url)}, "sk": {"S": COUNTER_SK}}
+    return counter_key_of(url_pk(url))
 
 
 def pending_attribute(minute: int) -> str:
@@ -36,8 +36,7 @@ def pending_attribute(minute: int) -> str:
 
 def pending_minutes(item: dict[str, Any] | None) -> dict[int, int]:
     """A counter item's pending views, by minute since the epoch."""
-    if not item:
-        return {}
+    item = item or {}
     return {
         int(name[1:]): attributes.integer(item, name)
         for name in item
@@ -59,7 +58,11 @@ def bucket_sk(span: Bucket) -> str:
 
 
 def bucket_key(url: str, span: Bucket) -> dict[str, Any]:
-    return {"pk": {"S": bucket_pk(url_pk(url))}, "sk": {"S": bucket_sk(span)}}
+    return bucket_key_of(url_pk(url), span)
+
+
+def bucket_key_of(url_pk_value: str, span: Bucket) -> dict[str, Any]:
+    return {"pk": {"S": bucket_pk(url_pk_value)}, "sk": {"S": bucket_sk(span)}}
 
 
 def marker_sk(view: View, policy: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,6 @@ SPILLS = "ks"  # on the counter: how many times its inline markers were spilled
 SPILLED_PREFIX = "K#"
 # A write is charged per started kilobyte of the larger of the item before and after it.
 WRITE_UNIT_BYTES = 1024
-DAY_MS = times.DAY_MS
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ def token(marker_sk: str) -> bytes:
 
 def marker_day(time_ms: int) -> int:
     """The UTC day of a view's time (a client-day marker's day is its view's day)."""
-    return time_ms // DAY_MS
+    return time_ms // times.DAY_MS
 
 
 def inline_attribute(day: int) -> str:
@@ -65,9 +64,8 @@ def spills(counter: dict[str, Any] | None) -> int | None:
 
 
 def day_expires_at_s(day: int, horizon_s: int) -> int:
-    """When every marker of `day` is dead: its end plus the horizon (chalicelib.views.layout
-    marker_expires_at_s, for the last millisecond of the day)."""
-    return (day + 1) * DAY_MS // 1000 + horizon_s
+    """When every marker of `day` is dead: its end plus the horizon (layout.marker_expires_at_s)."""
+    return (day + 1) * times.DAY_MS // 1000 + horizon_s
 
 
 def live_day(day: int, horizon_s: int, now_ms: int) -> bool:
@@ -98,14 +96,12 @@ def _counter_update(
     values: dict[str, Any],
     horizon_s: int,
     now_ms: int,
-    kept_days: Iterable[int] = (),
+    kept_days: Container[int] = (),
 ) -> dict[str, Any]:
     """An UpdateItem of the counter that also removes the sets of dead days (but `kept_days`),
     returning the item after it, or as it is when the condition fails."""
-    kept = set(kept_days)
-    dead = sorted(day for day in inline(counter) if day not in kept and not live_day(day, horizon_s, now_ms))
-    for i, day in enumerate(dead):
-        names[f"#x{i}"] = inline_attribute(day)
+    dead = sorted(day for day in inline(counter) if day not in kept_days and not live_day(day, horizon_s, now_ms))
+    names.update({f"#x{i}": inline_attribute(day) for i, day in enumerate(dead)})
     if dead:
         expression += " REMOVE " + ", ".join(f"#x{i}" for i in range(len(dead)))
     return {
@@ -132,9 +128,8 @@ def count_request(
     last_counted: str,
     listed: str,
 ) -> dict[str, Any]:
-    """The UpdateItem counting `views` (none held by `counter` as read) on their URL's counter, on
-    condition that no token is there and no spill happened since the read (docs/design.md, "Exactly
-    once"); ALL_NEW, or the item as it is when the condition fails."""
+    """The UpdateItem counting `views` (none held by `counter` as read) on their URL's counter
+    (docs/design.md, "Exactly once")."""
     names: dict[str, str] = {"#v": "views", "#u": "url", "#l": last_counted, "#c": listed}
     values: dict[str, Any] = {
         ":k": {"N": str(len(views))},
@@ -145,7 +140,7 @@ def count_request(
     adds = ["#v :k"]
     minutes = Counter(v.minute for v in views if v.minute is not None)
     for i, (minute, k) in enumerate(sorted(minutes.items())):
-        names[f"#p{i}"] = f"p{minute}"
+        names[f"#p{i}"] = view_layout.pending_attribute(minute)
         values[f":p{i}"] = {"N": str(k)}
         adds.append(f"#p{i} :p{i}")
     by_day: dict[int, list[bytes]] = defaultdict(list)
@@ -169,8 +164,7 @@ def count_request(
 
 @dataclass(frozen=True)
 class Spill:
-    """Moving a counter's live inline tokens to items of their own: the items (written first),
-    then the counter's update (on condition that `ks` is what was read)."""
+    """A spill (docs/design.md, "Exactly once"): the items, written first, then the counter's update."""
 
     items: list[dict[str, Any]]
     update: dict[str, Any]
@@ -221,7 +215,8 @@ def size_after(
     item[last_counted] = {"N": str(now_ms)}
     item[listed] = {"BOOL": True}
     for minute, k in Counter(v.minute for v in views if v.minute is not None).items():
-        item[f"p{minute}"] = {"N": str(attributes.integer(item, f"p{minute}", 0) + k)}
+        name = view_layout.pending_attribute(minute)
+        item[name] = {"N": str(attributes.integer(item, name, 0) + k)}
     days = inline(counter)
     for v in views:
         days.setdefault(v.day, set()).add(v.token)

@@ -18,9 +18,7 @@ from chalicelib.core.timebuckets import Bucket
 from chalicelib.views import layout as view_layout
 from chalicelib.views import windows
 
-# Pending minutes a counter may hold before they are moved into buckets: about 12 bytes each,
-# so a counter of a URL of up to about 250 characters stays under 1 KB (one write unit).
-FLUSH_AT = 48
+FLUSH_AT = 48  # pending minutes a counter may hold before a move (docs/design.md, "Exactly once")
 MOVE_ITEMS = 100  # one transaction: the counter and the buckets of the minutes moved
 MOVE_MINUTES = 64  # pending minutes one move takes, the earliest first
 MAX_MOVES = 4  # moves of one counter per batch (a later batch moves what is left)
@@ -113,7 +111,7 @@ def read(
             result[pk] = Stored(known[pk], dict.fromkeys(todo.pop(pk)))
     for _ in range(MAX_READS):
         counter_keys = [view_layout.counter_key_of(pk) for pk in todo if not ordered or pk not in known]
-        bucket_keys = [_bucket_key(pk, span) for pk, spans in todo.items() for span in spans]
+        bucket_keys = [view_layout.bucket_key_of(pk, span) for pk, spans in todo.items() for span in spans]
         if ordered:
             found = _get(dynamodb, settings, counter_keys, sleep, consistent=True)
             found.update(_get(dynamodb, settings, bucket_keys, sleep, consistent=True))
@@ -133,10 +131,6 @@ def read(
     raise StorageError("a URL's view buckets kept moving while they were read")
 
 
-def _bucket_key(url_pk: str, span: Bucket) -> dict[str, Any]:
-    return {"pk": {"S": view_layout.bucket_pk(url_pk)}, "sk": {"S": view_layout.bucket_sk(span)}}
-
-
 def _get(
     dynamodb: DynamoDB, settings: Settings, keys: list[dict[str, Any]], sleep: Sleep | None, consistent: bool
 ) -> dict[tuple[str, str], dict[str, Any]]:
@@ -154,18 +148,15 @@ def settle(
     settings: Settings,
     touched: Iterable[tuple[str, Bucket]],
     now_ms: int,
-    sleep: Sleep | None = None,
-    observe: Callable[[str, Bucket, int], None] | None = None,
-    known: Mapping[str, dict[str, Any] | None] | None = None,
+    sleep: Sleep | None,
+    observe: Callable[[str, Bucket, int], None],
+    known: Mapping[str, dict[str, Any] | None],
 ) -> int:
-    """After a batch's counts (`known`: its counters as last read or written): move the pending
-    minutes of each touched URL that holds more than FLUSH_AT, tell `observe` each URL's views in
-    the buckets touched (chalicelib.views.top), and return the moves made; StorageError brings
-    the caller's messages back (docs/design.md, "Exactly once")."""
+    """After a batch's counts (`known`: its counters as last read or written), move the pending minutes
+    of each URL over FLUSH_AT and tell `observe` its views in the buckets touched; returns the moves."""
     hours: dict[str, set[Bucket]] = defaultdict(set)
     for pk, hour in touched:
         hours[pk].add(hour)
-    known = known or {}
     keys = [view_layout.counter_key_of(pk) for pk in sorted(hours) if pk not in known]
     read_counters = _get(dynamodb, settings, keys, sleep, consistent=True)
     counters = {
@@ -184,8 +175,6 @@ def settle(
             counters[pk] = _get(dynamodb, settings, [view_layout.counter_key_of(pk)], sleep, True).get(
                 (pk, view_layout.COUNTER_SK)
             )
-    if observe is None:
-        return moves
     wanted = {pk: enclosing(spans) for pk, spans in hours.items()}
     for pk, stored in sorted(read(dynamodb, settings, wanted, sleep, ordered=True, counters=counters).items()):
         for span in wanted[pk]:
@@ -201,12 +190,11 @@ def move(
     now_ms: int,
     sleep: Sleep | None = None,
 ) -> bool:
-    """Move a counter's pending minutes (as read in `counter`) into its buckets; False when the
-    counter changed since it was read (the move is left to a later batch)."""
+    """Move a counter's pending minutes (as read in `counter`) into its buckets; False when it was
+    counted into or moved by another handler since it was read (a later batch moves it)."""
     items = move_items(settings, url_pk, counter, now_ms)
     if not items:
         return False
-    # A failed condition: counted into meanwhile, or moved by another handler; a later batch moves it.
     return transactions.write_items(dynamodb, items, what="view bucket move", sleep=sleep)
 
 
@@ -233,8 +221,7 @@ def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, 
     if counter and view_layout.FLUSHES in counter:
         condition = "#v = :v AND #fv = :fv"
         values[":fv"] = {"N": str(done)}
-    for i, minute in enumerate(taken):
-        names[f"#p{i}"] = view_layout.pending_attribute(minute)
+    names.update({f"#p{i}": view_layout.pending_attribute(minute) for i, minute in enumerate(taken)})
     removed = ", ".join(f"#p{i}" for i in range(len(taken)))
     update = {
         "TableName": settings.counts_table,

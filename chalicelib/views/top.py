@@ -83,8 +83,7 @@ def block_of(span: Bucket) -> Bucket:
 
 
 def cover(first_hour: int, last_hour: int) -> list[Bucket]:
-    """The whole blocks, days and hours that make up hours first..last exactly, in time order,
-    coarsest possible: the parts of windows.plan, a part's inner buckets each a bucket."""
+    """Hours first..last as whole blocks, days and hours in time order: windows.plan's parts, split."""
     if last_hour < first_hour:
         raise ValueError("the window ends before it starts")
     spans: list[Bucket] = []
@@ -143,9 +142,8 @@ class Selection:
 
 
 def select(merged: Merged, limit: int, resolve: Resolve, max_examined: int, filtered: bool = False) -> Selection:
-    """The `limit` most viewed URLs with exact counts, candidates taken by upper bound up to
-    `max_examined` (docs/design.md, "Top URLs"); `filtered`: `resolve` leaves some URLs out (a
-    prefix), so those never resolved are not counted in `others`."""
+    """The `limit` most viewed URLs with exact counts (docs/design.md, "Top URLs"); `filtered`: `resolve`
+    leaves some URLs out (a prefix), so those never resolved are not counted in `others`."""
     found: list[tuple[str, int]] = []
     index = 0
     order = merged.candidates

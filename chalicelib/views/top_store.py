@@ -17,13 +17,12 @@ from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed
 from chalicelib.core.timebuckets import Bucket
 from chalicelib.views import layout as view_layout
-from chalicelib.views import rollup, top
+from chalicelib.views import markers, rollup, top
 
 SUMMARY_SK = "S"
 HEAD_SK = "E"  # on a block's partition: the mark of the block's log (core.log_fold)
 LOG_PREFIX = "L#"
-# A block's unfolded logs that make a writer fold them into the bases: whichever comes first,
-# so a reader's Query of a block's logs stays a few pages at most.
+# A block's unfolded logs (whichever comes first) that make a writer fold them (docs/design.md, "Top URLs").
 FOLD_LOGS = 64
 FOLD_BYTES = 64 * 1024
 MAX_ATTEMPTS = 8
@@ -91,13 +90,11 @@ def _record_block(
     now_ms: int,
     sleep: Sleep | None,
 ) -> int:
-    """One block's buckets: the snapshots that change their summaries, in one new log item of the
-    block or into the base items (docs/design.md, "Top URLs")."""
+    """One block's buckets: the snapshots that change their summaries, in a log item or the bases."""
     log = block_log(settings, block)
     logs = log.unfolded(dynamodb)
-    stored = _bases(dynamodb, settings, sorted(observed), consistent=True)
-    # Only logs past `closing` as read after them are trusted to hold a snapshot
-    # (docs/design.md, "Top URLs").
+    stored = _bases(dynamodb, settings, sorted(observed))
+    # Only logs past `closing` as read after them are trusted (docs/design.md, "Top URLs").
     closing = log.read_mark(dynamodb).closing
     trusted = [item for item in logs if closing is None or attributes.sort_key(item) > closing]
     waiting = _largest(trusted)
@@ -107,7 +104,9 @@ def _record_block(
         return 0
     item = _log_item(log, changed)
     size = item_sizes.item_size(item) + 40  # and its key
-    if size > top.MAX_ITEM_BYTES or _units(size) >= sum(_base_units(stored[s], news) for s, news in changed.items()):
+    if size > top.MAX_ITEM_BYTES or markers.write_units(size) >= sum(
+        _base_units(stored[s], news) for s, news in changed.items()
+    ):
         return _write_bases(dynamodb, settings, changed, sleep)
     writes, written = _put_log(dynamodb, log, item, now_ms)
     if len(logs) + 1 > FOLD_LOGS or size + sum(item_sizes.item_size(i) for i in logs) > FOLD_BYTES:
@@ -135,7 +134,7 @@ def _write_bases(
     """Observe snapshots into the base items of their buckets, each under its version lock."""
     writes = 0
     spans = sorted(entries)
-    stored = _bases(dynamodb, settings, spans, consistent=True)
+    stored = _bases(dynamodb, settings, spans)
     for span in spans:
         base = stored[span]
         for _ in retry.attempts(MAX_ATTEMPTS, sleep, cap=1.0):
@@ -154,9 +153,7 @@ def _write_bases(
 
 
 def _uncovered(base: top.Summary, waiting: dict[bytes, int], seen: dict[bytes, int]) -> dict[bytes, int]:
-    """The snapshots a reader could not be sure to cover without them: not held by the base at
-    least as large (count or floor), nor waiting at least as large where every reader observes
-    them; why no order of observation is relied on: docs/design.md, "Top URLs"."""
+    """The snapshots neither the base nor a trusted log covers (docs/design.md, "Top URLs")."""
     return {
         digest: count
         for digest, count in sorted(seen.items())
@@ -175,9 +172,8 @@ def _largest(logs: Sequence[dict[str, Any]]) -> dict[Bucket, dict[bytes, int]]:
     return found
 
 
-def _parse(item: dict[str, Any] | None) -> tuple[top.Summary, int | None]:
-    if not item:
-        return top.Summary(capacity=top.CAPACITY), None
+def _parse(item: dict[str, Any] | None) -> tuple[top.Summary, int]:
+    item = item or {}
     packed = attributes.binary(item, "e") if "e" in item else b""
     summary = top.Summary.decode(packed, attributes.integer(item, "f", 0))
     summary.capacity = top.CAPACITY
@@ -185,8 +181,7 @@ def _parse(item: dict[str, Any] | None) -> tuple[top.Summary, int | None]:
 
 
 def _summary(base: dict[str, Any] | None, logs: Sequence[dict[str, Any]], span: Bucket) -> top.Summary:
-    """A bucket's summary as read: the base with the snapshots of the block's logs observed
-    into it."""
+    """A bucket's summary as read: the base with its block's logs observed into it."""
     summary, _ = _parse(base)
     for log in logs:
         for digest, count in sorted(_log_entries(log).get(span, {}).items()):
@@ -194,25 +189,19 @@ def _summary(base: dict[str, Any] | None, logs: Sequence[dict[str, Any]], span: 
     return summary
 
 
-def _units(size: int) -> int:
-    """Write units of an item of `size` bytes: one per started kilobyte."""
-    return max(1, -(-size // item_sizes.KB))
-
-
 def _base_units(base: dict[str, Any] | None, news: dict[bytes, int]) -> int:
-    """About what writing a bucket's base with these snapshots costs (the larger of the item
-    before and after): a log is written instead only when it costs less."""
+    """About what writing a bucket's base with these snapshots costs (the larger item's size)."""
     size = item_sizes.item_size(base) if base else 100
-    return _units(size + top.ENTRY_BYTES * len(news))
+    return markers.write_units(size + top.ENTRY_BYTES * len(news))
 
 
 def _bases(
-    dynamodb: DynamoDB, settings: Settings, spans: Sequence[Bucket], consistent: bool, sk: str = SUMMARY_SK
+    dynamodb: DynamoDB, settings: Settings, spans: Sequence[Bucket], sk: str = SUMMARY_SK
 ) -> dict[Bucket, dict[str, Any] | None]:
-    """The base items of `spans` (or, with HEAD_SK, the marks of these blocks' logs)."""
+    """The base items of `spans` (or, with HEAD_SK, the marks of these blocks' logs), read strongly."""
     keys = [summary_key(span, sk) for span in spans]
     found = attributes.by_key(
-        dynamo.batch_get_items(dynamodb, settings.counts_table, keys, READ_FAILURE, consistent=consistent)
+        dynamo.batch_get_items(dynamodb, settings.counts_table, keys, READ_FAILURE, consistent=True)
     )
     return {span: found.get(attributes.key_of(key)) for span, key in zip(spans, keys)}
 
@@ -259,11 +248,10 @@ class Read:
 
 
 def read(dynamodb: DynamoDB, settings: Settings, spans: Sequence[Bucket], now_ms: int) -> Read:
-    """The summaries of `spans` merged, read strongly consistent: the marks of their blocks'
-    logs, then the bases, then the logs past `folded` (the order opposite to a fold's writes)."""
+    """The summaries of `spans` merged: marks, bases, then logs past `folded` (docs/design.md, "Top URLs")."""
     blocks = sorted({top.block_of(span) for span in spans})
-    marks = _bases(dynamodb, settings, blocks, consistent=True, sk=HEAD_SK)
-    bases = list(_bases(dynamodb, settings, spans, consistent=True).values())
+    marks = _bases(dynamodb, settings, blocks, HEAD_SK)
+    bases = list(_bases(dynamodb, settings, spans).values())
     logs = {
         block: block_log(settings, block).after(dynamodb, attributes.optional_text(mark or {}, "folded"))
         for block, mark in marks.items()

@@ -62,9 +62,7 @@ def text(value: Any, field: str, max_chars: int) -> str:
 
 
 def check_time(view: View, now_ms: int, horizon_s: int, future_skew_s: int | None, where: str = "view") -> None:
-    """A view is counted only while its own time is less than the horizon old and, with a skew
-    (at the door), not further ahead than clients' clocks may be off (docs/design.md, "At most
-    once")."""
+    """Refuse a view past the horizon or, with a skew (at the door), too far ahead (docs/design.md, "At most once")."""
     age_ms = now_ms - view.time_ms
     if age_ms >= horizon_s * 1000:
         raise ValidationError(
