@@ -177,13 +177,15 @@ def queue_url(aws: Any, name: str = SETTINGS.views_queue) -> str:
 
 
 def receive_all(aws: Any, name: str = SETTINGS.views_queue) -> list[dict[str, Any]]:
-    """Every visible message, received once (as Lambda's poller does) and hidden for a minute."""
+    """Every visible message, received once (as Lambda's poller does) and hidden for SQS's longest
+    visibility timeout, 12 hours: a loaded machine taking a minute to receive them all must not
+    receive the first ones again."""
     found: list[dict[str, Any]] = []
     while True:
         batch = aws.sqs.receive_message(
             QueueUrl=queue_url(aws, name),
             MaxNumberOfMessages=10,
-            VisibilityTimeout=60,
+            VisibilityTimeout=43_200,
             AttributeNames=["All"],
             MessageAttributeNames=["All"],
         ).get("Messages", [])
