@@ -52,13 +52,13 @@ def parse_view(raw: Any, where: str = "view") -> View:
 # A character that is not blank to Python (str.isspace) nor to ECMAScript, spelled out:
 # docs/api.md, "The contract".
 NOT_BLANK = r"[^\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
-_NOT_BLANK = re.compile(NOT_BLANK)
+_NOT_BLANK = re.compile(rf".*{NOT_BLANK}.*", re.DOTALL)
 
 
 def text(value: Any, field: str, max_chars: int) -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= max_chars or not _NOT_BLANK.search(value):
-        raise ValidationError(f"{field} must be a non-blank string of 1-{max_chars} characters")
-    return inputs.text(value, field)  # its key is a hash of its UTF-8 bytes
+    says = "a non-blank string of {span} characters"
+    # Lone surrogates refused too: its key is a hash of its UTF-8 bytes.
+    return inputs.text(validation.text(value, field, max_chars, pattern=_NOT_BLANK, says=says), field)
 
 
 def check_time(view: View, now_ms: int, horizon_s: int, future_skew_s: int | None, where: str = "view") -> None:
