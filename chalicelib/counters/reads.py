@@ -204,9 +204,7 @@ def histogram(
     zone: ZoneInfo | None = None,
 ) -> dict[str, Any]:
     """Counts and sums per bucket; with `where`, of the events having those dimension values; with
-    `zone`, per local bucket (zones.buckets), labelled on its clock: the stored buckets where they
-    are the local ones, else the minute plan of each (docs/api.md, "Time zones, calendar windows
-    and comparisons"; its cost: docs/benchmarks.md, "Local time series")."""
+    `zone`, per local bucket (zones.buckets), labelled on its clock."""
     filters.check_filter(where or {}, settings.filter_pairs)
     stored = _STORED.get(resolution)
     if zone is None and stored is not None:
