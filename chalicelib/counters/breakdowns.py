@@ -95,7 +95,8 @@ def breakdown(
     ranking = topk.rank([s for s in summaries if s is not None] for summaries in cut)
     keys_read = len(flat)
     exact = ranking.exact
-    listed: list[dict[str, Any]]
+    counted = [(r.value, r.count, r.sums) for r in ranking.values]
+    distinct = len(ranking.values)
     if where or not exact:
         candidates = ranking.values
         if by in where:
@@ -113,12 +114,9 @@ def breakdown(
             if window.count:
                 counted.append((ranked.value, window.count, window.sums))
         counted.sort(key=lambda v: (-v[1], v[0]))
-        listed = [{"value": v, "count": n, **reads.sums_fields(s)} for v, n, s in counted[:limit]]
         # Without `where`, every value the summaries list is one (those not read are not listed).
         distinct = len(counted) if where else max(len(counted), len(ranking.values))
-    else:
-        listed = [{"value": r.value, "count": r.count, **reads.sums_fields(r.sums)} for r in ranking.values[:limit]]
-        distinct = len(ranking.values)
+    listed = [{"value": v, "count": n, **reads.sums_fields(s)} for v, n, s in counted[:limit]]
     total = reads.count_window(dynamodb, settings, counter, first_minute, last_minute, now_ms, where=where)
     keys_read += total.keys_read + probe.keys_read
     others = total.count - sum(v["count"] for v in listed)

@@ -300,17 +300,18 @@ def increment(
 ) -> dict[str, Any]:
     """The UpdateItem that adds `update` to a bucket item; a condition keeps the longer retention
     (with `keep_stored` the stored one is known to be longer and is left alone)."""
-    names = {"#n": "n", "#r": "retention"}
+    names = {"#r": "retention"}
     values = {
-        ":n": {"N": str(update.n)},
         ":exp": {"N": str(timebuckets.expires_at_s(bucket, update.retention))},
         ":r": {"N": str(update.retention)},
     }
-    adds = ["#n :n"]
+    adds: list[str] = []
     added = [
+        ("n", "n", update.n),
         *((f"m{m}", layout.minute_attribute(m), k) for m, k in sorted(update.minutes.items())),
         *((f"i{m}", layout.inline_attribute(m), k) for m, k in sorted(update.inline.items())),
         *((f"v{i}", attribute, amount) for i, (attribute, amount) in enumerate(sorted(update.sums.items()))),
+        *([("vx", layout.NOT_SUMMED, update.unsummed)] if update.unsummed else []),
     ]
     for tag, attribute, amount in added:
         names[f"#{tag}"] = attribute
@@ -318,7 +319,15 @@ def increment(
         adds.append(f"#{tag} :{tag}")
     sets: list[str] = []
     conditions = [] if keep_stored else ["(attribute_not_exists(#r) OR #r <= :r)"]
-    conditions += _slot_conditions(update, names, values, adds, sets)
+    # The value names in their slots, on condition of the slots (docs/counting.md, "Item sizes").
+    for name, slot in sorted(update.slots.items(), key=lambda kv: kv[1]):
+        names[f"#w{slot}"] = layout.slot_name_attribute(slot)
+        values[f":w{slot}"] = {"S": name}
+        if (update.stored or {}).get(slot) == name:
+            conditions.append(f"#w{slot} = :w{slot}")
+        else:
+            sets.append(f", #w{slot} = :w{slot}")
+            conditions.append(f"attribute_not_exists(#w{slot})")
     request: dict[str, Any] = {
         "TableName": settings.counts_table,
         "Key": key,
@@ -330,26 +339,6 @@ def increment(
     if conditions:
         request["ConditionExpression"] = " AND ".join(conditions)
     return request
-
-
-def _slot_conditions(
-    update: BucketUpdate, names: dict[str, str], values: dict[str, Any], adds: list[str], sets: list[str]
-) -> list[str]:
-    """The update's value names in their slots, on condition of the slots (docs/counting.md, "Item sizes")."""
-    if update.unsummed:
-        names["#vx"] = layout.NOT_SUMMED
-        values[":vx"] = {"N": str(update.unsummed)}
-        adds.append("#vx :vx")
-    conditions = []
-    for name, slot in sorted(update.slots.items(), key=lambda kv: kv[1]):
-        names[f"#w{slot}"] = layout.slot_name_attribute(slot)
-        values[f":w{slot}"] = {"S": name}
-        if (update.stored or {}).get(slot) == name:
-            conditions.append(f"#w{slot} = :w{slot}")
-        else:
-            sets.append(f", #w{slot} = :w{slot}")
-            conditions.append(f"attribute_not_exists(#w{slot})")
-    return conditions
 
 
 def stored_slots(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> dict[int, str]:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import attributes, timebuckets
@@ -73,8 +73,8 @@ def countable_from_record(record: StreamRecord, now_ms: int) -> Countable:
             layout.bucket_key(event.counter, bucket)
     except ValueError as exc:  # a key DynamoDB would refuse: this record's content
         raise ValidationError(f"no key can be built for it: {exc}") from exc
-    countable = Countable(event, record, shard, position, partition if isinstance(partition, str) else None, marker)
-    return replace(countable, buckets=tuple(live_buckets(event, now_ms)))
+    live = tuple(live_buckets(event, now_ms))
+    return Countable(event, record, shard, position, partition if isinstance(partition, str) else None, marker, live)
 
 
 def is_event(record: StreamRecord) -> bool:

@@ -122,33 +122,49 @@ class _Plan:
 
     def tally(self, found: Mapping[tuple[str, str], dict[str, Any]], assumed: int, now_ms: int) -> _Tally:
         """The window's count and sums from the items found (absent: none stored)."""
-        parts = self.parts
         items = [found.get(attributes.key_of(key)) for key in self.keys]
-        now_s = now_ms // 1000
         days = {d: found.get(attributes.key_of(key)) for d, key in self.day_keys.items()}
-        inline = [
-            _inline_kept(days[timebuckets.day_of_hour(p.bucket.index)], p.bucket, p.minutes, now_s)
-            if p.bucket.resolution == "hour"
-            else 0
-            for p in parts
-        ]
-        # The day items read count too: an hour whose events its day holds inline has no item.
-        flags = [
-            timebuckets.kept(p.bucket, dynamo.stored_expiry(item), assumed, now_s) or held > 0
-            for p, item, held in zip(parts, items, inline)
-        ]
-        first = timebuckets.kept_from(flags)
-        total = sum(inline[first:])
-        unsummed = 0
+        first, counted = _kept_parts(self.parts, items, days, assumed, now_ms // 1000)
         sums: dict[str, Decimal] = {}
-        for part, item in zip(parts[first:], items[first:]):
-            if not _live(item, now_s):
-                continue  # none, or an hour item past its own events' retention, kept for its inline minutes'
-            total += _part_count(item, part)
-            unsummed += layout.not_summed(item)
-            topk.add_sums(sums, layout.sums_of(item, part.minutes, part.bucket.resolution))
-        retained_from = _part_start_ms(parts[first]) if first < len(parts) else self.end_ms
-        return _Tally(total, sums, unsummed, first == 0, retained_from)
+        for _, part_sums, _ in counted:
+            topk.add_sums(sums, part_sums)
+        retained_from = _part_start_ms(self.parts[first]) if first < len(self.parts) else self.end_ms
+        return _Tally(sum(c[0] for c in counted), sums, sum(c[2] for c in counted), first == 0, retained_from)
+
+
+def _kept_parts(
+    parts: list[timebuckets.Part],
+    items: list[dict[str, Any] | None],
+    days: Mapping[int, dict[str, Any] | None],
+    assumed: int,
+    now_s: int,
+    whole_hours: bool = False,
+) -> tuple[int, list[tuple[int, dict[str, Decimal], int]]]:
+    """The first of the parts kept, and from it each part's count, sums and values unsummed, an
+    hour's with what its day item (of `days`, by day index) holds inline of it."""
+
+    def inline(part: timebuckets.Part, minutes: tuple[int, int] | None) -> int:
+        if part.bucket.resolution != "hour":
+            return 0
+        return _inline_kept(days.get(timebuckets.day_of_hour(part.bucket.index)), part.bucket, minutes, now_s)
+
+    held = [inline(p, p.minutes) for p in parts]
+    # The day items read count too: an hour whose events its day holds inline has no item (a
+    # series judges an hour by all its inline minutes, a window by those it reads).
+    flags = [
+        timebuckets.kept(p.bucket, dynamo.stored_expiry(item), assumed, now_s)
+        or (inline(p, None) if whole_hours else held_here) > 0
+        for p, item, held_here in zip(parts, items, held)
+    ]
+    first = timebuckets.kept_from(flags)
+    counted: list[tuple[int, dict[str, Decimal], int]] = []
+    for part, item, held_here in zip(parts[first:], items[first:], held[first:]):
+        if _live(item, now_s):
+            sums = layout.sums_of(item, part.minutes, part.bucket.resolution)
+            counted.append((held_here + _part_count(item, part), sums, layout.not_summed(item)))
+        else:  # none, or an hour item past its own events' retention, kept for its inline minutes'
+            counted.append((held_here, {}, 0))
+    return first, counted
 
 
 def _assumed_retention(items: Iterable[dict[str, Any] | None], settings: Settings) -> int:
@@ -204,9 +220,7 @@ def histogram(
     zone: ZoneInfo | None = None,
 ) -> dict[str, Any]:
     """Counts and sums per bucket; with `where`, of the events having those dimension values; with
-    `zone`, per local bucket (zones.buckets), labelled on its clock: the stored buckets where they
-    are the local ones, else the minute plan of each (docs/api.md, "Time zones, calendar windows
-    and comparisons"; its cost: docs/benchmarks.md, "Local time series")."""
+    `zone`, per local bucket (zones.buckets), labelled on its clock."""
     filters.check_filter(where or {}, settings.filter_pairs)
     stored = _STORED.get(resolution)
     if zone is None and stored is not None:
@@ -307,8 +321,6 @@ def _stored_histogram(
     day = timebuckets.DAY_MINUTES
     day_items = dict(_query_range(dynamodb, settings, pk, "day", lo // day, hi // day)) if stored == "hour" else {}
     assumed = _assumed_retention([*items.values(), *day_items.values()], settings)
-    now_s = now_ms // 1000
-
     # Each bucket as the part of the stored item that holds it: a minute of its hour item (one
     # object an hour), else the bucket itself.
     if resolution == "minute":
@@ -316,32 +328,10 @@ def _stored_histogram(
         parts = [timebuckets.Part(hours[b.first_minute // size], (b.first_minute % size,) * 2) for b in buckets]
     else:
         parts = [timebuckets.Part(b) for b in buckets]
-
-    def inline_held(part: timebuckets.Part, whole_hour: bool = False) -> int:
-        """The part's events (its whole hour's) that its day item holds inline, while kept."""
-        if part.bucket.resolution != "hour":
-            return 0
-        day_item = day_items.get(timebuckets.day_of_hour(part.bucket.index))
-        return _inline_kept(day_item, part.bucket, None if whole_hour else part.minutes, now_s)
-
-    # An hour is kept while its item or its day's inline minutes of it are, as count_window judges.
-    flags = [
-        timebuckets.kept(p.bucket, dynamo.stored_expiry(items.get(p.bucket.index)), assumed, now_s)
-        or inline_held(p, whole_hour=True) > 0
-        for p in parts
-    ]
-    first = timebuckets.kept_from(flags)
-    counts: dict[int, int] = {}
-    sums: dict[int, dict[str, Decimal]] = {}
-    for bucket, part in zip(buckets[first:], parts[first:]):
-        held = inline_held(part)
-        item = items.get(part.bucket.index)
-        if not _live(item, now_s):
-            if held:  # no item, or one past its own events' retention kept for its inline minutes'
-                counts[bucket.index] = held
-            continue
-        counts[bucket.index] = _part_count(item, part) + held
-        sums[bucket.index] = layout.sums_of(item, part.minutes, part.bucket.resolution)
+    stored_items = [items.get(p.bucket.index) for p in parts]
+    first, counted = _kept_parts(parts, stored_items, day_items, assumed, now_ms // 1000, whole_hours=True)
+    counts = {b.index: n for b, (n, _, _) in zip(buckets[first:], counted)}
+    sums = {b.index: s for b, (_, s, _) in zip(buckets[first:], counted)}
     retained_from = buckets[first].start_ms if first < len(buckets) else buckets[-1].end_ms
     return {
         "counter": counter,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter as Tally
+from contextlib import suppress
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -101,8 +102,7 @@ def repair(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int) 
         if not pending and not waiting:
             break
         pending, waiting = _attempt(dynamodb, settings, partition, pending, waiting, now_ms, result)
-    result.busy = sorted(pending, key=lambda k: (k[0], k[1], k[2].resolution, k[2].index))
-    result.busy_summaries = sorted(waiting, key=lambda k: (k[0], k[1], k[2].resolution, k[2].index))
+    result.busy, result.busy_summaries = sorted(pending), sorted(waiting)
     if not pending and not waiting:
         result.accounted = _account(dynamodb, settings, partition, len(own_all), now_ms)
         result.finding = audit_runs.recheck(dynamodb, settings, partition, now_ms).as_dict()
@@ -161,7 +161,7 @@ def _attempt(
             for s, key in found:
                 if not (quarantined and s.key in quarantined):  # set aside: not counted until replayed
                     counts[key].setdefault((s.event.counter, s.event.id) if s.event.id_given else s.key, s.event)
-    left = {key for key in pending if key in busy}
+    left = pending & busy
     for key in pending.difference(busy):
         outcome = _write_bucket(dynamodb, settings, key, stored[key], list(counts[key].values()), days.get(key))
         if outcome is None:
@@ -170,7 +170,7 @@ def _attempt(
             result.written += 1
         else:
             result.unchanged += 1
-    still = {key for key in waiting if key in busy}
+    still = waiting & busy
     for summary_key in waiting.difference(busy):
         written = summary_writes.rebuild(
             dynamodb, settings, *summary_key, heads[summary_key], list(counts[summary_key].values())
@@ -325,12 +325,10 @@ def _write_bucket(
 
 def _updated(dynamodb: DynamoDB, failure: str, request: dict[str, Any]) -> bool:
     """Send one UpdateItem: False when its condition failed."""
-    try:
-        with translated(failure):
-            dynamodb.update_item(**request)
-    except ConditionFailed:
-        return False
-    return True
+    with suppress(ConditionFailed), translated(failure):
+        dynamodb.update_item(**request)
+        return True
+    return False
 
 
 # A recount's sums past these in one update go in further updates: DynamoDB's 4 KB and moto's

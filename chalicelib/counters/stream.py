@@ -20,7 +20,7 @@ from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
 from chalicelib.counters import audit_items, bucket_writes, catalog, layout, summary_writes
 from chalicelib.counters.bucket_writes import INLINE, LISTED, MAX_ROUNDS
-from chalicelib.counters.countable import Countable, Touch, claim_put, countables, touches
+from chalicelib.counters.countable import Countable, Touch, claim_put, countables, is_event, touches
 from chalicelib.events import stream_records
 from chalicelib.events.stream_records import StreamRecord
 
@@ -40,7 +40,7 @@ def apply_stream_batch(
     ordered = _in_sequence(records)
     # Each event a record carries is the processor's record (stream_records.events_of): a poison
     # event of a pack is set aside alone, and each event has its own position.
-    carried = [e for r in ordered for e in (stream_records.events_of(r) if r.event_name == "INSERT" else [r])]
+    carried = [e for r in ordered for e in (stream_records.events_of(r) if is_event(r) else [r])]
     result = batch_processor.process(StreamCounting(dynamodb, settings, now_ms, ordered != records), carried)
     result.records = len(records)  # stream records delivered; `counted` and the rest are events
     return result

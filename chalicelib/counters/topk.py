@@ -39,7 +39,7 @@ class Summary:
     def fit(self, max_bytes: int | None = None) -> int:
         """Evict the smallest entries until the encoding fits in max_bytes (MAX_BYTES); returns how many went."""
         max_bytes = MAX_BYTES if max_bytes is None else max_bytes
-        size = len(encode(self).encode("utf-8"))
+        size = encoded_size(self)
         if size <= max_bytes:
             return 0
         listed = len(self.entries)
