@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.core import keyspace, times, validation, window_params
+from chalicelib.core.errors import ValidationError
 
 CATALOG_KIND = "sites"
 PAGEVIEW = "pageview"  # the beacon's event of a page view; every other event is a custom event
@@ -27,7 +28,10 @@ def salt_key(day: int) -> dict[str, Any]:
 
 def site_name(value: Any, field: str = "site") -> str:
     """A site as names go: 1-180 of `A-Z a-z 0-9 _ . : -` (a hostname is one)."""
-    return validation.text(validation.name(value, field), field, SITE_MAX_CHARS, empty=True, says="{span} characters")
+    name = validation.name(value, field)
+    if len(name) > SITE_MAX_CHARS:
+        raise ValidationError(f"{field} must be at most {SITE_MAX_CHARS} characters")
+    return name
 
 
 def pageview_counter(site: str) -> str:
