@@ -127,7 +127,8 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
     stored_items = {attributes.sort_key(item).removeprefix(PAGE_SK): item for item in read}
     stored = {low: _entries(item) for low, item in stored_items.items()}
     everything = catalog_pages.union(*stored.values(), *(_entries(item) for item in logs))
-    live = {name: e for name, e in everything.items() if e.live(now_ms // 1000)}
+    now_s = now_ms // 1000
+    live = {name: e for name, e in everything.items() if e.live(now_s)}
     plan = catalog_pages.layout(stored, live, catalog_pages.PAGE_RAW_BYTES)
     try:
         # New pages (split off) before the page they came from is cut, so an entry is always
