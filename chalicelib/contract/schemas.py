@@ -126,13 +126,7 @@ _MONTH_DAY = f"(?:(?:0[13578]|1[02])SEP{_D31}|{_SHORT})"
 _NOT_JAN_1 = f"(?:01SEP(?:0[2-9]|[12][0-9]|3[01])|(?:0[3578]|1[02])SEP{_D31}|{_SHORT})"
 _NOT_DEC_31 = f"(?:(?:0[13578]|10)SEP{_D31}|12SEP{_D30}|{_SHORT})"
 _LEAP_DAY = "20(?:[02468][048]|[13579][26])SEP02SEP29"
-
-
-def dates(separator: str) -> str:
-    """Every real date of 2000-2099 as YYYY<separator>MM<separator>DD."""
-    return f"(?:20[0-9]{{2}}SEP{_MONTH_DAY}|{_LEAP_DAY})".replace("SEP", separator)
-
-
+_COMPACT_DATE = f"(?:20[0-9]{{2}}SEP{_MONTH_DAY}|{_LEAP_DAY})".replace("SEP", "")  # every real YYYYMMDD of 2000-2099
 _HOUR_MINUTE = "(?:[01][0-9]|2[0-3]):[0-5][0-9]"
 _CLOCK = rf"{_HOUR_MINUTE}:[0-5][0-9](?:\.[0-9]{{1,9}})?"
 _ANY_OFFSET_DATE = (
@@ -159,7 +153,6 @@ TIME_DIGITS_TEXT = string(
 )
 BODY_TIME: Schema = {"anyOf": [TIME_MS, TIME_ISO_TEXT, TIME_DIGITS_TEXT], "examples": ["2026-11-18T10:00:00Z"]}
 AHEAD = f"at most MAX_FUTURE_SKEW_SECONDS ({DEFAULTS.max_future_skew_seconds} s) ahead"
-# Optional times: null or absent mean now.
 OPTIONAL_TIME = {"anyOf": [*BODY_TIME["anyOf"], {"type": "null"}], "examples": BODY_TIME["examples"]}
 
 
@@ -277,7 +270,7 @@ UNIQUE_RESOLUTIONS = list(uniques_api.RESOLUTIONS)
 SCOPE = string(enum=list(policy.SCOPES))
 KEY_ID = string(pattern=anchored(access_keys.ID_PATTERN))
 # A report id as reports.ranges writes one: two compact UTC times (real ones), the second later.
-_COMPACT_TIME = dates("") + "T(?:[01][0-9]|2[0-3])[0-5][0-9][0-5][0-9][0-9]{3}Z"
+_COMPACT_TIME = _COMPACT_DATE + "T(?:[01][0-9]|2[0-3])[0-5][0-9][0-5][0-9][0-9]{3}Z"
 REPORT_ID = string(pattern=anchored(f"{_COMPACT_TIME}-{_COMPACT_TIME}"))
 REPORT_PATH_ID = string(
     pattern=anchored(f"{_COMPACT_TIME}-{_COMPACT_TIME}(?:" + "|".join(rf"\.{f}" for f in reports_api.FORMATS) + ")?"),
@@ -300,7 +293,6 @@ def by_name(values: Schema, **more: Any) -> Schema:
 
 # -- numbers -------------------------------------------------------------------------------------
 
-# An event value (events/dimensions.py): below 10**18 in magnitude, a multiple of 10**-6.
 VALUE = {
     "type": "number",
     "exclusiveMinimum": -(10**event_dimensions.VALUE_INTEGER_DIGITS),
@@ -311,8 +303,7 @@ VALUE = {
     "its sums fit DynamoDB's 38 digits",
     "examples": [12.5],
 }
-# A number in an event's attributes: DynamoDB's own (core/inputs.py), 0 or a magnitude from
-# 1E-130 to below 1E+126, at most 38 significant digits (which JSON Schema cannot state: said).
+# A number in an event's attributes as core/inputs.py takes it (its digit limit JSON Schema cannot state: said).
 _MAGNITUDE = 10 ** (inputs.MAX_NUMBER_EXPONENT + 1)
 _SMALLEST = float(f"1e{inputs.MIN_NUMBER_EXPONENT}")
 ATTRIBUTE_NUMBER = {
@@ -390,7 +381,6 @@ EVENTS_BODY = one_or_batch("Event", "events", ingest.MAX_BATCH)
 
 
 def _nonblank(max_chars: int) -> Schema:
-    # view_input.text: 1-max characters, not only whitespace.
     return string(minLength=1, maxLength=max_chars, pattern=view_input.NOT_BLANK)
 
 
@@ -641,7 +631,7 @@ OPENAPI = {"type": "object", "required": ["openapi", "paths"], "description": "t
 # -- the audit and replay (counters.audit_runs, counters.repair, counters.replay) ------------------
 
 PARTITION = string(
-    pattern=anchored(dates("") + "(?:[01][0-9]|2[0-3])(?:00|15|30|45)#[0-9]{1,3}"),
+    pattern=anchored(_COMPACT_DATE + "(?:[01][0-9]|2[0-3])(?:00|15|30|45)#[0-9]{1,3}"),
     description="an events partition: quarter hour of ingest (UTC, YYYYMMDDHHMM), `#`, write shard (below "
     "EVENT_WRITE_SHARDS); a repair takes one whose quarter hour has settled (AUDIT_SETTLE_MINUTES)",
 )
