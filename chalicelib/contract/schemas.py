@@ -545,8 +545,7 @@ ESTIMATE: dict[str, Schema] = {
 }
 UNIQUE_COUNT_ANSWER = obj({"name": NAME, **ESTIMATE}, RETENTION)
 UNION_ANSWER = obj({"names": array(NAME), **ESTIMATE}, RETENTION)
-NAME_LISTING = listing("names", obj({"name": NAME, "last_seen": ISO_TIME}))
-UNION_OR_NAMES = {"anyOf": [compared(UNION_ANSWER), NAME_LISTING]}
+UNION_OR_NAMES = {"anyOf": [compared(UNION_ANSWER), listing("names", obj({"name": NAME, "last_seen": ISO_TIME}))]}
 UNIQUE_HISTOGRAM_ANSWER = obj(
     {
         "name": NAME,
@@ -638,8 +637,7 @@ PARTITION = string(
 AUDIT_FINDING = obj(
     {
         "partition": PARTITION,
-        "stored": COUNT,
-        **{name: COUNT for name in audit_items.ACCOUNTS},
+        **dict.fromkeys(("stored", *audit_items.ACCOUNTS), COUNT),
         "shortfall": {"type": "integer", "description": "stored minus accounted; negative when over"},
     }
 )
@@ -647,7 +645,7 @@ AUDIT_LISTING = listing(
     "partitions",
     obj(
         {"partition": PARTITION, "audited_at": ISO_TIME},
-        {"stored": COUNT, **{name: COUNT for name in audit_items.ACCOUNTS}, "shortfall": {"type": "integer"}},
+        {**dict.fromkeys(("stored", *audit_items.ACCOUNTS), COUNT), "shortfall": {"type": "integer"}},
     ),
 )
 AUDIT_RUN = obj(
