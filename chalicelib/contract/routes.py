@@ -1,6 +1,5 @@
 """Every route of the API, one `Operation` each: what it reads, what it answers, which errors.
-Pure. Adding a route is one entry here (a test checks this table names exactly app.py's
-routes); its key scope comes from access.policy.ROUTES, the table the access checks use."""
+Pure. Adding a route is one entry here; its key's scope comes from access.policy.ROUTES."""
 
 from __future__ import annotations
 

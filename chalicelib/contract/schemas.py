@@ -7,8 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chalicelib.access import api_keys as access_keys
-from chalicelib.access import policy, tracker
+from chalicelib.access import api_keys, policy, tracker
 from chalicelib.core import inputs, pager, quarantine, times, validation, window_params, zones
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit_items, filters, replay
@@ -213,10 +212,8 @@ LONGEST_WINDOW = calendar_or_duration(window_params.MAX_WINDOW_MINUTES)
 
 
 def windowed(most_minutes: dict[str, int] | None = None, default: str | None = None, **more: Schema) -> Schema:
-    """A windowed read's parameters as one object (docs/api.md, "The contract"), and `more`; with
-    `most_minutes` (a histogram's resolutions, `default` taken when none is given), `resolution`
-    too, each with the longest `window` its bucket cap allows. The object stays open: other query
-    parameters are ignored."""
+    """A windowed read's parameters, and `more`, as one open object (docs/api.md, "The contract"); with
+    `most_minutes`, `resolution` too (`default` when none is given), each with its longest `window`."""
     every: dict[str, Schema] = {"end": END, "tz": ZONE, "compare": COMPARE, **more}
     resolution = {"resolution": string(enum=list(most_minutes), default=default)} if most_minutes else {}
     shapes: list[Schema] = []
@@ -268,7 +265,7 @@ def union_or_listing() -> Schema:
 COUNTER_RESOLUTIONS = list(zones.NOMINAL_MINUTES)
 UNIQUE_RESOLUTIONS = list(uniques_api.RESOLUTIONS)
 SCOPE = string(enum=list(policy.SCOPES))
-KEY_ID = string(pattern=anchored(access_keys.ID_PATTERN))
+KEY_ID = string(pattern=anchored(api_keys.ID_PATTERN))
 # A report id as reports.ranges writes one: two compact UTC times (real ones), the second later.
 _COMPACT_TIME = _COMPACT_DATE + "T(?:[01][0-9]|2[0-3])[0-5][0-9][0-5][0-9][0-9]{3}Z"
 REPORT_ID = string(pattern=anchored(f"{_COMPACT_TIME}-{_COMPACT_TIME}"))
@@ -603,7 +600,7 @@ KEY_RECORD = obj(
 )
 REPORT_LISTING = listing("reports", REPORT_SUMMARY)
 KEY_LISTING = listing("keys", KEY_RECORD)
-NEW_KEY = obj({**KEY_RECORD["properties"], "key": string(pattern=anchored(access_keys.KEY_PATTERN))})
+NEW_KEY = obj({**KEY_RECORD["properties"], "key": string(pattern=anchored(api_keys.KEY_PATTERN))})
 QUARANTINE_RECORDS = listing(
     "records",
     obj(
@@ -688,9 +685,12 @@ REPLAY_BODY["not"] = {"required": ["ids", "limit"], "description": "ids or a lim
 REPLAY = obj({name: array(string()) for name in ("replayed", "already_counted", "expired", "still_bad", "not_found")})
 
 # -- site analytics (sites/: the tracker's beacon, site summaries) ---------------------------------
-# Bounds as sites/beacon.py declares them (tests/functional/sites/test_sites.py checks they agree).
+# Bounds as sites/ declares them (beacon, names, settings; tests/functional/sites check they agree).
 BEACON_WIDTH_MAX = 100_000
 SITE_MAX_CHARS = 180
+MAX_GOALS = 20
+GOAL_NAME_MAX_CHARS = 60
+GOAL_PAGE_MAX_CHARS = 128
 # sites.privacy.page: an http(s) URL with a host; without `site`, the host is the site, so a name.
 PAGE_URL = string(
     minLength=1,
@@ -773,10 +773,6 @@ SITE_SUMMARY = obj(
     {"visitors_exact": BOOLEAN, "visitors_start": ISO_TIME, "visitors_end": ISO_TIME},
 )
 
-# Site settings (sites/settings.py; tests/functional/sites/test_site_goals.py checks the bounds agree).
-MAX_GOALS = 20
-GOAL_NAME_MAX_CHARS = 60
-GOAL_PAGE_MAX_CHARS = 128
 SITE_ZONE = {**ZONE, "description": "an IANA time-zone name: the site's answers and Sites tab use it by default"}
 GOAL_NAME = string(pattern=rf"^[^\x00-\x1f\x7f-\x9f]{{1,{GOAL_NAME_MAX_CHARS}}}$", examples=["Signup"])
 GOAL_EVENT = {**NAME, "not": {"const": "pageview"}, "description": "a custom event's name, as tally(name) sends it"}
