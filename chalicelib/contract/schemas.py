@@ -468,9 +468,10 @@ SUMS_EXACT = by_name(
     description="the same sums as decimal strings with every digit (JSON readers that parse numbers as doubles "
     "keep about 15 significant digits of `sums`)",
 )
+SUMMED: dict[str, Schema] = {"sums": SUMS, "sums_exact": SUMS_EXACT}
 WHERE_ECHO = {"type": "object", "additionalProperties": string(), "description": "the filter applied"}
 COUNT_ANSWER = obj(
-    {"counter": NAME, "count": COUNT, "sums": SUMS, "sums_exact": SUMS_EXACT, **WINDOW_ANSWER},
+    {"counter": NAME, "count": COUNT, **SUMMED, **WINDOW_ANSWER},
     {
         **RETENTION,
         "where": WHERE_ECHO,
@@ -488,9 +489,7 @@ BREAKDOWN_ANSWER = obj(
         "by": DIMENSION_NAME,
         **WINDOW_ANSWER,
         "exact": {**BOOLEAN, "description": "true: the ranking, counts and sums are exact"},
-        "values": array(
-            obj({"value": string(), "count": {"type": "integer", "minimum": 1}, "sums": SUMS, "sums_exact": SUMS_EXACT})
-        ),
+        "values": array(obj({"value": string(), "count": {"type": "integer", "minimum": 1}, **SUMMED})),
         "others": obj(
             {
                 "values": {**COUNT, "description": "distinct values not listed"},
@@ -517,7 +516,7 @@ HISTOGRAM_ANSWER = obj(
         "counter": NAME,
         "resolution": string(enum=COUNTER_RESOLUTIONS),
         **SPAN,
-        "buckets": array(obj({"start": ISO_TIME, "count": COUNT, "sums": SUMS, "sums_exact": SUMS_EXACT})),
+        "buckets": array(obj({"start": ISO_TIME, "count": COUNT, **SUMMED})),
         "complete": COMPLETE,
     },
     {**RETENTION, "where": WHERE_ECHO, "tz": string(description="the zone of the buckets")},
