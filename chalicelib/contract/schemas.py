@@ -52,9 +52,7 @@ def nullable(schema: Schema, **more: Any) -> Schema:
 def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None, closed: bool = False) -> Schema:
     """An object with these properties; `closed` when the API refuses any other field."""
     schema: Schema = {"type": "object", "properties": {**required, **(optional or {})}, "required": list(required)}
-    if closed:
-        schema["additionalProperties"] = False
-    return schema
+    return {**schema, "additionalProperties": False} if closed else schema
 
 
 COUNT = {"type": "integer", "minimum": 0}
