@@ -1,5 +1,6 @@
 """Every route of the API, one `Operation` each: what it reads, what it answers, which errors.
-Pure. Adding a route is one entry here; its key's scope comes from access.policy.ROUTES."""
+Pure. Adding a route is one entry here (a test checks the table names exactly app.py's routes);
+its key's scope comes from access.policy.ROUTES."""
 
 from __future__ import annotations
 
