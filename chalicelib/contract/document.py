@@ -136,7 +136,4 @@ def build() -> dict[str, Any]:
     }
 
 
-@functools.lru_cache(maxsize=1)
-def document() -> dict[str, Any]:
-    """The document GET /openapi.json answers (built once per process)."""
-    return build()
+document = functools.cache(build)  # what GET /openapi.json answers, built once per process

@@ -1,6 +1,6 @@
 """Every route of the API, one `Operation` each: what it reads, what it answers, which errors.
-Pure. Adding a route is one entry here (a test checks this table names exactly app.py's
-routes); its key scope comes from access.policy.ROUTES, the table the access checks use."""
+Pure. Adding a route is one entry here (a test checks the table names exactly app.py's routes);
+its key's scope comes from access.policy.ROUTES."""
 
 from __future__ import annotations
 
@@ -88,7 +88,6 @@ def listing(route: str, operation_id: str, summary: str, answer: str, schema: s.
 
 
 def beacon(route: str, operation_id: str, answer: Answer, body: s.Schema, params: tuple[Param, ...] = ()) -> Operation:
-    """POST /beacon<route>: POST <route> for navigator.sendBeacon, which cannot set headers."""
     summary = f"As POST {route}, from navigator.sendBeacon (an ingest-only key as `?key=`)"
     return Operation(f"POST /beacon{route}", operation_id, summary, (answer,), params, body)
 
@@ -124,8 +123,7 @@ LOCAL = (
     "through daylight-saving changes; `compare` adds `previous`, the same answer over the period compared with."
 )
 HOUR_ALIGNED = "Windows are hour-aligned: the ceil(W/60) whole UTC hours up to and including the one holding `end`."
-ETAG = "ETag"
-NOT_MODIFIED = Answer(304, "the client's copy is current (If-None-Match)", None)
+NOT_MODIFIED = Answer(304, "the client's copy is current (If-None-Match)")
 IF_NONE_MATCH = Param("If-None-Match", s.string(), where="header")
 MEDIA = {suffix: content_type.split(";")[0] for suffix, content_type in assets.CONTENT_TYPES.items()}
 
@@ -377,13 +375,13 @@ OPERATIONS: tuple[Operation, ...] = (
         "GET /",
         "dashboard",
         "The dashboard, one HTML page",
-        (Answer(200, "the page", s.string(), media=(MEDIA[".html"],), headers=(ETAG,)),),
+        (Answer(200, "the page", s.string(), media=(MEDIA[".html"],), headers=("ETag",)),),
     ),
     Operation(
         "GET /dashboard/{name}",
         "dashboardAsset",
         "A file of the dashboard: immutable with the current `v`, else revalidated by ETag",
-        (Answer(200, "the file", s.string(), media=tuple(MEDIA.values()), headers=(ETAG,)), NOT_MODIFIED),
+        (Answer(200, "the file", s.string(), media=tuple(MEDIA.values()), headers=("ETag",)), NOT_MODIFIED),
         params=(
             path("name", s.string(minLength=1, examples=["dashboard.js"])),
             Param("v", s.query_text(), "the content hash the page names"),
@@ -433,7 +431,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "GET /tally.js",
         "trackerScript",
         "The tracker script a site links (docs/tracker.md): cached an hour, or a year with the current `v`",
-        (Answer(200, "the script", s.string(), media=(MEDIA[".js"],), headers=(ETAG,)), NOT_MODIFIED),
+        (Answer(200, "the script", s.string(), media=(MEDIA[".js"],), headers=("ETag",)), NOT_MODIFIED),
         params=(Param("v", s.query_text(), "the script's content hash"), IF_NONE_MATCH),
     ),
     Operation("GET /openapi.json", "openapi", "This document", (Answer(200, "the OpenAPI document", s.OPENAPI),)),

@@ -7,8 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chalicelib.access import api_keys as access_keys
-from chalicelib.access import policy, tracker
+from chalicelib.access import api_keys, policy, tracker
 from chalicelib.core import inputs, pager, quarantine, times, validation, window_params, zones
 from chalicelib.core.settings import Settings
 from chalicelib.counters import audit_items, filters, replay
@@ -53,9 +52,7 @@ def nullable(schema: Schema, **more: Any) -> Schema:
 def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None, closed: bool = False) -> Schema:
     """An object with these properties; `closed` when the API refuses any other field."""
     schema: Schema = {"type": "object", "properties": {**required, **(optional or {})}, "required": list(required)}
-    if closed:
-        schema["additionalProperties"] = False
-    return schema
+    return {**schema, "additionalProperties": False} if closed else schema
 
 
 COUNT = {"type": "integer", "minimum": 0}
@@ -126,13 +123,7 @@ _MONTH_DAY = f"(?:(?:0[13578]|1[02])SEP{_D31}|{_SHORT})"
 _NOT_JAN_1 = f"(?:01SEP(?:0[2-9]|[12][0-9]|3[01])|(?:0[3578]|1[02])SEP{_D31}|{_SHORT})"
 _NOT_DEC_31 = f"(?:(?:0[13578]|10)SEP{_D31}|12SEP{_D30}|{_SHORT})"
 _LEAP_DAY = "20(?:[02468][048]|[13579][26])SEP02SEP29"
-
-
-def dates(separator: str) -> str:
-    """Every real date of 2000-2099 as YYYY<separator>MM<separator>DD."""
-    return f"(?:20[0-9]{{2}}SEP{_MONTH_DAY}|{_LEAP_DAY})".replace("SEP", separator)
-
-
+_COMPACT_DATE = f"(?:20[0-9]{{2}}SEP{_MONTH_DAY}|{_LEAP_DAY})".replace("SEP", "")  # every real YYYYMMDD of 2000-2099
 _HOUR_MINUTE = "(?:[01][0-9]|2[0-3]):[0-5][0-9]"
 _CLOCK = rf"{_HOUR_MINUTE}:[0-5][0-9](?:\.[0-9]{{1,9}})?"
 _ANY_OFFSET_DATE = (
@@ -159,7 +150,6 @@ TIME_DIGITS_TEXT = string(
 )
 BODY_TIME: Schema = {"anyOf": [TIME_MS, TIME_ISO_TEXT, TIME_DIGITS_TEXT], "examples": ["2026-11-18T10:00:00Z"]}
 AHEAD = f"at most MAX_FUTURE_SKEW_SECONDS ({DEFAULTS.max_future_skew_seconds} s) ahead"
-# Optional times: null or absent mean now.
 OPTIONAL_TIME = {"anyOf": [*BODY_TIME["anyOf"], {"type": "null"}], "examples": BODY_TIME["examples"]}
 
 
@@ -220,10 +210,8 @@ LONGEST_WINDOW = calendar_or_duration(window_params.MAX_WINDOW_MINUTES)
 
 
 def windowed(most_minutes: dict[str, int] | None = None, default: str | None = None, **more: Schema) -> Schema:
-    """A windowed read's parameters as one object (docs/api.md, "The contract"), and `more`; with
-    `most_minutes` (a histogram's resolutions, `default` taken when none is given), `resolution`
-    too, each with the longest `window` its bucket cap allows. The object stays open: other query
-    parameters are ignored."""
+    """A windowed read's parameters, and `more`, as one open object (docs/api.md, "The contract"); with
+    `most_minutes`, `resolution` too (`default` when none is given), each with its longest `window`."""
     every: dict[str, Schema] = {"end": END, "tz": ZONE, "compare": COMPARE, **more}
     resolution = {"resolution": string(enum=list(most_minutes), default=default)} if most_minutes else {}
     shapes: list[Schema] = []
@@ -275,9 +263,9 @@ def union_or_listing() -> Schema:
 COUNTER_RESOLUTIONS = list(zones.NOMINAL_MINUTES)
 UNIQUE_RESOLUTIONS = list(uniques_api.RESOLUTIONS)
 SCOPE = string(enum=list(policy.SCOPES))
-KEY_ID = string(pattern=anchored(access_keys.ID_PATTERN))
+KEY_ID = string(pattern=anchored(api_keys.ID_PATTERN))
 # A report id as reports.ranges writes one: two compact UTC times (real ones), the second later.
-_COMPACT_TIME = dates("") + "T(?:[01][0-9]|2[0-3])[0-5][0-9][0-5][0-9][0-9]{3}Z"
+_COMPACT_TIME = _COMPACT_DATE + "T(?:[01][0-9]|2[0-3])[0-5][0-9][0-5][0-9][0-9]{3}Z"
 REPORT_ID = string(pattern=anchored(f"{_COMPACT_TIME}-{_COMPACT_TIME}"))
 REPORT_PATH_ID = string(
     pattern=anchored(f"{_COMPACT_TIME}-{_COMPACT_TIME}(?:" + "|".join(rf"\.{f}" for f in reports_api.FORMATS) + ")?"),
@@ -300,7 +288,6 @@ def by_name(values: Schema, **more: Any) -> Schema:
 
 # -- numbers -------------------------------------------------------------------------------------
 
-# An event value (events/dimensions.py): below 10**18 in magnitude, a multiple of 10**-6.
 VALUE = {
     "type": "number",
     "exclusiveMinimum": -(10**event_dimensions.VALUE_INTEGER_DIGITS),
@@ -311,8 +298,7 @@ VALUE = {
     "its sums fit DynamoDB's 38 digits",
     "examples": [12.5],
 }
-# A number in an event's attributes: DynamoDB's own (core/inputs.py), 0 or a magnitude from
-# 1E-130 to below 1E+126, at most 38 significant digits (which JSON Schema cannot state: said).
+# A number in an event's attributes as core/inputs.py takes it (its digit limit JSON Schema cannot state: said).
 _MAGNITUDE = 10 ** (inputs.MAX_NUMBER_EXPONENT + 1)
 _SMALLEST = float(f"1e{inputs.MIN_NUMBER_EXPONENT}")
 ATTRIBUTE_NUMBER = {
@@ -390,7 +376,6 @@ EVENTS_BODY = one_or_batch("Event", "events", ingest.MAX_BATCH)
 
 
 def _nonblank(max_chars: int) -> Schema:
-    # view_input.text: 1-max characters, not only whitespace.
     return string(minLength=1, maxLength=max_chars, pattern=view_input.NOT_BLANK)
 
 
@@ -481,9 +466,10 @@ SUMS_EXACT = by_name(
     description="the same sums as decimal strings with every digit (JSON readers that parse numbers as doubles "
     "keep about 15 significant digits of `sums`)",
 )
+SUMMED: dict[str, Schema] = {"sums": SUMS, "sums_exact": SUMS_EXACT}
 WHERE_ECHO = {"type": "object", "additionalProperties": string(), "description": "the filter applied"}
 COUNT_ANSWER = obj(
-    {"counter": NAME, "count": COUNT, "sums": SUMS, "sums_exact": SUMS_EXACT, **WINDOW_ANSWER},
+    {"counter": NAME, "count": COUNT, **SUMMED, **WINDOW_ANSWER},
     {
         **RETENTION,
         "where": WHERE_ECHO,
@@ -501,9 +487,7 @@ BREAKDOWN_ANSWER = obj(
         "by": DIMENSION_NAME,
         **WINDOW_ANSWER,
         "exact": {**BOOLEAN, "description": "true: the ranking, counts and sums are exact"},
-        "values": array(
-            obj({"value": string(), "count": {"type": "integer", "minimum": 1}, "sums": SUMS, "sums_exact": SUMS_EXACT})
-        ),
+        "values": array(obj({"value": string(), "count": {"type": "integer", "minimum": 1}, **SUMMED})),
         "others": obj(
             {
                 "values": {**COUNT, "description": "distinct values not listed"},
@@ -530,7 +514,7 @@ HISTOGRAM_ANSWER = obj(
         "counter": NAME,
         "resolution": string(enum=COUNTER_RESOLUTIONS),
         **SPAN,
-        "buckets": array(obj({"start": ISO_TIME, "count": COUNT, "sums": SUMS, "sums_exact": SUMS_EXACT})),
+        "buckets": array(obj({"start": ISO_TIME, "count": COUNT, **SUMMED})),
         "complete": COMPLETE,
     },
     {**RETENTION, "where": WHERE_ECHO, "tz": string(description="the zone of the buckets")},
@@ -555,8 +539,7 @@ ESTIMATE: dict[str, Schema] = {
 }
 UNIQUE_COUNT_ANSWER = obj({"name": NAME, **ESTIMATE}, RETENTION)
 UNION_ANSWER = obj({"names": array(NAME), **ESTIMATE}, RETENTION)
-NAME_LISTING = listing("names", obj({"name": NAME, "last_seen": ISO_TIME}))
-UNION_OR_NAMES = {"anyOf": [compared(UNION_ANSWER), NAME_LISTING]}
+UNION_OR_NAMES = {"anyOf": [compared(UNION_ANSWER), listing("names", obj({"name": NAME, "last_seen": ISO_TIME}))]}
 UNIQUE_HISTOGRAM_ANSWER = obj(
     {
         "name": NAME,
@@ -614,7 +597,7 @@ KEY_RECORD = obj(
 )
 REPORT_LISTING = listing("reports", REPORT_SUMMARY)
 KEY_LISTING = listing("keys", KEY_RECORD)
-NEW_KEY = obj({**KEY_RECORD["properties"], "key": string(pattern=anchored(access_keys.KEY_PATTERN))})
+NEW_KEY = obj({**KEY_RECORD["properties"], "key": string(pattern=anchored(api_keys.KEY_PATTERN))})
 QUARANTINE_RECORDS = listing(
     "records",
     obj(
@@ -641,15 +624,14 @@ OPENAPI = {"type": "object", "required": ["openapi", "paths"], "description": "t
 # -- the audit and replay (counters.audit_runs, counters.repair, counters.replay) ------------------
 
 PARTITION = string(
-    pattern=anchored(dates("") + "(?:[01][0-9]|2[0-3])(?:00|15|30|45)#[0-9]{1,3}"),
+    pattern=anchored(_COMPACT_DATE + "(?:[01][0-9]|2[0-3])(?:00|15|30|45)#[0-9]{1,3}"),
     description="an events partition: quarter hour of ingest (UTC, YYYYMMDDHHMM), `#`, write shard (below "
     "EVENT_WRITE_SHARDS); a repair takes one whose quarter hour has settled (AUDIT_SETTLE_MINUTES)",
 )
 AUDIT_FINDING = obj(
     {
         "partition": PARTITION,
-        "stored": COUNT,
-        **{name: COUNT for name in audit_items.ACCOUNTS},
+        **dict.fromkeys(("stored", *audit_items.ACCOUNTS), COUNT),
         "shortfall": {"type": "integer", "description": "stored minus accounted; negative when over"},
     }
 )
@@ -657,7 +639,7 @@ AUDIT_LISTING = listing(
     "partitions",
     obj(
         {"partition": PARTITION, "audited_at": ISO_TIME},
-        {"stored": COUNT, **{name: COUNT for name in audit_items.ACCOUNTS}, "shortfall": {"type": "integer"}},
+        {**dict.fromkeys(("stored", *audit_items.ACCOUNTS), COUNT), "shortfall": {"type": "integer"}},
     ),
 )
 AUDIT_RUN = obj(
@@ -700,9 +682,12 @@ REPLAY_BODY["not"] = {"required": ["ids", "limit"], "description": "ids or a lim
 REPLAY = obj({name: array(string()) for name in ("replayed", "already_counted", "expired", "still_bad", "not_found")})
 
 # -- site analytics (sites/: the tracker's beacon, site summaries) ---------------------------------
-# Bounds as sites/beacon.py declares them (tests/functional/sites/test_sites.py checks they agree).
+# Bounds as sites/ declares them (beacon, names, settings; tests/functional/sites check they agree).
 BEACON_WIDTH_MAX = 100_000
 SITE_MAX_CHARS = 180
+MAX_GOALS = 20
+GOAL_NAME_MAX_CHARS = 60
+GOAL_PAGE_MAX_CHARS = 128
 # sites.privacy.page: an http(s) URL with a host; without `site`, the host is the site, so a name.
 PAGE_URL = string(
     minLength=1,
@@ -785,10 +770,6 @@ SITE_SUMMARY = obj(
     {"visitors_exact": BOOLEAN, "visitors_start": ISO_TIME, "visitors_end": ISO_TIME},
 )
 
-# Site settings (sites/settings.py; tests/functional/sites/test_site_goals.py checks the bounds agree).
-MAX_GOALS = 20
-GOAL_NAME_MAX_CHARS = 60
-GOAL_PAGE_MAX_CHARS = 128
 SITE_ZONE = {**ZONE, "description": "an IANA time-zone name: the site's answers and Sites tab use it by default"}
 GOAL_NAME = string(pattern=rf"^[^\x00-\x1f\x7f-\x9f]{{1,{GOAL_NAME_MAX_CHARS}}}$", examples=["Signup"])
 GOAL_EVENT = {**NAME, "not": {"const": "pageview"}, "description": "a custom event's name, as tally(name) sends it"}
