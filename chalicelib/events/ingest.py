@@ -170,19 +170,11 @@ def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:
 def to_items(events: list[Event], ingest_ms: int, settings: Settings) -> list[tuple[dict[str, Any], list[Event]]]:
     """The items (plain Python values) that store one request's events, each with the events it
     holds: one, or the fewest packs in order (docs/counting.md, "Packs")."""
-    singles = [to_item(e, ingest_ms, settings) for e in events]
-    if len(singles) > 1:
-        pk, sk = singles[0]["pk"], singles[0]["sk"]
-        singles = [{**item, "pk": pk, "sk": sk} for item in singles]  # one pack: one key
-    runs = packs.split(singles, lambda item: item_sizes.item_size(_serialize(item)))
-    stored = []
-    for number, run in enumerate(runs):
-        items = [singles[i] for i in run]
-        if number:  # every further pack its own key, as the seed's layout draws it
-            fresh = to_item(events[run[0]], ingest_ms, settings)
-            items = [{**item, "pk": fresh["pk"], "sk": fresh["sk"]} for item in items]
-        stored.append((packs.pack(items), [events[i] for i in run]))
-    return stored
+    items = [to_item(e, ingest_ms, settings) for e in events]
+    keys = [{"pk": item["pk"], "sk": item["sk"]} for item in items]
+    # A pack is keyed as its first event was drawn: one key while the request fits one pack.
+    runs = packs.split([{**item, **keys[0]} for item in items], lambda item: item_sizes.item_size(_serialize(item)))
+    return [(packs.pack([{**items[i], **keys[run[0]]} for i in run]), [events[i] for i in run]) for run in runs]
 
 
 def store(dynamodb: DynamoDB, settings: Settings, events: list[Event], ingest_ms: int) -> list[str]:
