@@ -33,7 +33,6 @@ MAX_RUN_QUERIES = 3_000
 PAGE_ITEMS = 1_000
 # POST /reports, behind API Gateway's 29 s, reads a tenth of what a scheduled run (300 s) reads.
 REQUEST_SHARE = 10
-_COMMIT_ATTEMPTS = 5
 
 
 @dataclass
@@ -187,9 +186,7 @@ def _commit(dynamodb: DynamoDB, settings: Settings, checkpoint: int | None, repo
     item = {"pk": {"S": INDEX_PK}, "sk": {"S": report.id}, **{k: {"N": str(v)} for k, v in numbers.items()}}
     index = {"TableName": settings.counts_table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
     # A transaction on the same items in flight is retried; the condition then decides.
-    return transactions.write_items(
-        dynamodb, [move, {"Put": index}], what="moving the report checkpoint", attempts=_COMMIT_ATTEMPTS
-    )
+    return transactions.write_items(dynamodb, [move, {"Put": index}], what="moving the report checkpoint", attempts=5)
 
 
 def _discard_unless_committed(dynamodb: DynamoDB, s3: S3, settings: Settings, report_id: str) -> None:
