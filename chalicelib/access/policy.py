@@ -326,10 +326,6 @@ def cors_origin(
     origin: str | None, stage_origins: Sequence[str], scope: str | None, record: KeyRecord | None
 ) -> str | None:
     """The Access-Control-Allow-Origin to answer, or None (docs/access.md, "Browsers")."""
-    if origin is None:
-        return None
-    if "*" in stage_origins or origin in stage_origins:
-        return origin
-    if scope == INGEST and (record is None or not record.origins or origin in record.origins):
-        return origin
-    return None
+    by_stage = "*" in stage_origins or origin in stage_origins
+    by_key = scope == INGEST and (record is None or not record.origins or origin in record.origins)
+    return origin if origin is not None and (by_stage or by_key) else None
