@@ -39,9 +39,8 @@ def listing(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str], n
 def windowed_summary(
     dynamodb: DynamoDB, settings: Settings, site: str, params: Mapping[str, str], now_ms: int
 ) -> dict[str, Any]:
-    """GET /sites/{site}/summary: the summary over the window, in `tz`, else in the site's own
-    zone (its settings' `timezone`, once set: the one place it applies), else UTC; with
-    `previous` for `compare`."""
+    """GET /sites/{site}/summary over the window: in `tz`, else in the site's `timezone` once set (the
+    one place it applies), else UTC; with `previous` for `compare`."""
     limit = pager.page_limit(params.get("limit"), DEFAULT_LIMIT, breakdowns.MAX_LIMIT)  # the longest list
     stored = site_settings.read(dynamodb, settings, names.site_name(site))
     default_zone = None if stored.updated_ms is None else stored.timezone
