@@ -32,7 +32,7 @@ class StreamRecord:
     created_s: float | None = None  # ApproximateCreationDateTime, epoch seconds
     pack_index: int | None = None  # the event's index in the pack the record carries (None: one event)
 
-    def raw_json(self, held: Sequence[str] = ()) -> str:
+    def raw_json(self, held: Sequence[str]) -> str:
         """The record as set aside: Lambda's record plus SHARD_FIELD and HELD_FIELD."""
         copy = {**self.raw, SHARD_FIELD: self.shard} if self.shard else dict(self.raw)
         if held:
@@ -52,7 +52,7 @@ def window_response() -> dict[str, Any]:
     return {"state": {}, "batchItemFailures": []}
 
 
-def from_lambda_record(record: Any, shard: str = "") -> StreamRecord:
+def from_lambda_record(record: Any, shard: str) -> StreamRecord:
     """One Lambda stream record; whatever is wrong with it is kept in `error`, never raised, so
     one bad record cannot fail its batch."""
     if not isinstance(record, dict):
