@@ -37,8 +37,7 @@ REQUEST_SHARE = 10
 
 @dataclass
 class Budget:
-    """What one run may still read, events and Queries; a run stops asking for pages once either
-    is spent. Why a run reads no more: docs/design.md, "Reports" (what a run reads)."""
+    """What one run may still read, events and Queries: spent once either is (docs/design.md, "Reports")."""
 
     events: int
     queries: int = MAX_RUN_QUERIES
