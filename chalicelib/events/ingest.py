@@ -64,9 +64,8 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
         raise ValidationError(f"{where} must be a JSON object")
     validation.known_fields(raw, EVENT_FIELDS, where)
     counter = validation.name(raw.get("counter"), f"{where}.counter")
-    event_id = raw.get("id")
-    id_given = event_id is not None
-    event_id = validation.text(event_id, f"{where}.id", ID_MAX_CHARS) if id_given else uuid.uuid4().hex
+    id_given = raw.get("id") is not None
+    event_id = validation.text(raw["id"], f"{where}.id", ID_MAX_CHARS) if id_given else uuid.uuid4().hex
     t_ms = now_ms if raw.get("time") is None else times.parse(raw["time"], f"{where}.time")
     times.not_ahead(t_ms, now_ms, settings.max_future_skew_seconds, f"{where}.time")
     retention = raw.get("retention", settings.default_retention_seconds)
