@@ -261,8 +261,7 @@ class RouteAccess:
     tracker: bool = False  # a tracker key may send it (its page views are checked: access/tracker.py)
 
 
-# Every route's decision, by (method, route path as app.py declares it), with app.py's authorizer's
-# scope: docs/access.md, "Which route needs which scope" (a test fails for a route missing here).
+# Every route's decision by (method, route path as app.py declares it): docs/access.md, "Which route needs which scope".
 ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("POST", "/events"): RouteAccess(INGEST, Names(body="counter", batch="events")),
     ("POST", "/views"): RouteAccess(INGEST, Names(body="url", batch="views")),
