@@ -12,11 +12,9 @@ from typing import Any
 from chalicelib.core import attributes
 from chalicelib.events import packs
 
-# In a set-aside copy of a record: the shard it was read from (Lambda names it once per event),
-# so a replay knows the claims it made.
+# Added to a set-aside copy of a record for its replay: the shard it was read from, whose claims it
+# made, and the items that took it before, which it must not be added to again (docs/counting.md, "Replay").
 SHARD_FIELD = "shardId"
-# In a set-aside copy of a record: the items that took it before it was set aside (opaque ids the
-# consumer that set it aside gives them), which a replay must not add it to again.
 HELD_FIELD = "heldBy"
 
 
