@@ -28,8 +28,7 @@ Refusal = tuple[int, str]
 
 
 def parse_sites(sites: Any) -> tuple[str, ...]:
-    """A new tracker key's sites: 1-MAX_SITES hostnames (`*.` first for every subdomain), kept in
-    as given (lower case) without a leading `www.`."""
+    """A new tracker key's sites, kept as given without a leading `www.` (docs/access.md, "Tracker keys")."""
     if not isinstance(sites, list) or not 1 <= len(sites) <= MAX_SITES:
         raise ValidationError(f"a tracker key needs sites: a list of 1-{MAX_SITES} hostnames such as blog.example")
     if not all(
