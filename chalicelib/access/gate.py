@@ -14,10 +14,8 @@ from chalicelib.core.errors import StorageError
 FindKey = Callable[[str], policy.KeyRecord | None]
 # Counts one request of a key against its rate: False when the key is over it (access/rates.py).
 Admit = Callable[[policy.KeyRecord, int], bool]  # the key, the request's time (epoch ms)
-PREFLIGHT_MAX_AGE_SECONDS = "600"
 KEY_CHECK_FAILED = policy.Decision(False, 503, "the key could not be checked: retry later")
 RATE_CHECK_FAILED = policy.Decision(False, 503, "the key's request rate could not be checked: retry later")
-ALLOWED_HEADERS = "Authorization, Content-Type"
 
 
 class Unauthorized(Exception):
@@ -57,8 +55,7 @@ class MethodArn:
 
 
 class MalformedArn(ValueError):
-    """Not a method ARN: API Gateway never sends one, so the authorizer fails (a 503 answer)
-    rather than guess a policy that would be cached for the key."""
+    """Not a method ARN: the authorizer fails (a 503 answer) rather than guess a policy the gateway caches."""
 
 
 def parse_method_arn(method_arn: str) -> MethodArn:
@@ -161,6 +158,6 @@ def preflight_headers(
         "Access-Control-Allow-Origin": allow,
         "Vary": "Origin",
         "Access-Control-Allow-Methods": ", ".join(sorted(authorizers) + ["OPTIONS"]),
-        "Access-Control-Allow-Headers": ALLOWED_HEADERS,
-        "Access-Control-Max-Age": PREFLIGHT_MAX_AGE_SECONDS,
+        "Access-Control-Allow-Headers": "Authorization, Content-Type",
+        "Access-Control-Max-Age": "600",
     }

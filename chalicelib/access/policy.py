@@ -261,8 +261,7 @@ class RouteAccess:
     tracker: bool = False  # a tracker key may send it (its page views are checked: access/tracker.py)
 
 
-# Every route's decision, by (method, route path as app.py declares it), with app.py's authorizer's
-# scope: docs/access.md, "Which route needs which scope" (a test fails for a route missing here).
+# Every route's decision by (method, route path as app.py declares it): docs/access.md, "Which route needs which scope".
 ROUTES: dict[tuple[str, str], RouteAccess] = {
     ("POST", "/events"): RouteAccess(INGEST, Names(body="counter", batch="events")),
     ("POST", "/views"): RouteAccess(INGEST, Names(body="url", batch="views")),
@@ -326,10 +325,6 @@ def cors_origin(
     origin: str | None, stage_origins: Sequence[str], scope: str | None, record: KeyRecord | None
 ) -> str | None:
     """The Access-Control-Allow-Origin to answer, or None (docs/access.md, "Browsers")."""
-    if origin is None:
-        return None
-    if "*" in stage_origins or origin in stage_origins:
-        return origin
-    if scope == INGEST and (record is None or not record.origins or origin in record.origins):
-        return origin
-    return None
+    by_stage = "*" in stage_origins or origin in stage_origins
+    by_key = scope == INGEST and (record is None or not record.origins or origin in record.origins)
+    return origin if origin is not None and (by_stage or by_key) else None

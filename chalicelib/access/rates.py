@@ -33,11 +33,9 @@ class Allowances:
         than the one held (the clock stepped back) gets none: its allowance may be spent already."""
         with self._lock:
             held, taken = self._taken.get(client, (second, {}))
-            if second < held:
-                return False
             if second > held:
-                taken = {}
-            if taken.get(key_id, 0) >= ALLOWANCE:
+                held, taken = second, {}
+            if second < held or taken.get(key_id, 0) >= ALLOWANCE:
                 return False
             taken[key_id] = taken.get(key_id, 0) + 1
             self._taken[client] = (second, taken)

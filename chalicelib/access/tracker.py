@@ -28,8 +28,7 @@ Refusal = tuple[int, str]
 
 
 def parse_sites(sites: Any) -> tuple[str, ...]:
-    """A new tracker key's sites: 1-MAX_SITES hostnames (`*.` first for every subdomain), kept in
-    as given (lower case) without a leading `www.`."""
+    """A new tracker key's sites, kept as given without a leading `www.` (docs/access.md, "Tracker keys")."""
     if not isinstance(sites, list) or not 1 <= len(sites) <= MAX_SITES:
         raise ValidationError(f"a tracker key needs sites: a list of 1-{MAX_SITES} hostnames such as blog.example")
     if not all(
@@ -82,13 +81,11 @@ def check_pageview(
     if time_ms < now_ms - MAX_AGE_MS:
         return 403, f"a tracker key's page view is at most {MAX_AGE_MS // 1000} s old"
     values = body.get("values")
-    if isinstance(values, dict) and not all(_bounded(v) for v in values.values()):
+    if isinstance(values, dict) and not all(
+        isinstance(v, int | float) and not isinstance(v, bool) and VALUE_MIN <= v <= VALUE_MAX for v in values.values()
+    ):
         return 403, f"a tracker key's custom event values are numbers from {VALUE_MIN} to {VALUE_MAX}"
     return None
-
-
-def _bounded(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and VALUE_MIN <= value <= VALUE_MAX
 
 
 def _same_origin(origin: str | None, scheme: str, host: str, port: int | None) -> bool:

@@ -1,7 +1,6 @@
-"""The dashboard's page and static assets (`static/`, and `vendor/` fetched by `make vendor`),
-read once per process, each named with its content hash relative to the page's URL. Caching,
-the Content-Security-Policy and why every URL is relative: docs/dashboard.md, "Serving and
-caching" and "Opening it"; docs/guarantees.md, "The API is under its stage's path"."""
+"""The dashboard's page and static assets (`static/`, and `vendor/` fetched by `make vendor`), read once
+per process and named by content hash. Caching, the Content-Security-Policy and why every URL is relative:
+docs/dashboard.md, "Serving and caching" and "Opening it"; docs/guarantees.md, "The API is under its stage's path"."""
 
 from __future__ import annotations
 

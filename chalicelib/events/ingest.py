@@ -17,7 +17,6 @@ from chalicelib.core import attributes, inputs, item_sizes, retry, times, valida
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import PartialWriteError, RejectedError, StorageError, ValidationError
 from chalicelib.core.settings import Settings
-from chalicelib.core.storage_errors import translated
 from chalicelib.events import dimensions as event_dimensions
 from chalicelib.events import packs
 
@@ -65,9 +64,8 @@ def _parse_event(raw: Any, now_ms: int, settings: Settings, where: str) -> Event
         raise ValidationError(f"{where} must be a JSON object")
     validation.known_fields(raw, EVENT_FIELDS, where)
     counter = validation.name(raw.get("counter"), f"{where}.counter")
-    event_id = raw.get("id")
-    id_given = event_id is not None
-    event_id = validation.text(event_id, f"{where}.id", ID_MAX_CHARS) if id_given else uuid.uuid4().hex
+    id_given = raw.get("id") is not None
+    event_id = validation.text(raw["id"], f"{where}.id", ID_MAX_CHARS) if id_given else uuid.uuid4().hex
     t_ms = now_ms if raw.get("time") is None else times.parse(raw["time"], f"{where}.time")
     times.not_ahead(t_ms, now_ms, settings.max_future_skew_seconds, f"{where}.time")
     retention = raw.get("retention", settings.default_retention_seconds)
@@ -170,58 +168,44 @@ def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:
 def to_items(events: list[Event], ingest_ms: int, settings: Settings) -> list[tuple[dict[str, Any], list[Event]]]:
     """The items (plain Python values) that store one request's events, each with the events it
     holds: one, or the fewest packs in order (docs/counting.md, "Packs")."""
-    singles = [to_item(e, ingest_ms, settings) for e in events]
-    if len(singles) > 1:
-        pk, sk = singles[0]["pk"], singles[0]["sk"]
-        singles = [{**item, "pk": pk, "sk": sk} for item in singles]  # one pack: one key
-    runs = packs.split(singles, lambda item: item_sizes.item_size(_serialize(item)))
-    stored = []
-    for number, run in enumerate(runs):
-        items = [singles[i] for i in run]
-        if number:  # every further pack its own key, as the seed's layout draws it
-            fresh = to_item(events[run[0]], ingest_ms, settings)
-            items = [{**item, "pk": fresh["pk"], "sk": fresh["sk"]} for item in items]
-        stored.append((packs.pack(items), [events[i] for i in run]))
-    return stored
+    items = [to_item(e, ingest_ms, settings) for e in events]
+    keys = [{"pk": item["pk"], "sk": item["sk"]} for item in items]
+    # A pack is keyed as its first event was drawn: one key while the request fits one pack.
+    runs = packs.split([{**item, **keys[0]} for item in items], lambda item: item_sizes.item_size(_serialize(item)))
+    return [(packs.pack([{**items[i], **keys[run[0]]} for i in run]), [events[i] for i in run]) for run in runs]
 
 
 def store(dynamodb: DynamoDB, settings: Settings, events: list[Event], ingest_ms: int) -> list[str]:
-    """Write the events' items (to_items) with BatchWriteItem, retrying unprocessed items;
-    returns the events' ids. An item is written whole or not at all, so its events are stored
-    or failed together."""
+    """Write the events' items (to_items) with BatchWriteItem, retrying unprocessed ones (retry.until_done),
+    and return the events' ids. An item is written whole or not at all: its events are stored or fail together."""
     pending = [(held, _serialize(item)) for item, held in to_items(events, ingest_ms, settings)]
 
-    def stored() -> list[str]:
-        failed = {id(e) for held, _ in pending for e in held}
-        return [e.id for e in events if id(e) not in failed]
-
-    def partial() -> PartialWriteError:
-        left = [e.id for held, _ in pending for e in held]
-        return PartialWriteError("some events could not be stored; retry those listed in failed", stored(), left)
-
-    for _ in retry.attempts(STORE_ATTEMPTS, cap=1.0):
-        requests: list[WriteRequestTypeDef] = [{"PutRequest": {"Item": item}} for _, item in pending]
-        try:
-            with translated("the events could not be stored; retry the request"):
-                response = dynamodb.batch_write_item(RequestItems={settings.events_table: requests})
-        except StorageError as exc:
-            # The SDK already retried throttling; what is left will not pass by retrying.
-            if stored():
-                raise partial() from exc
-            if isinstance(exc, RejectedError):
-                raise RejectedError(
-                    "DynamoDB refused the events (ValidationException): a field holds a value it cannot "
-                    "store (counter, id, time or attributes); the same request will be refused again"
-                ) from exc.__cause__
-            raise
+    def send(left: list[tuple[list[Event], dict[str, Any]]]) -> list[tuple[list[Event], dict[str, Any]]]:
+        nonlocal pending
+        requests: list[WriteRequestTypeDef] = [{"PutRequest": {"Item": item}} for _, item in left]
+        response = dynamodb.batch_write_item(RequestItems={settings.events_table: requests})
         unprocessed = response.get("UnprocessedItems", {}).get(settings.events_table, [])
         keys = {attributes.key_of(r["PutRequest"]["Item"]) for r in unprocessed}
-        pending = [(held, item) for held, item in pending if attributes.key_of(item) in keys]
-        if not pending:
-            return [e.id for e in events]
-    if not stored():
-        raise StorageError("the events could not be stored; retry the request")
-    raise partial()
+        pending = [(held, item) for held, item in left if attributes.key_of(item) in keys]
+        return pending
+
+    try:
+        retry.until_done(send, pending, "the events could not be stored; retry the request", STORE_ATTEMPTS, None, 1.0)
+    except StorageError as exc:
+        failed = {id(e) for held, _ in pending for e in held}
+        stored = [e.id for e in events if id(e) not in failed]
+        if stored:
+            left = [e.id for e in events if id(e) in failed]
+            raise PartialWriteError(
+                "some events could not be stored; retry those listed in failed", stored, left
+            ) from exc
+        if isinstance(exc, RejectedError):
+            raise RejectedError(
+                "DynamoDB refused the events (ValidationException): a field holds a value it cannot "
+                "store (counter, id, time or attributes); the same request will be refused again"
+            ) from exc.__cause__
+        raise
+    return [e.id for e in events]
 
 
 def _serialize(item: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,5 @@
-"""The events-table item format: a request's events packed into as few items as fit
-(PACK_MAX_BYTES), one event alone as one item of `kind = "event"`; packing, splitting and
-unpacking (`events_in`, the one way every reader reads an item). Pure. The layouts and why:
+"""The events-table item format: packing a request's events (`pack`, `split`) and unpacking them
+(`unpack`, `events_in`, the one way every reader reads an item). Pure. The layouts and why:
 docs/counting.md, "Packs"; docs/guarantees.md, "The item size limit"."""
 
 from __future__ import annotations

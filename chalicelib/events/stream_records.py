@@ -12,11 +12,9 @@ from typing import Any
 from chalicelib.core import attributes
 from chalicelib.events import packs
 
-# In a set-aside copy of a record: the shard it was read from (Lambda names it once per event),
-# so a replay knows the claims it made.
+# Added to a set-aside copy of a record for its replay: the shard it was read from, whose claims it
+# made, and the items that took it before, which it must not be added to again (docs/counting.md, "Replay").
 SHARD_FIELD = "shardId"
-# In a set-aside copy of a record: the items that took it before it was set aside (opaque ids the
-# consumer that set it aside gives them), which a replay must not add it to again.
 HELD_FIELD = "heldBy"
 
 
@@ -32,7 +30,7 @@ class StreamRecord:
     created_s: float | None = None  # ApproximateCreationDateTime, epoch seconds
     pack_index: int | None = None  # the event's index in the pack the record carries (None: one event)
 
-    def raw_json(self, held: Sequence[str] = ()) -> str:
+    def raw_json(self, held: Sequence[str]) -> str:
         """The record as set aside: Lambda's record plus SHARD_FIELD and HELD_FIELD."""
         copy = {**self.raw, SHARD_FIELD: self.shard} if self.shard else dict(self.raw)
         if held:
@@ -52,7 +50,7 @@ def window_response() -> dict[str, Any]:
     return {"state": {}, "batchItemFailures": []}
 
 
-def from_lambda_record(record: Any, shard: str = "") -> StreamRecord:
+def from_lambda_record(record: Any, shard: str) -> StreamRecord:
     """One Lambda stream record; whatever is wrong with it is kept in `error`, never raised, so
     one bad record cannot fail its batch."""
     if not isinstance(record, dict):

@@ -1,7 +1,6 @@
-"""A report run: read what arrived since the last report within a budget of events and Queries
-(Budget), cut where every shard has been read, and commit reports that tile time. Why a cut
-report is whole and each event is reported once: docs/design.md, "Reports"; docs/guarantees.md,
-"Report runs"."""
+"""A report run: read what arrived since the last report within a Budget, cut where every shard has
+been read, and commit reports that tile time. Why a cut report is whole and each event is reported
+once: docs/design.md, "Reports"; docs/guarantees.md, "Report runs"."""
 
 from __future__ import annotations
 
@@ -33,13 +32,11 @@ MAX_RUN_QUERIES = 3_000
 PAGE_ITEMS = 1_000
 # POST /reports, behind API Gateway's 29 s, reads a tenth of what a scheduled run (300 s) reads.
 REQUEST_SHARE = 10
-_COMMIT_ATTEMPTS = 5
 
 
 @dataclass
 class Budget:
-    """What one run may still read, events and Queries; a run stops asking for pages once either
-    is spent. Why a run reads no more: docs/design.md, "Reports" (what a run reads)."""
+    """What one run may still read, events and Queries: spent once either is (docs/design.md, "Reports")."""
 
     events: int
     queries: int = MAX_RUN_QUERIES
@@ -187,9 +184,7 @@ def _commit(dynamodb: DynamoDB, settings: Settings, checkpoint: int | None, repo
     item = {"pk": {"S": INDEX_PK}, "sk": {"S": report.id}, **{k: {"N": str(v)} for k, v in numbers.items()}}
     index = {"TableName": settings.counts_table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
     # A transaction on the same items in flight is retried; the condition then decides.
-    return transactions.write_items(
-        dynamodb, [move, {"Put": index}], what="moving the report checkpoint", attempts=_COMMIT_ATTEMPTS
-    )
+    return transactions.write_items(dynamodb, [move, {"Put": index}], what="moving the report checkpoint", attempts=5)
 
 
 def _discard_unless_committed(dynamodb: DynamoDB, s3: S3, settings: Settings, report_id: str) -> None:

@@ -1,8 +1,6 @@
-"""What a site's owner reads: `GET /sites`, the sites in the catalog of sites (core.catalog);
-`GET /sites/{site}/summary`, a site's visitors, page views, page views refused as bots', top pages,
-referrers, sources and devices (breakdowns of the site's counters, sites.names) and goals over a
-window; `GET /sites/{site}/realtime`, its visitors and page views right now. What each reads and
-costs: docs/tracker.md, "What you see", "Goals" and "Right now"."""
+"""What a site's owner reads: `GET /sites` (the catalog of sites), `GET /sites/{site}/summary` (breakdowns
+of the site's counters, its visitors and goals over a window) and `GET /sites/{site}/realtime`. What
+each answers, reads and costs: docs/tracker.md, "What you see", "Goals" and "Right now"."""
 
 from __future__ import annotations
 
@@ -41,9 +39,8 @@ def listing(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, str], n
 def windowed_summary(
     dynamodb: DynamoDB, settings: Settings, site: str, params: Mapping[str, str], now_ms: int
 ) -> dict[str, Any]:
-    """GET /sites/{site}/summary: the summary over the window, in `tz`, else in the site's own
-    zone (its settings' `timezone`, once set: the one place it applies), else UTC; with
-    `previous` for `compare`."""
+    """GET /sites/{site}/summary over the window: in `tz`, else in the site's `timezone` once set (the
+    one place it applies), else UTC; with `previous` for `compare`."""
     limit = pager.page_limit(params.get("limit"), DEFAULT_LIMIT, breakdowns.MAX_LIMIT)  # the longest list
     stored = site_settings.read(dynamodb, settings, names.site_name(site))
     default_zone = None if stored.updated_ms is None else stored.timezone
@@ -79,7 +76,7 @@ def summary(
         "visitors_start": visitors["start"],
         "visitors_end": visitors["end"],
     }
-    complete, exact, keys_read, pageviews = True, True, visitors["keys_read"], 0
+    complete, exact, keys_read, pageviews = visitors["complete"], True, visitors["keys_read"], 0
     others: dict[str, Any] = {}
     counter = names.pageview_counter(site)
     for name, dimension, field in LISTS:
@@ -92,7 +89,6 @@ def summary(
         exact = exact and found["exact"]
         keys_read += found["keys_read"]
     bots = reads.count_window(dynamodb, settings, names.bots_counter(site), first, last, now_ms)
-    complete = complete and visitors["complete"]
     goal_answers, goal_keys = goals_in_summary(
         dynamodb, settings, stored, minutes, span, visitors["cardinality"], now_ms
     )

@@ -55,12 +55,11 @@ def response(answer: Mapping[str, Any]) -> dict[str, Any]:
     """A function URL's response for Chalice's REST answer: the headers in one map (it takes no
     `multiValueHeaders`: values joined as HTTP joins them), without CORS headers."""
     merged = {**{k: [v] for k, v in (answer.get("headers") or {}).items()}, **(answer.get("multiValueHeaders") or {})}
+    headers = {k: ", ".join(map(str, v)) for k, v in merged.items() if not k.lower().startswith("access-control-")}
     body = answer.get("body")
     return {
         "statusCode": int(answer.get("statusCode", 200)),
-        "headers": {
-            k: ", ".join(map(str, v)) for k, v in merged.items() if not k.lower().startswith("access-control-")
-        },
+        "headers": headers,
         "body": "" if body is None else body,
         "isBase64Encoded": bool(answer.get("isBase64Encoded", False)),
     }

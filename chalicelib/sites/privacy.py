@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
 SALT_BYTES = 32
-VISITOR_ID_BYTES = 16
 NONE = "(none)"
 DIRECT = "(direct)"
 UNKNOWN = "(unknown)"
@@ -50,7 +49,6 @@ _BOT = re.compile("|".join(re.escape(p) for p in BOT_PATTERNS), re.IGNORECASE)
 
 # Device classes by viewport width in CSS pixels, as Plausible's script groups them.
 DEVICE_CLASSES = ((576, "mobile"), (992, "tablet"), (1440, "laptop"))
-LARGEST_DEVICE = "desktop"
 UTM_FIELDS = ("utm_source", "utm_medium", "utm_campaign")
 
 
@@ -58,7 +56,7 @@ def visitor_id(salt: bytes, site: str, ip: str, user_agent: str) -> str:
     """HMAC-SHA256 keyed with the day's salt over the site, IP and user agent, 128 bits in hex."""
     if len(salt) < SALT_BYTES:
         raise ValueError("a salt is 32 random bytes")
-    return hmac.new(salt, framed(site, ip, user_agent), hashlib.sha256).hexdigest()[: VISITOR_ID_BYTES * 2]
+    return hmac.new(salt, framed(site, ip, user_agent), hashlib.sha256).hexdigest()[:32]
 
 
 def framed(*parts: str) -> bytes:
@@ -75,7 +73,7 @@ def device(width: int | None) -> str:
     """mobile (< 576 px), tablet (< 992), laptop (< 1440), desktop; (unknown) without a width."""
     if width is None:
         return UNKNOWN
-    return next((name for bound, name in DEVICE_CLASSES if width < bound), LARGEST_DEVICE)
+    return next((name for bound, name in DEVICE_CLASSES if width < bound), "desktop")
 
 
 @dataclass(frozen=True)

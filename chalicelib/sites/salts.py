@@ -35,9 +35,9 @@ def _mac(key: bytes, label: bytes, day: int, nonce: bytes, sealed: bytes = b"") 
     return hmac.new(key, label + day.to_bytes(8, "big") + nonce + sealed, sha256).digest()
 
 
-def seal(item_key: bytes, day: int, salt: bytes, nonce: bytes | None = None) -> bytes:
+def seal(item_key: bytes, day: int, salt: bytes) -> bytes:
     """The salt as stored: nonce | salt XOR HMAC(key, day, nonce) | HMAC tag over the rest."""
-    key, nonce = _salt_key(item_key), nonce if nonce is not None else secrets.token_bytes(NONCE_BYTES)
+    key, nonce = _salt_key(item_key), secrets.token_bytes(NONCE_BYTES)
     sealed = bytes(a ^ b for a, b in zip(salt, _mac(key, b"pad", day, nonce)[:SALT_BYTES], strict=True))
     return nonce + sealed + _mac(key, b"tag", day, nonce, sealed)
 

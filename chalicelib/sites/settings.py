@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chalicelib.core import attributes, dynamo, times, validation, zones
@@ -96,8 +96,7 @@ def parse_body(site: str, body: Any, old: SiteSettings, now_ms: int) -> SiteSett
         raise ValidationError(f"goals must be a list of at most {MAX_GOALS} goals")
     since = {goal.id: goal.since_ms for goal in old.goals}
     goals = [_goal(entry, f"goals[{index}]") for index, entry in enumerate(raw)]
-    kept = tuple(Goal(g.name, g.event, g.page, since.get(g.id, now_ms)) for g in goals)
-    return SiteSettings(site, zone, kept, now_ms)
+    return SiteSettings(site, zone, tuple(replace(g, since_ms=since.get(g.id, now_ms)) for g in goals), now_ms)
 
 
 def _goal(entry: Any, where: str) -> Goal:
