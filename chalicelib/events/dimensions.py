@@ -58,9 +58,7 @@ def _entries(raw: Any, field: str, kind: str, most: int, of: str) -> Iterator[tu
 
 
 def summable(value: int | Decimal, field: str) -> Decimal:
-    """`value` in its stored form if it lies in the values' domain (VALUE_INTEGER_DIGITS before
-    the point, VALUE_FRACTION_DIGITS after), else ValidationError naming `field`; bounded
-    work for any exponent (docs/counting.md, "Values and their sums")."""
+    """`value` in its stored form, or ValidationError naming `field` (docs/counting.md, "Values and their sums")."""
     try:
         exact = inputs.canonical(inputs.number(value, field))
     except ValidationError:

@@ -125,17 +125,15 @@ def from_item(item: dict[str, Any]) -> Event:
     against the same bounds `POST /events` applies; ValidationError if it breaks one."""
     counter = validation.name(item.get("counter"), "counter")
     event_id = validation.text(item.get("id"), "id", ID_MAX_CHARS)
-    t = item.get("time")
-    if not isinstance(t, Decimal) or t != t.to_integral_value():
-        raise ValidationError("time must be an integer number of milliseconds")
-    retention = item.get("retention")
-    if not isinstance(retention, Decimal) or retention != retention.to_integral_value():
-        raise ValidationError("retention must be an integer number of seconds")
-    retention_s = validation.integer(int(retention), "retention", MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS)
+    for name, unit in (("time", "milliseconds"), ("retention", "seconds")):
+        number = item.get(name)
+        if not isinstance(number, Decimal) or number != number.to_integral_value():
+            raise ValidationError(f"{name} must be an integer number of {unit}")
+    retention_s = validation.integer(int(item["retention"]), "retention", MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS)
     return Event(
         counter,
         event_id,
-        times.parse(int(t)),
+        times.parse(int(item["time"])),
         retention_s,
         id_given=item.get("id_given") is not False,
         dimensions=event_dimensions.dimensions(item.get("dimensions"), "dimensions"),
@@ -158,11 +156,8 @@ def to_item(event: Event, ingest_ms: int, settings: Settings) -> dict[str, Any]:
         "attributes": event.attributes,
         "expires_at": ingest_ms // 1000 + settings.event_ttl_seconds,
     }
-    if event.dimensions:
-        item["dimensions"] = dict(event.dimensions)
-    if event.values:
-        item["values"] = dict(event.values)
-    return item
+    given: dict[str, dict[str, Any]] = {"dimensions": event.dimensions, "values": event.values}
+    return item | {name: dict(held) for name, held in given.items() if held}
 
 
 def to_items(events: list[Event], ingest_ms: int, settings: Settings) -> list[tuple[dict[str, Any], list[Event]]]:

@@ -4,6 +4,7 @@ docs/tracker.md, "Privacy: what is collected and what is not"."""
 
 from __future__ import annotations
 
+import functools
 import hmac
 import secrets
 from collections.abc import Callable
@@ -55,14 +56,9 @@ def expires_at_s(day: int) -> int:
     return (day + SALT_DAYS) * times.DAY_MS // 1000
 
 
-class _Cache(ClientCache[int, bytes]):
-    """The salts this process read: only a day's not yet expired is asked for (salt_for_day), and at
-    most SALT_DAYS + 1 days have one (a beacon's day may be a day old, or a moment ahead)."""
-
-    def __init__(self) -> None:
-        super().__init__(SALT_DAYS + 1, SALT_DAYS * times.DAY_MS)
-
-
+# The salts this process read: only a day's not yet expired is asked for (salt_for_day), and at
+# most SALT_DAYS + 1 days have one (a beacon's day may be a day old, or a moment ahead).
+_Cache = functools.partial(ClientCache[int, bytes], SALT_DAYS + 1, SALT_DAYS * times.DAY_MS)
 _cache = _Cache()
 
 
