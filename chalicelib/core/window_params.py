@@ -47,7 +47,24 @@ def check_histogram(buckets: int) -> None:
 def minute_range(params: Mapping[str, str], now_ms: int, default_zone: str | None = None) -> tuple[int, int]:
     """[first, last] minutes from window (+ end), or from start and end, at most
     MAX_WINDOW_DAYS long; a calendar window in `tz` (else `default_zone`, else UTC)."""
-    first, last = _minute_range(params, now_ms, default_zone)
+    if "start" in params and "window" in params:
+        raise ValidationError("give either window (with an optional end) or start and end, not both")
+    start = times.parse(params["start"], "start") if "start" in params else None
+    end = times.parse(params["end"], "end") if "end" in params else now_ms
+    if params.get("window") in zones.CALENDAR_WINDOWS:
+        # `end` moves now: window=yesterday&end=T is the day before T's, in the zone.
+        first, last = zones.calendar_window(zone(params, default_zone), params["window"], timebuckets.minute_of(end))
+    elif start is not None:
+        first, last = timebuckets.minute_of(start), timebuckets.minute_of(end)
+        if last < first:
+            raise ValidationError("end is before start")
+    else:
+        value = params.get("window", DEFAULT_WINDOW)
+        if value and value[0].isalpha():
+            raise ValidationError(
+                f"window must be a duration (90m, 24h, 7d) or one of {', '.join(zones.CALENDAR_WINDOWS)}"
+            )
+        first, last = timebuckets.window_minutes(end, validation.duration_minutes(value))
     check_minutes(first, last)
     return first, last
 
@@ -107,25 +124,6 @@ def compared(window: Window, read: Callable[[int, int], dict[str, Any]], zoned: 
         previous = read(*window.previous)
         answer["previous"] = {k: v for k, v in previous.items() if k not in IDENTITY_FIELDS}
     return {**answer, "tz": window.zone.key} if zoned and window.local else answer
-
-
-def _minute_range(params: Mapping[str, str], now_ms: int, default_zone: str | None) -> tuple[int, int]:
-    if "start" in params and "window" in params:
-        raise ValidationError("give either window (with an optional end) or start and end, not both")
-    start = times.parse(params["start"], "start") if "start" in params else None
-    end = times.parse(params["end"], "end") if "end" in params else now_ms
-    if params.get("window") in zones.CALENDAR_WINDOWS:
-        # `end` moves now: window=yesterday&end=T is the day before T's, in the zone.
-        return zones.calendar_window(zone(params, default_zone), params["window"], timebuckets.minute_of(end))
-    if start is not None:
-        first, last = timebuckets.minute_of(start), timebuckets.minute_of(end)
-        if last < first:
-            raise ValidationError("end is before start")
-        return first, last
-    value = params.get("window", DEFAULT_WINDOW)
-    if value and value[0].isalpha():
-        raise ValidationError(f"window must be a duration (90m, 24h, 7d) or one of {', '.join(zones.CALENDAR_WINDOWS)}")
-    return timebuckets.window_minutes(end, validation.duration_minutes(value))
 
 
 LOCAL_RESOLUTIONS: tuple[zones.LocalResolution, ...] = ("minute", "hour", "day", "week", "month")
