@@ -130,13 +130,7 @@ def batch_get_items(
 
 
 def put_items(
-    dynamodb: DynamoDB,
-    table: str,
-    items: list[dict[str, Any]],
-    failure: str,
-    sleep: Sleep | None = None,
-    attempts: int = 8,
-    cap: float = 2.0,
+    dynamodb: DynamoDB, table: str, items: list[dict[str, Any]], failure: str, sleep: Sleep | None = None
 ) -> None:
     """Write whole items (plain puts: the same item written twice is the same), BATCH_WRITE_REQUESTS a call,
     unprocessed items retried with backoff; what is still unwritten becomes StorageError(failure)."""
@@ -147,7 +141,7 @@ def put_items(
 
     for start in range(0, len(items), dynamo_limits.BATCH_WRITE_REQUESTS):
         batch = items[start : start + dynamo_limits.BATCH_WRITE_REQUESTS]
-        retry.until_done(write, [{"PutRequest": {"Item": item}} for item in batch], failure, attempts, sleep, cap)
+        retry.until_done(write, [{"PutRequest": {"Item": item}} for item in batch], failure, 8, sleep, 2.0)
 
 
 def move_forward(
