@@ -32,13 +32,10 @@ class Asset:
         self, if_none_match: str | None, version: str | None = None
     ) -> tuple[int, dict[str, str | list[str]], str]:
         """Status, headers and body: 304 when the client's copy is current."""
-        if version == self.version:
-            cache = IMMUTABLE
-        else:
-            cache = f"public, max-age={self.fresh_seconds}" if self.fresh_seconds else REVALIDATE
+        fresh = f"public, max-age={self.fresh_seconds}" if self.fresh_seconds else REVALIDATE
         headers: dict[str, str | list[str]] = {
             "Content-Type": self.content_type,
-            "Cache-Control": cache,
+            "Cache-Control": IMMUTABLE if version == self.version else fresh,
             "ETag": self.etag,
             **self.headers,
         }
