@@ -21,7 +21,6 @@ MAX_WINDOW_DAYS = 400
 MAX_WINDOW_MINUTES = MAX_WINDOW_DAYS * 1440
 # The most buckets one histogram answers.
 MAX_HISTOGRAM_BUCKETS = 5000
-TOO_LONG = f"a window may span at most {MAX_WINDOW_DAYS} days"
 
 
 def is_windowed(params: Mapping[str, str]) -> bool:
@@ -29,13 +28,11 @@ def is_windowed(params: Mapping[str, str]) -> bool:
 
 
 def check_minutes(first: int, last: int) -> None:
-    """ValidationError for a minute range longer than MAX_WINDOW_DAYS."""
     if last - first + 1 > MAX_WINDOW_MINUTES:
-        raise ValidationError(TOO_LONG)
+        raise ValidationError(f"a window may span at most {MAX_WINDOW_DAYS} days")
 
 
 def check_hours(first: int, last: int) -> None:
-    """ValidationError for an hour range longer than MAX_WINDOW_DAYS."""
     check_minutes(first * 60, last * 60 + 59)
 
 
@@ -90,26 +87,18 @@ class Window:
 
 
 def window(params: Mapping[str, str], now_ms: int, default_zone: str | None = None) -> Window:
-    """minute_range with its zone and, with `compare`, the period it is compared with (checked
-    against the same bounds)."""
+    """minute_range with its zone and, with `compare=previous_period|year_over_year`, the period it
+    is compared with (checked against the same bounds)."""
     first, last = minute_range(params, now_ms, default_zone)
     local = "tz" in params or default_zone is not None
-    return Window(first, last, zone(params, default_zone), local, comparison(params, first, last, default_zone))
-
-
-def comparison(
-    params: Mapping[str, str], first: int, last: int, default_zone: str | None = None
-) -> tuple[int, int] | None:
-    """The minutes `compare=previous_period|year_over_year` names for window [first, last]."""
-    how = params.get("compare")
-    if how is None:
-        return None
-    if how not in zones.COMPARISONS:
-        raise ValidationError(f"compare must be {' or '.join(zones.COMPARISONS)}")
-    calendar = params.get("window") if params.get("window") in zones.CALENDAR_WINDOWS else None
-    before = zones.comparison(zone(params, default_zone), (first, last), how, calendar)
-    check_minutes(*before)
-    return before
+    how, previous = params.get("compare"), None
+    if how is not None:
+        if how not in zones.COMPARISONS:
+            raise ValidationError(f"compare must be {' or '.join(zones.COMPARISONS)}")
+        calendar = params.get("window") if params.get("window") in zones.CALENDAR_WINDOWS else None
+        previous = zones.comparison(zone(params, default_zone), (first, last), how, calendar)
+        check_minutes(*previous)
+    return Window(first, last, zone(params, default_zone), local, previous)
 
 
 # Fields naming what was read rather than what was counted: said once, not again in `previous`.
