@@ -23,7 +23,6 @@ MAX_TIME_MS = 4_102_444_800_000  # 2100-01-01
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_MS = timedelta(milliseconds=1)
 _COMPACT = "%Y%m%dT%H%M%S"
-_QUARTER = "%Y%m%d%H%M"
 Label = Callable[[int], str]  # an epoch minute as an answer writes it
 
 
@@ -87,7 +86,7 @@ def quarter_hour(t_ms: int) -> str:
 def parse_quarter_hour(text: str) -> int:
     """Epoch ms of the start of a quarter hour written by quarter_hour; ValueError for an
     impossible date or a minute that does not start a quarter."""
-    moment = datetime.strptime(text, _QUARTER).replace(tzinfo=UTC)
+    moment = datetime.strptime(text, "%Y%m%d%H%M").replace(tzinfo=UTC)
     if moment.minute % 15:
         raise ValueError(f"not a quarter hour: {text!r}")
     return (moment - EPOCH) // ONE_MS

@@ -26,8 +26,6 @@ LocalResolution = Literal["minute", "hour", "day", "week", "month"]
 Window = tuple[int, int]  # [first, last] epoch minutes, inclusive
 Day = TypeVar("Day", bound=date)  # a date, or a local time (datetime)
 
-_MINUTE = timedelta(minutes=1)
-
 # The longest each calendar period can be: a day of 25 hours, a week or month holding one.
 _LONGEST = {"day": 25 * 60, "week": 7 * 1440 + 60, "month": 31 * 1440 + 60, "year": 366 * 1440 + 60}
 # Each calendar window: its period, and how many periods before the one holding now it is.
@@ -72,7 +70,7 @@ def wall(zone: ZoneInfo, minute: int) -> datetime:
 
 def offset_minutes(zone: ZoneInfo, minute: int) -> int:
     moment = datetime.fromtimestamp(minute * 60, zone).utcoffset()
-    return 0 if moment is None else moment // _MINUTE
+    return 0 if moment is None else moment // timedelta(minutes=1)
 
 
 def label(zone: ZoneInfo, minute: int) -> str:
