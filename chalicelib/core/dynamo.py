@@ -84,13 +84,10 @@ def query_pages(dynamodb: DynamoDB, request: dict[str, Any], failure: str) -> It
         request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def query_sort_range(
-    dynamodb: DynamoDB, table: str, pk: str, lo: str, hi: str, failure: str
-) -> Iterator[dict[str, Any]]:
+def query_sort_range(dynamodb: DynamoDB, table: str, pk: str, lo: str, hi: str, failure: str) -> list[dict[str, Any]]:
     """Every item of partition `pk` whose sort key lies in [lo, hi], paginated."""
     request = query_request(table, pk, sk="sk BETWEEN :lo AND :hi", values={":lo": lo, ":hi": hi})
-    for page in query_pages(dynamodb, request, failure):
-        yield from page.get("Items", [])
+    return query_items(dynamodb, request, failure)
 
 
 def stored_expiry(item: dict[str, Any] | None) -> int | None:
