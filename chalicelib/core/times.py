@@ -100,5 +100,4 @@ def compact(t_ms: int) -> str:
 def parse_compact(seconds: str, millis: str) -> int:
     """Epoch ms of a compact time given as its 'YYYYMMDDTHHMMSS' and 'mmm' parts; ValueError
     for an impossible date."""
-    moment = datetime.strptime(seconds, _COMPACT).replace(tzinfo=UTC)
-    return (moment - EPOCH) // ONE_MS + int(millis)
+    return (datetime.strptime(seconds, _COMPACT).replace(tzinfo=UTC) - EPOCH) // ONE_MS + int(millis)

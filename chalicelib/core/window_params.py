@@ -110,8 +110,7 @@ def compared(window: Window, read: Callable[[int, int], dict[str, Any]], zoned: 
     when `zoned` and the window is local, with its `tz` last."""
     answer = read(window.first, window.last)
     if window.previous is not None:
-        previous = read(*window.previous)
-        answer["previous"] = {k: v for k, v in previous.items() if k not in IDENTITY_FIELDS}
+        answer["previous"] = {k: v for k, v in read(*window.previous).items() if k not in IDENTITY_FIELDS}
     return {**answer, "tz": window.zone.key} if zoned and window.local else answer
 
 
