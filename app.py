@@ -59,7 +59,7 @@ def answers(view: Callable[..., Any]) -> Callable[..., Any]:
         except errors.RejectedError as exc:  # storage refused the data itself: retrying cannot help
             raise BadRequestError(str(exc)) from exc
         except errors.PartialWriteError as exc:
-            body = {"Code": "PartialWrite", "Message": str(exc), **exc.details()}
+            body = {"Code": "PartialWrite", "Message": str(exc), **exc.details}
             return Response(body=body, status_code=503)
         except errors.StorageError as exc:  # logged once, by the telemetry middleware's line for the request
             return Response(body={"Code": "ServiceUnavailable", "Message": str(exc)}, status_code=503)

@@ -141,13 +141,9 @@ def process(capability: Capability[S, R], raws: Sequence[S]) -> BatchResult:
         _follow(capability, write, run)
     outcome = _outcome(run, records, poison)
 
-    details: Counter[str] = Counter()
-    if skipped:
-        details["skipped"] = skipped
-    for sent in run.sent:
-        details.update(sent.details)
-    details.update(sink_details)
-    details.update(capability.summarize(outcome))
+    details: Counter[str] = Counter({"skipped": skipped} if skipped else {})
+    for part in [*(sent.details for sent in run.sent), sink_details, capability.summarize(outcome)]:
+        details.update(part)
     result = BatchResult(
         records=len(raws),
         counted=len(outcome.counted),

@@ -207,14 +207,9 @@ def touched_page(
 ) -> tuple[list[Listed], str | None]:
     """Up to `request.limit` live names of a per-name catalog (`touch`) after `request.after`, in
     name order, and the cursor of the next page (None at the end): one Query."""
+    failure = f"could not read the {kind} catalog"
     got = pager.query_page(
-        dynamodb,
-        settings.counts_table,
-        catalog_pk(kind),
-        request,
-        f"could not read the {kind} catalog",
-        live_at_s=now_ms // 1000,
-        consistent=True,
+        dynamodb, settings.counts_table, catalog_pk(kind), request, failure, live_at_s=now_ms // 1000, consistent=True
     )
     entries = [
         Listed(attributes.sort_key(i), attributes.integer(i, "last_seen"), dynamo.stored_expiry(i)) for i in got.items

@@ -84,13 +84,10 @@ def query_pages(dynamodb: DynamoDB, request: dict[str, Any], failure: str) -> It
         request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def query_sort_range(
-    dynamodb: DynamoDB, table: str, pk: str, lo: str, hi: str, failure: str
-) -> Iterator[dict[str, Any]]:
+def query_sort_range(dynamodb: DynamoDB, table: str, pk: str, lo: str, hi: str, failure: str) -> list[dict[str, Any]]:
     """Every item of partition `pk` whose sort key lies in [lo, hi], paginated."""
     request = query_request(table, pk, sk="sk BETWEEN :lo AND :hi", values={":lo": lo, ":hi": hi})
-    for page in query_pages(dynamodb, request, failure):
-        yield from page.get("Items", [])
+    return query_items(dynamodb, request, failure)
 
 
 def stored_expiry(item: dict[str, Any] | None) -> int | None:
@@ -130,13 +127,7 @@ def batch_get_items(
 
 
 def put_items(
-    dynamodb: DynamoDB,
-    table: str,
-    items: list[dict[str, Any]],
-    failure: str,
-    sleep: Sleep | None = None,
-    attempts: int = 8,
-    cap: float = 2.0,
+    dynamodb: DynamoDB, table: str, items: list[dict[str, Any]], failure: str, sleep: Sleep | None = None
 ) -> None:
     """Write whole items (plain puts: the same item written twice is the same), BATCH_WRITE_REQUESTS a call,
     unprocessed items retried with backoff; what is still unwritten becomes StorageError(failure)."""
@@ -147,7 +138,7 @@ def put_items(
 
     for start in range(0, len(items), dynamo_limits.BATCH_WRITE_REQUESTS):
         batch = items[start : start + dynamo_limits.BATCH_WRITE_REQUESTS]
-        retry.until_done(write, [{"PutRequest": {"Item": item}} for item in batch], failure, attempts, sleep, cap)
+        retry.until_done(write, [{"PutRequest": {"Item": item}} for item in batch], failure, 8, sleep, 2.0)
 
 
 def move_forward(

@@ -34,19 +34,14 @@ BATCH_WRITE_REQUESTS = 25
 BATCH_WRITE_BYTES = 16 * MB
 
 
-def significant_digits(value: Decimal) -> int:
-    """Digits DynamoDB keeps: leading and trailing zeros are trimmed (context-free, exact)."""
-    digits = "".join(map(str, value.as_tuple().digits)).strip("0")
-    return len(digits)
-
-
 def number_fault(value: Decimal) -> str | None:
     """Why DynamoDB cannot store `value` ("digits", "overflow", "underflow"), or None if it can."""
     if not value.is_finite():
         return "digits"
     if value.is_zero():
         return None
-    if significant_digits(value) > NUMBER_DIGITS:
+    # The digits DynamoDB keeps: leading and trailing zeros are trimmed (context-free, exact).
+    if len("".join(map(str, value.as_tuple().digits)).strip("0")) > NUMBER_DIGITS:
         return "digits"
     magnitude = value.copy_abs()
     if magnitude > NUMBER_MAX:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 # DynamoDB's answers about the request's data: the same request can never succeed.
 REJECTED_ERROR_CODES = frozenset({"ValidationException", "ItemCollectionSizeLimitExceededException"})
 
@@ -34,11 +32,7 @@ class PartialWriteError(StorageError):
 
     def __init__(self, message: str, stored: list[str], failed: list[str]) -> None:
         super().__init__(message)
-        self.stored = stored
-        self.failed = failed
-
-    def details(self) -> dict[str, Any]:
-        return {"stored": self.stored, "failed": self.failed}
+        self.details = {"stored": stored, "failed": failed}
 
 
 def reason(exc: BaseException) -> str:

@@ -16,7 +16,6 @@ from chalicelib.core.errors import ValidationError
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_CURSOR_CHARS = 1024
-BAD_CURSOR = "cursor is not one this API gave out: pass the `next` of the previous page unchanged"
 
 
 def encode_cursor(position: str) -> str:
@@ -28,7 +27,7 @@ def decode_cursor(raw: str | None, check: Callable[[str], object]) -> str | None
     a cursor this API did not give out. `check` validates the position (raising ValidationError)."""
     if raw is None or raw == "":
         return None
-    bad = ValidationError(BAD_CURSOR)
+    bad = ValidationError("cursor is not one this API gave out: pass the `next` of the previous page unchanged")
     if len(raw) > MAX_CURSOR_CHARS:
         raise bad
     try:

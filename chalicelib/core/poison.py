@@ -28,12 +28,9 @@ class QuarantineSink(Generic[S]):
     dynamodb: DynamoDB
     settings: Settings
     source: str
-    identify: Callable[[S], str]  # the record's id (the item's sort key)
+    record_id: Callable[[S], str]  # the record's id (the item's sort key)
     text: Callable[[S], str]  # the record as stored
     now_ms: int
-
-    def record_id(self, raw: S) -> str:
-        return self.identify(raw)
 
     def put(self, poison: Sequence[Poison[S]]) -> Counter[str]:
         for p in poison:
@@ -41,7 +38,7 @@ class QuarantineSink(Generic[S]):
                 self.dynamodb,
                 self.settings,
                 self.source,
-                self.identify(p.raw),
+                self.record_id(p.raw),
                 self.text(p.raw),
                 reason(p.exception),
                 self.now_ms,

@@ -51,9 +51,8 @@ def queue_url(sqs: SQS, name: str) -> str:
 @functools.lru_cache(maxsize=64)
 def dead_letter_url(sqs: SQS, name: str) -> str:
     failure = f"queue {name} has no dead-letter queue"
-    url = queue_url(sqs, name)
     with translated(failure):
-        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])
+        attributes = sqs.get_queue_attributes(QueueUrl=queue_url(sqs, name), AttributeNames=["RedrivePolicy"])
     try:
         target_arn = json.loads(attributes["Attributes"]["RedrivePolicy"])["deadLetterTargetArn"]
     except (KeyError, ValueError) as exc:

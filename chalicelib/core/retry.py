@@ -16,15 +16,11 @@ from chalicelib.core.storage_errors import translated
 T = TypeVar("T")
 
 
-def backoff(attempt: int, cap: float = 2.0) -> float:
-    """Seconds to wait before retry number `attempt` (from 0): equal jitter on a doubling 50 ms step, at most `cap`."""
-    step = min(0.05 * 2.0**attempt, cap)
-    return step / 2 + random.uniform(0, step / 2)
-
-
 def pause(attempt: int, sleep: Sleep | None = None, cap: float = 2.0) -> None:
-    """Wait `backoff(attempt, cap)`: every pause between retries is this one."""
-    (sleep or clock.sleep)(backoff(attempt, cap))
+    """Wait before retry number `attempt` (from 0): equal jitter on a doubling 50 ms step, at most
+    `cap`. Every pause between retries is this one."""
+    step = min(0.05 * 2.0**attempt, cap)
+    (sleep or clock.sleep)(step / 2 + random.uniform(0, step / 2))
 
 
 def attempts(count: int, sleep: Sleep | None = None, cap: float = 2.0) -> Iterator[int]:

@@ -8,9 +8,6 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-IMMUTABLE = "public, max-age=31536000, immutable"
-REVALIDATE = "no-cache"
-
 
 @dataclass(frozen=True)
 class Asset:
@@ -32,13 +29,10 @@ class Asset:
         self, if_none_match: str | None, version: str | None = None
     ) -> tuple[int, dict[str, str | list[str]], str]:
         """Status, headers and body: 304 when the client's copy is current."""
-        if version == self.version:
-            cache = IMMUTABLE
-        else:
-            cache = f"public, max-age={self.fresh_seconds}" if self.fresh_seconds else REVALIDATE
+        fresh = f"public, max-age={self.fresh_seconds}" if self.fresh_seconds else "no-cache"
         headers: dict[str, str | list[str]] = {
             "Content-Type": self.content_type,
-            "Cache-Control": cache,
+            "Cache-Control": "public, max-age=31536000, immutable" if version == self.version else fresh,
             "ETag": self.etag,
             **self.headers,
         }

@@ -191,14 +191,11 @@ def metric_values(result: Mapping[str, Any], raw: Mapping[str, Any], now_s: floa
     if "records" in result:
         values.update({name: float(result.get(key, 0)) for key, name in BATCH_METRICS.items()})
         values.update({name: float(result[key]) for key, name in DETAIL_METRICS.items() if key in result})
-    lag = newest_record_age_ms(raw, now_s)
-    if lag is not None:
-        values[lag[0]] = lag[1]
-    return values
+    return values | newest_record_age_ms(raw, now_s)
 
 
-def newest_record_age_ms(raw: Mapping[str, Any], now_s: float) -> tuple[str, float] | None:
-    """(metric, age in ms) of the newest record in a stream or queue batch, or None."""
+def newest_record_age_ms(raw: Mapping[str, Any], now_s: float) -> dict[str, float]:
+    """{metric: age in ms} of the newest record in a stream or queue batch, or {}."""
     created: list[float] = []
     source = ""
     for record in raw.get("Records") or []:
@@ -211,5 +208,5 @@ def newest_record_age_ms(raw: Mapping[str, Any], now_s: float) -> tuple[str, flo
             elif source == "aws:sqs":
                 created.append(float(record["attributes"]["SentTimestamp"]) / 1000)
     if not created or source not in LAG_METRICS:
-        return None
-    return LAG_METRICS[source], round(max(0.0, now_s - max(created)) * 1000, 1)
+        return {}
+    return {LAG_METRICS[source]: round(max(0.0, now_s - max(created)) * 1000, 1)}

@@ -23,7 +23,6 @@ MAX_TIME_MS = 4_102_444_800_000  # 2100-01-01
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_MS = timedelta(milliseconds=1)
 _COMPACT = "%Y%m%dT%H%M%S"
-_QUARTER = "%Y%m%d%H%M"
 Label = Callable[[int], str]  # an epoch minute as an answer writes it
 
 
@@ -87,7 +86,7 @@ def quarter_hour(t_ms: int) -> str:
 def parse_quarter_hour(text: str) -> int:
     """Epoch ms of the start of a quarter hour written by quarter_hour; ValueError for an
     impossible date or a minute that does not start a quarter."""
-    moment = datetime.strptime(text, _QUARTER).replace(tzinfo=UTC)
+    moment = datetime.strptime(text, "%Y%m%d%H%M").replace(tzinfo=UTC)
     if moment.minute % 15:
         raise ValueError(f"not a quarter hour: {text!r}")
     return (moment - EPOCH) // ONE_MS
@@ -101,5 +100,4 @@ def compact(t_ms: int) -> str:
 def parse_compact(seconds: str, millis: str) -> int:
     """Epoch ms of a compact time given as its 'YYYYMMDDTHHMMSS' and 'mmm' parts; ValueError
     for an impossible date."""
-    moment = datetime.strptime(seconds, _COMPACT).replace(tzinfo=UTC)
-    return (moment - EPOCH) // ONE_MS + int(millis)
+    return (datetime.strptime(seconds, _COMPACT).replace(tzinfo=UTC) - EPOCH) // ONE_MS + int(millis)

@@ -93,8 +93,7 @@ def write(
                 if adapt is not None and adapt([transaction.items[i] for i in failed if i < len(transaction.items)]):
                     continue
                 raise ConditionFailed(f"{what}: a condition failed", None)
-            unknown = [r for r in reasons if r not in RETRYABLE_CANCELLATIONS | {"None"}]
-            if unknown or not reasons:
+            if not reasons or any(r not in RETRYABLE_CANCELLATIONS | {"None"} for r in reasons):
                 raise StorageError(f"{what} cancelled: {reasons}") from cause
         if retries >= attempts:
             raise StorageError(f"{what} kept failing: {code} {reasons or ''}".strip()) from cause

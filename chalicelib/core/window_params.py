@@ -21,7 +21,6 @@ MAX_WINDOW_DAYS = 400
 MAX_WINDOW_MINUTES = MAX_WINDOW_DAYS * 1440
 # The most buckets one histogram answers.
 MAX_HISTOGRAM_BUCKETS = 5000
-TOO_LONG = f"a window may span at most {MAX_WINDOW_DAYS} days"
 
 
 def is_windowed(params: Mapping[str, str]) -> bool:
@@ -29,13 +28,11 @@ def is_windowed(params: Mapping[str, str]) -> bool:
 
 
 def check_minutes(first: int, last: int) -> None:
-    """ValidationError for a minute range longer than MAX_WINDOW_DAYS."""
     if last - first + 1 > MAX_WINDOW_MINUTES:
-        raise ValidationError(TOO_LONG)
+        raise ValidationError(f"a window may span at most {MAX_WINDOW_DAYS} days")
 
 
 def check_hours(first: int, last: int) -> None:
-    """ValidationError for an hour range longer than MAX_WINDOW_DAYS."""
     check_minutes(first * 60, last * 60 + 59)
 
 
@@ -47,7 +44,24 @@ def check_histogram(buckets: int) -> None:
 def minute_range(params: Mapping[str, str], now_ms: int, default_zone: str | None = None) -> tuple[int, int]:
     """[first, last] minutes from window (+ end), or from start and end, at most
     MAX_WINDOW_DAYS long; a calendar window in `tz` (else `default_zone`, else UTC)."""
-    first, last = _minute_range(params, now_ms, default_zone)
+    if "start" in params and "window" in params:
+        raise ValidationError("give either window (with an optional end) or start and end, not both")
+    start = times.parse(params["start"], "start") if "start" in params else None
+    end = times.parse(params["end"], "end") if "end" in params else now_ms
+    if params.get("window") in zones.CALENDAR_WINDOWS:
+        # `end` moves now: window=yesterday&end=T is the day before T's, in the zone.
+        first, last = zones.calendar_window(zone(params, default_zone), params["window"], timebuckets.minute_of(end))
+    elif start is not None:
+        first, last = timebuckets.minute_of(start), timebuckets.minute_of(end)
+        if last < first:
+            raise ValidationError("end is before start")
+    else:
+        value = params.get("window", DEFAULT_WINDOW)
+        if value and value[0].isalpha():
+            raise ValidationError(
+                f"window must be a duration (90m, 24h, 7d) or one of {', '.join(zones.CALENDAR_WINDOWS)}"
+            )
+        first, last = timebuckets.window_minutes(end, validation.duration_minutes(value))
     check_minutes(first, last)
     return first, last
 
@@ -73,26 +87,18 @@ class Window:
 
 
 def window(params: Mapping[str, str], now_ms: int, default_zone: str | None = None) -> Window:
-    """minute_range with its zone and, with `compare`, the period it is compared with (checked
-    against the same bounds)."""
+    """minute_range with its zone and, with `compare=previous_period|year_over_year`, the period it
+    is compared with (checked against the same bounds)."""
     first, last = minute_range(params, now_ms, default_zone)
     local = "tz" in params or default_zone is not None
-    return Window(first, last, zone(params, default_zone), local, comparison(params, first, last, default_zone))
-
-
-def comparison(
-    params: Mapping[str, str], first: int, last: int, default_zone: str | None = None
-) -> tuple[int, int] | None:
-    """The minutes `compare=previous_period|year_over_year` names for window [first, last]."""
-    how = params.get("compare")
-    if how is None:
-        return None
-    if how not in zones.COMPARISONS:
-        raise ValidationError(f"compare must be {' or '.join(zones.COMPARISONS)}")
-    calendar = params.get("window") if params.get("window") in zones.CALENDAR_WINDOWS else None
-    before = zones.comparison(zone(params, default_zone), (first, last), how, calendar)
-    check_minutes(*before)
-    return before
+    how, previous = params.get("compare"), None
+    if how is not None:
+        if how not in zones.COMPARISONS:
+            raise ValidationError(f"compare must be {' or '.join(zones.COMPARISONS)}")
+        calendar = params.get("window") if params.get("window") in zones.CALENDAR_WINDOWS else None
+        previous = zones.comparison(zone(params, default_zone), (first, last), how, calendar)
+        check_minutes(*previous)
+    return Window(first, last, zone(params, default_zone), local, previous)
 
 
 # Fields naming what was read rather than what was counted: said once, not again in `previous`.
@@ -104,28 +110,8 @@ def compared(window: Window, read: Callable[[int, int], dict[str, Any]], zoned: 
     when `zoned` and the window is local, with its `tz` last."""
     answer = read(window.first, window.last)
     if window.previous is not None:
-        previous = read(*window.previous)
-        answer["previous"] = {k: v for k, v in previous.items() if k not in IDENTITY_FIELDS}
+        answer["previous"] = {k: v for k, v in read(*window.previous).items() if k not in IDENTITY_FIELDS}
     return {**answer, "tz": window.zone.key} if zoned and window.local else answer
-
-
-def _minute_range(params: Mapping[str, str], now_ms: int, default_zone: str | None) -> tuple[int, int]:
-    if "start" in params and "window" in params:
-        raise ValidationError("give either window (with an optional end) or start and end, not both")
-    start = times.parse(params["start"], "start") if "start" in params else None
-    end = times.parse(params["end"], "end") if "end" in params else now_ms
-    if params.get("window") in zones.CALENDAR_WINDOWS:
-        # `end` moves now: window=yesterday&end=T is the day before T's, in the zone.
-        return zones.calendar_window(zone(params, default_zone), params["window"], timebuckets.minute_of(end))
-    if start is not None:
-        first, last = timebuckets.minute_of(start), timebuckets.minute_of(end)
-        if last < first:
-            raise ValidationError("end is before start")
-        return first, last
-    value = params.get("window", DEFAULT_WINDOW)
-    if value and value[0].isalpha():
-        raise ValidationError(f"window must be a duration (90m, 24h, 7d) or one of {', '.join(zones.CALENDAR_WINDOWS)}")
-    return timebuckets.window_minutes(end, validation.duration_minutes(value))
 
 
 LOCAL_RESOLUTIONS: tuple[zones.LocalResolution, ...] = ("minute", "hour", "day", "week", "month")

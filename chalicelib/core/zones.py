@@ -26,8 +26,6 @@ LocalResolution = Literal["minute", "hour", "day", "week", "month"]
 Window = tuple[int, int]  # [first, last] epoch minutes, inclusive
 Day = TypeVar("Day", bound=date)  # a date, or a local time (datetime)
 
-_MINUTE = timedelta(minutes=1)
-
 # The longest each calendar period can be: a day of 25 hours, a week or month holding one.
 _LONGEST = {"day": 25 * 60, "week": 7 * 1440 + 60, "month": 31 * 1440 + 60, "year": 366 * 1440 + 60}
 # Each calendar window: its period, and how many periods before the one holding now it is.
@@ -72,7 +70,7 @@ def wall(zone: ZoneInfo, minute: int) -> datetime:
 
 def offset_minutes(zone: ZoneInfo, minute: int) -> int:
     moment = datetime.fromtimestamp(minute * 60, zone).utcoffset()
-    return 0 if moment is None else moment // _MINUTE
+    return 0 if moment is None else moment // timedelta(minutes=1)
 
 
 def label(zone: ZoneInfo, minute: int) -> str:
@@ -132,19 +130,6 @@ def _step(period: str, moment: Day, count: int) -> Day:
     return moment + timedelta(days=count * (7 if period == "week" else 1))
 
 
-def _hour_start(zone: ZoneInfo, minute: int) -> int:
-    """The start of the local hour holding `minute`: the last :00 on the local clock, or the
-    last change of offset, whichever is later."""
-    start = minute - (minute + offset_minutes(zone, minute)) % 60
-    return _unless_changed(zone, start, minute, start)
-
-
-def _next_hour(zone: ZoneInfo, start: int) -> int:
-    """The start of the local hour after the one starting at `start`."""
-    following = start + 60 - (start + offset_minutes(zone, start)) % 60
-    return _unless_changed(zone, start, following, following)
-
-
 def _unless_changed(zone: ZoneInfo, low: int, high: int, boundary: int) -> int:
     """`boundary` when minutes low and high have one offset; else the first minute in (low, high]
     whose offset is high's."""
@@ -158,8 +143,9 @@ def bucket_start(zone: ZoneInfo, minute: int, resolution: LocalResolution) -> in
     """The first epoch minute of the local bucket holding `minute`."""
     if resolution == "minute":
         return minute
-    if resolution == "hour":
-        return _hour_start(zone, minute)
+    if resolution == "hour":  # the last :00 on the local clock, or the last change of offset
+        start = minute - (minute + offset_minutes(zone, minute)) % 60
+        return _unless_changed(zone, start, minute, start)
     day = _period_start(resolution, wall(zone, minute).date())
     start = day_start(zone, day)
     # A clock set back across midnight reads yesterday's date after today began: the bucket is
@@ -172,7 +158,8 @@ def next_bucket(zone: ZoneInfo, start: int, resolution: LocalResolution) -> int:
     if resolution == "minute":
         return start + 1
     if resolution == "hour":
-        return _next_hour(zone, start)
+        stop = start + 60 - (start + offset_minutes(zone, start)) % 60
+        return _unless_changed(zone, start, stop, stop)
     day = _period_start(resolution, wall(zone, start).date())
     following = _step(resolution, day, 1)
     stop = day_start(zone, following)
@@ -207,8 +194,6 @@ def buckets(zone: ZoneInfo, first: int, last: int, resolution: LocalResolution) 
 def calendar_window(zone: ZoneInfo, window: str, now_minute: int) -> Window:
     """[first, last] minutes of a calendar window in the zone; the windows that hold now
     (today, this_week, this_month, this_year) end at now's minute."""
-    if window not in _CALENDAR:
-        raise ValueError(f"not a calendar window: {window}")
     period, back = _CALENDAR[window]
     current = _period_start(period, wall(zone, now_minute).date())
     first = day_start(zone, _step(period, current, back))
