@@ -47,7 +47,7 @@ def stored_summary(item: dict[str, Any], span: tuple[int, int] | None) -> topk.S
     """The summary of values a stored item gives for `span` (None: its whole bucket); None for a
     split hour's part 0 asked for a partial hour (its quarter hours give it)."""
     summary = topk.decode(attributes.text(item, "e"))
-    hour = attributes.sort_key(item).startswith(layout.SUMMARY_PREFIX["hour"])
+    hour = attributes.sort_key(item).startswith(layout.PREFIX["hour"])
     if attributes.optional_text(item, layout.LAYOUT) == layout.SINGLE:
         return topk.within(summary, *(span or (0, 59))) if hour else summary
     if span is None:

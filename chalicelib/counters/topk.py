@@ -11,10 +11,7 @@ from decimal import Decimal
 
 from chalicelib.core.decimals import EXACT
 
-# The encoded summary, with the item's key, positions and expiry, stays under DynamoDB's
-# 16 KB write-price ceiling this design promises (an UpdateItem/PutItem is priced by item size).
-MAX_BYTES = 14_000
-# Sums are exact: they add in core.decimals.EXACT, and a summary keeps them as text with every digit.
+MAX_BYTES = 14_000  # with the item's key, positions and expiry, under 16 KB ("Breakdowns")
 
 
 @dataclass
