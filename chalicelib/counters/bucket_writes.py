@@ -122,12 +122,11 @@ def apply_item(
         if rounds.taken:
             _slot_hints.put(dynamodb, item_id, {**layout.slots_of(old), **rounds.taken}, now_ms)
         pruned = _prune(dynamodb, settings, key, old, shard, now_ms)
-        marks = rounds.marks(listed=lists and _needs_listing(old, request, rounds), applied=members)
         return Sent(
             applied=members,
             found=rounds.found,
             calls=rounds.calls + (1 if pruned is not None else 0),
-            marks=marks,
+            marks=rounds.marks(listed=lists and _needs_listing(old, request, rounds), applied=members),
             details=Counter(positions_pruned=pruned) if pruned else Counter(),
         )
     raise StorageError("a bucket's position kept moving")
@@ -245,10 +244,8 @@ def _bucket_update(
         names["#ic"] = layout.INLINE_COUNT
         values[":room"] = {"N": str(layout.INLINE_MAX - update.n)}
         values[":k"] = {"N": str(update.n)}
-        request["UpdateExpression"] = request["UpdateExpression"].replace("ADD ", "ADD #ic :k, ", 1)
-        request["UpdateExpression"] += ", #x = :inf"
-        conditions.append("(attribute_not_exists(#x) OR #x = :inf)")
-        conditions.append("(attribute_not_exists(#ic) OR #ic <= :room)")
+        request["UpdateExpression"] = request["UpdateExpression"].replace("ADD ", "ADD #ic :k, ", 1) + ", #x = :inf"
+        conditions += ["(attribute_not_exists(#x) OR #x = :inf)", "(attribute_not_exists(#ic) OR #ic <= :room)"]
     elif mode == "spill" and rounds.spill == layout.NOT_SPILLED:
         request["UpdateExpression"] += ", #x = :first"  # inline before this update, hours from it on
         conditions.append("#x = :inf")
