@@ -27,9 +27,7 @@ class Summary:
     floor: int = 0
 
     def add(self, value: str, count: int, sums: Mapping[str, Decimal]) -> None:
-        entry = self.entries.get(value)
-        if entry is None:
-            entry = self.entries[value] = Entry(self.floor, self.floor)
+        entry = self.entries.setdefault(value, Entry(self.floor, self.floor))
         entry.count += count
         add_sums(entry.sums, sums)
 
