@@ -67,9 +67,8 @@ def count_window(
     now_ms: int,
     where: Mapping[str, str] | None = None,
 ) -> WindowCount:
-    """The count and sums of a counter's events in minutes first..last; with `where`, of its
-    events having every one of those dimension values (read from their filter counter: the same
-    keys, so the same bound)."""
+    """The count and sums of a counter's events in minutes first..last; with `where`, of its events
+    having every one of those dimension values (docs/counting.md, "Filters (`where`)")."""
     window_params.check_minutes(first_minute, last_minute)
     filters.check_filter(where or {}, settings.filter_pairs)
     plan = _Plan.of(filters.read_pk(counter, where or {}), first_minute, last_minute)
@@ -213,7 +212,7 @@ def histogram(
     """Counts and sums per bucket; with `where`, of the events having those dimension values; with
     `zone`, per local bucket (zones.buckets), labelled on its clock."""
     filters.check_filter(where or {}, settings.filter_pairs)
-    stored = _STORED.get(resolution)
+    stored = resolution if resolution in ("minute", "hour", "day") else None  # a resolution stored as such
     if zone is None and stored is not None:
         window_params.check_histogram(timebuckets.bucket_count(first_minute, last_minute, stored))
         return _stored_histogram(dynamodb, settings, counter, first_minute, last_minute, stored, now_ms, where)
@@ -230,9 +229,6 @@ def histogram(
     else:
         answer = _local_histogram(dynamodb, settings, counter, local, resolution, now_ms, where, zone)
     return {**answer, "tz": zone.key}
-
-
-_STORED: dict[str, timebuckets.Resolution] = {"minute": "minute", "hour": "hour", "day": "day"}
 
 
 def _local_histogram(
@@ -266,9 +262,9 @@ def _local_histogram(
     }
 
 
-# Past this many hour items, when at least half of their range, a local series reads them by one
-# Query of the range, not key by key: docs/guarantees.md, "A Query is charged on the total size
-# of what it reads".
+# Past a BatchGetItem's 100 keys, the hour items of a local series that are at least half of their
+# range are read by one Query of it, not key by key: docs/guarantees.md, "A Query is charged on the
+# total size of what it reads".
 DENSE_HOUR_KEYS = 100
 
 
