@@ -27,10 +27,8 @@ from chalicelib.events.ingest import Event
 # this on one item means the stored state is not what this code writes.
 MAX_ROUNDS = 8
 
-# The marks of the records whose counter's listing a batch writes (follow_ups), and of the events
-# a day item holds inline (layout.INLINE_MAX).
-LISTED = "listed"
-INLINE = "inline"
+LISTED = "listed"  # the mark of the records whose counter's listing a batch writes (follow_ups)
+INLINE = "inline"  # the mark of the events a day item holds inline (layout.INLINE_MAX)
 
 
 @dataclass
@@ -264,8 +262,7 @@ def _bucket_update(
 def increment(
     settings: Settings, key: dict[str, Any], bucket: Bucket, update: BucketUpdate, keep_stored: bool
 ) -> dict[str, Any]:
-    """The UpdateItem that adds `update` to a bucket item; a condition keeps the longer retention
-    (with `keep_stored` the stored one is known to be longer and is left alone)."""
+    """An UpdateItem adding `update` to a bucket item, keeping the longer retention (docs/counting.md, "Retention")."""
     names = {"#r": "retention"}
     values = {
         ":exp": {"N": str(timebuckets.expires_at_s(bucket, update.retention))},
