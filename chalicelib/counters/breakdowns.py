@@ -34,8 +34,7 @@ def summary_keys(counter: str, by: str, first_minute: int, last_minute: int) -> 
             groups.append((layout.summary_parts(counter, by, bucket.resolution, bucket.index), None))
             continue
         groups.append(([layout.summary_key(counter, by, "hour", bucket.index, 0)], part.minutes))
-        first = bucket.first_minute + part.minutes[0]
-        last = bucket.first_minute + part.minutes[1]
+        first, last = (bucket.first_minute + m for m in part.minutes)
         for q in range(first // quarter, last // quarter + 1):
             start = q * quarter
             span = (max(first, start) - start, min(last, start + quarter - 1) - start)
@@ -47,7 +46,7 @@ def stored_summary(item: dict[str, Any], span: tuple[int, int] | None) -> topk.S
     """The summary of values a stored item gives for `span` (None: its whole bucket); None for a
     split hour's part 0 asked for a partial hour (its quarter hours give it)."""
     summary = topk.decode(attributes.text(item, "e"))
-    hour = attributes.sort_key(item).startswith(layout.SUMMARY_PREFIX["hour"])
+    hour = attributes.sort_key(item).startswith(layout.PREFIX["hour"])
     if attributes.optional_text(item, layout.LAYOUT) == layout.SINGLE:
         return topk.within(summary, *(span or (0, 59))) if hour else summary
     if span is None:
@@ -119,7 +118,6 @@ def breakdown(
     listed = [{"value": v, "count": n, **reads.sums_fields(s)} for v, n, s in counted[:limit]]
     total = reads.count_window(dynamodb, settings, counter, first_minute, last_minute, now_ms, where=where)
     keys_read += total.keys_read + probe.keys_read
-    others = total.count - sum(v["count"] for v in listed)
     answer: dict[str, Any] = {
         "counter": counter,
         "by": by,
@@ -129,7 +127,7 @@ def breakdown(
         "keys_read": keys_read,
         "exact": exact,
         "values": listed,
-        "others": {"values": max(0, distinct - len(listed)), "count": others},
+        "others": {"values": max(0, distinct - len(listed)), "count": total.count - sum(v["count"] for v in listed)},
     }
     if where:
         answer["where"] = where

@@ -4,17 +4,17 @@ is exact: docs/counting.md, "The proof", "Inline minutes" and "Item sizes" (valu
 
 from __future__ import annotations
 
-import threading
-import weakref
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from chalicelib.core import attributes, decimals, dynamo, keyspace, timebuckets
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.batch_processor import Sent
+from chalicelib.core.client_cache import ClientCache
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, condition_item, translated
@@ -27,10 +27,8 @@ from chalicelib.events.ingest import Event
 # this on one item means the stored state is not what this code writes.
 MAX_ROUNDS = 8
 
-# The marks of the records whose counter's listing a batch writes (follow_ups), and of the events
-# a day item holds inline (layout.INLINE_MAX).
-LISTED = "listed"
-INLINE = "inline"
+LISTED = "listed"  # the mark of the records whose counter's listing a batch writes (follow_ups)
+INLINE = "inline"  # the mark of the events a day item holds inline (layout.INLINE_MAX)
 
 
 @dataclass
@@ -59,42 +57,13 @@ class _Rounds:
 UNKNOWN = ""  # _Rounds.spill before the item was read
 
 
-_H = TypeVar("_H")
-
-
-class _Hints(Generic[_H]):
-    """Per DynamoDB client, what this process last saw of an item (and shard), so the next update
-    starts from it, not from a guess whose cancelled condition costs a write. A hint: the condition
-    checks it. Forgotten whole past MAX entries."""
-
-    MAX = 100_000
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._seen: weakref.WeakKeyDictionary[DynamoDB, dict[tuple[str, ...], _H]] = weakref.WeakKeyDictionary()
-
-    def get(self, client: DynamoDB, key: tuple[str, ...]) -> _H | None:
-        with self._lock:
-            return self._seen.get(client, {}).get(key)
-
-    def put(self, client: DynamoDB, key: tuple[str, ...], value: _H) -> None:
-        with self._lock:
-            seen = self._seen.setdefault(client, {})
-            if len(seen) >= self.MAX:
-                seen.clear()
-            seen[key] = value
-
-
-# A day item's `x:` of a shard once past NOT_SPILLED: it never goes back (only a prune removes
-# it), so the next update goes straight to the hours' mode.
-_spilled: _Hints[str] = _Hints()
+# Per DynamoDB client, what this process last saw of an item (and shard), so the next update
+# starts from it, not from a guess whose cancelled condition costs a write. Never stale: a hint,
+# which the condition checks. A day item's `x:` of a shard once past NOT_SPILLED never goes back
+# (only a prune removes it), so the next update goes straight to the hours' mode.
+_spilled: ClientCache[tuple[str, ...], str] = ClientCache(100_000, sys.maxsize)
 # The value names each bucket item was last seen to sum, by slot.
-_slot_hints: _Hints[dict[int, str]] = _Hints()
-
-
-def _note_spill(client: DynamoDB, key: dict[str, Any], shard: str, spill: str | None) -> None:
-    if spill not in (None, UNKNOWN, layout.NOT_SPILLED):
-        _spilled.put(client, (*attributes.key_of(key), shard), str(spill))
+_slot_hints: ClientCache[tuple[str, str], dict[int, str]] = ClientCache(100_000, sys.maxsize)
 
 
 def _day_mode(rounds: _Rounds, members: list[Countable]) -> str:
@@ -123,8 +92,9 @@ def apply_item(
     members = sorted(members, key=lambda c: c.position)
     key = touch.key()
     day = touch.bucket.resolution == "day"
-    spill = _spilled.get(dynamodb, (*attributes.key_of(key), shard)) if day else None
-    rounds = _Rounds(spill=spill or UNKNOWN, slots=_slot_hints.get(dynamodb, attributes.key_of(key)))
+    item_id = attributes.key_of(key)
+    spill = _spilled.get(dynamodb, (*item_id, shard), now_ms) if day else None
+    rounds = _Rounds(spill=spill or UNKNOWN, slots=_slot_hints.get(dynamodb, item_id, now_ms))
     # A counter's own day bucket decides its listing (GET /counters, catalog.py).
     lists = day and touch.pk.startswith(keyspace.COUNTER)
     for _ in range(MAX_ROUNDS):
@@ -137,25 +107,24 @@ def apply_item(
             with translated("could not count a bucket"):
                 response = dynamodb.update_item(**request)
         except ConditionFailed as failed:
-            members = _not_held(dynamodb, settings, failed, key, shard, members, rounds, mode)
+            members = _not_held(dynamodb, settings, failed, key, shard, members, rounds, mode, now_ms)
             continue
         if mode == "inline":
             rounds.inline += members
         elif mode == "spill":
             spill = members[0].position if rounds.spill == layout.NOT_SPILLED else layout.FROM_START
-            _note_spill(dynamodb, key, shard, spill)
+            _spilled.put(dynamodb, (*item_id, shard), spill, now_ms)
         elif mode == "spilled":
-            _note_spill(dynamodb, key, shard, rounds.spill)
+            _spilled.put(dynamodb, (*item_id, shard), str(rounds.spill), now_ms)
         old = response.get("Attributes", {})
         if rounds.taken:
-            _slot_hints.put(dynamodb, attributes.key_of(key), {**layout.slots_of(old), **rounds.taken})
+            _slot_hints.put(dynamodb, item_id, {**layout.slots_of(old), **rounds.taken}, now_ms)
         pruned = _prune(dynamodb, settings, key, old, shard, now_ms)
-        marks = rounds.marks(listed=lists and _needs_listing(old, request, rounds), applied=members)
         return Sent(
             applied=members,
             found=rounds.found,
             calls=rounds.calls + (1 if pruned is not None else 0),
-            marks=marks,
+            marks=rounds.marks(listed=lists and _needs_listing(old, request, rounds), applied=members),
             details=Counter(positions_pruned=pruned) if pruned else Counter(),
         )
     raise StorageError("a bucket's position kept moving")
@@ -170,6 +139,7 @@ def _not_held(
     members: list[Countable],
     rounds: _Rounds,
     mode: str,
+    now_ms: int,
 ) -> list[Countable]:
     """After a failed update: the records the item does not hold yet (its cancelled condition
     returned how far this shard got), noting the others in `rounds`."""
@@ -189,7 +159,7 @@ def _not_held(
     rounds.spill, rounds.inline_count = spill, stored.inline_count
     named = rounds.slots != stored.slots
     rounds.slots = stored.slots
-    _slot_hints.put(dynamodb, attributes.key_of(key), stored.slots)
+    _slot_hints.put(dynamodb, attributes.key_of(key), stored.slots, now_ms)
     if not applied and not learnt and not named and (rounds.keep_stored or not longer):
         raise StorageError("a bucket's condition failed for no reason this code knows") from failed
     rounds.keep_stored = rounds.keep_stored or longer
@@ -252,8 +222,7 @@ def _bucket_update(
     update = BucketUpdate(stored=rounds.slots)
     for c in members:
         # Inline only a minute its hour still counts (an hour past the event's retention does not).
-        live_hour = any(b.resolution == "hour" for b in c.buckets)
-        update.add(bucket, c.event, inline=mode == "inline" and live_hour)
+        update.add(bucket, c.event, inline=mode == "inline" and any(b.resolution == "hour" for b in c.buckets))
     rounds.taken = {slot: name for name, slot in update.slots.items()}
     request = increment(settings, key, bucket, update, rounds.keep_stored)
     names, values = request["ExpressionAttributeNames"], request["ExpressionAttributeValues"]
@@ -273,10 +242,8 @@ def _bucket_update(
         names["#ic"] = layout.INLINE_COUNT
         values[":room"] = {"N": str(layout.INLINE_MAX - update.n)}
         values[":k"] = {"N": str(update.n)}
-        request["UpdateExpression"] = request["UpdateExpression"].replace("ADD ", "ADD #ic :k, ", 1)
-        request["UpdateExpression"] += ", #x = :inf"
-        conditions.append("(attribute_not_exists(#x) OR #x = :inf)")
-        conditions.append("(attribute_not_exists(#ic) OR #ic <= :room)")
+        request["UpdateExpression"] = request["UpdateExpression"].replace("ADD ", "ADD #ic :k, ", 1) + ", #x = :inf"
+        conditions += ["(attribute_not_exists(#x) OR #x = :inf)", "(attribute_not_exists(#ic) OR #ic <= :room)"]
     elif mode == "spill" and rounds.spill == layout.NOT_SPILLED:
         request["UpdateExpression"] += ", #x = :first"  # inline before this update, hours from it on
         conditions.append("#x = :inf")
@@ -288,18 +255,14 @@ def _bucket_update(
         request["UpdateExpression"] += ", #x = :start"
         conditions.append("attribute_not_exists(#x)")
     request["ConditionExpression"] = " AND ".join(conditions)
-    # The old item comes back at no read cost: it shows positions to prune.
-    request["ReturnValues"] = "ALL_OLD"
-    # A cancelled condition returns the item, which says how far it got.
-    request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-    return request
+    # The old item comes back at no read cost: written, its positions to prune; cancelled, how far it got.
+    return request | {"ReturnValues": "ALL_OLD", "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
 
 
 def increment(
     settings: Settings, key: dict[str, Any], bucket: Bucket, update: BucketUpdate, keep_stored: bool
 ) -> dict[str, Any]:
-    """The UpdateItem that adds `update` to a bucket item; a condition keeps the longer retention
-    (with `keep_stored` the stored one is known to be longer and is left alone)."""
+    """An UpdateItem adding `update` to a bucket item, keeping the longer retention (docs/counting.md, "Retention")."""
     names = {"#r": "retention"}
     values = {
         ":exp": {"N": str(timebuckets.expires_at_s(bucket, update.retention))},
@@ -328,17 +291,15 @@ def increment(
         else:
             sets.append(f", #w{slot} = :w{slot}")
             conditions.append(f"attribute_not_exists(#w{slot})")
-    request: dict[str, Any] = {
+    kept = "if_not_exists(expires_at, :exp), #r = if_not_exists(#r, :r)" if keep_stored else ":exp, #r = :r"
+    return {
         "TableName": settings.counts_table,
         "Key": key,
+        "UpdateExpression": f"ADD {', '.join(adds)} SET expires_at = {kept}" + "".join(sets),
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
+        **({"ConditionExpression": " AND ".join(conditions)} if conditions else {}),
     }
-    kept = "if_not_exists(expires_at, :exp), #r = if_not_exists(#r, :r)" if keep_stored else ":exp, #r = :r"
-    request["UpdateExpression"] = f"ADD {', '.join(adds)} SET expires_at = {kept}" + "".join(sets)
-    if conditions:
-        request["ConditionExpression"] = " AND ".join(conditions)
-    return request
 
 
 def stored_slots(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) -> dict[int, str]:

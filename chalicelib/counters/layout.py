@@ -16,7 +16,7 @@ from chalicelib.core import attributes, decimals, keyspace, timebuckets
 from chalicelib.core.timebuckets import Bucket
 from chalicelib.events import dimensions as event_dimensions
 
-PREFIX = {"hour": "h", "day": "d"}
+PREFIX = {"quarter": "q", "hour": "h", "day": "d"}  # of sort keys (quarter hours: summaries only)
 MAX_PARTITION_KEY_BYTES = 2048  # DynamoDB's limit
 # DynamoDB stream sequence numbers are decimal strings of 21 to 40 digits (StreamRecord API).
 _SEQUENCE = re.compile(r"[0-9]{1,40}")
@@ -197,7 +197,6 @@ def sums_of(item: Mapping[str, Any], minutes: tuple[int, int] | None, resolution
 SUMMARY_PARTS = 8  # parts of a split hour or day summary, by value hash
 QUARTER_MINUTES = 15
 PARTS = {"quarter": 1, "hour": SUMMARY_PARTS, "day": SUMMARY_PARTS}
-SUMMARY_PREFIX = {"quarter": "q", "hour": "h", "day": "d"}
 LAYOUT = "layout"  # on part 0: SINGLE (one item holds the bucket's summary) or "parts"
 SINGLE = "single"
 
@@ -218,7 +217,7 @@ def split_entry(entry: str) -> tuple[int, str]:
 
 
 def summary_key(counter: str, dimension: str, resolution: str, index: int, part: int) -> dict[str, Any]:
-    sk = f"{keyspace.index_sort_key(SUMMARY_PREFIX[resolution], index)}#{part}"
+    sk = f"{keyspace.index_sort_key(PREFIX[resolution], index)}#{part}"
     return item_key(f"{keyspace.SUMMARY}{counter}#{dimension}", sk)
 
 

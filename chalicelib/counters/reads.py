@@ -9,12 +9,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from functools import partial
-from typing import Any, TypeGuard
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from chalicelib.core import attributes, decimals, dynamo, keyspace, timebuckets, times, window_params, zones
 from chalicelib.core.aws import DynamoDB
-from chalicelib.core.clock import Sleep
 from chalicelib.core.settings import Settings
 from chalicelib.counters import filters, layout, topk
 
@@ -32,9 +31,8 @@ class WindowCount:
     where: dict[str, str] = field(default_factory=dict)
     unsummed: int = 0  # values the items read left unsummed (no slot for their name)
 
-    def as_dict(self, label: times.Label | None = None) -> dict[str, Any]:
-        """The answer's JSON body; `label` writes its start and end (epoch minutes), else ISO UTC."""
-        label = label or times.utc_label
+    def as_dict(self, label: times.Label = times.utc_label) -> dict[str, Any]:
+        """The answer's JSON body; `label` writes its start and end (epoch minutes)."""
         answer: dict[str, Any] = {
             "counter": self.counter,
             "count": self.count,
@@ -67,16 +65,14 @@ def count_window(
     first_minute: int,
     last_minute: int,
     now_ms: int,
-    sleep: Sleep | None = None,
     where: Mapping[str, str] | None = None,
 ) -> WindowCount:
-    """The count and sums of a counter's events in minutes first..last; with `where`, of its
-    events having every one of those dimension values (read from their filter counter: the same
-    keys, so the same bound)."""
+    """The count and sums of a counter's events in minutes first..last; with `where`, of its events
+    having every one of those dimension values (docs/counting.md, "Filters (`where`)")."""
     window_params.check_minutes(first_minute, last_minute)
     filters.check_filter(where or {}, settings.filter_pairs)
     plan = _Plan.of(filters.read_pk(counter, where or {}), first_minute, last_minute)
-    found = _batch_get(dynamodb, settings, plan.all_keys(), sleep)
+    found = _batch_get(dynamodb, settings, plan.all_keys())
     tally = plan.tally(found, _assumed_retention(found.values(), settings), now_ms)
     return WindowCount(
         counter,
@@ -159,7 +155,7 @@ def _kept_parts(
     first = timebuckets.kept_from(flags)
     counted: list[tuple[int, dict[str, Decimal], int]] = []
     for part, item, held_here in zip(parts[first:], items[first:], held[first:]):
-        if _live(item, now_s):
+        if item is not None and ((expiry := dynamo.stored_expiry(item)) is None or expiry > now_s):
             sums = layout.sums_of(item, part.minutes, part.bucket.resolution)
             counted.append((held_here + _part_count(item, part), sums, layout.not_summed(item)))
         else:  # none, or an hour item past its own events' retention, kept for its inline minutes'
@@ -196,16 +192,10 @@ def _inline_kept(
     return held if held and timebuckets.expires_at_s(hour, retention) > now_s else 0
 
 
-def _live(item: dict[str, Any] | None, now_s: int) -> TypeGuard[dict[str, Any]]:
-    expiry = dynamo.stored_expiry(item)
-    return item is not None and (expiry is None or expiry > now_s)
-
-
 def _batch_get(
-    dynamodb: DynamoDB, settings: Settings, keys: list[dict[str, Any]], sleep: Sleep | None
+    dynamodb: DynamoDB, settings: Settings, keys: list[dict[str, Any]]
 ) -> dict[tuple[str, str], dict[str, Any]]:
-    items = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the counts", sleep)
-    return attributes.by_key(items)
+    return attributes.by_key(dynamo.batch_get_items(dynamodb, settings.counts_table, keys, "could not read the counts"))
 
 
 def histogram(
@@ -222,7 +212,7 @@ def histogram(
     """Counts and sums per bucket; with `where`, of the events having those dimension values; with
     `zone`, per local bucket (zones.buckets), labelled on its clock."""
     filters.check_filter(where or {}, settings.filter_pairs)
-    stored = _STORED.get(resolution)
+    stored = resolution if resolution in ("minute", "hour", "day") else None  # a resolution stored as such
     if zone is None and stored is not None:
         window_params.check_histogram(timebuckets.bucket_count(first_minute, last_minute, stored))
         return _stored_histogram(dynamodb, settings, counter, first_minute, last_minute, stored, now_ms, where)
@@ -239,9 +229,6 @@ def histogram(
     else:
         answer = _local_histogram(dynamodb, settings, counter, local, resolution, now_ms, where, zone)
     return {**answer, "tz": zone.key}
-
-
-_STORED: dict[str, timebuckets.Resolution] = {"minute": "minute", "hour": "hour", "day": "day"}
 
 
 def _local_histogram(
@@ -263,8 +250,7 @@ def _local_histogram(
     first = timebuckets.kept_from([t.complete for t in tallies])
     end = buckets[-1].last_minute + 1
     retained_from = buckets[first].first_minute if first < len(buckets) else end
-    empty = _Tally(0, {}, 0, True, 0)
-    counted = [empty] * first + tallies[first:]
+    counted = [_Tally(0, {}, 0, True, 0)] * first + tallies[first:]
     return {
         "counter": counter,
         "resolution": resolution,
@@ -276,10 +262,9 @@ def _local_histogram(
     }
 
 
-# Hour items a local series needs are read by one Query of their range, instead of a BatchGetItem
-# of each key, once they are more than a BatchGetItem's 100 keys and at least half the hours of
-# that range: a Query returns only the items stored and is charged by their total size, not per
-# item (docs/benchmarks.md, "Local time series").
+# Past a BatchGetItem's 100 keys, the hour items of a local series that are at least half of their
+# range are read by one Query of it, not key by key: docs/guarantees.md, "A Query is charged on the
+# total size of what it reads".
 DENSE_HOUR_KEYS = 100
 
 
@@ -295,7 +280,7 @@ def _fetch_plans(
         found += [item for _, item in _query_range(dynamodb, settings, pk, "day", days[0], days[-1])]
         return attributes.by_key(found)
     keys = [layout.bucket_item_key(pk, timebuckets.Bucket(r, i)) for r, i in sorted(needed)]
-    return _batch_get(dynamodb, settings, keys, None)
+    return _batch_get(dynamodb, settings, keys)
 
 
 def _stored_histogram(

@@ -19,9 +19,7 @@ from chalicelib.counters.countable import Countable
 from chalicelib.events.ingest import Event
 
 MAX_ROUNDS = 8
-# The most bytes of entries a bucket's summary keeps in one item before it is split: a write of
-# it costs at most 4 write units (an UpdateItem/PutItem is priced per started KB of the item).
-SINGLE_BYTES = 3_500
+SINGLE_BYTES = 3_500  # entries a bucket's summary keeps in one item before it is split ("Breakdowns")
 
 Member = tuple[Countable, str]  # a record and its entry: the value (days), minute and value (hours)
 ItemId = tuple[str, int, int]  # one item of a bucket's summary: resolution ("quarter" too), index, part
@@ -50,13 +48,12 @@ def single_bytes() -> int:
 
 def targets(countable: Countable) -> list[tuple[Target, str]]:
     """The bucket summaries one event is merged into, with its entry in each (entry_of)."""
-    found = []
     event = countable.event
-    for bucket in countable.buckets:
-        for dimension in sorted(event.dimensions):
-            target = Target(event.counter, dimension, bucket.resolution, bucket.index, countable.shard, bucket)
-            found.append((target, entry_of(event, dimension, bucket)))
-    return found
+    return [
+        (Target(event.counter, dimension, b.resolution, b.index, countable.shard, b), entry_of(event, dimension, b))
+        for b in countable.buckets
+        for dimension in sorted(event.dimensions)
+    ]
 
 
 def entry_of(event: Event, dimension: str, bucket: Bucket) -> str:
@@ -363,7 +360,7 @@ def rebuild(
         {(bucket.resolution, bucket.index, 0): summary} if single else _pieces(bucket.resolution, bucket.index, summary)
     )
     for sk in stored:  # an item the recount leaves empty is emptied
-        kept: str = "quarter" if sk.startswith(layout.SUMMARY_PREFIX["quarter"]) else bucket.resolution
+        kept: str = "quarter" if sk.startswith(layout.PREFIX["quarter"]) else bucket.resolution
         index, part = (int(n) for n in sk.split("#")[1:3])
         pieces.setdefault((kept, index, part), topk.Summary())
     kind = layout.SINGLE if single else "parts"
@@ -377,9 +374,8 @@ def rebuild(
         is_head = (resolution, part) == (bucket.resolution, 0)
         put = _rewrite(settings, key, old, piece, retention, bucket, kind if is_head else None)
         same = old is not None and put["Put"]["Item"]["e"] == old.get("e")
-        if same and (not is_head or attributes.optional_text(old or {}, layout.LAYOUT) == kind):
-            continue
-        puts.append(put)
+        if not same or (is_head and attributes.optional_text(old or {}, layout.LAYOUT) != kind):
+            puts.append(put)
     if not puts:
         return UNCHANGED
     if len(puts) == 1:

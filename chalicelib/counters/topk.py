@@ -11,10 +11,7 @@ from decimal import Decimal
 
 from chalicelib.core.decimals import EXACT
 
-# The encoded summary, with the item's key, positions and expiry, stays under DynamoDB's
-# 16 KB write-price ceiling this design promises (an UpdateItem/PutItem is priced by item size).
-MAX_BYTES = 14_000
-# Sums are exact: they add in core.decimals.EXACT, and a summary keeps them as text with every digit.
+MAX_BYTES = 14_000  # with the item's key, positions and expiry, under 16 KB ("Breakdowns")
 
 
 @dataclass
@@ -30,9 +27,7 @@ class Summary:
     floor: int = 0
 
     def add(self, value: str, count: int, sums: Mapping[str, Decimal]) -> None:
-        entry = self.entries.get(value)
-        if entry is None:
-            entry = self.entries[value] = Entry(self.floor, self.floor)
+        entry = self.entries.setdefault(value, Entry(self.floor, self.floor))
         entry.count += count
         add_sums(entry.sums, sums)
 
