@@ -102,10 +102,9 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
         for c in records:
             for touch in touches(c, self.settings):  # none for an event whose buckets all expired
                 items.setdefault((touch, c.shard), []).append(c)
-        ordered = sorted(items.items(), key=lambda kv: (*kv[0][0].order(), kv[0][1]))
         return [
             Write(sorted(members, key=lambda c: c.position), functools.partial(self._apply_item, touch, shard))
-            for (touch, shard), members in ordered
+            for (touch, shard), members in sorted(items.items(), key=lambda kv: kv[0])
         ]
 
     def _catalog(self, listed: list[Countable], _: list[Countable]) -> Sent[Countable]:
