@@ -66,13 +66,12 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
         self._held: dict[tuple[str, str], list[str]] = {}
         # The events each day item holds inline: (pk, day, shard, position).
         self._inline: set[tuple[str, int, str, str]] = set()
-        self._sink: QuarantineSink[StreamRecord] = QuarantineSink(
-            dynamodb, settings, "events-stream", _record_id, self._set_aside_text, now_ms
-        )
 
-    @property
+    @functools.cached_property
     def sink(self) -> QuarantineSink[StreamRecord]:
-        return self._sink
+        return QuarantineSink(
+            self.dynamodb, self.settings, "events-stream", _record_id, self._set_aside_text, self.now_ms
+        )
 
     def parse(self, raw: StreamRecord) -> list[Countable]:
         return countables(raw, self.now_ms)
@@ -117,21 +116,19 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
         return Sent(calls=catalog.list_counters(self.dynamodb, self.settings, expiry, self.now_ms))
 
     def _apply_item(self, touch: Touch, shard: str, members: list[Countable]) -> Sent[Countable]:
-        held = layout.held_id(touch.key())
+        held, inline = layout.held_id(touch.key()), list[Countable]()
         if touch.bucket.resolution == "hour":
             # Its day bucket was written first (writes() orders a pk's day before its hours) and
             # said which events it holds inline: those never go to an hour item.
             day = (touch.pk, timebuckets.day_of_hour(touch.bucket.index), shard)
             inline = [c for c in members if (*day, c.position) in self._inline]
-            for c in inline:
-                self._held.setdefault((c.shard, c.position), []).append(held)
             members = [c for c in members if (*day, c.position) not in self._inline]
-            if not members:
-                return Sent()
-        sent = bucket_writes.apply_item(self.dynamodb, self.settings, touch, shard, members, self.now_ms)
+        sent = Sent[Countable]()
+        if members:
+            sent = bucket_writes.apply_item(self.dynamodb, self.settings, touch, shard, members, self.now_ms)
         for c in sent.marks.get(INLINE, ()):
             self._inline.add((touch.pk, touch.bucket.index, shard, c.position))
-        for c in (*sent.applied, *sent.found):
+        for c in (*inline, *sent.applied, *sent.found):
             self._held.setdefault((c.shard, c.position), []).append(held)
         return sent
 
@@ -220,8 +217,7 @@ class Accounted:
 
 
 def apply_audit(dynamodb: DynamoDB, settings: Settings, shard: str, accounted: list[Accounted], now_ms: int) -> int:
-    """ADD what became of one shard's records of one quarter hour to its audit item, once; the calls made."""
-    accounted = sorted(accounted)
+    """ADD what became of one shard's records of one quarter hour (sorted) to its audit item, once; the calls made."""
     calls = 0
     for _ in range(MAX_ROUNDS):
         if not accounted:
