@@ -4,12 +4,12 @@ TransactWriteItems. What it holds, and why that counts it once: docs/counting.md
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from chalicelib.core import attributes, dynamo, inputs, keyspace, pager, quarantine, times, transactions, validation
 from chalicelib.core.aws import DynamoDB
-from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError, reason
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
@@ -61,15 +61,13 @@ def parse_body(body: Any) -> ReplayRequest:
     return ReplayRequest(limit=validation.integer(body.get("limit", MAX_REPLAY), "limit", 1, MAX_REPLAY))
 
 
-def replay(
-    dynamodb: DynamoDB, settings: Settings, request: ReplayRequest, now_ms: int, sleep: Sleep | None = None
-) -> ReplayResult:
+def replay(dynamodb: DynamoDB, settings: Settings, request: ReplayRequest, now_ms: int) -> ReplayResult:
     result = ReplayResult()
     for record_id, item in _selected(dynamodb, settings, request):
         if item is None:
             result.not_found.append(record_id)
             continue
-        _replay_one(dynamodb, settings, record_id, item, now_ms, sleep, result)
+        _replay_one(dynamodb, settings, record_id, item, now_ms, result)
     return result
 
 
@@ -124,13 +122,7 @@ def _parse(item: dict[str, Any], now_ms: int) -> tuple[Countable, frozenset[str]
 
 
 def _replay_one(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    record_id: str,
-    item: dict[str, Any],
-    now_ms: int,
-    sleep: Sleep | None,
-    result: ReplayResult,
+    dynamodb: DynamoDB, settings: Settings, record_id: str, item: dict[str, Any], now_ms: int, result: ReplayResult
 ) -> None:
     try:
         countable, held = _parse(item, now_ms)
@@ -148,9 +140,7 @@ def _replay_one(
         return
     plan = _Plan(dynamodb, settings, record_id, countable, now_ms, None if audit is None else tally, held)
     try:
-        written = transactions.write(
-            dynamodb, plan.build, what="replaying a set-aside record", adapt=plan.adapt, sleep=sleep
-        )
+        written = transactions.write(dynamodb, plan.build, what="replaying a set-aside record", adapt=plan.adapt)
     except ConditionFailed:
         why = "its audit item or a summary changed under it: replay it again"
         result.still_bad.append({"id": record_id, "reason": why})
@@ -185,10 +175,9 @@ class _Plan:
         items: list[dict[str, Any]] = [
             {"Delete": {"TableName": table, "Key": _key(self.record_id), "ConditionExpression": "attribute_exists(pk)"}}
         ]
-        counting = bool(c.buckets) and not self.counted_elsewhere
-        if counting and c.event.id_given:
-            items.append({"Put": claim_put(self.settings, c, self.now_ms)})
-        if counting:
+        if c.buckets and not self.counted_elsewhere:
+            if c.event.id_given:
+                items.append({"Put": claim_put(self.settings, c, self.now_ms)})
             # Its counter's buckets and its filters', then its breakdown summaries.
             for touch in touches(c, self.settings):
                 key = touch.key()
@@ -239,14 +228,11 @@ class _Plan:
 
 def _still_bad(dynamodb: DynamoDB, settings: Settings, record_id: str, why: str, now_ms: int) -> None:
     """Keep the record set aside, with the reason it fails now."""
-    try:
-        with translated("could not update a set-aside record"):
-            dynamodb.update_item(
-                TableName=settings.counts_table,
-                Key=_key(record_id),
-                UpdateExpression="SET reason = :r, seen_at = :t",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":r": {"S": why}, ":t": {"S": times.iso(now_ms)}},
-            )
-    except ConditionFailed:
-        pass
+    with suppress(ConditionFailed), translated("could not update a set-aside record"):  # replayed meanwhile
+        dynamodb.update_item(
+            TableName=settings.counts_table,
+            Key=_key(record_id),
+            UpdateExpression="SET reason = :r, seen_at = :t",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":r": {"S": why}, ":t": {"S": times.iso(now_ms)}},
+        )
