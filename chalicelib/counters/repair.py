@@ -130,8 +130,8 @@ def _attempt(
     # A summary is read before the partitions too, and written on condition that it is as read.
     heads = {key: summary_writes.bucket_items(dynamodb, settings, *key) for key in waiting}
     lost = _lost_partitions(dynamodb, settings, now_ms) | {partition}
-    oldest = min(b.start_ms for _, _, b in pending | waiting) - settings.max_future_skew_seconds * 1000
     wanted = pending | waiting
+    oldest = min(b.start_ms for _, _, b in wanted) - settings.max_future_skew_seconds * 1000
     # The events each bucket or summary counts, in the order read: a client id once (its marker
     # counted it once).
     counts: dict[Key | SummaryKey, dict[object, Event]] = {key: {} for key in wanted}
@@ -260,7 +260,7 @@ def _write_bucket(
     key: Key,
     stored: dict[str, Any] | None,
     events: list[Event],
-    day: dict[str, Any] | None = None,
+    day: dict[str, Any] | None,
 ) -> bool | None:
     """Write the recount, counts and sums, if the bucket is as read (and, for an hour, its day's
     inline minutes): True written, False already right, None changed since it was read."""
