@@ -208,19 +208,14 @@ class _Plan:
         return transactions.Plan(items, applied_if=0)
 
     def adapt(self, failed: list[dict[str, Any]]) -> bool:
-        keys = [next(iter(i.values())).get("Key") or next(iter(i.values())).get("Item") for i in failed]
-        pks = [attributes.partition_key(k) for k in keys if k]
-        if any(pk.startswith(keyspace.EVENT_MARKER) for pk in pks) and not self.counted_elsewhere:
+        keys = [attributes.key_of(write.get("Key") or write["Item"]) for i in failed for write in i.values()]
+        if any(pk.startswith(keyspace.EVENT_MARKER) for pk, _ in keys) and not self.counted_elsewhere:
             self.counted_elsewhere = True
             return True
-        buckets = {
-            (pk, attributes.sort_key(k))
-            for pk, k in zip(pks, keys)
-            if pk.startswith((keyspace.COUNTER, keyspace.FILTER))
-        }
-        new = buckets - self.keep_stored
+        new = {key for key in keys if key[0].startswith((keyspace.COUNTER, keyspace.FILTER))} - self.keep_stored
         self.keep_stored |= new
-        if not new and any(pk.startswith(keyspace.SUMMARY) for pk in pks) and self.summary_rounds < MAX_SUMMARY_ROUNDS:
+        rewritten = any(pk.startswith(keyspace.SUMMARY) for pk, _ in keys)
+        if not new and rewritten and self.summary_rounds < MAX_SUMMARY_ROUNDS:
             self.summary_rounds += 1  # a summary was rewritten since it was read: build reads it again
             return True
         return bool(new)
