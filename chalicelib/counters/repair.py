@@ -302,7 +302,7 @@ def _write_bucket(
         # The day's inline minutes were subtracted: they must be as read when the hour is written.
         check = {
             "TableName": settings.counts_table,
-            "Key": _item_key((key[0], key[1], Bucket("day", timebuckets.day_of_hour(bucket.index)))),
+            "Key": {"pk": day["pk"], "sk": day["sk"]},
             "ConditionExpression": "#ic = :ic",
             "ExpressionAttributeNames": {"#ic": layout.INLINE_COUNT},
             "ExpressionAttributeValues": {":ic": day[layout.INLINE_COUNT]},
