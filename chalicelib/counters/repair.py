@@ -388,11 +388,10 @@ def _with_sums(first: _Clauses, sums: recounted_sums.SumsChange) -> list[_Clause
 
 def _account(dynamodb: DynamoDB, settings: Settings, partition: str, stored: int, now_ms: int) -> bool:
     """Set the partition's `repaired` to what makes it add up (docs/counting.md, "Repair")."""
-    repairs = attributes.key_of(audit_items.repairs_key(partition))
     carrying = [
         i
         for i in audit_runs.read_group(dynamodb, settings, partition)
-        if attributes.key_of(i) != repairs
+        if attributes.sort_key(i) != audit_items.REPAIRS_SORT_KEY
         and any(audit_items.attribute(a, partition) in i for a in audit_items.ACCOUNTS)
     ]
     others = audit_items.group_accounts(carrying, partition)
