@@ -8,7 +8,7 @@ from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from chalicelib.core import attributes, dynamo, inputs, keyspace, pager, quarantine, times, transactions, validation
+from chalicelib.core import attributes, dynamo, inputs, keyspace, quarantine, times, transactions, validation
 from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import ValidationError, reason
 from chalicelib.core.settings import Settings
@@ -79,15 +79,9 @@ def _selected(
             (i, dynamo.get_item(dynamodb, settings.counts_table, _key(i), "could not read the quarantine"))
             for i in request.ids
         ]
-    page = pager.query_page(
-        dynamodb,
-        settings.counts_table,
-        QUARANTINE_PK,
-        pager.PageRequest(None, request.limit),
-        "could not read the quarantine",
-        consistent=True,
-    )
-    return [(attributes.sort_key(i), i) for i in page.items]
+    query = dynamo.query_request(settings.counts_table, QUARANTINE_PK, limit=request.limit, consistent=True)
+    found = dynamo.query_items(dynamodb, query, "could not read the quarantine", most=request.limit)
+    return [(attributes.sort_key(i), i) for i in found]
 
 
 def _key(record_id: str) -> dict[str, Any]:
