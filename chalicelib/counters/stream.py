@@ -37,19 +37,15 @@ def apply_stream_batch(
     records = list(records)
     if any(not r.shard for r in records):
         raise ShardUnknownError("stream event without shardId: the mapping needs TumblingWindowInSeconds")
-    ordered = _in_sequence(records)
+    # In stream order per shard (as Lambda sends them; sorting keeps each item's updates contiguous);
+    # records without a sequence number first, to be set aside.
+    ordered = sorted(records, key=lambda r: (r.shard, layout.sequence_position(r.sequence_number) or ""))
     # Each event a record carries is the processor's record (stream_records.events_of): a poison
     # event of a pack is set aside alone, and each event has its own position.
     carried = [e for r in ordered for e in (stream_records.events_of(r) if is_event(r) else [r])]
     result = batch_processor.process(StreamCounting(dynamodb, settings, now_ms, ordered != records), carried)
     result.records = len(records)  # stream records delivered; `counted` and the rest are events
     return result
-
-
-def _in_sequence(records: list[StreamRecord]) -> list[StreamRecord]:
-    """A batch's records in stream order per shard (as Lambda sends them; sorting keeps each item's
-    updates contiguous); records without a sequence number first, to be set aside."""
-    return sorted(records, key=lambda r: (r.shard, layout.sequence_position(r.sequence_number) or ""))
 
 
 Outcome = batch_processor.Outcome[StreamRecord, Countable]
