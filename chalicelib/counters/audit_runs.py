@@ -63,7 +63,7 @@ def run(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> AuditResult:
         # What is stored first, then what was accounted, as for one partition: a record counted
         # in between shows as accounted (its event was stored already), never as missing.
         stored = {pk: stored_count(dynamodb, settings, pk) for pk in pks}
-        group = read_group(dynamodb, settings, pks[0]) if pks else []
+        group = read_group(dynamodb, settings, pks[0])  # one quarter hour: one group
         findings = [audit.finding(pk, stored[pk], audit_items.group_accounts(group, pk)) for pk in pks]
         short = [f for f in findings if not f.adds_up]
         if not _commit(dynamodb, settings, checkpoint, quarter + audit.QUARTER_MS, short, now_ms):
