@@ -14,9 +14,9 @@ SET_ASIDE = "set_aside"
 EXPIRED = "expired"
 REPAIRED = "repaired"
 DUPLICATES = "duplicates"
-ACCOUNTS = (APPLIED, SET_ASIDE, EXPIRED, DUPLICATES, REPAIRED)
 # The numbers the stream handler (and replay) write; REPAIRED is the repair's own.
 STREAM_ACCOUNTS = (APPLIED, SET_ASIDE, EXPIRED, DUPLICATES)
+ACCOUNTS = (*STREAM_ACCOUNTS, REPAIRED)
 # Longer than the stream's 24-hour retention plus the audit's settle margin and a week of
 # operator reaction; the audit reads an item long before it expires.
 AUDIT_TALLY_TTL_SECONDS = 8 * 86400
@@ -49,9 +49,8 @@ def attribute(account: str, events_pk: str) -> str:
     return f"{account}#{split(events_pk)[1]}"
 
 
-def member_accounts(item: dict[str, Any] | None, events_pk: str) -> dict[str, int]:
-    """P's numbers on one item of its group (zeros for no item)."""
-    item = item or {}
+def member_accounts(item: dict[str, Any], events_pk: str) -> dict[str, int]:
+    """P's numbers on one item of its group."""
     return {name: attributes.integer(item, attribute(name, events_pk), 0) for name in ACCOUNTS}
 
 

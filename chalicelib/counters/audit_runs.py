@@ -63,7 +63,7 @@ def run(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> AuditResult:
         # What is stored first, then what was accounted, as for one partition: a record counted
         # in between shows as accounted (its event was stored already), never as missing.
         stored = {pk: stored_count(dynamodb, settings, pk) for pk in pks}
-        group = read_group(dynamodb, settings, pks[0]) if pks else []
+        group = read_group(dynamodb, settings, pks[0])  # one quarter hour: one group
         findings = [audit.finding(pk, stored[pk], audit_items.group_accounts(group, pk)) for pk in pks]
         short = [f for f in findings if not f.adds_up]
         if not _commit(dynamodb, settings, checkpoint, quarter + audit.QUARTER_MS, short, now_ms):
@@ -72,7 +72,9 @@ def run(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> AuditResult:
         checkpoint = result.checkpoint_ms = quarter + audit.QUARTER_MS
         result.audited += len(findings)
         result.findings += short
-    _recheck(dynamodb, settings, now_ms, result)
+    found = open_findings(dynamodb, settings, None, RECHECK_LIMIT, now_ms).items
+    adds_up = [recheck(dynamodb, settings, attributes.sort_key(i), now_ms).adds_up for i in found]
+    result.rechecked, result.resolved, result.open = len(adds_up), sum(adds_up), adds_up.count(False)
     return result
 
 
@@ -132,16 +134,6 @@ def _commit(
     return transactions.write_items(dynamodb, items, what="moving the audit checkpoint", attempts=5)
 
 
-def _recheck(dynamodb: DynamoDB, settings: Settings, now_ms: int, result: AuditResult) -> None:
-    for item in open_findings(dynamodb, settings, None, RECHECK_LIMIT, now_ms)[0]:
-        partition = attributes.sort_key(item)
-        result.rechecked += 1
-        if recheck(dynamodb, settings, partition, now_ms).adds_up:
-            result.resolved += 1
-        else:
-            result.open += 1
-
-
 def recheck(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int) -> audit.Finding:
     """Compare one partition again: remove its finding if it adds up now, else refresh it."""
     finding = compare(dynamodb, settings, partition)
@@ -153,11 +145,9 @@ def recheck(dynamodb: DynamoDB, settings: Settings, partition: str, now_ms: int)
     return finding
 
 
-def open_findings(
-    dynamodb: DynamoDB, settings: Settings, after: str | None, limit: int, now_ms: int
-) -> tuple[list[dict[str, Any]], str | None]:
-    """Up to `limit` live findings after partition `after`, oldest first, and the next page's start."""
-    page = pager.query_page(
+def open_findings(dynamodb: DynamoDB, settings: Settings, after: str | None, limit: int, now_ms: int) -> pager.Page:
+    """Up to `limit` live findings after partition `after`, oldest first."""
+    return pager.query_page(
         dynamodb,
         settings.counts_table,
         FINDINGS_PK,
@@ -166,14 +156,13 @@ def open_findings(
         live_at_s=now_ms // 1000,
         consistent=True,
     )
-    return page.items, page.after
 
 
 def listing(dynamodb: DynamoDB, settings: Settings, params: dict[str, str], now_ms: int) -> dict[str, Any]:
     """`GET /audit`: `{"partitions": [...], "next"}`, partitions that do not add up, oldest
     first, `limit` (1-1000, 100) a page, `cursor` the `next` of the previous page."""
     request = pager.page_request(params, _check_partition)
-    items, last = open_findings(dynamodb, settings, request.after, request.limit, now_ms)
+    page = open_findings(dynamodb, settings, request.after, request.limit, now_ms)
     numbers = ("stored", *audit_items.ACCOUNTS, "shortfall")
     return {
         "partitions": [
@@ -182,9 +171,9 @@ def listing(dynamodb: DynamoDB, settings: Settings, params: dict[str, str], now_
                 **{name: attributes.integer(i, name) for name in numbers if name in i},
                 "audited_at": times.iso(attributes.integer(i, "audited_at")),
             }
-            for i in items
+            for i in page.items
         ],
-        "next": None if last is None else pager.encode_cursor(last),
+        "next": page.next,
     }
 
 

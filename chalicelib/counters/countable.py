@@ -27,25 +27,17 @@ class Countable:
     marker: str | None = None  # client-id events: the marker they are claimed by
     buckets: tuple[Bucket, ...] = ()  # its live buckets (expired ones would read as 0)
 
-    @property
-    def claim(self) -> str:
-        """What a client id's marker names when this record claims it."""
-        return f"{self.shard}:{self.position}"
-
     def stamp(self, first: str = "", before: str = "") -> str:
         """This record's position as an item stores it for its shard (layout.stamped_position)."""
         return layout.stamped_position(self.position, int(self.record.created_s or 0), first, before)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class Touch:
-    """One bucket item a countable event adds to: of its counter, or of a filter (`pk`)."""
+    """One bucket item a countable event adds to: of its counter, or of a filter (`pk`), ordered by pk then bucket."""
 
     pk: str
     bucket: Bucket
-
-    def order(self) -> tuple[str, str, int]:
-        return self.pk, self.bucket.resolution, self.bucket.index
 
     def key(self) -> dict[str, Any]:
         return layout.bucket_item_key(self.pk, self.bucket)
@@ -105,15 +97,15 @@ def live_buckets(event: Event, now_ms: int) -> list[Bucket]:
 
 def claim_put(settings: Settings, countable: Countable, now_ms: int) -> dict[str, Any]:
     """The PutItem (request fields) by which a record claims its client id's marker (docs/counting.md, "The proof")."""
-    now_s = now_ms // 1000
+    now_s, claim = now_ms // 1000, f"{countable.shard}:{countable.position}"
     return {
         "TableName": settings.counts_table,
         "Item": {
             "pk": {"S": countable.marker or ""},
             "sk": {"S": "#"},
-            "c": {"S": countable.claim},
+            "c": {"S": claim},
             "expires_at": {"N": str(now_s + settings.marker_ttl_seconds)},
         },
         "ConditionExpression": "attribute_not_exists(pk) OR expires_at < :now OR c = :claim",
-        "ExpressionAttributeValues": {":now": {"N": str(now_s)}, ":claim": {"S": countable.claim}},
+        "ExpressionAttributeValues": {":now": {"N": str(now_s)}, ":claim": {"S": claim}},
     }

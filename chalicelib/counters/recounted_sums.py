@@ -4,7 +4,7 @@ repair, repair.py). Pure. Why a second run changes nothing: docs/counting.md, "R
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -30,9 +30,8 @@ class SumsChange:
         return bool(self.sets or self.removes)
 
 
-def recount(item: Mapping[str, Any] | None, bucket: Bucket, events: Iterable[Event]) -> dict[str, dict[str, Any]]:
+def recount(item: Mapping[str, Any] | None, bucket: Bucket, events: list[Event]) -> dict[str, dict[str, Any]]:
     """The sums attributes the item must hold for the events it counts (see the module's rules)."""
-    events = list(events)
     carried = {name for event in events for name in event.values}
     # The slots of names no event carries are free for the others, as the names leave the item.
     slots = {slot: name for slot, name in layout.slots_of(item or {}).items() if name in carried}

@@ -130,8 +130,8 @@ def _attempt(
     # A summary is read before the partitions too, and written on condition that it is as read.
     heads = {key: summary_writes.bucket_items(dynamodb, settings, *key) for key in waiting}
     lost = _lost_partitions(dynamodb, settings, now_ms) | {partition}
-    oldest = min(b.start_ms for _, _, b in pending | waiting) - settings.max_future_skew_seconds * 1000
     wanted = pending | waiting
+    oldest = min(b.start_ms for _, _, b in wanted) - settings.max_future_skew_seconds * 1000
     # The events each bucket or summary counts, in the order read: a client id once (its marker
     # counted it once).
     counts: dict[Key | SummaryKey, dict[object, Event]] = {key: {} for key in wanted}
@@ -260,7 +260,7 @@ def _write_bucket(
     key: Key,
     stored: dict[str, Any] | None,
     events: list[Event],
-    day: dict[str, Any] | None = None,
+    day: dict[str, Any] | None,
 ) -> bool | None:
     """Write the recount, counts and sums, if the bucket is as read (and, for an hour, its day's
     inline minutes): True written, False already right, None changed since it was read."""
@@ -302,7 +302,7 @@ def _write_bucket(
         # The day's inline minutes were subtracted: they must be as read when the hour is written.
         check = {
             "TableName": settings.counts_table,
-            "Key": _item_key((key[0], key[1], Bucket("day", timebuckets.day_of_hour(bucket.index)))),
+            "Key": {"pk": day["pk"], "sk": day["sk"]},
             "ConditionExpression": "#ic = :ic",
             "ExpressionAttributeNames": {"#ic": layout.INLINE_COUNT},
             "ExpressionAttributeValues": {":ic": day[layout.INLINE_COUNT]},
@@ -388,11 +388,10 @@ def _with_sums(first: _Clauses, sums: recounted_sums.SumsChange) -> list[_Clause
 
 def _account(dynamodb: DynamoDB, settings: Settings, partition: str, stored: int, now_ms: int) -> bool:
     """Set the partition's `repaired` to what makes it add up (docs/counting.md, "Repair")."""
-    repairs = attributes.key_of(audit_items.repairs_key(partition))
     carrying = [
         i
         for i in audit_runs.read_group(dynamodb, settings, partition)
-        if attributes.key_of(i) != repairs
+        if attributes.sort_key(i) != audit_items.REPAIRS_SORT_KEY
         and any(audit_items.attribute(a, partition) in i for a in audit_items.ACCOUNTS)
     ]
     others = audit_items.group_accounts(carrying, partition)

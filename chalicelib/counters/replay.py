@@ -4,12 +4,12 @@ TransactWriteItems. What it holds, and why that counts it once: docs/counting.md
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from chalicelib.core import attributes, dynamo, inputs, keyspace, pager, quarantine, times, transactions, validation
+from chalicelib.core import attributes, dynamo, inputs, keyspace, quarantine, times, transactions, validation
 from chalicelib.core.aws import DynamoDB
-from chalicelib.core.clock import Sleep
 from chalicelib.core.errors import ValidationError, reason
 from chalicelib.core.settings import Settings
 from chalicelib.core.storage_errors import ConditionFailed, translated
@@ -61,15 +61,13 @@ def parse_body(body: Any) -> ReplayRequest:
     return ReplayRequest(limit=validation.integer(body.get("limit", MAX_REPLAY), "limit", 1, MAX_REPLAY))
 
 
-def replay(
-    dynamodb: DynamoDB, settings: Settings, request: ReplayRequest, now_ms: int, sleep: Sleep | None = None
-) -> ReplayResult:
+def replay(dynamodb: DynamoDB, settings: Settings, request: ReplayRequest, now_ms: int) -> ReplayResult:
     result = ReplayResult()
     for record_id, item in _selected(dynamodb, settings, request):
         if item is None:
             result.not_found.append(record_id)
             continue
-        _replay_one(dynamodb, settings, record_id, item, now_ms, sleep, result)
+        _replay_one(dynamodb, settings, record_id, item, now_ms, result)
     return result
 
 
@@ -81,15 +79,9 @@ def _selected(
             (i, dynamo.get_item(dynamodb, settings.counts_table, _key(i), "could not read the quarantine"))
             for i in request.ids
         ]
-    page = pager.query_page(
-        dynamodb,
-        settings.counts_table,
-        QUARANTINE_PK,
-        pager.PageRequest(None, request.limit),
-        "could not read the quarantine",
-        consistent=True,
-    )
-    return [(attributes.sort_key(i), i) for i in page.items]
+    query = dynamo.query_request(settings.counts_table, QUARANTINE_PK, limit=request.limit, consistent=True)
+    found = dynamo.query_items(dynamodb, query, "could not read the quarantine", most=request.limit)
+    return [(attributes.sort_key(i), i) for i in found]
 
 
 def _key(record_id: str) -> dict[str, Any]:
@@ -124,13 +116,7 @@ def _parse(item: dict[str, Any], now_ms: int) -> tuple[Countable, frozenset[str]
 
 
 def _replay_one(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    record_id: str,
-    item: dict[str, Any],
-    now_ms: int,
-    sleep: Sleep | None,
-    result: ReplayResult,
+    dynamodb: DynamoDB, settings: Settings, record_id: str, item: dict[str, Any], now_ms: int, result: ReplayResult
 ) -> None:
     try:
         countable, held = _parse(item, now_ms)
@@ -148,9 +134,7 @@ def _replay_one(
         return
     plan = _Plan(dynamodb, settings, record_id, countable, now_ms, None if audit is None else tally, held)
     try:
-        written = transactions.write(
-            dynamodb, plan.build, what="replaying a set-aside record", adapt=plan.adapt, sleep=sleep
-        )
+        written = transactions.write(dynamodb, plan.build, what="replaying a set-aside record", adapt=plan.adapt)
     except ConditionFailed:
         why = "its audit item or a summary changed under it: replay it again"
         result.still_bad.append({"id": record_id, "reason": why})
@@ -185,10 +169,9 @@ class _Plan:
         items: list[dict[str, Any]] = [
             {"Delete": {"TableName": table, "Key": _key(self.record_id), "ConditionExpression": "attribute_exists(pk)"}}
         ]
-        counting = bool(c.buckets) and not self.counted_elsewhere
-        if counting and c.event.id_given:
-            items.append({"Put": claim_put(self.settings, c, self.now_ms)})
-        if counting:
+        if c.buckets and not self.counted_elsewhere:
+            if c.event.id_given:
+                items.append({"Put": claim_put(self.settings, c, self.now_ms)})
             # Its counter's buckets and its filters', then its breakdown summaries.
             for touch in touches(c, self.settings):
                 key = touch.key()
@@ -219,19 +202,14 @@ class _Plan:
         return transactions.Plan(items, applied_if=0)
 
     def adapt(self, failed: list[dict[str, Any]]) -> bool:
-        keys = [next(iter(i.values())).get("Key") or next(iter(i.values())).get("Item") for i in failed]
-        pks = [attributes.partition_key(k) for k in keys if k]
-        if any(pk.startswith(keyspace.EVENT_MARKER) for pk in pks) and not self.counted_elsewhere:
+        keys = [attributes.key_of(write.get("Key") or write["Item"]) for i in failed for write in i.values()]
+        if any(pk.startswith(keyspace.EVENT_MARKER) for pk, _ in keys) and not self.counted_elsewhere:
             self.counted_elsewhere = True
             return True
-        buckets = {
-            (pk, attributes.sort_key(k))
-            for pk, k in zip(pks, keys)
-            if pk.startswith((keyspace.COUNTER, keyspace.FILTER))
-        }
-        new = buckets - self.keep_stored
+        new = {key for key in keys if key[0].startswith((keyspace.COUNTER, keyspace.FILTER))} - self.keep_stored
         self.keep_stored |= new
-        if not new and any(pk.startswith(keyspace.SUMMARY) for pk in pks) and self.summary_rounds < MAX_SUMMARY_ROUNDS:
+        rewritten = any(pk.startswith(keyspace.SUMMARY) for pk, _ in keys)
+        if not new and rewritten and self.summary_rounds < MAX_SUMMARY_ROUNDS:
             self.summary_rounds += 1  # a summary was rewritten since it was read: build reads it again
             return True
         return bool(new)
@@ -239,14 +217,11 @@ class _Plan:
 
 def _still_bad(dynamodb: DynamoDB, settings: Settings, record_id: str, why: str, now_ms: int) -> None:
     """Keep the record set aside, with the reason it fails now."""
-    try:
-        with translated("could not update a set-aside record"):
-            dynamodb.update_item(
-                TableName=settings.counts_table,
-                Key=_key(record_id),
-                UpdateExpression="SET reason = :r, seen_at = :t",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":r": {"S": why}, ":t": {"S": times.iso(now_ms)}},
-            )
-    except ConditionFailed:
-        pass
+    with suppress(ConditionFailed), translated("could not update a set-aside record"):  # replayed meanwhile
+        dynamodb.update_item(
+            TableName=settings.counts_table,
+            Key=_key(record_id),
+            UpdateExpression="SET reason = :r, seen_at = :t",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":r": {"S": why}, ":t": {"S": times.iso(now_ms)}},
+        )

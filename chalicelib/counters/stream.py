@@ -37,19 +37,15 @@ def apply_stream_batch(
     records = list(records)
     if any(not r.shard for r in records):
         raise ShardUnknownError("stream event without shardId: the mapping needs TumblingWindowInSeconds")
-    ordered = _in_sequence(records)
+    # In stream order per shard (as Lambda sends them; sorting keeps each item's updates contiguous);
+    # records without a sequence number first, to be set aside.
+    ordered = sorted(records, key=lambda r: (r.shard, layout.sequence_position(r.sequence_number) or ""))
     # Each event a record carries is the processor's record (stream_records.events_of): a poison
     # event of a pack is set aside alone, and each event has its own position.
     carried = [e for r in ordered for e in (stream_records.events_of(r) if is_event(r) else [r])]
     result = batch_processor.process(StreamCounting(dynamodb, settings, now_ms, ordered != records), carried)
     result.records = len(records)  # stream records delivered; `counted` and the rest are events
     return result
-
-
-def _in_sequence(records: list[StreamRecord]) -> list[StreamRecord]:
-    """A batch's records in stream order per shard (as Lambda sends them; sorting keeps each item's
-    updates contiguous); records without a sequence number first, to be set aside."""
-    return sorted(records, key=lambda r: (r.shard, layout.sequence_position(r.sequence_number) or ""))
 
 
 Outcome = batch_processor.Outcome[StreamRecord, Countable]
@@ -66,13 +62,12 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
         self._held: dict[tuple[str, str], list[str]] = {}
         # The events each day item holds inline: (pk, day, shard, position).
         self._inline: set[tuple[str, int, str, str]] = set()
-        self._sink: QuarantineSink[StreamRecord] = QuarantineSink(
-            dynamodb, settings, "events-stream", _record_id, self._set_aside_text, now_ms
-        )
 
-    @property
+    @functools.cached_property
     def sink(self) -> QuarantineSink[StreamRecord]:
-        return self._sink
+        return QuarantineSink(
+            self.dynamodb, self.settings, "events-stream", _record_id, self._set_aside_text, self.now_ms
+        )
 
     def parse(self, raw: StreamRecord) -> list[Countable]:
         return countables(raw, self.now_ms)
@@ -102,10 +97,9 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
         for c in records:
             for touch in touches(c, self.settings):  # none for an event whose buckets all expired
                 items.setdefault((touch, c.shard), []).append(c)
-        ordered = sorted(items.items(), key=lambda kv: (*kv[0][0].order(), kv[0][1]))
         return [
             Write(sorted(members, key=lambda c: c.position), functools.partial(self._apply_item, touch, shard))
-            for (touch, shard), members in ordered
+            for (touch, shard), members in sorted(items.items(), key=lambda kv: kv[0])
         ]
 
     def _catalog(self, listed: list[Countable], _: list[Countable]) -> Sent[Countable]:
@@ -118,21 +112,19 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
         return Sent(calls=catalog.list_counters(self.dynamodb, self.settings, expiry, self.now_ms))
 
     def _apply_item(self, touch: Touch, shard: str, members: list[Countable]) -> Sent[Countable]:
-        held = layout.held_id(touch.key())
+        held, inline = layout.held_id(touch.key()), list[Countable]()
         if touch.bucket.resolution == "hour":
             # Its day bucket was written first (writes() orders a pk's day before its hours) and
             # said which events it holds inline: those never go to an hour item.
             day = (touch.pk, timebuckets.day_of_hour(touch.bucket.index), shard)
             inline = [c for c in members if (*day, c.position) in self._inline]
-            for c in inline:
-                self._held.setdefault((c.shard, c.position), []).append(held)
             members = [c for c in members if (*day, c.position) not in self._inline]
-            if not members:
-                return Sent()
-        sent = bucket_writes.apply_item(self.dynamodb, self.settings, touch, shard, members, self.now_ms)
+        sent = Sent[Countable]()
+        if members:
+            sent = bucket_writes.apply_item(self.dynamodb, self.settings, touch, shard, members, self.now_ms)
         for c in sent.marks.get(INLINE, ()):
             self._inline.add((touch.pk, touch.bucket.index, shard, c.position))
-        for c in (*sent.applied, *sent.found):
+        for c in (*inline, *sent.applied, *sent.found):
             self._held.setdefault((c.shard, c.position), []).append(held)
         return sent
 
@@ -221,8 +213,7 @@ class Accounted:
 
 
 def apply_audit(dynamodb: DynamoDB, settings: Settings, shard: str, accounted: list[Accounted], now_ms: int) -> int:
-    """ADD what became of one shard's records of one quarter hour to its audit item, once; the calls made."""
-    accounted = sorted(accounted)
+    """ADD what became of one shard's records of one quarter hour (sorted) to its audit item, once; the calls made."""
     calls = 0
     for _ in range(MAX_ROUNDS):
         if not accounted:
