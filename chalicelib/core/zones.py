@@ -160,12 +160,9 @@ def next_bucket(zone: ZoneInfo, start: int, resolution: LocalResolution) -> int:
     if resolution == "hour":
         stop = start + 60 - (start + offset_minutes(zone, start)) % 60
         return _unless_changed(zone, start, stop, stop)
-    day = _period_start(resolution, wall(zone, start).date())
-    following = _step(resolution, day, 1)
-    stop = day_start(zone, following)
-    while stop <= start:  # a local period skipped whole (Pacific/Apia, 2011-12-30)
+    following = _step(resolution, _period_start(resolution, wall(zone, start).date()), 1)
+    while (stop := day_start(zone, following)) <= start:  # a local period skipped whole (Pacific/Apia, 2011-12-30)
         following = _step(resolution, following, 1)
-        stop = day_start(zone, following)
     return stop
 
 
