@@ -123,11 +123,6 @@ def buckets_between(first_minute: int, last_minute: int, resolution: Resolution)
 HOUR_MINUTES = RESOLUTION_MINUTES["hour"]
 
 
-def hours_between(first_minute: int, last_minute: int) -> tuple[int, int]:
-    """The hours holding minutes first..last: [floor(start), floor(end)] at hour resolution."""
-    return first_minute // HOUR_MINUTES, last_minute // HOUR_MINUTES
-
-
 def hours_ending(last_minute: int, minutes: int) -> tuple[int, int]:
     """A window of `minutes` ending at `last_minute`, hour-aligned: the ceil(minutes / 60) hours
     up to and including the hour holding last_minute (a 24-hour window is 24 hours)."""

@@ -138,5 +138,5 @@ def aligned_hours(params: Mapping[str, str], first: int, last: int) -> tuple[int
     """The hours an hour-aligned read covers for window minutes first..last (a window, or the
     period it is compared with), by hour_range's rule."""
     if "start" in params or params.get("window") in zones.CALENDAR_WINDOWS:
-        return timebuckets.hours_between(first, last)
+        return first // timebuckets.HOUR_MINUTES, last // timebuckets.HOUR_MINUTES
     return timebuckets.hours_ending(last, last - first + 1)
