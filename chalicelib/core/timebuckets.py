@@ -134,8 +134,7 @@ def hours_ending(last_minute: int, minutes: int) -> tuple[int, int]:
 
 def first_live_index(resolution: Resolution, now_ms: int, retention_s: int) -> int:
     """The oldest bucket still kept at now_ms when a bucket lives until its end plus retention_s."""
-    size_s = RESOLUTION_MINUTES[resolution] * 60
-    return (now_ms // 1000 - retention_s) // size_s
+    return (now_ms // 1000 - retention_s) // (RESOLUTION_MINUTES[resolution] * 60)
 
 
 # -- when a bucket expires (`expires_at`, DynamoDB's TTL attribute), and what a read may use ------

@@ -90,7 +90,6 @@ def window(params: Mapping[str, str], now_ms: int, default_zone: str | None = No
     """minute_range with its zone and, with `compare=previous_period|year_over_year`, the period it
     is compared with (checked against the same bounds)."""
     first, last = minute_range(params, now_ms, default_zone)
-    local = "tz" in params or default_zone is not None
     how, previous = params.get("compare"), None
     if how is not None:
         if how not in zones.COMPARISONS:
@@ -98,7 +97,7 @@ def window(params: Mapping[str, str], now_ms: int, default_zone: str | None = No
         calendar = params.get("window") if params.get("window") in zones.CALENDAR_WINDOWS else None
         previous = zones.comparison(zone(params, default_zone), (first, last), how, calendar)
         check_minutes(*previous)
-    return Window(first, last, zone(params, default_zone), local, previous)
+    return Window(first, last, zone(params, default_zone), "tz" in params or default_zone is not None, previous)
 
 
 # Fields naming what was read rather than what was counted: said once, not again in `previous`.
