@@ -69,13 +69,12 @@ def counts(dynamodb: DynamoDB, sqs: SQS, settings: Settings) -> list[dict[str, A
     answer: list[dict[str, Any]] = []
     for name in SOURCES:
         request = dynamo.query_request(settings.counts_table, partition_key(name), count=True)
-        total, complete = 0, True
+        total = 0
         for page in dynamo.query_pages(dynamodb, request, "could not count the quarantine"):
             total += int(page.get("Count", 0))
             if total >= MAX_COUNTED and "LastEvaluatedKey" in page:
-                complete = False
                 break
-        answer.append({"source": name, "records": total, "complete": complete})
+        answer.append({"source": name, "records": total, "complete": "LastEvaluatedKey" not in page})
     url = queues.dead_letter_url(sqs, settings.views_queue)
     with translated("could not read the views dead-letter queue"):
         queue = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
