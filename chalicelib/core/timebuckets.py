@@ -187,6 +187,4 @@ def completeness(complete: bool, retained_from_ms: int, message: str | None = RE
     if complete:
         return {"complete": True}
     answer: dict[str, Any] = {"complete": False, "retained_from": times.iso(retained_from_ms)}
-    if message is not None:
-        answer["message"] = message
-    return answer
+    return answer if message is None else {**answer, "message": message}
