@@ -30,12 +30,10 @@ def optional_text(item: Item, name: str) -> str | None:
 
 
 def integer(item: Item, name: str, default: int = _ABSENT) -> int:
-    """A number attribute (N) that holds a whole number."""
     return int(_value(item, name, "N", default))
 
 
 def optional_integer(item: Item, name: str) -> int | None:
-    """A number attribute (N) that holds a whole number, None when absent."""
     return integer(item, name) if name in item else None
 
 

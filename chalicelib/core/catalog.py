@@ -127,8 +127,7 @@ def fold(dynamodb: DynamoDB, settings: Settings, kind: str, now_ms: int) -> Fold
     stored_items = {attributes.sort_key(item).removeprefix(PAGE_SK): item for item in read}
     stored = {low: _entries(item) for low, item in stored_items.items()}
     everything = catalog_pages.union(*stored.values(), *(_entries(item) for item in logs))
-    now_s = now_ms // 1000
-    live = {name: e for name, e in everything.items() if e.live(now_s)}
+    live = {name: e for name, e in everything.items() if e.live(now_ms // 1000)}
     plan = catalog_pages.layout(stored, live, catalog_pages.PAGE_RAW_BYTES)
     try:
         # New pages (split off) before the page they came from is cut, so an entry is always
@@ -198,8 +197,7 @@ def page(
     )
     taken = names[: request.limit]
     position = taken[-1] if len(names) > request.limit else bound
-    cursor = None if position is None else pager.encode_cursor(position)
-    return [found[name] for name in taken], cursor
+    return [found[name] for name in taken], None if position is None else pager.encode_cursor(position)
 
 
 def touched_page(

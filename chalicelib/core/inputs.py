@@ -138,10 +138,8 @@ def number(value: int | Decimal, field: str) -> int | Decimal:
 
 
 def canonical(value: int | Decimal) -> Decimal:
-    """A storable number (`number`) in the one form Tally stores it in, the shortest: any zero
-    (`0E+999`, `-0.0`) is 0; a whole number below 1E+38 has no exponent (`1E+3` is 1000,
-    `1.000` is 1); any other number has no trailing zeros (`1.50` is 1.5, `1E+40` stays so).
-    boto3 serializes each of these without rounding, and DynamoDB stores the same value."""
+    """The shortest form of a storable number (`number`), the one Tally stores (why: the docs above): any
+    zero is 0, a whole number below 1E+38 has no exponent (`1E+3` is 1000), any other no trailing zeros."""
     if type(value) is int and -(10**MAX_NUMBER_DIGITS) < value < 10**MAX_NUMBER_DIGITS:
         return Decimal(value)
     exact = Decimal(value)

@@ -120,8 +120,7 @@ def query_across(
     found: list[tuple[str, dict[str, Any]]] = []
     for index in range(start, len(labels)):
         label = labels[index]
-        room = page.limit - len(found)
-        got = query_page(dynamodb, table, partitions[label], PageRequest(after, room), failure)
+        got = query_page(dynamodb, table, partitions[label], PageRequest(after, page.limit - len(found)), failure)
         found += [(label, item) for item in got.items]
         after = None
         if got.after is not None:  # this partition has more (or may have): resume inside it

@@ -21,7 +21,6 @@ MAX_RECORD_CHARS = 8000
 
 
 def partition_key(source: str) -> str:
-    """The partition of one source's records set aside: `QUARANTINE#<source>`."""
     return f"{keyspace.QUARANTINE}{source}"
 
 
@@ -50,9 +49,8 @@ def list_records(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, st
         raise ValidationError(f"source must be one of {', '.join(SOURCES)}")
     listed = [source] if source else list(SOURCES)
     request = pager.page_request(params, lambda position: pager.split_position(position, listed))
-    partitions = {name: partition_key(name) for name in listed}
     found, cursor = pager.query_across(
-        dynamodb, settings.counts_table, partitions, request, "could not read the quarantine"
+        dynamodb, settings.counts_table, {n: partition_key(n) for n in listed}, request, "could not read the quarantine"
     )
     texts = ("reason", "seen_at", "record")
     records = [
@@ -71,13 +69,12 @@ def counts(dynamodb: DynamoDB, sqs: SQS, settings: Settings) -> list[dict[str, A
     answer: list[dict[str, Any]] = []
     for name in SOURCES:
         request = dynamo.query_request(settings.counts_table, partition_key(name), count=True)
-        total, complete = 0, True
+        total = 0
         for page in dynamo.query_pages(dynamodb, request, "could not count the quarantine"):
             total += int(page.get("Count", 0))
             if total >= MAX_COUNTED and "LastEvaluatedKey" in page:
-                complete = False
                 break
-        answer.append({"source": name, "records": total, "complete": complete})
+        answer.append({"source": name, "records": total, "complete": "LastEvaluatedKey" not in page})
     url = queues.dead_letter_url(sqs, settings.views_queue)
     with translated("could not read the views dead-letter queue"):
         queue = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])

@@ -165,18 +165,15 @@ FIELDS: dict[str, Rule] = {f.name: f.metadata.get("rule", Text()) for f in datac
 _FALLBACK = {"aws_region": "AWS_DEFAULT_REGION"}
 
 
-def sqs_batching(size_field: str, window_field: str) -> Callable[[Settings], None]:
-    """An SQS source's batch size and batching window, as Lambda accepts them (docs/guarantees.md,
+def sqs_batching(settings: Settings) -> None:
+    """Each SQS source's batch size and batching window, as Lambda accepts them (docs/guarantees.md,
     "A queue batch above 10 messages needs a batching window")."""
-
-    def check(settings: Settings) -> None:
-        size, window = getattr(settings, size_field), getattr(settings, window_field)
-        if size > 10 and window < 1:
+    for source in ("uniques", "views"):
+        size_field, window_field = f"{source}_batch_size", f"{source}_batching_window_seconds"
+        if getattr(settings, size_field) > 10 and getattr(settings, window_field) < 1:
             raise SettingsError(
                 f"{size_field.upper()} above 10 needs {window_field.upper()} of at least 1 (Lambda refuses it)"
             )
-
-    return check
 
 
 def view_horizon(settings: Settings) -> None:
@@ -190,8 +187,4 @@ def view_horizon(settings: Settings) -> None:
         raise SettingsError("VIEW_BUCKET_RETENTION_SECONDS must be at least VIEW_HORIZON_SECONDS")
 
 
-CROSS_FIELD: tuple[Callable[[Settings], None], ...] = (
-    sqs_batching("uniques_batch_size", "uniques_batching_window_seconds"),
-    sqs_batching("views_batch_size", "views_batching_window_seconds"),
-    view_horizon,
-)
+CROSS_FIELD: tuple[Callable[[Settings], None], ...] = (sqs_batching, view_horizon)

@@ -123,11 +123,6 @@ def buckets_between(first_minute: int, last_minute: int, resolution: Resolution)
 HOUR_MINUTES = RESOLUTION_MINUTES["hour"]
 
 
-def hours_between(first_minute: int, last_minute: int) -> tuple[int, int]:
-    """The hours holding minutes first..last: [floor(start), floor(end)] at hour resolution."""
-    return first_minute // HOUR_MINUTES, last_minute // HOUR_MINUTES
-
-
 def hours_ending(last_minute: int, minutes: int) -> tuple[int, int]:
     """A window of `minutes` ending at `last_minute`, hour-aligned: the ceil(minutes / 60) hours
     up to and including the hour holding last_minute (a 24-hour window is 24 hours)."""
@@ -139,8 +134,7 @@ def hours_ending(last_minute: int, minutes: int) -> tuple[int, int]:
 
 def first_live_index(resolution: Resolution, now_ms: int, retention_s: int) -> int:
     """The oldest bucket still kept at now_ms when a bucket lives until its end plus retention_s."""
-    size_s = RESOLUTION_MINUTES[resolution] * 60
-    return (now_ms // 1000 - retention_s) // size_s
+    return (now_ms // 1000 - retention_s) // (RESOLUTION_MINUTES[resolution] * 60)
 
 
 # -- when a bucket expires (`expires_at`, DynamoDB's TTL attribute), and what a read may use ------
@@ -193,6 +187,4 @@ def completeness(complete: bool, retained_from_ms: int, message: str | None = RE
     if complete:
         return {"complete": True}
     answer: dict[str, Any] = {"complete": False, "retained_from": times.iso(retained_from_ms)}
-    if message is not None:
-        answer["message"] = message
-    return answer
+    return answer if message is None else {**answer, "message": message}

@@ -50,7 +50,8 @@ def minute_range(params: Mapping[str, str], now_ms: int, default_zone: str | Non
     end = times.parse(params["end"], "end") if "end" in params else now_ms
     if params.get("window") in zones.CALENDAR_WINDOWS:
         # `end` moves now: window=yesterday&end=T is the day before T's, in the zone.
-        first, last = zones.calendar_window(zone(params, default_zone), params["window"], timebuckets.minute_of(end))
+        zone = zones.parse(params.get("tz", default_zone))
+        first, last = zones.calendar_window(zone, params["window"], timebuckets.minute_of(end))
     elif start is not None:
         first, last = timebuckets.minute_of(start), timebuckets.minute_of(end)
         if last < first:
@@ -64,11 +65,6 @@ def minute_range(params: Mapping[str, str], now_ms: int, default_zone: str | Non
         first, last = timebuckets.window_minutes(end, validation.duration_minutes(value))
     check_minutes(first, last)
     return first, last
-
-
-def zone(params: Mapping[str, str], default_zone: str | None = None) -> ZoneInfo:
-    """The zone of `tz`, else `default_zone`, else UTC; 400 for an unknown name."""
-    return zones.parse(params.get("tz", default_zone))
 
 
 @dataclass(frozen=True)
@@ -90,15 +86,15 @@ def window(params: Mapping[str, str], now_ms: int, default_zone: str | None = No
     """minute_range with its zone and, with `compare=previous_period|year_over_year`, the period it
     is compared with (checked against the same bounds)."""
     first, last = minute_range(params, now_ms, default_zone)
-    local = "tz" in params or default_zone is not None
     how, previous = params.get("compare"), None
+    if how is not None and how not in zones.COMPARISONS:
+        raise ValidationError(f"compare must be {' or '.join(zones.COMPARISONS)}")
+    zone = zones.parse(params.get("tz", default_zone))
     if how is not None:
-        if how not in zones.COMPARISONS:
-            raise ValidationError(f"compare must be {' or '.join(zones.COMPARISONS)}")
         calendar = params.get("window") if params.get("window") in zones.CALENDAR_WINDOWS else None
-        previous = zones.comparison(zone(params, default_zone), (first, last), how, calendar)
+        previous = zones.comparison(zone, (first, last), how, calendar)
         check_minutes(*previous)
-    return Window(first, last, zone(params, default_zone), local, previous)
+    return Window(first, last, zone, "tz" in params or default_zone is not None, previous)
 
 
 # Fields naming what was read rather than what was counted: said once, not again in `previous`.
@@ -138,5 +134,5 @@ def aligned_hours(params: Mapping[str, str], first: int, last: int) -> tuple[int
     """The hours an hour-aligned read covers for window minutes first..last (a window, or the
     period it is compared with), by hour_range's rule."""
     if "start" in params or params.get("window") in zones.CALENDAR_WINDOWS:
-        return timebuckets.hours_between(first, last)
+        return first // timebuckets.HOUR_MINUTES, last // timebuckets.HOUR_MINUTES
     return timebuckets.hours_ending(last, last - first + 1)

@@ -160,12 +160,9 @@ def next_bucket(zone: ZoneInfo, start: int, resolution: LocalResolution) -> int:
     if resolution == "hour":
         stop = start + 60 - (start + offset_minutes(zone, start)) % 60
         return _unless_changed(zone, start, stop, stop)
-    day = _period_start(resolution, wall(zone, start).date())
-    following = _step(resolution, day, 1)
-    stop = day_start(zone, following)
-    while stop <= start:  # a local period skipped whole (Pacific/Apia, 2011-12-30)
+    following = _step(resolution, _period_start(resolution, wall(zone, start).date()), 1)
+    while (stop := day_start(zone, following)) <= start:  # a local period skipped whole (Pacific/Apia, 2011-12-30)
         following = _step(resolution, following, 1)
-        stop = day_start(zone, following)
     return stop
 
 
@@ -200,24 +197,9 @@ def calendar_window(zone: ZoneInfo, window: str, now_minute: int) -> Window:
     return first, now_minute if back == 0 else day_start(zone, current) - 1
 
 
-def _shift(zone: ZoneInfo, window: Window, move: Callable[[datetime], datetime], calendar: bool = False) -> Window:
-    """A window moved on the local clock: its start and its (exclusive) end each moved by `move`.
-    In a calendar window, a bound on a day's start moves to the start of the moved day, which
-    is not the same clock time when either day's midnight was skipped."""
-    first, last = window
-
-    def moved(minute: int) -> int:
-        local = wall(zone, minute)
-        if calendar and minute == day_start(zone, local.date()):
-            return day_start(zone, move(local).date())
-        return at_or_after(zone, move(local))
-
-    start = moved(first)
-    return start, max(start, moved(last + 1) - 1)
-
-
 def comparison(zone: ZoneInfo, window: Window, how: str, calendar: str | None = None) -> Window:
-    """The period a window is compared with by `how` (docs/api.md, as above)."""
+    """The period a window is compared with by `how` (docs/api.md, as above): but for a duration's
+    previous period, the window's start and (exclusive) end each moved on the local clock."""
     first, last = window
     if how == "previous_period":
         if calendar is None:
@@ -227,4 +209,14 @@ def comparison(zone: ZoneInfo, window: Window, how: str, calendar: str | None = 
         period, count = ("week", -52) if calendar in ("this_week", "last_week") else ("year", -1)
     else:
         raise ValueError(f"not a comparison: {how}")
-    return _shift(zone, window, lambda t: _step(period, t, count), calendar=calendar is not None)
+
+    def moved(minute: int) -> int:
+        local = wall(zone, minute)
+        # In a calendar window, a bound on a day's start moves to the start of the moved day, which
+        # is not the same clock time when either day's midnight was skipped.
+        if calendar is not None and minute == day_start(zone, local.date()):
+            return day_start(zone, _step(period, local, count).date())
+        return at_or_after(zone, _step(period, local, count))
+
+    start = moved(first)
+    return start, max(start, moved(last + 1) - 1)
