@@ -1,4 +1,5 @@
-"""The per-process cache of what the beacon reads (a site's settings, the day's salts, its keys); no I/O."""
+"""The per-process cache of what was read: the beacon's (a site's settings, the day's salts, its keys) and the
+bucket writes' hints (what an item last held); no I/O."""
 
 from __future__ import annotations
 
