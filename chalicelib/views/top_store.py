@@ -237,18 +237,9 @@ def _put(dynamodb: DynamoDB, settings: Settings, item: dict[str, Any], version: 
 # -- the readers' side ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Read:
-    """What a reader found for a window's spans: the index of the first span still kept, the
-    summaries of the kept spans merged, and the items read."""
-
-    first: int
-    merged: top.Merged
-    keys_read: int
-
-
-def read(dynamodb: DynamoDB, settings: Settings, spans: Sequence[Bucket], now_ms: int) -> Read:
-    """The summaries of `spans` merged: marks, bases, then logs past `folded` (docs/design.md, "Top URLs")."""
+def read(dynamodb: DynamoDB, settings: Settings, spans: Sequence[Bucket], now_ms: int) -> tuple[int, top.Merged, int]:
+    """The index of the first of `spans` still kept, the kept spans' summaries merged (marks, bases,
+    then logs past `folded`: docs/design.md, "Top URLs") and the items read."""
     blocks = sorted({top.block_of(span) for span in spans})
     marks = _bases(dynamodb, settings, blocks, HEAD_SK)
     bases = list(_bases(dynamodb, settings, spans).values())
@@ -262,4 +253,4 @@ def read(dynamodb: DynamoDB, settings: Settings, spans: Sequence[Bucket], now_ms
         for span, base in list(zip(spans, bases))[first:]
         if base or logs[top.block_of(span)]
     )
-    return Read(first, merged, len(spans) + len(blocks) + sum(max(1, len(found)) for found in logs.values()))
+    return first, merged, len(spans) + len(blocks) + sum(max(1, len(found)) for found in logs.values())
