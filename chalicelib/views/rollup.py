@@ -193,9 +193,7 @@ def move(
     """Move a counter's pending minutes (as read in `counter`) into its buckets; False when it was
     counted into or moved by another handler since it was read (a later batch moves it)."""
     items = move_items(settings, url_pk, counter, now_ms)
-    if not items:
-        return False
-    return transactions.write_items(dynamodb, items, what="view bucket move", sleep=sleep)
+    return bool(items) and transactions.write_items(dynamodb, items, what="view bucket move", sleep=sleep)
 
 
 def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, now_ms: int) -> list[dict[str, Any]]:
