@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.core import attributes, dynamo, item_sizes, keyspace, log_fold, retry, timebuckets
@@ -58,27 +57,16 @@ _LEVEL_OF: dict[str, timebuckets.Level] = {f"{p}#": level for level, p in view_l
 # -- the queue handler's side ------------------------------------------------------------------
 
 
-@dataclass
-class Observations:
-    """Snapshots of URLs' views per bucket, as a batch read them (the largest per URL)."""
-
-    by_span: dict[Bucket, dict[bytes, int]] = field(default_factory=dict)
-
-    def add(self, bucket_pk: str, span: Bucket, count: int) -> None:
-        digest = top.digest_of_sha(bucket_pk.removeprefix(keyspace.VIEW_BUCKET))
-        seen = self.by_span.setdefault(span, {})
-        if count > seen.get(digest, 0):
-            seen[digest] = count
-
-
 def record(
-    dynamodb: DynamoDB, settings: Settings, observed: Observations, now_ms: int, sleep: Sleep | None = None
+    dynamodb: DynamoDB, settings: Settings, observed: list[tuple[str, Bucket, int]], now_ms: int, sleep: Sleep | None
 ) -> int:
-    """Bring each bucket's summary up to the snapshots observed; returns the items written
-    (StorageError: the batch's messages come back and are observed again)."""
+    """Bring each bucket's summary up to the views a batch read (URL partition, bucket, views; the
+    largest per URL); returns the items written (StorageError: the messages come back, read again)."""
     blocks: dict[Bucket, dict[Bucket, dict[bytes, int]]] = {}
-    for span, seen in observed.by_span.items():
-        blocks.setdefault(top.block_of(span), {})[span] = seen
+    for url_pk, span, count in observed:
+        seen = blocks.setdefault(top.block_of(span), {}).setdefault(span, {})
+        digest = top.digest_of_sha(url_pk.removeprefix(keyspace.VIEW_URL))
+        seen[digest] = max(seen.get(digest, 0), count)
     return sum(_record_block(dynamodb, settings, block, blocks[block], now_ms, sleep) for block in sorted(blocks))
 
 
