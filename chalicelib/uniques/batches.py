@@ -131,13 +131,10 @@ class UniqueItems(batch_processor.Capability[Message, Items]):
 
     def __init__(self, dynamodb: DynamoDB, settings: Settings, now_ms: int, shard: int, sleep: Sleep | None) -> None:
         self.dynamodb, self.settings, self.now_ms, self.shard, self.sleep = dynamodb, settings, now_ms, shard, sleep
-        self._sink: QuarantineSink[Message] = QuarantineSink(
-            dynamodb, settings, SOURCE, lambda m: m.message_id, _record_text, now_ms
-        )
 
-    @property
+    @functools.cached_property
     def sink(self) -> QuarantineSink[Message]:
-        return self._sink
+        return QuarantineSink(self.dynamodb, self.settings, SOURCE, lambda m: m.message_id, _record_text, self.now_ms)
 
     def parse(self, raw: Message) -> list[Items]:
         return [parse_items(raw)]

@@ -5,8 +5,7 @@ URLs of a window (`GET /views/top`: what it reads, docs/design.md, "Top URLs")."
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from chalicelib.core import attributes, clock, dynamo, keyspace, pager, queues, timebuckets, times, window_params, zones
@@ -79,15 +78,8 @@ def count_range(
 ) -> dict[str, Any]:
     """The views in minutes first..last: one BatchGetItem (docs/design.md, "Ranged reads")."""
     window_params.check_minutes(first_minute, last_minute)
-    series = _series(dynamodb, settings, url, [(first_minute, last_minute)], now_ms)
-    return {
-        "url": url,
-        "views": series.views[0],
-        "start": label(first_minute),
-        "end": label(last_minute + 1),
-        "keys_read": series.keys_read,
-        **timebuckets.completeness(series.first == 0, series.retained_from * windows.MINUTE_MS, RETAINED_MESSAGE),
-    }
+    views, read = _series(dynamodb, settings, url, [(first_minute, last_minute)], now_ms)
+    return {"url": url, "views": views[0], "start": label(first_minute), "end": label(last_minute + 1), **read}
 
 
 def count_series(
@@ -107,31 +99,24 @@ def count_series(
     window_params.check_histogram(zones.nominal_count(first_minute, last_minute, resolution))
     local = zones.buckets(zone, first_minute, last_minute, resolution)
     window_params.check_histogram(len(local))
-    series = _series(dynamodb, settings, url, [(b.first_minute, b.last_minute) for b in local], now_ms)
+    views, read = _series(dynamodb, settings, url, [(b.first_minute, b.last_minute) for b in local], now_ms)
     return {
         "url": url,
         "resolution": resolution,
-        "views": sum(series.views),
+        "views": sum(views),
         "start": label(local[0].first_minute),
         "end": label(local[-1].last_minute + 1),
-        "buckets": [{"start": label(b.first_minute), "views": n} for b, n in zip(local, series.views)],
-        "keys_read": series.keys_read,
-        **timebuckets.completeness(series.first == 0, series.retained_from * windows.MINUTE_MS, RETAINED_MESSAGE),
+        "buckets": [{"start": label(b.first_minute), "views": n} for b, n in zip(local, views)],
+        **read,
     }
 
 
-@dataclass(frozen=True)
-class Series:
-    views: list[int]  # per range
-    keys_read: int
-    first: int  # the first range kept whole, with every one after it
-    retained_from: int  # the minute from which what is counted is kept
-
-
-def _series(dynamodb: DynamoDB, settings: Settings, url: str, ranges: list[tuple[int, int]], now_ms: int) -> Series:
+def _series(
+    dynamodb: DynamoDB, settings: Settings, url: str, ranges: list[tuple[int, int]], now_ms: int
+) -> tuple[list[int], dict[str, Any]]:
     """The views in each range of minutes (inclusive, in time order) from one read of the items
-    their plans name; ranges before the last one with a part no longer kept count 0, and the
-    oldest range kept counts from its first kept part."""
+    their plans name, and the answer's `keys_read` and completeness; ranges before the last one
+    with a part no longer kept count 0, and the oldest range kept counts from its first kept part."""
     plans = [windows.plan(first, last) for first, last in ranges]
     spans = sorted({part.span for plan in plans for part in plan})
     pk = view_layout.url_pk(url)
@@ -145,12 +130,13 @@ def _series(dynamodb: DynamoDB, settings: Settings, url: str, ranges: list[tuple
     retained_from = parts[first_part][1].start_minute if first_part < len(parts) else ranges[-1][1] + 1
     for i, (first, last) in enumerate(ranges):
         views[i] += rollup.pending_between(settings, stored.counter, max(first, retained_from), last, now_ms)
-    first_range = parts[first_part][0] if first_part < len(parts) else len(ranges)
-    return Series(views, len(spans) + 1, 0 if first_part == 0 else max(first_range, 1), retained_from)
+    return views, {
+        "keys_read": len(spans) + 1,
+        **timebuckets.completeness(first_part == 0, retained_from * windows.MINUTE_MS, RETAINED_MESSAGE),
+    }
 
 
-@dataclass(frozen=True)
-class UrlCounts:
+class UrlCounts(NamedTuple):
     views: dict[str, int]
     keys_read: int
 
@@ -185,8 +171,7 @@ def windowed_top(dynamodb: DynamoDB, settings: Settings, params: Mapping[str, st
     """GET /views/top over the window (in `tz`), with `previous` for `compare`: the window's hours
     (window_params.aligned_hours), or a calendar window's own minutes."""
     limit = pager.page_limit(params.get("limit"), top.DEFAULT_LIMIT, top.MAX_LIMIT)
-    prefix = params.get("prefix")
-    prefix = None if prefix is None else view_input.text(prefix, "prefix", view_input.URL_MAX_CHARS)
+    prefix = view_input.text(params["prefix"], "prefix", view_input.URL_MAX_CHARS) if "prefix" in params else None
     window = window_params.window(params, now_ms)
     calendar = params.get("window") in zones.CALENDAR_WINDOWS
 
@@ -213,11 +198,10 @@ def top_urls(
     first_hour, last_hour = hours
     window_params.check_hours(first_hour, last_hour)
     spans = top.cover(first_hour, last_hour)
-    found = top_store.read(dynamodb, settings, spans, now_ms)
+    first, merged, keys_read = top_store.read(dynamodb, settings, spans, now_ms)
     first_minute, last_minute = minutes or (first_hour * 60, (last_hour + 1) * 60 - 1)
-    first = found.first
     start_minute = max(first_minute, spans[first].first_minute) if first < len(spans) else last_minute + 1
-    reads = [found.keys_read]
+    reads = [keys_read]
 
     def resolve(digests: Sequence[bytes]) -> dict[bytes, list[tuple[str, int]]]:
         urls = _urls_of(dynamodb, settings, digests, reads)
@@ -228,7 +212,7 @@ def top_urls(
 
     # Hours wider than the minutes: what the examined URLs leave out is known only by its hours.
     filtered = prefix is not None or minutes is not None
-    selection = top.select(found.merged, limit, resolve, limit + top.EXTRA_EXAMINED, filtered=filtered)
+    selection = top.select(merged, limit, resolve, limit + top.EXTRA_EXAMINED, filtered=filtered)
     answer: dict[str, Any] = {
         "start": label(first_minute),
         "end": label(last_minute + 1),

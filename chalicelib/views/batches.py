@@ -59,11 +59,9 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
 
     partial = True
 
-    def __init__(
-        self, dynamodb: DynamoDB, sqs: SQS, settings: Settings, now_ms: int, sleep: Sleep | None, max_views: int | None
-    ) -> None:
+    def __init__(self, dynamodb: DynamoDB, sqs: SQS, settings: Settings, now_ms: int, sleep: Sleep | None) -> None:
         self.dynamodb, self.sqs, self.settings, self.now_ms, self.sleep = dynamodb, sqs, settings, now_ms, sleep
-        self.table, self.max_views = settings.counts_table, max_views or MAX_UPDATE_VIEWS
+        self.table = settings.counts_table
         # Each URL's counter as last read or written by this batch, and the `ks` (spills) its
         # views' spilled marker items were read at.
         self._counters: dict[str, dict[str, Any] | None] = {}
@@ -107,8 +105,6 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         for p in records:
             self._stored_at[p.pk] = markers.spills(self._counters.get(p.pk))
         wanted = {(p.pk, markers.spilled_sk(p.marked.token)): p for p in records if self._stored_at[p.pk] is not None}
-        if not wanted:
-            return []
         keys = [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in wanted]
         items = self._read(keys, "could not read the view markers", "pk, sk, expires_at")
         now_s = self.now_ms // 1000
@@ -140,9 +136,9 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         for pending in sorted(records, key=lambda p: (p.time_ms, p.sk)):
             groups[pending.pk].append(pending)
         return [
-            Write(group[start : start + self.max_views], self._count)
+            Write(group[start : start + MAX_UPDATE_VIEWS], self._count)
             for _, group in sorted(groups.items())
-            for start in range(0, len(group), self.max_views)
+            for start in range(0, len(group), MAX_UPDATE_VIEWS)
         ]
 
     def _count(self, members: list[Pending]) -> Sent[Pending]:
@@ -213,10 +209,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         """Move the pending minutes of the URLs of every view counted now or before and bring the
         top URLs' summaries up to the counts read (a failure brings back every view it was for)."""
         touched = {(p.pk, span) for p in members for span in p.spans}
-        observed = top_store.Observations()  # the top URLs' summaries take the counts read here
-        moves = rollup.settle(
-            self.dynamodb, self.settings, touched, self.now_ms, self.sleep, observed.add, self._counters
-        )
+        moves, observed = rollup.settle(self.dynamodb, self.settings, touched, self.now_ms, self.sleep, self._counters)
         summaries = top_store.record(self.dynamodb, self.settings, observed, self.now_ms, self.sleep)
         return Sent(details=Counter(bucket_moves=moves, top_writes=summaries))
 
@@ -226,16 +219,10 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
 
 
 def apply_messages(
-    dynamodb: DynamoDB,
-    sqs: SQS,
-    settings: Settings,
-    messages: list[Message],
-    now_ms: int,
-    sleep: Sleep | None = None,
-    max_views: int | None = None,
+    dynamodb: DynamoDB, sqs: SQS, settings: Settings, messages: list[Message], now_ms: int, sleep: Sleep | None = None
 ) -> BatchResult:
     """Count a batch (docs/design.md, "Partial failure and poison": BatchIncompleteError)."""
-    return batch_processor.process(ViewMessages(dynamodb, sqs, settings, now_ms, sleep, max_views), messages)
+    return batch_processor.process(ViewMessages(dynamodb, sqs, settings, now_ms, sleep), messages)
 
 
 def _live_spans(settings: Settings, time_ms: int, now_ms: int) -> tuple[Bucket, ...]:

@@ -17,8 +17,6 @@ from chalicelib.views import layout as view_layout
 KIND = "views"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _recent = catalog.Recent()
-
-
 LISTED = "listed"  # on a counter item: its URL has a catalog entry
 LAST_COUNTED = "last"  # on a counter item: epoch ms of its latest count
 
@@ -34,8 +32,7 @@ def record(
     """Log the URLs (by counter partition) about to be counted that are not listed yet (`known`:
     counters the caller read, not read again); returns the writes made."""
     hour = now_ms // times.HOUR_MS
-    shas: dict[str, int | None] = {pk.removeprefix(keyspace.VIEW_URL): None for pk in url_pks}
-    fresh = _recent.fresh(dynamodb, shas, hour)
+    fresh = _recent.fresh(dynamodb, dict.fromkeys(pk.removeprefix(keyspace.VIEW_URL) for pk in url_pks), hour)
     if not fresh:
         return 0
     keys = [view_layout.counter_key_of(pk) for pk in (keyspace.VIEW_URL + sha for sha in fresh) if pk not in known]
@@ -43,11 +40,9 @@ def record(
     read = dynamo.batch_get_items(dynamodb, settings.counts_table, keys, failure, sleep, projection="pk, listed")
     counters = [*read, *(item for item in known.values() if item is not None)]
     listed = {attributes.partition_key(item).removeprefix(keyspace.VIEW_URL) for item in counters if LISTED in item}
-    listed &= set(fresh)
-    _recent.mark(dynamodb, dict.fromkeys(listed), hour)
     new = {sha: None for sha in fresh if sha not in listed}
     writes = catalog.log(dynamodb, settings, KIND, new, now_ms) if new else 0
-    _recent.mark(dynamodb, new, hour)
+    _recent.mark(dynamodb, dict.fromkeys(fresh), hour)
     return writes
 
 

@@ -8,7 +8,7 @@ import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from chalicelib.core import attributes, item_sizes, times
 from chalicelib.views import layout as view_layout
@@ -162,8 +162,7 @@ def count_request(
     )
 
 
-@dataclass(frozen=True)
-class Spill:
+class Spill(NamedTuple):
     """A spill (docs/design.md, "Exactly once"): the items, written first, then the counter's update."""
 
     items: list[dict[str, Any]]

@@ -5,7 +5,7 @@ docs/guarantees.md, "Pending view minutes move into buckets in one transaction".
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,11 +149,10 @@ def settle(
     touched: Iterable[tuple[str, Bucket]],
     now_ms: int,
     sleep: Sleep | None,
-    observe: Callable[[str, Bucket, int], None],
     known: Mapping[str, dict[str, Any] | None],
-) -> int:
+) -> tuple[int, list[tuple[str, Bucket, int]]]:
     """After a batch's counts (`known`: its counters as last read or written), move the pending minutes
-    of each URL over FLUSH_AT and tell `observe` its views in the buckets touched; returns the moves."""
+    of each URL over FLUSH_AT; returns the moves and each URL's views in the buckets touched."""
     hours: dict[str, set[Bucket]] = defaultdict(set)
     for pk, hour in touched:
         hours[pk].add(hour)
@@ -176,10 +175,10 @@ def settle(
                 (pk, view_layout.COUNTER_SK)
             )
     wanted = {pk: enclosing(spans) for pk, spans in hours.items()}
-    for pk, stored in sorted(read(dynamodb, settings, wanted, sleep, ordered=True, counters=counters).items()):
-        for span in wanted[pk]:
-            observe(view_layout.bucket_pk(pk), span, stored.count(settings, span, now_ms))
-    return moves
+    found = read(dynamodb, settings, wanted, sleep, ordered=True, counters=counters)
+    return moves, [
+        (pk, span, stored.count(settings, span, now_ms)) for pk, stored in found.items() for span in wanted[pk]
+    ]
 
 
 def move(
@@ -193,9 +192,7 @@ def move(
     """Move a counter's pending minutes (as read in `counter`) into its buckets; False when it was
     counted into or moved by another handler since it was read (a later batch moves it)."""
     items = move_items(settings, url_pk, counter, now_ms)
-    if not items:
-        return False
-    return transactions.write_items(dynamodb, items, what="view bucket move", sleep=sleep)
+    return bool(items) and transactions.write_items(dynamodb, items, what="view bucket move", sleep=sleep)
 
 
 def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, now_ms: int) -> list[dict[str, Any]]:

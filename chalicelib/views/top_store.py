@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.core import attributes, dynamo, item_sizes, keyspace, log_fold, retry, timebuckets
@@ -58,27 +57,16 @@ _LEVEL_OF: dict[str, timebuckets.Level] = {f"{p}#": level for level, p in view_l
 # -- the queue handler's side ------------------------------------------------------------------
 
 
-@dataclass
-class Observations:
-    """Snapshots of URLs' views per bucket, as a batch read them (the largest per URL)."""
-
-    by_span: dict[Bucket, dict[bytes, int]] = field(default_factory=dict)
-
-    def add(self, bucket_pk: str, span: Bucket, count: int) -> None:
-        digest = top.digest_of_sha(bucket_pk.removeprefix(keyspace.VIEW_BUCKET))
-        seen = self.by_span.setdefault(span, {})
-        if count > seen.get(digest, 0):
-            seen[digest] = count
-
-
 def record(
-    dynamodb: DynamoDB, settings: Settings, observed: Observations, now_ms: int, sleep: Sleep | None = None
+    dynamodb: DynamoDB, settings: Settings, observed: list[tuple[str, Bucket, int]], now_ms: int, sleep: Sleep | None
 ) -> int:
-    """Bring each bucket's summary up to the snapshots observed; returns the items written
-    (StorageError: the batch's messages come back and are observed again)."""
+    """Bring each bucket's summary up to the views a batch read (URL partition, bucket, views; the
+    largest per URL); returns the items written (StorageError: the messages come back, read again)."""
     blocks: dict[Bucket, dict[Bucket, dict[bytes, int]]] = {}
-    for span, seen in observed.by_span.items():
-        blocks.setdefault(top.block_of(span), {})[span] = seen
+    for url_pk, span, count in observed:
+        seen = blocks.setdefault(top.block_of(span), {}).setdefault(span, {})
+        digest = top.digest_of_sha(url_pk.removeprefix(keyspace.VIEW_URL))
+        seen[digest] = max(seen.get(digest, 0), count)
     return sum(_record_block(dynamodb, settings, block, blocks[block], now_ms, sleep) for block in sorted(blocks))
 
 
@@ -237,18 +225,9 @@ def _put(dynamodb: DynamoDB, settings: Settings, item: dict[str, Any], version: 
 # -- the readers' side ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Read:
-    """What a reader found for a window's spans: the index of the first span still kept, the
-    summaries of the kept spans merged, and the items read."""
-
-    first: int
-    merged: top.Merged
-    keys_read: int
-
-
-def read(dynamodb: DynamoDB, settings: Settings, spans: Sequence[Bucket], now_ms: int) -> Read:
-    """The summaries of `spans` merged: marks, bases, then logs past `folded` (docs/design.md, "Top URLs")."""
+def read(dynamodb: DynamoDB, settings: Settings, spans: Sequence[Bucket], now_ms: int) -> tuple[int, top.Merged, int]:
+    """The index of the first of `spans` still kept, the kept spans' summaries merged (marks, bases,
+    then logs past `folded`: docs/design.md, "Top URLs") and the items read."""
     blocks = sorted({top.block_of(span) for span in spans})
     marks = _bases(dynamodb, settings, blocks, HEAD_SK)
     bases = list(_bases(dynamodb, settings, spans).values())
@@ -262,4 +241,4 @@ def read(dynamodb: DynamoDB, settings: Settings, spans: Sequence[Bucket], now_ms
         for span, base in list(zip(spans, bases))[first:]
         if base or logs[top.block_of(span)]
     )
-    return Read(first, merged, len(spans) + len(blocks) + sum(max(1, len(found)) for found in logs.values()))
+    return first, merged, len(spans) + len(blocks) + sum(max(1, len(found)) for found in logs.values())
