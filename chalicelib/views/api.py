@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
-from chalicelib.core import attributes, clock, dynamo, keyspace, pager, queues, timebuckets, times, window_params, zones
+from chalicelib.core import attributes, dynamo, keyspace, pager, queues, timebuckets, times, window_params, zones
 from chalicelib.core.aws import SQS, DynamoDB
 from chalicelib.core.errors import ValidationError
 from chalicelib.core.settings import Settings
@@ -204,7 +204,7 @@ def top_urls(
     reads = [keys_read]
 
     def resolve(digests: Sequence[bytes]) -> dict[bytes, list[tuple[str, int]]]:
-        urls = _urls_of(dynamodb, settings, digests, reads)
+        urls = _urls_of(dynamodb, settings, digests, reads, now_ms)
         wanted = [url for found in urls.values() for url in found if prefix is None or url.startswith(prefix)]
         views = count_urls(dynamodb, settings, wanted, start_minute, last_minute, now_ms)
         reads[0] += views.keys_read
@@ -232,10 +232,10 @@ def top_urls(
 
 
 def _urls_of(
-    dynamodb: DynamoDB, settings: Settings, digests: Sequence[bytes], reads: list[int]
+    dynamodb: DynamoDB, settings: Settings, digests: Sequence[bytes], reads: list[int], now_ms: int
 ) -> dict[bytes, list[str]]:
     """The URLs with these digests: their sha256 from the views catalog, their text from their counters."""
-    by_prefix, read = view_catalog.shas_of(dynamodb, settings, [d.hex() for d in digests], clock.now_ms())
+    by_prefix, read = view_catalog.shas_of(dynamodb, settings, [d.hex() for d in digests], now_ms)
     shas = {digest: by_prefix[digest.hex()] for digest in digests}
     keys = [view_layout.counter_key_of(keyspace.VIEW_URL + sha) for found in shas.values() for sha in found]
     reads[0] += read + len(keys)
