@@ -1,6 +1,5 @@
-"""Each key's request rate: a free allowance per process (`Allowances`), then one conditional
-count a request in the key's item of the second (`admit`). The bound, why it holds on AWS and
-what it costs: docs/access.md, "Limits per key"; docs/guarantees.md, "A key's request rate"."""
+"""Each key's request rate: a free allowance per process (`Allowances`), then a conditional count (`admit`):
+docs/access.md, "Limits per key"; docs/guarantees.md, "A key's request rate"."""
 
 from __future__ import annotations
 

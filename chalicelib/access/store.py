@@ -1,6 +1,5 @@
-"""Access keys in the counts table, `KEY#` / `<sha256 of the key>`, one partition, with their
-scopes, limits and request rate: create, find (one strongly consistent GetItem), list (one
-Query), revoke by id. The plain key is never stored. docs/access.md, "Keys" and "Revocation"."""
+"""Access keys in the counts table: create, find, list, revoke by id; the plain key is never stored. docs/access.md,
+"Keys" and "Revocation"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Tracker keys: which sites one counts (`site_matches`) and what a page-view beacon sent with one
-may hold (`check_pageview`), before the beacon's own checks (sites/beacon.py). Pure. The checks,
-how sites match, and what a copied key can still do: docs/access.md, "Tracker keys"."""
+"""Tracker keys: which sites one counts (`site_matches`) and what a page-view beacon sent with one may hold
+(`check_pageview`). Pure. docs/access.md, "Tracker keys"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Every route of the API, one `Operation` each: what it reads, what it answers, which errors.
-Pure. Adding a route is one entry here (a test checks the table names exactly app.py's routes);
-its key's scope comes from access.policy.ROUTES."""
+"""Every route of the API, one `Operation` each: what it reads, what it answers, which errors. Pure. Adding a route is
+one entry here; its key's scope comes from access.policy.ROUTES (docs/api.md, "The contract")."""
 
 from __future__ import annotations
 

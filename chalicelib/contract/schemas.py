@@ -1,6 +1,5 @@
-"""JSON Schema building blocks of the contract, each from the constant that the validation code
-checks. Pure. Why patterns are anchored and use `[0-9]`, bounds are exact numbers and zones no
-enum: docs/api.md, "The contract"."""
+"""JSON Schema building blocks of the contract, each from the constant that the validation code checks. Pure. How
+they are written and why: docs/api.md, "The contract"."""
 
 from __future__ import annotations
 

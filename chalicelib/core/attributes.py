@@ -1,6 +1,5 @@
-"""Reading DynamoDB's typed attribute values (`{"N": "3"}`, `{"S": "a"}`, `{"B": b"..."}`) into
-Python values, the one way every reader turns a stored item into its typed record. Pure. Why an absent
-attribute without a default is a KeyError: docs/design.md, "One way for each mechanism"."""
+"""Reading DynamoDB's typed attribute values (`{"N": "3"}`) into Python values, the one way every reader does. Pure.
+Why an absent attribute without a default is a KeyError: docs/design.md, "One way for each mechanism"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""AWS clients, created lazily and shared; the only place boto3 clients are made (AWS_ENDPOINT_URL
-points them at a local emulator). `DynamoDB`, `SQS` and `S3` are the boto3 stubs' types where type
-checking runs, Any at run time (docs/design.md, "One way for each mechanism")."""
+"""AWS clients, the only place boto3 clients are made (AWS_ENDPOINT_URL points them at a local emulator):
+docs/design.md, "One way for each mechanism" ("AWS clients")."""
 
 from __future__ import annotations
 

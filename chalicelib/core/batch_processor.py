@@ -1,6 +1,5 @@
-"""The one batch processor every background handler runs (stream, views queue, uniques queue),
-given a `Capability`. The steps, and which failure is poison and which fails the batch:
-docs/design.md, "Background batches"."""
+"""The one batch processor every background handler runs, given a `Capability`. The steps, and which failure is
+poison and which fails the batch: docs/design.md, "Background batches"."""
 
 from __future__ import annotations
 

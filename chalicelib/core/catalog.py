@@ -1,6 +1,5 @@
-"""Catalogs, the one listing of which names exist: one item per name (`touch`: sites, unique-count
-names) or packed (`log`, `fold`: counters, view URLs). Why no name is lost or hidden: docs/design.md,
-"Which names exist" and "Log and fold"; docs/guarantees.md, "Listings: log items, the fold's mark and pages"."""
+"""Catalogs, the one listing of which names exist: docs/design.md, "Which names exist" and "Log and fold";
+docs/guarantees.md, "Listings: log items, the fold's mark and pages"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The decimal context every exact sum adds in (200 digits: exact while a sum's digits span at
-most 200 places; Python's default rounds to 28). Pure. docs/counting.md, "Values and their
-sums"."""
+"""The decimal context every exact sum adds in (200 digits; Python's default rounds to 28). Pure.
+docs/counting.md, "Values and their sums"."""
 
 from __future__ import annotations
 

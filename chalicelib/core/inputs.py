@@ -1,8 +1,6 @@
-"""What every request's input must be before any parser looks at it, the one place for the
-bounds of a body and a query string; each check raises ValidationError naming where the input
-went wrong (HTTP 400). Pure. The bounds: docs/api.md, "Limits, checked before any work"; why
-numbers are bounded so: docs/guarantees.md, "DynamoDB numbers: 38 digits, a bounded range,
-trailing zeros trimmed"."""
+"""What every request's input must be before any parser looks at it; each check raises ValidationError naming
+where the input went wrong. Pure. The bounds: docs/api.md, "Limits, checked before any work"; why numbers are
+bounded so: docs/guarantees.md, "DynamoDB numbers: 38 digits, a bounded range, trailing zeros trimmed"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""How big DynamoDB counts an item, by its published rules (what a write is charged on), for
-items in DynamoDB's JSON form. Pure. docs/guarantees.md, "The item size limit, which bounds a
-pack"."""
+"""How big DynamoDB counts an item in its JSON form, by its published rules (what a write is charged on). Pure.
+docs/guarantees.md, "The item size limit, which bounds a pack"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Log and fold, the one protocol of the catalogs (core.catalog) and the top-URL summaries
-(views.top_store). The protocol and why no log item is lost or hidden: docs/design.md, "Log and
-fold"; docs/guarantees.md, "Listings: log items, the fold's mark and pages"."""
+"""Log and fold, the one protocol of the catalogs (core.catalog) and the top-URL summaries (views.top_store):
+docs/design.md, "Log and fold"; docs/guarantees.md, "Listings: log items, the fold's mark and pages"."""
 
 from __future__ import annotations
 

@@ -82,9 +82,8 @@ def query_page(
     live_at_s: int | None = None,
     consistent: bool = False,
 ) -> Page:
-    """One Query of partition `pk`: up to `page.limit` items after `page.after`, in sort-key order
-    (reversed with `newest_first`); with `live_at_s` expired items are left out, so a page may hold
-    fewer than `limit` while `next` is given."""
+    """One Query of partition `pk` after `page.after` (docs/design.md, "Listings"); with `live_at_s` expired items
+    are left out, so a page may hold fewer than `limit` while `next` is given."""
     request = dynamo.query_request(
         table,
         pk,

@@ -1,6 +1,5 @@
-"""Where a background handler's poison goes: the two sinks of core.batch_processor, a quarantine
-item (`QUARANTINE#<source>`, core.quarantine) or the views queue's dead-letter queue. Why the
-views differ: docs/design.md, "Where poison goes"."""
+"""Where a background handler's poison goes, the two sinks of core.batch_processor: docs/design.md, "One way for
+each mechanism" ("Where poison goes")."""
 
 from __future__ import annotations
 

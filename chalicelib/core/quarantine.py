@@ -1,6 +1,5 @@
-"""Records a background handler could not apply, set aside where an operator can find them:
-`QUARANTINE#<source>` / `<record id>`, kept 30 days, one item however often a record is set aside.
-docs/design.md, "Where poison goes"."""
+"""Records a background handler could not apply, set aside where an operator can find them (one item however
+often a record is set aside): docs/design.md, "Where poison goes"."""
 
 from __future__ import annotations
 

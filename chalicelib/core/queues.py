@@ -1,6 +1,5 @@
-"""SQS plumbing shared by queue producers and handlers: URLs, batched sends and deletes (each
-entry retried through core.retry), and the queue's dead-letter queue found from its own
-redrive policy. Why a handler deletes messages itself: docs/design.md, "Background batches"."""
+"""SQS plumbing shared by queue producers and handlers: URLs, batched sends and deletes, and a queue's dead-letter
+queue found from its redrive policy. Why a handler deletes messages itself: docs/design.md, "Background batches"."""
 
 from __future__ import annotations
 

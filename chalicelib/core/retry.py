@@ -1,6 +1,5 @@
-"""The one retry loop for what the SDK does not retry (unprocessed items and keys, failed batch
-entries, optimistic-lock races, transaction conflicts), and the one pause before each retry.
-Why jitter: docs/design.md, "Retries"."""
+"""The one retry loop for what the SDK does not retry, and the one pause before each retry: docs/design.md,
+"Retries"."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ T = TypeVar("T")
 
 
 def pause(attempt: int, sleep: Sleep | None = None, cap: float = 2.0) -> None:
-    """Wait before retry number `attempt` (from 0): equal jitter on a doubling 50 ms step, at most
-    `cap`. Every pause between retries is this one."""
+    """Wait before retry number `attempt` (from 0), at most `cap`: docs/design.md, "Retries"."""
     step = min(0.05 * 2.0**attempt, cap)
     (sleep or clock.sleep)(step / 2 + random.uniform(0, step / 2))
 

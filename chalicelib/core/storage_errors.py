@@ -1,7 +1,5 @@
-"""The one place a botocore `ClientError` becomes Tally's own exception, by its error code (never
-its message text): `translated(failure)` around each storage call; and the one GetItem, which
-reading the item a failed condition found needs (core.dynamo gives it to the rest). What each
-outcome means: docs/design.md, "Errors"."""
+"""Where a botocore `ClientError` becomes Tally's own exception (`translated`), and the one GetItem
+(core.dynamo gives it to the rest): docs/design.md, "Errors" and "Queries"."""
 
 from __future__ import annotations
 
@@ -15,8 +13,7 @@ from chalicelib.core.aws import DynamoDB
 from chalicelib.core.errors import REJECTED_ERROR_CODES, RejectedError, StorageError
 
 CONDITION_FAILED = "ConditionalCheckFailedException"
-# A single-item write on an item an ongoing transaction holds ("Transaction conflict handling"
-# in the DynamoDB developer guide): the same write can succeed once the transaction is done.
+# A single-item write on an item a transaction holds ("Transaction conflict handling", DynamoDB developer guide).
 TRANSACTION_CONFLICT = "TransactionConflictException"
 
 

@@ -1,6 +1,5 @@
-"""What every handler tells an operator: one JSON line (EMF) per background invocation, one ERROR
-line for one that raises, one line per HTTP 4xx or 5xx; never a payload, a body, a header or a
-key. docs/deploy.md, "Logs" (why one EMF provider per invocation) and "Metrics"."""
+"""What every handler tells an operator, its log lines and metrics: docs/deploy.md, "Logs" (why one EMF
+provider per invocation) and "Metrics"."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Time buckets (a level and its index since the epoch) of counters, views and unique counts, the
-plan for reading a counter's window and when a bucket expires. Pure. How a window is read:
-docs/design.md, "Windowed counts"; what an answer counts when a part has expired:
-docs/counting.md, "Retention"."""
+"""Time buckets (a level and its index since the epoch) of counters, views and unique counts, the plan for reading a
+counter's window and when a bucket expires. Pure. How a window is read: docs/design.md, "Windowed counts"; what an
+answer counts when a part has expired: docs/counting.md, "Retention"."""
 
 from __future__ import annotations
 
@@ -182,8 +181,7 @@ RETAINED_MESSAGE = "the window starts before what is retained: the answer covers
 
 
 def completeness(complete: bool, retained_from_ms: int, message: str | None = RETAINED_MESSAGE) -> dict[str, Any]:
-    """What every windowed answer (counts, views, unique counts, their histograms) says about
-    retention: `complete`, and when it is false `retained_from` and, unless None, a `message`."""
+    """`complete`, else `retained_from` and, unless None, a `message`: docs/design.md, "Window parameters"."""
     if complete:
         return {"complete": True}
     answer: dict[str, Any] = {"complete": False, "retained_from": times.iso(retained_from_ms)}

@@ -1,7 +1,5 @@
-"""The one way Tally runs a TransactWriteItems: `write_items` for a fixed list of items, `write`
-for a plan that may change between attempts (counters' replay). How a cancellation is read and
-retried: docs/design.md, "Transactions"; what a transaction guarantees: docs/guarantees.md, "A
-transaction applies all of its writes or none"."""
+"""The one way Tally runs a TransactWriteItems (`write_items`, `write`): docs/design.md, "Transactions"; what a
+transaction guarantees: docs/guarantees.md, "A transaction applies all of its writes or none"."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""A request's window parameters (`window`, `start`, `end`, `tz`, `compare`, `resolution`), parsed
-here for every windowed route, and the bounds every windowed read shares. Pure. What each
-holds: docs/design.md, "One way for each mechanism"; local time and comparisons: docs/api.md,
-"Time zones, calendar windows and comparisons"."""
+"""A request's window parameters and the bounds every windowed read shares. Pure. docs/design.md, "One way for
+each mechanism" ("Window parameters"); local time and comparisons: docs/api.md, "Time zones, calendar windows and
+comparisons"."""
 
 from __future__ import annotations
 

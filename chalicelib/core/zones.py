@@ -1,7 +1,5 @@
-"""Local time: a request's time zone, calendar windows in it, local buckets as UTC minute ranges,
-and the period a window is compared with. Pure; every answer is in epoch minutes. What a local
-day, hour or week is and what a calendar window and a comparison cover: docs/api.md, "Time
-zones, calendar windows and comparisons"."""
+"""Local time: a request's time zone, calendar windows in it, local buckets as UTC minute ranges, and the period a
+window is compared with, in epoch minutes. Pure. docs/api.md, "Time zones, calendar windows and comparisons"."""
 
 from __future__ import annotations
 

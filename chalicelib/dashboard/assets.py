@@ -1,6 +1,5 @@
-"""The dashboard's page and static assets (`static/`, and `vendor/` fetched by `make vendor`), read once
-per process and named by content hash. Caching, the Content-Security-Policy and why every URL is relative:
-docs/dashboard.md, "Serving and caching" and "Opening it"; docs/guarantees.md, "The API is under its stage's path"."""
+"""The dashboard's page and static assets (`static/`, `vendor/`), read once per process: docs/dashboard.md, "Serving
+and caching", "The charting library" and "Opening it"; docs/guarantees.md, "The API is under its stage's path"."""
 
 from __future__ import annotations
 

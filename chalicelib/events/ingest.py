@@ -1,6 +1,5 @@
-"""Events in: the POST /events body parsed and validated, the events-table keys (the quarter hour
-of ingest plus a write shard; ingest time plus a random suffix) and the batch write.
-The layout and why: docs/design.md, "Windowed counts"; docs/counting.md, "Packs"."""
+"""Events in: the POST /events body parsed and validated, the events-table keys and the batch write. The layout
+and why: docs/design.md, "Windowed counts"; docs/counting.md, "Packs"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Which events-table partitions and sort-key conditions hold the events ingested in a time range
-`[start, end)`, and report ids. Pure. Why the conditions select the range exactly:
-docs/design.md, "Reports" ("What a run covers")."""
+"""Which events-table partitions and sort-key conditions hold the events ingested in `[start, end)`, and report ids.
+Pure. Why the conditions select the range exactly: docs/design.md, "Reports" ("What a run covers")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""A report run: read what arrived since the last report within a Budget, cut where every shard has
-been read, and commit reports that tile time. Why a cut report is whole and each event is reported
-once: docs/design.md, "Reports"; docs/guarantees.md, "Report runs"."""
+"""A report run: read what arrived since the last report within a Budget, cut where every shard has been read, and
+commit reports that tile time: docs/design.md, "Reports"; docs/guarantees.md, "Report runs"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""What a site's owner reads: `GET /sites` (the catalog of sites), `GET /sites/{site}/summary` (breakdowns
-of the site's counters, its visitors and goals over a window) and `GET /sites/{site}/realtime`. What
-each answers, reads and costs: docs/tracker.md, "What you see", "Goals" and "Right now"."""
+"""What a site's owner reads, `GET /sites`, `GET /sites/{site}/summary` and `GET /sites/{site}/realtime`: what each
+answers, reads and costs is in docs/tracker.md, "What you see", "Goals" and "Right now"."""
 
 from __future__ import annotations
 

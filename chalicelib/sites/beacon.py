@@ -1,6 +1,5 @@
-"""`POST /beacon/pageview`: one page view (or custom event) from the tracker script, counted
-through Tally's own paths, each idempotent under a resend. What is counted and stored:
-docs/tracker.md, "How a page view is counted" and "What is stored"."""
+"""`POST /beacon/pageview`: one page view (or custom event) from the tracker script, counted through Tally's own
+paths: docs/tracker.md, "How a page view is counted" and "What is stored"."""
 
 from __future__ import annotations
 

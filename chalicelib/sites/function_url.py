@@ -1,6 +1,5 @@
-"""The tracker's routes behind a Lambda function URL: its request (payload format 2.0) made into the
-REST API's request for the same route, and the route's answer into a function URL's response,
-without CORS headers (its configuration sets them). No I/O. docs/tracker.md, "The function URL"."""
+"""The tracker's routes behind a Lambda function URL: its request made into the REST API's for the same route, and
+the answer back into a function URL's response. No I/O. docs/tracker.md, "The function URL"."""
 
 from __future__ import annotations
 

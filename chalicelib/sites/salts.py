@@ -1,5 +1,4 @@
-"""The daily salt of visitor ids (`SALT#` / `d#<day>`, sites.names): created once a UTC day, stored
-sealed under the stage's item key, deleted after two days. Why, and how it is sealed:
+"""The daily salt of visitor ids, created once a UTC day and stored sealed under the stage's item key:
 docs/tracker.md, "Privacy: what is collected and what is not"."""
 
 from __future__ import annotations
