@@ -1,6 +1,7 @@
-"""Time buckets (a level and its index since the epoch) of counters, views and unique counts, the plan for reading a
-counter's window and when a bucket expires. Pure. How a window is read: docs/design.md, "Windowed counts"; what an
-answer counts when a part has expired: docs/counting.md, "Retention"."""
+"""Time buckets (a level and its index since the epoch) of counters, views and unique counts, the
+plan for reading a counter's window and when a bucket expires. Pure. How a window is read:
+docs/design.md, "Windowed counts"; what an answer counts when a part has expired:
+docs/counting.md, "Retention"."""
 
 from __future__ import annotations
 
