@@ -161,27 +161,21 @@ def _attempt(
             for s, key in found:
                 if not (quarantined and s.key in quarantined):  # set aside: not counted until replayed
                     counts[key].setdefault((s.event.counter, s.event.id) if s.event.id_given else s.key, s.event)
-    left = pending & busy
-    for key in pending.difference(busy):
-        outcome = _write_bucket(dynamodb, settings, key, stored[key], list(counts[key].values()), days.get(key))
-        if outcome is None:
-            left.add(key)  # written to meanwhile: read and recount again
-        elif outcome:
-            result.written += 1
-        else:
-            result.unchanged += 1
-    still = waiting & busy
-    for summary_key in waiting.difference(busy):
-        written = summary_writes.rebuild(
-            dynamodb, settings, *summary_key, heads[summary_key], list(counts[summary_key].values())
-        )
-        if written == summary_writes.CHANGED:
-            still.add(summary_key)
-        elif written == summary_writes.REBUILT:
-            result.summaries_written += 1
-        else:
-            result.summaries_unchanged += 1
-    return left, still
+    # Each write's outcome: True written, False already right, None written to meanwhile (read and recount again).
+    buckets = {
+        key: _write_bucket(dynamodb, settings, key, stored[key], list(counts[key].values()), days.get(key))
+        for key in pending.difference(busy)
+    }
+    summaries = {
+        key: summary_writes.rebuild(dynamodb, settings, *key, heads[key], list(counts[key].values()))
+        for key in waiting.difference(busy)
+    }
+    result.written += [*buckets.values()].count(True)
+    result.unchanged += [*buckets.values()].count(False)
+    result.summaries_written += [*summaries.values()].count(True)
+    result.summaries_unchanged += [*summaries.values()].count(False)
+    left = pending & busy | {key for key, outcome in buckets.items() if outcome is None}
+    return left, waiting & busy | {key for key, outcome in summaries.items() if outcome is None}
 
 
 def _item_key(key: Key) -> dict[str, Any]:

@@ -322,10 +322,6 @@ def _fields(
     return fields
 
 
-# Outcomes of a recount's rewrite of a bucket's summary (rebuild).
-REBUILT, UNCHANGED, CHANGED = "rebuilt", "unchanged", "changed"
-
-
 def bucket_items(
     dynamodb: DynamoDB, settings: Settings, counter: str, dimension: str, bucket: Bucket
 ) -> dict[str, dict[str, Any]]:
@@ -348,9 +344,9 @@ def rebuild(
     bucket: Bucket,
     stored: dict[str, dict[str, Any]],
     events: list[Event],
-) -> str:
-    """Make a bucket's summary of a dimension exactly the events given, on condition that each
-    item is still as `stored`: REBUILT, UNCHANGED or CHANGED (docs/counting.md, "Repair")."""
+) -> bool | None:
+    """Make a bucket's summary of a dimension exactly the events given, on condition that each item is
+    still as `stored`: True written, False already right, None changed since (docs/counting.md, "Repair")."""
     head = stored.get(attributes.sort_key(layout.summary_key(counter, dimension, bucket.resolution, bucket.index, 0)))
     summary = topk.Summary()
     for event in events:
@@ -377,10 +373,8 @@ def rebuild(
         if not same or (is_head and attributes.optional_text(old or {}, layout.LAYOUT) != kind):
             puts.append(put)
     if not puts:
-        return UNCHANGED
+        return False
     if len(puts) == 1:
         item = puts[0]["Put"]["Item"]
-        written = _put(dynamodb, settings, item, stored.get(attributes.sort_key(item)))
-    else:
-        written = transactions.write_items(dynamodb, puts, what="rebuilding a breakdown summary")
-    return REBUILT if written else CHANGED
+        return _put(dynamodb, settings, item, stored.get(attributes.sort_key(item))) or None
+    return transactions.write_items(dynamodb, puts, what="rebuilding a breakdown summary") or None
