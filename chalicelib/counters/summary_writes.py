@@ -119,7 +119,7 @@ def _write_item(
             if split:
                 return calls
             continue
-        item = _item(settings, key, target, [stored], summary, later, now_ms, summary.fit())
+        item = _item(settings, key, target, [stored], summary, later, now_ms)
         if head:
             item[layout.LAYOUT] = {"S": layout.SINGLE}
         elif stored is not None and layout.LAYOUT in stored:
@@ -216,7 +216,7 @@ def _rewrite(
     kind: str | None = None,
 ) -> dict[str, Any]:
     """The transaction Put of `old` rewritten to hold `summary`, its shard positions kept."""
-    item = {**(old or {}), **key, **_fields([old], summary, summary.fit(), retention, ends)}
+    item = {**(old or {}), **key, **_fields([old], summary, retention, ends)}
     if kind is not None:
         item[layout.LAYOUT] = {"S": kind}
     return {"Put": {"TableName": settings.counts_table, "Item": item, **_unchanged(old)}}
@@ -268,7 +268,7 @@ def _split(
         if stored is not None and stored is not head and "e" in stored:
             piece = topk.merge(piece, topk.decode(attributes.text(stored, "e")))
         read = [head] if stored is head else [head, stored]
-        item = _item(settings, key, target, read, piece, later, now_ms, piece.fit())
+        item = _item(settings, key, target, read, piece, later, now_ms)
         if (resolution, part) == (target.resolution, 0):
             item[layout.LAYOUT] = {"S": "parts"}
         puts.append({"Put": {"TableName": settings.counts_table, "Item": item, **_unchanged(stored)}})
@@ -284,7 +284,6 @@ def _item(
     summary: topk.Summary,
     later: list[Member],
     now_ms: int,
-    evicted: int,
 ) -> dict[str, Any]:
     """An item holding `summary`: the items `read` with `later` merged in, each shard's furthest
     position (another shard's only while a delivery could need it), a version above those read."""
@@ -302,24 +301,20 @@ def _item(
                 continue  # a shard no delivery can bring back below its position
             if name not in item or layout.split_stamped(attributes.text(item, name)).position < stamp.position:
                 item[name] = value
-    return item | _fields(read, summary, evicted, retention, target.ends)
+    return item | _fields(read, summary, retention, target.ends)
 
 
-def _fields(
-    read: list[dict[str, Any] | None], summary: topk.Summary, evicted: int, retention: int, ends: Bucket
-) -> dict[str, Any]:
-    """An item's attributes besides its key and positions: `summary`, a version above every
-    version read, its retention and expiry, and what it and the items read evicted."""
-    fields = {
+def _fields(read: list[dict[str, Any] | None], summary: topk.Summary, retention: int, ends: Bucket) -> dict[str, Any]:
+    """An item's attributes besides its key and positions: `summary` (fitted to topk.MAX_BYTES), a
+    version above every version read, its retention and expiry, and what it and the items read evicted."""
+    evicted = summary.fit() + sum(attributes.integer(r or {}, "evicted", 0) for r in read)
+    return {
         "e": {"S": topk.encode(summary)},
         dynamo.VERSION: {"N": str(1 + max(dynamo.stored_version(r) for r in read))},
         "retention": {"N": str(retention)},
         "expires_at": {"N": str(timebuckets.expires_at_s(ends, retention))},
+        **({"evicted": {"N": str(evicted)}} if evicted else {}),
     }
-    evicted += sum(attributes.integer(r or {}, "evicted", 0) for r in read)
-    if evicted:
-        fields["evicted"] = {"N": str(evicted)}
-    return fields
 
 
 def bucket_items(
