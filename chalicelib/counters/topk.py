@@ -82,12 +82,10 @@ def merge(a: Summary, b: Summary) -> Summary:
     """Two summaries of disjoint events of one bucket as one (docs/counting.md, "Breakdowns")."""
     out = Summary(floor=a.floor + b.floor)
     for value in sorted(a.entries.keys() | b.entries.keys()):
-        ea, eb = a.entries.get(value), b.entries.get(value)
-        count = (ea.count if ea else a.floor) + (eb.count if eb else b.floor)
-        err = (ea.err if ea else a.floor) + (eb.err if eb else b.floor)
-        sums = dict(ea.sums) if ea else {}
-        add_sums(sums, eb.sums if eb else {})
-        out.entries[value] = Entry(count, err, sums)
+        ea, eb = a.entries.get(value, Entry(a.floor, a.floor)), b.entries.get(value, Entry(b.floor, b.floor))
+        sums = dict(ea.sums)
+        add_sums(sums, eb.sums)
+        out.entries[value] = Entry(ea.count + eb.count, ea.err + eb.err, sums)
     return out
 
 
@@ -101,20 +99,14 @@ def within(summary: Summary, first: int, last: int) -> Summary:
     (docs/counting.md, "Breakdowns")."""
     span = last - first + 1
     cut = Summary(floor=summary.floor * span)
-    listed_minutes: dict[str, int] = {}
     for key, entry in summary.entries.items():
         minute, value = int(key[:2]), key[2:]
-        if not first <= minute <= last:
-            continue
-        listed_minutes[value] = listed_minutes.get(value, 0) + 1
-        into = cut.entries.setdefault(value, Entry(0))
-        into.count += entry.count
-        into.err += entry.err
-        add_sums(into.sums, entry.sums)
-    for value, into in cut.entries.items():
-        unlisted = summary.floor * (span - listed_minutes[value])
-        into.count += unlisted
-        into.err += unlisted
+        if first <= minute <= last:
+            # A value starts at the floor of every minute, all of it error; a minute listing it has its entry instead.
+            into = cut.entries.setdefault(value, Entry(cut.floor, cut.floor))
+            into.count += entry.count - summary.floor
+            into.err += entry.err - summary.floor
+            add_sums(into.sums, entry.sums)
     return cut
 
 
