@@ -217,8 +217,7 @@ def split_entry(entry: str) -> tuple[int, str]:
 
 
 def summary_key(counter: str, dimension: str, resolution: str, index: int, part: int) -> dict[str, Any]:
-    sk = f"{keyspace.index_sort_key(PREFIX[resolution], index)}#{part}"
-    return item_key(f"{keyspace.SUMMARY}{counter}#{dimension}", sk)
+    return item_key(f"{keyspace.SUMMARY}{counter}#{dimension}", f"{bucket_sort_key(resolution, index)}#{part}")
 
 
 def summary_parts(counter: str, dimension: str, resolution: str, index: int) -> list[dict[str, Any]]:
