@@ -95,8 +95,7 @@ def encoded_size(summary: Summary) -> int:
 
 
 def within(summary: Summary, first: int, last: int) -> Summary:
-    """A summary of minute entries cut to minutes first..last, as a summary of values
-    (docs/counting.md, "Breakdowns")."""
+    """A summary of minute entries cut to minutes first..last, as one of values (docs/counting.md, "Breakdowns")."""
     span = last - first + 1
     cut = Summary(floor=summary.floor * span)
     for key, entry in summary.entries.items():
@@ -131,7 +130,7 @@ class Ranking:
 def rank(buckets: Iterable[Iterable[Summary]]) -> Ranking:
     """Merge a window's summaries (`buckets`: per bucket, its parts' summaries, the largest floor
     of which is the bucket's); docs/counting.md, "Breakdowns"."""
-    listed: dict[str, list[int]] = {}  # value -> [count, low, floors of the buckets listing it]
+    listed: dict[str, list[int]] = {}  # value -> [count less the floors of the buckets listing it, low]
     sums: dict[str, dict[str, Decimal]] = {}
     floors_total = 0
     for bucket in buckets:
@@ -140,14 +139,10 @@ def rank(buckets: Iterable[Iterable[Summary]]) -> Ranking:
         floors_total += floor
         for summary in parts:
             for value, entry in summary.entries.items():
-                found = listed.setdefault(value, [0, 0, 0])
-                found[0] += entry.count
+                found = listed.setdefault(value, [0, 0])
+                found[0] += entry.count - floor
                 found[1] += entry.count - entry.err
-                found[2] += floor
                 add_sums(sums.setdefault(value, {}), entry.sums)
-    ranked = [
-        Ranked(value, count + floors_total - floors_listed, low, sums[value])
-        for value, (count, low, floors_listed) in listed.items()
-    ]
+    ranked = [Ranked(value, count + floors_total, low, sums[value]) for value, (count, low) in listed.items()]
     ranked.sort(key=lambda r: (-r.count, r.value))
     return Ranking(ranked, floors_total == 0, floors_total)
