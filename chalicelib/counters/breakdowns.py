@@ -97,9 +97,7 @@ def breakdown(
     counted = [(r.value, r.count, r.sums) for r in ranking.values]
     distinct = len(ranking.values)
     if where or not exact:
-        candidates = ranking.values
-        if by in where:
-            candidates = [r for r in candidates if r.value == where[by]]
+        candidates = [r for r in ranking.values if by not in where or r.value == where[by]]
         if where and len(candidates) > MAX_CANDIDATES:
             exact = False
         if not where:
