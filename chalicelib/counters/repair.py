@@ -184,9 +184,8 @@ def _item_key(key: Key) -> dict[str, Any]:
 
 
 def _events(dynamodb: DynamoDB, settings: Settings, pk: str) -> list[_Stored | None]:
-    """The events stored under one events partition as the stream handler reads them: every
-    event of a pack, a one-event item as one, None for each it would set aside (a pack it cannot
-    read is one)."""
+    """The events stored under one events partition as the stream handler reads them: each event of a
+    pack or of a one-event item, None for each it would set aside (a pack it cannot read is one)."""
     names = {f"#f{i}": name for i, name in enumerate(_FIELDS)}
     request = dynamo.query_request(settings.events_table, pk, consistent=True, projection=", ".join(names), names=names)
     return [
