@@ -126,9 +126,8 @@ def breakdown(
         "exact": exact,
         "values": listed,
         "others": {"values": max(0, distinct - len(listed)), "count": total.count - sum(v["count"] for v in listed)},
+        **({"where": where} if where else {}),
     }
-    if where:
-        answer["where"] = where
     if not exact:
         beyond = [r.count for r in ranking.values if r.value not in {v["value"] for v in listed}]
         answer["bound"] = max([ranking.missed_at_most, *beyond[:1]])
