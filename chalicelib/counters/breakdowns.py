@@ -97,9 +97,7 @@ def breakdown(
     counted = [(r.value, r.count, r.sums) for r in ranking.values]
     distinct = len(ranking.values)
     if where or not exact:
-        candidates = ranking.values
-        if by in where:
-            candidates = [r for r in candidates if r.value == where[by]]
+        candidates = [r for r in ranking.values if by not in where or r.value == where[by]]
         if where and len(candidates) > MAX_CANDIDATES:
             exact = False
         if not where:
@@ -128,9 +126,8 @@ def breakdown(
         "exact": exact,
         "values": listed,
         "others": {"values": max(0, distinct - len(listed)), "count": total.count - sum(v["count"] for v in listed)},
+        **({"where": where} if where else {}),
     }
-    if where:
-        answer["where"] = where
     if not exact:
         beyond = [r.count for r in ranking.values if r.value not in {v["value"] for v in listed}]
         answer["bound"] = max([ranking.missed_at_most, *beyond[:1]])

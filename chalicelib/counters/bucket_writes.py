@@ -268,7 +268,6 @@ def increment(
         ":exp": {"N": str(timebuckets.expires_at_s(bucket, update.retention))},
         ":r": {"N": str(update.retention)},
     }
-    adds: list[str] = []
     added = [
         ("n", "n", update.n),
         *((f"m{m}", layout.minute_attribute(m), k) for m, k in sorted(update.minutes.items())),
@@ -276,10 +275,9 @@ def increment(
         *((f"v{i}", attribute, amount) for i, (attribute, amount) in enumerate(sorted(update.sums.items()))),
         *([("vx", layout.NOT_SUMMED, update.unsummed)] if update.unsummed else []),
     ]
-    for tag, attribute, amount in added:
-        names[f"#{tag}"] = attribute
-        values[f":{tag}"] = {"N": str(amount)}
-        adds.append(f"#{tag} :{tag}")
+    names |= {f"#{tag}": attribute for tag, attribute, _ in added}
+    values |= {f":{tag}": {"N": str(amount)} for tag, _, amount in added}
+    adds = [f"#{tag} :{tag}" for tag, _, _ in added]
     sets: list[str] = []
     conditions = [] if keep_stored else ["(attribute_not_exists(#r) OR #r <= :r)"]
     # The value names in their slots, on condition of the slots (docs/counting.md, "Item sizes").

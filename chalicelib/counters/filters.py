@@ -40,11 +40,8 @@ def pair_counted(names: Iterable[str], pairs: tuple[str, ...]) -> bool:
 def subsets(dimensions: Mapping[str, str], pairs: tuple[str, ...] = EVERY_PAIR) -> Iterator[dict[str, str]]:
     """The subsets of an event's dimensions that have a filter counter: each alone, each pair counted."""
     chosen = sorted(dimensions.items())
-    for one in chosen:
-        yield dict([one])
-    for two in combinations(chosen, 2):
-        if pair_counted((two[0][0], two[1][0]), pairs):
-            yield dict(two)
+    yield from (dict([one]) for one in chosen)
+    yield from (dict(two) for two in combinations(chosen, 2) if pair_counted(dict(two), pairs))
 
 
 def count_pks(counter: str, dimensions: Mapping[str, str], pairs: tuple[str, ...] = EVERY_PAIR) -> list[str]:

@@ -178,15 +178,13 @@ def not_summed(item: Mapping[str, Any] | None) -> int:
 def sums_of(item: Mapping[str, Any], minutes: tuple[int, int] | None, resolution: str) -> dict[str, Decimal]:
     """The sums of a stored bucket item: the whole bucket (minutes None), or minutes first..last."""
     sums: dict[str, Decimal] = {}
+    first, last = minutes if minutes is not None else (0, 59)
     for slot, name in slots_of(item).items():
         if resolution == "day":
-            if slot_total_attribute(slot) in item:
-                sums[name] = attributes.decimal(item, slot_total_attribute(slot))
-            continue
-        first, last = minutes if minutes is not None else (0, 59)
-        found = [
-            attributes.decimal(item, a) for m in range(first, last + 1) if (a := slot_minute_attribute(m, slot)) in item
-        ]
+            held = [slot_total_attribute(slot)]
+        else:
+            held = [slot_minute_attribute(m, slot) for m in range(first, last + 1)]
+        found = [attributes.decimal(item, a) for a in held if a in item]
         if found:
             sums[name] = reduce(decimals.EXACT.add, found, Decimal(0))
     return sums
@@ -217,8 +215,7 @@ def split_entry(entry: str) -> tuple[int, str]:
 
 
 def summary_key(counter: str, dimension: str, resolution: str, index: int, part: int) -> dict[str, Any]:
-    sk = f"{keyspace.index_sort_key(PREFIX[resolution], index)}#{part}"
-    return item_key(f"{keyspace.SUMMARY}{counter}#{dimension}", sk)
+    return item_key(f"{keyspace.SUMMARY}{counter}#{dimension}", f"{bucket_sort_key(resolution, index)}#{part}")
 
 
 def summary_parts(counter: str, dimension: str, resolution: str, index: int) -> list[dict[str, Any]]:

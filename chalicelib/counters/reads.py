@@ -33,7 +33,7 @@ class WindowCount:
 
     def as_dict(self, label: times.Label = times.utc_label) -> dict[str, Any]:
         """The answer's JSON body; `label` writes its start and end (epoch minutes)."""
-        answer: dict[str, Any] = {
+        return {
             "counter": self.counter,
             "count": self.count,
             **sums_fields(self.sums),
@@ -41,12 +41,9 @@ class WindowCount:
             "end": label(self.last_minute + 1),
             "keys_read": self.keys_read,
             **timebuckets.completeness(self.complete, self.retained_from_ms),
+            **({"where": dict(self.where)} if self.where else {}),
+            **({"sums_complete": False} if self.unsummed else {}),
         }
-        if self.where:
-            answer["where"] = dict(self.where)
-        if self.unsummed:
-            answer["sums_complete"] = False
-        return answer
 
 
 def sums_fields(sums: Mapping[str, Decimal]) -> dict[str, Any]:

@@ -161,27 +161,21 @@ def _attempt(
             for s, key in found:
                 if not (quarantined and s.key in quarantined):  # set aside: not counted until replayed
                     counts[key].setdefault((s.event.counter, s.event.id) if s.event.id_given else s.key, s.event)
-    left = pending & busy
-    for key in pending.difference(busy):
-        outcome = _write_bucket(dynamodb, settings, key, stored[key], list(counts[key].values()), days.get(key))
-        if outcome is None:
-            left.add(key)  # written to meanwhile: read and recount again
-        elif outcome:
-            result.written += 1
-        else:
-            result.unchanged += 1
-    still = waiting & busy
-    for summary_key in waiting.difference(busy):
-        written = summary_writes.rebuild(
-            dynamodb, settings, *summary_key, heads[summary_key], list(counts[summary_key].values())
-        )
-        if written == summary_writes.CHANGED:
-            still.add(summary_key)
-        elif written == summary_writes.REBUILT:
-            result.summaries_written += 1
-        else:
-            result.summaries_unchanged += 1
-    return left, still
+    # Each write's outcome: True written, False already right, None written to meanwhile (read and recount again).
+    buckets = {
+        key: _write_bucket(dynamodb, settings, key, stored[key], list(counts[key].values()), days.get(key))
+        for key in pending.difference(busy)
+    }
+    summaries = {
+        key: summary_writes.rebuild(dynamodb, settings, *key, heads[key], list(counts[key].values()))
+        for key in waiting.difference(busy)
+    }
+    result.written += [*buckets.values()].count(True)
+    result.unchanged += [*buckets.values()].count(False)
+    result.summaries_written += [*summaries.values()].count(True)
+    result.summaries_unchanged += [*summaries.values()].count(False)
+    left = pending & busy | {key for key, outcome in buckets.items() if outcome is None}
+    return left, waiting & busy | {key for key, outcome in summaries.items() if outcome is None}
 
 
 def _item_key(key: Key) -> dict[str, Any]:
@@ -190,9 +184,8 @@ def _item_key(key: Key) -> dict[str, Any]:
 
 
 def _events(dynamodb: DynamoDB, settings: Settings, pk: str) -> list[_Stored | None]:
-    """The events stored under one events partition as the stream handler reads them: every
-    event of a pack, a one-event item as one, None for each it would set aside (a pack it cannot
-    read is one)."""
+    """The events stored under one events partition as the stream handler reads them: each event of a
+    pack or of a one-event item, None for each it would set aside (a pack it cannot read is one)."""
     names = {f"#f{i}": name for i, name in enumerate(_FIELDS)}
     request = dynamo.query_request(settings.events_table, pk, consistent=True, projection=", ".join(names), names=names)
     return [

@@ -89,9 +89,8 @@ def _key(record_id: str) -> dict[str, Any]:
 
 
 def _parse(item: dict[str, Any], now_ms: int) -> tuple[Countable, frozenset[str]]:
-    """The stored copy, read as the stream handler reads a record, and the items that took it
-    before it was set aside (layout.held_id of each: the stream handler had written some of its
-    buckets when DynamoDB refused another); ValidationError/ValueError if it still cannot be counted."""
+    """The stored copy, read as the stream handler reads a record, and the items that took it before it was
+    set aside (layout.held_id; docs/counting.md, "Replay"); ValidationError/ValueError if it cannot be counted."""
     try:
         raw = json.loads(attributes.text(item, "record"))
     except ValueError as exc:

@@ -27,19 +27,21 @@ ItemId = tuple[str, int, int]  # one item of a bucket's summary: resolution ("qu
 
 @dataclass(frozen=True, order=True)
 class Target:
-    """The summary of one counter's dimension in one bucket, as written by one shard."""
+    """The summary of one counter's dimension in one bucket (whose end and retention it is kept by),
+    as written by one shard."""
 
     counter: str
     dimension: str
-    resolution: str  # "hour" or "day"
-    index: int
+    bucket: Bucket
     shard: str
-    ends: Bucket  # the counter bucket whose end and retention the summary is kept by
 
-    def key(self, part: int, resolution: str | None = None, index: int | None = None) -> dict[str, Any]:
-        return layout.summary_key(
-            self.counter, self.dimension, resolution or self.resolution, self.index if index is None else index, part
-        )
+    def key(self, item: ItemId) -> dict[str, Any]:
+        return layout.summary_key(self.counter, self.dimension, *item)
+
+
+def _head(bucket: Bucket) -> ItemId:
+    """Part 0 of a bucket's summary: it says the summary's layout."""
+    return bucket.resolution, bucket.index, 0
 
 
 def single_bytes() -> int:
@@ -50,7 +52,7 @@ def targets(countable: Countable) -> list[tuple[Target, str]]:
     """The bucket summaries one event is merged into, with its entry in each (entry_of)."""
     event = countable.event
     return [
-        (Target(event.counter, dimension, b.resolution, b.index, countable.shard, b), entry_of(event, dimension, b))
+        (Target(event.counter, dimension, b, countable.shard), entry_of(event, dimension, b))
         for b in countable.buckets
         for dimension in sorted(event.dimensions)
     ]
@@ -76,7 +78,7 @@ def plan(counted: Iterable[Countable]) -> list[tuple[Target, list[Member]]]:
 def write(dynamodb: DynamoDB, settings: Settings, target: Target, members: list[Member], now_ms: int) -> int:
     """Merge the records of one shard into one bucket's summary, exactly once; returns the calls made."""
     members = sorted(members, key=lambda m: m[0].position)
-    return _write_item(dynamodb, settings, target, target.key(0), members, now_ms, head=True)
+    return _write_item(dynamodb, settings, target, target.key(_head(target.bucket)), members, now_ms, head=True)
 
 
 def _write_item(
@@ -101,11 +103,9 @@ def _write_item(
             stored, known = known, None
         if head and stored is not None and not _single(stored):
             # The parts layout: each part and quarter hour the members touch, one item at a time.
-            for (resolution, index, part), merged in sorted(_by_item(target, members).items()):
-                known = stored if (resolution, part) == (target.resolution, 0) else None
-                calls += _write_item(
-                    dynamodb, settings, target, target.key(part, resolution, index), merged, now_ms, known
-                )
+            for item_id, merged in sorted(_by_item(target.bucket, members).items()):
+                known = stored if item_id == _head(target.bucket) else None
+                calls += _write_item(dynamodb, settings, target, target.key(item_id), merged, now_ms, known)
             return calls
         # The members above the item's stored position of their shard: not in it yet.
         stamp = layout.split_stamped(attributes.text(stored or {}, target.shard, ""))
@@ -119,7 +119,7 @@ def _write_item(
             if split:
                 return calls
             continue
-        item = _item(settings, key, target, [stored], summary, later, now_ms, summary.fit())
+        item = _item(settings, key, target, [stored], summary, later, now_ms)
         if head:
             item[layout.LAYOUT] = {"S": layout.SINGLE}
         elif stored is not None and layout.LAYOUT in stored:
@@ -167,25 +167,25 @@ def _quarter(index: int, entry: str) -> tuple[ItemId, str]:
     return quarter, layout.hour_entry(minute, value, layout.QUARTER_MINUTES)
 
 
-def _keys(counter: str, dimension: str, resolution: str, index: int) -> list[dict[str, Any]]:
+def _keys(counter: str, dimension: str, bucket: Bucket) -> list[dict[str, Any]]:
     """Every item of a bucket's summary of a dimension: its parts, then for an hour its quarter hours."""
-    quarters = range(4) if resolution == "hour" else range(0)
-    parts = layout.summary_parts(counter, dimension, resolution, index)
-    return parts + [layout.summary_key(counter, dimension, "quarter", index * 4 + q, 0) for q in quarters]
+    quarters = range(4) if bucket.resolution == "hour" else range(0)
+    parts = layout.summary_parts(counter, dimension, bucket.resolution, bucket.index)
+    return parts + [layout.summary_key(counter, dimension, "quarter", bucket.index * 4 + q, 0) for q in quarters]
 
 
-def _by_item(target: Target, members: list[Member]) -> dict[ItemId, list[Member]]:
+def _by_item(bucket: Bucket, members: list[Member]) -> dict[ItemId, list[Member]]:
     """The parts layout's items the members go to, each with their entries there: the part of
     their value and, for an hour, the quarter hour of their minute."""
     items: dict[ItemId, list[Member]] = {}
     for countable, entry in members:
         value = entry
-        if target.resolution == "hour":
-            quarter, in_quarter = _quarter(target.index, entry)
+        if bucket.resolution == "hour":
+            quarter, in_quarter = _quarter(bucket.index, entry)
             items.setdefault(quarter, []).append((countable, in_quarter))
             value = layout.split_entry(entry)[1]
-        part = layout.part_of(value, target.resolution)
-        items.setdefault((target.resolution, target.index, part), []).append((countable, value))
+        part = layout.part_of(value, bucket.resolution)
+        items.setdefault((bucket.resolution, bucket.index, part), []).append((countable, value))
     return items
 
 
@@ -193,16 +193,16 @@ def replay_puts(dynamodb: DynamoDB, settings: Settings, countable: Countable) ->
     """The transaction Puts that add one set-aside event to its summaries (docs/counting.md, "Replay")."""
     puts = []
     for target, entry in targets(countable):
-        head = _read(dynamodb, settings, target.key(0))
-        whole = {(target.resolution, target.index, 0): [(countable, entry)]}
-        chosen = whole if head is None or _single(head) else _by_item(target, [(countable, entry)])
-        for (resolution, index, part), members in sorted(chosen.items()):
-            key = target.key(part, resolution, index)
-            is_head = (resolution, part) == (target.resolution, 0)
-            stored = head if is_head else _read(dynamodb, settings, key)
+        first = _head(target.bucket)
+        head = _read(dynamodb, settings, target.key(first))
+        whole = {first: [(countable, entry)]}
+        chosen = whole if head is None or _single(head) else _by_item(target.bucket, [(countable, entry)])
+        for item_id, members in sorted(chosen.items()):
+            key = target.key(item_id)
+            stored = head if item_id == first else _read(dynamodb, settings, key)
             retention = max(attributes.integer(stored or {}, "retention", 0), countable.event.retention_seconds)
-            kind = layout.SINGLE if stored is None and is_head else None
-            puts.append(_rewrite(settings, key, stored, _with(stored, members), retention, target.ends, kind))
+            kind = layout.SINGLE if stored is None and item_id == first else None
+            puts.append(_rewrite(settings, key, stored, _with(stored, members), retention, target.bucket, kind))
     return puts
 
 
@@ -216,16 +216,17 @@ def _rewrite(
     kind: str | None = None,
 ) -> dict[str, Any]:
     """The transaction Put of `old` rewritten to hold `summary`, its shard positions kept."""
-    item = {**(old or {}), **key, **_fields([old], summary, summary.fit(), retention, ends)}
+    item = {**(old or {}), **key, **_fields([old], summary, retention, ends)}
     if kind is not None:
         item[layout.LAYOUT] = {"S": kind}
     return {"Put": {"TableName": settings.counts_table, "Item": item, **_unchanged(old)}}
 
 
-def _pieces(resolution: str, index: int, summary: topk.Summary) -> dict[ItemId, topk.Summary]:
+def _pieces(bucket: Bucket, summary: topk.Summary) -> dict[ItemId, topk.Summary]:
     """A bucket's single summary cut into the parts layout's items (by value hash and, for an hour,
     quarter hour), each entry with its count and err, each piece with the floor it was cut from; an
     empty item only where it must carry a floor (part 0 always: it says the layout)."""
+    resolution, index, _ = _head(bucket)
     hour = resolution == "hour"
     values = topk.within(summary, 0, 59) if hour else summary
     pieces = {
@@ -256,20 +257,20 @@ def _split(
 ) -> tuple[bool, int]:
     """Turn a bucket's single summary (with `later` merged in) into the parts layout, in one
     transaction conditioned on every item being as read; (False, calls) when one was not."""
-    pieces = _pieces(target.resolution, target.index, summary)
-    others = _keys(target.counter, target.dimension, target.resolution, target.index)[1:]
+    pieces = _pieces(target.bucket, summary)
+    others = _keys(target.counter, target.dimension, target.bucket)[1:]
     # Items of an earlier split that outlived part 0 (a longer retention): merged in, not overwritten.
     earlier = _read_items(dynamodb, settings, others)
     calls = 1 + (len(others) - 1) // 100
     puts = []
-    for (resolution, index, part), piece in sorted(pieces.items()):
-        key = target.key(part, resolution, index)
-        stored = head if (resolution, part) == (target.resolution, 0) else earlier.pop(attributes.sort_key(key), None)
-        if stored is not None and stored is not head and "e" in stored:
+    for item_id, piece in sorted(pieces.items()):
+        key = target.key(item_id)
+        is_head = item_id == _head(target.bucket)
+        stored = head if is_head else earlier.pop(attributes.sort_key(key), None)
+        if not is_head and stored is not None and "e" in stored:
             piece = topk.merge(piece, topk.decode(attributes.text(stored, "e")))
-        read = [head] if stored is head else [head, stored]
-        item = _item(settings, key, target, read, piece, later, now_ms, piece.fit())
-        if (resolution, part) == (target.resolution, 0):
+        item = _item(settings, key, target, [head] if is_head else [head, stored], piece, later, now_ms)
+        if is_head:
             item[layout.LAYOUT] = {"S": "parts"}
         puts.append({"Put": {"TableName": settings.counts_table, "Item": item, **_unchanged(stored)}})
     # An earlier part no piece of this split touches is left as it is: it is one of the parts.
@@ -284,7 +285,6 @@ def _item(
     summary: topk.Summary,
     later: list[Member],
     now_ms: int,
-    evicted: int,
 ) -> dict[str, Any]:
     """An item holding `summary`: the items `read` with `later` merged in, each shard's furthest
     position (another shard's only while a delivery could need it), a version above those read."""
@@ -302,35 +302,27 @@ def _item(
                 continue  # a shard no delivery can bring back below its position
             if name not in item or layout.split_stamped(attributes.text(item, name)).position < stamp.position:
                 item[name] = value
-    return item | _fields(read, summary, evicted, retention, target.ends)
+    return item | _fields(read, summary, retention, target.bucket)
 
 
-def _fields(
-    read: list[dict[str, Any] | None], summary: topk.Summary, evicted: int, retention: int, ends: Bucket
-) -> dict[str, Any]:
-    """An item's attributes besides its key and positions: `summary`, a version above every
-    version read, its retention and expiry, and what it and the items read evicted."""
-    fields = {
+def _fields(read: list[dict[str, Any] | None], summary: topk.Summary, retention: int, ends: Bucket) -> dict[str, Any]:
+    """An item's attributes besides its key and positions: `summary` (fitted to topk.MAX_BYTES), a
+    version above every version read, its retention and expiry, and what it and the items read evicted."""
+    evicted = summary.fit() + sum(attributes.integer(r or {}, "evicted", 0) for r in read)
+    return {
         "e": {"S": topk.encode(summary)},
         dynamo.VERSION: {"N": str(1 + max(dynamo.stored_version(r) for r in read))},
         "retention": {"N": str(retention)},
         "expires_at": {"N": str(timebuckets.expires_at_s(ends, retention))},
+        **({"evicted": {"N": str(evicted)}} if evicted else {}),
     }
-    evicted += sum(attributes.integer(r or {}, "evicted", 0) for r in read)
-    if evicted:
-        fields["evicted"] = {"N": str(evicted)}
-    return fields
-
-
-# Outcomes of a recount's rewrite of a bucket's summary (rebuild).
-REBUILT, UNCHANGED, CHANGED = "rebuilt", "unchanged", "changed"
 
 
 def bucket_items(
     dynamodb: DynamoDB, settings: Settings, counter: str, dimension: str, bucket: Bucket
 ) -> dict[str, dict[str, Any]]:
     """Every stored item of a bucket's summary of a dimension (_keys), by sort key, read consistently."""
-    return _read_items(dynamodb, settings, _keys(counter, dimension, bucket.resolution, bucket.index))
+    return _read_items(dynamodb, settings, _keys(counter, dimension, bucket))
 
 
 def _read_items(dynamodb: DynamoDB, settings: Settings, keys: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -348,17 +340,15 @@ def rebuild(
     bucket: Bucket,
     stored: dict[str, dict[str, Any]],
     events: list[Event],
-) -> str:
-    """Make a bucket's summary of a dimension exactly the events given, on condition that each
-    item is still as `stored`: REBUILT, UNCHANGED or CHANGED (docs/counting.md, "Repair")."""
-    head = stored.get(attributes.sort_key(layout.summary_key(counter, dimension, bucket.resolution, bucket.index, 0)))
+) -> bool | None:
+    """Make a bucket's summary of a dimension exactly the events given, on condition that each item is
+    still as `stored`: True written, False already right, None changed since (docs/counting.md, "Repair")."""
+    head = stored.get(attributes.sort_key(layout.summary_key(counter, dimension, *_head(bucket))))
     summary = topk.Summary()
     for event in events:
         summary.add(entry_of(event, dimension, bucket), 1, event.values)
     single = (not stored or (head is not None and _single(head))) and topk.encoded_size(summary) <= single_bytes()
-    pieces: dict[ItemId, topk.Summary] = (
-        {(bucket.resolution, bucket.index, 0): summary} if single else _pieces(bucket.resolution, bucket.index, summary)
-    )
+    pieces: dict[ItemId, topk.Summary] = {_head(bucket): summary} if single else _pieces(bucket, summary)
     for sk in stored:  # an item the recount leaves empty is emptied
         kept: str = "quarter" if sk.startswith(layout.PREFIX["quarter"]) else bucket.resolution
         index, part = (int(n) for n in sk.split("#")[1:3])
@@ -368,19 +358,17 @@ def rebuild(
         [attributes.integer(i, "retention", 0) for i in stored.values()] + [e.retention_seconds for e in events]
     )
     puts: list[dict[str, Any]] = []
-    for (resolution, index, part), piece in sorted(pieces.items()):
-        key = layout.summary_key(counter, dimension, resolution, index, part)
+    for item_id, piece in sorted(pieces.items()):
+        key = layout.summary_key(counter, dimension, *item_id)
         old = stored.get(attributes.sort_key(key))
-        is_head = (resolution, part) == (bucket.resolution, 0)
+        is_head = item_id == _head(bucket)
         put = _rewrite(settings, key, old, piece, retention, bucket, kind if is_head else None)
         same = old is not None and put["Put"]["Item"]["e"] == old.get("e")
         if not same or (is_head and attributes.optional_text(old or {}, layout.LAYOUT) != kind):
             puts.append(put)
     if not puts:
-        return UNCHANGED
+        return False
     if len(puts) == 1:
         item = puts[0]["Put"]["Item"]
-        written = _put(dynamodb, settings, item, stored.get(attributes.sort_key(item)))
-    else:
-        written = transactions.write_items(dynamodb, puts, what="rebuilding a breakdown summary")
-    return REBUILT if written else CHANGED
+        return _put(dynamodb, settings, item, stored.get(attributes.sort_key(item))) or None
+    return transactions.write_items(dynamodb, puts, what="rebuilding a breakdown summary") or None

@@ -82,12 +82,10 @@ def merge(a: Summary, b: Summary) -> Summary:
     """Two summaries of disjoint events of one bucket as one (docs/counting.md, "Breakdowns")."""
     out = Summary(floor=a.floor + b.floor)
     for value in sorted(a.entries.keys() | b.entries.keys()):
-        ea, eb = a.entries.get(value), b.entries.get(value)
-        count = (ea.count if ea else a.floor) + (eb.count if eb else b.floor)
-        err = (ea.err if ea else a.floor) + (eb.err if eb else b.floor)
-        sums = dict(ea.sums) if ea else {}
-        add_sums(sums, eb.sums if eb else {})
-        out.entries[value] = Entry(count, err, sums)
+        ea, eb = a.entries.get(value, Entry(a.floor, a.floor)), b.entries.get(value, Entry(b.floor, b.floor))
+        sums = dict(ea.sums)
+        add_sums(sums, eb.sums)
+        out.entries[value] = Entry(ea.count + eb.count, ea.err + eb.err, sums)
     return out
 
 
@@ -97,24 +95,17 @@ def encoded_size(summary: Summary) -> int:
 
 
 def within(summary: Summary, first: int, last: int) -> Summary:
-    """A summary of minute entries cut to minutes first..last, as a summary of values
-    (docs/counting.md, "Breakdowns")."""
+    """A summary of minute entries cut to minutes first..last, as one of values (docs/counting.md, "Breakdowns")."""
     span = last - first + 1
     cut = Summary(floor=summary.floor * span)
-    listed_minutes: dict[str, int] = {}
     for key, entry in summary.entries.items():
         minute, value = int(key[:2]), key[2:]
-        if not first <= minute <= last:
-            continue
-        listed_minutes[value] = listed_minutes.get(value, 0) + 1
-        into = cut.entries.setdefault(value, Entry(0))
-        into.count += entry.count
-        into.err += entry.err
-        add_sums(into.sums, entry.sums)
-    for value, into in cut.entries.items():
-        unlisted = summary.floor * (span - listed_minutes[value])
-        into.count += unlisted
-        into.err += unlisted
+        if first <= minute <= last:
+            # A value starts at the floor of every minute, all of it error; a minute listing it has its entry instead.
+            into = cut.entries.setdefault(value, Entry(cut.floor, cut.floor))
+            into.count += entry.count - summary.floor
+            into.err += entry.err - summary.floor
+            add_sums(into.sums, entry.sums)
     return cut
 
 
@@ -139,7 +130,7 @@ class Ranking:
 def rank(buckets: Iterable[Iterable[Summary]]) -> Ranking:
     """Merge a window's summaries (`buckets`: per bucket, its parts' summaries, the largest floor
     of which is the bucket's); docs/counting.md, "Breakdowns"."""
-    listed: dict[str, list[int]] = {}  # value -> [count, low, floors of the buckets listing it]
+    listed: dict[str, list[int]] = {}  # value -> [count less the floors of the buckets listing it, low]
     sums: dict[str, dict[str, Decimal]] = {}
     floors_total = 0
     for bucket in buckets:
@@ -148,14 +139,10 @@ def rank(buckets: Iterable[Iterable[Summary]]) -> Ranking:
         floors_total += floor
         for summary in parts:
             for value, entry in summary.entries.items():
-                found = listed.setdefault(value, [0, 0, 0])
-                found[0] += entry.count
+                found = listed.setdefault(value, [0, 0])
+                found[0] += entry.count - floor
                 found[1] += entry.count - entry.err
-                found[2] += floor
                 add_sums(sums.setdefault(value, {}), entry.sums)
-    ranked = [
-        Ranked(value, count + floors_total - floors_listed, low, sums[value])
-        for value, (count, low, floors_listed) in listed.items()
-    ]
+    ranked = [Ranked(value, count + floors_total, low, sums[value]) for value, (count, low) in listed.items()]
     ranked.sort(key=lambda r: (-r.count, r.value))
     return Ranking(ranked, floors_total == 0, floors_total)
