@@ -41,7 +41,7 @@ def windowed_summary(
     """GET /sites/{site}/summary over the window: in `tz`, else in the site's `timezone` once set (the
     one place it applies), else UTC; with `previous` for `compare`."""
     limit = pager.page_limit(params.get("limit"), DEFAULT_LIMIT, breakdowns.MAX_LIMIT)  # the longest list
-    stored = site_settings.read(dynamodb, settings, names.site_name(site))
+    stored = site_settings.get(dynamodb, settings, site)
     default_zone = None if stored.updated_ms is None else stored.timezone
     window = window_params.window(params, now_ms, default_zone)
     return window_params.compared(
