@@ -213,7 +213,7 @@ def _base_item(settings: Settings, span: Bucket, summary: top.Summary) -> dict[s
 
 
 def _put(dynamodb: DynamoDB, settings: Settings, item: dict[str, Any], version: int | None) -> None:
-    """Write a base or a head on its version (ConditionFailed: the version moved on)."""
+    """Write a base on its version (ConditionFailed: the version moved on)."""
     dynamo.put_versioned(dynamodb, settings.counts_table, item, version, "could not write the top URLs")
 
 
