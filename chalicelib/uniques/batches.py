@@ -51,7 +51,7 @@ class Items:
     name: str
     hashes: bytes
     time_ms: int
-    minute: bool = False
+    minute: bool
 
 
 @dataclass(frozen=True)
