@@ -86,8 +86,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         return Pending(kept.sk, kept.messages + again.messages, kept.url, time_ms, spans)
 
     def checks(self, records: list[Pending]) -> list[Write[Pending]]:
-        urls = {p.pk for p in records}
-        return [Write(records, self._known), Write((), functools.partial(self._catalog, urls))]
+        return [Write(records, self._known), Write((), functools.partial(self._catalog, {p.pk for p in records}))]
 
     def _known(self, records: list[Pending]) -> Sent[Pending]:
         """Read the counters (strongly consistent: after every earlier count), and the spilled
