@@ -64,7 +64,7 @@ def workaround(dynamodb: Any, settings: Any, hours: tuple[int, int], limit: int)
         if not cursor:
             break
     first, last = hours[0] * 60, hours[1] * 60 + 59
-    counts = views_api.count_urls(dynamodb, settings, urls, first, last, NOW).views
+    counts = views_api.count_urls(dynamodb, settings, urls, first, last, NOW)[0]
     return sorted(((u, v) for u, v in counts.items() if v), key=lambda uv: (-uv[1], uv[0]))[:limit]
 
 

@@ -259,7 +259,7 @@ def _read_buckets(
         indexes = sorted(b.index for b in wanted if b.resolution == level)
         if indexes and 2 * len(indexes) >= indexes[-1] - indexes[0] + 1:
             lo, hi = (layout.bucket_sort_key(level, i) for i in (indexes[0], indexes[-1]))
-            read = list(dynamo.query_sort_range(dynamodb, table, layout.window_pk(name), lo, hi, READ_FAILED))
+            read = dynamo.query_sort_range(dynamodb, table, layout.window_pk(name), lo, hi, READ_FAILED)
             keys_read += len(read)
         else:
             keys = [layout.bucket_key(name, timebuckets.Bucket(level, i)) for i in indexes]

@@ -51,7 +51,7 @@ class Items:
     name: str
     hashes: bytes
     time_ms: int
-    minute: bool = False
+    minute: bool
 
 
 @dataclass(frozen=True)
@@ -161,8 +161,7 @@ class UniqueItems(batch_processor.Capability[Message, Items]):
         return Sent(applied=group, calls=1 + conflicts, retries=conflicts, details=details)
 
     def follow_ups(self, outcome: batch_processor.Outcome[Message, Items]) -> list[Write[Items]]:
-        names = sorted({i.name for i in outcome.counted})
-        return [Write((), functools.partial(self._touch, name)) for name in names]
+        return [Write((), functools.partial(self._touch, name)) for name in sorted({i.name for i in outcome.counted})]
 
     def _touch(self, name: str, _: list[Items]) -> Sent[Items]:
         # Every batch writes its names (no `Recent`): a name's last_seen is its latest batch's.
@@ -170,8 +169,7 @@ class UniqueItems(batch_processor.Capability[Message, Items]):
         return Sent(details=Counter(names=1))
 
     def summarize(self, outcome: batch_processor.Outcome[Message, Items]) -> Counter[str]:
-        items = sum(len(i.hashes) // sketches.HASH_BYTES for i in outcome.counted)
-        return Counter(shard=self.shard, items=items)
+        return Counter(shard=self.shard, items=sum(len(i.hashes) // sketches.HASH_BYTES for i in outcome.counted))
 
 
 def apply_messages(

@@ -205,8 +205,7 @@ def encode(sketch: Sketch) -> bytes:
     candidates = [HEADER.pack(MAGIC, FORMAT_VERSION, DENSE, sketch.p) + zlib.compress(sketch.M.tobytes(), 9)]
     indices = np.flatnonzero(sketch.M)
     if len(indices) <= sketch.m // _SPARSE_LIMIT_DIVISOR:
-        deltas = np.diff(indices, prepend=0).astype(">u2")
-        payload = deltas.tobytes() + sketch.M[indices].tobytes()
+        payload = np.diff(indices, prepend=0).astype(">u2").tobytes() + sketch.M[indices].tobytes()
         candidates.append(HEADER.pack(MAGIC, FORMAT_VERSION, SPARSE, sketch.p) + zlib.compress(payload, 9))
     return min(candidates, key=len)
 

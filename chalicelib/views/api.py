@@ -5,7 +5,7 @@ URLs of a window (`GET /views/top`: what it reads, docs/design.md, "Top URLs")."
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from chalicelib.core import attributes, dynamo, keyspace, pager, queues, timebuckets, times, window_params, zones
@@ -136,15 +136,11 @@ def _series(
     }
 
 
-class UrlCounts(NamedTuple):
-    views: dict[str, int]
-    keys_read: int
-
-
 def count_urls(
     dynamodb: DynamoDB, settings: Settings, urls: list[str], first_minute: int, last_minute: int, now_ms: int
-) -> UrlCounts:
-    """Each URL's views in minutes first..last, as count_range reads them (the range taken as kept)."""
+) -> tuple[dict[str, int], int]:
+    """Each URL's views in minutes first..last, as count_range reads them (the range taken as kept),
+    and the keys read."""
     parts = windows.plan(first_minute, last_minute)
     pks = {url: view_layout.url_pk(url) for url in urls}
     stored = rollup.read(dynamodb, settings, {pk: [part.span for part in parts] for pk in pks.values()})
@@ -153,7 +149,7 @@ def count_urls(
         + sum(_part_count(part, stored[pk].buckets[part.span]) for part in parts)
         for url, pk in pks.items()
     }
-    return UrlCounts(views, len(urls) * (len(parts) + 1))
+    return views, len(urls) * (len(parts) + 1)
 
 
 def _part_count(part: windows.Part, item: dict[str, Any] | None) -> int:
@@ -206,9 +202,9 @@ def top_urls(
     def resolve(digests: Sequence[bytes]) -> dict[bytes, list[tuple[str, int]]]:
         urls = _urls_of(dynamodb, settings, digests, reads, now_ms)
         wanted = [url for found in urls.values() for url in found if prefix is None or url.startswith(prefix)]
-        views = count_urls(dynamodb, settings, wanted, start_minute, last_minute, now_ms)
-        reads[0] += views.keys_read
-        return {d: [(url, views.views[url]) for url in found if url in views.views] for d, found in urls.items()}
+        views, read = count_urls(dynamodb, settings, wanted, start_minute, last_minute, now_ms)
+        reads[0] += read
+        return {d: [(url, views[url]) for url in found if url in views] for d, found in urls.items()}
 
     # Hours wider than the minutes: what the examined URLs leave out is known only by its hours.
     filtered = prefix is not None or minutes is not None

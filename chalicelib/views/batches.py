@@ -39,9 +39,9 @@ class Pending:
 
     sk: str  # its marker's name (chalicelib.views.layout.marker_sk)
     messages: list[Message]
-    url: str = ""  # kept on the URL's counter item (GET /views/urls)
-    time_ms: int = 0  # counted in the buckets of this time (a client-day: its earliest view's)
-    spans: tuple[Bucket, ...] = ()  # the hour bucket of that time, unless expired already
+    url: str  # kept on the URL's counter item (GET /views/urls)
+    time_ms: int  # counted in the buckets of this time (a client-day: its earliest view's)
+    spans: tuple[Bucket, ...]  # the hour bucket of that time, unless expired already
 
     @property
     def pk(self) -> str:
@@ -86,8 +86,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         return Pending(kept.sk, kept.messages + again.messages, kept.url, time_ms, spans)
 
     def checks(self, records: list[Pending]) -> list[Write[Pending]]:
-        urls = {p.pk for p in records}
-        return [Write(records, self._known), Write((), functools.partial(self._catalog, urls))]
+        return [Write(records, self._known), Write((), functools.partial(self._catalog, {p.pk for p in records}))]
 
     def _known(self, records: list[Pending]) -> Sent[Pending]:
         """Read the counters (strongly consistent: after every earlier count), and the spilled
@@ -153,7 +152,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
             self._counters[pk] = counter  # what _stored and the batch's later reads take
             days = markers.inline(counter)
             held = {id(p): p for p in pending if markers.holds(days, p.marked)}
-            if pending and pk in self._stored_at and self._stored_at[pk] != markers.spills(counter):
+            if pk in self._stored_at and self._stored_at[pk] != markers.spills(counter):
                 held.update((id(p), p) for p in self._stored([p for p in pending if id(p) not in held]))
             found += held.values()
             pending = [p for p in pending if id(p) not in held]

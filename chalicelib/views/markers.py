@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter, defaultdict
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -86,6 +86,14 @@ def _guard(counter: dict[str, Any] | None, names: dict[str, str], values: dict[s
     return "#ks = :ks"
 
 
+def _day_sets(days: Mapping[int, Collection[bytes]], names: dict[str, str], values: dict[str, Any]) -> list[str]:
+    """`#k<d> :k<d>` for each day's set of tokens, in day order."""
+    for d, (day, tokens) in enumerate(sorted(days.items())):
+        names[f"#k{d}"] = inline_attribute(day)
+        values[f":k{d}"] = {"BS": sorted(tokens)}
+    return [f"#k{d} :k{d}" for d in range(len(days))]
+
+
 def _counter_update(
     table: str,
     url_pk: str,
@@ -147,15 +155,11 @@ def count_request(
     for v in views:
         by_day[v.day].append(v.token)
     conditions = [_guard(counter, names, values)]
-    t = 0
-    for d, (day, tokens) in enumerate(sorted(by_day.items())):
-        names[f"#k{d}"] = inline_attribute(day)
-        values[f":k{d}"] = {"BS": sorted(tokens)}
-        adds.append(f"#k{d} :k{d}")
-        for value in tokens:
-            values[f":t{t}"] = {"B": value}
-            conditions.append(f"NOT contains(#k{d}, :t{t})")
-            t += 1
+    adds += _day_sets(by_day, names, values)
+    tokens = [(d, value) for d, day in enumerate(sorted(by_day)) for value in by_day[day]]
+    for t, (d, value) in enumerate(tokens):
+        values[f":t{t}"] = {"B": value}
+        conditions.append(f"NOT contains(#k{d}, :t{t})")
     expression = f"ADD {', '.join(adds)} SET #u = if_not_exists(#u, :u), #l = :now, #c = :yes"
     return _counter_update(
         table, url_pk, counter, expression, " AND ".join(conditions), names, values, horizon_s, now_ms, by_day
@@ -186,12 +190,7 @@ def spill(table: str, url_pk: str, counter: dict[str, Any], horizon_s: int, now_
     names: dict[str, str] = {}
     values: dict[str, Any] = {":next": {"N": str((spills(counter) or 0) + 1)}}
     condition = _guard(counter, names, values)
-    deletes = []
-    for d, (day, tokens) in enumerate(sorted(live.items())):
-        names[f"#k{d}"] = inline_attribute(day)
-        values[f":k{d}"] = {"BS": sorted(tokens)}
-        deletes.append(f"#k{d} :k{d}")
-    expression = f"SET #ks = :next DELETE {', '.join(deletes)}"
+    expression = f"SET #ks = :next DELETE {', '.join(_day_sets(live, names, values))}"
     update = _counter_update(table, url_pk, counter, expression, condition, names, values, horizon_s, now_ms)
     return Spill(items, update)
 

@@ -162,10 +162,8 @@ def select(merged: Merged, limit: int, resolve: Resolve, max_examined: int, filt
     kth = _kth(found, limit)
     exact = bound == 0 if kth is None else bound <= kth
     unexamined = [] if filtered else order[index:]
-    others_urls = len(beyond) + len(unexamined)
-    others_views = sum(v for _, v in beyond) + sum(c.lower for c in unexamined)
-    complete = merged.missed == 0 and (not filtered or index == len(order))
-    return Selection(listed, exact, bound, (others_urls, others_views), complete)
+    others = (len(beyond) + len(unexamined), sum(v for _, v in beyond) + sum(c.lower for c in unexamined))
+    return Selection(listed, exact, bound, others, merged.missed == 0 and (not filtered or index == len(order)))
 
 
 def _kth(found: list[tuple[str, int]], limit: int) -> int | None:

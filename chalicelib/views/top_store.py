@@ -121,10 +121,7 @@ def _write_bases(
 ) -> int:
     """Observe snapshots into the base items of their buckets, each under its version lock."""
     writes = 0
-    spans = sorted(entries)
-    stored = _bases(dynamodb, settings, spans)
-    for span in spans:
-        base = stored[span]
+    for span, base in _bases(dynamodb, settings, sorted(entries)).items():
         for _ in retry.attempts(MAX_ATTEMPTS, sleep, cap=1.0):
             summary, version = _parse(base)
             if not any([summary.observe(d, c) for d, c in sorted(entries[span].items())]):
@@ -207,18 +204,16 @@ def _put_log(dynamodb: DynamoDB, log: log_fold.Log, item: dict[str, Any], now_ms
 
 
 def _base_item(settings: Settings, span: Bucket, summary: top.Summary) -> dict[str, Any]:
-    item = {
+    return {
         **summary_key(span),
         "f": {"N": str(summary.floor)},
         "expires_at": {"N": str(timebuckets.expires_at_s(span, settings.view_bucket_retention_seconds))},
+        **({"e": {"B": summary.encode()}} if summary.entries else {}),
     }
-    if summary.entries:
-        item["e"] = {"B": summary.encode()}
-    return item
 
 
 def _put(dynamodb: DynamoDB, settings: Settings, item: dict[str, Any], version: int | None) -> None:
-    """Write a base or a head on its version (ConditionFailed: the version moved on)."""
+    """Write a base on its version (ConditionFailed: the version moved on)."""
     dynamo.put_versioned(dynamodb, settings.counts_table, item, version, "could not write the top URLs")
 
 

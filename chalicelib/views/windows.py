@@ -31,8 +31,7 @@ class Part:
 
     @property
     def start_minute(self) -> int:
-        offset = 0 if self.inner is None else self.inner[0] * INNER[self.span.resolution][1]
-        return self.span.first_minute + offset
+        return self.span.first_minute + (0 if self.inner is None else self.inner[0] * INNER[self.span.resolution][1])
 
 
 def inner_attribute(level: str, position: int) -> str:
