@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -360,16 +361,14 @@ def _prune(
     values = {f":s{i}": {"S": stale[name]} for i, name in enumerate(sorted(stale))}
     # A day item's `x:` of the shard goes with its position: no delivery can ask about it again.
     spills = {f"#x{i}": x for i, name in enumerate(sorted(stale)) if (x := layout.spill_attribute(name)) in old}
-    try:
-        with translated("could not prune positions"):
-            dynamodb.update_item(
-                TableName=settings.counts_table,
-                Key=key,
-                UpdateExpression="REMOVE " + ", ".join([*names, *spills]),
-                ConditionExpression=" AND ".join(f"{n} = :{n[1:]}" for n in names),
-                ExpressionAttributeNames={**names, **spills},
-                ExpressionAttributeValues=values,
-            )
-    except ConditionFailed:  # moved on meanwhile: the next write prunes it
-        return 0
-    return len(stale)
+    with suppress(ConditionFailed), translated("could not prune positions"):
+        dynamodb.update_item(
+            TableName=settings.counts_table,
+            Key=key,
+            UpdateExpression="REMOVE " + ", ".join([*names, *spills]),
+            ConditionExpression=" AND ".join(f"{n} = :{n[1:]}" for n in names),
+            ExpressionAttributeNames={**names, **spills},
+            ExpressionAttributeValues=values,
+        )
+        return len(stale)
+    return 0  # moved on meanwhile: the next write prunes it
