@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -33,19 +34,16 @@ INLINE = "inline"  # the mark of the events a day item holds inline (layout.INLI
 
 @dataclass
 class _Rounds:
-    """What the rounds of one item's update have learnt: this shard's stored position, whether the
-    stored retention is the longer, the records held already (`beyond`: skipped), those held inline,
-    the calls made; for a day item the stored `x:` (`spill`: UNKNOWN until read, None when absent)
-    and its inline count."""
+    """What the rounds of one item's update have learnt."""
 
-    before: str = ""
-    keep_stored: bool = False
-    found: list[Countable] = field(default_factory=list)
-    beyond: list[Countable] = field(default_factory=list)
-    inline: list[Countable] = field(default_factory=list)
+    before: str = ""  # this shard's stored position
+    keep_stored: bool = False  # the stored retention is the longer
+    found: list[Countable] = field(default_factory=list)  # the records held already
+    beyond: list[Countable] = field(default_factory=list)  # of those, the ones an update skipped
+    inline: list[Countable] = field(default_factory=list)  # the records held inline
     calls: int = 0
-    spill: str | None = ""
-    inline_count: int = 0
+    spill: str | None = ""  # a day item's stored `x:`: UNKNOWN until read, None when absent
+    inline_count: int = 0  # a day item's stored inline count
     slots: dict[int, str] | None = None  # the value names the item sums by slot, once read (or a hint)
     taken: dict[int, str] = field(default_factory=dict)  # the slots the last update sent uses
 
@@ -310,10 +308,9 @@ def stored_slots(dynamodb: DynamoDB, settings: Settings, key: dict[str, Any]) ->
 
 @dataclass(frozen=True)
 class StoredPositions:
-    """A bucket or audit item as read back for its proof: each shard's stamped position (by
-    its `s:<hash>` attribute) and the retention it keeps."""
+    """A bucket or audit item as read back for its proof."""
 
-    positions: dict[str, str]
+    positions: dict[str, str]  # each shard's stamped position, by its `s:<hash>` attribute
     retention: int
     spills: dict[str, str] = field(default_factory=dict)  # day items: `x:<hash>` -> where its events went
     inline_count: int = 0
@@ -360,16 +357,14 @@ def _prune(
     values = {f":s{i}": {"S": stale[name]} for i, name in enumerate(sorted(stale))}
     # A day item's `x:` of the shard goes with its position: no delivery can ask about it again.
     spills = {f"#x{i}": x for i, name in enumerate(sorted(stale)) if (x := layout.spill_attribute(name)) in old}
-    try:
-        with translated("could not prune positions"):
-            dynamodb.update_item(
-                TableName=settings.counts_table,
-                Key=key,
-                UpdateExpression="REMOVE " + ", ".join([*names, *spills]),
-                ConditionExpression=" AND ".join(f"{n} = :{n[1:]}" for n in names),
-                ExpressionAttributeNames={**names, **spills},
-                ExpressionAttributeValues=values,
-            )
-    except ConditionFailed:  # moved on meanwhile: the next write prunes it
-        return 0
-    return len(stale)
+    with suppress(ConditionFailed), translated("could not prune positions"):
+        dynamodb.update_item(
+            TableName=settings.counts_table,
+            Key=key,
+            UpdateExpression="REMOVE " + ", ".join([*names, *spills]),
+            ConditionExpression=" AND ".join(f"{n} = :{n[1:]}" for n in names),
+            ExpressionAttributeNames={**names, **spills},
+            ExpressionAttributeValues=values,
+        )
+        return len(stale)
+    return 0  # moved on meanwhile: the next write prunes it

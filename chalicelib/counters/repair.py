@@ -198,24 +198,19 @@ def _events(dynamodb: DynamoDB, settings: Settings, pk: str) -> list[_Stored | N
 def _parse(raw: dict[str, Any]) -> list[_Stored | None]:
     try:
         item = attributes.deserialized(raw)
-    except (TypeError, ValueError):
-        return [None]
-    if item.get("kind") not in packs.KINDS:
-        return []
-    try:
+        if item.get("kind") not in packs.KINDS:
+            return []
         unpacked = packs.unpack(item)
-    except packs.PackFormatError:
+    except (TypeError, ValueError):  # packs.PackFormatError is a ValueError
         return [None]
     return [_stored(event, index) for index, event in unpacked]
 
 
 def _stored(item: dict[str, Any], index: int | None) -> _Stored | None:
-    try:
+    with suppress(ValidationError, ValueError, TypeError):
         event = events_ingest.from_item(item)
-        ingested = int(item.get("ingested_at", 0))
-    except (ValidationError, ValueError, TypeError):
-        return None
-    return _Stored((item["pk"], item["sk"], index), event, ingested)
+        return _Stored((item["pk"], item["sk"], index), event, int(item.get("ingested_at", 0)))
+    return None
 
 
 def _lost_partitions(dynamodb: DynamoDB, settings: Settings, now_ms: int) -> set[str]:
@@ -232,14 +227,12 @@ def _quarantined_keys(dynamodb: DynamoDB, settings: Settings) -> set[EventKey]:
     request = dynamo.query_request(settings.counts_table, pk, projection="#r", names={"#r": "record"})
     keys: set[EventKey] = set()
     for item in dynamo.query_items(dynamodb, request, "could not read the quarantine"):
-        try:
+        with suppress(ValueError, KeyError, TypeError):  # a copy cut short: it names no key
             ddb = json.loads(attributes.text(item, "record"))["dynamodb"]
             image = ddb.get("NewImage") or {}
             # A pack's event keeps its record narrowed to it: `o` is its index in the pack.
             is_pack = attributes.optional_text(image, "kind") == packs.PACK_KIND
             keys.add((*attributes.key_of(ddb["Keys"]), attributes.integer(image, packs.OFFSET) if is_pack else None))
-        except (ValueError, KeyError, TypeError):
-            continue  # a copy cut short: it names no key
     return keys
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 
 from chalicelib.core import batch_processor, timebuckets
@@ -85,12 +86,10 @@ class StreamCounting(batch_processor.Capability[StreamRecord, Countable]):
 
     def _claim(self, members: list[Countable]) -> Sent[Countable]:
         """Claim a client id's marker for the first of its records; the others are duplicates."""
-        try:
-            with translated("could not claim a client id"):
-                self.dynamodb.put_item(**claim_put(self.settings, members[0], self.now_ms))
-        except ConditionFailed:
-            return Sent(found=members, calls=1)
-        return Sent(applied=members[:1], found=members[1:], calls=1)
+        with suppress(ConditionFailed), translated("could not claim a client id"):
+            self.dynamodb.put_item(**claim_put(self.settings, members[0], self.now_ms))
+            return Sent(applied=members[:1], found=members[1:], calls=1)
+        return Sent(found=members, calls=1)
 
     def writes(self, records: list[Countable]) -> list[Write[Countable]]:
         items: dict[tuple[Touch, str], list[Countable]] = {}
@@ -193,11 +192,10 @@ def _place(record: StreamRecord) -> tuple[str | None, str, str] | None:
     if not isinstance(partition, str) or position is None or not record.shard:
         return None
     shard = layout.shard_attribute(record.shard)
-    try:
+    with suppress(ValueError):  # a key DynamoDB would refuse: no audit item
         audit_items.shard_item_key(partition, shard)
-    except ValueError:
-        return None
-    return partition, shard, position
+        return partition, shard, position
+    return None
 
 
 # -- audit ------------------------------------------------------------------------------------
