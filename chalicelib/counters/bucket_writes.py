@@ -56,8 +56,8 @@ UNKNOWN = ""  # _Rounds.spill before the item was read
 
 
 # Per DynamoDB client, what this process last saw of an item (and shard), so the next update
-# starts from it, not from a guess whose cancelled condition costs a write. Never stale: a hint,
-# which the condition checks. A day item's `x:` of a shard once past NOT_SPILLED never goes back
+# starts from it, not from a guess whose cancelled condition costs a write. Held with no age limit:
+# a hint, which the condition checks. A day item's `x:` of a shard once past NOT_SPILLED never goes back
 # (only a prune removes it), so the next update goes straight to the hours' mode.
 _spilled: ClientCache[tuple[str, ...], str] = ClientCache(100_000, sys.maxsize)
 # The value names each bucket item was last seen to sum, by slot.
