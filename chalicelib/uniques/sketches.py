@@ -41,8 +41,7 @@ class SketchFormatError(TallyError):
 
 
 class Sketch:
-    """Registers at precision p, plus the exact hash set while it is small; `floor` is what the
-    estimate can never go below (EXACT_LIMIT + 1 once it left the exact state, 0 while exact)."""
+    """Registers at precision p, plus the exact hash set while it is small; `floor`, the least it answers."""
 
     __slots__ = ("M", "exact", "floor", "p")
 
@@ -187,8 +186,7 @@ def is_exact(sketch: Sketch) -> bool:
 
 
 def interval(sketch: Sketch, z: float = 1.96) -> tuple[int, int]:
-    """A 95% interval around the estimate: the count itself when exact; for registers
-    estimate * (1 -/+ z * 1.04/sqrt(m)), never below what the sketch is known to hold."""
+    """A 95% interval around the estimate: the count itself when exact, never below the sketch's floor."""
     value = estimate(sketch)
     if sketch.exact is not None:
         return value, value

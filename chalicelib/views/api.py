@@ -114,9 +114,8 @@ def count_series(
 def _series(
     dynamodb: DynamoDB, settings: Settings, url: str, ranges: list[tuple[int, int]], now_ms: int
 ) -> tuple[list[int], dict[str, Any]]:
-    """The views in each range of minutes (inclusive, in time order) from one read of the items
-    their plans name, and the answer's `keys_read` and completeness; ranges before the last one
-    with a part no longer kept count 0, and the oldest range kept counts from its first kept part."""
+    """The views in each range of minutes (inclusive, in time order) from one read of the items their
+    plans name, and the answer's `keys_read` and completeness (docs/design.md, "Retention")."""
     plans = [windows.plan(first, last) for first, last in ranges]
     spans = sorted({part.span for plan in plans for part in plan})
     pk = view_layout.url_pk(url)

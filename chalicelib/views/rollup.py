@@ -101,8 +101,7 @@ def read(
     counters: Mapping[str, dict[str, Any] | None] | None = None,
 ) -> dict[str, Stored]:
     """Each URL's (by counter partition) counter and the bucket items of its spans: one eventually
-    consistent BatchGetItem, or `ordered` (docs/design.md, "Top URLs": counters first, strongly
-    consistent, a URL moved into meanwhile read again)."""
+    consistent BatchGetItem, or `ordered` as docs/design.md, "Top URLs" reads them."""
     result: dict[str, Stored] = {}
     todo = dict(wanted)
     known = dict(counters or {})
