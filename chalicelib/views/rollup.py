@@ -188,8 +188,7 @@ def move(
     now_ms: int,
     sleep: Sleep | None = None,
 ) -> bool:
-    """Move a counter's pending minutes (as read in `counter`) into its buckets; False when it was
-    counted into or moved by another handler since it was read (a later batch moves it)."""
+    """Move a counter's pending minutes (as read in `counter`) into its buckets; False when it lost a race."""
     items = move_items(settings, url_pk, counter, now_ms)
     return bool(items) and transactions.write_items(dynamodb, items, what="view bucket move", sleep=sleep)
 
@@ -210,7 +209,6 @@ def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, 
         for span, position in spans:
             increments.setdefault(span, windows.Increment()).add(position, pending[minute])
     done = flushes(counter)
-    # Every counting transaction adds to `views`: unchanged, no minute has moved on since read.
     names = {"#fv": view_layout.FLUSHES, "#v": "views"}
     values: dict[str, Any] = {":next": {"N": str(done + 1)}, ":v": (counter or {}).get("views", {"N": "0"})}
     condition = "#v = :v AND attribute_not_exists(#fv)"
