@@ -39,8 +39,7 @@ def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int) -> Non
 def count(
     dynamodb: DynamoDB, settings: Settings, url: str, minutes: tuple[int, int] | None, now_ms: int
 ) -> dict[str, Any]:
-    """`url`'s views: of all time (its counter) when `minutes` is None, else in that range of
-    minutes (window_params.minute_range: the buckets from floor(start) to floor(end))."""
+    """`url`'s views: of all time when `minutes` is None, else in those minutes (window_params.minute_range)."""
     if minutes is None:
         failure = "could not read the view counter"
         item = dynamo.get_item(dynamodb, settings.counts_table, view_layout.counter_key(url), failure, consistent=False)

@@ -1,6 +1,5 @@
-"""Top URLs in storage: each bucket's summary as a base item plus the snapshots waiting in its
-block's logs (`VTOP#`); `record`, `fold` and `read`. Why no snapshot is lost and what a read
-costs: docs/design.md, "Top URLs" and "Log and fold"."""
+"""Top URLs in storage: each bucket's summary as a base item plus the snapshots waiting in its block's
+logs (`VTOP#`). Why no snapshot is lost and what a read costs: docs/design.md, "Top URLs" and "Log and fold"."""
 
 from __future__ import annotations
 
