@@ -194,8 +194,7 @@ def move(
 
 
 def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, now_ms: int) -> list[dict[str, Any]]:
-    """The transaction moving a counter's pending minutes (the earliest, as many as fit) into
-    the hour, day and block items of each; minutes past retention are dropped. Pure."""
+    """The move of a counter's earliest pending minutes into their buckets (past retention: dropped). Pure."""
     pending = view_layout.pending_minutes(counter)
     if not pending:
         return []
