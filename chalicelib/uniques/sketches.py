@@ -1,6 +1,5 @@
-"""Unique-count sketches: exact while small (the sorted 64-bit item hashes, kind EXACT), HyperLogLog
-registers beyond (DENSE or SPARSE, whichever is smaller), and their stored form. Pure. The form,
-and why the switch loses nothing: docs/design.md, "Unique counts"."""
+"""Unique-count sketches: exact while small, HyperLogLog registers beyond, and their stored form. Pure.
+The form, and why the switch loses nothing: docs/design.md, "Unique counts"."""
 
 from __future__ import annotations
 
@@ -27,9 +26,7 @@ EXACT = 2
 MIN_PRECISION = 4
 MAX_PRECISION = 16
 HEADER = struct.Struct(">2sBBB")
-# An item enters a sketch as its 64-bit hash: queue messages stay small whatever the items.
 HASH_BYTES = 8
-# Up to this many distinct items a sketch keeps their hashes and answers exactly.
 EXACT_LIMIT = 300
 # Sparse is only worth trying while few registers are set (3 bytes each against 1 per register).
 _SPARSE_LIMIT_DIVISOR = 4
@@ -41,8 +38,7 @@ class SketchFormatError(TallyError):
 
 
 class Sketch:
-    """Registers at precision p, plus the exact hash set while it is small; `floor` is what the
-    estimate can never go below (EXACT_LIMIT + 1 once it left the exact state, 0 while exact)."""
+    """Registers at precision p, plus the exact hash set while it is small; `floor`, the least it answers."""
 
     __slots__ = ("M", "exact", "floor", "p")
 
@@ -187,8 +183,7 @@ def is_exact(sketch: Sketch) -> bool:
 
 
 def interval(sketch: Sketch, z: float = 1.96) -> tuple[int, int]:
-    """A 95% interval around the estimate: the count itself when exact; for registers
-    estimate * (1 -/+ z * 1.04/sqrt(m)), never below what the sketch is known to hold."""
+    """A 95% interval around the estimate: the count itself when exact, never below the sketch's floor."""
     value = estimate(sketch)
     if sketch.exact is not None:
         return value, value

@@ -1,6 +1,5 @@
-"""The UTC quarter-hour, hour and day buckets of unique-count sketches, and the plan for reading
-a range of minutes as the coarsest buckets wholly inside it (`cover`). Pure. Why, and what each
-kind of range reads: docs/counting.md, "Unique counts in a time zone"."""
+"""The UTC quarter-hour, hour and day buckets of unique-count sketches, and the plan for reading a
+range of minutes (`cover`). Pure. Why, and what each range reads: docs/counting.md, "Unique counts in a time zone"."""
 
 from __future__ import annotations
 

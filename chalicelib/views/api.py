@@ -39,8 +39,7 @@ def enqueue(sqs: SQS, settings: Settings, views: list[View], now_ms: int) -> Non
 def count(
     dynamodb: DynamoDB, settings: Settings, url: str, minutes: tuple[int, int] | None, now_ms: int
 ) -> dict[str, Any]:
-    """`url`'s views: of all time (its counter) when `minutes` is None, else in that range of
-    minutes (window_params.minute_range: the buckets from floor(start) to floor(end))."""
+    """`url`'s views: of all time when `minutes` is None, else in those minutes (window_params.minute_range)."""
     if minutes is None:
         failure = "could not read the view counter"
         item = dynamo.get_item(dynamodb, settings.counts_table, view_layout.counter_key(url), failure, consistent=False)
@@ -114,9 +113,8 @@ def count_series(
 def _series(
     dynamodb: DynamoDB, settings: Settings, url: str, ranges: list[tuple[int, int]], now_ms: int
 ) -> tuple[list[int], dict[str, Any]]:
-    """The views in each range of minutes (inclusive, in time order) from one read of the items
-    their plans name, and the answer's `keys_read` and completeness; ranges before the last one
-    with a part no longer kept count 0, and the oldest range kept counts from its first kept part."""
+    """The views in each range of minutes (inclusive, in time order) from one read of the items their
+    plans name, and the answer's `keys_read` and completeness (docs/design.md, "Retention")."""
     plans = [windows.plan(first, last) for first, last in ranges]
     spans = sorted({part.span for plan in plans for part in plan})
     pk = view_layout.url_pk(url)

@@ -89,8 +89,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         return [Write(records, self._known), Write((), functools.partial(self._catalog, {p.pk for p in records}))]
 
     def _known(self, records: list[Pending]) -> Sent[Pending]:
-        """Read the counters (strongly consistent: after every earlier count), and the spilled
-        marker items of the views they do not hold, where the counter has spilled."""
+        """Read the counters; the views they or their spilled marker items hold (docs/design.md, "Exactly once")."""
         pks = sorted({p.pk for p in records})
         keys = [view_layout.counter_key_of(pk) for pk in pks]
         items = attributes.by_key(self._read(keys, "could not read the view counters"))
@@ -141,8 +140,7 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         ]
 
     def _count(self, members: list[Pending]) -> Sent[Pending]:
-        """Count views of one URL with one UpdateItem of its counter, re-sent without what a
-        failed condition shows is there already, after a spill when the counter needs one."""
+        """Count views of one URL with one UpdateItem of its counter (docs/design.md, "Exactly once")."""
         pk, url = members[0].pk, members[0].url
         counter = self._counters.get(pk)
         pending, found = list(members), list[Pending]()

@@ -61,8 +61,7 @@ def _sha(value: str) -> str:
 
 
 def listing(dynamodb: DynamoDB, settings: Settings, params: dict[str, str], now_ms: int) -> dict[str, Any]:
-    """`{"urls": [{"url", "views", "last_counted"}], "next"}`, `limit` (1-1000, 100) a page, in
-    the catalog's order (by digest: stable, not by count)."""
+    """One page of `GET /views/urls` (docs/api.md), in the catalog's order (by digest: stable, not by count)."""
     request = pager.page_request(params, _sha)
     entries, cursor = catalog.page(dynamodb, settings, KIND, request, now_ms)
     keys = [view_layout.counter_key_of(keyspace.VIEW_URL + e.name) for e in entries]

@@ -66,8 +66,7 @@ def bucket_key_of(url_pk_value: str, span: Bucket) -> dict[str, Any]:
 
 
 def marker_sk(view: View, policy: str) -> str:
-    """The view's marker name (not a key: its token, chalicelib.views.markers.token, is what is
-    stored); two views of a URL are one under `policy` exactly when their names are equal."""
+    """The view's marker name: two views of a URL are one under `policy` exactly when their names are equal."""
     t_ms = view.time_ms - view.time_ms % DAY_MS if policy == "client-day" else view.time_ms
     return f"{POLICY_PREFIX[policy]}{times.iso(t_ms)}#{_digest(view.client_id)}"
 

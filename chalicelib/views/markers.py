@@ -106,8 +106,7 @@ def _counter_update(
     now_ms: int,
     kept_days: Container[int] = (),
 ) -> dict[str, Any]:
-    """An UpdateItem of the counter that also removes the sets of dead days (but `kept_days`),
-    returning the item after it, or as it is when the condition fails."""
+    """An UpdateItem of the counter that also removes the sets of dead days (but `kept_days`)."""
     dead = sorted(day for day in inline(counter) if day not in kept_days and not live_day(day, horizon_s, now_ms))
     names.update({f"#x{i}": inline_attribute(day) for i, day in enumerate(dead)})
     if dead:
@@ -228,7 +227,6 @@ def write_units(size: int) -> int:
 
 
 def spill_pays(counter: dict[str, Any] | None, size: int) -> bool:
-    """Whether the counter's inline tokens cost a count of size `size` (size_after) a write
-    unit more than it would cost without them: then they are spilled first."""
+    """Whether the counter's inline tokens cost a count of size `size` (size_after) a write unit more."""
     held = sum(len(tokens) * TOKEN_BYTES for tokens in inline(counter).values())
     return held > 0 and write_units(size) > write_units(size - held)

@@ -101,8 +101,7 @@ def read(
     counters: Mapping[str, dict[str, Any] | None] | None = None,
 ) -> dict[str, Stored]:
     """Each URL's (by counter partition) counter and the bucket items of its spans: one eventually
-    consistent BatchGetItem, or `ordered` (docs/design.md, "Top URLs": counters first, strongly
-    consistent, a URL moved into meanwhile read again)."""
+    consistent BatchGetItem, or `ordered` as docs/design.md, "Top URLs" reads them."""
     result: dict[str, Stored] = {}
     todo = dict(wanted)
     known = dict(counters or {})
@@ -189,15 +188,13 @@ def move(
     now_ms: int,
     sleep: Sleep | None = None,
 ) -> bool:
-    """Move a counter's pending minutes (as read in `counter`) into its buckets; False when it was
-    counted into or moved by another handler since it was read (a later batch moves it)."""
+    """Move a counter's pending minutes (as read in `counter`) into its buckets; False when it lost a race."""
     items = move_items(settings, url_pk, counter, now_ms)
     return bool(items) and transactions.write_items(dynamodb, items, what="view bucket move", sleep=sleep)
 
 
 def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, now_ms: int) -> list[dict[str, Any]]:
-    """The transaction moving a counter's pending minutes (the earliest, as many as fit) into
-    the hour, day and block items of each; minutes past retention are dropped. Pure."""
+    """The move of a counter's earliest pending minutes into their buckets (past retention: dropped). Pure."""
     pending = view_layout.pending_minutes(counter)
     if not pending:
         return []
@@ -211,7 +208,6 @@ def move_items(settings: Settings, url_pk: str, counter: dict[str, Any] | None, 
         for span, position in spans:
             increments.setdefault(span, windows.Increment()).add(position, pending[minute])
     done = flushes(counter)
-    # Every counting transaction adds to `views`: unchanged, no minute has moved on since read.
     names = {"#fv": view_layout.FLUSHES, "#v": "views"}
     values: dict[str, Any] = {":next": {"N": str(done + 1)}, ":v": (counter or {}).get("views", {"N": "0"})}
     condition = "#v = :v AND attribute_not_exists(#fv)"

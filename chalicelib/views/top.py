@@ -19,8 +19,7 @@ MAX_COUNT = 2 ** (8 * COUNT_BYTES) - 1
 # A summary item: the packed entries plus its key and a few small attributes (top_store).
 MAX_ITEM_BYTES = 16 * 1024
 assert CAPACITY * ENTRY_BYTES + 200 < MAX_ITEM_BYTES
-# The most summaries a window of up to 400 days reads (tests/unit/views/test_view_top.py checks it):
-# 10 whole blocks between 2 x 31 whole days and 2 x 23 whole hours.
+# The most summaries a 400-day window reads (docs/design.md, "Top URLs"; tests/unit/views/test_view_top.py).
 MAX_SPANS = 118
 MAX_BLOCKS = 14  # the 32-day blocks those spans lie in (same test)
 MIN_CHUNK, MAX_CHUNK = 5, 100  # candidates resolved at once

@@ -1,6 +1,5 @@
-"""Top URLs in storage: each bucket's summary as a base item plus the snapshots waiting in its
-block's logs (`VTOP#`); `record`, `fold` and `read`. Why no snapshot is lost and what a read
-costs: docs/design.md, "Top URLs" and "Log and fold"."""
+"""Top URLs in storage: each bucket's summary as a base item plus the snapshots waiting in its block's
+logs (`VTOP#`). Why no snapshot is lost and what a read costs: docs/design.md, "Top URLs" and "Log and fold"."""
 
 from __future__ import annotations
 
@@ -192,7 +191,6 @@ def _bases(
 
 
 def _log_item(log: log_fold.Log, changed: dict[Bucket, dict[bytes, int]]) -> dict[str, Any]:
-    """A log item's attributes: one binary attribute per bucket, named by its sort key."""
     item: dict[str, Any] = {"expires_at": {"N": str(log.expires_at)}}
     for span, entries in sorted(changed.items()):
         item[view_layout.bucket_sk(span)] = {"B": top.Summary(dict(entries)).encode()}

@@ -1,6 +1,5 @@
-"""View counts per hour, day and 32-day block, each item also holding the counts of the finer
-buckets inside it, and the plan for reading a range of minutes. Pure. The items: docs/design.md,
-"Keys" under Exact view counters; what a range reads, "Ranged reads"."""
+"""View counts per hour, day and 32-day block, and the plan for reading a range of minutes. Pure. The
+items: docs/design.md, "Keys" under Exact view counters; what a range reads, "Ranged reads"."""
 
 from __future__ import annotations
 
