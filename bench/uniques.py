@@ -361,8 +361,13 @@ def write_cost(clients: AwsClients, settings: Settings, n: int) -> list[list[str
     for label, apply in (
         (
             "all-time only (before windows)",
-            lambda db, msgs: uniques_batches.merge_into_shard(
-                db, settings, "spread-all", 0, b"".join(uniques_batches.parse_message(m.body)[1] for m in msgs), NOW
+            lambda db, msgs: uniques_batches.merge_into(
+                db,
+                settings,
+                uniques_keys.shard_key("spread-all", 0),
+                b"".join(uniques_batches.parse_message(m.body)[1] for m in msgs),
+                NOW,
+                None,
             ),
         ),
         (

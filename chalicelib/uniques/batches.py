@@ -184,19 +184,6 @@ def apply_messages(
     return batch_processor.process(UniqueItems(dynamodb, settings, now_ms, shard, sleep), messages)
 
 
-def merge_into_shard(
-    dynamodb: DynamoDB,
-    settings: Settings,
-    name: str,
-    shard: int,
-    hashes: bytes,
-    now_ms: int,
-    sleep: Sleep | None = None,
-) -> tuple[int, int]:
-    """Add item hashes to one shard of a name's all-time sketch: (1 if written else 0, conflicts)."""
-    return merge_into(dynamodb, settings, layout.shard_key(name, shard), hashes, now_ms, None, sleep)
-
-
 def merge_into(
     dynamodb: DynamoDB,
     settings: Settings,

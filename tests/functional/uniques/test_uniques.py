@@ -310,7 +310,9 @@ def test_given_corrupt_stored_sketch_when_read_or_written_then_503_and_clear_err
     assert response.status_code == 503
     assert "unreadable" in response.json_body["Message"]
     with pytest.raises(StorageError):
-        uniques_batches.merge_into_shard(aws.dynamodb, SETTINGS, "broken", 0, sketches.item_hash(KEY, "x"), clock.now)
+        uniques_batches.merge_into(
+            aws.dynamodb, SETTINGS, uniques_keys.shard_key("broken", 0), sketches.item_hash(KEY, "x"), clock.now, None
+        )
 
 
 # -- shards and concurrent writers --------------------------------------------------------------
@@ -321,11 +323,11 @@ def test_given_items_spread_over_shards_and_precisions_when_read_then_one_query_
 ) -> None:
     groups = [items("s", 0, 3000), items("s", 2000, 5000), items("s", 4000, 6000)]
     for shard, group in enumerate(groups):
-        uniques_batches.merge_into_shard(
-            aws.dynamodb, SETTINGS, "spread", shard, sketches.item_hashes(KEY, group), clock.now
-        )
+        key = uniques_keys.shard_key("spread", shard)
+        uniques_batches.merge_into(aws.dynamodb, SETTINGS, key, sketches.item_hashes(KEY, group), clock.now, None)
     coarse = replace(SETTINGS, uniques_error_rate=0.02)  # a shard made under an older setting
-    uniques_batches.merge_into_shard(aws.dynamodb, coarse, "spread", 3, sketches.item_hash(KEY, "s-7000"), clock.now)
+    key = uniques_keys.shard_key("spread", 3)
+    uniques_batches.merge_into(aws.dynamodb, coarse, key, sketches.item_hash(KEY, "s-7000"), clock.now, None)
     assert len(sketch_items(aws, "spread")) == 4
     answer = uniques_api.cardinality(aws.dynamodb, SETTINGS, ["spread"])
     low = sketches.precision_for(0.02)
