@@ -3,7 +3,6 @@ the answer back into a function URL's response. No I/O. docs/tracker.md, "The fu
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -66,11 +65,3 @@ def response(answer: Mapping[str, Any]) -> dict[str, Any]:
 
 def not_found() -> dict[str, Any]:
     return response({"statusCode": 404, "headers": {"Content-Type": "application/json"}, "body": json.dumps(NOT_FOUND)})
-
-
-def body_bytes(result: Mapping[str, Any]) -> bytes:
-    """A function URL response's body as bytes (what the client receives)."""
-    body = result.get("body") or ""
-    if result.get("isBase64Encoded"):
-        return base64.b64decode(body)
-    return body.encode("utf-8") if isinstance(body, str) else bytes(body)
