@@ -151,18 +151,16 @@ def previous_run(dynamodb: Any, settings: Settings, start_ms: int, end_ms: int) 
     """The previous design's read: every partition of the range to its end, then one report;
     the events read."""
     report = Report(report_ranges.report_id(start_ms, end_ms), start_ms, end_ms)
-    for query in report_ranges.partition_queries(start_ms, end_ms, settings.event_write_shards):
-        condition, values = query.key_condition()
-        request = {
-            "TableName": settings.events_table,
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeValues": values,
-            "ConsistentRead": True,
-        }
-        for page in dynamo.query_pages(dynamodb, request, "read"):
-            for raw in page["Items"]:
-                item = {k: _DESERIALIZER.deserialize(v) for k, v in raw.items()}
-                report.add(e for e in packs.events_in(item) if "counter" in e)
+    for _, queries in report_ranges.quarter_queries(start_ms, end_ms, settings.event_write_shards):
+        for query in queries:
+            condition, values = query.sort_condition()
+            request = dynamo.query_request(
+                settings.events_table, query.pk, sk=condition, values=values, consistent=True
+            )
+            for page in dynamo.query_pages(dynamodb, request, "read"):
+                for raw in page["Items"]:
+                    item = {k: _DESERIALIZER.deserialize(v) for k, v in raw.items()}
+                    report.add(e for e in packs.events_in(item) if "counter" in e)
     return report.events
 
 

@@ -11,7 +11,6 @@ from chalicelib.core import times
 from chalicelib.core.errors import ValidationError
 from chalicelib.events import ingest as events
 
-QUARTER_HOUR_MS = times.QUARTER_HOUR_MS
 ID_PATTERN = re.compile(r"(\d{8}T\d{6})(\d{3})Z-(\d{8}T\d{6})(\d{3})Z")
 
 
@@ -30,11 +29,6 @@ class PartitionQuery:
         conditions = {(":low", ":high"): "sk BETWEEN :low AND :high", (":low",): "sk >= :low", (":high",): "sk < :high"}
         return conditions.get(tuple(values), ""), values
 
-    def key_condition(self) -> tuple[str, dict[str, Any]]:
-        condition, values = self.sort_condition()
-        expression = "pk = :pk" + (f" AND {condition}" if condition else "")
-        return expression, {":pk": {"S": self.pk}, **{k: {"S": v} for k, v in values.items()}}
-
 
 def quarter_queries(start_ms: int, end_ms: int, shards: int) -> list[tuple[int, list[PartitionQuery]]]:
     """Per quarter hour overlapping [start_ms, end_ms), in time order: its start and the Queries
@@ -42,22 +36,17 @@ def quarter_queries(start_ms: int, end_ms: int, shards: int) -> list[tuple[int, 
     if end_ms <= start_ms:
         return []
     quarters: list[tuple[int, list[PartitionQuery]]] = []
-    for quarter in range(start_ms - start_ms % QUARTER_HOUR_MS, end_ms, QUARTER_HOUR_MS):
+    for quarter in range(start_ms - start_ms % times.QUARTER_HOUR_MS, end_ms, times.QUARTER_HOUR_MS):
         low = times.iso(start_ms) if start_ms > quarter else None
-        high = times.iso(end_ms) if end_ms < quarter + QUARTER_HOUR_MS else None
+        high = times.iso(end_ms) if end_ms < quarter + times.QUARTER_HOUR_MS else None
         quarters.append((quarter, [PartitionQuery(events.partition_key(quarter, s), low, high) for s in range(shards)]))
     return quarters
-
-
-def partition_queries(start_ms: int, end_ms: int, shards: int) -> list[PartitionQuery]:
-    """The Queries that read exactly the events ingested in [start_ms, end_ms)."""
-    return [query for _, queries in quarter_queries(start_ms, end_ms, shards) for query in queries]
 
 
 def first_start(cutoff_ms: int, interval_minutes: int) -> int:
     """Where the very first report starts: one interval back from the cutoff, on a quarter hour."""
     back = cutoff_ms - interval_minutes * times.MINUTE_MS
-    return back - back % QUARTER_HOUR_MS
+    return back - back % times.QUARTER_HOUR_MS
 
 
 def report_id(start_ms: int, end_ms: int) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from chalicelib.core import times
 from chalicelib.core.settings import Settings
 from chalicelib.reports import ranges as report_ranges
 from chalicelib.reports import runs as reports_runs
@@ -74,7 +75,7 @@ def test_given_an_hour_larger_than_a_run_reads_when_runs_follow_then_reported_ov
     assert_each_event_once(found, expected)
     # Cut where the budget ran out, inside quarter hours: ends that are not quarter hours.
     ends = [report_ranges.parse_report_id(r["id"])[1] for r in found]
-    assert sum(end % report_ranges.QUARTER_HOUR_MS != 0 for end in ends) >= 5
+    assert sum(end % times.QUARTER_HOUR_MS != 0 for end in ends) >= 5
     assert all(r["events"] <= max(reads) for r in found)
     # What a run read at or after its cut is read again by the next run. With a handful of items
     # per shard that is about half of a run (bench.reports measures it at real budgets).
