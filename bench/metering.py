@@ -20,7 +20,8 @@ from collections import defaultdict
 from dataclasses import dataclass, fields
 from typing import Any
 
-from chalicelib.core.item_sizes import KB, attribute_size, item_size, number_size
+from chalicelib.core.dynamo_limits import KB
+from chalicelib.core.item_sizes import attribute_size, item_size, number_size
 
 __all__ = ["KB", "attribute_size", "item_size", "number_size"]
 

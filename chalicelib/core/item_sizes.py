@@ -5,10 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core import dynamo_limits
-
-KB = dynamo_limits.KB
-
 
 def number_size(text: str) -> int:
     """Leading and trailing zeros are not stored; the exponent is not counted."""

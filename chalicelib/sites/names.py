@@ -11,7 +11,6 @@ from chalicelib.core.errors import ValidationError
 
 CATALOG_KIND = "sites"
 PAGEVIEW = "pageview"  # the beacon's event of a page view; every other event is a custom event
-SALT_PK = keyspace.SALT
 # How long a site's page views (its events) are kept: the longest window a summary answers
 # (docs/tracker.md, "What you see").
 RETENTION_SECONDS = window_params.MAX_WINDOW_DAYS * times.DAY_MS // 1000
@@ -23,7 +22,7 @@ def settings_key(site: str) -> dict[str, Any]:
 
 
 def salt_key(day: int) -> dict[str, Any]:
-    return {"pk": {"S": SALT_PK}, "sk": {"S": keyspace.index_sort_key("d", day)}}
+    return {"pk": {"S": keyspace.SALT}, "sk": {"S": keyspace.index_sort_key("d", day)}}
 
 
 def site_name(value: Any, field: str = "site") -> str:

@@ -13,7 +13,8 @@ from typing import Any
 from boto3.dynamodb.types import TypeSerializer
 
 from chalicelib.core import decimals
-from chalicelib.core.item_sizes import KB, item_size
+from chalicelib.core.dynamo_limits import KB
+from chalicelib.core.item_sizes import item_size
 from chalicelib.core.settings import Settings
 from chalicelib.counters import layout, reads, stream
 from chalicelib.events import dimensions as event_dimensions

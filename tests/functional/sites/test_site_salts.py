@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core import times
+from chalicelib.core import keyspace, times
 from chalicelib.core.errors import StorageError
 from chalicelib.core.settings import Settings
 from chalicelib.sites import names, salts
@@ -37,13 +37,13 @@ def test_given_no_salt_when_a_day_is_first_used_then_one_is_created_and_kept_all
     salts._cache = salts._Cache()  # another process: reads what the first stored
     again = salts.salt_for_day(aws.dynamodb, SETTINGS, KEY, DAY, NOON + 11 * times.HOUR_MS, fresh(2))
     assert first == again == bytes([1]) * 32
-    (item,) = partition(aws.dynamodb, names.SALT_PK)
+    (item,) = partition(aws.dynamodb, keyspace.SALT)
     assert int(item["expires_at"]["N"]) == (DAY + 2) * 86400
 
 
 def test_given_a_days_salt_when_stored_then_the_table_holds_it_only_sealed_under_the_item_key(aws: Any) -> None:
     salt = salts.salt_for_day(aws.dynamodb, SETTINGS, KEY, DAY, NOON)
-    (item,) = partition(aws.dynamodb, names.SALT_PK)
+    (item,) = partition(aws.dynamodb, keyspace.SALT)
     stored = b"".join(bytes(value["B"]) for value in item.values() if "B" in value)
     # Nothing read from the table holds the salt, nor half of it.
     assert salt[:16] not in stored and salt[16:] not in stored
@@ -91,14 +91,14 @@ def test_given_an_expired_salt_not_yet_deleted_when_read_then_it_is_ignored_and_
 def test_given_a_day_past_its_two_days_when_asked_then_refused(aws: Any) -> None:
     with pytest.raises(ValueError):
         salts.salt_for_day(aws.dynamodb, SETTINGS, KEY, DAY - 2, NOON)
-    assert partition(aws.dynamodb, names.SALT_PK) == []
+    assert partition(aws.dynamodb, keyspace.SALT) == []
 
 
 def test_given_a_new_days_salt_when_created_then_the_salt_that_just_expired_is_deleted(aws: Any) -> None:
     salts.salt_for_day(aws.dynamodb, SETTINGS, KEY, DAY, NOON)
     salts.salt_for_day(aws.dynamodb, SETTINGS, KEY, DAY + 1, NOON + times.DAY_MS)
-    assert len(partition(aws.dynamodb, names.SALT_PK)) == 2
+    assert len(partition(aws.dynamodb, keyspace.SALT)) == 2
     # Two days after DAY starts its salt has expired; the first page view of DAY + 2 deletes it.
     salts.salt_for_day(aws.dynamodb, SETTINGS, KEY, DAY + 2, NOON + 2 * times.DAY_MS)
-    left = sorted(item["sk"]["S"] for item in partition(aws.dynamodb, names.SALT_PK))
+    left = sorted(item["sk"]["S"] for item in partition(aws.dynamodb, keyspace.SALT))
     assert left == [names.salt_key(DAY + 1)["sk"]["S"], names.salt_key(DAY + 2)["sk"]["S"]]

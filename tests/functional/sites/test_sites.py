@@ -9,6 +9,7 @@ from urllib.parse import quote
 import pytest
 
 from chalicelib.contract import schemas
+from chalicelib.core import keyspace
 from chalicelib.sites import beacon as site_beacon
 from tests.conftest import create_key
 from tests.functional.site_helpers import FIREFOX, GOOGLEBOT, SETTINGS, Counting, beacon, left_behind
@@ -241,12 +242,11 @@ def test_given_a_days_salt_when_every_route_is_read_then_no_answer_holds_it(
 ) -> None:
     import base64
 
-    from chalicelib.sites import names as site_keys
     from tests.functional.helpers import partition
 
     beacon(client, key, view(clock, "/?utm_source=news"), origin=ORIGIN)
     counting.process()
-    (item,) = partition(aws.dynamodb, site_keys.SALT_PK)
+    (item,) = partition(aws.dynamodb, keyspace.SALT)
     from chalicelib.sites import salts
 
     salt = salts.unseal(aws.item_key, int(item["sk"]["S"].removeprefix("d#")), bytes(item["sealed"]["B"]))
@@ -255,7 +255,7 @@ def test_given_a_days_salt_when_every_route_is_read_then_no_answer_holds_it(
         salt.hex().upper(),
         base64.b64encode(salt).decode(),
         base64.urlsafe_b64encode(salt).decode().rstrip("="),
-        site_keys.SALT_PK,
+        keyspace.SALT,
     ]
     read = 0
     for path, methods in app_module.app.routes.items():

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from chalicelib.core.item_sizes import KB, item_size
+from chalicelib.core.dynamo_limits import KB
+from chalicelib.core.item_sizes import item_size
 from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import filters, layout, topk
 from chalicelib.counters.bucket_writes import BucketUpdate

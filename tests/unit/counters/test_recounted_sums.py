@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chalicelib.core import timebuckets
-from chalicelib.core.item_sizes import KB, item_size
+from chalicelib.core.dynamo_limits import KB
+from chalicelib.core.item_sizes import item_size
 from chalicelib.core.timebuckets import Bucket
 from chalicelib.counters import layout, recounted_sums, repair
 from chalicelib.counters.bucket_writes import BucketUpdate
