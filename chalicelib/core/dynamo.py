@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import suppress
-from typing import Any, cast
+from typing import Any, TypeGuard, cast
 
 from chalicelib.core import attributes, dynamo_limits, retry
 from chalicelib.core.aws import DynamoDB
@@ -93,6 +93,12 @@ def query_sort_range(dynamodb: DynamoDB, table: str, pk: str, lo: str, hi: str, 
 def stored_expiry(item: dict[str, Any] | None) -> int | None:
     """An item's `expires_at` (the table's TTL attribute), None for no item or none stored."""
     return None if item is None else attributes.optional_integer(item, "expires_at")
+
+
+def live(item: dict[str, Any] | None, now_s: int) -> TypeGuard[dict[str, Any]]:
+    """Whether an item is there and not past its `expires_at` (docs/guarantees.md, "TTL deletes late")."""
+    expiry = stored_expiry(item)
+    return item is not None and (expiry is None or expiry > now_s)
 
 
 def batch_get_items(

@@ -87,9 +87,7 @@ def breakdown(
     found = dynamo.batch_get_items(dynamodb, settings.counts_table, flat, "could not read the breakdown summaries")
     now_s = now_ms // 1000
     # The summaries read that have not expired, each cut to the minutes its group covers.
-    live = {
-        k: i for k, i in attributes.by_key(found).items() if "e" in i and (dynamo.stored_expiry(i) or now_s + 1) > now_s
-    }
+    live = {k: i for k, i in attributes.by_key(found).items() if "e" in i and dynamo.live(i, now_s)}
     cut = [[stored_summary(live[k], span) for k in map(attributes.key_of, keys) if k in live] for keys, span in groups]
     ranking = topk.rank([s for s in summaries if s is not None] for summaries in cut)
     keys_read = len(flat)

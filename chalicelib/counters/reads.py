@@ -152,7 +152,7 @@ def _kept_parts(
     first = timebuckets.kept_from(flags)
     counted: list[tuple[int, dict[str, Decimal], int]] = []
     for part, item, held_here in zip(parts[first:], items[first:], held[first:]):
-        if item is not None and ((expiry := dynamo.stored_expiry(item)) is None or expiry > now_s):
+        if dynamo.live(item, now_s):
             sums = layout.sums_of(item, part.minutes, part.bucket.resolution)
             counted.append((held_here + _part_count(item, part), sums, layout.not_summed(item)))
         else:  # none, or an hour item past its own events' retention, kept for its inline minutes'
