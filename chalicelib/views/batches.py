@@ -96,7 +96,8 @@ class ViewMessages(batch_processor.Capability[Message, Pending]):
         self._counters = {pk: items.get((pk, view_layout.COUNTER_SK)) for pk in pks}
         days = {pk: markers.inline(counter) for pk, counter in self._counters.items()}
         held = [p for p in records if markers.holds(days[p.pk], p.marked)]
-        return Sent(found=held + self._stored([p for p in records if not markers.holds(days[p.pk], p.marked)]))
+        ids = {id(p) for p in held}
+        return Sent(found=held + self._stored([p for p in records if id(p) not in ids]))
 
     def _stored(self, records: list[Pending]) -> list[Pending]:
         """The views among `records` whose marker is in a live spilled item (docs/design.md, "Exactly once")."""
